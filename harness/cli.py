@@ -1,0 +1,88 @@
+"""``rvvdiff``: set-up, builds and mutants from the command line (the tests run under pytest)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from . import mutants, toolchain
+from .build import BuildError, ensure_built
+from .config import ISA_BUILDS
+from .proc import CommandError
+from .source import SourceError, resolve
+
+
+def _isas(value: str) -> list[str]:
+    names = list(ISA_BUILDS) if value == "all" else [v.strip() for v in value.split(",")]
+    bad = [n for n in names if n not in ISA_BUILDS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown ISA build {bad[0]!r}; use 'all' or a comma list of {', '.join(ISA_BUILDS)}")
+    return names
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    """Fetch the ggml source, check the compiler and QEMU, and (with --build) build every ISA build."""
+    t0 = time.perf_counter()
+    src = resolve(args.ggml_src)
+    print(f"ggml source: {src.describe()} ({time.perf_counter() - t0:.1f} s)")
+    for k, v in toolchain.describe().items():
+        print(f"{k}: {v}")
+    q = toolchain.qemu()
+    for name in args.isa:
+        lacking = q.lacking(ISA_BUILDS[name].qemu)
+        if lacking:
+            print(f"warning: QEMU {q.version} cannot emulate {', '.join(lacking)}: ISA build {name} will be skipped",
+                  file=sys.stderr)
+    if args.build:
+        cmd_build(args)
+    print(f"set-up done in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    src = resolve(args.ggml_src)
+    for name in args.isa:
+        t = time.perf_counter()
+        b = ensure_built(src, ISA_BUILDS[name])
+        print(f"{name}: {b.server} ({time.perf_counter() - t:.1f} s)")
+    return 0
+
+
+def cmd_mutant(args: argparse.Namespace) -> int:
+    """Print the path of a mutant tree (made if needed), to pass as --ggml-src."""
+    if args.name is None:
+        for name, m in mutants.catalogue().items():
+            meta = m.meta
+            print(f"{name}: {meta.get('class', '?')} [{meta.get('family', '?')}]")
+        return 0
+    tree = mutants.apply(mutants.get(args.name), resolve(args.ggml_src))
+    print(tree.root)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="rvvdiff", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--ggml-src", default=None, metavar="PATH",
+                        help="llama.cpp or ggml checkout (default: the pinned tree)")
+    common.add_argument("--isa", type=_isas, default=list(ISA_BUILDS), metavar="LIST",
+                        help="ISA builds: 'all' (default) or a comma list")
+    s = sub.add_parser("setup", parents=[common], help=cmd_setup.__doc__)
+    s.add_argument("--build", action="store_true", help="also build every selected ISA build now")
+    s.set_defaults(fn=cmd_setup)
+    sub.add_parser("build", parents=[common], help="build (or check) the selected ISA builds").set_defaults(fn=cmd_build)
+    m = sub.add_parser("mutant", parents=[common], help=cmd_mutant.__doc__)
+    m.add_argument("name", nargs="?", help="mutant name (omit to list them)")
+    m.set_defaults(fn=cmd_mutant)
+    args = p.parse_args(argv)
+    try:
+        return args.fn(args)
+    except (SourceError, toolchain.ToolchainError, BuildError, CommandError, KeyError) as e:
+        print(f"rvvdiff: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

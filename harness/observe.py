@@ -1,0 +1,39 @@
+"""Per-test observations (worst error/bound ratio, kernel calls, ...).
+
+Comparisons and the kernel call path record figures here while a test runs;
+the pytest plugin moves them into the test's report (``user_properties``), so
+they reach the controlling process under pytest-xdist and the summary.
+"""
+
+from __future__ import annotations
+
+_current: dict[str, float | str] = {}
+
+#: Metrics that add up over a test's examples; the others keep their maximum.
+SUMMED = frozenset({"calls", "kernel_s", "request_s"})
+
+
+def record(metric: str, value: float) -> None:
+    old = _current.get(metric)
+    if not isinstance(old, (int, float)):
+        _current[metric] = value
+    elif metric in SUMMED:
+        _current[metric] = old + value
+    else:
+        _current[metric] = max(old, value)
+
+
+def note(key: str, text: str) -> None:
+    """A fact about what ran (e.g. ``path=rvv``); distinct values seen in one test are joined."""
+    old = _current.get(key)
+    if old is None:
+        _current[key] = text
+    elif isinstance(old, str) and text not in old.split(" | "):
+        _current[key] = f"{old} | {text}"
+
+
+def take() -> dict[str, float | str]:
+    """Return the observations of the test that just ran and start afresh."""
+    out = dict(_current)
+    _current.clear()
+    return out

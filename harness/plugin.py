@@ -1,0 +1,313 @@
+"""The pytest plugin: options, targets (VLEN x ISA build x stress mode), report header and summary.
+
+A differential test asks for the ``target`` argument; the plugin
+parametrizes it over the selected VLENs, ISA builds and stress modes, so test
+ids read ``test_vec_dot[f16-vlen512-zvfh]`` and ``-k`` selects by kernel,
+VLEN or build.  Builds and servers are made lazily, in whichever process
+(pytest-xdist worker) first needs them, under a file lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from . import observe, pool
+from . import protocol as P
+from .build import Build, ensure_built
+from .config import ISA_BUILDS, STRESS_PROPS, VLENS, IsaBuild
+from .source import GgmlSource, SourceError, resolve
+from .toolchain import Qemu, ToolchainError, describe, qemu
+
+# ------------------------------------------------------------------ options
+
+
+def parse_vlens(value: str) -> tuple[int, ...]:
+    """``all`` or a comma list of VLENs; anything else is a usage error naming the allowed values."""
+    allowed = ", ".join(map(str, VLENS))
+    if value.strip() == "all":
+        return VLENS
+    out = []
+    for part in value.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) not in VLENS:
+            raise pytest.UsageError(f"--vlen {value!r}: {part!r} is not a VLEN rvvdiff can emulate; "
+                                    f"use 'all' or a comma list of {allowed}")
+        out.append(int(part))
+    return tuple(dict.fromkeys(out))
+
+
+def parse_isas(value: str) -> tuple[str, ...]:
+    allowed = ", ".join(ISA_BUILDS)
+    if value.strip() == "all":
+        return tuple(ISA_BUILDS)
+    out = []
+    for part in value.split(","):
+        part = part.strip()
+        if part not in ISA_BUILDS:
+            raise pytest.UsageError(f"--isa {value!r}: unknown ISA build {part!r}; use 'all' or a comma list of {allowed}")
+        out.append(part)
+    return tuple(dict.fromkeys(out))
+
+
+def parse_stress(value: str) -> tuple[bool, ...]:
+    modes = {"off": (False,), "on": (True,), "both": (False, True)}
+    if value not in modes:
+        raise pytest.UsageError(f"--rvv-stress {value!r}: use off, on or both")
+    return modes[value]
+
+
+def _positive(kind: type, option: str):
+    def parse(value: str):
+        try:
+            v = kind(value)
+        except ValueError:
+            raise pytest.UsageError(f"{option} {value!r}: expected a positive number") from None
+        if v <= 0:
+            raise pytest.UsageError(f"{option} {value!r}: expected a positive number")
+        return v
+    return parse
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("rvvdiff", "rvvdiff: differential testing of ggml's RISC-V Vector kernels")
+    g.addoption("--vlen", type=parse_vlens, default=VLENS, metavar="LIST",
+                help=f"VLENs to emulate: 'all' (default) or a comma list of {', '.join(map(str, VLENS))}")
+    g.addoption("--isa", type=parse_isas, default=tuple(ISA_BUILDS), metavar="LIST",
+                help=f"ISA builds: 'all' (default) or a comma list of {', '.join(ISA_BUILDS)}")
+    g.addoption("--rvv-stress", type=parse_stress, default=(False,), nargs="?", const=(True,), metavar="MODE",
+                help="QEMU tail/mask stress (agnostic elements set to all ones, vl = half the AVL): "
+                     "off (default), on (also the bare flag) or both")
+    g.addoption("--ggml-src", default=None, metavar="PATH",
+                help="llama.cpp or ggml checkout to test (default: the pinned tree, fetched once)")
+    g.addoption("--max-examples", type=_positive(int, "--max-examples"), default=None, metavar="N",
+                help="Hypothesis examples per differential test (default: 25)")
+    g.addoption("--kernel-timeout", type=_positive(float, "--kernel-timeout"), default=120.0, metavar="SECONDS",
+                help="deadline of one kernel call before it counts as hung (default: 120)")
+
+
+DEFAULT_MAX_EXAMPLES = 25
+
+# ------------------------------------------------------------------ session
+
+
+@dataclass
+class Session:
+    """What every differential test of this process shares: the tree, the emulator, the builds."""
+
+    config: pytest.Config
+    source: GgmlSource
+    builds: dict[str, Build]
+
+    @property
+    def timeout(self) -> float:
+        return float(self.config.getoption("kernel_timeout"))
+
+    def build(self, isa: IsaBuild) -> Build:
+        b = self.builds.get(isa.name)
+        if b is None:
+            b = self.builds[isa.name] = ensure_built(self.source, isa)
+        return b
+
+
+_SESSION: Session | None = None
+
+
+def session() -> Session:
+    if _SESSION is None:
+        raise RuntimeError("rvvdiff: no pytest session is configured (is the plugin loaded?)")
+    return _SESSION
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a differential test runs its kernel: one VLEN, one ISA build, one stress mode."""
+
+    vlen: int
+    isa: IsaBuild
+    stress: bool
+
+    @property
+    def id(self) -> str:
+        return f"vlen{self.vlen}-{self.isa.name}" + ("-stress" if self.stress else "")
+
+    def server(self) -> pool.KernelServer:
+        return pool.server(session().build(self.isa), self.vlen, self.stress, qemu())
+
+    @property
+    def features(self) -> dict[str, bool]:
+        """Extensions the build was compiled for, as the server reports them (``feature.zvfh`` ...)."""
+        h = self.server().hello
+        return {k.split(".", 1)[1]: v == "1" for k, v in h.items() if k.startswith("feature.")}
+
+    def call(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
+             bufs: Sequence[P.Buf] = (), *, repeat: int = 1) -> P.Response:
+        srv = self.server()
+        w0, k0 = srv.wall_s, srv.kernel_s
+        try:
+            return srv.call(kernel, ip, fp, bufs, repeat=repeat, timeout=session().timeout)
+        finally:
+            observe.record("calls", 1)
+            observe.record("request_s", srv.wall_s - w0)
+            observe.record("kernel_s", srv.kernel_s - k0)
+
+    def __str__(self) -> str:
+        return self.id
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _SESSION
+    config.addinivalue_line("markers", "rvvdiff_kernel(name): the ggml kernel a differential test exercises")
+    # Shared by the controller and its xdist workers (inherited through the environment).
+    os.environ.setdefault("RVVDIFF_SESSION", uuid.uuid4().hex[:12])
+    _register_hypothesis_profile(config)
+    _SESSION = None
+    config._rvvdiff_stats = []  # type: ignore[attr-defined]
+
+
+def _register_hypothesis_profile(config: pytest.Config) -> None:
+    from hypothesis import HealthCheck, settings
+
+    n = config.getoption("max_examples") or DEFAULT_MAX_EXAMPLES
+    settings.register_profile(
+        "rvvdiff", max_examples=n, deadline=None, print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+    )
+    if not config.getoption("hypothesis_profile", None):
+        settings.load_profile("rvvdiff")
+
+
+def _session_for(config: pytest.Config) -> Session:
+    global _SESSION
+    if _SESSION is None:
+        try:
+            src = resolve(config.getoption("ggml_src"))
+        except SourceError as e:
+            raise pytest.UsageError(str(e)) from None
+        _SESSION = Session(config, src, {})
+    return _SESSION
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "target" not in metafunc.fixturenames:
+        return
+    cfg = metafunc.config
+    targets = [Target(v, ISA_BUILDS[i], s)
+               for i in cfg.getoption("isa") for v in cfg.getoption("vlen") for s in cfg.getoption("rvv_stress")]
+    metafunc.parametrize("target", targets, ids=[t.id for t in targets])
+
+
+def _emulator() -> Qemu:
+    try:
+        return qemu()
+    except ToolchainError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Resolve the tree and emulator once differential tests are collected; skip, with the
+    reason, targets whose ISA build or stress mode this QEMU cannot emulate."""
+    targets = [it for it in items
+               if isinstance(getattr(getattr(it, "callspec", None), "params", {}).get("target"), Target)]
+    if not targets:
+        return
+    _session_for(config)
+    q = _emulator()
+    for it in targets:
+        t: Target = it.callspec.params["target"]
+        props = dict(t.isa.qemu, **(STRESS_PROPS if t.stress else {}))
+        lacking = q.lacking(props)
+        if lacking:
+            it.add_marker(pytest.mark.skip(reason=(
+                f"QEMU {q.version} ({q.path}) does not emulate {', '.join(lacking)}, needed by "
+                f"{t.id}: install qemu-user 10 from bookworm-backports (ci/setup.sh) or set RVVDIFF_QEMU")))
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    lines = []
+    try:
+        src = _session_for(config).source.describe()
+    except pytest.UsageError as e:
+        src = f"unusable: {e}"
+    tools = describe()
+    stress = {(False,): "off", (True,): "on", (False, True): "both"}[tuple(config.getoption("rvv_stress"))]
+    lines.append(f"rvvdiff: ggml source: {src}")
+    lines.append(f"rvvdiff: emulator: {tools['qemu']}")
+    lines.append(f"rvvdiff: compiler: {tools['compiler']}")
+    lines.append("rvvdiff: ISA builds: " + "; ".join(
+        f"{n} ({ISA_BUILDS[n].summary})" for n in config.getoption("isa")))
+    lines.append(f"rvvdiff: VLENs: {', '.join(map(str, config.getoption('vlen')))}; tail/mask stress: {stress}; "
+                 f"examples per test: {config.getoption('max_examples') or DEFAULT_MAX_EXAMPLES}")
+    return lines
+
+
+# -------------------------------------------------------------- reporting
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
+    outcome = yield
+    if call.when == "call" and "target" in getattr(item, "fixturenames", ()):
+        rep = outcome.get_result()
+        rep.user_properties.extend(("rvvdiff." + k, v) for k, v in observe.take().items())
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    observe.take()  # drop anything a previous test left behind
+
+
+def _server_stats() -> list[dict[str, Any]]:
+    return [{"server": s.describe(), "requests": s.requests, "wall_s": s.wall_s, "kernel_s": s.kernel_s,
+             "starts": s.starts} for s in pool.servers()]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["rvvdiff_stats"] = json.dumps(_server_stats())
+    else:
+        session.config._rvvdiff_stats.extend(_server_stats())  # type: ignore[attr-defined]
+
+
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    stats = getattr(node, "workeroutput", {}).get("rvvdiff_stats")
+    if stats:
+        node.config._rvvdiff_stats.extend(json.loads(stats))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    stats = getattr(config, "_rvvdiff_stats", [])
+    reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])
+               if getattr(r, "when", "") == "call" and any(k.startswith("rvvdiff.") for k, _ in r.user_properties)]
+    if not reports and not stats:
+        return
+    tr = terminalreporter
+    tr.section("rvvdiff")
+    worst: dict[str, tuple[float, str]] = {}
+    for r in reports:
+        props = dict(r.user_properties)
+        ratio = props.get("rvvdiff.error/bound")
+        if ratio is None:
+            continue
+        name = r.nodeid.split("::")[-1].split("[")[0] + "[" + r.nodeid.split("[", 1)[-1].split("-vlen")[0] + "]"
+        if name not in worst or ratio > worst[name][0]:
+            worst[name] = (ratio, r.nodeid.rsplit("[", 1)[-1].rstrip("]"))
+    if worst:
+        tr.write_line("worst error as a fraction of its bound (1.0 = at the bound):")
+        for name, (ratio, where) in sorted(worst.items()):
+            tr.write_line(f"  {name:<50} {ratio:10.3g}   at {where}")
+    calls = sum(dict(r.user_properties).get("rvvdiff.calls", 0) for r in reports)
+    req = sum(s["wall_s"] for s in stats)
+    ker = sum(s["kernel_s"] for s in stats)
+    starts = sum(s["starts"] for s in stats)
+    dur = time.time() - getattr(tr, "_sessionstarttime", time.time())
+    tr.write_line(f"{len(reports)} differential tests, {int(calls)} kernel calls"
+                  + (f" ({calls / dur:.0f}/s over {dur:.1f} s wall)" if dur > 0 else "")
+                  + f"; time in server requests {req:.1f} s (inside kernels {ker:.2f} s); {starts} QEMU starts")
