@@ -2,9 +2,10 @@
 
 One build directory per (source tree, ISA build), reused incrementally: a
 kernel developer who edits one file of their tree pays for one recompile.  A
-stamp holding the build key (a hash of the source content, the CMake options,
-the compiler and the server source) says whether the directory is current.
-Builds run under a file lock, so concurrent pytest-xdist workers build once.
+stamp holding the build key (a hash of the source content, the CMake options
+and the compiler) says whether the libraries are current; the server's
+objects and binary are cached by content on top of them.  Builds run under a
+file lock, so concurrent pytest-xdist workers build once.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from .proc import CommandError, run
 from .source import GgmlSource
 from .toolchain import SERVER_DIR, Compiler, compiler
 
-SERVER_SOURCES = ("server.cpp",)
 
 
 class BuildError(RuntimeError):
@@ -46,13 +46,17 @@ def _cmake_options(isa: IsaBuild) -> dict[str, str]:
     return {**COMMON_CMAKE, **isa.cmake}
 
 
+def server_sources() -> list[Path]:
+    """The kernel server: its core and one adapter file per kernel family."""
+    return sorted(SERVER_DIR.glob("*.cpp"))
+
+
 def build_key(source: GgmlSource, isa: IsaBuild, cc: Compiler) -> str:
+    """Identifies the ggml libraries: source content, CMake options, compiler."""
     h = hashlib.sha256()
     h.update(source.content_hash().encode())
     h.update(json.dumps(_cmake_options(isa), sort_keys=True).encode())
     h.update(cc.identity.encode())
-    for name in SERVER_SOURCES:
-        h.update((SERVER_DIR / name).read_bytes())
     return h.hexdigest()
 
 
@@ -108,27 +112,27 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, *, jobs: int | None = None) 
     key = build_key(source, isa, cc)
     d = build_dir(source, isa)
     d.mkdir(parents=True, exist_ok=True)
-    stamp, server = d / "rvvdiff-stamp.json", d / "rvvdiff-server"
+    stamp = d / "rvvdiff-stamp.json"
     with locked(d / ".lock"):
-        if stamp.exists() and server.exists():
-            meta = json.loads(stamp.read_text())
-            if meta.get("key") == key:
-                return Build(isa, source, d, server, key, tuple(meta["cflags"]), tuple(Path(p) for p in meta["libs"]))
+        meta = json.loads(stamp.read_text()) if stamp.exists() else {}
         marker = _failure_marker(d)
-        if "RVVDIFF_SESSION" in os.environ and marker.exists():
-            raise BuildError(marker.read_text())
         try:
-            cflags, libs = _build(source, isa, cc, d, server, jobs or os.cpu_count() or 2)
+            if meta.get("key") != key:
+                if "RVVDIFF_SESSION" in os.environ and marker.exists():
+                    raise BuildError(marker.read_text())
+                _build_libraries(source, isa, d, cc, jobs or os.cpu_count() or 2)
+                meta = {"key": key, "cflags": list(_ggml_cpu_flags(d)), "libs": [str(p) for p in _libs(d)]}
+                stamp.write_text(json.dumps(meta))
+            cflags, libs = tuple(meta["cflags"]), tuple(Path(p) for p in meta["libs"])
+            server = _link_server(d, cc, cflags, libs, key)
         except (BuildError, CommandError) as e:
             msg = f"building ISA build {isa.name!r} of {source.describe()} failed (full log: {d / 'rvvdiff-build.log'}):\n{e}"
             marker.write_text(msg)
             raise BuildError(msg) from None
-        stamp.write_text(json.dumps({"key": key, "cflags": list(cflags), "libs": [str(p) for p in libs]}))
         return Build(isa, source, d, server, key, cflags, libs)
 
 
-def _build(source: GgmlSource, isa: IsaBuild, cc: Compiler, d: Path, server: Path,
-           jobs: int) -> tuple[tuple[str, ...], tuple[Path, ...]]:
+def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, jobs: int) -> None:
     logf = d / "rvvdiff-build.log"
     logf.write_text("")
     tc = _toolchain_file(d, cc)
@@ -137,10 +141,39 @@ def _build(source: GgmlSource, isa: IsaBuild, cc: Compiler, d: Path, server: Pat
         timeout=1800, what=f"CMake configure ({isa.name})", log_file=logf)
     run(["cmake", "--build", d, "--target", "ggml-cpu", "ggml-base", "-j", str(jobs)],
         timeout=3600, what=f"compiling ggml ({isa.name})", log_file=logf)
-    cflags, libs = _ggml_cpu_flags(d), _libs(d)
-    tmp = server.with_name(server.name + ".tmp")
-    run([cc.cxx, "-O2", *cflags, "-I", SERVER_DIR, *(SERVER_DIR / s for s in SERVER_SOURCES), *libs,
-         "-static", "-lm", "-lpthread", "-o", tmp],
-        timeout=1800, what=f"linking the kernel server ({isa.name})", log_file=logf)
-    tmp.replace(server)
-    return cflags, libs
+
+
+def _digest(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode() if isinstance(p, str) else p)
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def _link_server(d: Path, cc: Compiler, cflags: tuple[str, ...], libs: tuple[Path, ...], lib_key: str) -> Path:
+    """Compile each server source once per content (objects are cached) and link the server.
+
+    Servers are kept per content hash, so differently edited adapter files
+    (e.g. two families being developed at once) do not rebuild each other.
+    """
+    headers = b"".join(p.read_bytes() for p in sorted(SERVER_DIR.glob("*.h")))
+    objs = []
+    for src in server_sources():
+        tag = _digest(src.read_bytes(), headers, " ".join(cflags), cc.identity, lib_key)
+        obj = d / "server-obj" / f"{src.stem}-{tag}.o"
+        if not obj.exists():
+            obj.parent.mkdir(exist_ok=True)
+            tmp = obj.with_suffix(f".tmp{os.getpid()}.o")
+            run([cc.cxx, "-O2", *cflags, "-I", SERVER_DIR, "-c", src, "-o", tmp], timeout=1800,
+                what=f"compiling the kernel server's {src.name}", log_file=d / "rvvdiff-build.log")
+            tmp.replace(obj)
+        objs.append(obj)
+    server = d / "servers" / _digest(*(str(o) for o in objs), lib_key) / "rvvdiff-server"
+    if not server.exists():
+        server.parent.mkdir(parents=True, exist_ok=True)
+        tmp = server.with_name(f"rvvdiff-server.tmp{os.getpid()}")
+        run([cc.cxx, *objs, *libs, "-static", "-lm", "-lpthread", "-o", tmp], timeout=1800,
+            what="linking the kernel server", log_file=d / "rvvdiff-build.log")
+        tmp.replace(server)
+    return server

@@ -1,0 +1,57 @@
+// Self-test kernels: they misbehave on purpose, so that the harness's own
+// tests (tests/test_pool.py) can show that crashes, hangs and out-of-bounds
+// writes are reported and that the session goes on.
+
+#include "server.h"
+
+#include <string.h>
+#include <unistd.h>
+
+namespace {
+
+using namespace rvvdiff;
+
+uint32_t k_segv(Call &) {
+    volatile int * p = nullptr;
+    *p = 1;
+    return ST_OK;
+}
+
+uint32_t k_sigill(Call &) {
+    __asm__ volatile(".word 0x00000000");  // the all-zero word is defined as illegal
+    return ST_OK;
+}
+
+uint32_t k_hang(Call &) {
+    for (;;) pause();
+    return ST_OK;
+}
+
+// Flips one byte just past the end (ip[0] >= 0) or just before the start
+// (ip[0] < 0) of buffer 0.
+uint32_t k_oob(Call & c) {
+    if (!c.shape(1, 0, 1)) return ST_BAD_REQUEST;
+    unsigned char * d = c.buf<unsigned char>(0);
+    if (c.ip[0] < 0) d[-1] ^= 0xFF; else d[c.bufs[0].size] ^= 0xFF;
+    return ST_OK;
+}
+
+// Copies buffer 0 into buffer 1 and echoes the parameters in info.
+uint32_t k_echo(Call & c) {
+    if (c.bufs.size() != 2 || !c.size_is(1, c.bufs[0].size)) return c.bad("selftest_echo needs two equal buffers");
+    memcpy(c.bufs[1].data(), c.bufs[0].data(), c.bufs[0].size);
+    std::string ips, fps;
+    for (auto v : c.ip) ips += std::to_string(v) + ",";
+    for (auto v : c.fp) fps += std::to_string(v) + ",";
+    c.note("ip", ips);
+    c.note("fp", fps);
+    return ST_OK;
+}
+
+RVVDIFF_KERNEL("selftest_segv", k_segv);
+RVVDIFF_KERNEL("selftest_sigill", k_sigill);
+RVVDIFF_KERNEL("selftest_hang", k_hang);
+RVVDIFF_KERNEL("selftest_oob", k_oob);
+RVVDIFF_KERNEL("selftest_echo", k_echo);
+
+}  // namespace
