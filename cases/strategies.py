@@ -22,6 +22,18 @@ from oracles.floats import BF16
 LONG_ROW = 8192
 
 
+class KernelSpec:
+    """Base of the kernel tables: a short repr, so failing examples print ``DotKernel('f16')``."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    def _repr_pretty_(self, p, cycle) -> None:  # Hypothesis's printer of failing examples
+        p.text(repr(self))
+
+
 @dataclass(frozen=True)
 class VectorShape:
     """How a kernel walks its input: element width (SEW), register group sizes (LMUL) and unroll."""

@@ -27,8 +27,8 @@ _STORAGE = {"f32": np.float32, "f16": np.uint16, "bf16": np.uint16}
 _VIEW = {"f32": np.float32, "f16": np.float16, "bf16": F.BF16}
 
 
-@dataclass(frozen=True)
-class Conversion:
+@dataclass(frozen=True, repr=False)
+class Conversion(S.KernelSpec):
     """One ggml conversion entry point and what the harness knows about it."""
 
     name: str  # ggml_cpu_<name>, and the kernel server's name for it

@@ -44,8 +44,8 @@ from oracles.floats import dot_exact
 BOUND = "gamma(n+1) * sum|x_i y_i|, u = 2^-24: one fp32 rounding per term, any reduction order, final store"
 
 
-@dataclass(frozen=True)
-class DotKernel:
+@dataclass(frozen=True, repr=False)
+class DotKernel(S.KernelSpec):
     name: str  # test id: the element type
     fmt: str
     shape: S.VectorShape  # of the RVV path: element width loaded, LMUL, unroll

@@ -42,7 +42,8 @@ def assert_bitwise_equal(got: np.ndarray, expected: np.ndarray, *, name: str, co
         raise AssertionError(f"{name}.shape={got.shape}, but should be {expected.shape} [{context}]")
     eq = _bits(got) == _bits(expected)
     if got.dtype.kind == "f" or got.dtype.name == "bfloat16":
-        g64, e64 = got.astype(np.float64), expected.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            g64, e64 = got.astype(np.float64), expected.astype(np.float64)
         eq |= np.isnan(g64) & np.isnan(e64)
     bad = np.flatnonzero(~eq)
     observe.record("mismatches", int(bad.size))

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -126,7 +128,7 @@ def session() -> Session:
     return _SESSION
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Target:
     """Where a differential test runs its kernel: one VLEN, one ISA build, one stress mode."""
 
@@ -158,8 +160,19 @@ class Target:
             observe.record("request_s", srv.wall_s - w0)
             observe.record("kernel_s", srv.kernel_s - k0)
 
-    def __str__(self) -> str:
-        return self.id
+    def __repr__(self) -> str:
+        return f"Target({self.id!r})"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # Hypothesis's printer of failing examples
+        p.text(repr(self))
+
+    def replay_args(self) -> list[str]:
+        """pytest options under which this target exists (for a replay command line)."""
+        return ["--vlen", str(self.vlen), "--isa", self.isa.name, "--rvv-stress", "on" if self.stress else "off"]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config._rvvdiff_t0 = time.time()  # type: ignore[attr-defined]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -257,6 +270,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
     if call.when == "call" and "target" in getattr(item, "fixturenames", ()):
         rep = outcome.get_result()
         rep.user_properties.extend(("rvvdiff." + k, v) for k, v in observe.take().items())
+        if rep.failed:
+            rep.sections.append(("rvvdiff: replay (Hypothesis replays the saved failing example first)",
+                                 replay_command(item)))
+
+
+def replay_command(item: pytest.Item) -> str:
+    """One shell line that reruns this test, and so its shrunk failing example, from the rootdir."""
+    t: Target = item.callspec.params["target"]  # type: ignore[attr-defined]
+    argv = ["pytest", item.nodeid, *t.replay_args(), "-p", "no:xdist"]
+    src = item.config.getoption("ggml_src")
+    if src:
+        argv += ["--ggml-src", str(Path(src).resolve())]
+    return f"cd {shlex.quote(str(item.config.rootpath))} && {shlex.join(argv)}"
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -307,7 +333,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     req = sum(s["wall_s"] for s in stats)
     ker = sum(s["kernel_s"] for s in stats)
     starts = sum(s["starts"] for s in stats)
-    dur = time.time() - getattr(tr, "_sessionstarttime", time.time())
+    dur = time.time() - getattr(config, "_rvvdiff_t0", time.time())
     tr.write_line(f"{len(reports)} differential tests, {int(calls)} kernel calls"
                   + (f" ({calls / dur:.0f}/s over {dur:.1f} s wall)" if dur > 0 else "")
                   + f"; time in server requests {req:.1f} s (inside kernels {ker:.2f} s); {starts} QEMU starts")
