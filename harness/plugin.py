@@ -27,6 +27,7 @@ from .build import Build, ensure_built
 from .config import ISA_BUILDS, STRESS_PROPS, VLENS, IsaBuild
 from .source import GgmlSource, SourceError, resolve
 from .toolchain import Qemu, ToolchainError, describe, qemu
+from .trace import Trace, trace_call
 
 # ------------------------------------------------------------------ options
 
@@ -159,6 +160,11 @@ class Target:
             observe.record("calls", 1)
             observe.record("request_s", srv.wall_s - w0)
             observe.record("kernel_s", srv.kernel_s - k0)
+
+    def trace(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
+              bufs: Sequence[P.Buf] = ()) -> Trace:
+        """Run one call in a fresh, logging QEMU and return the functions it executed."""
+        return trace_call(self.server(), kernel, ip, fp, bufs, timeout=session().timeout)
 
     def __repr__(self) -> str:
         return f"Target({self.id!r})"
