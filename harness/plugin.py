@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from . import observe, pool
+from . import known, observe, pool
 from . import protocol as P
 from .build import Build, ensure_built
 from .config import ISA_BUILDS, STRESS_PROPS, VLENS, IsaBuild
@@ -238,7 +238,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                if isinstance(getattr(getattr(it, "callspec", None), "params", {}).get("target"), Target)]
     if not targets:
         return
-    _session_for(config)
+    sess = _session_for(config)
+    _mark_known_failures(config, sess.source, targets)
     q = _emulator()
     for it in targets:
         t: Target = it.callspec.params["target"]
@@ -248,6 +249,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             it.add_marker(pytest.mark.skip(reason=(
                 f"QEMU {q.version} ({q.path}) does not emulate {', '.join(lacking)}, needed by "
                 f"{t.id}: install qemu-user 10 from bookworm-backports (ci/setup.sh) or set RVVDIFF_QEMU")))
+
+
+def _mark_known_failures(config: pytest.Config, source: GgmlSource, items: list[pytest.Item]) -> None:
+    try:
+        entries = [k for k in known.load() if k.applies_to(source.commit, source.version)]
+    except (known.KnownFailuresError, ValueError) as e:
+        raise pytest.UsageError(str(e)) from None
+    used: set[int] = set()
+    for it in items:
+        for i, k in enumerate(entries):
+            if k.matches(it.nodeid):
+                used.add(i)
+                it.add_marker(pytest.mark.xfail(strict=True, reason=f"known failure: {k.reason} (reproducer: {k.reproducer})"))
+                break
+    config._rvvdiff_unused_known = [k for i, k in enumerate(entries) if i not in used]  # type: ignore[attr-defined]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -315,6 +331,9 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    for k in getattr(config, "_rvvdiff_unused_known", []):
+        terminalreporter.write_line(f"rvvdiff: warning: known failure {k.test!r} matched no collected test "
+                                    "(fixed, renamed, or not selected?)", yellow=True)
     stats = getattr(config, "_rvvdiff_stats", [])
     reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])
                if getattr(r, "when", "") == "call" and any(k.startswith("rvvdiff.") for k, _ in r.user_properties)]
