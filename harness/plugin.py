@@ -337,7 +337,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     stats = getattr(config, "_rvvdiff_stats", [])
     reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])
                if getattr(r, "when", "") == "call" and any(k.startswith("rvvdiff.") for k, _ in r.user_properties)]
-    if not reports and not stats:
+    if not reports:
         return
     tr = terminalreporter
     tr.section("rvvdiff")

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# rvvdiff set-up, from nothing to ready, on Debian bookworm (re-running it on a
+# ready machine takes seconds):
+#   1. qemu-riscv64: $RVVDIFF_QEMU, else one on PATH of version >= 10, else
+#      qemu-user from bookworm-backports (needs root and apt);
+#   2. the virtual environment .venv with rvvdiff installed from pyproject.toml
+#      (pytest, hypothesis, numpy, ml_dtypes, pytest-xdist, gguf, ziglang);
+#   3. the pinned ggml source (llama-cpp-python 0.3.36 sdist -> vendor/llama.cpp),
+#      downloaded once into the cache, sha256-verified, extracted;
+#   4. with --build: every ISA build of the pinned tree (otherwise the first
+#      test run builds what it needs).
+# Environment: RVVDIFF_QEMU, RVVDIFF_CACHE (default ~/.cache/rvvdiff), PYTHON.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=0
+for a in "$@"; do
+  case "$a" in
+    --build) build=1 ;;
+    *) echo "usage: ci/setup.sh [--build]" >&2; exit 2 ;;
+  esac
+done
+say() { printf 'setup: %s\n' "$*"; }
+t0=$(date +%s)
+
+# ---------------------------------------------------------------- QEMU
+qemu_major() { "$1" --version 2>/dev/null | sed -n 's/.*version \([0-9]*\)\..*/\1/p' | head -n1; }
+if [ -n "${RVVDIFF_QEMU:-}" ]; then
+  command -v "$RVVDIFF_QEMU" >/dev/null || { echo "setup: RVVDIFF_QEMU=$RVVDIFF_QEMU not found" >&2; exit 1; }
+  say "QEMU: $RVVDIFF_QEMU (from RVVDIFF_QEMU), version $(qemu_major "$RVVDIFF_QEMU").x"
+elif command -v qemu-riscv64 >/dev/null && [ "$(qemu_major qemu-riscv64)" -ge 10 ] 2>/dev/null; then
+  say "QEMU: $(command -v qemu-riscv64), $(qemu-riscv64 --version | head -n1)"
+else
+  have=$(command -v qemu-riscv64 >/dev/null && qemu-riscv64 --version | head -n1 || echo none)
+  say "QEMU: found '$have'; installing qemu-user 10 from bookworm-backports"
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "setup: need root and apt-get to install qemu-user from bookworm-backports;" \
+         "install QEMU >= 10 yourself and set RVVDIFF_QEMU, or rerun as root" >&2
+    exit 1
+  fi
+  if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    echo "deb http://deb.debian.org/debian bookworm-backports main" > /etc/apt/sources.list.d/rvvdiff-backports.list
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q -t bookworm-backports qemu-user
+  say "QEMU: $(qemu-riscv64 --version | head -n1)"
+fi
+
+# ---------------------------------------------------------------- venv
+py=${PYTHON:-python3}
+stamp=.venv/.rvvdiff-installed
+want=$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv with $($py --version)"
+  "$py" -m venv .venv
+fi
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "installing rvvdiff and its dependencies into .venv"
+  .venv/bin/pip install -q --disable-pip-version-check -e . 2>&1 | grep -v "^WARNING: Location" || true
+  .venv/bin/python -c "import harness, hypothesis, numpy, ml_dtypes, xdist, gguf, ziglang" \
+    || { echo "setup: the venv is incomplete after pip install" >&2; exit 1; }
+  echo "$want" > "$stamp"
+else
+  say ".venv is up to date"
+fi
+
+# ------------------------------------------- ggml source, compiler, QEMU probe
+args=(setup)
+[ "$build" = 1 ] && args+=(--build)
+.venv/bin/rvvdiff "${args[@]}"
+say "done in $(( $(date +%s) - t0 )) s"

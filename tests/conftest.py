@@ -1,0 +1,3 @@
+"""The harness's own tests.  ``pytester`` runs pytest sessions in a subprocess, as a user would."""
+
+pytest_plugins = ["pytester"]

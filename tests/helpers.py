@@ -1,0 +1,28 @@
+"""Shared by the harness's own tests: the pinned build and servers, and running the suite as a user."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from harness import config, pool, source, toolchain
+from harness.build import Build, ensure_built
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pinned_build(isa: str = "zvfh") -> Build:
+    return ensure_built(source.pinned(), config.ISA_BUILDS[isa])
+
+
+def server(vlen: int = 128, isa: str = "zvfh", stress: bool = False) -> pool.KernelServer:
+    return pool.server(pinned_build(isa), vlen, stress, toolchain.qemu())
+
+
+def run_suite(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    """Run the differential suite (``pytest cases ...``) in a subprocess from the project root."""
+    env = {k: v for k, v in os.environ.items() if k != "RVVDIFF_SESSION"}
+    return subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)

@@ -1,0 +1,118 @@
+"""The pytest plugin as a user meets it: options, usage errors, test ids, crashes inside a session."""
+
+from __future__ import annotations
+
+import pytest
+
+DIFF_TEST = """
+import numpy as np
+from harness.protocol import In, Out
+
+def test_dot(target):
+    x = np.arange(10, dtype=np.float32)
+    r = target.call("vec_dot_f32", [10], [], [In(x), In(x), Out(4)])
+    assert r.output(0, np.float32)[0] == 285.0
+"""
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    pytester.makepyfile(test_diff=DIFF_TEST)
+    return pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--vlen", "300"], "--vlen '300': '300' is not a VLEN rvvdiff can emulate; use 'all' or a comma list of "
+                        "128, 256, 512, 1024"),
+    (["--vlen", "128,abc"], "'abc' is not a VLEN"),
+    (["--isa", "rv64gc"], "unknown ISA build 'rv64gc'; use 'all' or a comma list of v, zvfh, zvfbfwma"),
+    (["--rvv-stress", "sometimes"], "--rvv-stress 'sometimes': use off, on or both"),
+    (["--max-examples", "0"], "--max-examples '0': expected a positive number"),
+])
+def test_bad_options_are_usage_errors(pytester: pytest.Pytester, option: list[str], message: str) -> None:
+    r = run(pytester, *option)
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in r.stderr.str()
+
+
+def test_missing_tree_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    r = run(pytester, "--ggml-src", "/nonexistent/llama.cpp")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--ggml-src /nonexistent/llama.cpp: no such directory" in r.stderr.str()
+
+
+def test_tree_without_rvv_sources_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    tree = pytester.mkdir("old-llama")
+    (tree / "ggml" / "src" / "ggml-cpu").mkdir(parents=True)
+    (tree / "CMakeLists.txt").write_text("")
+    r = run(pytester, "--ggml-src", str(tree))
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert "this tree has no RISC-V Vector sources" in r.stderr.str()
+
+
+def test_ids_name_vlen_and_isa_build(pytester: pytest.Pytester) -> None:
+    r = run(pytester, "--vlen", "128,1024", "--isa", "zvfh,v", "--rvv-stress", "both", "--collect-only", "-q")
+    out = r.stdout.str()
+    for vlen in (128, 1024):
+        for isa in ("zvfh", "v"):
+            assert f"test_dot[vlen{vlen}-{isa}]" in out
+            assert f"test_dot[vlen{vlen}-{isa}-stress]" in out
+    assert "8 tests collected" in out
+
+
+def test_header_and_summary(pytester: pytest.Pytester) -> None:
+    r = run(pytester, "--vlen", "256", "--isa", "zvfh")
+    r.assert_outcomes(passed=1)
+    out = r.stdout.str()
+    assert "rvvdiff: ggml source: pinned llama.cpp" in out and "commit 0c1e570" in out
+    assert "rvvdiff: emulator: " in out and "zvfbfwma" in out
+    assert "rvvdiff: compiler: zig" in out
+    assert "1 differential tests, 1 kernel calls" in out
+
+
+CRASHING = """
+from harness.protocol import In, Out
+
+def test_a_segv(target):
+    target.call("selftest_segv")
+
+def test_b_hang(target):
+    target.call("selftest_hang")
+
+def test_c_after(target):
+    r = target.call("selftest_echo", [], [], [In(b"alive"), Out(5)])
+    assert r.outputs == [b"alive"]
+"""
+
+
+def test_crash_and_hang_fail_their_case_and_the_session_goes_on(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_crash=CRASHING)
+    r = pytester.runpytest_subprocess("--vlen", "512", "--isa", "zvfh", "--kernel-timeout", "3",
+                                      "-p", "no:cacheprovider")
+    r.assert_outcomes(failed=2, passed=1)
+    out = r.stdout.str()
+    assert "selftest_segv: the kernel crashed with SIGSEGV" in out
+    assert "selftest_hang did not finish within 3 s and was killed" in out
+
+
+def test_known_failure_entry_that_matches_nothing_warns(pytester: pytest.Pytester, monkeypatch) -> None:
+    known = pytester.path / "known.toml"
+    known.write_text('[[known]]\ntest = "*::test_nothing_like_this*"\nggml = ["*"]\nreason = "r"\nreproducer = "x"\n')
+    monkeypatch.setenv("RVVDIFF_KNOWN_FAILURES", str(known))
+    r = run(pytester, "--vlen", "128", "--isa", "zvfh")
+    assert "known failure '*::test_nothing_like_this*' matched no collected test" in r.stdout.str()
+
+
+def test_known_failure_is_a_strict_xfail(pytester: pytest.Pytester, monkeypatch) -> None:
+    pytester.makepyfile(test_kf="""
+def test_known(target):
+    assert False, "the listed bug"
+def test_fixed(target):
+    pass
+""")
+    known = pytester.path / "known.toml"
+    known.write_text('[[known]]\ntest = "*::test_known*"\nggml = ["0c1e570"]\nreason = "bug A"\nreproducer = "x"\n'
+                     '[[known]]\ntest = "*::test_fixed*"\nggml = ["ggml-0.25.3"]\nreason = "bug B"\nreproducer = "y"\n')
+    monkeypatch.setenv("RVVDIFF_KNOWN_FAILURES", str(known))
+    r = pytester.runpytest_subprocess("--vlen", "128", "--isa", "zvfh", "-p", "no:cacheprovider", "-rxX")
+    r.assert_outcomes(xfailed=1, failed=1)  # a listed failure that passes fails the run (strict)
+    assert "known failure: bug A" in r.stdout.str()
