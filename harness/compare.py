@@ -80,3 +80,41 @@ def assert_within_bound(got: float, expected: float, bound: float, *, name: str,
             f"{name}={g!r}, but should be {e!r} within {bound:.6g} [{context}]\n"
             f"  |error|={err:.6g} is {ratio:.3g} x the bound ({derivation})")
     return ratio
+
+
+def assert_within_ulps(got: np.ndarray, expected: np.ndarray, ulps: np.ndarray, allowed: np.ndarray | float, *,
+                       name: str, context: str, derivation: str, show: int = 5) -> float:
+    """Elementwise ``ulps <= allowed``; return and record the worst ratio error / bound.
+
+    ``ulps`` is each element's observed error in ULPs of its format at the
+    float64 reference ``expected``, and ``allowed`` the bound per element (or
+    one for all): both come from the oracle, which knows the format and the
+    special cases (a NaN or an infinity that does not match is an infinite
+    error there).  Records ``ulp`` (the worst error) and ``ulp_bound`` (the
+    bound of that element) besides ``error/bound``.
+    """
+    ulps = np.asarray(ulps, np.float64).reshape(-1)
+    allowed = np.broadcast_to(np.asarray(allowed, np.float64), ulps.shape).reshape(-1)
+    if ulps.size == 0:
+        return 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(allowed > 0, ulps / allowed, np.where(ulps == 0, 0.0, np.inf))
+    ratio = np.where(np.isnan(ratio), np.inf, ratio)
+    w = int(np.argmax(ulps))
+    observe.record("ulp", float(ulps[w]))
+    observe.record("ulp_bound", float(allowed[w]))
+    worst = float(ratio.max())
+    observe.record("error/bound", worst)
+    bad = np.flatnonzero(ratio > 1)
+    if bad.size == 0:
+        return worst
+    got, expected = np.asarray(got).reshape(-1), np.asarray(expected).reshape(-1)
+    order = list(bad[:show]) + [i for i in [int(np.argmax(ratio))] if i not in bad[:show]]
+    lines = [f"{name}: {bad.size} of {got.size} elements beyond their ULP bound [{context}]",
+             f"  bound: {derivation}"]
+    for i in order:
+        lines.append(f"  [{i}] {name}={_fmt(got[i])}, but should be {float(expected[i])!r} "
+                     f"within {allowed[i]:.4g} ULP (error {ulps[i]:.4g} ULP)")
+    if bad.size > show:
+        lines.append(f"  ... and {bad.size - show} more (indices {bad[show:show + 10].tolist()}...)")
+    raise AssertionError("\n".join(lines))

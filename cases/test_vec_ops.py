@@ -1,0 +1,672 @@
+"""The rest of the floating-point vector kernels (vec.h / vec.cpp) against NumPy oracles.
+
+Kernels: ``ggml_vec_mad_f32``, ``_mad1_f32``, ``_scale_f32``, ``_mad_f16``,
+``_scale_f16``, ``_mad_f32_unroll``, ``_dot_f16_unroll``, ``_silu_f32``,
+``_swiglu_f32``, ``_soft_max_f32`` and ``_cvar_f32`` (the dot products are in
+test_vec_dot.py).  One table, :data:`VEC_OPS`, says for each how it is
+called, which extension selects its RVV path, how its RVV loop walks the
+data (for the tail lengths) and which bound applies; the bound's derivation
+is written beside the entry and in the oracle it names (oracles/vec_ops.py).
+
+Units: elementwise results are measured in ULPs of their format at the
+exact value (oracles/ulp.py; a correctly rounded result is within 0.5 ULP);
+sums whose order is unspecified get an absolute bound derived from their
+accumulation.  Where a kernel's arithmetic is fully determined (the
+multiply-adds, the scalings, the centring) the oracle also gives the
+bit-exact result, and the comparison is bitwise: a half-ULP check alone
+would miss a wrong tie.
+
+Tests:
+
+* ``test_vec_op`` -- random data of several kinds with a few special values
+  planted at random places (the last element included), every tail length,
+  in-place aliasing where ggml uses it.
+* ``test_vec_op_edges`` -- named edge cases per kernel: IEEE special values
+  crossed with special scalars, the exp overflow / underflow thresholds,
+  softmax rows with -inf entries, one dominant entry, all equal.
+* ``test_expf_sweep`` -- the polynomial exp against float64 exp over a
+  strided sweep of every float32 (the whole of float32 with
+  ``RVVDIFF_EXPF_EXHAUSTIVE=1``): the measurement behind :data:`EXPF_ULPS`.
+* ``test_rvv_inventory`` -- every function of the tree's vec.h / vec.cpp
+  with an RVV path is known to some test; a new one fails, named.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cases import strategies as S
+from harness import observe
+from harness.compare import assert_bitwise_equal, assert_within_bound, assert_within_ulps
+from harness.plugin import session
+from harness.protocol import Buf, In, InOut, Out
+from harness.source import resolve
+from oracles import vec_ops as V
+from oracles.bounds import gamma
+from oracles.floats import dot_exact
+from oracles.ulp import allowed_ulps, round_to, ulp_error
+
+# ------------------------------------------------------------------ the exp bound
+
+#: Error bound of ggml's polynomial exp (``ggml_v_expf_m2``, vec.h), in ULPs of its result.
+#: vec.h documents "the maximum error is 1.45358 plus 0.5 ulps" (the Arm optimized-routines
+#: algorithm it is adapted from); measured over every float32 input on this machine
+#: (test_expf_sweep with RVVDIFF_EXPF_EXHAUSTIVE=1, VLEN 1024, zvfh build): worst 1.9363 ULP
+#: at x = 48.8668 (0x4243779a) among normal results, and the same figure bounds the subnormal
+#: range; it overflows to +inf exactly where fp32 expf does and never earlier.  The documented
+#: 1.95358 is the bound; the sweep test keeps checking it.
+EXPF_ULPS = 1.45358 + 0.5
+
+# ------------------------------------------------------------------ values
+
+F32_MAX = float(np.finfo(np.float32).max)
+
+#: fp32 special values: zeros, the subnormal range, the normal range's ends, infinities, NaN.
+SPECIAL_F32 = np.array([0.0, -0.0, 2.0 ** -149, -(2.0 ** -149), 2.0 ** -127 * 1.5, 2.0 ** -126,
+                        -(2.0 ** -126), 1.0, -1.0, 3.0, F32_MAX, -F32_MAX, np.inf, -np.inf, np.nan],
+                       np.float32)
+#: fp16 special values: zeros, subnormals, the smallest normal, the largest finite, infinities, NaN.
+SPECIAL_F16 = np.array([0.0, -0.0, 2.0 ** -24, -(2.0 ** -24), 2.0 ** -15 * 1.5, 2.0 ** -14, 1.0, -1.0,
+                        3.0, 65504.0, -65504.0, np.inf, -np.inf, np.nan], np.float32)
+#: Scales: fp16-exact and not, the fp16 rounding edges of the scale itself (65504, 65519 rounds
+#: down, 65520 rounds to inf, 2^-25 ties to 0, 2^-25 + 1 ulp rounds up to 2^-24), and specials.
+SPECIAL_SCALES = (0.0, -0.0, 1.0, -0.5, 0.1, 1 / 3, 2.0 ** -25, 2.0 ** -25 * (1 + 2 ** -23), 3e-8,
+                  65504.0, 65519.0, 65520.0, 1e5, 2.0 ** -140, F32_MAX, np.inf, -np.inf, np.nan)
+_SPECIAL = {"f32": SPECIAL_F32, "f16": SPECIAL_F16}
+
+
+def _between(lo: float, hi: float) -> np.ndarray:
+    """Every float32 in [lo, hi] (same sign), as float32."""
+    a, b = np.array([lo, hi], np.float32).view(np.uint32)
+    return np.arange(min(a, b), max(a, b) + 1, dtype=np.uint32).view(np.float32)
+
+
+#: Where exp and SiLU change regime: exp overflow (88.72...), the polynomial's scale-splitting
+#: range (|n| > 126, about |x| > 87.3), its flush (|n| > 192), fp32 subnormal results (below
+#: -87.34) and their end (-103.97); every float32 in a small window around each.
+EXP_EDGES = np.concatenate([_between(a, b) for a, b in (
+    (88.70, 88.75), (87.30, 87.35), (-87.30, -87.35), (-88.70, -88.75), (-103.2, -103.4), (-103.9, -104.0),
+    (133.0, 133.1), (-133.0, -133.1))])
+
+
+@st.composite
+def rows(draw: st.DrawFn, n: int, fmt: str, *, spread: tuple[float, float] | None = None) -> np.ndarray:
+    """An array of ``n`` values representable in ``fmt`` (as float32): the shared kinds of
+    cases.strategies.float_vectors, or (with ``spread``) uniform over that interval, where an
+    activation's behaviour changes; then 0 to 3 special values of the format planted at random
+    places, the last element among them when there are any, so a mishandled tail shows."""
+    if spread is not None and draw(st.booleans(), label="uniform_spread"):
+        seed = draw(st.integers(0, 2**32 - 1), label="seed")
+        x = S.round_to(fmt, np.random.default_rng(seed).uniform(*spread, n))
+    else:
+        x = draw(S.float_vectors(n, fmt), label="values")
+    k = draw(st.integers(0, 3), label="n_special")
+    if k:
+        seed = draw(st.integers(0, 2**32 - 1), label="special_seed")
+        rng = np.random.default_rng(seed)
+        pool = _SPECIAL[fmt]
+        at = np.concatenate([rng.integers(0, n, k - 1), [n - 1]])
+        x = x.copy()
+        x[at] = pool[rng.integers(0, pool.size, k)]
+    return x
+
+
+def scales(*, fp16_edges: bool = False) -> st.SearchStrategy[float]:
+    """fp32 scalar parameters: moderate values (most examples), any float32 (Hypothesis's float
+    strategy favours 0, infinities, NaN, subnormals and the extremes) and, for the fp16 kernels,
+    the scale's own fp16 rounding edges."""
+    parts = [st.floats(-8, 8, width=32), st.floats(width=32)]
+    if fp16_edges:
+        parts.append(st.sampled_from(SPECIAL_SCALES))
+    return st.one_of(parts)
+
+
+# ------------------------------------------------------------------ the table
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call: what goes over the wire, and the values the oracle needs."""
+
+    n: int
+    ip: tuple[int, ...]      # integer parameters after n
+    fp: tuple[float, ...]    # float parameters
+    bufs: tuple[Buf, ...]
+    values: dict[str, np.ndarray]  # inputs by role, as float32 / float64 values
+    out_len: int             # elements of the output array the kernel writes (or updates)
+    label: str = ""          # names an edge case in failure messages
+
+
+@dataclass(frozen=True, repr=False)
+class VecOp(S.KernelSpec):
+    """One ggml vector kernel: how it is called, its RVV loop, its oracle and bound."""
+
+    name: str              # ggml_vec_<name>; the server's kernel is vec_<name>; the test id
+    fmt: str               # format of the output array (f32 or f16)
+    shape: S.VectorShape   # its RVV loop: element width, LMUL, unroll (for tail lengths)
+    rvv_when: str          # extension that selects the RVV path ("v": every build)
+    draw: Callable[..., st.SearchStrategy[Case]]   # (spec, n, source) -> strategy of cases
+    oracle: Callable[[Case, bool], V.Elementwise]  # (case, rvv path?) -> the output's reference
+    bound: str             # the bound and where it comes from (failure messages, docs)
+    edges: Callable[[VecOp, object], list[Case]]   # (spec, source) -> named edge cases
+    result: Callable[[Case, np.ndarray], V.Accumulated] | None = None  # a returned double
+
+    def rvv(self, features: dict[str, bool]) -> bool:
+        return bool(features.get(self.rvv_when))
+
+
+def _storage(fmt: str, x: np.ndarray) -> np.ndarray:
+    return S.to_storage(fmt, np.asarray(x, np.float32))
+
+
+def elementwise_case(spec: VecOp, n: int, values: dict[str, np.ndarray], fp: Sequence[float], *,
+                     inputs: Sequence[str], update: str | None = None, inplace: bool | None = None,
+                     returns: bool = False, label: str = "") -> Case:
+    """The buffers of a kernel over arrays of length n: ``inputs`` as In buffers in order, then
+    the output -- ``update`` as an InOut buffer (y op= ...), or a fresh Out array, or with
+    ``inplace`` the single input itself as InOut (y == x) -- then an 8-byte Out for a returned
+    double.  ``inplace`` not None adds it as an integer parameter (the adapter's flag)."""
+    bufs: list[Buf] = []
+    if inplace:
+        bufs.append(InOut(_storage(spec.fmt, values[inputs[0]])))
+    else:
+        bufs += [In(_storage(spec.fmt, values[a])) for a in inputs]
+        if update is not None:
+            bufs.append(InOut(_storage(spec.fmt, values[update])))
+        else:
+            bufs.append(Out(n * np.dtype(np.float32 if spec.fmt == "f32" else np.uint16).itemsize))
+    if returns:
+        bufs.append(Out(8))
+    ip = () if inplace is None else (int(inplace),)
+    # The kernels take `const float` scalars: carry them as float32 values, so that the value
+    # on the wire, the one the kernel sees and the one the oracle uses are the same.
+    return Case(n, ip, tuple(float(np.float32(v)) for v in fp), tuple(bufs), values, n, label)
+
+
+# --- per-signature draws: each returns a strategy of Case for length n
+
+
+@st.composite
+def draw_update(draw: st.DrawFn, spec: VecOp, n: int, src: object, *, with_x: bool) -> Case:
+    """y op= (x *) v: mad_f32, mad_f16 (with x), scale_f32, scale_f16 (without)."""
+    values = {"y": draw(rows(n, spec.fmt), label="y")}
+    if with_x:
+        values["x"] = draw(rows(n, spec.fmt), label="x")
+    v = draw(scales(fp16_edges=spec.fmt == "f16"), label="v")
+    return elementwise_case(spec, n, values, [v], inputs=("x",) if with_x else (), update="y")
+
+
+@st.composite
+def draw_map(draw: st.DrawFn, spec: VecOp, n: int, src: object, *, gates: bool = False, n_scalars: int = 0,
+             spread: tuple[float, float] | None = None, aliasing: bool = True, returns: bool = False,
+             scalar: Callable[[np.ndarray], st.SearchStrategy[float]] | None = None) -> Case:
+    """y = f(x[, g]; scalars): mad1_f32, silu, swiglu, soft_max, cvar; y == x drawn where ggml
+    calls the kernel in place."""
+    x = draw(rows(n, "f32", spread=spread), label="x")
+    values = {"x": x}
+    if gates:
+        values["g"] = draw(rows(n, "f32"), label="g")
+    make = scalar or (lambda _x: scales())
+    fp = [draw(make(x), label=f"scalar{i}") for i in range(n_scalars)]
+    inplace = draw(st.booleans(), label="inplace") if aliasing else None
+    return elementwise_case(spec, n, values, fp, inputs=("x", "g") if gates else ("x",), inplace=inplace,
+                            returns=returns)
+
+
+def _row_max(x: np.ndarray) -> st.SearchStrategy[float]:
+    """softmax's max: the row's maximum (how ggml calls it), or any other value."""
+    finite = x[np.isfinite(x)]
+    m = float(np.max(x)) if not np.any(np.isnan(x)) else float("nan")
+    parts = [st.just(m)] * 3 + [st.floats(-100, 100, width=32)]
+    if finite.size:
+        parts.append(st.just(float(np.max(finite))))
+    return st.one_of(parts)
+
+
+def _near_mean(x: np.ndarray) -> st.SearchStrategy[float]:
+    """cvar's mean: the row's mean rounded to fp32 (how ggml calls it), or any other value."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        m = float(np.float32(np.mean(x.astype(np.float64))))
+    return st.one_of(st.just(m), st.just(m), st.floats(-1e6, 1e6, width=32), st.floats(width=32))
+
+
+@st.composite
+def draw_mad_unroll(draw: st.DrawFn, spec: VecOp, n: int, src: object) -> Case:
+    """ggml_vec_mad_f32_unroll: K rows of x (xs bytes apart), K scales (vs bytes apart), y."""
+    k = unroll_factor(src, "GGML_VEC_MAD_UNROLL")
+    pad = draw(st.integers(0, 3), label="row_pad")
+    vpad = draw(st.integers(0, 2), label="v_pad")
+    x = np.stack([draw(S.float_vectors(n, "f32"), label=f"x{i}") for i in range(k)])
+    v = np.asarray([draw(st.floats(-4, 4, width=32), label=f"v{i}") for i in range(k)], np.float32)
+    y = draw(rows(n, "f32"), label="y")
+    xs, vs = (n + pad) * 4, (1 + vpad) * 4
+    xbuf = np.zeros((k, n + pad), np.float32)
+    xbuf[:, :n] = x
+    vbuf = np.zeros((k, 1 + vpad), np.float32)
+    vbuf[:, 0] = v
+    bufs = (In(xbuf.reshape(-1)[: (k - 1) * (n + pad) + n]), In(vbuf.reshape(-1)[: (k - 1) * (1 + vpad) + 1]),
+            InOut(y))
+    return Case(n, (xs, vs), (), bufs, {"x": x, "v": v, "y": y}, n)
+
+
+@st.composite
+def draw_dot_unroll(draw: st.DrawFn, spec: VecOp, n: int, src: object) -> Case:
+    """ggml_vec_dot_f16_unroll: K fp16 rows of x (xs bytes apart) against one fp16 y.  Half the
+    examples use small integers, for which every partial sum is exact (the bound becomes 0)."""
+    k = unroll_factor(src, "GGML_VEC_DOT_UNROLL")
+    pad = draw(st.integers(0, 3), label="row_pad")
+    if draw(st.booleans(), label="small_integers"):
+        x = np.stack([draw(S.small_integer_vectors(n), label=f"x{i}") for i in range(k)])
+        y = draw(S.small_integer_vectors(n), label="y")
+    else:
+        x = np.stack([draw(S.float_vectors(n, "f16"), label=f"x{i}") for i in range(k)])
+        y = draw(S.float_vectors(n, "f16"), label="y")
+    xbuf = np.zeros((k, n + pad), np.uint16)
+    xbuf[:, :n] = S.to_storage("f16", x)
+    bufs = (In(xbuf.reshape(-1)[: (k - 1) * (n + pad) + n]), In(S.to_storage("f16", y)), Out(4 * k))
+    return Case(n, ((n + pad) * 2,), (), bufs, {"x": x, "y": y}, k)
+
+
+def unroll_factor(src, macro: str) -> int:
+    """An unroll factor of the tree under test (``#define GGML_VEC_MAD_UNROLL 32`` in vec.h)."""
+    m = re.search(rf"^#define\s+{macro}\s+(\d+)", (src.cpu_dir / "vec.h").read_text(), re.M)
+    if not m:
+        raise AssertionError(f"{macro} is not defined in {src.cpu_dir / 'vec.h'}: the adapter and this "
+                             "test need updating")
+    return int(m.group(1))
+
+
+# --- oracles adapted to Case
+
+
+def _dot_unroll_oracle(case: Case, rvv: bool) -> V.Elementwise:
+    """The K dot products, each within gamma(n + 1) sum|x y| (as test_vec_dot.py derives: one fp32
+    rounding per term -- the fp16 products are exact in fp32 --, any reduction order, the store);
+    exact when all products are integers and sum|x y| < 2^24 (every partial sum is then an
+    integer representable in fp32, in any order)."""
+    ex, bound = [], []
+    for row in case.values["x"]:
+        e, abs_sum = dot_exact(row, case.values["y"])
+        ex.append(e)
+        with np.errstate(invalid="ignore"):
+            integral = np.all(np.mod(row, 1) == 0) and np.all(np.mod(case.values["y"], 1) == 0)
+        bound.append(0.0 if integral and abs_sum < 2**24 else gamma(case.n) * abs_sum)
+    ex64, b = np.array(ex), np.array(bound)
+    models = (("exact", round_to(ex64, "f32")),) if not np.any(b) else ()
+    return V.Elementwise(ex64, allowed_ulps(ex64, b, "f32"), "f32", models, signed_zeros=False)
+
+
+# --- edge cases: deterministic, named in failure messages
+
+
+def _cross(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair (a_i, b_j), as two flat arrays."""
+    return np.repeat(a, b.size), np.tile(b, a.size)
+
+
+def edges_update(spec: VecOp, src: object, *, with_x: bool) -> list[Case]:
+    """y op= (x *) v over every special y (paired with every special x) for every special
+    scale.  Expected (IEEE, as the scalar reference): NaN propagates, 0 * inf is NaN, inf - inf
+    is NaN, overflow gives inf, subnormals are kept; for mad_f16 / scale_f16 on the RVV path the
+    scale is first rounded to fp16 (so 65520 and 1e5 act as inf, 2^-25 as 0)."""
+    pool = _SPECIAL[spec.fmt]
+    x, y = _cross(pool, pool) if with_x else (None, pool)
+    values = {"y": y} if x is None else {"x": x, "y": y}
+    return [elementwise_case(spec, y.size, values, [v], inputs=("x",) if with_x else (), update="y",
+                             label=f"special values, v={v!r}") for v in SPECIAL_SCALES]
+
+
+def edges_mad1(spec: VecOp, src: object) -> list[Case]:
+    """x*s + b for every special x, every special scale s and every special b, out of place and
+    in place (same IEEE expectations as the fma in mad_f32)."""
+    return [elementwise_case(spec, SPECIAL_F32.size, {"x": SPECIAL_F32}, [s, b], inputs=("x",), inplace=inplace,
+                             label=f"special values, s={s!r}, b={float(b)!r}, inplace={inplace}")
+            for s in SPECIAL_SCALES for b in SPECIAL_F32 for inplace in (False, True)]
+
+
+def edges_activation(spec: VecOp, src: object, *, gates: bool) -> list[Case]:
+    """SiLU over every special value and every float32 near the exp's regime edges (both
+    signs); SwiGLU over every special x crossed with every special gate, and the edges with
+    ordinary gates.  Expected (scalar reference x / (1 + expf(-x)) [* g]): silu(NaN) = NaN,
+    silu(+inf) = +inf, silu(-inf) = -inf/inf = NaN, silu(-0) = -0, silu(x) = -0 once
+    expf(-x) overflows (x < -88.72); any NaN, and 0 * inf, give NaN."""
+    edges = np.concatenate([SPECIAL_F32, EXP_EDGES, -EXP_EDGES])
+    if not gates:
+        return [elementwise_case(spec, edges.size, {"x": edges}, [], inputs=("x",), inplace=inplace,
+                                 label=f"special values and exp edges, inplace={inplace}") for inplace in (False, True)]
+    x, g = _cross(SPECIAL_F32, SPECIAL_F32)
+    ordinary = np.resize(np.array([1.5, -3.0, 2.0 ** -20, 1e30], np.float32), edges.size)
+    return [elementwise_case(spec, x.size, {"x": x, "g": g}, [], inputs=("x", "g"), label="special x and g"),
+            elementwise_case(spec, edges.size, {"x": edges, "g": ordinary}, [], inputs=("x", "g"),
+                             label="exp edges")]
+
+
+def edges_soft_max(spec: VecOp, src: object) -> list[Case]:
+    """Rows the issue names, with what the scalar reference (expf(x - max), summed in double)
+    gives: -inf entries -> 0; one dominant entry -> that 1 and 0 elsewhere (exp underflows);
+    all equal -> exactly 1 everywhere and a sum of exactly n; all -inf with max -inf -> NaN
+    (-inf - -inf); NaN entries -> NaN; entries above the given max by > 88.72 -> +inf; the
+    exp's regime edges with max = 0; special values with max = 0 and max = +inf."""
+    n = 77
+    rng = np.random.default_rng(4)
+    base = rng.standard_normal(n).astype(np.float32)
+    rows_ = {
+        "-inf entries": np.where(np.arange(n) % 3 == 1, -np.inf, base).astype(np.float32),
+        "one dominant entry": np.where(np.arange(n) == 40, 1000.0, base).astype(np.float32),
+        "all equal": np.full(n, 3.25, np.float32),
+        "all -inf": np.full(n, -np.inf, np.float32),
+        "a NaN entry": np.where(np.arange(n) == n - 1, np.nan, base).astype(np.float32),
+        "special values": SPECIAL_F32,
+    }
+    cases = []
+    for label, x in rows_.items():
+        for inplace in (False, True):
+            mx = float(np.max(x))
+            cases.append(elementwise_case(spec, x.size, {"x": x}, [mx], inputs=("x",), inplace=inplace, returns=True,
+                                          label=f"{label}, max={mx!r}, inplace={inplace}"))
+    for label, x, mx in (("entries above max", base * 100, -10.0), ("exp edges", np.concatenate([EXP_EDGES, -EXP_EDGES]), 0.0),
+                         ("special values", SPECIAL_F32, 0.0), ("special values", SPECIAL_F32, np.inf)):
+        cases.append(elementwise_case(spec, x.size, {"x": x.astype(np.float32)}, [mx], inputs=("x",), inplace=False,
+                                      returns=True, label=f"{label}, max={mx!r}"))
+    return cases
+
+
+def edges_cvar(spec: VecOp, src: object) -> list[Case]:
+    """Rows with what the scalar reference gives: a constant row centred on itself -> zeros and
+    variance 0; special values (NaN -> NaN variance, inf -> inf); squares that overflow fp32
+    (|y| > 1.8e19 -> inf) or underflow to subnormals and zero; small integers (exact)."""
+    n = 67
+    rows_ = {
+        "constant row": (np.full(n, -2.75, np.float32), -2.75),
+        "special values": (SPECIAL_F32, 0.0),
+        "special values, mean 1": (SPECIAL_F32, 1.0),
+        "squares overflow": (np.linspace(-3e19, 3e19, n).astype(np.float32), 0.0),
+        "squares underflow": (np.linspace(-2e-22, 2e-22, n).astype(np.float32), 0.0),
+        "small integers": (np.arange(n, dtype=np.float32) % 17 - 8, 1.0),
+    }
+    return [elementwise_case(spec, x.size, {"x": x}, [mean], inputs=("x",), inplace=inplace, returns=True,
+                             label=f"{label}, inplace={inplace}")
+            for label, (x, mean) in rows_.items() for inplace in (False, True)]
+
+
+def edges_mad_unroll(spec: VecOp, src: object) -> list[Case]:
+    """Special values in one row of x, in the scales and in y: NaN and 0 * inf give NaN, inf
+    propagates, inf - inf is NaN, in row order (the fma chain's model says where)."""
+    k = unroll_factor(src, "GGML_VEC_MAD_UNROLL")
+    n = SPECIAL_F32.size
+    x = np.ones((k, n), np.float32)
+    x[k // 2] = SPECIAL_F32
+    out = []
+    for v_special in (0.0, np.inf, np.nan, 2.0 ** -149):
+        v = np.full(k, 0.5, np.float32)
+        v[k // 2] = v_special
+        v[-1] = -v_special if np.isfinite(v_special) else 1.0
+        y = SPECIAL_F32[::-1].copy()
+        out.append(Case(n, (n * 4, 4), (), (In(x.reshape(-1)), In(v), InOut(y)), {"x": x, "v": v, "y": y}, n,
+                        f"special values, v[{k // 2}]={v_special!r}"))
+    return out
+
+
+def edges_dot_unroll(spec: VecOp, src: object) -> list[Case]:
+    """Small integers with one NaN / +-inf planted in a row (scalar reference: a NaN makes the dot
+    NaN, an infinity times a non-zero finite makes it +-inf; the other row stays exact), at a
+    length with a tail at every VLEN."""
+    k = unroll_factor(src, "GGML_VEC_DOT_UNROLL")
+    n = 133
+    rng = np.random.default_rng(7)
+    y = rng.integers(1, 9, n).astype(np.float32)
+    out = []
+    for poison in (np.nan, np.inf, -np.inf):
+        for at in (0, n // 2, n - 1):
+            x = rng.integers(-8, 9, (k, n)).astype(np.float32)
+            x[0, at] = poison
+            bufs = (In(S.to_storage("f16", x).reshape(-1)), In(S.to_storage("f16", y)), Out(4 * k))
+            out.append(Case(n, (n * 2,), (), bufs, {"x": x, "y": y}, k, f"x[0][{at}]={poison!r}"))
+    return out
+
+
+VEC_OPS = [
+    # vfmadd.vf at e32/m8 in one vsetvl loop, every build.
+    VecOp("mad_f32", "f32", S.VectorShape(32, (8,)), "v",
+          draw=lambda spec, n, src: draw_update(spec, n, src, with_x=True),
+          oracle=lambda c, rvv: V.mad_f32(c.values["x"], c.values["y"], c.fp[0]),
+          bound="0.5 ULP, bit-exact: one fused multiply-add per element",
+          edges=lambda spec, src: edges_update(spec, src, with_x=True)),
+    # vfmadd.vf onto a splat of b at e32/m8; ggml calls it in place (ops.cpp, scale with a bias).
+    VecOp("mad1_f32", "f32", S.VectorShape(32, (8,)), "v",
+          draw=lambda spec, n, src: draw_map(spec, n, src, n_scalars=2),
+          oracle=lambda c, rvv: V.mad1_f32(c.values["x"], c.fp[0], c.fp[1]),
+          bound="0.5 ULP, bit-exact: one fused multiply-add per element",
+          edges=edges_mad1),
+    # vfmul.vf at e32/m8.
+    VecOp("scale_f32", "f32", S.VectorShape(32, (8,)), "v",
+          draw=lambda spec, n, src: draw_update(spec, n, src, with_x=False),
+          oracle=lambda c, rvv: V.scale_f32(c.values["y"], c.fp[0]),
+          bound="0.5 ULP, bit-exact: one multiply per element",
+          edges=lambda spec, src: edges_update(spec, src, with_x=False)),
+    # zvfh: scale rounded to fp16, vfmacc.vf at e16/m4, unrolled by two, then a vsetvl tail loop;
+    # without zvfh a scalar loop in fp32.
+    VecOp("mad_f16", "f16", S.VectorShape(16, (4,), 2), "zvfh",
+          draw=lambda spec, n, src: draw_update(spec, n, src, with_x=True),
+          oracle=lambda c, rvv: V.mad_f16(c.values["x"], c.values["y"], c.fp[0], fp16_arith=rvv),
+          bound="zvfh: 0.5 ULP of y + x*fp16(v), bit-exact (the scale rounded to fp16, one fp16 fma); "
+                "scalar: one fp16 rounding of an fp32 intermediate within u32 (|xv| + |y + xv|), "
+                "bit-exact with or without contraction",
+          edges=lambda spec, src: edges_update(spec, src, with_x=True)),
+    # zvfh: scale rounded to fp16, vfmul.vf at e16/m4, unrolled by two, then a tail loop.
+    VecOp("scale_f16", "f16", S.VectorShape(16, (4,), 2), "zvfh",
+          draw=lambda spec, n, src: draw_update(spec, n, src, with_x=False),
+          oracle=lambda c, rvv: V.scale_f16(c.values["y"], c.fp[0], fp16_arith=rvv),
+          bound="zvfh: 0.5 ULP of y*fp16(v), bit-exact; scalar: fp16(fp32(y*v)), bit-exact",
+          edges=lambda spec, src: edges_update(spec, src, with_x=False)),
+    # e32/m8 vsetvl loop; y stays in a register across the K fmas.
+    VecOp("mad_f32_unroll", "f32", S.VectorShape(32, (8,)), "v", draw=draw_mad_unroll,
+          oracle=lambda c, rvv: V.mad_f32_unroll(c.values["x"], c.values["v"], c.values["y"]),
+          bound="bit-exact chain of K fmas in row order; gamma(K-1) (|y| + sum|x_k v_k|) + 0.5 ULP",
+          edges=edges_mad_unroll),
+    # zvfh: vfwmacc e16/m2 -> e32/m4, unrolled by two, a vsetvl tail loop, vfredusum;
+    # without zvfh a scalar loop accumulating in double.
+    VecOp("dot_f16_unroll", "f32", S.VectorShape(16, (2,), 2), "zvfh", draw=draw_dot_unroll,
+          oracle=_dot_unroll_oracle,
+          bound="gamma(n+1) * sum|x y| per row (u = 2^-24); exact for small integers",
+          edges=edges_dot_unroll),
+    # e32/m2 vsetvl loop around ggml_v_silu_m2; ggml calls it in place (ggml_silu_inplace).
+    VecOp("silu_f32", "f32", S.VectorShape(32, (2,)), "v",
+          draw=lambda spec, n, src: draw_map(spec, n, src, spread=(-110.0, 100.0)),
+          oracle=lambda c, rvv: V.silu(c.values["x"], EXPF_ULPS),
+          bound=f"(0.5 ulp + eta |s|) / ulp(s): eta from the exp's {EXPF_ULPS:.6g} ULP, 1 + E and the "
+                "division (oracles/vec_ops.py: silu)",
+          edges=lambda spec, src: edges_activation(spec, src, gates=False)),
+    # e32/m2 vsetvl loop: vfmul(ggml_v_silu_m2(x), g).  ggml never calls it in place.
+    VecOp("swiglu_f32", "f32", S.VectorShape(32, (2,)), "v",
+          draw=lambda spec, n, src: draw_map(spec, n, src, gates=True, spread=(-110.0, 100.0), aliasing=False),
+          oracle=lambda c, rvv: V.swiglu(c.values["x"], c.values["g"], EXPF_ULPS),
+          bound="SiLU's error scaled by |g|, then one multiply (0.5 ULP) (oracles/vec_ops.py: swiglu)",
+          edges=lambda spec, src: edges_activation(spec, src, gates=True)),
+    # e32/m2 vsetvl loop around ggml_v_expf_m2, vfwredusum into f64; ggml calls it in place
+    # (tiled flash attention).
+    VecOp("soft_max_f32", "f32", S.VectorShape(32, (2,)), "v",
+          draw=lambda spec, n, src: draw_map(spec, n, src, n_scalars=1, spread=(-120.0, 10.0), returns=True,
+                                             scalar=_row_max),
+          oracle=lambda c, rvv: V.soft_max(c.values["x"], c.fp[0], EXPF_ULPS),
+          bound=f"y: {EXPF_ULPS:.6g} ULP of exp(fp32(x - max)), the polynomial exp's bound; "
+                "returned sum: gamma(n-1) sum|y| (u = 2^-53) of the returned y, exact for integer y",
+          edges=edges_soft_max, result=lambda c, y: V.double_sum(y)),
+    # e32/m2 vsetvl loop: vfsub, store, vfmul, vfwredusum into f64; ggml calls it in place (norm).
+    VecOp("cvar_f32", "f32", S.VectorShape(32, (2,)), "v",
+          draw=lambda spec, n, src: draw_map(spec, n, src, n_scalars=1, returns=True, scalar=_near_mean),
+          oracle=lambda c, rvv: V.cvar(c.values["x"], c.fp[0])[0],
+          bound="y: 0.5 ULP, bit-exact fp32 subtraction; returned variance: gamma(n) S/n (u = 2^-53, "
+                "S = sum of the fp32 squares), exact for small integers",
+          edges=edges_cvar, result=lambda c, y: V.cvar(c.values["x"], c.fp[0])[1]),
+]
+
+
+# ------------------------------------------------------------------ running and checking
+
+
+def run(spec: VecOp, target, case: Case) -> tuple[np.ndarray, float | None]:
+    """Call the kernel; return its output array as float64 values and the returned double, if any."""
+    r = target.call(f"vec_{spec.name}", [case.n, *case.ip], list(case.fp), list(case.bufs))
+    if spec.fmt == "f16":
+        got = r.output(0, np.uint16).view(np.float16).astype(np.float64)
+    else:
+        got = r.output(0, np.float32).astype(np.float64)
+    ret = float(r.output(1, np.float64)[0]) if spec.result is not None else None
+    return got, ret
+
+
+def check(spec: VecOp, target, case: Case) -> None:
+    """Run ``case``; hold the output to the oracle's ULP bound and, where the arithmetic is
+    determined, to its bit-exact model; hold a returned double to its accumulation bound."""
+    rvv = spec.rvv(target.features)
+    path = "rvv" if rvv else "scalar"
+    observe.note("path", path)
+    got, ret = run(spec, target, case)
+    want = spec.oracle(case, rvv)
+    what = f"ggml_vec_{spec.name}, n={case.n}, {target.id}, {path} path" + (f", {case.label}" if case.label else "")
+    name = f"vec_{spec.name}(...)"
+    ulps = ulp_error(got, want.exact, want.fmt, signed_zeros=want.signed_zeros)
+    assert_within_ulps(got, want.exact, ulps, want.allowed, name=name, context=what, derivation=spec.bound)
+    if want.models:
+        assert_matches_a_model(got, want.models, want.fmt, name=name, context=what)
+    if spec.result is not None:
+        acc = spec.result(case, got)
+        assert_within_bound(ret, acc.exact, acc.bound, name=f"{name} returned", context=what,
+                            derivation=spec.bound)
+
+
+def assert_matches_a_model(got: np.ndarray, models: Sequence[tuple[str, np.ndarray]], fmt: str, *,
+                           name: str, context: str) -> None:
+    """``got`` is bit for bit one of the models (any NaN matches any NaN); records which one
+    matched when there is a choice, else shows the closest."""
+    dt, bits = (np.float32, np.uint32) if fmt == "f32" else (np.float16, np.uint16)
+    g = got.astype(dt)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cands = [(label, np.asarray(m, np.float64).astype(dt)) for label, m in models]
+
+    def mismatches(m: np.ndarray) -> int:
+        return int(np.sum((g.view(bits) != m.view(bits)) & ~(np.isnan(g) & np.isnan(m))))
+
+    label, best = min(cands, key=lambda c: mismatches(c[1]))
+    if len(cands) > 1 and mismatches(best) == 0:
+        observe.note("model", label)
+    assert_bitwise_equal(g, best, name=name, context=f"{context}; bit-exact model: {label}")
+
+
+ids = [k.name for k in VEC_OPS]
+
+
+@pytest.mark.parametrize("spec", VEC_OPS, ids=ids)
+@given(data=st.data())
+def test_vec_op(spec: VecOp, target, data: st.DataObject) -> None:
+    """Random data of every kind (special values planted, the last element among them), lengths
+    at every tail of the RVV loop, in-place aliasing where ggml uses it."""
+    n = data.draw(S.lengths(spec.shape), label="n")
+    case = data.draw(spec.draw(spec, n, session().source), label="case")
+    check(spec, target, case)
+
+
+@pytest.mark.parametrize("spec", VEC_OPS, ids=ids)
+def test_vec_op_edges(spec: VecOp, target) -> None:
+    """Named edge cases (see each kernel's ``edges``): every one must hold its bound."""
+    for case in spec.edges(spec, session().source):
+        check(spec, target, case)
+
+
+# ------------------------------------------------------------------ the exp sweep
+
+
+#: Stride of the default sweep over float32 bit patterns (a prime, so every exponent and
+#: low-bit pattern is visited); RVVDIFF_EXPF_EXHAUSTIVE=1 makes it 1 (2^32 inputs, ~10 min).
+EXPF_STRIDE = 4093
+_CHUNK = 1 << 22
+
+
+def test_expf_sweep(target) -> None:
+    """ggml's polynomial exp (through ggml_vec_soft_max_f32 with max = 0, which computes
+    exactly ggml_v_expf_m2(x - 0) = ggml_v_expf_m2(x)) over every EXPF_STRIDE-th float32 plus
+    every float32 near the regime edges (EXP_EDGES), against float64 exp: within EXPF_ULPS,
+    with fp32 expf's overflow to +inf, NaN to NaN, -inf to 0."""
+    spec = next(k for k in VEC_OPS if k.name == "soft_max_f32")
+    stride = 1 if os.environ.get("RVVDIFF_EXPF_EXHAUSTIVE") == "1" else EXPF_STRIDE
+    observe.note("stride", str(stride))
+    pattern = np.arange(0, 1 << 32, stride, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    inputs = np.concatenate([EXP_EDGES, SPECIAL_F32, pattern])
+    for i in range(0, inputs.size, _CHUNK):
+        x = inputs[i:i + _CHUNK]
+        case = elementwise_case(spec, x.size, {"x": x}, [0.0], inputs=("x",), inplace=False, returns=True,
+                                label=f"sweep chunk {i // _CHUNK}")
+        check(spec, target, case)
+
+
+# ------------------------------------------------------------------ inventory
+
+
+#: Every function of vec.h / vec.cpp with an RVV path in the pinned tree, and where it is tested.
+RVV_FUNCTIONS = {
+    **{f"ggml_vec_{k.name}": "test_vec_ops.py" for k in VEC_OPS},
+    "ggml_vec_dot_f32": "test_vec_dot.py",
+    "ggml_vec_dot_f16": "test_vec_dot.py",
+    "ggml_vec_dot_bf16": "test_vec_dot.py",
+    "ggml_v_expf_m2": "test_vec_ops.py (soft_max_f32, test_expf_sweep)",
+    "ggml_v_silu_m2": "test_vec_ops.py (silu_f32, swiglu_f32)",
+}
+
+_DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)")
+_RVV_COND = re.compile(r"(?<!!)\bdefined\s*\(?\s*__riscv_v_intrinsic\b|^\s*__riscv_v_intrinsic\b")
+_DEFINITION = re.compile(r"^[A-Za-z_][\w\s\*]*?\b(\w+)\s*\(")
+
+
+def rvv_functions(path: Path) -> set[str]:
+    """Functions of a C/C++ file with code under ``__riscv_v_intrinsic``: those defined inside
+    such a preprocessor branch and those containing one.  Conditional nesting is followed
+    (#if / #elif / #else / #endif); a function starts at a column-0 definition line (not a
+    prototype) and ends at a column-0 closing brace."""
+    found: set[str] = set()
+    stack: list[bool] = []  # per open conditional: is the current branch an RVV one?
+    current: str | None = None
+    for line in path.read_text(errors="replace").splitlines():
+        d = _DIRECTIVE.match(line)
+        if d:
+            kind, cond = d.groups()
+            if kind in ("if", "ifdef", "ifndef"):
+                stack.append(kind != "ifndef" and bool(_RVV_COND.search(cond)))
+            elif kind == "elif" and stack:
+                stack[-1] = bool(_RVV_COND.search(cond))
+            elif kind == "else" and stack:
+                stack[-1] = False
+            elif kind == "endif" and stack:
+                stack.pop()
+            continue
+        m = _DEFINITION.match(line)
+        if m and not line.rstrip().endswith(";"):
+            current = m.group(1)
+        if current and any(stack):
+            found.add(current)
+        if line.startswith("}"):
+            current = None
+    return found
+
+
+def test_rvv_inventory(pytestconfig: pytest.Config) -> None:
+    """Every function with an RVV path in the tree's vec.h / vec.cpp is one this project tests;
+    a new one (e.g. in a PR tree) fails here, by name, until a test covers it."""
+    src = resolve(pytestconfig.getoption("ggml_src"))
+    found = {fn: f.name for f in (src.cpu_dir / "vec.h", src.cpu_dir / "vec.cpp") for fn in rvv_functions(f)}
+    unknown = sorted(set(found) - set(RVV_FUNCTIONS))
+    gone = sorted(set(RVV_FUNCTIONS) - set(found))
+    assert not unknown, (f"{len(unknown)} function(s) with an RVV path have no test: "
+                         + ", ".join(f"{fn} ({found[fn]})" for fn in unknown)
+                         + f" [{src.describe()}]; add them to cases/test_vec_ops.py")
+    assert not gone, (f"tested as RVV kernels but without an RVV path in {src.describe()}: {', '.join(gone)} "
+                      "(still tested, in their scalar form; update RVV_FUNCTIONS)")
