@@ -324,6 +324,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.config._rvvdiff_stats.extend(_server_stats())  # type: ignore[attr-defined]
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown (and so an error) under -p no:xdist
 def pytest_testnodedown(node: Any, error: Any) -> None:
     stats = getattr(node, "workeroutput", {}).get("rvvdiff_stats")
     if stats:
@@ -342,6 +343,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tr = terminalreporter
     tr.section("rvvdiff")
     worst: dict[str, tuple[float, str]] = {}
+    ulps: dict[str, tuple[float, float]] = {}  # worst ULP error and the bound of that element
     for r in reports:
         props = dict(r.user_properties)
         ratio = props.get("rvvdiff.error/bound")
@@ -350,10 +352,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         name = r.nodeid.split("::")[-1].split("[")[0] + "[" + r.nodeid.split("[", 1)[-1].split("-vlen")[0] + "]"
         if name not in worst or ratio > worst[name][0]:
             worst[name] = (ratio, r.nodeid.rsplit("[", 1)[-1].rstrip("]"))
+        if "rvvdiff.ulp" in props and (name not in ulps or props["rvvdiff.ulp"] > ulps[name][0]):
+            ulps[name] = (props["rvvdiff.ulp"], props.get("rvvdiff.ulp_bound", float("nan")))
     if worst:
-        tr.write_line("worst error as a fraction of its bound (1.0 = at the bound):")
+        tr.write_line("worst error as a fraction of its bound (1.0 = at the bound); worst ULP error and its bound:")
         for name, (ratio, where) in sorted(worst.items()):
-            tr.write_line(f"  {name:<50} {ratio:10.3g}   at {where}")
+            tr.write_line(f"  {name:<50} {ratio:10.3g}   at {where}"
+                          + (f"   {ulps[name][0]:.4g} ULP (bound {ulps[name][1]:.4g})" if name in ulps else ""))
     calls = sum(dict(r.user_properties).get("rvvdiff.calls", 0) for r in reports)
     req = sum(s["wall_s"] for s in stats)
     ker = sum(s["kernel_s"] for s in stats)
