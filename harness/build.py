@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shlex
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,7 +135,8 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, *, jobs: int | None = None) 
 
 def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, jobs: int) -> None:
     logf = d / "rvvdiff-build.log"
-    logf.write_text("")
+    with open(logf, "a") as f:
+        f.write(f"=== build of {source.describe()} for {isa.name}, pid {os.getpid()}, {time.ctime()}\n")
     tc = _toolchain_file(d, cc)
     opts = [f"-D{k}={v}" for k, v in _cmake_options(isa).items()]
     run(["cmake", "-S", source.root, "-B", d, f"-DCMAKE_TOOLCHAIN_FILE={tc}", *opts],
