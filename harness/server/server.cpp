@@ -1,4 +1,4 @@
-// rvvdiff kernel server: the core.
+// rvvdiff kernel server: the request loop.
 //
 // A long-lived process, run under qemu-riscv64 at one VLEN, linked statically
 // against one ISA build of ggml.  It answers framed binary requests on stdin
@@ -14,7 +14,6 @@
 #include "ggml.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -24,75 +23,6 @@
 #include <riscv_vector.h>
 #endif
 
-namespace rvvdiff {
-
-std::vector<Kernel> & registry() {
-    static std::vector<Kernel> kernels;
-    return kernels;
-}
-
-Buffer & Buffer::operator=(Buffer && o) noexcept {
-    if (this != &o) {
-        free(base);
-        kind = o.kind; fill = o.fill; guard_byte = o.guard_byte; size = o.size; base = o.base;
-        o.base = nullptr;
-    }
-    return *this;
-}
-
-Buffer::~Buffer() { free(base); }
-
-bool Buffer::allocate(size_t n, unsigned char guard) {
-    size = n;
-    guard_byte = guard;
-    if (posix_memalign(reinterpret_cast<void **>(&base), 64, GUARD + n + GUARD) != 0) return false;
-    memset(base, guard, GUARD);
-    memset(base + GUARD + n, guard, GUARD);
-    return true;
-}
-
-bool Buffer::guards_intact(long & where) const {
-    for (size_t i = 0; i < GUARD; ++i) {
-        if (base[GUARD - 1 - i] != guard_byte) { where = -static_cast<long>(i) - 1; return false; }
-    }
-    for (size_t i = 0; i < GUARD; ++i) {
-        if (base[GUARD + size + i] != guard_byte) { where = static_cast<long>(size + i); return false; }
-    }
-    return true;
-}
-
-bool Call::shape(size_t n_ip, size_t n_fp, size_t n_bufs) {
-    if (ip.size() == n_ip && fp.size() == n_fp && bufs.size() == n_bufs) return true;
-    bad("%s expects %zu int params, %zu float params, %zu buffers; got %zu, %zu, %zu", name.c_str(), n_ip, n_fp,
-        n_bufs, ip.size(), fp.size(), bufs.size());
-    return false;
-}
-
-bool Call::size_is(size_t i, size_t bytes) {
-    if (i < bufs.size() && bufs[i].size == bytes) return true;
-    bad("%s: buffer %zu has %zu bytes, expected %zu", name.c_str(), i, i < bufs.size() ? bufs[i].size : 0, bytes);
-    return false;
-}
-
-uint32_t Call::bad(const char * fmt, ...) {
-    char m[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m, sizeof m, fmt, ap);
-    va_end(ap);
-    err = m;
-    return ST_BAD_REQUEST;
-}
-
-void Call::note(const char * key, const std::string & value) {
-    info += key;
-    info += "=";
-    info += value;
-    info += "\n";
-}
-
-}  // namespace rvvdiff
-
 namespace {
 
 using namespace rvvdiff;
@@ -100,8 +30,6 @@ using namespace rvvdiff;
 constexpr uint32_t REQUEST_MAGIC = 0x51445652;   // "RVDQ"
 constexpr uint32_t RESPONSE_MAGIC = 0x52445652;  // "RVDR"
 constexpr uint16_t PROTOCOL_VERSION = 1;
-constexpr unsigned char GUARD_BYTE_IN = 0xFF;   // NaN in every float format: an over-read poisons the result
-constexpr unsigned char GUARD_BYTE_OUT = 0xA5;  // checked after every call
 
 enum Op : uint16_t { OP_HELLO = 0, OP_CALL = 1, OP_QUIT = 2 };
 

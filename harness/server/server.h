@@ -29,6 +29,8 @@ enum BufKind : uint32_t { BUF_IN = 0, BUF_OUT = 1, BUF_INOUT = 2 };
 // Guard size: larger than the widest register group a kernel can store
 // (VLEN 1024 x LMUL 8 = 1024 bytes), so a whole-group overrun stays inside.
 constexpr size_t GUARD = 4096;
+constexpr unsigned char GUARD_BYTE_IN = 0xFF;   // NaN in every float format: an over-read poisons the result
+constexpr unsigned char GUARD_BYTE_OUT = 0xA5;  // checked after every call
 
 struct Buffer {
     uint32_t kind = BUF_IN;
