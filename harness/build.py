@@ -153,14 +153,10 @@ def _digest(*parts: bytes | str) -> str:
     return h.hexdigest()[:16]
 
 
-def _link_server(d: Path, cc: Compiler, cflags: tuple[str, ...], libs: tuple[Path, ...], lib_key: str) -> Path:
-    """Compile each server source once per content (objects are cached) and link the server.
-
-    Servers are kept per content hash, so differently edited adapter files
-    (e.g. two families being developed at once) do not rebuild each other.
-    """
+def _server_objects(d: Path, cc: Compiler, cflags: tuple[str, ...], lib_key: str) -> dict[str, Path]:
+    """Compile each server source once per content; return {source stem: object}."""
     headers = b"".join(p.read_bytes() for p in sorted(SERVER_DIR.glob("*.h")))
-    objs = []
+    objs = {}
     for src in server_sources():
         tag = _digest(src.read_bytes(), headers, " ".join(cflags), cc.identity, lib_key)
         obj = d / "server-obj" / f"{src.stem}-{tag}.o"
@@ -170,7 +166,17 @@ def _link_server(d: Path, cc: Compiler, cflags: tuple[str, ...], libs: tuple[Pat
             run([cc.cxx, "-O2", *cflags, "-I", SERVER_DIR, "-c", src, "-o", tmp], timeout=1800,
                 what=f"compiling the kernel server's {src.name}", log_file=d / "rvvdiff-build.log")
             tmp.replace(obj)
-        objs.append(obj)
+        objs[src.stem] = obj
+    return objs
+
+
+def _link_server(d: Path, cc: Compiler, cflags: tuple[str, ...], libs: tuple[Path, ...], lib_key: str) -> Path:
+    """Link the server from its cached objects.
+
+    Servers are kept per content hash, so differently edited adapter files
+    (e.g. two families being developed at once) do not rebuild each other.
+    """
+    objs = list(_server_objects(d, cc, cflags, lib_key).values())
     server = d / "servers" / _digest(*(str(o) for o in objs), lib_key) / "rvvdiff-server"
     if not server.exists():
         server.parent.mkdir(parents=True, exist_ok=True)
@@ -179,3 +185,11 @@ def _link_server(d: Path, cc: Compiler, cflags: tuple[str, ...], libs: tuple[Pat
             what="linking the kernel server", log_file=d / "rvvdiff-build.log")
         tmp.replace(server)
     return server
+
+
+def link_objects(build: Build) -> list[Path]:
+    """The adapter objects and registry of a build, without the request loop (``main``):
+    what a standalone reproducer links with to call an adapter directly."""
+    with locked(build.dir / ".lock"):
+        objs = _server_objects(build.dir, compiler(), build.cflags, build.key)
+    return [o for stem, o in objs.items() if stem != "server"]

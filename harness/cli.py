@@ -76,6 +76,17 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("mutant", parents=[common], help=cmd_mutant.__doc__)
     m.add_argument("name", nargs="?", help="mutant name (omit to list them)")
     m.set_defaults(fn=cmd_mutant)
+    sub.add_parser("repro", help="replay a failure report outside pytest (rvvdiff repro DIR [--c] ...)",
+                   add_help=False).set_defaults(fn=None)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["repro"]:
+        from .report import main_repro
+
+        try:
+            return main_repro(argv[1:])
+        except (SourceError, toolchain.ToolchainError, BuildError, CommandError, FileNotFoundError) as e:
+            print(f"rvvdiff repro: {e}", file=sys.stderr)
+            return 2
     args = p.parse_args(argv)
     try:
         return args.fn(args)

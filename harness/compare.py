@@ -40,6 +40,7 @@ def assert_bitwise_equal(got: np.ndarray, expected: np.ndarray, *, name: str, co
     """Every element of ``got`` has the bits of ``expected`` (any NaN matches any NaN)."""
     if got.shape != expected.shape:
         raise AssertionError(f"{name}.shape={got.shape}, but should be {expected.shape} [{context}]")
+    observe.keep("comparison", {"mode": "bitwise", "name": name, "context": context, "got": got, "expected": expected})
     eq = _bits(got) == _bits(expected)
     if got.dtype.kind == "f" or got.dtype.name == "bfloat16":
         with np.errstate(invalid="ignore"):
@@ -67,6 +68,8 @@ def assert_within_bound(got: float, expected: float, bound: float, *, name: str,
     fails unless both are NaN; infinities must match exactly.
     """
     g, e = float(got), float(expected)
+    observe.keep("comparison", {"mode": "bound", "name": name, "context": context, "got": np.asarray(got),
+                                "expected": np.float64(e), "bound": float(bound), "derivation": derivation})
     if np.isnan(e) or np.isnan(g) or np.isinf(e) or np.isinf(g):
         if (np.isnan(e) and np.isnan(g)) or g == e:
             observe.record("error/bound", 0.0)
@@ -95,6 +98,9 @@ def assert_within_ulps(got: np.ndarray, expected: np.ndarray, ulps: np.ndarray, 
     """
     ulps = np.asarray(ulps, np.float64).reshape(-1)
     allowed = np.broadcast_to(np.asarray(allowed, np.float64), ulps.shape).reshape(-1)
+    observe.keep("comparison", {"mode": "ulps", "name": name, "context": context, "got": np.asarray(got),
+                                "expected": np.asarray(expected), "ulps": ulps, "allowed": allowed,
+                                "derivation": derivation})
     if ulps.size == 0:
         return 0.0
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -2,12 +2,15 @@
 
 Comparisons and the kernel call path record figures here while a test runs;
 the pytest plugin moves them into the test's report (``user_properties``), so
-they reach the controlling process under pytest-xdist and the summary.
+they reach the controlling process under pytest-xdist and the summary.  The
+last kernel call and comparison are also kept (not sent anywhere) for the
+failure report the worker writes.
 """
 
 from __future__ import annotations
 
 _current: dict[str, float | str] = {}
+_kept: dict[str, object] = {}
 
 #: Metrics that add up over a test's examples; the others keep their maximum.
 SUMMED = frozenset({"calls", "kernel_s", "request_s"})
@@ -30,6 +33,19 @@ def note(key: str, text: str) -> None:
         _current[key] = text
     elif isinstance(old, str) and text not in old.split(" | "):
         _current[key] = f"{old} | {text}"
+
+
+def keep(key: str, obj: object) -> None:
+    """Keep the latest object under ``key`` (the last kernel call, the last comparison) for the
+    failure report: after shrinking, Hypothesis runs the minimal failing example last, so
+    what is kept when a test fails belongs to that example."""
+    _kept[key] = obj
+
+
+def take_kept() -> dict[str, object]:
+    out = dict(_kept)
+    _kept.clear()
+    return out
 
 
 def take() -> dict[str, float | str]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from . import known, observe, pool
+from . import known, observe, pool, report
 from . import protocol as P
 from .build import Build, ensure_built
 from .config import ISA_BUILDS, STRESS_PROPS, VLENS, IsaBuild
@@ -92,6 +92,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="llama.cpp or ggml checkout to test (default: the pinned tree, fetched once)")
     g.addoption("--max-examples", type=_positive(int, "--max-examples"), default=None, metavar="N",
                 help="Hypothesis examples per differential test (default: 25)")
+    g.addoption("--report-dir", default="reports", metavar="DIR",
+                help="where failure reports (case.json, inputs.npz, README.md per failing test) and the run's "
+                     "summary.md / summary.html / results.json go (default: reports/ under the rootdir)")
     g.addoption("--kernel-timeout", type=_positive(float, "--kernel-timeout"), default=120.0, metavar="SECONDS",
                 help="deadline of one kernel call before it counts as hung (default: 120)")
 
@@ -154,8 +157,16 @@ class Target:
              bufs: Sequence[P.Buf] = (), *, repeat: int = 1) -> P.Response:
         srv = self.server()
         w0, k0 = srv.wall_s, srv.kernel_s
+        record = {"kernel": kernel, "ip": list(ip), "fp": list(fp), "bufs": list(bufs), "outputs": None,
+                  "message": "", "argv": srv.argv}
+        observe.keep("call", record)
         try:
-            return srv.call(kernel, ip, fp, bufs, repeat=repeat, timeout=session().timeout)
+            r = srv.call(kernel, ip, fp, bufs, repeat=repeat, timeout=session().timeout)
+            record["outputs"], record["message"] = r.outputs, r.message
+            return r
+        except pool.KernelFailure as e:
+            record["message"] = str(e)
+            raise
         finally:
             observe.record("calls", 1)
             observe.record("request_s", srv.wall_s - w0)
@@ -179,6 +190,8 @@ class Target:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.config._rvvdiff_t0 = time.time()  # type: ignore[attr-defined]
+    if getattr(session.config, "workerinput", None) is None:
+        report.clear(report_dir(session.config))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -292,9 +305,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
     if call.when == "call" and "target" in getattr(item, "fixturenames", ()):
         rep = outcome.get_result()
         rep.user_properties.extend(("rvvdiff." + k, v) for k, v in observe.take().items())
+        kept = observe.take_kept()
         if rep.failed:
-            rep.sections.append(("rvvdiff: replay (Hypothesis replays the saved failing example first)",
-                                 replay_command(item)))
+            cmd = replay_command(item)
+            rep.sections.append(("rvvdiff: replay (Hypothesis replays the saved failing example first)", cmd))
+            try:
+                d = report.write_failure(report_dir(item.config), nodeid=item.nodeid, longrepr=str(rep.longrepr),
+                                         kept=kept, target=item.callspec.params["target"],  # type: ignore[attr-defined]
+                                         source=session().source, replay=cmd)
+                rep.sections.append(("rvvdiff: report", f"{d}\nrvvdiff repro {shlex.quote(str(d))} --c"))
+            except OSError as e:  # a report that cannot be written must not hide the failure
+                rep.sections.append(("rvvdiff: report", f"could not write the failure report: {e}"))
+
+
+def report_dir(config: pytest.Config) -> Path:
+    return Path(config.rootpath, config.getoption("report_dir"))
 
 
 def replay_command(item: pytest.Item) -> str:
@@ -309,6 +334,34 @@ def replay_command(item: pytest.Item) -> str:
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     observe.take()  # drop anything a previous test left behind
+    observe.take_kept()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect each differential test's outcome for the summary (in the controlling process)."""
+    if report.when != "call" and not (report.when == "setup" and not report.passed):
+        return
+    if report.passed and getattr(report, "wasxfail", None) is not None:
+        outcome = "xpassed"
+    elif report.skipped and getattr(report, "wasxfail", None) is not None:
+        outcome = "xfailed"
+    elif report.failed and report.when == "setup":
+        outcome = "error"
+    else:
+        outcome = report.outcome
+    reason = ""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        reason = report.longrepr[2]
+    elif getattr(report, "wasxfail", None):
+        reason = report.wasxfail
+    elif report.failed:
+        reason = (report.longreprtext or "").strip().splitlines()[-1:][0] if report.longreprtext else ""
+    entry = {"nodeid": report.nodeid, "outcome": outcome, "reason": reason, "duration": report.duration}
+    entry.update({k[len("rvvdiff."):]: v for k, v in report.user_properties if k.startswith("rvvdiff.")})
+    _RESULTS.append(entry)
+
+
+_RESULTS: list[dict[str, Any]] = []
 
 
 def _server_stats() -> list[dict[str, Any]]:
@@ -320,8 +373,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput["rvvdiff_stats"] = json.dumps(_server_stats())
-    else:
-        session.config._rvvdiff_stats.extend(_server_stats())  # type: ignore[attr-defined]
+        return
+    session.config._rvvdiff_stats.extend(_server_stats())  # type: ignore[attr-defined]
+    if any(report.parse_id(r["nodeid"]) for r in _RESULTS):
+        header = [line.removeprefix("rvvdiff: ") for line in pytest_report_header(session.config)]
+        report.write_summary(report_dir(session.config), _RESULTS, header)
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown (and so an error) under -p no:xdist

@@ -1,19 +1,32 @@
-"""The suite catches a deliberately broken kernel and shrinks the failure to a minimal case.
+"""The suite catches a deliberately broken kernel, shrinks the failure to a minimal case, reports it,
+and the report replays (in Python and as a standalone C program under QEMU).
 
 The mutant ``vec_dot_f16_drops_tail`` makes ``ggml_vec_dot_f16``'s RVV loop stop
 before the last partial vector.  Built as its own tree, it must fail the f16
-dot tests (and only them) at every VLEN, shrunk to n = 1, with a replay
-command; the unmodified tree passes the same selection.
+dot tests (and only them) at every VLEN, shrunk to n = 1; the unmodified tree
+passes the same selection.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from helpers import run_suite
 
 from harness import mutants, source
+
+FAILING = [
+    "cases/test_vec_dot.py::test_vec_dot[f16-vlen1024-zvfh]",
+    "cases/test_vec_dot.py::test_vec_dot[f16-vlen128-zvfh]",
+    "cases/test_vec_dot.py::test_vec_dot_exact[f16-vlen1024-zvfh]",
+    "cases/test_vec_dot.py::test_vec_dot_exact[f16-vlen128-zvfh]",
+]
 
 
 @pytest.fixture(scope="module")
@@ -21,17 +34,19 @@ def mutant_tree() -> str:
     return str(mutants.apply(mutants.get("vec_dot_f16_drops_tail"), source.pinned()).root)
 
 
-def test_mutant_is_caught_and_shrunk(mutant_tree: str) -> None:
-    r = run_suite("cases/test_vec_dot.py", "--isa", "zvfh", "--vlen", "128,1024", "--ggml-src", mutant_tree)
+@pytest.fixture(scope="module")
+def failing_run(mutant_tree: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("reports")
+    r = run_suite("cases/test_vec_dot.py", "--isa", "zvfh", "--vlen", "128,1024", "--ggml-src", mutant_tree,
+                  "--report-dir", str(out), "--junitxml", str(out / "junit.xml"))
+    return r, out
+
+
+def test_mutant_is_caught_and_shrunk(failing_run, mutant_tree: str) -> None:
+    r, _ = failing_run
     out = r.stdout
     assert r.returncode == 1, out[-3000:]
-    failed = sorted(set(re.findall(r"^FAILED (\S+)", out, re.M)))
-    assert failed == [
-        "cases/test_vec_dot.py::test_vec_dot[f16-vlen1024-zvfh]",
-        "cases/test_vec_dot.py::test_vec_dot[f16-vlen128-zvfh]",
-        "cases/test_vec_dot.py::test_vec_dot_exact[f16-vlen1024-zvfh]",
-        "cases/test_vec_dot.py::test_vec_dot_exact[f16-vlen128-zvfh]",
-    ], out[-3000:]
+    assert sorted(set(re.findall(r"^FAILED (\S+)", out, re.M))) == FAILING, out[-3000:]
     # Shrunk: the smallest failing length is 1 (a lone element is a partial vector at every VLEN).
     assert len(re.findall(r"Draw 1 \(n\): 1$", out, re.M)) == 4, out[-3000:]
     assert "vec_dot_f16(x, y)=0.0 (0x00000000), but should be" in out
@@ -42,3 +57,39 @@ def test_unmodified_tree_passes_the_same_selection() -> None:
     r = run_suite("cases/test_vec_dot.py", "--isa", "zvfh", "--vlen", "128,1024", "-k", "f16 and not bf16")
     assert r.returncode == 0, r.stdout[-3000:]
     assert "4 passed" in r.stdout
+
+
+def test_reports_summary_and_junit(failing_run) -> None:
+    _, out = failing_run
+    cases = sorted(p.name for p in (out / "cases").iterdir())
+    assert len(cases) == 4
+    case = json.loads((out / "cases" / "test_vec_dot.test_vec_dot_exact_f16-vlen128-zvfh" / "case.json").read_text())
+    assert case["call"]["kernel"] == "vec_dot_f16" and case["call"]["ip"] == [1]
+    assert case["target"] == {**case["target"], "vlen": 128, "isa": "zvfh", "stress": False}
+    assert case["comparison"]["mode"] == "bitwise" and case["comparison"]["worst"]["got"] == 0.0
+    assert "qemu-riscv64" in case["call"]["qemu_argv"][0]
+    summary = (out / "summary.md").read_text()
+    assert re.search(r"\| `test_vec_dot_exact\[f16\]` \|( [a-zA-Z?]+ \|){2}", summary)
+    assert "FAIL" in summary and "pass" in summary
+    assert "<svg" in (out / "summary.html").read_text()
+    assert 'failures="4"' in (out / "junit.xml").read_text()
+
+
+def test_repro_replays_and_its_c_reproducer_fails_the_same_way(failing_run) -> None:
+    _, out = failing_run
+    d = out / "cases" / "test_vec_dot.test_vec_dot_exact_f16-vlen1024-zvfh"
+    rvvdiff = [sys.executable, "-m", "harness.cli"]
+    r = subprocess.run([*rvvdiff, "repro", str(d), "--c"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "1 of 1 elements fail (bitwise)" in r.stdout and "STILL FAILS" in r.stdout
+    build = r.stdout.split("\nbuild:\n  ", 1)[1].splitlines()[0]
+    run = r.stdout.split("\nrun:\n  ", 1)[1].splitlines()[0]
+    assert "-g 1234" in r.stdout
+    subprocess.run(shlex.split(build), check=True, capture_output=True, timeout=900)
+    c = subprocess.run(shlex.split(run), capture_output=True, text=True, timeout=300)
+    assert c.returncode == 1 and "VLEN 1024: calling vec_dot_f16" in c.stdout
+    assert "[0] got 0, expected" in c.stdout
+    # The same report replayed against the unmodified tree passes.
+    fixed = subprocess.run([*rvvdiff, "repro", str(d), "--ggml-src", str(source.pinned().root)],
+                           capture_output=True, text=True, timeout=900)
+    assert fixed.returncode == 0 and "PASSES now" in fixed.stdout, fixed.stdout + fixed.stderr

@@ -1,0 +1,513 @@
+"""Failure reports, replay, standalone C reproducers, and the run's summary matrix.
+
+A failing differential test leaves a directory in ``--report-dir``::
+
+    <report-dir>/cases/<test id>/case.json    what ran and what was expected (kernel, VLEN, ISA build,
+                                               stress, ggml source and commit, QEMU command, comparison)
+    <report-dir>/cases/<test id>/inputs.npz   the minimal case: every buffer of the failing call,
+                                               the failing outputs and the expected values
+    <report-dir>/cases/<test id>/README.md    the short version a person reads first
+
+It is written by the process that ran the test (an xdist worker) as soon as
+the test fails, so a later crash of that worker loses nothing.  After
+shrinking, Hypothesis runs the minimal failing example last: the call and the
+comparison recorded then are the minimal case.
+
+``rvvdiff repro <dir>`` reruns the recorded call in QEMU (same or another
+tree, VLEN, ISA build), prints the comparison and exits 1 while it still
+fails; ``--c`` also writes a standalone C++ program with the inputs as
+literals that calls the kernel adapter directly, and prints the commands that
+build it with the harness's toolchain and run it under qemu-riscv64 (or wait
+for gdb with ``-g PORT``).
+
+At the end of a run, the controlling process writes ``summary.md`` (a matrix
+kernel x VLEN x ISA build: pass, fail, known failure, skipped with its reason),
+``summary.html`` (the same, with a plot of error/bound ratios per kernel and
+VLEN) and ``results.json``.  JUnit XML comes from pytest's ``--junitxml``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+import shlex
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import protocol as P
+
+ID_RE = re.compile(r"^(?:(?P<kernel>.*)-)?vlen(?P<vlen>\d+)-(?P<isa>[a-z0-9_]+)(?P<stress>-stress)?$")
+
+
+# ------------------------------------------------------------ test ids
+
+@dataclass(frozen=True)
+class TestId:
+    nodeid: str
+    test: str  # function name
+    kernel: str  # the kernel / type part of the id ("" when the test has none)
+    vlen: int
+    isa: str
+    stress: bool
+
+    @property
+    def row(self) -> str:
+        return f"{self.test}[{self.kernel}]" if self.kernel else self.test
+
+    @property
+    def column(self) -> str:
+        return f"{self.isa}{' stress' if self.stress else ''}"
+
+
+def parse_id(nodeid: str) -> TestId | None:
+    """Split ``file::test[kernel-vlenN-isa(-stress)]``; None for tests without a target."""
+    m = re.match(r"^(?P<path>[^:]*)::(?P<test>[^\[]+)\[(?P<params>.*)\]$", nodeid)
+    if not m:
+        return None
+    p = ID_RE.match(m.group("params"))
+    if not p:
+        return None
+    return TestId(nodeid, m.group("test"), p.group("kernel") or "", int(p.group("vlen")), p.group("isa"),
+                  bool(p.group("stress")))
+
+
+def _slug(nodeid: str) -> str:
+    """``cases/test_vec_dot.py::test_vec_dot[f16-vlen128-zvfh]`` -> ``test_vec_dot.test_vec_dot_f16-vlen128-zvfh``."""
+    path, _, name = nodeid.partition("::")
+    return re.sub(r"[^A-Za-z0-9_.+=-]+", "_", f"{Path(path).stem}.{name}").strip("_")[:150]
+
+
+def clear(report_dir: Path) -> None:
+    """Remove the previous run's reports (a run's report directory describes that run only)."""
+    import shutil
+
+    shutil.rmtree(report_dir / "cases", ignore_errors=True)
+    for name in ("summary.md", "summary.html", "results.json"):
+        (report_dir / name).unlink(missing_ok=True)
+
+
+# ------------------------------------------------------- failure reports
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return v.tolist() if v.size <= 64 else f"<array {v.dtype} shape {v.shape}; see inputs.npz>"
+    if isinstance(v, (np.floating, float)):
+        f = float(v)
+        return f if math.isfinite(f) else repr(f)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def _worst(comp: dict[str, Any]) -> dict[str, Any]:
+    """Index, got, expected and error of the worst element of a recorded comparison."""
+    got = np.asarray(comp["got"]).reshape(-1)
+    exp = np.asarray(comp["expected"]).reshape(-1)
+    if got.size == 0 or got.shape != exp.shape:
+        return {}
+    if comp["mode"] == "ulps":
+        ratio = np.asarray(comp["ulps"]) / np.maximum(np.asarray(comp["allowed"]), 1e-300)
+        i = int(np.nanargmax(np.where(np.isnan(ratio), np.inf, ratio)))
+        return {"index": i, "got": got[i], "expected": exp[i], "error_ulps": comp["ulps"][i],
+                "bound_ulps": comp["allowed"][i]}
+    with np.errstate(invalid="ignore", over="ignore"):
+        g, e = got.astype(np.float64), exp.astype(np.float64)
+        diff = np.abs(g - e)
+        same = (g == e) | (np.isnan(g) & np.isnan(e))
+    score = np.where(same, -1.0, np.where(np.isnan(diff), np.inf, diff))
+    i = int(np.argmax(score))
+    out = {"index": i, "got": got[i], "expected": exp[i], "abs_error": diff[i]}
+    if comp["mode"] == "bound":
+        out["bound"] = comp["bound"]
+        out["error/bound"] = diff[i] / comp["bound"] if comp["bound"] > 0 else math.inf
+    return out
+
+
+def write_failure(report_dir: Path, *, nodeid: str, longrepr: str, kept: dict[str, Any], target: Any,
+                  source: Any, replay: str) -> Path:
+    """Write the report of one failed test; returns its directory."""
+    d = report_dir / "cases" / _slug(nodeid)
+    d.mkdir(parents=True, exist_ok=True)
+    call = kept.get("call") or {}
+    comp = kept.get("comparison")
+    arrays: dict[str, np.ndarray] = {}
+    bufs = []
+    for i, b in enumerate(call.get("bufs", [])):
+        bufs.append({"kind": P.Kind(b.kind).name, "size": b.size, "fill": b.fill})
+        if b.kind != P.Kind.OUT:
+            arrays[f"buf{i}"] = np.frombuffer(b.data, np.uint8)
+    for i, o in enumerate(call.get("outputs") or []):
+        arrays[f"out{i}"] = np.frombuffer(o, np.uint8)
+    comparison = None
+    if comp is not None:
+        arrays["expected"] = np.asarray(comp["expected"])
+        arrays["got"] = np.asarray(comp["got"])
+        for k in ("bound", "ulps", "allowed"):
+            if k in comp:
+                arrays[k] = np.asarray(comp[k])
+        comparison = {k: v for k, v in comp.items() if k not in ("got", "expected", "ulps", "allowed")}
+        comparison["worst"] = _jsonable(_worst(comp))
+        comparison["expected_dtype"] = str(np.asarray(comp["expected"]).dtype)
+        comparison["got_dtype"] = str(np.asarray(comp["got"]).dtype)
+    np.savez_compressed(d / "inputs.npz", **arrays)
+    blob = re.search(r"@reproduce_failure\(([^)]*)\)", longrepr)
+    case = {
+        "test": nodeid,
+        "target": {"vlen": target.vlen, "isa": target.isa.name, "stress": target.stress,
+                   "isa_cmake": target.isa.cmake, "qemu_props": target.isa.qemu},
+        "ggml": {"root": str(source.root), "label": source.label, "commit": source.commit,
+                 "version": source.version},
+        "call": {"kernel": call.get("kernel"), "ip": call.get("ip", []), "fp": _jsonable(call.get("fp", [])),
+                 "buffers": bufs, "qemu_argv": call.get("argv"), "server_message": call.get("message", "")},
+        "comparison": _jsonable(comparison),
+        "hypothesis_reproduce_failure": blob.group(0) if blob else None,
+        "replay": replay,
+        "repro": f"rvvdiff repro {shlex.quote(str(d))}",
+        "failure": longrepr[-6000:],
+    }
+    (d / "case.json").write_text(json.dumps(case, indent=2))
+    worst = (comparison or {}).get("worst") or {}
+    lines = [f"# {nodeid}", "",
+             f"- kernel call: `{call.get('kernel')}` ip={call.get('ip')} fp={call.get('fp')}",
+             f"- target: VLEN {target.vlen}, ISA build {target.isa.name}" + (", tail/mask stress" if target.stress else ""),
+             f"- ggml: {source.label}, commit {source.commit} (ggml {source.version})"]
+    if comparison:
+        lines.append(f"- comparison: {comparison['mode']} `{comparison['name']}` [{comparison['context']}]")
+        if worst:
+            lines.append(f"- worst element: {worst}")
+    lines += ["", "Replay in pytest:", "", f"    {replay}", "", "Replay outside pytest (and write a C reproducer):",
+              "", f"    rvvdiff repro {shlex.quote(str(d))} --c", "", "Failure:", "", "```", longrepr[-3000:], "```", ""]
+    (d / "README.md").write_text("\n".join(lines))
+    return d
+
+
+# ----------------------------------------------------------------- replay
+
+@dataclass
+class Case:
+    dir: Path
+    data: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+
+    @property
+    def call(self) -> dict[str, Any]:
+        return self.data["call"]
+
+    def buffers(self) -> list[P.Buf]:
+        out = []
+        for i, b in enumerate(self.call["buffers"]):
+            kind = P.Kind[b["kind"]]
+            data = self.arrays[f"buf{i}"].tobytes() if kind != P.Kind.OUT else b""
+            out.append(P.Buf(kind, b["size"], data, b["fill"]))
+        return out
+
+    def recorded_outputs(self) -> list[bytes]:
+        return [self.arrays[k].tobytes() for k in sorted((k for k in self.arrays if re.fullmatch(r"out\d+", k)),
+                                                         key=lambda k: int(k[3:]))]
+
+
+def load_case(path: Path) -> Case:
+    d = path if path.is_dir() else path.parent
+    if not (d / "case.json").exists():
+        raise FileNotFoundError(f"{d}: no case.json here; give a directory under <report-dir>/cases/")
+    with np.load(d / "inputs.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    return Case(d, json.loads((d / "case.json").read_text()), arrays)
+
+
+def _decode_like(outputs: list[bytes], got: np.ndarray) -> tuple[int, np.dtype] | None:
+    """Which output buffer, read as which dtype, holds the recorded ``got`` values."""
+    flat = got.reshape(-1)
+    import ml_dtypes
+
+    for i, o in enumerate(outputs):
+        for dt in dict.fromkeys([got.dtype, np.dtype(np.float32), np.dtype(np.float16),
+                                 np.dtype(ml_dtypes.bfloat16), np.dtype(np.float64)]):
+            if len(o) != flat.size * dt.itemsize:
+                continue
+            a = np.frombuffer(o, dt)
+            with np.errstate(invalid="ignore"):
+                a64, f64 = a.astype(np.float64), flat.astype(np.float64)
+            if np.all((a64 == f64) | (np.isnan(a64) & np.isnan(f64))):
+                return i, dt
+    return None
+
+
+def judge(case: Case, outputs: list[bytes]) -> tuple[bool, str]:
+    """Re-judge a recorded comparison on new outputs: (still failing?, explanation)."""
+    comp = case.data.get("comparison")
+    recorded = case.recorded_outputs()
+    if comp is None or "got" not in case.arrays:
+        same = outputs == recorded
+        return same, ("the outputs equal the recorded failing outputs" if same else
+                      "the outputs differ from the recorded failing outputs (no comparison was recorded)")
+    where = _decode_like(recorded, case.arrays["got"])
+    if where is None or comp["mode"] == "ulps":
+        same = outputs == recorded
+        return same, ("the outputs equal the recorded failing outputs (the comparison is derived from them; "
+                      "judge it with the pytest replay command)" if same else
+                      "the outputs changed; judge them with the pytest replay command")
+    i, dt = where
+    got = np.frombuffer(outputs[i], dt).astype(np.float64)
+    exp = case.arrays["expected"].reshape(-1).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if comp["mode"] == "bitwise":
+            gb = np.frombuffer(outputs[i], dt)
+            eb = case.arrays["expected"].reshape(-1).astype(dt)
+            ok = (gb.view(f"u{dt.itemsize}") == eb.view(f"u{dt.itemsize}")) | (np.isnan(got) & np.isnan(exp))
+        else:
+            ok = (np.abs(got - exp) <= float(case.arrays["bound"])) | (np.isnan(got) & np.isnan(exp)) | (got == exp)
+    bad = np.flatnonzero(~ok)
+    lines = [f"{comp['name']}: {bad.size} of {got.size} elements fail ({comp['mode']}"
+             + (f", bound {float(case.arrays['bound']):.6g}" if comp["mode"] == "bound" else "") + ")"]
+    for j in bad[:5]:
+        lines.append(f"  [{j}] got {float(got[j])!r}, expected {float(exp[j])!r}")
+    return bad.size > 0, "\n".join(lines)
+
+
+def c_reproducer(case: Case, path: Path) -> Path:
+    """A standalone C++ program: the failing call's inputs as literals, the kernel adapter called
+    directly (linked with the server's adapter objects and the same ggml build), guard regions
+    checked, outputs printed and compared with the recorded expected bytes where they map."""
+    call = case.call
+    comp = case.data.get("comparison")
+    recorded = case.recorded_outputs()
+    where = _decode_like(recorded, case.arrays["got"]) if comp and "got" in case.arrays else None
+
+    def arr(name: str, data: bytes) -> str:
+        body = ",".join(str(b) for b in data)
+        return f"static const unsigned char {name}[{max(len(data), 1)}] = {{{body or '0'}}};"
+
+    decls, setup = [], []
+    for i, b in enumerate(call["buffers"]):
+        kind = b["kind"]
+        if kind != "OUT":
+            decls.append(arr(f"buf{i}", case.arrays[f"buf{i}"].tobytes()))
+        setup.append(f"    add_buffer(c, rvvdiff::BUF_{kind}, {b['size']}u, {b['fill']}, "
+                     f"{'buf' + str(i) if kind != 'OUT' else 'nullptr'});")
+    check = "    return 0;"
+    if where is not None and comp["mode"] in ("bitwise", "bound"):
+        i, dt = where
+        out_buf = [j for j, b in enumerate(call["buffers"]) if b["kind"] != "IN"][i]
+        exp = case.arrays["expected"].reshape(-1).astype(np.float64)
+        ctype = {4: "float", 8: "double"}.get(dt.itemsize)
+        if ctype and dt.kind == "f":
+            decls.append(f"static const double expected[{exp.size}] = {{{','.join(repr(float(v)) if math.isfinite(v) else ('NAN' if math.isnan(v) else ('INFINITY' if v > 0 else '-INFINITY')) for v in exp)}}};")
+            tol = float(case.arrays["bound"]) if comp["mode"] == "bound" else 0.0
+            check = (f"    const {ctype} * got = reinterpret_cast<const {ctype} *>(c.bufs[{out_buf}].data());\n"
+                     f"    int bad = 0;\n"
+                     f"    for (int k = 0; k < {exp.size}; ++k) {{\n"
+                     f"        double g = got[k], e = expected[k];\n"
+                     f"        bool ok = (std::isnan(g) && std::isnan(e)) || g == e || std::fabs(g - e) <= {tol!r};\n"
+                     f"        if (!ok && bad++ < 10) printf(\"[%d] got %.9g, expected %.9g\\n\", k, g, e);\n"
+                     f"    }}\n"
+                     f"    printf(\"%d of {exp.size} elements fail ({comp['mode']}, bound {tol!r})\\n\", bad);\n"
+                     f"    return bad ? 1 : 0;")
+    src = f"""// rvvdiff standalone reproducer for {case.data['test']}
+// ggml: {case.data['ggml']['label']} commit {case.data['ggml']['commit']}
+// target: VLEN {case.data['target']['vlen']}, ISA build {case.data['target']['isa']}
+// Calls the kernel adapter "{call['kernel']}" directly (no protocol), with the recorded inputs.
+#include "server.h"
+#include "ggml-cpu.h"
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+{chr(10).join(decls)}
+
+static void add_buffer(rvvdiff::Call & c, uint32_t kind, size_t size, int fill, const unsigned char * data) {{
+    rvvdiff::Buffer b;
+    b.kind = kind;
+    b.allocate(size, kind == rvvdiff::BUF_IN ? rvvdiff::GUARD_BYTE_IN : rvvdiff::GUARD_BYTE_OUT);
+    if (data) memcpy(b.data(), data, size); else memset(b.data(), fill, size);
+    c.bufs.push_back(static_cast<rvvdiff::Buffer &&>(b));
+}}
+
+int main() {{
+    ggml_cpu_init();
+    rvvdiff::Call c;
+    c.name = "{call['kernel']}";
+    c.ip = {{{', '.join(str(int(v)) for v in call['ip'])}}};
+    c.fp = {{{', '.join(repr(float(v)) for v in call['fp'])}}};
+{chr(10).join(setup)}
+    rvvdiff::KernelFn fn = nullptr;
+    for (const auto & k : rvvdiff::registry()) if (c.name == k.name) fn = k.fn;
+    if (!fn) {{ printf("kernel %s is not in this build\\n", c.name.c_str()); return 2; }}
+    printf("VLEN %d: calling %s\\n", ggml_cpu_get_rvv_vlen() * 8, c.name.c_str());
+    if (fn(c) != rvvdiff::ST_OK) {{ printf("adapter rejected the call: %s\\n", c.err.c_str()); return 2; }}
+    for (size_t i = 0; i < c.bufs.size(); ++i) {{
+        long where = 0;
+        if (!c.bufs[i].guards_intact(where)) {{ printf("wrote outside buffer %zu at offset %ld\\n", i, where); return 1; }}
+    }}
+{check}
+}}
+"""
+    path.write_text(src)
+    return path
+
+
+def main_repro(argv: list[str]) -> int:
+    """``rvvdiff repro``: replay a failure report outside pytest."""
+    import argparse
+
+    from .build import ensure_built, link_objects
+    from .config import ISA_BUILDS
+    from .pool import KernelFailure, KernelServer
+    from .source import resolve
+    from .toolchain import SERVER_DIR, compiler, qemu
+
+    p = argparse.ArgumentParser(prog="rvvdiff repro", description=main_repro.__doc__)
+    p.add_argument("report", type=Path, help="a directory under <report-dir>/cases/ (or its case.json)")
+    p.add_argument("--ggml-src", help="replay against another tree (default: the recorded one)")
+    p.add_argument("--vlen", type=int, help="replay at another VLEN")
+    p.add_argument("--isa", choices=list(ISA_BUILDS), help="replay in another ISA build")
+    p.add_argument("--c", action="store_true", help="also write and print the standalone C++ reproducer")
+    a = p.parse_args(argv)
+    case = load_case(a.report.resolve())
+    t = case.data["target"]
+    vlen, isa = a.vlen or t["vlen"], ISA_BUILDS[a.isa or t["isa"]]
+    src_path = a.ggml_src or case.data["ggml"]["root"]
+    src = resolve(None if (not a.ggml_src and case.data["ggml"]["label"].startswith("pinned")) else src_path)
+    build = ensure_built(src, isa)
+    server = KernelServer(build, vlen, t["stress"], qemu())
+    print(f"replaying {case.data['test']}\n  kernel {case.call['kernel']} ip={case.call['ip']} fp={case.call['fp']}\n"
+          f"  on {src.describe()}\n  {' '.join(server.argv)}")
+    try:
+        r = server.call(case.call["kernel"], case.call["ip"], case.call["fp"], case.buffers())
+        failing, text = judge(case, r.outputs)
+    except KernelFailure as e:
+        failing, text = True, str(e)
+    finally:
+        server.stop()
+    print(text)
+    if a.c:
+        prog = c_reproducer(case, case.dir / "repro.cpp")
+        exe = case.dir / "repro"
+        cc = compiler()
+        objs = link_objects(build)
+        build_cmd = [cc.cxx, "-O1", "-g", *build.cflags, "-I", str(SERVER_DIR), str(prog), *map(str, objs),
+                     *map(str, build.libs), "-static", "-lm", "-lpthread", "-o", str(exe)]
+        run_cmd = [server.qemu.path, "-cpu", server.cpu, str(exe)]
+        print(f"\nstandalone reproducer: {prog}\nbuild:\n  {shlex.join(build_cmd)}\nrun:\n  {shlex.join(run_cmd)}\n"
+              f"debug (then: gdb-multiarch {exe} -ex 'target remote :1234'):\n  "
+              f"{shlex.join(run_cmd[:-1] + ['-g', '1234', str(exe)])}")
+    print("STILL FAILS" if failing else "PASSES now")
+    return 1 if failing else 0
+
+
+# --------------------------------------------------------------- summary
+
+_MARK = {"passed": "pass", "failed": "FAIL", "xfailed": "known", "xpassed": "FIXED?", "skipped": "skip",
+         "error": "ERROR"}
+
+
+def write_summary(report_dir: Path, results: list[dict[str, Any]], header: list[str]) -> None:
+    """summary.md, summary.html and results.json from the per-test results of a run."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    (report_dir / "results.json").write_text(json.dumps(_jsonable(results), indent=1))
+    rows: dict[str, dict[tuple[str, int], list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    cols: set[tuple[str, int]] = set()
+    for r in results:
+        tid = parse_id(r["nodeid"])
+        if tid is None:
+            continue
+        rows[tid.row][(tid.column, tid.vlen)].append(r)
+        cols.add((tid.column, tid.vlen))
+    columns = sorted(cols)
+    counts = defaultdict(int)
+    for r in results:
+        counts[r["outcome"]] += 1
+
+    def cell(rs: list[dict[str, Any]]) -> str:
+        if not rs:
+            return ""
+        worst = max(rs, key=lambda r: ["passed", "skipped", "xfailed", "xpassed", "failed", "error"].index(r["outcome"]))
+        return _MARK[worst["outcome"]]
+
+    md = ["# rvvdiff results", "", *[f"- {h}" for h in header], "",
+          "- " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())), "",
+          "| test | " + " | ".join(f"{c} {v}" for c, v in columns) + " |",
+          "|---|" + "---|" * len(columns)]
+    for row in sorted(rows):
+        md.append(f"| `{row}` | " + " | ".join(cell(rows[row].get(c, [])) for c in columns) + " |")
+    reasons = sorted({(r["nodeid"], r.get("reason", "")) for r in results if r["outcome"] in ("skipped", "xfailed", "failed", "error")})
+    if reasons:
+        md += ["", "## Not passing", ""]
+        md += [f"- `{n}`: {_MARK.get(next(r['outcome'] for r in results if r['nodeid'] == n), '')} {reason[:300]}"
+               for n, reason in reasons]
+    (report_dir / "summary.md").write_text("\n".join(md) + "\n")
+    (report_dir / "summary.html").write_text(_html(rows, columns, header, counts, results))
+
+
+def _html(rows, columns, header, counts, results) -> str:
+    color = {"pass": "#cfc", "FAIL": "#f99", "known": "#fd8", "FIXED?": "#f9f", "skip": "#ddd", "ERROR": "#f66"}
+    out = ["<!doctype html><meta charset=utf-8><title>rvvdiff results</title>",
+           "<style>body{font:14px sans-serif}td,th{border:1px solid #999;padding:2px 6px}"
+           "table{border-collapse:collapse}</style>", "<h1>rvvdiff results</h1><ul>"]
+    out += [f"<li>{html.escape(h)}</li>" for h in header]
+    out.append("<li>" + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + "</li></ul>")
+    out.append("<table><tr><th>test</th>" + "".join(f"<th>{html.escape(c)}<br>{v}</th>" for c, v in columns) + "</tr>")
+    for row in sorted(rows):
+        out.append(f"<tr><td><code>{html.escape(row)}</code></td>")
+        for c in columns:
+            rs = rows[row].get(c, [])
+            mark = ""
+            if rs:
+                mark = _MARK[max(rs, key=lambda r: ["passed", "skipped", "xfailed", "xpassed", "failed", "error"].index(r["outcome"]))["outcome"]]
+            out.append(f"<td style='background:{color.get(mark, '#fff')}'>{mark}</td>")
+        out.append("</tr>")
+    out.append("</table>")
+    out.append(_plot(results))
+    return "\n".join(out)
+
+
+def _plot(results: list[dict[str, Any]]) -> str:
+    """An inline SVG: per kernel row, the worst error/bound ratio at each VLEN (log scale, 1 = the bound)."""
+    pts: dict[str, dict[int, float]] = defaultdict(dict)
+    for r in results:
+        tid = parse_id(r["nodeid"])
+        ratio = r.get("error/bound")
+        if tid is None or ratio is None or not isinstance(ratio, (int, float)):
+            continue
+        pts[tid.row][tid.vlen] = max(pts[tid.row].get(tid.vlen, 0.0), float(ratio))
+    if not pts:
+        return "<p>No error/bound ratios were recorded.</p>"
+    rows = sorted(pts)
+    w, left, h = 900, 330, 22 * len(rows) + 60
+    lo, hi = -8.0, 1.0  # log10 range shown: 1e-8 .. 10
+
+    def x(v: float) -> float:
+        lv = math.log10(v) if v > 0 else lo
+        return left + (min(max(lv, lo), hi) - lo) / (hi - lo) * (w - left - 20)
+
+    palette = {128: "#1f77b4", 256: "#2ca02c", 512: "#ff7f0e", 1024: "#d62728"}
+    s = [f"<h2>Error as a fraction of its bound</h2><svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}'>"]
+    for e in range(int(lo), int(hi) + 1):
+        s.append(f"<line x1='{x(10.0**e):.1f}' y1='20' x2='{x(10.0**e):.1f}' y2='{h - 30}' "
+                 f"stroke='{'#c00' if e == 0 else '#ddd'}'/><text x='{x(10.0**e) - 10:.1f}' y='{h - 12}' "
+                 f"font-size='11'>1e{e}</text>")
+    for i, row in enumerate(rows):
+        y = 30 + 22 * i
+        s.append(f"<text x='4' y='{y + 4}' font-size='12'>{html.escape(row[:48])}</text>")
+        for vlen, ratio in sorted(pts[row].items()):
+            s.append(f"<circle cx='{x(ratio):.1f}' cy='{y}' r='5' fill='{palette.get(vlen, '#000')}'>"
+                     f"<title>{html.escape(row)} VLEN {vlen}: {ratio:.3g}</title></circle>")
+    s.append("".join(f"<text x='{left + 90 * k}' y='14' font-size='12' fill='{c}'>VLEN {v}</text>"
+                     for k, (v, c) in enumerate(palette.items())))
+    s.append("</svg>")
+    return "\n".join(s)
+
+
+if __name__ == "__main__":
+    sys.exit(main_repro(sys.argv[1:]))
