@@ -1,0 +1,387 @@
+"""Quantized dot products (``ggml_vec_dot_<type>_<q8>`` in arch/riscv/quants.c) against NumPy oracles.
+
+The kernels are reached as mul_mat reaches them (``ggml_get_type_traits_cpu(type)->vec_dot``);
+the scalar twin ``*_generic`` of the same build is run on the same inputs as a second opinion.
+
+Bound (one rule, constants per type, derived from the kernels' arithmetic).  Every kernel
+computes integer partial sums of ``q_x * q_y`` (times integer sub-block scales) exactly --
+widening multiplies, 16/32-bit reductions whose range the type bounds -- and floating-point
+error enters only where those sums are converted to fp32, multiplied by the fp16 / fp32 / E8M0
+scales, gathered in per-block float sums and accumulated over the row.  If on its way to the
+result every elementwise product passes through at most ``K`` fp32 roundings (products,
+additions, inexact int->float conversions), then (Higham, ch. 3; an FMA only saves roundings)::
+
+    |got - exact| <= gamma(K) * sum_i |x_i y_i|  +  2^-149 * (sum_i |int_i| + K)
+
+with ``gamma(K) = K u / (1 - K u)``, ``u = 2^-24``, the magnitude taken part by part (the
+main part and the offset part -- minimums, deltas, q8_1's ``m * s`` -- that the kernels
+compute separately; any grouping of products into partial sums is bounded by it).  The second
+term covers underflow: a product landing in fp32's subnormal range errs by up to 2^-150
+absolutely instead of relatively, and a scale product (``d_x * d_y``, ``E8M0 * d_y``) that
+underflows carries that error into every integer sum it multiplies afterwards -- at most
+``sum|int_i|`` times in all (the integer parts of the elementwise products), plus once per
+other product.  ``K = a + b * n_blocks``, where ``b`` counts the terms accumulated per
+block and ``a`` the roundings before and after that accumulation, maximised over the RVV
+variants of the tree and the generic twin; each table entry below says where its numbers
+come from.  Conversions of integer sums are counted where the type lets them exceed 2^24.
+
+Exact by construction: when every float scale of a row pair is a power of two and
+``sum |x_i y_i| <= 2^24 * unit`` (``unit`` the finest bit of any product), every partial sum
+any kernel forms is an fp32 number and the result must be exact (bound 0); the oracle says
+when this holds (``DotExpected.exact``) and :func:`test_vec_dot_exact` draws such rows.
+
+Domain: float scales are finite (no inf / NaN in d, dmin, m, s); activation quants lie in
+[-127, 127] (what every ggml quantizer produces; q8 weights may also hold -128); activation
+scales are capped so that no partial sum can exceed 2^126 (fp32 overflow is not a kernel
+error).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cases import quant_strategies as QS
+from cases import quant_variants as V
+from cases.strategies import KernelSpec
+from harness import observe
+from harness.compare import assert_within_bound
+from harness.config import cache_dir, locked
+from harness.plugin import session
+from harness.protocol import In, Out
+from oracles import quants as Q
+from oracles.bounds import U_F32, gamma
+
+# ------------------------------------------------------------------ the table
+
+
+@dataclass(frozen=True, repr=False)
+class QuantDot(KernelSpec):
+    """One quantized dot product: ``ggml_vec_dot_<name>_<vec_dot_type>``."""
+
+    name: str  # ggml type name (and the test id)
+    vec_dot_type: str  # the activation type the CPU backend pairs it with
+    depth: tuple[int, int]  # (a, b): K = a + b * n_blocks roundings at most
+    derivation: str  # where (a, b) come from
+
+    @property
+    def entry(self) -> str:
+        return f"ggml_vec_dot_{self.name}_{self.vec_dot_type}"
+
+    def rounding_depth(self, n_blocks: int) -> int:
+        a, b = self.depth
+        return a + b * n_blocks
+
+    def bound(self, n_blocks: int, expected: Q.DotExpected) -> float:
+        k = self.rounding_depth(n_blocks)
+        return gamma(k, U_F32) * expected.magnitude + 2.0 ** -149 * (expected.int_magnitude + k)
+
+    def describe_bound(self, n_blocks: int) -> str:
+        a, b = self.depth
+        return (f"gamma(K) * sum|x_i y_i| + 2^-149 * (sum|int_i| + K), K = {a} + {b} * {n_blocks} blocks = "
+                f"{self.rounding_depth(n_blocks)}: {self.derivation}")
+
+
+DOTS = [
+    QuantDot("q4_0", "q8_0", (2, 1), "per block sumi * d_x * d_y (two products; |sumi| <= 2^15 converts exactly), "
+             "one sum over blocks; RVV and generic alike"),
+    QuantDot("q4_1", "q8_1", (2, 1), "per block (d_x*d_y) * sumi + m*s (fp16 x fp16 products are exact; one product, "
+             "one addition), one sum over blocks"),
+    QuantDot("q5_0", "q8_0", (2, 1), "as q4_0"),
+    QuantDot("q5_1", "q8_1", (2, 1), "as q4_1"),
+    QuantDot("q8_0", "q8_0", (1, 1), "per block sumi * (d_x*d_y) (exact fp16 x fp16, one product; |sumi| < 2^20), "
+             "one sum over blocks"),
+    QuantDot("q1_0", "q8_0", (6, 1), "per 128-block: 4 terms d_y * sum (one product each) summed in acc (4 additions), "
+             "times d_x (one product), one sum over blocks; vl128, vl256 and generic alike"),
+    QuantDot("mxfp4", "q8_0", (2, 1), "per block (E8M0 * d_y) * acc: the scale product is exact unless it lands in "
+             "fp32's subnormals (counted), one product, one sum over blocks"),
+    QuantDot("iq4_nl", "q8_0", (1, 1), "per block (d_x*d_y exact) * acc: one product, one sum over blocks"),
+    QuantDot("q2_K", "q8_K", (3, 2), "RVV: dmin term and dall term per block (scale product + product each) in one sum: "
+             "2 + 2 nb; generic: dall*isum - dmin*summs (3 roundings) per block: 3 + nb"),
+    QuantDot("q3_K", "q8_K", (10, 1), "RVV: d * isum per block (2 roundings; |isum| < 2^23): 2 + nb; generic: 8 lane "
+             "sums of d * aux32 (2 roundings, nb terms) added at the end (8): 10 + nb"),
+    QuantDot("q4_K", "q8_K", (10, 2), "vl128: two fused terms per block after one fadd: 2 + 2 nb; vl256: dmin*sumi and "
+             "d*(sum_1+sum_2) (inexact conversion past 2^24): 3 + 2 nb; generic: 8 lanes + mins, 2 + nb + 8"),
+    QuantDot("q5_K", "q8_K", (10, 1), "RVV: mins in sumf, d*aux32 (conversion, scale product, product) in sums, one final "
+             "addition: 4 + nb; generic: as q4_K, 10 + nb"),
+    QuantDot("q6_K", "q8_K", (10, 2), "vl128: two fmadd terms per block (conversion, scale product): 2 + 2 nb; vl256-1024: "
+             "d * sum_t (conversion past 2^24, 2 products): 3 + nb; generic: 8 lane sums: 10 + nb"),
+    QuantDot("tq1_0", "q8_K", (2, 1), "per block sum * d_y * d_x (two products, |sum| < 2^16), one sum over blocks"),
+    QuantDot("tq2_0", "q8_K", (2, 1), "per block (float)sumi * (d_y*d_x): two products, one sum over blocks"),
+    QuantDot("iq2_xxs", "q8_K", (10, 1), "vl512/1024: per block 8 float terms in sum, then sum * (d_x*d_y): 2 + 8 + nb "
+             "(vl128/256: 4 terms); generic: d * bsum, 3 + nb; the final 0.125 is exact"),
+    QuantDot("iq2_xs", "q8_K", (10, 1), "vl512/1024: per block 8 float terms (isum*sc pairs) then scaled: 2 + 8 + nb; "
+             "vl128/256 and generic: d * sum (inexact conversion), 3 + nb"),
+    QuantDot("iq2_s", "q8_K", (18, 1), "vl128/256/512: per block 16 float terms in sum_block, then sum_block * (d_x*d_y): "
+             "2 + 16 + nb; vl1024: 1 term; generic: 3 + nb"),
+    QuantDot("iq3_xxs", "q8_K", (10, 1), "vl1024: 8 float terms per block then d * block_sum: 2 + 8 + nb; vl128/256: 4 "
+             "pairs (5); vl512: 2 inexact conversions; generic 3 + nb; the final 0.25 is exact"),
+    QuantDot("iq3_s", "q8_K", (10, 1), "vl128: 8 float terms per block then sum_block * (d_x*d_y): 2 + 8 + nb; "
+             "vl256: 4 pairs; vl512/1024: 2; generic 2 + nb"),
+    QuantDot("iq1_s", "q8_K", (3, 1), "per block d_x * d_y * (sumi + 1/8 sumi1): one addition, two products, one sum "
+             "over blocks; RVV and generic alike"),
+    QuantDot("iq1_m", "q8_K", (3, 1), "as iq1_s"),
+    QuantDot("iq4_xs", "q8_K", (3, 8), "RVV: d_x*d_y*(sumi) per block (conversion past 2^24, two products): 3 + nb; "
+             "generic: 8 terms (d4d8*(ls-32)) * sumi per block: 3 + 8 nb"),
+]
+
+BY_NAME = {k.name: k for k in DOTS}
+IDS = [k.name for k in DOTS]
+
+# ------------------------------------------------------------------ the tree's types
+
+
+@dataclass(frozen=True)
+class TreeType:
+    """One line of the server's ``quant_types``: ggml's own view of a type."""
+
+    name: str
+    id: int
+    block: int
+    nbytes: int
+    has_vec_dot: bool
+    vec_dot_type: int
+    has_generic: bool
+
+
+@cache
+def _tree_types(server_path: str, message: str) -> dict[str, TreeType]:
+    out = {}
+    for line in message.split():
+        key, value = line.split("=", 1)
+        f = [int(v) for v in value.split(",")]
+        out[key[len("type."):]] = TreeType(key[len("type."):], f[0], f[1], f[2], bool(f[4]), f[5], bool(f[8]))
+    return out
+
+
+def tree_types(target) -> dict[str, TreeType]:
+    """The types of the tree under test, as its own build reports them (ids, block sizes)."""
+    srv = target.server()
+    return _tree_types(str(srv.build.server), target.call("quant_types").message)
+
+
+def type_id(target, name: str) -> int:
+    types = tree_types(target)
+    if name not in types:
+        raise AssertionError(f"the tree under test has no ggml type {name!r} (it has {', '.join(types)})")
+    return types[name].id
+
+
+# ------------------------------------------------------------------ running
+
+
+def run_dot(kernel: QuantDot, target, pair: QS.Pair, impl: int) -> float:
+    """``impl`` 0: the type traits' vec_dot (the RVV entry point); 1: the *_generic twin."""
+    r = target.call("quant_vec_dot", [type_id(target, kernel.name), pair.n, impl], [],
+                    [In(pair.x), In(pair.y), Out(4)])
+    return float(r.output(0, np.float32)[0])
+
+
+def _hex_rows(pair: QS.Pair, limit: int = 600) -> str:
+    """The rows' bytes, when short enough to read (a shrunk case)."""
+    if pair.x.size + pair.y.size > limit:
+        return f"(rows of {pair.x.size} + {pair.y.size} bytes not shown)"
+    return f"x={pair.x.tobytes().hex()} y={pair.y.tobytes().hex()}"
+
+
+def check_dot(kernel: QuantDot, target, pair: QS.Pair, *, exact: bool = False) -> None:
+    """Run the RVV entry point and its generic twin on ``pair``; both must be within the bound of
+    the oracle (0 when the inputs are exact by construction).  When they fail, the message says
+    which of the three (RVV, twin, oracle) stands apart."""
+    expected = Q.dot(kernel.name, pair.x, kernel.vec_dot_type, pair.y)
+    if exact and not expected.exact:
+        raise AssertionError(f"harness: the exact-by-construction row pair is not exact ({expected}) [{pair!r}]")
+    nb = pair.n_blocks
+    bound = 0.0 if expected.exact else kernel.bound(nb, expected)
+    derivation = ("exact by construction (power-of-two scales, every partial sum an fp32 number)"
+                  if expected.exact else kernel.describe_bound(nb))
+    got = run_dot(kernel, target, pair, 0)
+    twin = run_dot(kernel, target, pair, 1)
+    ok_rvv = abs(got - expected.value) <= bound
+    ok_twin = abs(twin - expected.value) <= bound
+    agree = abs(got - twin) <= 2 * bound
+    observe.record("rvv_vs_generic/bound", abs(got - twin) / (2 * bound) if bound else float(got != twin))
+    who = ("" if ok_rvv and ok_twin else
+           "RVV differs from the oracle and from the generic twin, which agree" if ok_twin else
+           "the generic twin differs from the oracle, the RVV kernel agrees with it" if ok_rvv else
+           "RVV and the generic twin agree with each other, not with the oracle: suspect the oracle" if agree else
+           "RVV, generic twin and oracle all disagree")
+    context = (f"{kernel.entry}, n={pair.n} ({nb} {kernel.name} blocks), {target.id}; generic twin gave {twin!r}; "
+               f"{who}; {_hex_rows(pair)}")
+    assert_within_bound(got, expected.value, bound, name=f"{kernel.entry}(x, y)", context=context, derivation=derivation)
+    assert_within_bound(twin, expected.value, bound, name=f"{kernel.entry}_generic(x, y)", context=context,
+                        derivation=derivation)
+
+
+# ------------------------------------------------------------------ coverage
+
+
+def test_coverage(target) -> None:
+    """Every RVV vec_dot of the tree under test is in the table (and nothing else is), and the
+    tree's own block sizes and pairings match the oracles'."""
+    found = V.scan(session().source.cpu_dir)
+    rvv = {t for t, e in found.dots.items() if e.rvv}
+    unknown = sorted(rvv - set(BY_NAME))
+    stale = sorted(set(BY_NAME) - rvv)
+    problems = []
+    if unknown:
+        problems.append(f"{found.path} has RVV vec_dot kernels for {', '.join(unknown)}, which "
+                        "cases/test_quant_dot.py does not know: add them to DOTS (with an oracle in oracles/quants.py)")
+    if stale:
+        problems.append(f"DOTS lists {', '.join(stale)}, for which {found.path} has no RVV vec_dot: remove them")
+    types = tree_types(target)
+    by_id = {t.id: t.name for t in types.values()}
+    for k in DOTS:
+        t = types.get(k.name)
+        if t is None:
+            problems.append(f"{k.name}: not a type of this tree")
+            continue
+        f = Q.fmt(k.name)
+        if (t.block, t.nbytes) != (f.block, f.nbytes):
+            problems.append(f"{k.name}: the tree's blocks are {t.block} elements in {t.nbytes} bytes, the oracle's "
+                            f"{f.block} in {f.nbytes}: the struct layout changed")
+        if by_id.get(t.vec_dot_type) != k.vec_dot_type or found.dots.get(k.name, k).vec_dot_type != k.vec_dot_type:
+            problems.append(f"{k.name}: the tree pairs it with {by_id.get(t.vec_dot_type)}, the table with {k.vec_dot_type}")
+        if not t.has_generic:
+            problems.append(f"{k.name}: the kernel server knows no *_generic twin for it")
+    observe.note("rvv_types", " ".join(sorted(rvv)))
+    assert not problems, "coverage of the tree under test:\n  " + "\n  ".join(problems)
+
+
+# ------------------------------------------------------------------ differential tests
+
+
+@pytest.mark.parametrize("kernel", DOTS, ids=IDS)
+@given(data=st.data())
+def test_vec_dot(kernel: QuantDot, target, data: st.DataObject) -> None:
+    """Raw blocks with edge encodings (zero / negative / subnormal / largest scales, extreme
+    sub-scales, constant payloads), activations raw or quantized from floats, 1..~40 blocks."""
+    pair = data.draw(QS.pairs(kernel.name, kernel.vec_dot_type), label="pair")
+    check_dot(kernel, target, pair)
+
+
+@pytest.mark.parametrize("kernel", DOTS, ids=IDS)
+@given(data=st.data())
+def test_vec_dot_exact(kernel: QuantDot, target, data: st.DataObject) -> None:
+    """Rows exact by construction: the result must be exact, so a lost, doubled or misplaced
+    block or element always shows, however small."""
+    pair = data.draw(QS.exact_pairs(kernel.name, kernel.vec_dot_type), label="pair")
+    check_dot(kernel, target, pair, exact=True)
+
+
+GRID_DOTS = [k for k in DOTS if k.name in QS.GRID_SWEEPS]
+
+
+@pytest.mark.parametrize("kernel", GRID_DOTS, ids=[k.name for k in GRID_DOTS])
+@pytest.mark.parametrize("y_seed", [0, 1])
+def test_vec_dot_grid(kernel: QuantDot, target, y_seed: int) -> None:
+    """Every grid entry of the IQ type (and every sign pattern, sub-scale and delta), in one row
+    against power-of-two activations with small quants: exact, so one wrong entry shows."""
+    x = QS.grid_sweep_row(kernel.name, seed=y_seed)
+    n = x.shape[0] * Q.fmt(kernel.name).block
+    y = QS.exact_activation_row(kernel.vec_dot_type, n // Q.fmt(kernel.vec_dot_type).block, y_seed, max_q=1)
+    check_dot(kernel, target, QS.Pair(kernel.name, kernel.vec_dot_type, x, y), exact=True)
+
+
+# ------------------------------------------------------------------ weights made by ggml's quantizers
+
+#: Float rows the corpus quantizes: shape of the data, and block counts (1, 2, 3 and a long row).
+WEIGHT_DATA = ("gaussian", "outliers", "constant", "ramp")
+WEIGHT_BLOCKS = (1, 2, 3, 33)
+
+
+def _weight_floats(kind: str, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if kind == "gaussian":
+        return rng.standard_normal(n).astype(np.float32)
+    if kind == "outliers":
+        v = rng.standard_normal(n)
+        v[rng.integers(0, n, max(1, n // 50))] *= 40
+        return v.astype(np.float32)
+    if kind == "constant":
+        return np.full(n, 0.75, np.float32)
+    if kind == "ramp":
+        return np.linspace(-3, 1, n).astype(np.float32)
+    raise ValueError(kind)
+
+
+def _quantizer_sources_hash() -> str:
+    """Content of the files that define the quantizers (ggml-base), so that mutants of the RVV
+    kernels reuse a corpus and a change to a quantizer makes a new one."""
+    src = session().source.ggml / "src"
+    h = hashlib.sha256()
+    for rel in ("ggml-quants.c", "ggml-quants.h", "ggml-common.h"):
+        h.update((src / rel).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def weight_corpus(target, name: str) -> dict[tuple[str, int], np.ndarray]:
+    """Rows of ``name`` made by ``ggml_quantize_chunk`` (with an importance matrix of ones) from
+    the float rows of WEIGHT_DATA x WEIGHT_BLOCKS.  The IQ1/IQ2 quantizers need grid tables that
+    take minutes to build under QEMU, so the rows are made once per quantizer source and kept in
+    the cache (the quantizers are scalar reference code: any target makes the same bytes)."""
+    f = Q.fmt(name)
+    path = cache_dir() / "quant_corpus" / _quantizer_sources_hash() / f"{name}.npz"
+    with locked(path.with_suffix(".lock")):
+        if not path.exists():
+            rows = {}
+            for nb in WEIGHT_BLOCKS:
+                n = nb * max(f.block, 256) if f.block < 256 and nb == 33 else nb * f.block
+                src = np.stack([_weight_floats(k, n, seed=nb) for k in WEIGHT_DATA])
+                r = target.call("quantize_chunk", [type_id(target, name), len(WEIGHT_DATA), n], [],
+                                [In(src), In(np.ones(n, np.float32)), Out(len(WEIGHT_DATA) * Q.row_bytes(name, n))])
+                out = r.output(0, np.uint8).reshape(len(WEIGHT_DATA), -1)
+                for k, row in zip(WEIGHT_DATA, out):
+                    rows[f"{k}-{nb}"] = row
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.stem + ".tmp.npz")
+            np.savez(tmp, **rows)
+            tmp.replace(path)
+        with np.load(path) as z:
+            return {(k.rsplit("-", 1)[0], int(k.rsplit("-", 1)[1])): z[k] for k in z.files}
+
+
+@pytest.mark.parametrize("kernel", DOTS, ids=IDS)
+@given(data=st.data())
+def test_vec_dot_weights(kernel: QuantDot, target, data: st.DataObject) -> None:
+    """Weights made by ggml's own quantizer from float rows (what models hold: scales and
+    sub-scales chosen by the quantizer's search), activations quantized from floats."""
+    corpus = weight_corpus(target, kernel.name)
+    key = data.draw(st.sampled_from(sorted(corpus)), label="weights")
+    x = Q.blocks(kernel.name, corpus[key])
+    n = x.shape[0] * Q.fmt(kernel.name).block
+    kind = data.draw(st.sampled_from(QS.FLOAT_KINDS), label="y_floats")
+    seed = data.draw(st.integers(0, 2**32 - 1), label="y_seed")
+    y = QS.quantized_activation_row(kernel.vec_dot_type, QS.activation_floats(kind, n, seed))
+    check_dot(kernel, target, QS.Pair(kernel.name, kernel.vec_dot_type, x, y))
+
+
+# ------------------------------------------------------------------ which variant ran
+
+
+@pytest.mark.parametrize("kernel", DOTS, ids=IDS)
+def test_vec_dot_variant(kernel: QuantDot, target) -> None:
+    """Trace one call: record which VLEN variant executed (table: ``python -m
+    cases.quant_variants``), and fail if it is not the one the source dispatches to at this
+    VLEN -- in particular if the scalar twin ran although the tree has an RVV path."""
+    entry = V.scan(session().source.cpu_dir).dots.get(kernel.name)
+    if entry is None:
+        pytest.fail(f"{kernel.entry} is not in {session().source.cpu_dir}/arch/riscv/quants.c (see test_coverage)")
+    vlen_bytes = int(target.server().hello.get("rvv_vlen_bytes", 0))
+    assert vlen_bytes * 8 == target.vlen, f"the server runs at VLEN {vlen_bytes * 8}, not {target.vlen}"
+    pair = QS.exact_pair(kernel.name, kernel.vec_dot_type, 2, seed=1, payload="random", subscales="random")
+    tr = target.trace("quant_vec_dot", [type_id(target, kernel.name), pair.n, 0], [],
+                      [In(pair.x), In(pair.y), Out(4)])
+    label, problem = V.observed_variant(entry, tr.call, target.vlen)
+    src = session().source
+    table = V.record(f"{src.commit}-{src.content_hash()[:8]}", target.isa.name, target.vlen, target.stress,
+                     kernel.name, label)
+    observe.note("variant", label)
+    observe.note("variant_table", str(table))
+    assert problem is None, problem
