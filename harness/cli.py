@@ -78,7 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     m.set_defaults(fn=cmd_mutant)
     sub.add_parser("repro", help="replay a failure report outside pytest (rvvdiff repro DIR [--c] ...)",
                    add_help=False).set_defaults(fn=None)
+    sub.add_parser("bench", help="where the suite's time goes, per representative kernel and VLEN "
+                   "(rvvdiff bench --help)", add_help=False).set_defaults(fn=None)
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        from .bench import main as bench_main
+
+        return bench_main(argv[1:])
     if argv[:1] == ["repro"]:
         from .report import main_repro
 

@@ -26,6 +26,12 @@ def record(metric: str, value: float) -> None:
         _current[metric] = max(old, value)
 
 
+def peek(metric: str) -> float:
+    """The current value of a numeric metric of the running test (0 if none yet)."""
+    v = _current.get(metric, 0.0)
+    return float(v) if isinstance(v, (int, float)) else 0.0
+
+
 def note(key: str, text: str) -> None:
     """A fact about what ran (e.g. ``path=rvv``); distinct values seen in one test are joined."""
     old = _current.get(key)

@@ -95,6 +95,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--report-dir", default="reports", metavar="DIR",
                 help="where failure reports (case.json, inputs.npz, README.md per failing test) and the run's "
                      "summary.md / summary.html / results.json go (default: reports/ under the rootdir)")
+    g.addoption("--bench-log", default=None, metavar="FILE",
+                help="(used by `rvvdiff bench`) append one JSON line per Hypothesis example with its time split, "
+                     "and per test the pure kernel time of its last call")
     g.addoption("--kernel-timeout", type=_positive(float, "--kernel-timeout"), default=120.0, metavar="SECONDS",
                 help="deadline of one kernel call before it counts as hung (default: 120)")
 
@@ -194,13 +197,61 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         report.clear(report_dir(session.config))
 
 
+class BenchLog:
+    """Per-example time split for `rvvdiff bench`: Hypothesis's own timing of generation and
+    execution (observability callbacks) plus the harness's request and kernel times."""
+
+    REPEAT = 20  # calls per pure-kernel-time measurement (timed inside the server)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.nodeid = ""
+        self._last = {"request_s": 0.0, "kernel_s": 0.0, "calls": 0.0}
+
+    def _write(self, row: dict[str, Any]) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    def start(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+        self._last = {k: 0.0 for k in self._last}
+
+    def observe(self, obs: Any) -> None:
+        if getattr(obs, "type", None) != "test_case":
+            return
+        now = {k: float(observe.peek(k)) for k in self._last}
+        delta = {k: now[k] - self._last[k] for k in now}
+        self._last = now
+        t = dict(obs.timing)
+        self._write({"kind": "example", "nodeid": self.nodeid, "status": obs.status,
+                     "generate_s": sum(v for k, v in t.items() if k.startswith("generate:")),
+                     "execute_s": t.get("execute:test", 0.0), **delta})
+
+    def pure(self, item: pytest.Item, call: dict[str, Any]) -> None:
+        """Time the test's last kernel call inside the server, repeated: the physical floor."""
+        t: Target = item.callspec.params["target"]  # type: ignore[attr-defined]
+        srv = t.server()
+        r = srv.call(call["kernel"], call["ip"], call["fp"], call["bufs"], repeat=self.REPEAT, timeout=session().timeout)
+        self._write({"kind": "pure", "nodeid": item.nodeid, "kernel": call["kernel"],
+                     "kernel_s": r.kernel_ns * 1e-9 / self.REPEAT})
+
+
+_BENCH: BenchLog | None = None
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    global _SESSION
+    global _SESSION, _BENCH
     config.addinivalue_line("markers", "rvvdiff_kernel(name): the ggml kernel a differential test exercises")
     # Shared by the controller and its xdist workers (inherited through the environment).
     os.environ.setdefault("RVVDIFF_SESSION", uuid.uuid4().hex[:12])
     _register_hypothesis_profile(config)
     _SESSION = None
+    _BENCH = None
+    if config.getoption("bench_log"):
+        from hypothesis.internal.observability import add_observability_callback
+
+        _BENCH = BenchLog(config.getoption("bench_log"))
+        add_observability_callback(_BENCH.observe)
     config._rvvdiff_stats = []  # type: ignore[attr-defined]
 
 
@@ -306,6 +357,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
         rep = outcome.get_result()
         rep.user_properties.extend(("rvvdiff." + k, v) for k, v in observe.take().items())
         kept = observe.take_kept()
+        if _BENCH is not None and rep.passed and kept.get("call"):
+            _BENCH.pure(item, kept["call"])  # type: ignore[arg-type]
         if rep.failed:
             cmd = replay_command(item)
             rep.sections.append(("rvvdiff: replay (Hypothesis replays the saved failing example first)", cmd))
@@ -335,6 +388,11 @@ def replay_command(item: pytest.Item) -> str:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     observe.take()  # drop anything a previous test left behind
     observe.take_kept()
+    if _BENCH is not None:
+        t = getattr(getattr(item, "callspec", None), "params", {}).get("target")
+        if isinstance(t, Target):
+            t.server()  # start it outside the measured examples: start-up is reported separately
+        _BENCH.start(item.nodeid)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
