@@ -477,10 +477,11 @@ GRID_SWEEPS = {"iq2_xxs": (256, 32), "iq2_xs": (512, 32), "iq2_s": (1024, 32), "
                "iq3_s": (512, 64), "iq1_s": (2048, 32), "iq1_m": (2048, 32)}
 
 
-def grid_sweep_row(name: str, seed: int) -> np.ndarray:
+def grid_sweep_row(name: str, seed: int, *, subscale: int | None = None) -> np.ndarray:
     """Blocks of IQ type ``name`` that reference every grid entry once, in order, with every sign
     pattern, sub-scale and (iq1) delta cycling; fp16 scales are 1.0 (so with power-of-two
-    activations the dot product is exact).  Encoders invert ``oracles.quants``' decoders."""
+    activations the dot product is exact).  Encoders invert ``oracles.quants``' decoders.
+    ``subscale``: every 3/4-bit sub-scale field set to this value (default: random)."""
     entries, per_block = GRID_SWEEPS[name]
     nb = entries // per_block
     rng = np.random.default_rng(seed)
@@ -488,7 +489,9 @@ def grid_sweep_row(name: str, seed: int) -> np.ndarray:
     f = Q.fmt(name)
     b = np.zeros((nb, f.nbytes), np.uint8)
     one = int(np.float16(1.0).view(np.uint16))
-    lscale = rng.integers(0, 16, (nb, 8))  # a 4-bit sub-scale per sub-block
+    # A 4-bit sub-scale per sub-block (and a second one where the format has two).
+    lscale = rng.integers(0, 16, (nb, 8)) if subscale is None else np.full((nb, 8), subscale)
+    lscale2 = rng.integers(0, 16, (nb, 8)) if subscale is None else np.full((nb, 8), subscale)
     signs7 = (np.arange(nb * 32).reshape(nb, 32) + int(rng.integers(0, 128))) % 128  # cycles all 128
     if name == "iq2_xxs":
         sub = idx.reshape(nb, 8, 4)
@@ -499,13 +502,13 @@ def grid_sweep_row(name: str, seed: int) -> np.ndarray:
         b[:, 2:66] = raw.reshape(nb, 64)
     elif name == "iq2_xs":
         _put_u16(b, 2, idx | (signs7 << 9))
-        b[:, 66:74] = (lscale | (rng.integers(0, 16, (nb, 8)) << 4)).astype(np.uint8)
+        b[:, 66:74] = (lscale | (lscale2 << 4)).astype(np.uint8)
     elif name == "iq2_s":
         b[:, 2:34] = (idx & 255).astype(np.uint8)
         b[:, 34:66] = rng.integers(0, 256, (nb, 32), dtype=np.uint8)
         hi = (idx >> 8).reshape(nb, 8, 4)
         b[:, 66:74] = (hi << (2 * np.arange(4))).sum(axis=2).astype(np.uint8)
-        b[:, 74:82] = (lscale | (rng.integers(0, 16, (nb, 8)) << 4)).astype(np.uint8)
+        b[:, 74:82] = (lscale | (lscale2 << 4)).astype(np.uint8)
     elif name == "iq3_xxs":
         b[:, 2:66] = idx.astype(np.uint8)
         aux = (signs7.reshape(nb, 8, 4) << (7 * np.arange(4))).sum(axis=2) | (lscale << 28)
@@ -526,7 +529,8 @@ def grid_sweep_row(name: str, seed: int) -> np.ndarray:
         hi = (idx >> 8).reshape(nb, 16, 2)
         delta = rng.integers(0, 2, (nb, 16, 2)) << 3
         b[:, 32:48] = ((hi[:, :, 0] | delta[:, :, 0]) | ((hi[:, :, 1] | delta[:, :, 1]) << 4)).astype(np.uint8)
-        _put_u16(b, 48, rng.integers(0, 1 << 12, (nb, 4)))
+        sc3 = (lscale[:, :4] & 7) * 0o1111 if subscale is not None else rng.integers(0, 1 << 12, (nb, 4))
+        _put_u16(b, 48, sc3)
         _set_iq1_m_scale(b, np.full(nb, one, np.uint16))
         return b
     else:
