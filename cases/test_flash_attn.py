@@ -285,15 +285,31 @@ def _mask(kind: str, heads: int, n_q: int, n_kv: int, alibi: bool, rng: np.rando
     return np.where(masked, -np.inf, finite)
 
 
+def make_problem(case: AttnCase, sh: Shape, opts: Options, seed: int) -> Problem:
+    """The buffers and the float64 problem for a shape and options, from one seed."""
+    rng = np.random.default_rng(seed)
+    q = (rng.standard_normal((sh.heads, sh.n_q, sh.dk)) * opts.q_sigma).astype(np.float32)
+    k_raw, k = _kv(case.k, (sh.kv_heads, sh.n_kv, sh.dk), rng, 0.0)
+    v_raw, v = _kv(case.v, (sh.kv_heads, sh.n_kv, sh.dv), rng, opts.v_mean)
+    m = _mask(opts.mask, opts.mask_heads, sh.n_q, sh.n_kv, opts.max_bias > 0, rng) if opts.mask_heads else None
+    sinks = (rng.standard_normal(sh.heads) * 2).astype(np.float32) if opts.sinks else np.empty(0, np.float32)
+    att = A.Attention(q.astype(np.float64), k, v, m, sinks.astype(np.float64) if opts.sinks else None,
+                      opts.scale, opts.max_bias, opts.softcap)
+    mask_bits = np.empty(0, np.uint16) if m is None else m.astype(np.float16).view(np.uint16)
+    return Problem(sh, opts, q, k_raw, v_raw, mask_bits, sinks, att)
+
+
 @st.composite
 def problems(draw: st.DrawFn, case: AttnCase) -> Problem:
+    """A shape of the case's path, a mask kind (with ALiBi or not), softcap, sinks, scale,
+    sharpness of the softmax and an offset of V; the data from a seed."""
     sh = draw(shapes(case), label="shape")
     mask = draw(st.sampled_from(MASKS), label="mask")
     alibi = mask != "none" and draw(st.booleans(), label="alibi")
     opts = Options(
         mask=mask,
         mask_heads=0 if mask == "none" else draw(st.sampled_from(sorted({1, sh.heads})), label="mask_heads"),
-        max_bias=8.0 if alibi else 0.0,
+        max_bias=draw(st.sampled_from([8.0, 2.0]), label="max_bias") if alibi else 0.0,
         softcap=draw(st.sampled_from([0.0, 0.0, 20.0, 50.0]), label="softcap"),
         sinks=draw(st.booleans(), label="sinks"),
         scale=float(draw(st.sampled_from([np.float32(1 / math.sqrt(sh.dk)), np.float32(1.0),
@@ -301,16 +317,7 @@ def problems(draw: st.DrawFn, case: AttnCase) -> Problem:
         q_sigma=draw(st.sampled_from([1.0, 0.25, 3.0]), label="q_sigma"),
         v_mean=draw(st.sampled_from([0.0, 2.0]), label="v_mean"),
     )
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1), label="seed"))
-    q = (rng.standard_normal((sh.heads, sh.n_q, sh.dk)) * opts.q_sigma).astype(np.float32)
-    k_raw, k = _kv(case.k, (sh.kv_heads, sh.n_kv, sh.dk), rng, 0.0)
-    v_raw, v = _kv(case.v, (sh.kv_heads, sh.n_kv, sh.dv), rng, opts.v_mean)
-    m = _mask(opts.mask, opts.mask_heads, sh.n_q, sh.n_kv, alibi, rng) if opts.mask_heads else None
-    sinks = (rng.standard_normal(sh.heads) * 2).astype(np.float32) if opts.sinks else None
-    att = A.Attention(q.astype(np.float64), k, v, m, None if sinks is None else sinks.astype(np.float64),
-                      opts.scale, opts.max_bias, opts.softcap)
-    mask_bits = np.empty(0, np.uint16) if m is None else m.astype(np.float16).view(np.uint16)
-    return Problem(sh, opts, q, k_raw, v_raw, mask_bits, np.empty(0, np.float32) if sinks is None else sinks, att)
+    return make_problem(case, sh, opts, draw(st.integers(0, 2**32 - 1), label="seed"))
 
 
 # ------------------------------------------------------------------ running
@@ -417,16 +424,12 @@ def executed_path(calls: frozenset[str]) -> str:
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_flash_attn_path(case: AttnCase, target) -> None:
     """The probes of the case's path take it, as QEMU's trace shows; the K type's vec_dot is recorded."""
-    rng = np.random.default_rng(11)
     for sh in PROBES[case.path]:
         if fused_path(case.k, case.v, sh.n_q, sh.n_kv, sh.dv) != case.path or \
                 (case.v in BLOCK_BYTES and sh.dv % 32) or (case.k in BLOCK_BYTES and sh.dk % 32):
             continue  # a near miss of f32 / f16 that this case's types take the same way anyway
-        q = rng.standard_normal((sh.heads, sh.n_q, sh.dk)).astype(np.float32)
-        k_raw, _ = _kv(case.k, (sh.kv_heads, sh.n_kv, sh.dk), rng, 0.0)
-        v_raw, _ = _kv(case.v, (sh.kv_heads, sh.n_kv, sh.dv), rng, 0.0)
-        opts = Options("none", 0, 0.0, 0.0, False, float(np.float32(1 / math.sqrt(sh.dk))), 1.0, 0.0)
-        p = Problem(sh, opts, q, k_raw, v_raw, np.empty(0, np.uint16), np.empty(0, np.float32), None)  # type: ignore[arg-type]
+        opts = Options("causal", 1, 0.0, 0.0, True, float(np.float32(1 / math.sqrt(sh.dk))), 1.0, 0.0)
+        p = make_problem(case, sh, opts, seed=11)
         calls = target.trace("attention", *attention_call(case, p, True)).call
         ran = executed_path(calls)
         dots = sorted(c for c in calls if c.startswith("ggml_vec_dot_"))

@@ -165,6 +165,11 @@ def test_mul_mat(kernel: MatMulKernel, target, data: st.DataObject) -> None:
                         context=_context(kernel, target, sh), derivation=BOUND)
 
 
+def assert_exact(got: np.ndarray, exact: np.ndarray, context: str) -> None:
+    """C bit for bit; indices are flat: C[b][j][i] is element (b * n + j) * m + i."""
+    assert_bitwise_equal(got.ravel(), exact.astype(np.float32).ravel(), name="C.flat", context=context)
+
+
 @pytest.mark.parametrize("kernel", KERNELS, ids=IDS)
 @given(data=st.data())
 def test_mul_mat_exact(kernel: MatMulKernel, target, data: st.DataObject) -> None:
@@ -172,7 +177,7 @@ def test_mul_mat_exact(kernel: MatMulKernel, target, data: st.DataObject) -> Non
     sh, a, b = _draw_case(kernel, target, data, "integers")
     got = run_mul_mat(kernel, target, sh, a, b)
     exact, _ = matmul(a, b, sh.bcast)
-    assert_bitwise_equal(got, exact.astype(np.float32), name="C", context=_context(kernel, target, sh))
+    assert_exact(got, exact, _context(kernel, target, sh))
 
 
 #: One probe per shape class, as (class, shape at VLEN: function of VLEN/8).
@@ -217,4 +222,4 @@ def test_mul_mat_path(kernel: MatMulKernel, target) -> None:
                                  f"{_context(kernel, target, sh)}]")
         got = run_mul_mat(kernel, target, sh, a, b)
         exact, _ = matmul(a, b, sh.bcast)
-        assert_bitwise_equal(got, exact.astype(np.float32), name="C", context=f"probe {cls}: {_context(kernel, target, sh)}")
+        assert_exact(got, exact, f"probe {cls}: {_context(kernel, target, sh)}")
