@@ -51,14 +51,29 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_mutant(args: argparse.Namespace) -> int:
     """Print the path of a mutant tree (made if needed), to pass as --ggml-src."""
-    if args.name is None:
-        for name, m in mutants.catalogue().items():
-            meta = m.meta
-            print(f"{name}: {meta.get('class', '?')} [{meta.get('family', '?')}]")
-        return 0
     tree = mutants.apply(mutants.get(args.name), resolve(args.ggml_src))
     print(tree.root)
     return 0
+
+
+#: Sub-commands with their own argument parsers (``rvvdiff NAME --help``).
+COMMANDS_ELSEWHERE = {
+    "repro": "replay a failure report outside pytest; --c writes a standalone C reproducer",
+    "bench": "where the suite's time goes, per representative kernel and VLEN",
+    "mutants": "list the planted bugs, or `run` the detection table (docs/mutants.md)",
+    "audit": "run the full suite with several seeds and list unexplained failures (docs/audit.md)",
+}
+
+
+def _elsewhere(name: str):
+    if name == "repro":
+        from .report import main_repro
+        return main_repro
+    if name == "bench":
+        from .bench import main as bench_main
+        return bench_main
+    from .mutation import main_audit, main_mutants
+    return main_mutants if name == "mutants" else main_audit
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,24 +89,16 @@ def main(argv: list[str] | None = None) -> int:
     s.set_defaults(fn=cmd_setup)
     sub.add_parser("build", parents=[common], help="build (or check) the selected ISA builds").set_defaults(fn=cmd_build)
     m = sub.add_parser("mutant", parents=[common], help=cmd_mutant.__doc__)
-    m.add_argument("name", nargs="?", help="mutant name (omit to list them)")
+    m.add_argument("name", help="mutant name (`rvvdiff mutants` lists them)")
     m.set_defaults(fn=cmd_mutant)
-    sub.add_parser("repro", help="replay a failure report outside pytest (rvvdiff repro DIR [--c] ...)",
-                   add_help=False).set_defaults(fn=None)
-    sub.add_parser("bench", help="where the suite's time goes, per representative kernel and VLEN "
-                   "(rvvdiff bench --help)", add_help=False).set_defaults(fn=None)
+    for name, help_text in COMMANDS_ELSEWHERE.items():
+        sub.add_parser(name, help=help_text, add_help=False)
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["bench"]:
-        from .bench import main as bench_main
-
-        return bench_main(argv[1:])
-    if argv[:1] == ["repro"]:
-        from .report import main_repro
-
+    if argv[:1] and argv[0] in COMMANDS_ELSEWHERE:
         try:
-            return main_repro(argv[1:])
+            return _elsewhere(argv[0])(argv[1:])
         except (SourceError, toolchain.ToolchainError, BuildError, CommandError, FileNotFoundError) as e:
-            print(f"rvvdiff repro: {e}", file=sys.stderr)
+            print(f"rvvdiff {argv[0]}: {e}", file=sys.stderr)
             return 2
     args = p.parse_args(argv)
     try:
