@@ -86,7 +86,8 @@ def assert_within_bound(got: float, expected: float, bound: float, *, name: str,
 
 
 def assert_within_ulps(got: np.ndarray, expected: np.ndarray, ulps: np.ndarray, allowed: np.ndarray | float, *,
-                       name: str, context: str, derivation: str, show: int = 5) -> float:
+                       name: str, context: str, derivation: str, inputs: np.ndarray | None = None,
+                       show: int = 5) -> float:
     """Elementwise ``ulps <= allowed``; return and record the worst ratio error / bound.
 
     ``ulps`` is each element's observed error in ULPs of its format at the
@@ -94,7 +95,8 @@ def assert_within_ulps(got: np.ndarray, expected: np.ndarray, ulps: np.ndarray, 
     one for all): both come from the oracle, which knows the format and the
     special cases (a NaN or an infinity that does not match is an infinite
     error there).  Records ``ulp`` (the worst error) and ``ulp_bound`` (the
-    bound of that element) besides ``error/bound``.
+    bound of that element) besides ``error/bound``.  ``inputs`` (one per
+    element), when given, are shown beside the failing elements.
     """
     ulps = np.asarray(ulps, np.float64).reshape(-1)
     allowed = np.broadcast_to(np.asarray(allowed, np.float64), ulps.shape).reshape(-1)
@@ -119,7 +121,8 @@ def assert_within_ulps(got: np.ndarray, expected: np.ndarray, ulps: np.ndarray, 
     lines = [f"{name}: {bad.size} of {got.size} elements beyond their ULP bound [{context}]",
              f"  bound: {derivation}"]
     for i in order:
-        lines.append(f"  [{i}] {name}={_fmt(got[i])}, but should be {float(expected[i])!r} "
+        src = f"input {_fmt(inputs.reshape(-1)[i])}: " if inputs is not None else ""
+        lines.append(f"  [{i}] {src}{name}={_fmt(got[i])}, but should be {float(expected[i])!r} "
                      f"within {allowed[i]:.4g} ULP (error {ulps[i]:.4g} ULP)")
     if bad.size > show:
         lines.append(f"  ... and {bad.size - show} more (indices {bad[show:show + 10].tolist()}...)")

@@ -68,7 +68,7 @@ def ulp(x: np.ndarray | float, fmt: str | Format) -> np.ndarray:
     a = np.abs(np.asarray(x, np.float64))
     with np.errstate(divide="ignore", invalid="ignore"):
         _, e = np.frexp(a)  # a = m * 2^e with 0.5 <= m < 1, so the binade is 2^(e-1)
-    e = np.maximum(e - 1, f.emin)
+    e = np.where(a == 0, f.emin, np.maximum(e - 1, f.emin))
     out = np.ldexp(1.0, e - f.p + 1)
     return np.where(np.isfinite(a), out, np.nan)
 

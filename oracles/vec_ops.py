@@ -56,7 +56,9 @@ class Accumulated:
 
 
 def _f64(*arrays: np.ndarray) -> list[np.ndarray]:
-    return [np.asarray(a, np.float64) for a in arrays]
+    """float64 values (widening a signalling NaN raises IEEE invalid: it stays a NaN, silently)."""
+    with np.errstate(invalid="ignore"):
+        return [np.asarray(a, np.float64) for a in arrays]
 
 
 def _rounded_once(exact: np.ndarray, fmt: str, model: np.ndarray) -> Elementwise:
