@@ -49,7 +49,7 @@ from harness import observe
 from harness.compare import assert_bitwise_equal, assert_within_bound, assert_within_ulps
 from harness.plugin import session
 from harness.protocol import Buf, In, InOut, Out
-from harness.source import resolve
+from harness.source import GgmlSource, resolve
 from oracles import vec_ops as V
 from oracles.bounds import gamma
 from oracles.floats import dot_exact
@@ -92,12 +92,14 @@ def _between(lo: float, hi: float) -> np.ndarray:
     return np.arange(min(a, b), max(a, b) + 1, dtype=np.uint32).view(np.float32)
 
 
-#: Where exp and SiLU change regime: exp overflow (88.72...), the polynomial's scale-splitting
-#: range (|n| > 126, about |x| > 87.3), its flush (|n| > 192), fp32 subnormal results (below
-#: -87.34) and their end (-103.97); every float32 in a small window around each.
+#: Where exp and SiLU change regime, every float32 in a small window around each (both signs
+#: where both matter): fp32 exp overflow (ln FLT_MAX = 88.7228), the polynomial's scale-splitting
+#: path (|n| > 126: |x| > 126.5 ln 2 = 87.682) and its flush (|n| > 192: |x| > 192.5 ln 2 =
+#: 133.43), subnormal results (x < ln 2^-126 = -87.337), the smallest subnormal (ln 2^-149 =
+#: -103.28) and the underflow to zero (ln 2^-150 = -103.97).
 EXP_EDGES = np.concatenate([_between(a, b) for a, b in (
-    (88.70, 88.75), (87.30, 87.35), (-87.30, -87.35), (-88.70, -88.75), (-103.2, -103.4), (-103.9, -104.0),
-    (133.0, 133.1), (-133.0, -133.1))])
+    (88.70, 88.75), (87.66, 87.70), (-87.66, -87.70), (-87.32, -87.36), (-103.25, -103.30), (-103.95, -104.0),
+    (133.40, 133.46), (-133.40, -133.46))])
 
 
 @st.composite
@@ -143,8 +145,7 @@ class Case:
     ip: tuple[int, ...]      # integer parameters after n
     fp: tuple[float, ...]    # float parameters
     bufs: tuple[Buf, ...]
-    values: dict[str, np.ndarray]  # inputs by role, as float32 / float64 values
-    out_len: int             # elements of the output array the kernel writes (or updates)
+    values: dict[str, np.ndarray]  # inputs by role, as float32 values
     label: str = ""          # names an edge case in failure messages
 
     def __repr__(self) -> str:
@@ -165,7 +166,7 @@ class VecOp(S.KernelSpec):
     draw: Callable[..., st.SearchStrategy[Case]]   # (spec, n, source) -> strategy of cases
     oracle: Callable[[Case, bool], V.Elementwise]  # (case, rvv path?) -> the output's reference
     bound: str             # the bound and where it comes from (failure messages, docs)
-    edges: Callable[[VecOp, object], list[Case]]   # (spec, source) -> named edge cases
+    edges: Callable[[VecOp, GgmlSource], list[Case]]   # (spec, source) -> named edge cases
     result: Callable[[Case, np.ndarray], V.Accumulated] | None = None  # a returned double
 
     def rvv(self, features: dict[str, bool]) -> bool:
@@ -197,14 +198,14 @@ def elementwise_case(spec: VecOp, n: int, values: dict[str, np.ndarray], fp: Seq
     ip = () if inplace is None else (int(inplace),)
     # The kernels take `const float` scalars: carry them as float32 values, so that the value
     # on the wire, the one the kernel sees and the one the oracle uses are the same.
-    return Case(n, ip, tuple(float(np.float32(v)) for v in fp), tuple(bufs), values, n, label)
+    return Case(n, ip, tuple(float(np.float32(v)) for v in fp), tuple(bufs), values, label)
 
 
 # --- per-signature draws: each returns a strategy of Case for length n
 
 
 @st.composite
-def draw_update(draw: st.DrawFn, spec: VecOp, n: int, src: object, *, with_x: bool) -> Case:
+def draw_update(draw: st.DrawFn, spec: VecOp, n: int, src: GgmlSource, *, with_x: bool) -> Case:
     """y op= (x *) v: mad_f32, mad_f16 (with x), scale_f32, scale_f16 (without)."""
     values = {"y": draw(rows(n, spec.fmt), label="y")}
     if with_x:
@@ -214,7 +215,7 @@ def draw_update(draw: st.DrawFn, spec: VecOp, n: int, src: object, *, with_x: bo
 
 
 @st.composite
-def draw_map(draw: st.DrawFn, spec: VecOp, n: int, src: object, *, gates: bool = False, n_scalars: int = 0,
+def draw_map(draw: st.DrawFn, spec: VecOp, n: int, src: GgmlSource, *, gates: bool = False, n_scalars: int = 0,
              spread: tuple[float, float] | None = None, aliasing: bool = True, returns: bool = False,
              scalar: Callable[[np.ndarray], st.SearchStrategy[float]] | None = None) -> Case:
     """y = f(x[, g]; scalars): mad1_f32, silu, swiglu, soft_max, cvar; y == x drawn where ggml
@@ -247,29 +248,45 @@ def _near_mean(x: np.ndarray) -> st.SearchStrategy[float]:
     return st.one_of(st.just(m), st.just(m), st.floats(-1e6, 1e6, width=32), st.floats(width=32))
 
 
-@st.composite
-def draw_mad_unroll(draw: st.DrawFn, spec: VecOp, n: int, src: object) -> Case:
-    """ggml_vec_mad_f32_unroll: K rows of x (xs bytes apart), K scales (vs bytes apart), y."""
-    k = unroll_factor(src, "GGML_VEC_MAD_UNROLL")
-    pad = draw(st.integers(0, 3), label="row_pad")
-    vpad = draw(st.integers(0, 2), label="v_pad")
-    x = np.stack([draw(S.float_vectors(n, "f32"), label=f"x{i}") for i in range(k)])
-    v = np.asarray([draw(st.floats(-4, 4, width=32), label=f"v{i}") for i in range(k)], np.float32)
-    y = draw(rows(n, "f32"), label="y")
-    xs, vs = (n + pad) * 4, (1 + vpad) * 4
+def mad_unroll_case(x: np.ndarray, v: np.ndarray, y: np.ndarray, *, pad: int, vpad: int, label: str = "") -> Case:
+    """ggml_vec_mad_f32_unroll's buffers: the K rows of x ``pad`` floats apart beyond n (row
+    stride xs), the K scales ``vpad`` floats apart (stride vs), y updated in place."""
+    k, n = x.shape
     xbuf = np.zeros((k, n + pad), np.float32)
     xbuf[:, :n] = x
     vbuf = np.zeros((k, 1 + vpad), np.float32)
     vbuf[:, 0] = v
     bufs = (In(xbuf.reshape(-1)[: (k - 1) * (n + pad) + n]), In(vbuf.reshape(-1)[: (k - 1) * (1 + vpad) + 1]),
             InOut(y))
-    return Case(n, (xs, vs), (), bufs, {"x": x, "v": v, "y": y}, n)
+    return Case(n, ((n + pad) * 4, (1 + vpad) * 4), (), bufs, {"x": x, "v": v, "y": y}, label)
+
+
+def dot_unroll_case(x: np.ndarray, y: np.ndarray, *, pad: int, label: str = "") -> Case:
+    """ggml_vec_dot_f16_unroll's buffers: the K fp16 rows of x ``pad`` elements apart beyond n
+    (row stride xs), y, and the K float results."""
+    k, n = x.shape
+    xbuf = np.zeros((k, n + pad), np.uint16)
+    xbuf[:, :n] = S.to_storage("f16", x)
+    bufs = (In(xbuf.reshape(-1)[: (k - 1) * (n + pad) + n]), In(S.to_storage("f16", y)), Out(4 * k))
+    return Case(n, ((n + pad) * 2,), (), bufs, {"x": x, "y": y}, label)
 
 
 @st.composite
-def draw_dot_unroll(draw: st.DrawFn, spec: VecOp, n: int, src: object) -> Case:
-    """ggml_vec_dot_f16_unroll: K fp16 rows of x (xs bytes apart) against one fp16 y.  Half the
-    examples use small integers, for which every partial sum is exact (the bound becomes 0)."""
+def draw_mad_unroll(draw: st.DrawFn, spec: VecOp, n: int, src: GgmlSource) -> Case:
+    """ggml_vec_mad_f32_unroll: K rows of x, K scales, y; padded strides."""
+    k = unroll_factor(src, "GGML_VEC_MAD_UNROLL")
+    pad = draw(st.integers(0, 3), label="row_pad")
+    vpad = draw(st.integers(0, 2), label="v_pad")
+    x = np.stack([draw(S.float_vectors(n, "f32"), label=f"x{i}") for i in range(k)])
+    v = np.asarray([draw(st.floats(-4, 4, width=32), label=f"v{i}") for i in range(k)], np.float32)
+    y = draw(rows(n, "f32"), label="y")
+    return mad_unroll_case(x, v, y, pad=pad, vpad=vpad)
+
+
+@st.composite
+def draw_dot_unroll(draw: st.DrawFn, spec: VecOp, n: int, src: GgmlSource) -> Case:
+    """ggml_vec_dot_f16_unroll: K fp16 rows of x against one fp16 y.  Half the examples use small
+    integers, for which every partial sum is exact (the bound becomes 0)."""
     k = unroll_factor(src, "GGML_VEC_DOT_UNROLL")
     pad = draw(st.integers(0, 3), label="row_pad")
     if draw(st.booleans(), label="small_integers"):
@@ -278,13 +295,10 @@ def draw_dot_unroll(draw: st.DrawFn, spec: VecOp, n: int, src: object) -> Case:
     else:
         x = np.stack([draw(S.float_vectors(n, "f16"), label=f"x{i}") for i in range(k)])
         y = draw(S.float_vectors(n, "f16"), label="y")
-    xbuf = np.zeros((k, n + pad), np.uint16)
-    xbuf[:, :n] = S.to_storage("f16", x)
-    bufs = (In(xbuf.reshape(-1)[: (k - 1) * (n + pad) + n]), In(S.to_storage("f16", y)), Out(4 * k))
-    return Case(n, ((n + pad) * 2,), (), bufs, {"x": x, "y": y}, k)
+    return dot_unroll_case(x, y, pad=pad)
 
 
-def unroll_factor(src, macro: str) -> int:
+def unroll_factor(src: GgmlSource, macro: str) -> int:
     """An unroll factor of the tree under test (``#define GGML_VEC_MAD_UNROLL 32`` in vec.h)."""
     m = re.search(rf"^#define\s+{macro}\s+(\d+)", (src.cpu_dir / "vec.h").read_text(), re.M)
     if not m:
@@ -298,19 +312,21 @@ def unroll_factor(src, macro: str) -> int:
 
 def _dot_unroll_oracle(case: Case, rvv: bool) -> V.Elementwise:
     """The K dot products, each within gamma(n + 1) sum|x y| (as test_vec_dot.py derives: one fp32
-    rounding per term -- the fp16 products are exact in fp32 --, any reduction order, the store);
-    exact when all products are integers and sum|x y| < 2^24 (every partial sum is then an
-    integer representable in fp32, in any order)."""
+    rounding per term -- the fp16 products are exact in fp32 --, any reduction order, the store),
+    as ULPs of the result: (gamma(n) sum|x y| + 0.5 ulp) / ulp.  Exact (0 ULP) when all products
+    are integers and sum|x y| < 2^24: every partial sum is then an integer fp32 holds, in any
+    order, so a dropped or doubled element always shows.  The sign of a zero sum depends on the
+    order of the additions, so zeros of either sign match."""
     ex, bound = [], []
+    y = case.values["y"]
     for row in case.values["x"]:
-        e, abs_sum = dot_exact(row, case.values["y"])
+        e, abs_sum = dot_exact(row, y)
         ex.append(e)
         with np.errstate(invalid="ignore"):
-            integral = np.all(np.mod(row, 1) == 0) and np.all(np.mod(case.values["y"], 1) == 0)
+            integral = np.all(np.mod(row, 1) == 0) and np.all(np.mod(y, 1) == 0)
         bound.append(0.0 if integral and abs_sum < 2**24 else gamma(case.n) * abs_sum)
     ex64, b = np.array(ex), np.array(bound)
-    models = (("exact", round_to(ex64, "f32")),) if not np.any(b) else ()
-    return V.Elementwise(ex64, allowed_ulps(ex64, b, "f32"), "f32", models, signed_zeros=False)
+    return V.Elementwise(ex64, np.where(b == 0, 0.0, allowed_ulps(ex64, b, "f32")), "f32", signed_zeros=False)
 
 
 # --- edge cases: deterministic, named in failure messages
@@ -321,7 +337,7 @@ def _cross(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.repeat(a, b.size), np.tile(b, a.size)
 
 
-def edges_update(spec: VecOp, src: object, *, with_x: bool) -> list[Case]:
+def edges_update(spec: VecOp, src: GgmlSource, *, with_x: bool) -> list[Case]:
     """y op= (x *) v over every special y (paired with every special x) for every special
     scale.  Expected (IEEE, as the scalar reference): NaN propagates, 0 * inf is NaN, inf - inf
     is NaN, overflow gives inf, subnormals are kept; for mad_f16 / scale_f16 on the RVV path the
@@ -333,7 +349,7 @@ def edges_update(spec: VecOp, src: object, *, with_x: bool) -> list[Case]:
                              label=f"special values, v={v!r}") for v in SPECIAL_SCALES]
 
 
-def edges_mad1(spec: VecOp, src: object) -> list[Case]:
+def edges_mad1(spec: VecOp, src: GgmlSource) -> list[Case]:
     """x*s + b for every special x, every special scale s and every special b, out of place and
     in place (same IEEE expectations as the fma in mad_f32)."""
     return [elementwise_case(spec, SPECIAL_F32.size, {"x": SPECIAL_F32}, [s, b], inputs=("x",), inplace=inplace,
@@ -341,7 +357,7 @@ def edges_mad1(spec: VecOp, src: object) -> list[Case]:
             for s in SPECIAL_SCALES for b in SPECIAL_F32 for inplace in (False, True)]
 
 
-def edges_activation(spec: VecOp, src: object, *, gates: bool) -> list[Case]:
+def edges_activation(spec: VecOp, src: GgmlSource, *, gates: bool) -> list[Case]:
     """SiLU over every special value and every float32 near the exp's regime edges (both
     signs); SwiGLU over every special x crossed with every special gate, and the edges with
     ordinary gates.  Expected (scalar reference x / (1 + expf(-x)) [* g]): silu(NaN) = NaN,
@@ -358,7 +374,7 @@ def edges_activation(spec: VecOp, src: object, *, gates: bool) -> list[Case]:
                              label="exp edges")]
 
 
-def edges_soft_max(spec: VecOp, src: object) -> list[Case]:
+def edges_soft_max(spec: VecOp, src: GgmlSource) -> list[Case]:
     """Rows the issue names, with what the scalar reference (expf(x - max), summed in double)
     gives: -inf entries -> 0; one dominant entry -> that 1 and 0 elsewhere (exp underflows);
     all equal -> exactly 1 everywhere and a sum of exactly n; all -inf with max -inf -> NaN
@@ -388,7 +404,7 @@ def edges_soft_max(spec: VecOp, src: object) -> list[Case]:
     return cases
 
 
-def edges_cvar(spec: VecOp, src: object) -> list[Case]:
+def edges_cvar(spec: VecOp, src: GgmlSource) -> list[Case]:
     """Rows with what the scalar reference gives: a constant row centred on itself -> zeros and
     variance 0; special values (NaN -> NaN variance, inf -> inf); squares that overflow fp32
     (|y| > 1.8e19 -> inf) or underflow to subnormals and zero; small integers (exact)."""
@@ -406,7 +422,7 @@ def edges_cvar(spec: VecOp, src: object) -> list[Case]:
             for label, (x, mean) in rows_.items() for inplace in (False, True)]
 
 
-def edges_mad_unroll(spec: VecOp, src: object) -> list[Case]:
+def edges_mad_unroll(spec: VecOp, src: GgmlSource) -> list[Case]:
     """Special values in one row of x, in the scales and in y: NaN and 0 * inf give NaN, inf
     propagates, inf - inf is NaN, in row order (the fma chain's model says where)."""
     k = unroll_factor(src, "GGML_VEC_MAD_UNROLL")
@@ -418,13 +434,12 @@ def edges_mad_unroll(spec: VecOp, src: object) -> list[Case]:
         v = np.full(k, 0.5, np.float32)
         v[k // 2] = v_special
         v[-1] = -v_special if np.isfinite(v_special) else 1.0
-        y = SPECIAL_F32[::-1].copy()
-        out.append(Case(n, (n * 4, 4), (), (In(x.reshape(-1)), In(v), InOut(y)), {"x": x, "v": v, "y": y}, n,
-                        f"special values, v[{k // 2}]={v_special!r}"))
+        out.append(mad_unroll_case(x, v, SPECIAL_F32[::-1].copy(), pad=1, vpad=0,
+                                   label=f"special values, v[{k // 2}]={v_special!r}"))
     return out
 
 
-def edges_dot_unroll(spec: VecOp, src: object) -> list[Case]:
+def edges_dot_unroll(spec: VecOp, src: GgmlSource) -> list[Case]:
     """Small integers with one NaN / +-inf planted in a row (scalar reference: a NaN makes the dot
     NaN, an infinity times a non-zero finite makes it +-inf; the other row stays exact), at a
     length with a tail at every VLEN."""
@@ -437,8 +452,7 @@ def edges_dot_unroll(spec: VecOp, src: object) -> list[Case]:
         for at in (0, n // 2, n - 1):
             x = rng.integers(-8, 9, (k, n)).astype(np.float32)
             x[0, at] = poison
-            bufs = (In(S.to_storage("f16", x).reshape(-1)), In(S.to_storage("f16", y)), Out(4 * k))
-            out.append(Case(n, (n * 2,), (), bufs, {"x": x, "y": y}, k, f"x[0][{at}]={poison!r}"))
+            out.append(dot_unroll_case(x, y, pad=2, label=f"x[0][{at}]={poison!r}"))
     return out
 
 
