@@ -378,6 +378,31 @@ def pairs(draw: st.DrawFn, x_type: str, y_type: str, *, n_blocks: int | None = N
     return Pair(x_type, y_type, x, y)
 
 
+def edge_pairs(x_type: str, y_type: str) -> list[Pair]:
+    """Fixed pairs every run checks before exploring (Hypothesis explicit examples): one, two and
+    three blocks of random bytes (tails, odd counts, per-block indexing), saturated rows (all
+    payload and sub-scale bits set, activations all +127 or all -127: the largest same-sign
+    integer sums), and every scale class in one row."""
+    fy = Q.fmt(y_type)
+    unit = int(np.lcm(Q.fmt(x_type).block, fy.block))
+    out = []
+
+    def pair(nb: int, recipe: RowRecipe, qs_mode: str, classes: Sequence[str] = ("normal",)) -> Pair:
+        n = nb * unit
+        x = weight_row(x_type, n // Q.fmt(x_type).block, recipe)
+        y = activation_row(y_type, n // fy.block, recipe.seed, classes, qs_mode,
+                           max_scale=_max_activation_scale(x_type, x))
+        return Pair(x_type, y_type, x, y)
+
+    for nb in (1, 2, 3):
+        out.append(pair(nb, RowRecipe(nb, ("normal",), "random", "random"), "random"))
+    for qs_mode in ("max", "min"):
+        out.append(pair(1, RowRecipe(7, ("normal",), "ones", "ones"), qs_mode))
+        out.append(pair(1, RowRecipe(8, ("normal",), "zeros", "ones"), qs_mode))
+    out.append(pair(2, RowRecipe(9, SCALE_CLASSES, "random", "alternate"), "extreme", SCALE_CLASSES))
+    return out
+
+
 # ------------------------------------------------------------------ exact by construction
 
 #: Largest |integer part| of one element's product x_i * y_i per unit of |q_y|, per weight type

@@ -10,6 +10,9 @@ Two jobs, both for cases/test_quant_dot.py and cases/test_quantize.py:
   ``__riscv_vlenb() * 8`` or an ``if`` chain on it, which function serves each VLEN.  A type
   the test table does not know is then a failing test, not a silent gap.
 
+* **The tree's types.**  :func:`tree_types` asks the kernel server (``quant_types``) for the
+  tree's own type ids, block sizes and pairings, so no ggml enum value is hard-coded.
+
 * **Which variant ran.**  :func:`observed_variant` turns a QEMU trace of one call
   (``Target.trace``) into a label: the ``static NOINLINE`` variants are named in the trace;
   the non-static ones (q2_K, q3_K) are inlined into their dispatcher by the compiler, so the
@@ -195,6 +198,50 @@ def scan(cpu_dir: Path) -> Scan:
                        variants, _dispatch(name, f.body))
         (dots if m else quantizers)[e.type] = e
     return Scan(path, dots, quantizers)
+
+
+# ------------------------------------------------------------------ the tree's types (from its build)
+
+
+@dataclass(frozen=True)
+class TreeType:
+    """One line of the server's ``quant_types``: ggml's own view of a type."""
+
+    name: str
+    id: int
+    block: int
+    nbytes: int
+    has_vec_dot: bool
+    vec_dot_type: int
+    has_generic: bool
+
+
+_TYPES: dict[str, dict[str, TreeType]] = {}  # by kernel server binary (one per tree and ISA build)
+
+
+def _parse_types(message: str) -> dict[str, TreeType]:
+    out = {}
+    for line in message.split():
+        key, value = line.split("=", 1)
+        f = [int(v) for v in value.split(",")]
+        name = key[len("type."):]
+        out[name] = TreeType(name, f[0], f[1], f[2], bool(f[4]), f[5], bool(f[8]))
+    return out
+
+
+def tree_types(target) -> dict[str, TreeType]:
+    """The types of the tree under test, as its own build reports them (ids, block sizes)."""
+    key = str(target.server().build.server)
+    if key not in _TYPES:
+        _TYPES[key] = _parse_types(target.call("quant_types").message)
+    return _TYPES[key]
+
+
+def type_id(target, name: str) -> int:
+    types = tree_types(target)
+    if name not in types:
+        raise AssertionError(f"the tree under test has no ggml type {name!r} (it has {', '.join(types)})")
+    return types[name].id
 
 
 # ------------------------------------------------------------------ what ran

@@ -39,12 +39,12 @@ error).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from cases import quant_strategies as QS
@@ -134,51 +134,12 @@ DOTS = [
 BY_NAME = {k.name: k for k in DOTS}
 IDS = [k.name for k in DOTS]
 
-# ------------------------------------------------------------------ the tree's types
-
-
-@dataclass(frozen=True)
-class TreeType:
-    """One line of the server's ``quant_types``: ggml's own view of a type."""
-
-    name: str
-    id: int
-    block: int
-    nbytes: int
-    has_vec_dot: bool
-    vec_dot_type: int
-    has_generic: bool
-
-
-@cache
-def _tree_types(server_path: str, message: str) -> dict[str, TreeType]:
-    out = {}
-    for line in message.split():
-        key, value = line.split("=", 1)
-        f = [int(v) for v in value.split(",")]
-        out[key[len("type."):]] = TreeType(key[len("type."):], f[0], f[1], f[2], bool(f[4]), f[5], bool(f[8]))
-    return out
-
-
-def tree_types(target) -> dict[str, TreeType]:
-    """The types of the tree under test, as its own build reports them (ids, block sizes)."""
-    srv = target.server()
-    return _tree_types(str(srv.build.server), target.call("quant_types").message)
-
-
-def type_id(target, name: str) -> int:
-    types = tree_types(target)
-    if name not in types:
-        raise AssertionError(f"the tree under test has no ggml type {name!r} (it has {', '.join(types)})")
-    return types[name].id
-
-
 # ------------------------------------------------------------------ running
 
 
 def run_dot(kernel: QuantDot, target, pair: QS.Pair, impl: int) -> float:
     """``impl`` 0: the type traits' vec_dot (the RVV entry point); 1: the *_generic twin."""
-    r = target.call("quant_vec_dot", [type_id(target, kernel.name), pair.n, impl], [],
+    r = target.call("quant_vec_dot", [V.type_id(target, kernel.name), pair.n, impl], [],
                     [In(pair.x), In(pair.y), Out(4)])
     return float(r.output(0, np.float32)[0])
 
@@ -235,7 +196,7 @@ def test_coverage(target) -> None:
                         "cases/test_quant_dot.py does not know: add them to DOTS (with an oracle in oracles/quants.py)")
     if stale:
         problems.append(f"DOTS lists {', '.join(stale)}, for which {found.path} has no RVV vec_dot: remove them")
-    types = tree_types(target)
+    types = V.tree_types(target)
     by_id = {t.id: t.name for t in types.values()}
     for k in DOTS:
         t = types.get(k.name)
@@ -257,22 +218,39 @@ def test_coverage(target) -> None:
 # ------------------------------------------------------------------ differential tests
 
 
+def _explore(request: pytest.FixtureRequest, strategy: st.SearchStrategy[QS.Pair], examples: list[QS.Pair],
+             check: Callable[[QS.Pair], None]) -> None:
+    """Run ``check`` on every explicit example (every run, in order, before anything random:
+    known edge cases never depend on luck), then on pairs Hypothesis draws and shrinks.  The
+    Hypothesis database key is the test's node id, as for any parametrized ``@given`` test."""
+    def pairs_check(pair: QS.Pair) -> None:
+        check(pair)
+
+    pairs_check._hypothesis_internal_add_digest = request.node.nodeid.encode()  # as the pytest plugin does
+    test = given(pair=strategy)(pairs_check)
+    for e in reversed(examples):
+        test = example(pair=e)(test)
+    test()
+
+
 @pytest.mark.parametrize("kernel", DOTS, ids=IDS)
-@given(data=st.data())
-def test_vec_dot(kernel: QuantDot, target, data: st.DataObject) -> None:
+def test_vec_dot(kernel: QuantDot, target, request: pytest.FixtureRequest) -> None:
     """Raw blocks with edge encodings (zero / negative / subnormal / largest scales, extreme
-    sub-scales, constant payloads), activations raw or quantized from floats, 1..~40 blocks."""
-    pair = data.draw(QS.pairs(kernel.name, kernel.vec_dot_type), label="pair")
-    check_dot(kernel, target, pair)
+    sub-scales, constant payloads), activations raw or quantized from floats, 1..~40 blocks;
+    first the fixed edge pairs of ``QS.edge_pairs``."""
+    _explore(request, QS.pairs(kernel.name, kernel.vec_dot_type), QS.edge_pairs(kernel.name, kernel.vec_dot_type),
+             lambda pair: check_dot(kernel, target, pair))
 
 
 @pytest.mark.parametrize("kernel", DOTS, ids=IDS)
-@given(data=st.data())
-def test_vec_dot_exact(kernel: QuantDot, target, data: st.DataObject) -> None:
+def test_vec_dot_exact(kernel: QuantDot, target, request: pytest.FixtureRequest) -> None:
     """Rows exact by construction: the result must be exact, so a lost, doubled or misplaced
-    block or element always shows, however small."""
-    pair = data.draw(QS.exact_pairs(kernel.name, kernel.vec_dot_type), label="pair")
-    check_dot(kernel, target, pair, exact=True)
+    block or element always shows, however small; first 1, 2 and 3 blocks of random and of
+    saturated bytes."""
+    edges = [QS.exact_pair(kernel.name, kernel.vec_dot_type, nb, seed=nb, payload=payload, subscales="random")
+             for nb in (1, 2, 3) for payload in ("random", "ones")]
+    _explore(request, QS.exact_pairs(kernel.name, kernel.vec_dot_type), edges,
+             lambda pair: check_dot(kernel, target, pair, exact=True))
 
 
 GRID_DOTS = [k for k in DOTS if k.name in QS.GRID_SWEEPS]
@@ -334,7 +312,7 @@ def weight_corpus(target, name: str) -> dict[tuple[str, int], np.ndarray]:
             for nb in WEIGHT_BLOCKS:
                 n = nb * max(f.block, 256) if f.block < 256 and nb == 33 else nb * f.block
                 src = np.stack([_weight_floats(k, n, seed=nb) for k in WEIGHT_DATA])
-                r = target.call("quantize_chunk", [type_id(target, name), len(WEIGHT_DATA), n], [],
+                r = target.call("quantize_chunk", [V.type_id(target, name), len(WEIGHT_DATA), n], [],
                                 [In(src), In(np.ones(n, np.float32)), Out(len(WEIGHT_DATA) * Q.row_bytes(name, n))])
                 out = r.output(0, np.uint8).reshape(len(WEIGHT_DATA), -1)
                 for k, row in zip(WEIGHT_DATA, out):
@@ -348,18 +326,18 @@ def weight_corpus(target, name: str) -> dict[tuple[str, int], np.ndarray]:
 
 
 @pytest.mark.parametrize("kernel", DOTS, ids=IDS)
-@given(data=st.data())
-def test_vec_dot_weights(kernel: QuantDot, target, data: st.DataObject) -> None:
+def test_vec_dot_weights(kernel: QuantDot, target) -> None:
     """Weights made by ggml's own quantizer from float rows (what models hold: scales and
-    sub-scales chosen by the quantizer's search), activations quantized from floats."""
+    sub-scales chosen by the quantizer's search), each against activations quantized from
+    signed, positive and constant floats: every row of the corpus, every run."""
     corpus = weight_corpus(target, kernel.name)
-    key = data.draw(st.sampled_from(sorted(corpus)), label="weights")
-    x = Q.blocks(kernel.name, corpus[key])
-    n = x.shape[0] * Q.fmt(kernel.name).block
-    kind = data.draw(st.sampled_from(QS.FLOAT_KINDS), label="y_floats")
-    seed = data.draw(st.integers(0, 2**32 - 1), label="y_seed")
-    y = QS.quantized_activation_row(kernel.vec_dot_type, QS.activation_floats(kind, n, seed))
-    check_dot(kernel, target, QS.Pair(kernel.name, kernel.vec_dot_type, x, y))
+    for key in sorted(corpus):
+        x = Q.blocks(kernel.name, corpus[key])
+        n = x.shape[0] * Q.fmt(kernel.name).block
+        for seed, kind in enumerate(QS.FLOAT_KINDS):
+            y = QS.quantized_activation_row(kernel.vec_dot_type, QS.activation_floats(kind, n, seed))
+            observe.note("weights", f"{key[0]} x {key[1]} blocks")
+            check_dot(kernel, target, QS.Pair(kernel.name, kernel.vec_dot_type, x, y))
 
 
 # ------------------------------------------------------------------ which variant ran
@@ -376,7 +354,7 @@ def test_vec_dot_variant(kernel: QuantDot, target) -> None:
     vlen_bytes = int(target.server().hello.get("rvv_vlen_bytes", 0))
     assert vlen_bytes * 8 == target.vlen, f"the server runs at VLEN {vlen_bytes * 8}, not {target.vlen}"
     pair = QS.exact_pair(kernel.name, kernel.vec_dot_type, 2, seed=1, payload="random", subscales="random")
-    tr = target.trace("quant_vec_dot", [type_id(target, kernel.name), pair.n, 0], [],
+    tr = target.trace("quant_vec_dot", [V.type_id(target, kernel.name), pair.n, 0], [],
                       [In(pair.x), In(pair.y), Out(4)])
     label, problem = V.observed_variant(entry, tr.call, target.vlen)
     src = session().source
