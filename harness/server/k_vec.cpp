@@ -23,8 +23,7 @@ namespace {
 using namespace rvvdiff;
 
 // The input/output pair of an elementwise kernel: bufs {x in, y out} or, in
-// place, {y in/out} with x = y.  `first` is the index of the first of them;
-// the extra buffers (gates, scalar results) follow.
+// place, {y in/out} with x = y; `n_extra` buffers (a returned double) follow.
 template <typename T>
 struct XY {
     const T * x = nullptr;
@@ -33,23 +32,23 @@ struct XY {
 };
 
 template <typename T>
-bool xy(Call & c, size_t first, int64_t n, bool inplace, size_t n_extra, XY<T> & out) {
+bool xy(Call & c, int64_t n, bool inplace, size_t n_extra, XY<T> & out) {
     const size_t nb = (inplace ? 1 : 2) + n_extra;
-    if (c.bufs.size() != first + nb) {
-        c.bad("expected %zu buffers (inplace=%d), got %zu", first + nb, int(inplace), c.bufs.size());
+    if (c.bufs.size() != nb) {
+        c.bad("expected %zu buffers (inplace=%d), got %zu", nb, int(inplace), c.bufs.size());
         return false;
     }
     const size_t bytes = size_t(n) * sizeof(T);
     if (inplace) {
-        if (!c.size_is(first, bytes)) return false;
-        out.y = c.buf<T>(first);
+        if (!c.size_is(0, bytes)) return false;
+        out.y = c.buf<T>(0);
         out.x = out.y;
-        out.next = first + 1;
+        out.next = 1;
     } else {
-        if (!c.size_is(first, bytes) || !c.size_is(first + 1, bytes)) return false;
-        out.x = c.buf<const T>(first);
-        out.y = c.buf<T>(first + 1);
-        out.next = first + 2;
+        if (!c.size_is(0, bytes) || !c.size_is(1, bytes)) return false;
+        out.x = c.buf<const T>(0);
+        out.y = c.buf<T>(1);
+        out.next = 2;
     }
     return true;
 }
@@ -94,7 +93,7 @@ uint32_t k_mad1_f32(Call & c) {
     if (!params(c, 2, 2)) return ST_BAD_REQUEST;
     const int64_t n = c.ip[0];
     XY<float> p;
-    if (!xy(c, 0, n, c.ip[1] != 0, 0, p)) return ST_BAD_REQUEST;
+    if (!xy(c, n, c.ip[1] != 0, 0, p)) return ST_BAD_REQUEST;
     ggml_vec_mad1_f32(int(n), p.y, p.x, float(c.fp[0]), float(c.fp[1]));
     return ST_OK;
 }
@@ -141,7 +140,7 @@ uint32_t k_silu_f32(Call & c) {
     if (!params(c, 2, 0)) return ST_BAD_REQUEST;
     const int64_t n = c.ip[0];
     XY<float> p;
-    if (!xy(c, 0, n, c.ip[1] != 0, 0, p)) return ST_BAD_REQUEST;
+    if (!xy(c, n, c.ip[1] != 0, 0, p)) return ST_BAD_REQUEST;
     ggml_vec_silu_f32(int(n), p.y, p.x);
     return ST_OK;
 }
@@ -167,7 +166,7 @@ uint32_t k_soft_max_f32(Call & c) {
     if (!params(c, 2, 1)) return ST_BAD_REQUEST;
     const int64_t n = c.ip[0];
     XY<float> p;
-    if (!xy(c, 0, n, c.ip[1] != 0, 1, p) || !c.size_is(p.next, sizeof(ggml_float))) return ST_BAD_REQUEST;
+    if (!xy(c, n, c.ip[1] != 0, 1, p) || !c.size_is(p.next, sizeof(ggml_float))) return ST_BAD_REQUEST;
     *c.buf<ggml_float>(p.next) = ggml_vec_soft_max_f32(int(n), p.y, p.x, float(c.fp[0]));
     return ST_OK;
 }
@@ -179,7 +178,7 @@ uint32_t k_cvar_f32(Call & c) {
     if (!params(c, 2, 1)) return ST_BAD_REQUEST;
     const int64_t n = c.ip[0];
     XY<float> p;
-    if (!xy(c, 0, n, c.ip[1] != 0, 1, p) || !c.size_is(p.next, sizeof(ggml_float))) return ST_BAD_REQUEST;
+    if (!xy(c, n, c.ip[1] != 0, 1, p) || !c.size_is(p.next, sizeof(ggml_float))) return ST_BAD_REQUEST;
     *c.buf<ggml_float>(p.next) = ggml_vec_cvar_f32(int(n), p.y, p.x, float(c.fp[0]));
     return ST_OK;
 }
