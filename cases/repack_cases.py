@@ -1,0 +1,605 @@
+"""The repack family's definition: one table of the tree's RISC-V repack layouts and the GEMV /
+GEMM kernels that read them, their bounds, the strategies that draw weights and activations,
+the selection ggml's source declares, and the path a QEMU trace shows.  Used by
+cases/test_repack_layout.py and cases/test_repack_gemm.py; ``python -m cases.repack_cases``
+prints the selection table the last runs recorded.
+
+What the pinned tree has (ggml-cpu/repack.cpp, arch/riscv/repack.cpp):
+
+* layouts ``q4_0_16x1``, ``q8_0_16x1``, ``iq4_nl_16x1``, ``q4_K_16x1``, ``q2_K_16x1`` (compiled only
+  with zvfh: ``#if defined __riscv_zvfh``), and ``q4_0_8x8`` (every build);
+* for each, ``ggml_gemv_<layout>_<q8>`` and ``ggml_gemm_<layout>_<q8>`` (RVV bodies) and their
+  scalar ``*_generic`` twins; the activation quantizers ``ggml_quantize_mat_q8_0_4x1`` /
+  ``_q8_K_4x1`` (zvfh) and ``ggml_quantize_mat_q8_0_4x8`` (RVV);
+* ``ggml_repack_get_optimal_repack_type`` picks the 16x1 layouts only at VLEN 256, only in
+  zvfh builds and only when the row count is a multiple of 16; q4_0 8x8 is never picked on
+  RISC-V (AVX2 / SVE only).  :func:`scan_selection` reads this from the tree under test.
+
+Where the RVV bodies can run: the 16x1 kernels process 16 columns with ``vl = 16`` at SEW 8
+and LMUL 1/2, which needs VLMAX(e8, mf2) = VLEN / 16 >= 16, i.e. VLEN >= 256; at VLEN 128
+the intrinsics silently clamp vl to 8 and half the columns are never computed, so they are
+not run there (their generic twins are).  ``ggml_gemv/gemm_q4_0_8x8_q8_0`` check
+``__riscv_vlenb() >= QK4_0`` themselves and call their generic twin at VLEN 128.
+
+Bound (one rule, the constants per kernel derived from its arithmetic, as in
+cases/test_quant_dot.py): every kernel forms exact integer sums of ``q_w * q_a`` (times integer
+sub-block scales; widening multiplies, int16 accumulators whose range the types bound, int32
+sums) and floating-point error enters where those sums are converted to fp32, multiplied by
+the fp16 / fp32 scales and accumulated.  If every elementwise product passes through at most
+``K = a + b * n_blocks`` fp32 roundings on its way to the result, then (Higham ch. 3)::
+
+    |got - exact| <= gamma(K) * sum_i |w_i a_i|  +  2^-149 * (sum_i |int_i| + K)  +  oracle
+
+with the magnitude taken part by part (main and minimums), the second term for scale products
+that underflow into fp32's subnormals (q8_K's fp32 ``d``), and the float64 oracle's own
+``2 k 2^-53 sum|w_i a_i|``.  Each table entry names its ``(a, b)`` for the RVV entry point and
+for the generic twin, and why.
+
+Exact by construction (the parity tests): every fp16 / fp32 scale of the weights is ``+-2^e``,
+of an activation row ``+-2^e'``, and the quants are bounded so that ``sum |w_i a_i| <= 2^24``
+units of ``2^(e + e')``: every partial sum any kernel forms is an fp32 number, so the repacked
+kernels, the un-repacked ``vec_dot`` path and the oracle must agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+from hypothesis import strategies as st
+
+from cases import quant_strategies as QS
+from cases.strategies import KernelSpec
+from harness.compare import assert_bitwise_equal
+from harness.config import ISA_BUILDS, VLENS, cache_dir, locked
+from oracles import quants as Q
+from oracles import repack as RP
+from oracles.bounds import gamma
+
+# ------------------------------------------------------------------ the build's own view
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    """What one kernel server reports about repacking (``repack_info``)."""
+
+    types: dict[str, int]  # ggml type name -> id
+    layouts: dict[str, tuple[int, int, int, int]]  # layout -> (type id, INTER_SIZE, NB_COLS, sizeof block)
+    quantize_mats: frozenset[str]  # "q8_0_4x1", ...
+    buft: str  # the CPU device's extra buffer type called CPU_REPACK, or "none"
+
+
+def _parse_info(message: str) -> BuildInfo:
+    types, layouts, qm, buft = {}, {}, set(), "none"
+    for line in message.split():
+        key, value = line.split("=", 1)
+        if key.startswith("type."):
+            types[key[5:]] = int(value)
+        elif key.startswith("layout."):
+            layouts[key[7:]] = tuple(int(v) for v in value.split(","))
+        elif key.startswith("quantize_mat."):
+            qm.add(key[len("quantize_mat."):])
+        elif key == "buft":
+            buft = value
+    return BuildInfo(types, layouts, frozenset(qm), buft)
+
+
+_INFO: dict[str, BuildInfo] = {}  # by kernel server binary
+
+
+def build_info(target) -> BuildInfo:
+    key = str(target.server().build.server)
+    if key not in _INFO:
+        _INFO[key] = _parse_info(target.call("repack_info").message)
+    return _INFO[key]
+
+
+def type_id(target, name: str) -> int:
+    types = build_info(target).types
+    if name not in types:
+        raise AssertionError(f"the tree under test has no ggml type {name!r}")
+    return types[name]
+
+
+def assert_bytes_equal(got: np.ndarray, expected: np.ndarray, *, name: str, context: str) -> None:
+    """Byte arrays equal, reported element by element (as uint16: harness.compare's bitwise
+    comparison works on 2-, 4- and 8-byte elements); byte offsets are the indices."""
+    assert_bitwise_equal(np.asarray(got, np.uint8).astype(np.uint16), np.asarray(expected, np.uint8).astype(np.uint16),
+                         name=name, context=context)
+
+
+def notes(message: str) -> dict[str, str]:
+    """A response's ``key=value`` lines as a dict."""
+    return dict(line.split("=", 1) for line in message.splitlines() if "=" in line)
+
+
+# ------------------------------------------------------------------ the table
+
+
+@dataclass(frozen=True)
+class Depth:
+    """``K = a + b * n_blocks``: the most fp32 roundings any elementwise product passes through."""
+
+    a: int
+    b: int
+    derivation: str
+
+    def k(self, n_blocks: int) -> int:
+        return self.a + self.b * n_blocks
+
+
+KINDS = ("gemv", "gemm")
+IMPLS = ("rvv", "generic")
+
+
+@dataclass(frozen=True, repr=False)
+class RepackKernel(KernelSpec):
+    """One interleaved layout of the tree and the GEMV / GEMM kernels that read it."""
+
+    name: str  # the layout (oracles.repack.LAYOUTS) and test id
+    rvv: Depth  # the entry point ggml calls (RVV body, or what it falls back to)
+    generic: Depth  # the *_generic twin
+    zvfh_only: bool  # compiled only with __riscv_zvfh (repack.h, repack.cpp)
+    rvv_from: int  # smallest VLEN at which the entry point computes every column (see module doc)
+    max_int: int  # largest |integer part| of w_i per unit of |q_a| (main + minimum), for exactness
+
+    @property
+    def layout(self) -> RP.Layout:
+        return RP.layout(self.name)
+
+    def entry(self, kind: str, impl: str = "rvv") -> str:
+        lay = self.layout
+        fn = f"ggml_{kind}_{lay.weight}_{lay.ncols}x{lay.blocklen}_{lay.activation}"
+        return fn if impl == "rvv" else f"{fn}_generic"
+
+    def depth(self, impl: str) -> Depth:
+        return self.rvv if impl == "rvv" else self.generic
+
+    def bound(self, impl: str, n_blocks: int, p: RP.Products) -> np.ndarray:
+        k = self.depth(impl).k(n_blocks)
+        n = n_blocks * Q.block_size(self.layout.weight)
+        return gamma(k) * p.magnitude + 2.0 ** -149 * (p.int_magnitude + k) + RP.oracle_error(n, p.magnitude)
+
+    def describe_bound(self, impl: str, n_blocks: int) -> str:
+        d = self.depth(impl)
+        return (f"gamma(K) * sum|w_i a_i| + 2^-149 * (sum|int_i| + K) + oracle, K = {d.a} + {d.b} * {n_blocks} "
+                f"blocks = {d.k(n_blocks)}: {d.derivation}")
+
+    def unavailable(self, target, impl: str) -> str | None:
+        """Why this kernel cannot run on ``target`` (None: it can)."""
+        if self.zvfh_only and not target.features.get("zvfh"):
+            return (f"{self.name}: the layout and its kernels are compiled only with zvfh "
+                    f"(#if defined __riscv_zvfh in repack.h / repack.cpp); build {target.isa.name} has none")
+        if impl == "rvv" and target.vlen < self.rvv_from:
+            return (f"{self.entry('gemv')} / gemm need VLEN >= {self.rvv_from}: vl = 16 at SEW 8, LMUL 1/2 exceeds "
+                    f"VLMAX = VLEN/16 = {target.vlen // 16} (columns 8-15 are never computed); ggml selects "
+                    "them only at VLEN 256; their generic twins run here")
+        return None
+
+
+_ONE_FMA = "per block one vfmacc of float(sumi) (exact: |sumi| < 2^24) by the fp16 x fp16 scale product (exact, vfwmul)"
+_GENERIC_32 = "per byte pair sumi * d_w (rounded) * d_a (rounded) += (rounded)"
+
+KERNELS = [
+    RepackKernel("q4_0_16x1", Depth(0, 1, _ONE_FMA), Depth(2, 16, f"{_GENERIC_32}: 16 terms per block"),
+                 True, 256, 8),
+    RepackKernel("q8_0_16x1", Depth(0, 1, _ONE_FMA), Depth(2, 32, "per quant sumi * d_w * d_a += : 32 terms per block"),
+                 True, 256, 128),
+    RepackKernel("iq4_nl_16x1", Depth(0, 1, _ONE_FMA), Depth(2, 16, f"{_GENERIC_32}: 16 terms per block"),
+                 True, 256, 127),
+    RepackKernel("q4_K_16x1", Depth(2, 3, "per block the scale products dmin * d_a and d_w * d_a (1), two "
+                                          "min corrections (product, subtraction) and one vfmacc of float(sumi) "
+                                          "(|sumi| may pass 2^24: 1): 3 accumulations per block, 2 roundings before"),
+                 Depth(3, 128, "main: 128 terms sumi * d * d_a per block (2 products, 1 addition); mins: 8 terms "
+                               "per block; one final subtraction"),
+                 True, 256, 63 * 15 + 63),
+    RepackKernel("q2_K_16x1", Depth(2, 17, "per block 16 min corrections float(bsum * m) * (dmin * d_a) (2 roundings "
+                                           "each, subtracted) and one float(isum) * (d * d_a) added: 17 "
+                                           "accumulations per block; |isum| < 2^21 converts exactly"),
+                 Depth(3, 1, "per block isum * (d_a * d) - summs * (d_a * dmin): 2 scale products, 2 products, one "
+                             "subtraction, one accumulation"),
+                 True, 256, 15 * 3 + 15),
+    RepackKernel("q4_0_8x8", Depth(2, 2, "RVV: per block float(sumi) * d_a (rounded) then vfmacc by d_w: 1 + nb; "
+                                         "at VLEN 128 the entry calls its generic twin: 2 + 2 nb"),
+                 Depth(2, 2, "per 8-byte chunk sumi * d_w * d_a += : 2 terms per block, 2 roundings before"),
+                 False, 128, 8),
+]
+BY_NAME = {k.name: k for k in KERNELS}
+IDS = [k.name for k in KERNELS]
+
+#: Weight types the selection sweep asks about: the table's, and types other architectures
+#: repack (q5_K, q6_K, mxfp4, q1_0, q4_1 never) that must stay un-repacked on RISC-V.
+SWEEP_TYPES = ("q4_0", "q8_0", "iq4_nl", "q4_K", "q2_K", "q4_1", "q5_K", "q6_K", "mxfp4", "q1_0")
+#: Row counts of the sweep: multiples of 16 and of 8, and neither.
+SWEEP_ROWS = (1, 8, 15, 16, 17, 24, 32, 40, 48, 64)
+
+# ------------------------------------------------------------------ strategies
+
+
+def block_counts() -> st.SearchStrategy[int]:
+    """Blocks along K: 1 (shrinking goes there), 2, 3, and odd / even counts up to 7."""
+    return st.one_of(st.integers(1, 3), st.sampled_from([4, 5, 7]))
+
+
+@dataclass(frozen=True)
+class GemxCase:
+    """Weights ``(nc, n_blocks, block)`` and activation rows ``(nr, n_blocks, block)``, raw."""
+
+    kernel: RepackKernel
+    kind: str
+    weights: np.ndarray
+    acts: np.ndarray
+
+    @property
+    def nc(self) -> int:
+        return self.weights.shape[0]
+
+    @property
+    def n_blocks(self) -> int:
+        return self.weights.shape[1]
+
+    @property
+    def nr(self) -> int:
+        return self.acts.shape[0]
+
+    @property
+    def k(self) -> int:
+        return self.n_blocks * Q.block_size(self.kernel.layout.weight)
+
+    def __repr__(self) -> str:
+        return f"GemxCase({self.kernel.name} {self.kind}: nr={self.nr}, nc={self.nc}, n_blocks={self.n_blocks})"
+
+    def _repr_pretty_(self, p, cycle) -> None:  # Hypothesis's printer of failing examples
+        p.text(repr(self))
+
+
+def weight_matrix(name: str, rows: int, n_blocks: int, recipe: QS.RowRecipe) -> np.ndarray:
+    """``rows`` weight rows of ``name`` from one recipe, as ``(rows, n_blocks, block_bytes)``."""
+    return QS.weight_row(name, rows * n_blocks, recipe).reshape(rows, n_blocks, -1)
+
+
+@st.composite
+def activation_rows(draw: st.DrawFn, name: str, rows: int, n_blocks: int) -> np.ndarray:
+    """``rows`` raw activation rows of ``name`` (consistent q8_K bsums): drawn scale classes and quant mode."""
+    classes = draw(st.lists(st.sampled_from(QS.SCALE_CLASSES), min_size=1, max_size=3, unique=True), label="a_scales")
+    qs_mode = draw(st.sampled_from(QS.QS_MODES), label="a_qs")
+    seed = draw(st.integers(0, 2**32 - 1), label="a_seed")
+    return np.stack([QS.activation_row(name, n_blocks, seed + r, classes, qs_mode) for r in range(rows)])
+
+
+@st.composite
+def gemx_cases(draw: st.DrawFn, kernel: RepackKernel, kind: str) -> GemxCase:
+    """Column counts 1-3 interleaves (16 / 32 / 48 or 8 / 16 / 24), 1-7 blocks, GEMV 1-5 rows
+    or GEMM 4 / 8 / 12 rows; weights from raw blocks with edge encodings, activations raw."""
+    lay = kernel.layout
+    nb = draw(block_counts(), label="n_blocks")
+    nc = lay.ncols * draw(st.integers(1, 3), label="interleaves")
+    nr = draw(st.integers(1, 5), label="rows") if kind == "gemv" else 4 * draw(st.integers(1, 3), label="row_groups")
+    w = weight_matrix(lay.weight, nc, nb, draw(QS.recipes(), label="w_recipe"))
+    a = draw(activation_rows(lay.activation, nr, nb), label="acts")
+    return GemxCase(kernel, kind, w, a)
+
+
+@dataclass(frozen=True)
+class MulMatCase:
+    """mul_mat(W, X): weights ``(m, n_blocks, block)`` raw, X ``(batch, n, k)`` float32 whose every
+    block quantizes without rounding (``acts``: the quantized rows, ``(batch * n, n_blocks, block)``)."""
+
+    kernel: RepackKernel
+    weights: np.ndarray
+    x: np.ndarray
+    acts: np.ndarray
+    threads: int
+    units: np.ndarray | None  # exact cases: per activation row the finest bit of any product; None: random
+
+    @property
+    def exact(self) -> bool:
+        return self.units is not None
+
+    @property
+    def m(self) -> int:
+        return self.weights.shape[0]
+
+    @property
+    def n_blocks(self) -> int:
+        return self.weights.shape[1]
+
+    @property
+    def batch(self) -> int:
+        return self.x.shape[0]
+
+    @property
+    def n(self) -> int:
+        return self.x.shape[1]
+
+    @property
+    def k(self) -> int:
+        return self.x.shape[2]
+
+    def __repr__(self) -> str:
+        return (f"MulMatCase({self.kernel.name}: m={self.m}, n={self.n}, batch={self.batch}, n_blocks={self.n_blocks}, "
+                f"threads={self.threads}{', exact' if self.exact else ''})")
+
+    def _repr_pretty_(self, p, cycle) -> None:  # Hypothesis's printer of failing examples
+        p.text(repr(self))
+
+
+def quantizable_rows(act: str, rows: int, n_blocks: int, seed: int, max_q: int, exps: np.ndarray) -> np.ndarray:
+    """Float rows ``(rows, n_blocks * block)`` that ggml's q8 quantizers store without rounding:
+    per block integers in [-max_q, max_q] with one +-127 (the block maximum, so the scale is
+    exactly 2^e), times ``2^exps[row, block]``."""
+    blk = Q.block_size(act)
+    rng = np.random.default_rng(seed)
+    q = rng.integers(-max_q, max_q + 1, (rows, n_blocks, blk))
+    pos = rng.integers(0, blk, (rows, n_blocks))
+    r, b = np.meshgrid(np.arange(rows), np.arange(n_blocks), indexing="ij")
+    q[r, b, pos] = np.where(rng.random((rows, n_blocks)) < 0.5, -127, 127)
+    return (q * np.exp2(exps)[:, :, None]).reshape(rows, -1).astype(np.float32)
+
+
+def quantize_rows(act: str, x: np.ndarray) -> np.ndarray:
+    """Rows of floats -> their q8 rows (the reference quantizer), ``(rows, n_blocks, block_bytes)``;
+    asserts the premise that they quantize without rounding."""
+    rows = np.stack([QS.quantized_activation_row(act, r) for r in x])
+    back = np.stack([Q.dequantize(act, r) for r in rows])
+    if not np.array_equal(back, x.astype(np.float64)):
+        raise AssertionError(f"quantizable_rows premise broken: {act} rows do not quantize exactly")
+    return rows
+
+
+def _pow2_scales(name: str, w: np.ndarray, e: int, rng: np.random.Generator) -> np.ndarray:
+    """``w`` with every fp16 scale set to +-2^e (random signs)."""
+    flat = w.reshape(-1, w.shape[-1]).copy()
+    mag = np.float16(2.0 ** e).view(np.uint16)
+    for off in QS.LAYOUTS[name].fp16:
+        signs = np.where(rng.random(len(flat)) < 0.5, 0, 0x8000).astype(np.uint16)
+        flat[:, off:off + 2] = (mag | signs).reshape(-1, 1).view(np.uint8)
+    return flat.reshape(w.shape)
+
+
+@st.composite
+def mul_mat_cases(draw: st.DrawFn, kernel: RepackKernel, *, exact: bool) -> MulMatCase:
+    """Weight rows 16-64 (one to four interleaves), activation rows 1-9 and 12, 13 (not multiples
+    of 4: the leftover rows go through GEMV), 1-7 blocks, 1-2 planes, 1-4 threads.
+
+    ``exact``: scales +-2^e and bounded quants, so that every result is exact in fp32 (module doc);
+    otherwise weights with edge encodings and activations with a drawn exponent per block."""
+    lay = kernel.layout
+    blk = Q.block_size(lay.weight)
+    m = 16 * draw(st.integers(1, 4), label="interleaves")
+    n = draw(st.one_of(st.integers(1, 9), st.sampled_from([12, 13])), label="n")
+    nb = draw(block_counts(), label="n_blocks")
+    batch = draw(st.integers(1, 2), label="batch")
+    threads = draw(st.one_of(st.just(1), st.integers(2, 4)), label="threads")
+    seed = draw(st.integers(0, 2**32 - 1), label="seed")
+    rng = np.random.default_rng(seed)
+    rows, k = batch * n, nb * blk
+    if exact:
+        payload = draw(st.sampled_from(QS.PAYLOAD_MODES), label="payload")
+        subscales = draw(st.sampled_from(QS.SUBSCALE_MODES), label="subscales")
+        e = int(rng.integers(-4, 5))
+        w = _pow2_scales(lay.weight, weight_matrix(lay.weight, m, nb, QS.RowRecipe(seed, ("pow2",), payload, subscales)),
+                         e, rng)
+        n_act = k // Q.block_size(lay.activation)
+        max_q = int(np.clip((2 ** 24 // kernel.max_int - 127 * n_act) // max(1, k - n_act), 0, 127))
+        e_row = rng.integers(-6, 3, (rows, 1))
+        x = quantizable_rows(lay.activation, rows, n_act, seed + 1, max_q, np.repeat(e_row, n_act, axis=1))
+        units = np.exp2(e + e_row[:, 0].astype(np.float64))
+    else:
+        w = weight_matrix(lay.weight, m, nb, draw(QS.recipes(), label="w_recipe"))
+        n_act = k // Q.block_size(lay.activation)
+        x = quantizable_rows(lay.activation, rows, n_act, seed, 127, rng.integers(-8, 5, (rows, n_act)))
+        units = None
+    return MulMatCase(kernel, w, x.reshape(batch, n, k), quantize_rows(lay.activation, x), threads, units)
+
+
+# ------------------------------------------------------------------ selection, from the source
+
+_INSTANCE = re.compile(r"tensor_traits<\s*(block_\w+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*GGML_TYPE_(\w+)\s*>\s*(\w+)\s*;")
+_BRANCH = re.compile(r"cur->type\s*==\s*GGML_TYPE_(\w+)")
+_ARM = re.compile(r"(case\s+\d+|default)\s*:(.*?)(?=case\s+\d+\s*:|default\s*:|$)", re.S)
+_RETURN_IF = re.compile(r"if\s*\(\s*cur->ne\[1\]\s*%\s*(\d+)\s*==\s*0\s*\)\s*\{\s*return\s*&(\w+)\s*;\s*\}")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """ggml repacks to ``layout`` when the row count is a multiple of ``divisor``."""
+
+    layout: str  # "q4_0_16x1"
+    divisor: int
+
+
+def _layout_name(block: str, inter: int, cols: int) -> str:
+    return f"{block.removeprefix('block_')}_{cols}x{inter}"
+
+
+def _body(text: str, signature: str) -> str:
+    start = text.index("{", text.index(signature))
+    depth, i = 0, start
+    while True:
+        depth += text[i] == "{"
+        depth -= text[i] == "}"
+        i += 1
+        if depth == 0:
+            return text[start + 1:i - 1]
+
+
+def _zvfh_blocks(text: str, zvfh: bool) -> str:
+    """``text`` with its ``#if defined __riscv_zvfh`` blocks kept (directives dropped) or removed;
+    any other directive is an error (this parser does not know it)."""
+    out, keep = [], [True]
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("#if"):
+            if not re.fullmatch(r"#if\s+defined\s*\(?\s*__riscv_zvfh\s*\)?", s):
+                raise ValueError(f"ggml_repack_get_optimal_repack_type: unsupported directive {s!r}")
+            keep.append(keep[-1] and zvfh)
+        elif s.startswith("#endif"):
+            keep.pop()
+        elif s.startswith("#"):
+            raise ValueError(f"ggml_repack_get_optimal_repack_type: unsupported directive {s!r}")
+        elif keep[-1]:
+            out.append(line)
+    return "\n".join(out)
+
+
+@cache
+def scan_selection(cpu_dir: Path, zvfh: bool) -> dict[str, dict[int, Rule | None]]:
+    """What ``ggml_repack_get_optimal_repack_type`` of ``<cpu_dir>/repack.cpp`` returns on RISC-V,
+    per weight type and VLEN, in a build with or without zvfh: its ``ggml_cpu_has_riscv_v()``
+    blocks (every other ``ggml_cpu_has_*`` test is false on RISC-V).  A type the function does not
+    mention, or whose RISC-V block does not return, gets None at every VLEN."""
+    text = (Path(cpu_dir) / "repack.cpp").read_text()
+    body = _zvfh_blocks(_body(text, "ggml_repack_get_optimal_repack_type(const struct ggml_tensor * cur)"), zvfh)
+    instances = {m.group(5): _layout_name(m.group(1), int(m.group(2)), int(m.group(3))) for m in _INSTANCE.finditer(body)}
+    branches = list(_BRANCH.finditer(body))
+    out: dict[str, dict[int, Rule | None]] = {}
+    for i, b in enumerate(branches):
+        seg = body[b.end():branches[i + 1].start() if i + 1 < len(branches) else len(body)]
+        table: dict[int, Rule | None] = {v: None for v in VLENS}
+        at = seg.find("ggml_cpu_has_riscv_v()")
+        if at >= 0:
+            block = _body(seg[at:], "ggml_cpu_has_riscv_v()")
+            if block.strip():
+                sw = re.search(r"switch\s*\(\s*__riscv_vlenb\(\)\s*\*\s*8\s*\)", block)
+                if not sw:
+                    raise ValueError(f"{b.group(1)}: the RISC-V block is not a switch on __riscv_vlenb() * 8")
+                arms: dict[str, Rule | None] = {}
+                for label, code in _ARM.findall(_body(block[sw.start():], "switch")):
+                    m = _RETURN_IF.search(code)
+                    if m:
+                        arms[label] = Rule(instances[m.group(2)], int(m.group(1)))
+                    elif re.search(r"\breturn\s*&", code):
+                        raise ValueError(f"{b.group(1)}: a return this parser does not know in {code!r}")
+                    else:
+                        arms[label] = None  # break, or return nullptr
+                table = {v: arms.get(f"case {v}", arms.get("default")) for v in VLENS}
+        out[_type_name(b.group(1))] = table
+    return out
+
+
+def _type_name(enum: str) -> str:
+    """``Q4_K`` -> ``q4_K``, ``IQ4_NL`` -> ``iq4_nl``, ``MXFP4`` -> ``mxfp4`` (ggml's type names)."""
+    low = enum.lower()
+    return low[:-2] + "_K" if low.endswith("_k") else low
+
+
+def expected_layout(target, weight: str, rows: int) -> str | None:
+    """The layout ggml's source says it picks for a ``rows``-row matrix of ``weight`` on ``target``."""
+    from harness.plugin import session
+
+    table = scan_selection(session().source.cpu_dir, bool(target.features.get("zvfh")))
+    rule = table.get(weight, {}).get(target.vlen)
+    return rule.layout if rule and rows % rule.divisor == 0 else None
+
+
+_TRAITS = re.compile(r"tensor_traits<(block_\w+), (\d+)l?, (\d+)l?, \(ggml_type\)(\d+)>")
+
+
+def chosen_layout(traits: str) -> str | None:
+    """The server's demangled traits class (``ggml::cpu::repack::tensor_traits<block_q4_0, 1l, 16l,
+    (ggml_type)8>``) -> ``q4_0_16x1``; ``none`` -> None."""
+    if traits == "none":
+        return None
+    m = _TRAITS.search(traits)
+    if not m:
+        raise AssertionError(f"traits={traits!r} is not a ggml::cpu::repack::tensor_traits this parser knows")
+    return _layout_name(m.group(1), int(m.group(2)), int(m.group(3)))
+
+
+# ------------------------------------------------------------------ the path a trace shows
+
+_GEMX = re.compile(r"^ggml_gem[mv]_\w+$")
+_QUANTIZE = re.compile(r"^(ggml_quantize_mat_\w+|quantize_row_q8_\w+)$")
+
+
+def executed_path(calls: frozenset[str]) -> str:
+    """The GEMV / GEMM functions a mul_mat trace shows, else its vec_dot entry point(s)."""
+    gemx = sorted(c for c in calls if _GEMX.match(c))
+    if gemx:
+        return " + ".join(gemx)
+    dots = sorted(c for c in calls if re.fullmatch(r"ggml_vec_dot_\w+?_q8_[0K]", c))
+    return " + ".join(dots) or "neither a repacked kernel nor a vec_dot"
+
+
+def executed_quantizers(calls: frozenset[str]) -> str:
+    return " + ".join(sorted(c for c in calls if _QUANTIZE.match(c))) or "none"
+
+
+def expected_path(kernel: RepackKernel, layout: str | None, n: int) -> str:
+    """mul_mat with ``n`` activation rows: GEMM for the first ``n - n % 4`` (if any), GEMV for the
+    rest (forward_mul_mat_one_chunk), when repacked; else the type's vec_dot."""
+    lay = kernel.layout
+    if layout is None:
+        return f"ggml_vec_dot_{lay.weight}_{lay.activation}"
+    parts = ([kernel.entry("gemm")] if n >= 4 else []) + ([kernel.entry("gemv")] if n % 4 else [])
+    return " + ".join(sorted(parts))
+
+
+def expected_quantizers(kernel: RepackKernel, layout: str | None, n: int) -> str:
+    """The activation quantizers of the repacked path: ggml_quantize_mat_<q8>_4x<blocklen> for the
+    groups of 4 rows, the type's quantize_row_<q8> (from_float) for the leftovers."""
+    lay = kernel.layout
+    if layout is None:
+        return f"quantize_row_{lay.activation}"
+    parts = ([f"ggml_quantize_mat_{lay.activation}_4x{lay.activation_blocklen}"] if n >= 4 else [])
+    parts += [f"quantize_row_{lay.activation}"] if n % 4 else []
+    return " + ".join(sorted(parts))
+
+
+# ------------------------------------------------------------------ the selection table
+
+
+def _table_dir() -> Path:
+    from harness.plugin import session
+
+    src = session().source
+    return cache_dir() / "reports" / "repack_selection" / f"{src.commit}-{src.content_hash()[:12]}"
+
+
+def record_selection(target, rows: dict[str, dict[int, str | None]]) -> None:
+    """Keep what ggml chose on ``target`` (weight type -> row count -> layout or None)."""
+    d = _table_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    with locked(d / ".lock"):
+        (d / f"vlen{target.vlen}-{target.isa.name}.json").write_text(json.dumps(rows, indent=1))
+
+
+#: Row-count classes of the rendered table.
+ROW_CLASSES = (("multiple of 16", lambda m: m % 16 == 0), ("multiple of 8, not 16", lambda m: m % 8 == 0 and m % 16),
+               ("neither", lambda m: m % 8 != 0))
+
+
+def render(d: Path) -> str:
+    """The recorded selections as a Markdown table: weight type and row-count class against
+    VLEN x ISA build; a cell lists the layouts chosen for the class's row counts ('-': none)."""
+    cols = [(v, i) for i in ISA_BUILDS for v in VLENS if (d / f"vlen{v}-{i}.json").exists()]
+    data = {c: json.loads((d / f"vlen{c[0]}-{c[1]}.json").read_text()) for c in cols}
+    lines = ["| type | rows | " + " | ".join(f"{v} {i}" for v, i in cols) + " |", "|" + "---|" * (len(cols) + 2)]
+    types = sorted({t for c in cols for t in data[c]}, key=lambda t: SWEEP_TYPES.index(t) if t in SWEEP_TYPES else 99)
+    for t in types:
+        for label, member in ROW_CLASSES:
+            rows = [m for m in SWEEP_ROWS if member(m)]
+            cells = ["/".join(sorted({data[c].get(t, {}).get(str(m)) or "-" for m in rows})) for c in cols]
+            lines.append(f"| {t} | {label} ({', '.join(map(str, rows))}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    root = cache_dir() / "reports" / "repack_selection"
+    runs = sorted(root.glob("*/"), key=lambda p: p.stat().st_mtime) if root.exists() else []
+    if not runs:
+        print("no selection recorded yet: run cases/test_repack_layout.py::test_selection", file=sys.stderr)
+        return 1
+    print(f"ggml_repack_get_optimal_repack_type on RISC-V ({runs[-1].name}); '-': not repacked\n")
+    print(render(runs[-1]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,182 @@
+"""Weight repacking, layout invariants and selection: ggml's repack code against the independent
+NumPy layouts of oracles/repack.py, ggml's choice of layout per weight type, row count and VLEN
+against what its source declares, and the activation quantizers of the repacked path.
+
+* :func:`test_build_info` -- the build has exactly the layouts the table knows (16x1 only with
+  zvfh), each interleaved block as large as the blocks it holds, and the CPU device lists the
+  CPU_REPACK buffer type.
+* :func:`test_layout` -- ggml's ``repack<block, INTER_SIZE, NB_COLS>`` (called directly, so every
+  layout is checked at every VLEN, selected there or not) writes exactly
+  :func:`oracles.repack.pack_matrix`'s bytes; unpacking them gives back the original blocks
+  (a bijection: no block lost or duplicated); a row count that is not a multiple of the
+  interleave is refused (return -1) and nothing is written.  Exact comparisons: a layout is a
+  byte permutation (plus q4_0's XOR and q4_K's scale re-encoding).
+* :func:`test_selection` -- through the backend API (CPU_REPACK found in the CPU device's extra
+  buffer types, a tensor allocated there, ``ggml_backend_tensor_set``): the traits ggml attaches
+  are the layout :func:`cases.repack_cases.scan_selection` reads from the tree's
+  ``ggml_repack_get_optimal_repack_type`` for this VLEN and build (none where it must not
+  repack), the device supports the mul_mat exactly then, sizes and alignment are as the buffer
+  type declares, and the repacked bytes are the NumPy layout.  The table is recorded
+  (``python -m cases.repack_cases`` prints it).
+* :func:`test_quantize_mat` -- ``ggml_quantize_mat_<q8>_4x<blocklen>`` (the GEMM's activations)
+  equal the reference quantizer's rows interleaved by :func:`oracles.repack.pack_activations`,
+  bit for bit: q8_0 rounds half away from zero (``roundf``; the RVV 4x8 uses the RMM rounding
+  mode), q8_K half to even (``nearest_int``), and the inputs include exact ties.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cases import quant_strategies as QS
+from cases import repack_cases as C
+from harness import observe
+from harness.plugin import session
+from harness.protocol import In, Out
+from oracles import quants as Q
+from oracles import repack as RP
+
+
+def test_build_info(target) -> None:
+    """The build's layouts, block sizes, quantizers and buffer type are the ones the table expects."""
+    info = C.build_info(target)
+    zvfh = bool(target.features.get("zvfh"))
+    expected = {k.name for k in C.KERNELS if zvfh or not k.zvfh_only}
+    assert set(info.layouts) == expected, (f"layouts={sorted(info.layouts)}, but should be {sorted(expected)} "
+                                           f"[repack_info, {target.id}]")
+    for name, (tid, inter, cols, size) in info.layouts.items():
+        lay = RP.layout(name)
+        got = (tid, inter, cols, size)
+        want = (C.type_id(target, lay.weight), lay.blocklen, lay.ncols, lay.block_bytes)
+        assert got == want, f"layout {name}: (type, INTER_SIZE, NB_COLS, sizeof)={got}, but should be {want}"
+    want_qm = {"q8_0_4x8"} | ({"q8_0_4x1", "q8_K_4x1"} if zvfh else set())
+    assert info.quantize_mats == want_qm, f"quantize_mat={sorted(info.quantize_mats)}, but should be {sorted(want_qm)}"
+    assert info.buft == "CPU_REPACK", f"buft={info.buft!r}, but should be 'CPU_REPACK' [ggml_backend_dev_get_extra_bufts]"
+    # Every layout the tree's selection can return on RISC-V is in the table (and so tested).
+    scanned = {r.layout for t in C.scan_selection(session().source.cpu_dir, True).values() for r in t.values() if r}
+    assert scanned <= set(C.BY_NAME), f"the tree selects {sorted(scanned - set(C.BY_NAME))}, unknown to cases/repack_cases.py"
+
+
+@dataclass(frozen=True)
+class RawMatrix:
+    """Uniformly random bytes for ``rows x n_blocks`` blocks (every bit of every field moves)."""
+
+    rows: int
+    n_blocks: int
+    seed: int
+    whole: bool  # the row count is a whole number of interleaves
+
+    def raw(self, weight: str) -> np.ndarray:
+        rng = np.random.default_rng(self.seed)
+        return rng.integers(0, 256, (self.rows, self.n_blocks, Q.block_bytes(weight)), dtype=np.uint8)
+
+
+@st.composite
+def _raw_matrices(draw: st.DrawFn, kernel: C.RepackKernel) -> RawMatrix:
+    """Whole interleaves (1-3) or, half the time, a row count that is not a multiple of the interleave."""
+    lay = kernel.layout
+    whole = draw(st.booleans(), label="whole")
+    rows = lay.ncols * draw(st.integers(1, 3), label="interleaves")
+    if not whole:
+        rows += draw(st.integers(1, lay.ncols - 1), label="extra_rows")
+    return RawMatrix(rows, draw(C.block_counts(), label="n_blocks"), draw(st.integers(0, 2**32 - 1), label="seed"), whole)
+
+
+@pytest.mark.parametrize("kernel", C.KERNELS, ids=C.IDS)
+@given(data=st.data())
+def test_layout(kernel: C.RepackKernel, target, data: st.DataObject) -> None:
+    """ggml's repack of random blocks = the NumPy layout, exactly; its inverse restores the blocks."""
+    if reason := kernel.unavailable(target, "generic"):
+        pytest.skip(reason)
+    case = data.draw(_raw_matrices(kernel), label="matrix")
+    lay = kernel.layout
+    raw, whole = case.raw(lay.weight), case.whole
+    rows, nb = raw.shape[:2]
+    ctx = f"ggml::cpu::repack::repack<{lay.weight}, {lay.blocklen}, {lay.ncols}> of {rows} x {nb} blocks, {target.id}"
+    r = target.call("repack_layout", [C.type_id(target, lay.weight), lay.blocklen, lay.ncols, rows,
+                                      nb * Q.block_size(lay.weight)], [], [In(raw), Out(raw.size)])
+    got = r.output(0, np.uint8)
+    rc = int(C.notes(r.message)["rc"])
+    if not whole:
+        assert rc == -1, f"rc={rc}, but should be -1 ({rows} rows is not a multiple of {lay.ncols}) [{ctx}]"
+        C.assert_bytes_equal(got, np.full(raw.size, 0xA5, np.uint8), name="out (must stay unwritten)", context=ctx)
+        return
+    assert rc == 0, f"rc={rc}, but should be 0 [{ctx}]"
+    C.assert_bytes_equal(got, RP.pack_matrix(lay, raw).ravel(), name="repacked bytes", context=ctx)
+    C.assert_bytes_equal(RP.unpack_matrix(lay, got, nb).ravel(), raw.ravel(), name="unpacked blocks",
+                         context=f"oracles.repack.unpack_matrix of {ctx}")
+
+
+def test_selection(target) -> None:
+    """For every weight type and row count of the sweep: the layout ggml attaches through the
+    CPU_REPACK buffer type is the one its source declares for this VLEN and build; sizes,
+    alignment and repacked bytes are as declared; the table is recorded."""
+    rng = np.random.default_rng(5)
+    table: dict[str, dict[int, str | None]] = {}
+    for weight in C.SWEEP_TYPES:
+        table[weight] = {}
+        for rows in C.SWEEP_ROWS:
+            nb = 1 + rows % 3
+            raw = rng.integers(0, 256, (rows, nb, Q.block_bytes(weight)), dtype=np.uint8)
+            r = target.call("repack_buffer", [C.type_id(target, weight), rows, nb * Q.block_size(weight)], [],
+                            [In(raw), Out(raw.size)])
+            n = C.notes(r.message)
+            chosen = C.chosen_layout(n["traits"])
+            expected = C.expected_layout(target, weight, rows)
+            table[weight][rows] = chosen
+            ctx = f"{weight}, {rows} rows x {nb} blocks in CPU_REPACK, {target.id}"
+            assert chosen == expected, (f"layout={chosen}, but should be {expected} [{ctx}; "
+                                        f"ggml_repack_get_optimal_repack_type in {session().source.cpu_dir}/repack.cpp]")
+            assert n["supports_mul_mat"] == ("1" if chosen else "0"), (
+                f"supports_mul_mat={n['supports_mul_mat']}, but should be {int(bool(chosen))} [{ctx}]")
+            assert int(n["alloc_size"]) == int(n["nbytes"]) == raw.size, (
+                f"alloc_size={n['alloc_size']}, nbytes={n['nbytes']}, but both should be {raw.size} [{ctx}]")
+            align = int(n["alignment"])
+            assert align >= 32 and align & (align - 1) == 0 and n["misalignment"] == "0", (
+                f"alignment={align}, misalignment={n['misalignment']}, but should be a power of two >= 32 "
+                f"(TENSOR_ALIGNMENT) and 0 [{ctx}]")
+            if chosen:
+                C.assert_bytes_equal(r.output(0, np.uint8), RP.pack_matrix(RP.layout(chosen), raw).ravel(),
+                                     name="repacked bytes (tensor->data)", context=ctx)
+    C.record_selection(target, table)
+    picked = sorted({f"{t}->{lay}" for t, rows in table.items() for lay in rows.values() if lay})
+    observe.note("selection", ", ".join(picked) or "nothing repacked")
+
+
+#: The activation quantizers: (id, activation type, INTER_SIZE, the reference's rounding / pick).
+QUANTIZE_MATS = [("q8_0_4x1", "q8_0", 1), ("q8_0_4x8", "q8_0", 8), ("q8_K_4x1", "q8_K", 1)]
+FLOAT_KINDS = (*QS.FLOAT_KINDS, "ties")
+
+
+def _float_rows(kind: str, k: int, seed: int, block: int) -> np.ndarray:
+    """4 rows of k floats; ``ties``: per block the maximum is 127 * 2^e and every other element
+    (j + 1/2) * 2^e, so that every scaled value is an exact tie between two integers."""
+    if kind != "ties":
+        return np.stack([QS.activation_floats(kind, k, seed + r) for r in range(4)])
+    rng = np.random.default_rng(seed)
+    v = rng.integers(-127, 127, (4, k // block, block)) + 0.5
+    v[:, :, 0] = np.where(rng.random((4, k // block)) < 0.5, 127, -127)
+    return (v * np.exp2(rng.integers(-6, 4, (4, k // block, 1)))).reshape(4, k).astype(np.float32)
+
+
+@pytest.mark.parametrize("name,act,inter", QUANTIZE_MATS, ids=[q[0] for q in QUANTIZE_MATS])
+@given(data=st.data())
+def test_quantize_mat(name: str, act: str, inter: int, target, data: st.DataObject) -> None:
+    """ggml_quantize_mat_<name> = the reference quantizer's 4 rows, interleaved, bit for bit."""
+    if name not in C.build_info(target).quantize_mats:
+        pytest.skip(f"ggml_quantize_mat_{name} is compiled only with zvfh (repack.h); build {target.isa.name} has none")
+    blk = Q.block_size(act)
+    nb = data.draw(C.block_counts(), label="n_blocks")
+    kind = data.draw(st.sampled_from(FLOAT_KINDS), label="kind")
+    x = _float_rows(kind, nb * blk, data.draw(st.integers(0, 2**32 - 1), label="seed"), blk)
+    r = target.call("repack_quantize_mat", [C.type_id(target, act), inter, nb * blk], [],
+                    [In(x), Out(4 * Q.row_bytes(act, nb * blk))])
+    ref = np.stack([Q.quantize_q8_0(row) if act == "q8_0" else Q.quantize_q8_K(row, "first")[0] for row in x])
+    C.assert_bytes_equal(r.output(0, np.uint8), RP.pack_activations(act, ref, inter).ravel(),
+                         name="interleaved blocks", context=f"ggml_quantize_mat_{name}, k={nb * blk}, {kind} rows, "
+                         f"{target.id}; reference: quantize_row_{act}_ref semantics")
