@@ -167,7 +167,7 @@ def _fill(rng: np.random.Generator, mode: str, shape: tuple[int, ...]) -> np.nda
     raise ValueError(f"unknown fill mode {mode!r}")
 
 
-def _set_iq1_m_scale(b: np.ndarray, bits: np.ndarray) -> None:
+def set_iq1_m_scale(b: np.ndarray, bits: np.ndarray) -> None:
     """Write fp16 ``bits`` into iq1_m's four scale words (top nibble of each uint16)."""
     sc = np.ascontiguousarray(b[:, 48:56]).view("<u2").copy()
     bits = bits.astype(np.uint16)
@@ -186,7 +186,7 @@ def _write_scales(name: str, b: np.ndarray, rng: np.random.Generator, classes: S
     for off in lay.e8m0:
         b[:, off] = _e8m0(rng, classes, nb)
     if lay.iq1_m_scale:
-        _set_iq1_m_scale(b, _fp16_scales(rng, classes, nb))
+        set_iq1_m_scale(b, _fp16_scales(rng, classes, nb))
 
 
 @dataclass(frozen=True)
@@ -440,7 +440,7 @@ def exact_pair(x_type: str, y_type: str, nb: int, seed: int, payload: str, subsc
     for off in lay.e8m0:
         x[:, off] = 128 + e
     if lay.iq1_m_scale:
-        _set_iq1_m_scale(x, mag | np.where(rng.random(x.shape[0]) < 0.5, 0, 0x8000).astype(np.uint16))
+        set_iq1_m_scale(x, mag | np.where(rng.random(x.shape[0]) < 0.5, 0, 0x8000).astype(np.uint16))
     max_q = int(min(127, 2 ** 24 // (n * _MAX_INT[x_type])))
     y = exact_activation_row(y_type, n // fy.block, int(rng.integers(0, 2**32 - 1)), max_q)
     return Pair(x_type, y_type, x, y)
@@ -556,7 +556,7 @@ def grid_sweep_row(name: str, seed: int, *, subscale: int | None = None) -> np.n
         b[:, 32:48] = ((hi[:, :, 0] | delta[:, :, 0]) | ((hi[:, :, 1] | delta[:, :, 1]) << 4)).astype(np.uint8)
         sc3 = (lscale[:, :4] & 7) * 0o1111 if subscale is not None else rng.integers(0, 1 << 12, (nb, 4))
         _put_u16(b, 48, sc3)
-        _set_iq1_m_scale(b, np.full(nb, one, np.uint16))
+        set_iq1_m_scale(b, np.full(nb, one, np.uint16))
         return b
     else:
         raise ValueError(f"no grid sweep for {name!r}; known: {', '.join(GRID_SWEEPS)}")

@@ -340,11 +340,107 @@ def test_vec_dot_weights(kernel: QuantDot, target) -> None:
             check_dot(kernel, target, QS.Pair(kernel.name, kernel.vec_dot_type, x, y))
 
 
+# ------------------------------------------------------------------ findings: minimal reproducers
+
+
+def _row(name: str, nb: int = 1, *, fill: dict[int, int] | None = None) -> np.ndarray:
+    """``nb`` blocks of ``name``: bytes from ``fill`` (offset -> value, in every block), zero
+    elsewhere, and the block scale d = 1 (its other float scales 0)."""
+    f = Q.fmt(name)
+    b = np.zeros((nb, f.nbytes), np.uint8)
+    for off, v in (fill or {}).items():
+        b[:, off] = v
+    lay = QS.LAYOUTS[name]
+    one16 = np.float16(1.0).view(np.uint16)
+    if lay.fp32:
+        b[:, lay.fp32[0]:lay.fp32[0] + 4] = np.array([1.0], np.float32).view(np.uint8)
+    if lay.fp16:
+        b[:, lay.fp16[0]:lay.fp16[0] + 2] = np.array([one16], np.uint16).view(np.uint8)
+    if lay.e8m0:
+        b[:, lay.e8m0[0]] = 128
+    if lay.iq1_m_scale:
+        QS.set_iq1_m_scale(b, np.full(nb, one16, np.uint16))
+    return b
+
+
+def _fill(start: int, stop: int, value: int) -> dict[int, int]:
+    return {i: value for i in range(start, stop)}
+
+
+def _activations(name: str, n: int, lo: int, hi: int, q: int = 1) -> np.ndarray:
+    """Activations ``name`` with d = 1 and quants ``q`` on elements [lo, hi), 0 elsewhere."""
+    qs = np.zeros(n, np.int64)
+    qs[lo:hi] = q
+    f = Q.fmt(name)
+    y = _row(name, n // f.block)
+    if name == "q8_K":
+        y[:, 4:260] = qs.reshape(-1, 256).astype(np.int8).view(np.uint8)
+        y[:, 260:292] = qs.reshape(-1, 16, 16).sum(axis=2).astype("<i2").view(np.uint8)
+    else:
+        y[:, 2:34] = qs.reshape(-1, 32).astype(np.int8).view(np.uint8)
+    return y
+
+
+@dataclass(frozen=True, repr=False)
+class Finding(KernelSpec):
+    """A bug of the pinned tree, as its smallest case (docs/findings.md; known_failures.toml)."""
+
+    name: str
+    kernel: str
+    pair: Callable[[], QS.Pair]
+
+
+def _pair(kernel: str, x: np.ndarray, lo: int, hi: int, q: int = 1) -> QS.Pair:
+    k = BY_NAME[kernel]
+    return QS.Pair(kernel, k.vec_dot_type, x, _activations(k.vec_dot_type, x.shape[0] * Q.fmt(kernel).block, lo, hi, q))
+
+
+FINDINGS = [
+    # The three below hold under default QEMU and fail under --rvv-stress: x = 1 everywhere,
+    # y = 1: 256 (iq1_m: x = -1 + 1/8, -224).
+    Finding("q3_K_vl512_agnostic_accumulator", "q3_K",  # VLEN 512, 1024, stress only
+            lambda: _pair("q3_K", _row("q3_K", fill={**_fill(0, 32, 0xFF), **_fill(32, 96, 0x55),
+                                                     **_fill(96, 104, 0x11), **_fill(104, 108, 0xAA)}), 0, 256)),
+    Finding("q6_K_vl512_agnostic_accumulator", "q6_K",  # VLEN 512, 1024, stress only
+            lambda: _pair("q6_K", _row("q6_K", fill={**_fill(0, 128, 0x11), **_fill(128, 192, 0xAA),
+                                                     **_fill(192, 208, 1)}), 0, 256)),
+    Finding("iq1_m_vl512_agnostic_accumulator", "iq1_m",  # VLEN 512, 1024, stress only
+            lambda: _pair("iq1_m", _row("iq1_m"), 0, 256)),
+    # One block (an odd count): x = 2 everywhere (E8M0 128, nibbles 2), y = 1: 64; RVV gives 0.
+    Finding("mxfp4_odd_block_dropped", "mxfp4",  # every VLEN
+            lambda: _pair("mxfp4", _row("mxfp4", fill={i: 0x22 for i in range(1, 17)}), 0, 32)),
+    # One block: x = 1 (d 1, nibbles 8 -> kvalue 1), y = 1: 32; RVV gives 0.
+    Finding("iq4_nl_odd_block_dropped", "iq4_nl",  # every VLEN
+            lambda: _pair("iq4_nl", _row("iq4_nl", fill={i: 0x88 for i in range(2, 18)}), 0, 32)),
+    # Sub-block 0: scale 1, nibbles 15, y = 69: sum 32 * 15 * 69 = 33120 > 32767; RVV gives -32416.
+    Finding("q4_K_int16_subblock_sum", "q4_K",  # VLEN 256, 512, 1024 (vl256)
+            lambda: _pair("q4_K", _row("q4_K", fill={4: 1, **{16 + i: 0x0F for i in range(128)}}), 0, 32, 69)),
+    # Every element 1 (grid entry 0 = 8s, scale 2*0+1, d/8), y = 1 on sub-block 2 only: 32.
+    Finding("iq2_xxs_vl512_subblock_offsets", "iq2_xxs",  # VLEN 512, 1024 (vl512)
+            lambda: _pair("iq2_xxs", _row("iq2_xxs"), 64, 96)),
+    # Sub-block 0: low nibble scale 0 (ls 1) for elements 0-15, high nibble 1 (ls 3) for 16-31; y = 1 on 0-15: 16.
+    Finding("iq2_s_vl1024_scale_nibbles_swapped", "iq2_s",  # VLEN 1024
+            lambda: _pair("iq2_s", _row("iq2_s", fill={74: 0x10}), 0, 16)),
+    # Every element 1 (grid entry 0 = 4s, scale 1, d/4), y = 1 on sub-block 2 only: 32.
+    Finding("iq3_xxs_vl1024_subblock_offsets", "iq3_xxs",  # VLEN 1024
+            lambda: _pair("iq3_xxs", _row("iq3_xxs"), 64, 96)),
+]
+
+
+@pytest.mark.parametrize("finding", FINDINGS, ids=[f.name for f in FINDINGS])
+def test_vec_dot_finding(finding: Finding, target) -> None:
+    """The smallest case of each finding (exact: one block, d = 1, small integers), at every
+    target: it fails where the pinned tree is wrong (the VLENs noted in FINDINGS, listed in
+    known_failures.toml) and must pass everywhere else, and everywhere once fixed."""
+    check_dot(BY_NAME[finding.kernel], target, finding.pair(), exact=True)
+    observe.note("finding", f"{finding.name}: right at {target.id}")
+
+
 # ------------------------------------------------------------------ which variant ran
 
 
 @pytest.mark.parametrize("kernel", DOTS, ids=IDS)
-def test_vec_dot_variant(kernel: QuantDot, target) -> None:
+def test_dispatch_variant(kernel: QuantDot, target) -> None:
     """Trace one call: record which VLEN variant executed (table: ``python -m
     cases.quant_variants``), and fail if it is not the one the source dispatches to at this
     VLEN -- in particular if the scalar twin ran although the tree has an RVV path."""
