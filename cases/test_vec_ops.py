@@ -154,6 +154,9 @@ class Case:
                          for k, v in self.values.items())
         return f"Case(n={self.n}, ip={self.ip}, fp={self.fp}, {vals}" + (f", {self.label!r})" if self.label else ")")
 
+    def _repr_pretty_(self, p, cycle) -> None:  # Hypothesis's printer of failing examples
+        p.text(repr(self))
+
 
 @dataclass(frozen=True, repr=False)
 class VecOp(S.KernelSpec):
