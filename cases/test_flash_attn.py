@@ -144,7 +144,7 @@ IDS = [c.name for c in CASES]
 # ------------------------------------------------------------------ shapes
 
 #: Cost cap per example: query rows x KV positions x (DK + DV) multiply-adds.
-MAX_WORK = 2_000_000
+MAX_WORK = 1_000_000
 
 
 def _head_size(case: AttnCase, which: str) -> st.SearchStrategy[int]:

@@ -211,9 +211,10 @@ def reference(a: Attention, q_fmt: str) -> Reference:
     q, tie = round_q(q_fmt, a.q)
     k = a.kv_per_head(a.k)
     dk = a.q.shape[2]
-    dot = np.einsum("hid,hjd->hij", q, k)
-    absdot = np.einsum("hid,hjd->hij", np.abs(q), np.abs(k))
-    tie_dot = np.einsum("hid,hjd->hij", tie, np.abs(k))
+    kt = k.transpose(0, 2, 1)
+    dot = q @ kt
+    absdot = np.abs(q) @ np.abs(kt)
+    tie_dot = tie @ np.abs(kt)
     scale = abs(a.scale)
     x = a.scale * dot
     s = a.softcap * np.tanh(x / a.softcap) if a.softcap else x
@@ -232,8 +233,8 @@ def reference(a: Attention, q_fmt: str) -> Reference:
     inv = np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 0.0)
     p = w * inv[:, :, None]
     v = a.kv_per_head(a.v)
-    out = np.einsum("hij,hjd->ihd", p, v)
-    p_abs_v = np.einsum("hij,hjd->ihd", p, np.abs(v))
+    out = (p @ v).transpose(1, 0, 2)
+    p_abs_v = (p @ np.abs(v)).transpose(1, 0, 2)
 
     sb = np.where(active, np.abs(np.where(active, bias, 0.0)), 0.0)
     slope_rel = (np.arange(h) + 5)[:, None, None] * 2.0 ** -23
@@ -309,7 +310,7 @@ def error_bound(a: Attention, ref: Reference, arith: Arithmetic) -> np.ndarray:
         rel = d2 * (1 + 4 * U_F32) * (1 + r) - 1
         bound = rel * P + (1 + rel) * g * P
         if arith.p_round == "f16":
-            tiny = np.einsum("hij,hjd->ihd", ref.active.astype(np.float64), np.abs(v)) * F16_TINY
+            tiny = (ref.active.astype(np.float64) @ np.abs(v)).transpose(1, 0, 2) * F16_TINY
             bound = bound + tiny * (1 + g)
     else:
         g_s = gamma(2 * n_kv + 3 * arith.chunks + 4)
@@ -342,44 +343,40 @@ def f16_running_error(a: Attention, ref: Reference, chunks: int) -> np.ndarray:
         relative to the accumulator, which is within E_{k-1} of the exact partial sum
         Y_k = sum_{l<=k} w_l v_l (taken with the slack (e^D - 1) sum_{l<=k} w_l |v_l|
         for the perturbed weights): E_k = E_{k-1} (1 + c) + c (|Y_k| + slack) + a_k,
-        c = 3 u16 + 3u;
+        c = 3 u16 + 3u, so E_n = sum_k (1 + c)^(active steps after k) (c (|Y_k| + slack_k) + a_k);
       a_k = (u16 w_k e^D + 2^-25) |v_k| (fp16(vs)) + 2 * 2^-25 (subnormal fp16 results);
       where the maximum may jump by more than 14 ln 2 (ms below fp16's normal range),
         fp16(ms) is off by up to 2^-25 absolutely: + 2^-25 sum_{l<k} |v_l|.
     Split-KV: each of ``chunks`` KV ranges (ceil(n_kv / chunks) positions) has its own
     accumulator; their errors add.  The fp16 range must hold the partial sums: checked.
     """
-    h, n_q, n_kv = ref.w.shape
-    v = a.kv_per_head(a.v)  # [H, n_kv, DV]
-    dv = v.shape[2]
+    n_kv = ref.w.shape[2]
+    v = a.kv_per_head(a.v)[:, None, :, :]  # [H, 1, n_kv, DV]
     c = 3 * U_F16 + 3 * U_F32
-    slack = (np.exp(ref.delta) - 1)[:, :, None]  # [H, n_q, 1]
-    ed = np.exp(ref.delta)[:, :, None]
-    jump = 14 * math.log(2) - 2 * ref.delta  # [H, n_q]
-    total = np.zeros((h, n_q, dv))
+    slack = (np.exp(ref.delta) - 1)[:, :, None, None]  # [H, n_q, 1, 1]
+    ed = np.exp(ref.delta)[:, :, None, None]
+    jump = (14 * math.log(2) - 2 * ref.delta)[:, :, None]  # [H, n_q, 1]
     size = -(-n_kv // chunks)
+    total = np.zeros(ref.p_abs_v.shape).transpose(1, 0, 2)  # [H, n_q, DV]
     for start in range(0, n_kv, size):
-        y = np.zeros((h, n_q, dv))
-        y_abs = np.zeros((h, n_q, dv))
-        v_abs = np.zeros((h, n_q, dv))
-        e = np.zeros((h, n_q, dv))
-        run_max = np.full((h, n_q), -np.inf)
-        for j in range(start, min(start + size, n_kv)):
-            act = ref.active[:, :, j]
-            w = ref.w[:, :, j][:, :, None]
-            vj = np.abs(v[:, j, :])[:, None, :]
-            y = y + w * v[:, j, :][:, None, :]
-            y_abs = y_abs + w * vj
-            with np.errstate(invalid="ignore"):  # -inf - -inf where nothing ran yet: not a jump
-                big = (act & np.isfinite(run_max) & (ref.scores[:, :, j] - run_max >= jump))[:, :, None]
-            step = (e * (1 + c) + c * (np.abs(y) + slack * y_abs)
-                    + (U_F16 * w * ed + F16_TINY) * vj + 2 * F16_TINY + np.where(big, F16_TINY * v_abs, 0.0))
-            e = np.where(act[:, :, None], step, e)
-            v_abs = v_abs + np.where(act[:, :, None], vj, 0.0)
-            run_max = np.where(act, np.maximum(run_max, ref.scores[:, :, j]), run_max)
-            if np.max(np.abs(y) + y_abs * slack + e, initial=0.0) > 6e4:
-                raise ValueError("f16_running_error: partial sums leave fp16's range; the bound does not apply")
-        total += e
+        sl = slice(start, min(start + size, n_kv))
+        act = ref.active[:, :, sl]  # [H, n_q, L]
+        w = ref.w[:, :, sl, None]  # [H, n_q, L, 1]
+        vj = v[:, :, sl, :]
+        y = np.cumsum(w * vj, axis=2)
+        y_abs = np.cumsum(w * np.abs(vj), axis=2)
+        v_before = np.cumsum(act[..., None] * np.abs(vj), axis=2) - act[..., None] * np.abs(vj)
+        run_max = np.maximum.accumulate(np.where(act, ref.scores[:, :, sl], -np.inf), axis=2)
+        prev_max = np.concatenate([np.full(run_max.shape[:2] + (1,), -np.inf), run_max[:, :, :-1]], axis=2)
+        with np.errstate(invalid="ignore"):  # -inf - -inf where nothing ran yet: not a jump
+            big = act & np.isfinite(prev_max) & (ref.scores[:, :, sl] - prev_max >= jump)
+        steps = (c * (np.abs(y) + slack * y_abs) + (U_F16 * w * ed + F16_TINY) * np.abs(vj) + 2 * F16_TINY
+                 + np.where(big[..., None], F16_TINY * v_before, 0.0))
+        after = act.sum(axis=2, keepdims=True) - np.cumsum(act, axis=2)  # active steps after k
+        e = np.sum(np.where(act[..., None], (1 + c) ** after[..., None] * steps, 0.0), axis=2)
+        if np.max(np.abs(y) + slack * y_abs, initial=0.0) + np.max(e, initial=0.0) > 6e4:
+            raise ValueError("f16_running_error: partial sums leave fp16's range; the bound does not apply")
+        total = total + e
     return total.transpose(1, 0, 2)
 
 
