@@ -55,7 +55,7 @@ from hypothesis import strategies as st
 
 from cases import quant_strategies as QS
 from cases.strategies import KernelSpec
-from harness.compare import assert_bitwise_equal
+from harness.compare import assert_bitwise_equal, assert_within_bound
 from harness.config import ISA_BUILDS, VLENS, cache_dir, locked
 from oracles import quants as Q
 from oracles import repack as RP
@@ -111,6 +111,18 @@ def assert_bytes_equal(got: np.ndarray, expected: np.ndarray, *, name: str, cont
     comparison works on 2-, 4- and 8-byte elements); byte offsets are the indices."""
     assert_bitwise_equal(np.asarray(got, np.uint8).astype(np.uint16), np.asarray(expected, np.uint8).astype(np.uint16),
                          name=name, context=context)
+
+
+def assert_matrix_within(got: np.ndarray, expected: np.ndarray, bound: np.ndarray, *, name: str, context: str,
+                         derivation: str) -> None:
+    """Every element within its bound: the element with the largest error / bound is checked (and
+    its ratio recorded) by harness.compare.assert_within_bound; its index is in the name."""
+    err = np.abs(got.astype(np.float64) - expected)
+    ratio = np.where(bound > 0, err / np.where(bound > 0, bound, 1), np.where(err > 0, np.inf, 0))
+    ratio = np.where(np.isnan(ratio), np.inf, ratio)
+    worst = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+    assert_within_bound(float(got[worst]), float(expected[worst]), float(bound[worst]),
+                        name=f"{name}[{', '.join(map(str, worst))}]", context=context, derivation=derivation)
 
 
 def notes(message: str) -> dict[str, str]:
@@ -362,40 +374,51 @@ def _pow2_scales(name: str, w: np.ndarray, e: int, rng: np.random.Generator) -> 
     return flat.reshape(w.shape)
 
 
+def exact_mul_mat_case(kernel: RepackKernel, m: int, n: int, batch: int, threads: int, n_blocks: int, seed: int,
+                       payload: str = "random", subscales: str = "random") -> MulMatCase:
+    """Scales +-2^e (weights, one e) and +-2^e' (one per activation row), quants bounded so that
+    every result is exact in fp32 (module doc)."""
+    lay = kernel.layout
+    rng = np.random.default_rng(seed)
+    rows, k = batch * n, n_blocks * Q.block_size(lay.weight)
+    e = int(rng.integers(-4, 5))
+    w = weight_matrix(lay.weight, m, n_blocks, QS.RowRecipe(seed, ("pow2",), payload, subscales))
+    w = _pow2_scales(lay.weight, w, e, rng)
+    n_act = k // Q.block_size(lay.activation)
+    max_q = int(np.clip((2 ** 24 // kernel.max_int - 127 * n_act) // max(1, k - n_act), 0, 127))
+    e_row = rng.integers(-6, 3, rows)
+    x = quantizable_rows(lay.activation, rows, n_act, seed + 1, max_q, np.repeat(e_row[:, None], n_act, axis=1))
+    return MulMatCase(kernel, w, x.reshape(batch, n, k), quantize_rows(lay.activation, x), threads,
+                      np.exp2(e + e_row.astype(np.float64)))
+
+
+def random_mul_mat_case(kernel: RepackKernel, m: int, n: int, batch: int, threads: int, n_blocks: int, seed: int,
+                        recipe: QS.RowRecipe) -> MulMatCase:
+    """Weights with edge encodings; activations with one exponent per block in [-8, 4]."""
+    lay = kernel.layout
+    rows, k = batch * n, n_blocks * Q.block_size(lay.weight)
+    n_act = k // Q.block_size(lay.activation)
+    exps = np.random.default_rng(seed).integers(-8, 5, (rows, n_act))
+    x = quantizable_rows(lay.activation, rows, n_act, seed, 127, exps)
+    return MulMatCase(kernel, weight_matrix(lay.weight, m, n_blocks, recipe), x.reshape(batch, n, k),
+                      quantize_rows(lay.activation, x), threads, None)
+
+
 @st.composite
 def mul_mat_cases(draw: st.DrawFn, kernel: RepackKernel, *, exact: bool) -> MulMatCase:
     """Weight rows 16-64 (one to four interleaves), activation rows 1-9 and 12, 13 (not multiples
-    of 4: the leftover rows go through GEMV), 1-7 blocks, 1-2 planes, 1-4 threads.
-
-    ``exact``: scales +-2^e and bounded quants, so that every result is exact in fp32 (module doc);
-    otherwise weights with edge encodings and activations with a drawn exponent per block."""
-    lay = kernel.layout
-    blk = Q.block_size(lay.weight)
+    of 4: the leftover rows go through GEMV), 1-7 blocks, 1-2 planes, 1-4 threads;
+    :func:`exact_mul_mat_case` or :func:`random_mul_mat_case`."""
     m = 16 * draw(st.integers(1, 4), label="interleaves")
     n = draw(st.one_of(st.integers(1, 9), st.sampled_from([12, 13])), label="n")
     nb = draw(block_counts(), label="n_blocks")
     batch = draw(st.integers(1, 2), label="batch")
     threads = draw(st.one_of(st.just(1), st.integers(2, 4)), label="threads")
     seed = draw(st.integers(0, 2**32 - 1), label="seed")
-    rng = np.random.default_rng(seed)
-    rows, k = batch * n, nb * blk
     if exact:
-        payload = draw(st.sampled_from(QS.PAYLOAD_MODES), label="payload")
-        subscales = draw(st.sampled_from(QS.SUBSCALE_MODES), label="subscales")
-        e = int(rng.integers(-4, 5))
-        w = _pow2_scales(lay.weight, weight_matrix(lay.weight, m, nb, QS.RowRecipe(seed, ("pow2",), payload, subscales)),
-                         e, rng)
-        n_act = k // Q.block_size(lay.activation)
-        max_q = int(np.clip((2 ** 24 // kernel.max_int - 127 * n_act) // max(1, k - n_act), 0, 127))
-        e_row = rng.integers(-6, 3, (rows, 1))
-        x = quantizable_rows(lay.activation, rows, n_act, seed + 1, max_q, np.repeat(e_row, n_act, axis=1))
-        units = np.exp2(e + e_row[:, 0].astype(np.float64))
-    else:
-        w = weight_matrix(lay.weight, m, nb, draw(QS.recipes(), label="w_recipe"))
-        n_act = k // Q.block_size(lay.activation)
-        x = quantizable_rows(lay.activation, rows, n_act, seed, 127, rng.integers(-8, 5, (rows, n_act)))
-        units = None
-    return MulMatCase(kernel, w, x.reshape(batch, n, k), quantize_rows(lay.activation, x), threads, units)
+        return exact_mul_mat_case(kernel, m, n, batch, threads, nb, seed, draw(st.sampled_from(QS.PAYLOAD_MODES),
+                                  label="payload"), draw(st.sampled_from(QS.SUBSCALE_MODES), label="subscales"))
+    return random_mul_mat_case(kernel, m, n, batch, threads, nb, seed, draw(QS.recipes(), label="w_recipe"))
 
 
 # ------------------------------------------------------------------ selection, from the source

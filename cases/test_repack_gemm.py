@@ -1,0 +1,167 @@
+"""Repacked GEMV / GEMM parity: the kernels of arch/riscv/repack.cpp (and their generic twins)
+called directly on weights in the NumPy layout, and ggml_mul_mat with its weights in the
+CPU_REPACK buffer, against the float64 oracle (oracles/repack.py ``products``) and against the
+same mul_mat with un-repacked weights.  Tables, bounds and strategies: cases/repack_cases.py.
+
+* :func:`test_gemx` -- every layout x GEMV / GEMM x {RVV entry point, generic twin}, at every
+  VLEN where it can run (:meth:`RepackKernel.unavailable` says where not, and why): 16 / 32 / 48
+  (or 8 / 16 / 24) columns, 1-7 blocks along K, GEMV 1-5 rows, GEMM 4-12 rows; weights from raw
+  blocks with edge encodings (subnormal, zero, largest scales; extreme sub-scales), activations
+  raw (+-127 everywhere, subnormal scales...).  Each element within the kernel's derived bound.
+* :func:`test_gemx_variant` -- which function the q4_0 8x8 entry points (the only ones that
+  dispatch on VLEN) actually ran, from a QEMU trace.
+* :func:`test_mul_mat` -- mul_mat where ggml repacks (VLEN 256, zvfh builds): 16-64 weight
+  rows, 1-13 activation rows (those beyond a multiple of 4 go through GEMV), 1-7 blocks, 1-2
+  planes, 1-4 threads; activations whose every block quantizes without rounding (so the
+  oracle knows the quantized rows), each element within the bound.
+* :func:`test_mul_mat_parity` -- the same shapes, exact by construction: the repacked mul_mat,
+  the un-repacked mul_mat (``ggml_vec_dot``) and the oracle agree bit for bit.
+* :func:`test_mul_mat_path` -- for a few shape classes per type and target, the GEMM / GEMV /
+  vec_dot functions and the activation quantizers QEMU saw execute are the ones the selection
+  and ``forward_mul_mat_one_chunk`` prescribe (GEMM for the first n - n % 4 rows, GEMV for the
+  rest); the values of the same calls are exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cases import repack_cases as C
+from harness import observe
+from harness.compare import assert_bitwise_equal
+from harness.protocol import In, Out
+from oracles import repack as RP
+
+GEMX = [(k, kind) for k in C.KERNELS for kind in C.KINDS]
+GEMX_IDS = [f"{k.name}-{kind}" for k, kind in GEMX]
+#: The layouts ggml selects on RISC-V (test_build_info checks the source agrees): the 16x1 ones.
+MUL_MAT = [k for k in C.KERNELS if k.layout.ncols == 16]
+MUL_MAT_IDS = [k.name for k in MUL_MAT]
+
+
+def run_gemx(target, case: C.GemxCase, impl: str) -> np.ndarray:
+    """The kernel on ``case``: weights packed by the NumPy layout, activations as rows (GEMV) or
+    4-row interleaved blocks (GEMM); returns ``(nr, nc)``."""
+    lay = case.kernel.layout
+    vx = RP.pack_matrix(lay, case.weights)
+    vy = case.acts if case.kind == "gemv" else RP.pack_activations(lay.activation, case.acts, lay.activation_blocklen)
+    ip = [C.type_id(target, lay.weight), lay.blocklen, lay.ncols, C.IMPLS.index(impl), C.KINDS.index(case.kind),
+          case.k, case.nr, case.nc]
+    r = target.call("repack_gemx", ip, [], [In(vx), In(vy), Out(4 * case.nr * case.nc)])
+    return r.output(0, np.float32).reshape(case.nr, case.nc)
+
+
+@pytest.mark.parametrize("impl", C.IMPLS)
+@pytest.mark.parametrize("kernel,kind", GEMX, ids=GEMX_IDS)
+@given(data=st.data())
+def test_gemx(kernel: C.RepackKernel, kind: str, impl: str, target, data: st.DataObject) -> None:
+    """s[r][c] = activation row r . weight row c for every element, within the kernel's bound."""
+    if reason := kernel.unavailable(target, impl):
+        pytest.skip(reason)
+    case = data.draw(C.gemx_cases(kernel, kind), label="case")
+    got = run_gemx(target, case, impl)
+    lay = kernel.layout
+    p = RP.products(lay.weight, case.weights, lay.activation, case.acts)
+    C.assert_matrix_within(got, p.value, kernel.bound(impl, case.n_blocks, p), name="s",
+                           context=f"{kernel.entry(kind, impl)}, {case!r}, {target.id}",
+                           derivation=kernel.describe_bound(impl, case.n_blocks))
+
+
+def test_gemx_variant(target) -> None:
+    """ggml_gemv/gemm_q4_0_8x8_q8_0 run their RVV body from VLEN 256 (vlenb >= QK4_0) and call
+    their generic twin below, as the trace of one call shows."""
+    kernel = C.BY_NAME["q4_0_8x8"]
+    lay = kernel.layout
+    rng = np.random.default_rng(3)
+    for kind in C.KINDS:
+        case = C.GemxCase(kernel, kind, C.weight_matrix("q4_0", 8, 1, C.QS.RowRecipe(1, ("normal",), "random", "random")),
+                          np.stack([C.QS.activation_row("q8_0", 1, int(rng.integers(1 << 30)), ("normal",), "random")
+                                    for _ in range(4)]))
+        vy = case.acts if kind == "gemv" else RP.pack_activations("q8_0", case.acts, lay.activation_blocklen)
+        ip = [C.type_id(target, "q4_0"), lay.blocklen, lay.ncols, 0, C.KINDS.index(kind), case.k, case.nr, case.nc]
+        calls = target.trace("repack_gemx", ip, [], [In(RP.pack_matrix(lay, case.weights)), In(vy),
+                                                     Out(4 * case.nr * case.nc)]).call
+        entry = kernel.entry(kind)
+        ran = sorted(c for c in calls if c.startswith(entry))
+        expected = [entry] if target.vlen >= 256 else [entry, f"{entry}_generic"]
+        observe.note("variant", f"{entry}: {' -> '.join(ran)}")
+        assert ran == expected, f"ran={ran}, but should be {expected} [{entry} at VLEN {target.vlen}]"
+
+
+def _selected_or_skip(kernel: C.RepackKernel, target) -> None:
+    if C.expected_layout(target, kernel.layout.weight, 16) != kernel.name:
+        pytest.skip(f"ggml does not repack {kernel.layout.weight} on {target.id} (its selection picks {kernel.name} "
+                    "only at VLEN 256 in zvfh builds: test_selection); mul_mat then runs "
+                    f"ggml_vec_dot_{kernel.layout.weight}_{kernel.layout.activation} (cases/test_quant_dot.py), and "
+                    "the repacked kernels are tested here by direct calls (test_gemx)")
+
+
+def run_mul_mat(target, case: C.MulMatCase, placement: int) -> tuple[np.ndarray, str]:
+    """mul_mat(W, X) with the weights placed as llama.cpp places them (1) or in the CPU buffer (0):
+    ``(batch * n, m)`` and where the weights were."""
+    lay = case.kernel.layout
+    ip = [C.type_id(target, lay.weight), case.k, case.m, case.n, case.batch, placement, case.threads]
+    r = target.call("repack_mul_mat", ip, [], [In(case.weights), In(case.x), Out(4 * case.batch * case.n * case.m)])
+    return r.output(0, np.float32).reshape(case.batch * case.n, case.m), C.notes(r.message)["weights"]
+
+
+@pytest.mark.parametrize("kernel", MUL_MAT, ids=MUL_MAT_IDS)
+@given(data=st.data())
+def test_mul_mat(kernel: C.RepackKernel, target, data: st.DataObject) -> None:
+    """mul_mat with repacked weights: every element within the RVV kernel's bound of the oracle."""
+    _selected_or_skip(kernel, target)
+    case = data.draw(C.mul_mat_cases(kernel, exact=False), label="case")
+    got, placed = run_mul_mat(target, case, 1)
+    ctx = f"ggml_mul_mat, {case!r}, {target.id}"
+    assert placed == "CPU_REPACK", f"weights={placed}, but should be CPU_REPACK [{ctx}]"
+    lay = kernel.layout
+    p = RP.products(lay.weight, case.weights, lay.activation, case.acts)
+    C.assert_matrix_within(got, p.value, kernel.bound("rvv", case.n_blocks, p), name="Y", context=ctx,
+                           derivation=kernel.describe_bound("rvv", case.n_blocks))
+
+
+@pytest.mark.parametrize("kernel", MUL_MAT, ids=MUL_MAT_IDS)
+@given(data=st.data())
+def test_mul_mat_parity(kernel: C.RepackKernel, target, data: st.DataObject) -> None:
+    """Exact by construction: repacked mul_mat = un-repacked mul_mat = oracle, bit for bit."""
+    _selected_or_skip(kernel, target)
+    case = data.draw(C.mul_mat_cases(kernel, exact=True), label="case")
+    lay = kernel.layout
+    exact = RP.products(lay.weight, case.weights, lay.activation, case.acts).value.astype(np.float32).ravel()
+    for placement, want in ((1, "CPU_REPACK"), (0, "CPU")):
+        got, placed = run_mul_mat(target, case, placement)
+        ctx = f"ggml_mul_mat with weights in {placed}, {case!r}, {target.id}"
+        assert placed == want, f"weights={placed}, but should be {want} [{ctx}]"
+        assert_bitwise_equal(got.ravel(), exact, name="Y.flat (row j of plane b at (b * n + j) * m)", context=ctx)
+
+
+#: Shape classes of the path probes: (weight rows m, activation rows n, planes, threads).
+PROBES = [(32, 1, 1, 1), (16, 6, 1, 2), (48, 4, 2, 3), (24, 5, 1, 1)]
+
+
+@pytest.mark.parametrize("kernel", MUL_MAT, ids=MUL_MAT_IDS)
+def test_mul_mat_path(kernel: C.RepackKernel, target) -> None:
+    """The functions QEMU saw mul_mat execute are the ones selection and chunking prescribe: the
+    16x1 GEMM for the first n - n % 4 rows and GEMV for the rest with the 4x1 quantizer, or the
+    type's vec_dot where ggml does not repack (rows not a multiple of 16, other VLENs / builds).
+    Where ggml never repacks only one probe runs (the selection sweep covers the rest)."""
+    lay = kernel.layout
+    probes = PROBES if C.expected_layout(target, lay.weight, 16) else PROBES[1:2]
+    for i, (m, n, batch, threads) in enumerate(probes):
+        case = C.exact_mul_mat_case(kernel, m, n, batch, threads, n_blocks=2, seed=i)
+        layout = C.expected_layout(target, lay.weight, m)
+        ip = [C.type_id(target, lay.weight), case.k, m, n, batch, 1, threads]
+        bufs = [In(case.weights), In(case.x), Out(4 * batch * n * m)]
+        calls = target.trace("repack_mul_mat", ip, [], bufs).call
+        ran, quant = C.executed_path(calls), C.executed_quantizers(calls)
+        want, want_quant = C.expected_path(kernel, layout, n), C.expected_quantizers(kernel, layout, n)
+        ctx = f"probe m={m}, n={n}, planes={batch}, threads={threads}, {target.id}"
+        observe.note("variant", f"m={m} n={n}: {ran}")
+        assert ran == want, f"path={ran!r}, but should be {want!r} [{ctx}]"
+        assert quant == want_quant, f"quantizers={quant!r}, but should be {want_quant!r} [{ctx}]"
+        got, _ = run_mul_mat(target, case, 1)
+        exact = RP.products(lay.weight, case.weights, lay.activation, case.acts).value.astype(np.float32)
+        assert_bitwise_equal(got.ravel(), exact.ravel(), name="Y.flat", context=f"{ctx}, {case!r}")
