@@ -57,6 +57,7 @@ from cases import quant_strategies as QS
 from cases.strategies import KernelSpec
 from harness.compare import assert_bitwise_equal, assert_within_bound
 from harness.config import ISA_BUILDS, VLENS, cache_dir, locked
+from harness.plugin import session
 from oracles import quants as Q
 from oracles import repack as RP
 from oracles.bounds import gamma
@@ -182,11 +183,17 @@ class RepackKernel(KernelSpec):
         return (f"gamma(K) * sum|w_i a_i| + 2^-149 * (sum|int_i| + K) + oracle, K = {d.a} + {d.b} * {n_blocks} "
                 f"blocks = {d.k(n_blocks)}: {d.derivation}")
 
-    def unavailable(self, target, impl: str) -> str | None:
-        """Why this kernel cannot run on ``target`` (None: it can)."""
+    def not_compiled(self, target) -> str | None:
+        """Why the layout and its kernels are not in ``target``'s build (None: they are)."""
         if self.zvfh_only and not target.features.get("zvfh"):
             return (f"{self.name}: the layout and its kernels are compiled only with zvfh "
                     f"(#if defined __riscv_zvfh in repack.h / repack.cpp); build {target.isa.name} has none")
+        return None
+
+    def unavailable(self, target, impl: str) -> str | None:
+        """Why this kernel cannot run on ``target`` (None: it can)."""
+        if reason := self.not_compiled(target):
+            return reason
         if impl == "rvv" and target.vlen < self.rvv_from:
             return (f"{self.entry('gemv')} / gemm need VLEN >= {self.rvv_from}: vl = 16 at SEW 8, LMUL 1/2 exceeds "
                     f"VLMAX = VLEN/16 = {target.vlen // 16} (columns 8-15 are never computed); ggml selects "
@@ -514,8 +521,6 @@ def _type_name(enum: str) -> str:
 
 def expected_layout(target, weight: str, rows: int) -> str | None:
     """The layout ggml's source says it picks for a ``rows``-row matrix of ``weight`` on ``target``."""
-    from harness.plugin import session
-
     table = scan_selection(session().source.cpu_dir, bool(target.features.get("zvfh")))
     rule = table.get(weight, {}).get(target.vlen)
     return rule.layout if rule and rows % rule.divisor == 0 else None
@@ -579,8 +584,6 @@ def expected_quantizers(kernel: RepackKernel, layout: str | None, n: int) -> str
 
 
 def _table_dir() -> Path:
-    from harness.plugin import session
-
     src = session().source
     return cache_dir() / "reports" / "repack_selection" / f"{src.commit}-{src.content_hash()[:12]}"
 

@@ -29,6 +29,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cases import quant_strategies as QS
 from cases import repack_cases as C
 from harness import observe
 from harness.compare import assert_bitwise_equal
@@ -77,8 +78,8 @@ def test_gemx_variant(target) -> None:
     lay = kernel.layout
     rng = np.random.default_rng(3)
     for kind in C.KINDS:
-        case = C.GemxCase(kernel, kind, C.weight_matrix("q4_0", 8, 1, C.QS.RowRecipe(1, ("normal",), "random", "random")),
-                          np.stack([C.QS.activation_row("q8_0", 1, int(rng.integers(1 << 30)), ("normal",), "random")
+        case = C.GemxCase(kernel, kind, C.weight_matrix("q4_0", 8, 1, QS.RowRecipe(1, ("normal",), "random", "random")),
+                          np.stack([QS.activation_row("q8_0", 1, int(rng.integers(1 << 30)), ("normal",), "random")
                                     for _ in range(4)]))
         vy = case.acts if kind == "gemv" else RP.pack_activations("q8_0", case.acts, lay.activation_blocklen)
         ip = [C.type_id(target, "q4_0"), lay.blocklen, lay.ncols, 0, C.KINDS.index(kind), case.k, case.nr, case.nc]

@@ -91,7 +91,7 @@ def _raw_matrices(draw: st.DrawFn, kernel: C.RepackKernel) -> RawMatrix:
 @given(data=st.data())
 def test_layout(kernel: C.RepackKernel, target, data: st.DataObject) -> None:
     """ggml's repack of random blocks = the NumPy layout, exactly; its inverse restores the blocks."""
-    if reason := kernel.unavailable(target, "generic"):
+    if reason := kernel.not_compiled(target):
         pytest.skip(reason)
     case = data.draw(_raw_matrices(kernel), label="matrix")
     lay = kernel.layout

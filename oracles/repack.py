@@ -253,11 +253,10 @@ def read_packed(lay: Layout, packed: np.ndarray, m: int, n_blocks: int) -> np.nd
     flat = np.asarray(packed, np.uint8).reshape(m // lay.ncols, n_blocks, lay.block_bytes)
     n = lay.ncols
     i, e = np.meshgrid(np.arange(m), np.arange(n_blocks * blk), indexing="ij")  # row, element
-    grp, col, l, j = i // n, i % n, e // blk, e % blk
-    byte = flat[grp, l]  # (m, K, block_bytes): the interleaved block holding (i, e)
+    grp, col, l, j = i // n, i % n, e // blk, e % blk  # (grp, l): the interleaved block holding (i, e)
 
     def u8(off: np.ndarray) -> np.ndarray:
-        return np.take_along_axis(byte, off[..., None], axis=2)[..., 0].astype(np.int64)
+        return flat[grp, l, off].astype(np.int64)
 
     def f16(off: np.ndarray) -> np.ndarray:
         return (u8(off) | (u8(off + 1) << 8)).astype(np.uint16).view(np.float16).astype(np.float64)

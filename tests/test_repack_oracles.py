@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
 from cases import quant_strategies as QS
 from cases import repack_cases as C
@@ -137,8 +138,6 @@ def test_products_match_exact_dot(weight: str, act: str) -> None:
 @pytest.mark.parametrize("name", sorted(C.BY_NAME))
 def test_exact_cases_are_exact(name: str) -> None:
     """The exact mul_mat cases keep every sum within 2^24 units (the premise of bit-exact parity)."""
-    from hypothesis import given, settings
-
     kernel = C.BY_NAME[name]
 
     @settings(max_examples=20, deadline=None, database=None)

@@ -178,7 +178,7 @@ struct Weights {
         Ctx probe(4);
         ggml_tensor * x = ggml_new_tensor_2d(probe.ctx, GGML_TYPE_F32, k, 1);
         ggml_tensor * op = ggml_mul_mat(probe.ctx, t, x);
-        const bool supported = ggml_backend_dev_supports_op(ggml_backend_buft_get_device(buft), op);
+        supported = ggml_backend_dev_supports_op(ggml_backend_buft_get_device(buft), op);
         const size_t align = ggml_backend_buft_get_alignment(buft);
         call.note("buft", ggml_backend_buft_name(buft));
         call.note("traits", traits_name(t));
@@ -188,7 +188,6 @@ struct Weights {
         call.note("nbytes", std::to_string(ggml_nbytes(t)));
         call.note("misalignment", std::to_string(reinterpret_cast<uintptr_t>(t->data) % align));
         traits = t->extra != nullptr;
-        this->supported = supported;
         return true;
     }
 };
