@@ -141,8 +141,8 @@ class EntryPoint:
 
 def _dispatch(entry: str, body: str) -> dict[int, str] | None:
     """VLEN -> callee for a ``switch (__riscv_vlenb() * 8)`` or an ``if (v >= N)`` chain on it."""
-    calls = [c for c in _CALL.findall(body) if c.startswith(entry) and c != entry]
-    if not calls:
+    calls = [c for c in _CALL.findall(body) if c.startswith(entry) and _VARIANT.search(c)]
+    if not calls:  # no VLEN variant called: the entry's own body (or its generic) serves every VLEN
         return None
     sw = re.search(r"switch\s*\(\s*__riscv_vlenb\(\)\s*\*\s*8\s*\)\s*\{(.*)\}", body, re.S)
     if sw:

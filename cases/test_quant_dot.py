@@ -209,6 +209,8 @@ def test_coverage(target) -> None:
                             f"{f.block} in {f.nbytes}: the struct layout changed")
         if by_id.get(t.vec_dot_type) != k.vec_dot_type or found.dots.get(k.name, k).vec_dot_type != k.vec_dot_type:
             problems.append(f"{k.name}: the tree pairs it with {by_id.get(t.vec_dot_type)}, the table with {k.vec_dot_type}")
+        if not t.has_vec_dot:
+            problems.append(f"{k.name}: the tree's CPU type traits have no vec_dot for it")
         if not t.has_generic:
             problems.append(f"{k.name}: the kernel server knows no *_generic twin for it")
     observe.note("rvv_types", " ".join(sorted(rvv)))

@@ -255,3 +255,75 @@ def test_quantize_q8_K_reference_and_sign_choice() -> None:
     assert dn == -df and np.array_equal(qn, -qf)
     assert np.array_equal(first[0, 260:].view("<i2"), qf.reshape(16, 16).sum(axis=1))
     assert math.isclose(float(df) * int(qf[3]), 2.0, rel_tol=1e-6)
+
+
+# ------------------------------------------------------------------ the source scanner (cases/quant_variants.py)
+
+SYNTHETIC_QUANTS_C = """
+#if defined(__riscv_v)
+static NOINLINE void ggml_vec_dot_q9_9_q8_0_vl128(int n, float * s) { vint8m1_t v; }
+static NOINLINE void ggml_vec_dot_q9_9_q8_0_vl256(int n, float * s) { vint8m1_t v; }
+#endif
+void ggml_vec_dot_q9_9_q8_0(int n, float * s) {
+#if defined __riscv_xtheadvector
+    ggml_vec_dot_q9_9_q8_0_xtheadvector(n, s);
+#elif defined __riscv_v
+    switch (__riscv_vlenb() * 8) {
+        case 128:
+            ggml_vec_dot_q9_9_q8_0_vl128(n, s);
+            break;
+        default:
+            ggml_vec_dot_q9_9_q8_0_vl256(n, s);
+            break;
+    }
+#else
+    ggml_vec_dot_q9_9_q8_0_generic(n, s);
+#endif
+}
+void ggml_vec_dot_q7_7_q8_K(int n, float * s) {
+#if defined(__riscv_v)
+    const size_t vlen_bits = __riscv_vlenb() * 8;
+    if (vlen_bits >= 512) {
+        ggml_vec_dot_q7_7_q8_K_vl512(n, s);
+    } else {
+        ggml_vec_dot_q7_7_q8_K_generic(n, s);
+    }
+#else
+    ggml_vec_dot_q7_7_q8_K_generic(n, s);
+#endif
+}
+void ggml_vec_dot_q6_6_q8_0(int n, float * s) {
+    ggml_vec_dot_q6_6_q8_0_generic(n, s);
+}
+void quantize_row_q8_0(const float * x, void * y, long k) {
+#if defined(__riscv_v)
+    vfloat32m8_t v = __riscv_vle32_v_f32m8(x, 32);
+#else
+    quantize_row_q8_0_ref(x, y, k);
+#endif
+}
+"""
+
+
+def test_scanner_finds_new_kernels_and_dispatch(tmp_path) -> None:
+    """A tree with a kernel the table does not know is seen (and so fails test_coverage by name);
+    switch and if-chain dispatch are read per VLEN; a plain call of the generic is no RVV path."""
+    from cases import quant_variants as V
+
+    (tmp_path / "arch" / "riscv").mkdir(parents=True)
+    (tmp_path / "arch" / "riscv" / "quants.c").write_text(SYNTHETIC_QUANTS_C)
+    found = V.scan(tmp_path)
+    q9, q7, q6 = found.dots["q9_9"], found.dots["q7_7"], found.dots["q6_6"]
+    assert q9.rvv and q9.vec_dot_type == "q8_0" and set(q9.variants) == {
+        "ggml_vec_dot_q9_9_q8_0_vl128", "ggml_vec_dot_q9_9_q8_0_vl256"}
+    assert q9.dispatch == {128: "ggml_vec_dot_q9_9_q8_0_vl128", 256: "ggml_vec_dot_q9_9_q8_0_vl256",
+                           512: "ggml_vec_dot_q9_9_q8_0_vl256", 1024: "ggml_vec_dot_q9_9_q8_0_vl256"}
+    assert q7.dispatch == {128: "ggml_vec_dot_q7_7_q8_K_generic", 256: "ggml_vec_dot_q7_7_q8_K_generic",
+                           512: "ggml_vec_dot_q7_7_q8_K_vl512", 1024: "ggml_vec_dot_q7_7_q8_K_vl512"}
+    assert not q6.rvv
+    assert found.quantizers["q8_0"].rvv
+    # What a trace shows, judged: the generic at a VLEN the tree serves with RVV is a failure.
+    assert V.observed_variant(q9, {"ggml_vec_dot_q9_9_q8_0", "ggml_vec_dot_q9_9_q8_0_vl128"}, 128) == ("vl128", None)
+    label, problem = V.observed_variant(q9, {"ggml_vec_dot_q9_9_q8_0", "ggml_vec_dot_q9_9_q8_0_generic"}, 512)
+    assert label == "generic" and "fell back" in problem
+    assert V.observed_variant(q7, {"ggml_vec_dot_q7_7_q8_K", "ggml_vec_dot_q7_7_q8_K_generic"}, 128)[1] is None
