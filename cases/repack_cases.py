@@ -616,14 +616,22 @@ def render(d: Path) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Print the selection table of one recorded tree: the one whose directory name starts with
+    the argument (a commit prefix), by default the pinned tree's, else the newest recorded."""
+    from harness.source import PINNED_COMMIT
+
+    argv = sys.argv[1:] if argv is None else argv
     root = cache_dir() / "reports" / "repack_selection"
     runs = sorted(root.glob("*/"), key=lambda p: p.stat().st_mtime) if root.exists() else []
-    if not runs:
-        print("no selection recorded yet: run cases/test_repack_layout.py::test_selection", file=sys.stderr)
+    prefix = argv[0] if argv else PINNED_COMMIT
+    chosen = [r for r in runs if r.name.startswith(prefix)] or ([] if argv else runs)
+    if not chosen:
+        print(f"no selection recorded{' for ' + prefix if argv else ''} yet: run "
+              "cases/test_repack_layout.py::test_selection", file=sys.stderr)
         return 1
-    print(f"ggml_repack_get_optimal_repack_type on RISC-V ({runs[-1].name}); '-': not repacked\n")
-    print(render(runs[-1]))
+    print(f"ggml_repack_get_optimal_repack_type on RISC-V ({chosen[-1].name}); '-': not repacked\n")
+    print(render(chosen[-1]))
     return 0
 
 
