@@ -337,6 +337,9 @@ class Pair:
     def __repr__(self) -> str:  # failing examples print the shape; the bytes are in the message
         return f"Pair({self.x_type} x {self.y_type}, n={self.n}, x_blocks={self.n_blocks})"
 
+    def _repr_pretty_(self, p, cycle) -> None:  # Hypothesis's printer of failing examples
+        p.text(repr(self))
+
 
 def _max_activation_scale(x_type: str, x: np.ndarray) -> float:
     """The largest activation scale that keeps every product, and the row's whole sum, below

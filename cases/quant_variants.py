@@ -312,7 +312,7 @@ def main(argv: list[str]) -> int:
     trees = argv or sorted((p.name for p in base.iterdir() if p.is_dir()), key=lambda t: (base / t).stat().st_mtime) \
         if base.exists() else []
     if not trees:
-        print(f"no variant table recorded yet under {base} (run cases/test_quant_dot.py -k dispatch_variant)")
+        print(f"no variant table recorded yet under {base} (run cases/test_quant_dot.py -k traced_vec_dot_variant)")
         return 1
     for t in trees:
         print(render(t))

@@ -183,7 +183,7 @@ def check_dot(kernel: QuantDot, target, pair: QS.Pair, *, exact: bool = False) -
 # ------------------------------------------------------------------ coverage
 
 
-def test_coverage(target) -> None:
+def test_rvv_vec_dot_coverage(target) -> None:
     """Every RVV vec_dot of the tree under test is in the table (and nothing else is), and the
     tree's own block sizes and pairings match the oracles'."""
     found = V.scan(session().source.cpu_dir)
@@ -238,8 +238,8 @@ def _explore(request: pytest.FixtureRequest, strategy: st.SearchStrategy[QS.Pair
 @pytest.mark.parametrize("kernel", DOTS, ids=IDS)
 def test_vec_dot(kernel: QuantDot, target, request: pytest.FixtureRequest) -> None:
     """Raw blocks with edge encodings (zero / negative / subnormal / largest scales, extreme
-    sub-scales, constant payloads), activations raw or quantized from floats, 1..~40 blocks;
-    first the fixed edge pairs of ``QS.edge_pairs``."""
+    sub-scales, constant payloads), activations raw or quantized from floats, rows of one block
+    to ~10k elements; first the fixed edge pairs of ``QS.edge_pairs``."""
     _explore(request, QS.pairs(kernel.name, kernel.vec_dot_type), QS.edge_pairs(kernel.name, kernel.vec_dot_type),
              lambda pair: check_dot(kernel, target, pair))
 
@@ -442,13 +442,13 @@ def test_vec_dot_finding(finding: Finding, target) -> None:
 
 
 @pytest.mark.parametrize("kernel", DOTS, ids=IDS)
-def test_dispatch_variant(kernel: QuantDot, target) -> None:
+def test_traced_vec_dot_variant(kernel: QuantDot, target) -> None:
     """Trace one call: record which VLEN variant executed (table: ``python -m
     cases.quant_variants``), and fail if it is not the one the source dispatches to at this
     VLEN -- in particular if the scalar twin ran although the tree has an RVV path."""
     entry = V.scan(session().source.cpu_dir).dots.get(kernel.name)
     if entry is None:
-        pytest.fail(f"{kernel.entry} is not in {session().source.cpu_dir}/arch/riscv/quants.c (see test_coverage)")
+        pytest.fail(f"{kernel.entry} is not in {session().source.cpu_dir}/arch/riscv/quants.c (see test_rvv_vec_dot_coverage)")
     vlen_bytes = int(target.server().hello.get("rvv_vlen_bytes", 0))
     assert vlen_bytes * 8 == target.vlen, f"the server runs at VLEN {vlen_bytes * 8}, not {target.vlen}"
     pair = QS.exact_pair(kernel.name, kernel.vec_dot_type, 2, seed=1, payload="random", subscales="random")

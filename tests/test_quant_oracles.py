@@ -306,7 +306,7 @@ void quantize_row_q8_0(const float * x, void * y, long k) {
 
 
 def test_scanner_finds_new_kernels_and_dispatch(tmp_path) -> None:
-    """A tree with a kernel the table does not know is seen (and so fails test_coverage by name);
+    """A tree with a kernel the table does not know is seen (and so fails test_rvv_vec_dot_coverage by name);
     switch and if-chain dispatch are read per VLEN; a plain call of the generic is no RVV path."""
     from cases import quant_variants as V
 
