@@ -69,6 +69,7 @@ class QuantDot(KernelSpec):
     vec_dot_type: str  # the activation type the CPU backend pairs it with
     depth: tuple[int, int]  # (a, b): K = a + b * n_blocks roundings at most
     derivation: str  # where (a, b) come from
+    variants: tuple[int, ...] = ()  # the _vlN variants the derivation read (a new one needs reading)
 
     @property
     def entry(self) -> str:
@@ -98,37 +99,54 @@ DOTS = [
     QuantDot("q8_0", "q8_0", (1, 1), "per block sumi * (d_x*d_y) (exact fp16 x fp16, one product; |sumi| < 2^20), "
              "one sum over blocks"),
     QuantDot("q1_0", "q8_0", (6, 1), "per 128-block: 4 terms d_y * sum (one product each) summed in acc (4 additions), "
-             "times d_x (one product), one sum over blocks; vl128, vl256 and generic alike"),
+             "times d_x (one product), one sum over blocks; vl128, vl256 and generic alike",
+             variants=(128, 256)),
     QuantDot("mxfp4", "q8_0", (2, 1), "per block (E8M0 * d_y) * acc: the scale product is exact unless it lands in "
-             "fp32's subnormals (counted), one product, one sum over blocks"),
-    QuantDot("iq4_nl", "q8_0", (1, 1), "per block (d_x*d_y exact) * acc: one product, one sum over blocks"),
+             "fp32's subnormals (counted), one product, one sum over blocks",
+             variants=(128, 256)),
+    QuantDot("iq4_nl", "q8_0", (1, 1), "per block (d_x*d_y exact) * acc: one product, one sum over blocks",
+             variants=(128, 256)),
     QuantDot("q2_K", "q8_K", (3, 2), "RVV: dmin term and dall term per block (scale product + product each) in one sum: "
-             "2 + 2 nb; generic: dall*isum - dmin*summs (3 roundings) per block: 3 + nb"),
+             "2 + 2 nb; generic: dall*isum - dmin*summs (3 roundings) per block: 3 + nb",
+             variants=(128, 256)),
     QuantDot("q3_K", "q8_K", (10, 1), "RVV: d * isum per block (2 roundings; |isum| < 2^23): 2 + nb; generic: 8 lane "
-             "sums of d * aux32 (2 roundings, nb terms) added at the end (8): 10 + nb"),
+             "sums of d * aux32 (2 roundings, nb terms) added at the end (8): 10 + nb",
+             variants=(128, 256, 512, 1024)),
     QuantDot("q4_K", "q8_K", (10, 2), "vl128: two fused terms per block after one fadd: 2 + 2 nb; vl256: dmin*sumi and "
-             "d*(sum_1+sum_2) (inexact conversion past 2^24): 3 + 2 nb; generic: 8 lanes + mins, 2 + nb + 8"),
+             "d*(sum_1+sum_2) (inexact conversion past 2^24): 3 + 2 nb; generic: 8 lanes + mins, 2 + nb + 8",
+             variants=(128, 256)),
     QuantDot("q5_K", "q8_K", (10, 1), "RVV: mins in sumf, d*aux32 (conversion, scale product, product) in sums, one final "
              "addition: 4 + nb; generic: as q4_K, 10 + nb"),
     QuantDot("q6_K", "q8_K", (10, 2), "vl128: two fmadd terms per block (conversion, scale product): 2 + 2 nb; vl256-1024: "
-             "d * sum_t (conversion past 2^24, 2 products): 3 + nb; generic: 8 lane sums: 10 + nb"),
-    QuantDot("tq1_0", "q8_K", (2, 1), "per block sum * d_y * d_x (two products, |sum| < 2^16), one sum over blocks"),
-    QuantDot("tq2_0", "q8_K", (2, 1), "per block (float)sumi * (d_y*d_x): two products, one sum over blocks"),
+             "d * sum_t (conversion past 2^24, 2 products): 3 + nb; generic: 8 lane sums: 10 + nb",
+             variants=(128, 256, 512, 1024)),
+    QuantDot("tq1_0", "q8_K", (2, 1), "per block sum * d_y * d_x (two products, |sum| < 2^16), one sum over blocks",
+             variants=(128, 256, 512)),
+    QuantDot("tq2_0", "q8_K", (2, 1), "per block (float)sumi * (d_y*d_x): two products, one sum over blocks",
+             variants=(128, 256)),
     QuantDot("iq2_xxs", "q8_K", (10, 1), "vl512/1024: per block 8 float terms in sum, then sum * (d_x*d_y): 2 + 8 + nb "
-             "(vl128/256: 4 terms); generic: d * bsum, 3 + nb; the final 0.125 is exact"),
+             "(vl128/256: 4 terms); generic: d * bsum, 3 + nb; the final 0.125 is exact",
+             variants=(128, 256, 512)),
     QuantDot("iq2_xs", "q8_K", (10, 1), "vl512/1024: per block 8 float terms (isum*sc pairs) then scaled: 2 + 8 + nb; "
-             "vl128/256 and generic: d * sum (inexact conversion), 3 + nb"),
+             "vl128/256 and generic: d * sum (inexact conversion), 3 + nb",
+             variants=(128, 256, 512)),
     QuantDot("iq2_s", "q8_K", (18, 1), "vl128/256/512: per block 16 float terms in sum_block, then sum_block * (d_x*d_y): "
-             "2 + 16 + nb; vl1024: 1 term; generic: 3 + nb"),
+             "2 + 16 + nb; vl1024: 1 term; generic: 3 + nb",
+             variants=(128, 256, 512, 1024)),
     QuantDot("iq3_xxs", "q8_K", (10, 1), "vl1024: 8 float terms per block then d * block_sum: 2 + 8 + nb; vl128/256: 4 "
-             "pairs (5); vl512: 2 inexact conversions; generic 3 + nb; the final 0.25 is exact"),
+             "pairs (5); vl512: 2 inexact conversions; generic 3 + nb; the final 0.25 is exact",
+             variants=(128, 256, 512, 1024)),
     QuantDot("iq3_s", "q8_K", (10, 1), "vl128: 8 float terms per block then sum_block * (d_x*d_y): 2 + 8 + nb; "
-             "vl256: 4 pairs; vl512/1024: 2; generic 2 + nb"),
+             "vl256: 4 pairs; vl512/1024: 2; generic 2 + nb",
+             variants=(128, 256, 512)),
     QuantDot("iq1_s", "q8_K", (3, 1), "per block d_x * d_y * (sumi + 1/8 sumi1): one addition, two products, one sum "
-             "over blocks; RVV and generic alike"),
-    QuantDot("iq1_m", "q8_K", (3, 1), "as iq1_s"),
+             "over blocks; RVV and generic alike",
+             variants=(128, 256, 512, 1024)),
+    QuantDot("iq1_m", "q8_K", (3, 1), "as iq1_s",
+             variants=(128, 256, 512, 1024)),
     QuantDot("iq4_xs", "q8_K", (3, 8), "RVV: d_x*d_y*(sumi) per block (conversion past 2^24, two products): 3 + nb; "
-             "generic: 8 terms (d4d8*(ls-32)) * sumi per block: 3 + 8 nb"),
+             "generic: 8 terms (d4d8*(ls-32)) * sumi per block: 3 + 8 nb",
+             variants=(128, 256, 512, 1024)),
 ]
 
 BY_NAME = {k.name: k for k in DOTS}
@@ -184,8 +202,9 @@ def check_dot(kernel: QuantDot, target, pair: QS.Pair, *, exact: bool = False) -
 
 
 def test_rvv_vec_dot_coverage(target) -> None:
-    """Every RVV vec_dot of the tree under test is in the table (and nothing else is), and the
-    tree's own block sizes and pairings match the oracles'."""
+    """Every RVV vec_dot of the tree under test is in the table (and nothing else is), every VLEN
+    variant it has is one the table's bound was derived from, and the tree's own block sizes and
+    pairings match the oracles'."""
     found = V.scan(session().source.cpu_dir)
     rvv = {t for t, e in found.dots.items() if e.rvv}
     unknown = sorted(rvv - set(BY_NAME))
@@ -209,6 +228,12 @@ def test_rvv_vec_dot_coverage(target) -> None:
                             f"{f.block} in {f.nbytes}: the struct layout changed")
         if by_id.get(t.vec_dot_type) != k.vec_dot_type or found.dots.get(k.name, k).vec_dot_type != k.vec_dot_type:
             problems.append(f"{k.name}: the tree pairs it with {by_id.get(t.vec_dot_type)}, the table with {k.vec_dot_type}")
+        tree_variants = sorted(int(v.rsplit("_vl", 1)[1]) for v in found.dots[k.name].variants) \
+            if k.name in found.dots else []
+        unread = sorted(set(tree_variants) - set(k.variants))
+        if unread:
+            problems.append(f"{k.entry}: the tree has variants for VLEN {unread} that the bound was not derived "
+                            "from: read their arithmetic and update the entry's depth and variants in DOTS")
         if not t.has_vec_dot:
             problems.append(f"{k.name}: the tree's CPU type traits have no vec_dot for it")
         if not t.has_generic:
