@@ -327,7 +327,11 @@ def _mark_known_failures(config: pytest.Config, source: GgmlSource, items: list[
                 used.add(i)
                 it.add_marker(pytest.mark.xfail(strict=True, reason=f"known failure: {k.reason} (reproducer: {k.reproducer})"))
                 break
-    config._rvvdiff_unused_known = [k for i, k in enumerate(entries) if i not in used]  # type: ignore[attr-defined]
+    # An entry is stale when its test file ran and none of its tests matched (entries for files
+    # outside this run's selection say nothing).
+    files = {it.nodeid.split("::", 1)[0] for it in items}
+    config._rvvdiff_unused_known = [  # type: ignore[attr-defined]
+        k for i, k in enumerate(entries) if i not in used and k.test.split("::", 1)[0] in files]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
