@@ -364,9 +364,6 @@ def test_flash_attn(case: AttnCase, target, data: st.DataObject) -> None:
     path = fused_path(case.k, case.v, sh.n_q, sh.n_kv, sh.dv)
     assert path == case.path, f"table error: {p!r} takes {path}, not {case.path}"
     observe.note("path", path)
-    fused = run_attention(case, target, p, fused=True)
-    mat = run_attention(case, target, p, fused=False)
-
     q_f, arith_f = case.fused_arithmetic(sh.threads)
     q_m, arith_m = case.materialised_arithmetic()
     ref_f = A.reference(p.att, q_f)
@@ -374,8 +371,11 @@ def test_flash_attn(case: AttnCase, target, data: st.DataObject) -> None:
     bound_f = A.error_bound(p.att, ref_f, arith_f)
     bound_m = A.error_bound(p.att, ref_m, arith_m)
 
+    # Each side is judged right after its call: a failure report replays the last call made.
+    fused = run_attention(case, target, p, fused=True)
     assert_all_within(fused, ref_f.out, bound_f, name="fused", context=_context(case, target, p, f"fused {path}"),
                       derivation=f"oracles.attention.error_bound({arith_f}) with Q as {q_f}")
+    mat = run_attention(case, target, p, fused=False)
     # Rows the materialised path defines: some position unmasked, or a sink.
     defined = (ref_m.active.any(axis=2).T | (p.opts.sinks))[:, :, None]
     if not defined.all():
