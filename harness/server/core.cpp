@@ -4,6 +4,8 @@
 
 #include "server.h"
 
+#include "ggml-cpu.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +75,17 @@ void Call::note(const char * key, const std::string & value) {
     info += "=";
     info += value;
     info += "\n";
+}
+
+ggml_threadpool * threadpool_for(int n_threads) {
+    static ggml_threadpool * pools[5] = {};
+    if (n_threads < 1 || n_threads > 4) return nullptr;
+    if (!pools[n_threads]) {
+        ggml_threadpool_params p = ggml_threadpool_params_default(n_threads);
+        p.poll = 0;
+        pools[n_threads] = ggml_threadpool_new(&p);
+    }
+    return pools[n_threads];
 }
 
 }  // namespace rvvdiff

@@ -23,19 +23,6 @@ namespace {
 
 using namespace rvvdiff;
 
-// One persistent thread pool per thread count, as llama.cpp keeps one: creating
-// threads for every graph costs more under QEMU than a small graph does.  poll = 0:
-// idle workers sleep instead of spinning between requests.
-ggml_threadpool * pool_for(int n_threads) {
-    static ggml_threadpool * pools[5] = {};
-    if (!pools[n_threads]) {
-        ggml_threadpool_params p = ggml_threadpool_params_default(n_threads);
-        p.poll = 0;
-        pools[n_threads] = ggml_threadpool_new(&p);
-    }
-    return pools[n_threads];
-}
-
 bool known_type(int64_t t) {
     switch (t) {
         case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16: case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_0:
@@ -81,7 +68,7 @@ class Graph {
         for (ggml_tensor * t = ggml_get_first_tensor(ctx_); t; t = ggml_get_next_tensor(ctx_, t)) {
             if (t->view_src) t->data = static_cast<char *>(t->view_src->data) + t->view_offs;
         }
-        ggml_cplan plan = ggml_graph_plan(gf, n_threads, pool_for(n_threads));
+        ggml_cplan plan = ggml_graph_plan(gf, n_threads, threadpool_for(n_threads));
         if (plan.work_size > 0) {
             if (!scratch(plan.work_size)) return c.bad("%s: out of memory", c.name.c_str());
             plan.work_data = mem_.back().data();

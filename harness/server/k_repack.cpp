@@ -303,17 +303,6 @@ uint32_t k_repack_quantize_mat(Call & c) {
     return ST_OK;
 }
 
-// One persistent thread pool per thread count (threads are costly to create under QEMU).
-ggml_threadpool * pool_for(int n_threads) {
-    static ggml_threadpool * pools[5] = {};
-    if (!pools[n_threads]) {
-        ggml_threadpool_params p = ggml_threadpool_params_default(n_threads);
-        p.poll = 0;
-        pools[n_threads] = ggml_threadpool_new(&p);
-    }
-    return pools[n_threads];
-}
-
 // ip = {type, k, m, n, batch, placement, n_threads}: placement 0 keeps the weights in the plain
 // CPU buffer, 1 places them as llama.cpp does (CPU_REPACK when the device supports the mul_mat
 // there, else the CPU buffer).
@@ -360,7 +349,7 @@ uint32_t k_repack_mul_mat(Call & c) {
     y->data = c.buf<void>(2);
     ggml_cgraph * gf = ggml_new_graph(g.ctx);
     ggml_build_forward_expand(gf, y);
-    ggml_cplan plan = ggml_graph_plan(gf, (int)n_threads, pool_for((int)n_threads));
+    ggml_cplan plan = ggml_graph_plan(gf, (int)n_threads, threadpool_for((int)n_threads));
     Buffer work;
     if (plan.work_size > 0) {
         if (!work.allocate(plan.work_size, GUARD_BYTE_OUT)) return c.bad("repack_mul_mat: out of memory");

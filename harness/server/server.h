@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+struct ggml_threadpool;
+
 namespace rvvdiff {
 
 enum Status : uint32_t {
@@ -81,6 +83,11 @@ struct Kernel {
 };
 
 std::vector<Kernel> & registry();
+
+// One persistent ggml thread pool per thread count (1..4), as llama.cpp keeps one:
+// creating threads for every graph costs more under QEMU than a small graph does.
+// poll = 0: idle workers sleep instead of spinning between requests.
+::ggml_threadpool * threadpool_for(int n_threads);
 
 struct Registrar {
     Registrar(const char * name, KernelFn fn) { registry().push_back({name, fn}); }
