@@ -1,0 +1,41 @@
+"""A fast subset of the planted bugs, one per kernel family, must stay caught.
+
+This is what keeps a change to the harness from blinding it: each mutant is
+built (zvfh only) and its `select:` tests run at one or two VLENs through the
+same machinery as `rvvdiff mutants run`.  `tests/test_planted_bug.py` covers
+the float dot family with the full report / replay path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import mutants
+from harness.mutation import detect
+
+#: mutant -> extra pytest arguments narrowing its selection for CI.
+FAST = {
+    "vecop_scale_f16_tail_overrun": ["--isa", "zvfh", "--vlen", "128,512"],   # vec ops: out-of-bounds store
+    "quant_q4_0_drops_odd_block": ["--isa", "zvfh", "--vlen", "256"],         # quantized dot: dropped block
+    "repack_q8_0_16x1_swapped_columns": ["--isa", "zvfh", "--vlen", "256"],   # repack: layout off by one
+    "mm_tinyblas_2x1_wrong_row": ["--isa", "zvfh", "--vlen", "256"],          # mul_mat: tinyBLAS edge block
+    "fa_tiled_gemm_drops_row_tail": ["--isa", "zvfh", "--vlen", "128"],       # flash attention: GEMM row tail
+}
+
+
+@pytest.mark.parametrize("name", list(FAST))
+def test_planted_bug_is_caught(name: str, tmp_path: Path) -> None:
+    row = detect(mutants.get(name), max_examples=None, out=tmp_path, timeout=1800, extra=FAST[name])
+    assert row["caught"] is True, row
+    assert row["shrunk_case"], row  # a failure report with the minimal call exists
+
+
+def test_every_mutant_names_its_selection() -> None:
+    for name, m in mutants.catalogue().items():
+        meta = m.meta
+        for key in ("class", "family", "caught-by", "select", "expected-minimal"):
+            assert key in meta, f"{name}: header lacks {key}:"
+        assert m.files, f"{name}: the patch touches no file"
+    assert len(mutants.catalogue()) >= 12
