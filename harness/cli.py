@@ -8,17 +8,16 @@ import time
 
 from . import mutants, toolchain
 from .build import BuildError, ensure_built
-from .config import ISA_BUILDS
+from .config import ISA_BUILDS, parse_selection
 from .proc import CommandError
 from .source import SourceError, resolve
 
 
 def _isas(value: str) -> list[str]:
-    names = list(ISA_BUILDS) if value == "all" else [v.strip() for v in value.split(",")]
-    bad = [n for n in names if n not in ISA_BUILDS]
-    if bad:
-        raise argparse.ArgumentTypeError(f"unknown ISA build {bad[0]!r}; use 'all' or a comma list of {', '.join(ISA_BUILDS)}")
-    return names
+    try:
+        return list(parse_selection("--isa", value, tuple(ISA_BUILDS)))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def cmd_setup(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,6 +84,21 @@ COMMON_CMAKE: dict[str, str] = {
 #: elements are overwritten with all ones (as real chips may do) and vsetvl
 #: grants only half of the requested AVL when it can.
 STRESS_PROPS: dict[str, bool] = {"rvv_ta_all_1s": True, "rvv_ma_all_1s": True, "rvv_vl_half_avl": True}
+
+
+def parse_selection(option: str, value: str, allowed: Sequence[str | int]) -> tuple:
+    """``all`` or a comma list of ``allowed`` values (converted to their type); anything else
+    raises ValueError with a message that names the option and the allowed values."""
+    if value.strip() == "all":
+        return tuple(allowed)
+    names = {str(a): a for a in allowed}
+    out = []
+    for part in (p.strip() for p in value.split(",")):
+        if part not in names:
+            raise ValueError(f"{option} {value!r}: {part!r} is not allowed; "
+                             f"use 'all' or a comma list of {', '.join(names)}")
+        out.append(names[part])
+    return tuple(dict.fromkeys(out))
 
 
 def cache_dir() -> Path:

@@ -25,7 +25,7 @@ import pytest
 from . import known, observe, pool, report
 from . import protocol as P
 from .build import Build, ensure_built
-from .config import ISA_BUILDS, STRESS_PROPS, VLENS, IsaBuild
+from .config import ISA_BUILDS, STRESS_PROPS, VLENS, IsaBuild, parse_selection
 from .source import GgmlSource, SourceError, resolve
 from .toolchain import Qemu, ToolchainError, describe, qemu
 from .trace import Trace, trace_call
@@ -35,30 +35,17 @@ from .trace import Trace, trace_call
 
 def parse_vlens(value: str) -> tuple[int, ...]:
     """``all`` or a comma list of VLENs; anything else is a usage error naming the allowed values."""
-    allowed = ", ".join(map(str, VLENS))
-    if value.strip() == "all":
-        return VLENS
-    out = []
-    for part in value.split(","):
-        part = part.strip()
-        if not part.isdigit() or int(part) not in VLENS:
-            raise pytest.UsageError(f"--vlen {value!r}: {part!r} is not a VLEN rvvdiff can emulate; "
-                                    f"use 'all' or a comma list of {allowed}")
-        out.append(int(part))
-    return tuple(dict.fromkeys(out))
+    try:
+        return parse_selection("--vlen", value, VLENS)
+    except ValueError as e:
+        raise pytest.UsageError(f"{e} (VLENs rvvdiff can emulate)") from None
 
 
 def parse_isas(value: str) -> tuple[str, ...]:
-    allowed = ", ".join(ISA_BUILDS)
-    if value.strip() == "all":
-        return tuple(ISA_BUILDS)
-    out = []
-    for part in value.split(","):
-        part = part.strip()
-        if part not in ISA_BUILDS:
-            raise pytest.UsageError(f"--isa {value!r}: unknown ISA build {part!r}; use 'all' or a comma list of {allowed}")
-        out.append(part)
-    return tuple(dict.fromkeys(out))
+    try:
+        return parse_selection("--isa", value, tuple(ISA_BUILDS))
+    except ValueError as e:
+        raise pytest.UsageError(f"{e} (ISA builds)") from None
 
 
 def parse_stress(value: str) -> tuple[bool, ...]:

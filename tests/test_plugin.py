@@ -21,10 +21,11 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 @pytest.mark.parametrize("option, message", [
-    (["--vlen", "300"], "--vlen '300': '300' is not a VLEN rvvdiff can emulate; use 'all' or a comma list of "
-                        "128, 256, 512, 1024"),
-    (["--vlen", "128,abc"], "'abc' is not a VLEN"),
-    (["--isa", "rv64gc"], "unknown ISA build 'rv64gc'; use 'all' or a comma list of v, zvfh, zvfbfwma"),
+    (["--vlen", "300"], "--vlen '300': '300' is not allowed; use 'all' or a comma list of "
+                        "128, 256, 512, 1024 (VLENs rvvdiff can emulate)"),
+    (["--vlen", "128,abc"], "'abc' is not allowed"),
+    (["--isa", "rv64gc"], "--isa 'rv64gc': 'rv64gc' is not allowed; use 'all' or a comma list of v, zvfh, "
+                          "zvfbfwma (ISA builds)"),
     (["--rvv-stress", "sometimes"], "--rvv-stress 'sometimes': use off, on or both"),
     (["--max-examples", "0"], "--max-examples '0': expected a positive number"),
 ])
