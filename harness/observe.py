@@ -48,6 +48,10 @@ def keep(key: str, obj: object) -> None:
     _kept[key] = obj
 
 
+def peek_kept(key: str) -> object | None:
+    return _kept.get(key)
+
+
 def take_kept() -> dict[str, object]:
     out = dict(_kept)
     _kept.clear()

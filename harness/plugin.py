@@ -153,7 +153,7 @@ class Target:
         observe.keep("call", record)
         try:
             r = srv.call(kernel, ip, fp, bufs, repeat=repeat, timeout=session().timeout)
-            record["outputs"], record["message"] = r.outputs, r.message
+            record["outputs"], record["message"], record["kernel_ns"] = r.outputs, r.message, r.kernel_ns
             return r
         except pool.KernelFailure as e:
             record["message"] = str(e)
@@ -187,7 +187,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 class BenchLog:
     """Per-example time split for `rvvdiff bench`: Hypothesis's own timing of generation and
-    execution (observability callbacks) plus the harness's request and kernel times."""
+    execution (observability callbacks) plus the harness's request and kernel times; per test,
+    the largest call seen is timed again inside the server, repeated (the physical floor)."""
 
     REPEAT = 20  # calls per pure-kernel-time measurement (timed inside the server)
 
@@ -195,6 +196,7 @@ class BenchLog:
         self.path = path
         self.nodeid = ""
         self._last = {"request_s": 0.0, "kernel_s": 0.0, "calls": 0.0}
+        self._largest: dict[str, Any] | None = None
 
     def _write(self, row: dict[str, Any]) -> None:
         with open(self.path, "a") as f:
@@ -203,6 +205,7 @@ class BenchLog:
     def start(self, nodeid: str) -> None:
         self.nodeid = nodeid
         self._last = {k: 0.0 for k in self._last}
+        self._largest = None
 
     def observe(self, obs: Any) -> None:
         if getattr(obs, "type", None) != "test_case":
@@ -214,14 +217,21 @@ class BenchLog:
         self._write({"kind": "example", "nodeid": self.nodeid, "status": obs.status,
                      "generate_s": sum(v for k, v in t.items() if k.startswith("generate:")),
                      "execute_s": t.get("execute:test", 0.0), **delta})
+        call = observe.peek_kept("call")
+        if isinstance(call, dict) and call.get("kernel_ns") is not None:
+            size = sum(b.size for b in call["bufs"])
+            if self._largest is None or size > self._largest["size"]:
+                self._largest = {**call, "size": size}
 
-    def pure(self, item: pytest.Item, call: dict[str, Any]) -> None:
-        """Time the test's last kernel call inside the server, repeated: the physical floor."""
+    def pure(self, item: pytest.Item) -> None:
+        """Time the test's largest call again inside the server, repeated: the physical floor."""
+        c = self._largest
+        if c is None:
+            return
         t: Target = item.callspec.params["target"]  # type: ignore[attr-defined]
-        srv = t.server()
-        r = srv.call(call["kernel"], call["ip"], call["fp"], call["bufs"], repeat=self.REPEAT, timeout=session().timeout)
-        self._write({"kind": "pure", "nodeid": item.nodeid, "kernel": call["kernel"],
-                     "kernel_s": r.kernel_ns * 1e-9 / self.REPEAT})
+        r = t.server().call(c["kernel"], c["ip"], c["fp"], c["bufs"], repeat=self.REPEAT, timeout=session().timeout)
+        self._write({"kind": "pure", "nodeid": item.nodeid, "kernel": c["kernel"], "bytes": c["size"],
+                     "single_s": c["kernel_ns"] * 1e-9, "repeated_s": r.kernel_ns * 1e-9 / self.REPEAT})
 
 
 _BENCH: BenchLog | None = None
@@ -352,8 +362,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
         rep = outcome.get_result()
         rep.user_properties.extend(("rvvdiff." + k, v) for k, v in observe.take().items())
         kept = observe.take_kept()
-        if _BENCH is not None and rep.passed and kept.get("call"):
-            _BENCH.pure(item, kept["call"])  # type: ignore[arg-type]
+        if _BENCH is not None and rep.passed:
+            _BENCH.pure(item)
         if rep.failed:
             cmd = replay_command(item)
             rep.sections.append(("rvvdiff: replay (Hypothesis replays the saved failing example first)", cmd))
