@@ -70,6 +70,19 @@ def test_header_and_summary(pytester: pytest.Pytester) -> None:
     assert "1 differential tests, 1 kernel calls" in out
 
 
+@pytest.mark.parametrize("options, examples", [([], 25), (["--thorough"], 200), (["--thorough", "--max-examples", "7"], 7)])
+def test_example_budget(pytester: pytest.Pytester, options: list[str], examples: int) -> None:
+    pytester.makepyfile(test_budget="""
+from hypothesis import given, settings, strategies as st
+
+def test_budget():
+    assert settings().max_examples == %d
+""" % examples)
+    r = pytester.runpytest_subprocess("--vlen", "128", "--isa", "zvfh", *options, "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1)
+    assert f"examples per test: {examples}" in r.stdout.str()
+
+
 CRASHING = """
 from harness.protocol import In, Out
 
