@@ -256,10 +256,13 @@ def pytest_configure(config: pytest.Config) -> None:
     _SESSION = None
     _BENCH = None
     if config.getoption("bench_log"):
-        from hypothesis.internal.observability import add_observability_callback
+        from hypothesis.internal import observability
 
+        # Hypothesis traces coverage of every example while observability is on; that
+        # tracing (not the harness) would dominate the times measured.
+        observability.OBSERVABILITY_COLLECT_COVERAGE = False
         _BENCH = BenchLog(config.getoption("bench_log"))
-        add_observability_callback(_BENCH.observe)
+        observability.add_observability_callback(_BENCH.observe)
     config._rvvdiff_stats = []  # type: ignore[attr-defined]
 
 

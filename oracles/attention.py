@@ -303,7 +303,7 @@ def error_bound(a: Attention, ref: Reference, arith: Arithmetic) -> np.ndarray:
     d2 = np.exp(2 * ref.delta).T[:, :, None]  # [n_q, H, 1]
     P = ref.p_abs_v
     v = a.kv_per_head(a.v)  # [H, n_kv, DV]
-    floor = n_kv * 2.0 ** -126 * np.abs(v).max(initial=0.0)
+    floor = flush_floor(a)
     if arith.accumulate == "dot":
         r = {None: 0.0, "f16": U_F16, "bf16": U_BF16}[arith.p_round]
         g = gamma(n_kv + 1)
@@ -326,6 +326,14 @@ def error_bound(a: Attention, ref: Reference, arith: Arithmetic) -> np.ndarray:
             bound = bound + (3 * arith.chunks + 4) * U_F32 * d2 * P
     has_terms = ref.active.any(axis=2).T[:, :, None]
     return np.where(has_terms, bound + floor, 0.0)
+
+
+def flush_floor(a: Attention) -> float:
+    """Absolute slack for weights exp flushes below f32's normal range: n_kv 2^-126 max|v|.
+
+    An output row of that order is made of flushed or subnormal weights: the element-wise
+    bound covers it, but its direction (a cosine) carries no information."""
+    return a.k.shape[1] * 2.0 ** -126 * float(np.abs(a.v).max(initial=0.0))
 
 
 def f16_running_error(a: Attention, ref: Reference, chunks: int) -> np.ndarray:
@@ -351,11 +359,13 @@ def f16_running_error(a: Attention, ref: Reference, chunks: int) -> np.ndarray:
     accumulator; their errors add.  The fp16 range must hold the partial sums: checked.
     """
     n_kv = ref.w.shape[2]
-    # KV position first: the running sums below are cumulative sums over it.
-    v = a.kv_per_head(a.v).transpose(1, 0, 2)[:, :, None, :]  # [n_kv, H, 1, DV]
-    w_all = ref.w.transpose(2, 0, 1)[..., None]  # [n_kv, H, n_q, 1]
-    act_all = ref.active.transpose(2, 0, 1)  # [n_kv, H, n_q]
-    scores = ref.scores.transpose(2, 0, 1)
+    # Evaluated per chunk as sum_k weight_k steps_k, weight_k = (1 + c)^(active steps after k)
+    # on active k.  Only the |Y_k| term needs the partial sums themselves; every other term is
+    # separable, sum_k weight_k sum_{l<=k} t_l = sum_l t_l R_l with R_l = sum_{k>=l} weight_k,
+    # and is contracted over the KV axis without materialising [n_kv, H, n_q, DV] arrays.
+    # tests/test_attention_oracles.py checks this against the step-by-step form.
+    v_abs_all = np.abs(a.kv_per_head(a.v))  # [H, n_kv, DV]
+    v_all = a.kv_per_head(a.v).transpose(1, 0, 2)[:, :, None, :]  # [n_kv, H, 1, DV]
     c = 3 * U_F16 + 3 * U_F32
     slack = (np.exp(ref.delta) - 1)[..., None]  # [H, n_q, 1]
     ed = np.exp(ref.delta)[..., None]
@@ -364,35 +374,49 @@ def f16_running_error(a: Attention, ref: Reference, chunks: int) -> np.ndarray:
     total = np.zeros(ref.p_abs_v.shape).transpose(1, 0, 2)  # [H, n_q, DV]
     for start in range(0, n_kv, size):
         sl = slice(start, min(start + size, n_kv))
-        act = act_all[sl]  # [L, H, n_q]
-        w = w_all[sl]  # [L, H, n_q, 1]
-        v_abs = np.abs(v[sl])  # [L, H, 1, DV]
-        y = _cumsum0(w * v[sl])
-        y_abs = _cumsum0(w * v_abs)
-        act_v = act[..., None] * v_abs
-        v_before = _cumsum0(act_v) - act_v
-        run_max = np.maximum.accumulate(np.where(act, scores[sl], -np.inf), axis=0)
-        prev_max = np.concatenate([np.full((1,) + run_max.shape[1:], -np.inf), run_max[:-1]], axis=0)
+        act = ref.active[:, :, sl]  # [H, n_q, L]
+        w = ref.w[:, :, sl]
+        scores = ref.scores[:, :, sl]
+        va = v_abs_all[:, sl, :]  # [H, L, DV]
+        after = act.sum(axis=2, keepdims=True) - np.cumsum(act, axis=2)
+        weight = np.where(act, (1 + c) ** after, 0.0)  # [H, n_q, L]
+        reach = np.cumsum(weight[:, :, ::-1], axis=2)[:, :, ::-1]  # R_l = sum_{k>=l} weight_k
+        run_max = np.maximum.accumulate(np.where(act, scores, -np.inf), axis=2)
+        prev_max = np.concatenate([np.full(run_max.shape[:2] + (1,), -np.inf), run_max[:, :, :-1]], axis=2)
         with np.errstate(invalid="ignore"):  # -inf - -inf where nothing ran yet: not a jump
-            big = act & np.isfinite(prev_max) & (scores[sl] - prev_max >= jump)
-        after = act.sum(axis=0) - np.cumsum(act, axis=0)  # active steps after k, [L, H, n_q]
-        weight = np.where(act, (1 + c) ** after, 0.0)[..., None]
-        steps = (c * (np.abs(y) + slack * y_abs) + (U_F16 * w * ed + F16_TINY) * v_abs + 2 * F16_TINY
-                 + np.where(big[..., None], F16_TINY * v_before, 0.0))
-        e = np.sum(weight * steps, axis=0)
-        if np.max(np.abs(y) + slack * y_abs, initial=0.0) + np.max(e, initial=0.0) > 6e4:
+            big = act & np.isfinite(prev_max) & (scores - prev_max >= jump[..., None])
+        # sum_{k>l} weight_k big_k: the later jumps that see position l in v_before
+        jumps_after = np.cumsum((weight * big)[:, :, ::-1], axis=2)[:, :, ::-1] - weight * big
+        weighted_abs_y, max_abs_y = _partial_sums(w, v_all[sl], weight)
+        e = (c * weighted_abs_y
+             + c * slack * (w * reach) @ va  # y_abs term
+             + (U_F16 * ed * (weight * w) + F16_TINY * weight) @ va  # fp16(vs) and subnormal results
+             + 2 * F16_TINY * weight.sum(axis=2, keepdims=True)
+             + F16_TINY * (act * jumps_after) @ va)  # fp16(ms) below the normal range
+        # max_k (|Y_k| + slack y_abs_k) <= max_k |Y_k| + slack y_abs_L (y_abs only grows)
+        y_abs_end = w @ va
+        if max_abs_y + np.max(slack * y_abs_end, initial=0.0) + np.max(e, initial=0.0) > 6e4:
             raise ValueError("f16_running_error: partial sums leave fp16's range; the bound does not apply")
         total = total + e
     return total.transpose(1, 0, 2)
 
 
-def _cumsum0(x: np.ndarray) -> np.ndarray:
-    """Cumulative sum over the leading axis, row by row (contiguous rows: many times faster than
-    np.cumsum along axis 0 of a large array, which walks each column with a stride)."""
-    y = np.array(x, np.float64, copy=True)
-    for i in range(1, y.shape[0]):
-        np.add(y[i], y[i - 1], out=y[i])
-    return y
+def _partial_sums(w: np.ndarray, v: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, float]:
+    """sum_k weight_k |Y_k| and max_k |Y_k| for the partial sums Y_k = sum_{l<=k} w_l v_l.
+
+    w, weight: [H, n_q, L]; v: [L, H, 1, DV].  One KV position at a time on [H, n_q, DV]
+    arrays: the [L, H, n_q, DV] array of all partial sums would cost more in memory
+    traffic than the arithmetic."""
+    y = np.zeros(w.shape[:2] + v.shape[3:])
+    acc = np.zeros_like(y)
+    peak = np.zeros_like(y)
+    a = np.empty_like(y)
+    for k in range(w.shape[2]):
+        y += w[:, :, k, None] * v[k]
+        np.abs(y, out=a)
+        np.maximum(peak, a, out=peak)
+        acc += weight[:, :, k, None] * a
+    return acc, float(peak.max(initial=0.0))
 
 
 def row_cosine(got: np.ndarray, expected: np.ndarray) -> np.ndarray:

@@ -231,6 +231,46 @@ def test_fp16_bound_refuses_partial_sums_out_of_range(att: A.Attention) -> None:
         assert "fp16" in str(e)
 
 
+def f16_running_error_stepwise(att: A.Attention, ref: A.Reference, chunks: int) -> np.ndarray:
+    """The fp16 accumulator's error bound as the recurrence of A.f16_running_error's docstring,
+    one KV position at a time: E_k = E_{k-1} (1 + c) + c (|Y_k| + slack_k) + a_k (+ jump term)."""
+    v = att.kv_per_head(att.v)  # [H, n_kv, DV]
+    heads, n_q, n_kv = ref.w.shape
+    c = 3 * A.U_F16 + 3 * A.U_F32
+    out = np.zeros((n_q, heads, v.shape[2]))
+    size = -(-n_kv // chunks)
+    for h in range(heads):
+        for i in range(n_q):
+            delta = ref.delta[h, i]
+            for start in range(0, n_kv, size):
+                e = y = y_abs = v_seen = 0.0
+                m = -np.inf
+                for j in range(start, min(start + size, n_kv)):
+                    if not ref.active[h, i, j]:
+                        continue
+                    w, s = ref.w[h, i, j], ref.scores[h, i, j]
+                    y = y + w * v[h, j]
+                    y_abs = y_abs + w * np.abs(v[h, j])
+                    step = (c * (np.abs(y) + (math.exp(delta) - 1) * y_abs)
+                            + (A.U_F16 * w * math.exp(delta) + A.F16_TINY) * np.abs(v[h, j]) + 2 * A.F16_TINY)
+                    if np.isfinite(m) and s - m >= 14 * math.log(2) - 2 * delta:
+                        step = step + A.F16_TINY * v_seen
+                    e = e * (1 + c) + step
+                    v_seen = v_seen + np.abs(v[h, j])
+                    m = max(m, s)
+                out[i, h] += e
+    return out
+
+
+@given(att=problems(), chunks=st.integers(1, 3))
+def test_fp16_running_error_equals_its_recurrence(att: A.Attention, chunks: int) -> None:
+    """The contracted evaluation in the oracle is the recurrence it documents, not a looser one."""
+    ref = A.reference(att, "f16")
+    fast = A.f16_running_error(att, ref, chunks)
+    slow = f16_running_error_stepwise(att, ref, chunks)
+    np.testing.assert_allclose(fast, slow, rtol=1e-9, atol=1e-300)
+
+
 def test_fully_masked_rows_have_zero_output_and_bound() -> None:
     att = A.Attention(np.ones((1, 2, 4)), np.ones((1, 3, 4)), np.ones((1, 3, 4)),
                       np.array([[[0.0, 0.0, 0.0], [-np.inf] * 3]]), None, 0.5)
