@@ -81,7 +81,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--max-examples", type=_positive(int, "--max-examples"), default=None, metavar="N",
                 help="Hypothesis examples per differential test (default: 25, or 200 with --thorough)")
     g.addoption("--thorough", action="store_true",
-                help="the nightly budget: 200 examples per test instead of 25 (about 8x the run time)")
+                help="the nightly budget: 200 examples per test instead of 25 (about 5x the run time)")
     g.addoption("--report-dir", default="reports", metavar="DIR",
                 help="where failure reports (case.json, inputs.npz, README.md per failing test) and the run's "
                      "summary.md / summary.html / results.json go (default: reports/ under the rootdir)")

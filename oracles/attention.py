@@ -364,8 +364,9 @@ def f16_running_error(a: Attention, ref: Reference, chunks: int) -> np.ndarray:
     # separable, sum_k weight_k sum_{l<=k} t_l = sum_l t_l R_l with R_l = sum_{k>=l} weight_k,
     # and is contracted over the KV axis without materialising [n_kv, H, n_q, DV] arrays.
     # tests/test_attention_oracles.py checks this against the step-by-step form.
-    v_abs_all = np.abs(a.kv_per_head(a.v))  # [H, n_kv, DV]
-    v_all = a.kv_per_head(a.v).transpose(1, 0, 2)[:, :, None, :]  # [n_kv, H, 1, DV]
+    v_heads = a.kv_per_head(a.v)  # [H, n_kv, DV]
+    v_abs_all = np.abs(v_heads)
+    v_all = v_heads.transpose(1, 0, 2)[:, :, None, :]  # [n_kv, H, 1, DV]
     c = 3 * U_F16 + 3 * U_F32
     slack = (np.exp(ref.delta) - 1)[..., None]  # [H, n_q, 1]
     ed = np.exp(ref.delta)[..., None]
