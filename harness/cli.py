@@ -8,16 +8,12 @@ import time
 
 from . import mutants, toolchain
 from .build import BuildError, ensure_built
-from .config import ISA_BUILDS, parse_selection
+from .config import ISA_BUILDS, selection_type
 from .proc import CommandError
 from .source import SourceError, resolve
 
 
-def _isas(value: str) -> list[str]:
-    try:
-        return list(parse_selection("--isa", value, tuple(ISA_BUILDS)))
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+_isas = selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", argparse.ArgumentTypeError)
 
 
 def cmd_setup(args: argparse.Namespace) -> int:

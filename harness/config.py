@@ -101,6 +101,17 @@ def parse_selection(option: str, value: str, allowed: Sequence[str | int]) -> tu
     return tuple(dict.fromkeys(out))
 
 
+def selection_type(option: str, allowed: Sequence[str | int], what: str, error: type[Exception] = ValueError):
+    """An option parser (argparse / pytest ``type=``) for :func:`parse_selection` that raises
+    ``error`` (pytest.UsageError, argparse.ArgumentTypeError) naming ``what`` the values are."""
+    def parse(value: str) -> tuple:
+        try:
+            return parse_selection(option, value, allowed)
+        except ValueError as e:
+            raise error(f"{e} ({what})") from None
+    return parse
+
+
 def cache_dir() -> Path:
     """The harness's cache: ``$RVVDIFF_CACHE``, else ``$XDG_CACHE_HOME/rvvdiff``, else ``~/.cache/rvvdiff``."""
     env = os.environ.get("RVVDIFF_CACHE")

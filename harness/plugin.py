@@ -25,7 +25,7 @@ import pytest
 from . import known, observe, pool, report
 from . import protocol as P
 from .build import Build, ensure_built
-from .config import ISA_BUILDS, STRESS_PROPS, VLENS, IsaBuild, parse_selection
+from .config import ISA_BUILDS, STRESS_PROPS, VLENS, IsaBuild, selection_type
 from .source import GgmlSource, SourceError, resolve
 from .toolchain import Qemu, ToolchainError, describe, qemu
 from .trace import Trace, trace_call
@@ -33,19 +33,8 @@ from .trace import Trace, trace_call
 # ------------------------------------------------------------------ options
 
 
-def parse_vlens(value: str) -> tuple[int, ...]:
-    """``all`` or a comma list of VLENs; anything else is a usage error naming the allowed values."""
-    try:
-        return parse_selection("--vlen", value, VLENS)
-    except ValueError as e:
-        raise pytest.UsageError(f"{e} (VLENs rvvdiff can emulate)") from None
-
-
-def parse_isas(value: str) -> tuple[str, ...]:
-    try:
-        return parse_selection("--isa", value, tuple(ISA_BUILDS))
-    except ValueError as e:
-        raise pytest.UsageError(f"{e} (ISA builds)") from None
+parse_vlens = selection_type("--vlen", VLENS, "VLENs rvvdiff can emulate", pytest.UsageError)
+parse_isas = selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", pytest.UsageError)
 
 
 def parse_stress(value: str) -> tuple[bool, ...]:

@@ -73,7 +73,7 @@ def test_header_and_summary(pytester: pytest.Pytester) -> None:
 @pytest.mark.parametrize("options, examples", [([], 25), (["--thorough"], 200), (["--thorough", "--max-examples", "7"], 7)])
 def test_example_budget(pytester: pytest.Pytester, options: list[str], examples: int) -> None:
     pytester.makepyfile(test_budget="""
-from hypothesis import given, settings, strategies as st
+from hypothesis import settings
 
 def test_budget():
     assert settings().max_examples == %d
