@@ -9,10 +9,12 @@ a failure is reported at its smallest length.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness.config import VLENS
@@ -67,6 +69,23 @@ def lengths(shape: VectorShape, *, min_value: int = 1, max_value: int = LONG_ROW
     if not parts:
         parts.append(st.integers(min_value, max_value))
     return st.one_of(parts)
+
+
+def explore(request: pytest.FixtureRequest, strategy: st.SearchStrategy, examples: Sequence[object],
+            check: Callable[[object], None]) -> None:
+    """Run ``check`` on every explicit example (every run, in order, before anything random:
+    known edge cases and loop-crossing sizes never depend on luck), then on cases Hypothesis
+    draws from ``strategy`` and shrinks.  Explicit examples may depend on the target (its
+    VLEN), which ``@example`` on a module-level test cannot.  The Hypothesis database key is
+    the test's node id, as for any parametrized ``@given`` test."""
+    def case_check(case: object) -> None:
+        check(case)
+
+    case_check._hypothesis_internal_add_digest = request.node.nodeid.encode()  # as the pytest plugin does
+    test = given(case=strategy)(case_check)
+    for e in reversed(examples):
+        test = example(case=e)(test)
+    test()
 
 
 # ------------------------------------------------------------- float data

@@ -44,11 +44,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from cases import quant_strategies as QS
 from cases import quant_variants as V
+from cases import strategies as S
 from cases.strategies import KernelSpec
 from harness import observe
 from harness.compare import assert_within_bound
@@ -245,27 +246,12 @@ def test_rvv_vec_dot_coverage(target) -> None:
 # ------------------------------------------------------------------ differential tests
 
 
-def _explore(request: pytest.FixtureRequest, strategy: st.SearchStrategy[QS.Pair], examples: list[QS.Pair],
-             check: Callable[[QS.Pair], None]) -> None:
-    """Run ``check`` on every explicit example (every run, in order, before anything random:
-    known edge cases never depend on luck), then on pairs Hypothesis draws and shrinks.  The
-    Hypothesis database key is the test's node id, as for any parametrized ``@given`` test."""
-    def pairs_check(pair: QS.Pair) -> None:
-        check(pair)
-
-    pairs_check._hypothesis_internal_add_digest = request.node.nodeid.encode()  # as the pytest plugin does
-    test = given(pair=strategy)(pairs_check)
-    for e in reversed(examples):
-        test = example(pair=e)(test)
-    test()
-
-
 @pytest.mark.parametrize("kernel", DOTS, ids=IDS)
 def test_vec_dot(kernel: QuantDot, target, request: pytest.FixtureRequest) -> None:
     """Raw blocks with edge encodings (zero / negative / subnormal / largest scales, extreme
     sub-scales, constant payloads), activations raw or quantized from floats, rows of one block
     to ~10k elements; first the fixed edge pairs of ``QS.edge_pairs``."""
-    _explore(request, QS.pairs(kernel.name, kernel.vec_dot_type), QS.edge_pairs(kernel.name, kernel.vec_dot_type),
+    S.explore(request, QS.pairs(kernel.name, kernel.vec_dot_type), QS.edge_pairs(kernel.name, kernel.vec_dot_type),
              lambda pair: check_dot(kernel, target, pair))
 
 
@@ -276,7 +262,7 @@ def test_vec_dot_exact(kernel: QuantDot, target, request: pytest.FixtureRequest)
     saturated bytes."""
     edges = [QS.exact_pair(kernel.name, kernel.vec_dot_type, nb, seed=nb, payload=payload, subscales="random")
              for nb in (1, 2, 3) for payload in ("random", "ones")]
-    _explore(request, QS.exact_pairs(kernel.name, kernel.vec_dot_type), edges,
+    S.explore(request, QS.exact_pairs(kernel.name, kernel.vec_dot_type), edges,
              lambda pair: check_dot(kernel, target, pair, exact=True))
 
 
