@@ -98,6 +98,7 @@ def detect(m: mutants.Mutant, *, max_examples: int | None, out: Path, timeout: f
         "select": meta["select"], "caught": bool(failed), "failed_tests": len(failed), "tests": len(results),
         "vlens": vlens, "isas": isas, "shrunk_case": smallest, "time_to_detection_s": first,
         "run_s": round(run_s, 1), "build_s": round(build_s, 1), "expected_minimal": meta.get("expected-minimal", ""),
+        "missed_before": meta.get("missed-before", ""),
         "pytest": cp.stdout.strip().splitlines()[-1] if cp.stdout.strip() else cp.stderr[-300:],
     }
 
@@ -106,15 +107,19 @@ def table(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = ["# Planted bugs: detection", "",
              "Regenerate with `.venv/bin/rvvdiff mutants run` (every mutant) or `--only NAME`.", "",
              *[f"- {k}: {v}" for k, v in meta.items()], "",
-             "| mutant | class | caught | VLENs | ISA builds | shrunk case | first detection | run | expected minimal |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "The last column, where filled, says why the strategies before the loop-size audit (cases/loops.py)",
+             "missed the bug: that planted bug shows the gap is closed.", "",
+             "| mutant | class | caught | VLENs | ISA builds | shrunk case | first detection | run | expected minimal "
+             "| missed by the earlier strategy |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         caught = {True: f"yes ({r.get('failed_tests')}/{r.get('tests')} tests)", False: "**NO**",
                   None: r.get("note", "?")}[r["caught"]]
         ttd = r.get("time_to_detection_s")
         lines.append(f"| `{r['mutant']}` | {r['class']} | {caught} | {' '.join(map(str, r.get('vlens', [])))} | "
                      f"{' '.join(r.get('isas', []))} | {r.get('shrunk_case', '')} | "
-                     f"{'' if ttd is None else f'{ttd:.1f} s'} | {r.get('run_s', '')} s | {r.get('expected_minimal', '')} |")
+                     f"{'' if ttd is None else f'{ttd:.1f} s'} | {r.get('run_s', '')} s | {r.get('expected_minimal', '')} | "
+                     f"{r.get('missed_before', '')} |")
     return "\n".join(lines) + "\n"
 
 
