@@ -35,9 +35,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import given
 from hypothesis import strategies as st
 
+from cases import loops as L
 from cases import strategies as S
 from harness import observe
 from harness.compare import assert_bitwise_equal, assert_within_bound
@@ -63,9 +63,8 @@ class MatMulKernel(S.KernelSpec):
 
     def path(self, features: dict[str, bool], vlen: int, k: int, m: int, n: int, threads: int) -> str:
         """The path ggml-cpu takes for this shape (the module docstring's conditions)."""
-        if features.get(self.tinyblas_when) and n >= 2 and k % (vlen // 8) == 0 and m % 4 == 0:
-            bm = 8 if m % 16 == 0 and m // 16 >= threads else 4 if m % 8 == 0 else 2
-            return f"tinyBLAS_RVV<{self.vector}>::gemm<2,2,{bm}>"
+        if features.get(self.tinyblas_when) and on_tinyblas(vlen, k, m, n):
+            return f"tinyBLAS_RVV<{self.vector}>::gemm<{RM},{RN},{block_rows(m, threads)}>"
         return f"ggml_vec_dot_{self.a}"
 
 
@@ -90,8 +89,106 @@ class Shape:
     pad: int = 0  # extra elements at the end of each A row (lda = k + pad)
 
 
+# ------------------------------------------------------------------ the loops of both paths
+#
+# tinyBLAS_RVV (llamafile/sgemm.cpp, LMUL 4: RM = RN = 2, BN = 36), per llamafile_sgemm call:
+#   for each B matrix (batch x bcast, ggml-cpu.c ggml_compute_forward_mul_mat) ->
+#   jobs = ytiles x NB_BN, thread ith takes job ith, then the next free one (chunk_add) ->
+#   a job is a panel of RM * BM rows of A and an n-block of ~BN column tiles ->
+#   BM row blocks of RM rows -> column tiles of RN = 2 (then one RN - 1 = 1 edge tile) ->
+#   gemm_bloc_2x2 / 2x1: k-steps of VLMAX = VLEN / 8 (k % VLMAX == 0 by the entry condition).
+# vec_dot fallback (ggml-cpu.c ggml_compute_forward_mul_mat / _one_chunk):
+#   chunks of 16 x 16 outputs (64 when m or n*batch*bcast is 1; one chunk per thread when
+#   there are fewer than 4 per thread), threads take them dynamically ->
+#   blocks of 16 rows of A x 16 B rows -> one ggml_vec_dot_<type> over k per output.
+
+RM = RN = 2  # tinyBLAS_RVV's register block at LMUL 4 (mnpack<2, 2, BM>)
+BN = 36  # column tiles per n-block (mnpack's BN argument at LMUL 4)
+FALLBACK_CHUNK = 16  # rows / columns of C per chunk and per block of the vec_dot fallback
+
+#: Sizes real models use: the dot length k (hidden 2048-8192, FFN 5632-14336), the rows m
+#: of a weight matrix, and the tokens n of a prompt batch.  All are multiples of VLEN / 8 at
+#: every VLEN, so on tinyBLAS_RVV's path when m and n allow.
+REAL_K = (2048, 4096, 5632, 8192, 11008, 14336)
+REAL_M = (2048, 4096)
+REAL_N = (512,)
+#: The other two sizes of a shape with one real-model size: small, so it stays cheap under QEMU.
+REAL_SMALL_M = (4, 8, 16, 1, 3)
+REAL_SMALL_N = (2, 1, 3, 5)
+#: k offsets of a real-model k: 0 stays on tinyBLAS_RVV, 1 takes the vec_dot fallback over a long row.
+REAL_K_OFFSETS = (0, 1)
+#: Small random shapes: m and n up to these.
+SMALL_M = [4, 8, 12, 16, 24, 32, 48, 64, 1, 2, 3, 5, 6, 7, 10, 13, 21]
+SMALL_N = [2, 3, 4, 5, 1, 6, 7, 8, 9, 16, 17, 31]
+M_MAX = max(SMALL_M)
+
+
+def block_rows(m: int, threads: int) -> int:
+    """tinyBLAS_RVV's BM (row blocks of RM rows per panel) for m rows of A at LMUL 4."""
+    return 8 if m % 16 == 0 and m // 16 >= threads else 4 if m % 8 == 0 else 2
+
+
+def on_tinyblas(vlen: int, k: int, m: int, n: int) -> bool:
+    """tinyBLAS_RVV's entry conditions apart from the type (module docstring)."""
+    return n >= 2 and k % (vlen // 8) == 0 and m % 4 == 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How tinyBLAS_RVV's gemm<2, 2, BM> splits one B matrix's product (its own arithmetic)."""
+
+    bm: int
+    ytiles: int  # panels of RM * BM rows
+    xtiles: int  # column tiles of RN (the last one of 1 column when n is odd)
+    nb_bn: int  # n-blocks of about BN tiles
+    jobs: int  # ytiles * nb_bn, shared by the threads
+
+
+def tinyblas_plan(sh: Shape, vlen: int) -> Plan | None:
+    """gemm's tiling of ``sh`` at ``vlen``; None when the shape takes the vec_dot fallback."""
+    if not on_tinyblas(vlen, sh.k, sh.m, sh.n):
+        return None
+    bm = block_rows(sh.m, sh.threads)
+    ytiles, xtiles = sh.m // (RM * bm), -(-sh.n // RN)
+    nb_bn = 1 if xtiles < BN else (xtiles + BN // 2) // BN
+    return Plan(bm, ytiles, xtiles, nb_bn, ytiles * nb_bn)
+
+
+def fallback_chunks(sh: Shape) -> int:
+    """Chunks of C the vec_dot fallback shares among the threads (ggml_compute_forward_mul_mat)."""
+    nr0, nr1 = sh.m, sh.n * sh.batch * sh.bcast
+    size = 64 if nr0 == 1 or nr1 == 1 else FALLBACK_CHUNK
+    n0, n1 = -(-nr0 // size), -(-nr1 // size)
+    if n0 * n1 < 4 * sh.threads:  # re-chunked by thread
+        n0, n1 = (sh.threads, 1) if nr0 > nr1 else (1, sh.threads)
+    return n0 * n1
+
+
+def loop_shapes(vlen: int) -> list[Shape]:
+    """Shapes checked on every run at ``vlen`` (``s`` = VLMAX = VLEN / 8) that cross every loop
+    level of both paths at least twice plus a remainder:
+
+    * (5s, 20, 5, 2 threads): five k-steps (more than four), BM = 2 with five panels of 4
+      rows = five jobs on two threads, column tiles 2 + 2 + an edge tile of 1;
+    * (s, 24, 3, batch 2 x bcast 2): BM = 4 with three panels of 8 rows, four B matrices
+      over two A matrices;
+    * (s, 32, 145, 2 threads): BM = 8 with two panels of 16 rows, 73 column tiles in two
+      n-blocks (37 + 36 tiles), four jobs;
+    * (4s + 3, 37, 17 x bcast 2, 2 threads): the vec_dot fallback with rows of two full
+      strips of ggml_vec_dot_f32 (VLEN / 4) plus 3, 37 = 16 + 16 + 5 rows and 34 = 16 + 16 + 2
+      columns, nine chunks on two threads.
+    """
+    s = vlen // 8
+    return [
+        Shape(5 * s, 20, 5, threads=2),
+        Shape(s, 24, 3, batch=2, bcast=2),
+        Shape(s, 32, 2 * BN * RN + 1, threads=2),
+        Shape(4 * s + 3, 2 * FALLBACK_CHUNK + 5, FALLBACK_CHUNK + 1, threads=2, bcast=2),
+    ]
+
+
 @st.composite
-def shapes(draw: st.DrawFn, vlen: int) -> Shape:
+def small_shapes(draw: st.DrawFn, vlen: int) -> Shape:
     """Shapes at and just outside tinyBLAS_RVV's conditions at ``vlen``: k multiples of
     VLEN/8 and near misses, m multiples of 4/8/16 and odd m, n from 1 up, 1-4 threads,
     batches with broadcast, padded A rows.  The edge values come first in each list, so a
@@ -99,9 +196,8 @@ def shapes(draw: st.DrawFn, vlen: int) -> Shape:
     step = vlen // 8
     ks = [step, 2 * step, step - 1, step + 1, 1, 2, 3, 3 * step, 4 * step, 2 * step - 2, 3 * step + 4]
     k = draw(st.one_of(st.sampled_from(list(dict.fromkeys(ks))), st.integers(1, 3 * step)), label="k")
-    m = draw(st.one_of(st.sampled_from([4, 8, 12, 16, 24, 32, 48, 64, 1, 2, 3, 5, 6, 7, 10, 13, 21]),
-                       st.integers(1, 64)), label="m")
-    n = draw(st.sampled_from([2, 3, 4, 5, 1, 6, 7, 8, 9, 16, 17, 31]), label="n")
+    m = draw(st.one_of(st.sampled_from(SMALL_M), st.integers(1, M_MAX)), label="m")
+    n = draw(st.sampled_from(SMALL_N), label="n")
     threads = draw(st.one_of(st.just(1), st.integers(2, 4)), label="threads")  # extra threads cost ~20 ms each
     batch = draw(st.integers(1, 2), label="batch")
     bcast = draw(st.integers(1, 2), label="bcast")
@@ -109,12 +205,169 @@ def shapes(draw: st.DrawFn, vlen: int) -> Shape:
     return Shape(k, m, n, threads, batch, bcast, pad)
 
 
-def _fill(kind: str, rows: int, shape: Shape, fmt: str, data: st.DataObject, label: str) -> np.ndarray:
-    """A [rows, k] matrix of values representable in ``fmt`` (float32)."""
-    size = rows * shape.k
-    if kind == "integers":
-        return data.draw(S.small_integer_vectors(size), label=label).reshape(rows, shape.k)
-    return data.draw(S.float_vectors(size, fmt), label=label).reshape(rows, shape.k)
+@st.composite
+def real_shapes(draw: st.DrawFn, vlen: int) -> Shape:
+    """One real-model size with the other two small (cheap under QEMU): a long k (2048-14336,
+    hundreds of k-steps; +1 for the vec_dot fallback over a long row, n = 1 is decoding), many
+    rows m of a weight matrix at one k-step, or a prompt batch of n columns.  Smallest first."""
+    s = vlen // 8
+    which = draw(st.sampled_from(["k", "m", "n"]), label="real")
+    k = s
+    m = draw(st.sampled_from(REAL_SMALL_M), label="m")
+    n = draw(st.sampled_from(REAL_SMALL_N), label="n")
+    if which == "k":
+        k = draw(st.sampled_from(REAL_K), label="k") + draw(st.sampled_from(REAL_K_OFFSETS), label="k_offset")
+    elif which == "m":
+        m = draw(st.sampled_from(REAL_M), label="m_real")
+    else:
+        n = draw(st.sampled_from(REAL_N), label="n_real")
+    threads = draw(st.one_of(st.just(1), st.integers(2, 4)), label="threads")
+    return Shape(k, m, n, threads)
+
+
+def shapes(vlen: int) -> st.SearchStrategy[Shape]:
+    """Small shapes three times in four, a shape with one real-model size otherwise (small first,
+    so a failure shrinks towards a small shape when one fails too)."""
+    return st.sampled_from(["small", "small", "small", "real"]).flatmap(
+        lambda kind: small_shapes(vlen) if kind == "small" else real_shapes(vlen))
+
+
+def _largest(vlen: int) -> list[Shape]:
+    """The largest shapes ``shapes`` can draw in each of its kinds (for the ranges in the size table)."""
+    s = vlen // 8
+    return [Shape(4 * s, M_MAX, max(SMALL_N), 4, 2, 2), Shape(max(REAL_K) + max(REAL_K_OFFSETS), max(REAL_SMALL_M),
+            max(REAL_SMALL_N), 4), Shape(s, max(REAL_M), max(REAL_SMALL_N), 2), Shape(s, 16, max(REAL_N), 2),
+            Shape(s + 1, max(REAL_M), max(REAL_SMALL_N), 2), Shape(s + 1, 3, max(REAL_N), 2)]
+
+
+def drawn(vlen: int) -> dict[str, L.Drawn]:
+    """What the tests draw of every size the loops iterate over, at ``vlen``: the sizes of
+    ``loop_shapes`` (every run) on the path they take, and the random range of ``shapes``."""
+    every = [(sh, tinyblas_plan(sh, vlen)) for sh in loop_shapes(vlen)]
+    tb = [(sh, p) for sh, p in every if p is not None]
+    fb = [sh for sh, p in every if p is None]
+    big = _largest(vlen)
+    s = vlen // 8
+    return {
+        "k (tinyBLAS)": L.Drawn([sh.k for sh, _ in tb], s, max(REAL_K)),
+        "m (BM=8)": L.Drawn([sh.m for sh, p in tb if p.bm == 8], 16, max(REAL_M)),
+        "m (BM=4)": L.Drawn([sh.m for sh, p in tb if p.bm == 4], 8, M_MAX),
+        "m (BM=2)": L.Drawn([sh.m for sh, p in tb if p.bm == 2], 4, M_MAX),
+        "n (tinyBLAS)": L.Drawn([sh.n for sh, _ in tb], 2, max(REAL_N)),
+        "jobs (2 threads)": L.Drawn([p.jobs for sh, p in tb if sh.threads == 2], 1,
+                                    max(p.jobs for sh in big if (p := tinyblas_plan(sh, vlen)))),
+        "B matrices": L.Drawn([sh.batch * sh.bcast for sh, _ in every], 1, 4),
+        "k (vec_dot)": L.Drawn([sh.k for sh in fb], 1, max(REAL_K) + max(REAL_K_OFFSETS)),
+        "m (vec_dot)": L.Drawn([sh.m for sh in fb], 1, max(REAL_M)),
+        "n*batch*bcast (vec_dot)": L.Drawn([sh.n * sh.batch * sh.bcast for sh in fb], 1, max(REAL_N)),
+        "chunks (2 threads)": L.Drawn([fallback_chunks(sh) for sh in fb if sh.threads == 2], 1,
+                                      max(fallback_chunks(sh) for sh in big)),
+    }
+
+
+_REAL_K = tuple(REAL_K)
+L.register(L.Family(
+    name="mul_mat", doc="docs/attention.md",
+    loops=[
+        L.Loop("tinyBLAS_RVV gemm_bloc_2x2 / 2x1", "k-steps (l += VLMAX, e32m4 / e16m2)", "k (tinyBLAS)",
+               lambda vlen: vlen // 8, remainder=False, real=_REAL_K, source="sgemm.cpp:tinyBLAS_RVV::gemm_bloc_2x2"),
+        L.Loop("tinyBLAS_RVV gemm<2,2,8>", "panels of RM*BM = 16 rows (jobs)", "m (BM=8)", lambda vlen: RM * 8,
+               remainder=False, real=REAL_M, source="sgemm.cpp:tinyBLAS_RVV::gemm"),
+        L.Loop("tinyBLAS_RVV gemm<2,2,4>", "panels of RM*BM = 8 rows (jobs)", "m (BM=4)", lambda vlen: RM * 4,
+               remainder=False, source="sgemm.cpp:tinyBLAS_RVV::gemm"),
+        L.Loop("tinyBLAS_RVV gemm<2,2,2>", "panels of RM*BM = 4 rows (jobs)", "m (BM=2)", lambda vlen: RM * 2,
+               remainder=False, source="sgemm.cpp:tinyBLAS_RVV::gemm"),
+        L.Loop("tinyBLAS_RVV gemm", "column tiles of RN = 2, then a 2x1 edge tile", "n (tinyBLAS)",
+               lambda vlen: RN, real=REAL_N, source="sgemm.cpp:tinyBLAS_RVV::gemm"),
+        L.Loop("tinyBLAS_RVV gemm", "n-blocks of ~BN = 36 tiles (jobs), unequal when they do not divide",
+               "n (tinyBLAS)", lambda vlen: BN * RN, real=REAL_N, source="sgemm.cpp:tinyBLAS_RVV::gemm"),
+        L.Loop("tinyBLAS_RVV gemm", "jobs over 2 threads (job ith, then chunk_add)", "jobs (2 threads)",
+               lambda vlen: 2, source="sgemm.cpp:tinyBLAS_RVV::gemm"),
+        L.Loop("ggml_compute_forward_mul_mat", "one llamafile_sgemm per B matrix (A broadcast)", "B matrices",
+               lambda vlen: 1, remainder=False, source="ggml-cpu.c:ggml_compute_forward_mul_mat"),
+        L.Loop("ggml_vec_dot_f32", "strip-mining, vsetvl e32m8", "k (vec_dot)", lambda vlen: vlen // 4,
+               real=_REAL_K, source="vec.cpp:ggml_vec_dot_f32"),
+        L.Loop("ggml_vec_dot_f16 (zvfh)", "strip-mining, vsetvl e16m1", "k (vec_dot)", lambda vlen: vlen // 16,
+               real=_REAL_K, source="vec.cpp:ggml_vec_dot_f16"),
+        L.Loop("ggml_vec_dot_bf16 (zvfbfwma)", "main loop unrolled by 2, e16m2 (leftover: vsetvl e16m2)",
+               "k (vec_dot)", lambda vlen: vlen // 4, real=_REAL_K, source="vec.cpp:ggml_vec_dot_bf16"),
+        L.Loop("mul_mat vec_dot fallback", "blocks / chunks of 16 rows of A", "m (vec_dot)",
+               lambda vlen: FALLBACK_CHUNK, real=REAL_M, source="ggml-cpu.c:ggml_compute_forward_mul_mat_one_chunk"),
+        L.Loop("mul_mat vec_dot fallback", "blocks / chunks of 16 B rows (all B matrices)", "n*batch*bcast (vec_dot)",
+               lambda vlen: FALLBACK_CHUNK, real=REAL_N, source="ggml-cpu.c:ggml_compute_forward_mul_mat_one_chunk"),
+        L.Loop("mul_mat vec_dot fallback", "chunks over 2 threads (chunk ith, then atomic add)", "chunks (2 threads)",
+               lambda vlen: 2, source="ggml-cpu.c:ggml_compute_forward_mul_mat"),
+    ],
+    drawn=drawn,
+    notes=(
+        "Every run checks the shapes of `loop_shapes` (in `test_mul_mat` and `test_mul_mat_exact`, before the "
+        "random draws); one random shape in four has one real-model size (k 2048-14336, m 2048-4096 or n 512) "
+        "with the other two small.",
+        "k on tinyBLAS_RVV is a multiple of VLMAX = VLEN / 8 by its entry condition (no remainder); any other k "
+        "takes the vec_dot fallback.  The bf16 leftover loop (e16m2, at most VLEN / 4 - 1 elements) runs on "
+        "the remainder of the unrolled loop's witness.",
+        "The row blocks of RM = 2 inside a panel run exactly BM times (a constant), the per-thread conversion "
+        "of B to A's type (f16_f32, bf16_f32) splits k among the threads in one pass.",
+    )))
+
+
+@dataclass(frozen=True)
+class Case:
+    """A shape and its operands: A [batch, m, k], B [batch * bcast, n, k] (B as stored)."""
+
+    shape: Shape
+    a: np.ndarray
+    b: np.ndarray
+    origin: str  # "loop_shapes" or "drawn"
+
+    def __repr__(self) -> str:  # Hypothesis prints it for a failure: the shape, not megabytes of data
+        return f"Case({self.shape}, {self.origin})"
+
+
+def _nudge(kernel: MatMulKernel, b: np.ndarray, seed: int) -> np.ndarray:
+    """B with values of its own format that A's format cannot hold: the conversion must round them."""
+    if kernel.b == kernel.a:
+        return b
+    rng = np.random.default_rng(seed)
+    return (b * (1 + rng.uniform(-2.0 ** -12, 2.0 ** -12, b.shape))).astype(np.float32)
+
+
+@st.composite
+def cases(draw: st.DrawFn, kernel: MatMulKernel, vlen: int, kind: str) -> Case:
+    """A random shape of ``shapes`` and operands of ``kind`` ("floats" of every value kind, or
+    small "integers" whose products and sums are exact)."""
+    sh = draw(shapes(vlen), label="shape")
+
+    def fill(rows: int, label: str) -> np.ndarray:
+        size = rows * sh.k
+        if kind == "integers":
+            return draw(S.small_integer_vectors(size), label=label).reshape(rows, sh.k)
+        return draw(S.float_vectors(size, kernel.a), label=label).reshape(rows, sh.k)
+
+    a = np.stack([fill(sh.m, f"a{i}") for i in range(sh.batch)])
+    b = np.stack([fill(sh.n, f"b{i}") for i in range(sh.batch * sh.bcast)])
+    if kind != "integers":
+        b = _nudge(kernel, b, draw(st.integers(0, 2**32 - 1), label="nudge_seed"))
+    return Case(sh, a, b, "drawn")
+
+
+def loop_cases(kernel: MatMulKernel, vlen: int, kind: str) -> list[Case]:
+    """The shapes of ``loop_shapes`` with seeded operands of ``kind``: Gaussian values of A's
+    format (B nudged off it when B's type differs), or integers in [-8, 8] without zeros (so a
+    dropped or doubled k-step, tile or chunk always changes the exact result)."""
+    out = []
+    for i, sh in enumerate(loop_shapes(vlen)):
+        rng = np.random.default_rng(1000 + i)
+        if kind == "integers":
+            def make(*dims: int) -> np.ndarray:
+                v = rng.integers(1, 9, dims) * rng.choice([-1, 1], dims)
+                return v.astype(np.float32)
+            a, b = make(sh.batch, sh.m, sh.k), make(sh.batch * sh.bcast, sh.n, sh.k)
+        else:
+            a = S.round_to(kernel.a, rng.standard_normal((sh.batch, sh.m, sh.k)))
+            b = _nudge(kernel, S.round_to(kernel.a, rng.standard_normal((sh.batch * sh.bcast, sh.n, sh.k))), 2000 + i)
+        out.append(Case(sh, a, b, "loop_shapes"))
+    return out
 
 
 def _storage(fmt: str, x: np.ndarray, pad: int = 0) -> np.ndarray:
@@ -142,23 +395,9 @@ def _context(kernel: MatMulKernel, target, sh: Shape) -> str:
     return f"ggml_mul_mat {kernel.a} x {kernel.b}, {sh}, {target.id}, {path}"
 
 
-def _draw_case(kernel: MatMulKernel, target, data: st.DataObject, kind: str) -> tuple[Shape, np.ndarray, np.ndarray]:
-    sh = data.draw(shapes(target.vlen), label="shape")
-    a = np.stack([_fill(kind, sh.m, sh, kernel.a, data, f"a{i}") for i in range(sh.batch)])
-    b = np.stack([_fill(kind, sh.n, sh, kernel.a, data, f"b{i}") for i in range(sh.batch * sh.bcast)])
-    if kernel.b != kernel.a and kind != "integers":
-        # Values of B's own format that A's format cannot hold: the conversion must round them.
-        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="nudge_seed"))
-        nudge = 1 + rng.uniform(-2.0 ** -12, 2.0 ** -12, b.shape)
-        b = (b * nudge).astype(np.float32)
-    return sh, a, b
-
-
-@pytest.mark.parametrize("kernel", KERNELS, ids=IDS)
-@given(data=st.data())
-def test_mul_mat(kernel: MatMulKernel, target, data: st.DataObject) -> None:
-    """Random data of every kind; every element within the derived bound."""
-    sh, a, b = _draw_case(kernel, target, data, "floats")
+def check_bound(kernel: MatMulKernel, target, case: Case) -> None:
+    """Every element of C within the derived bound of its dot product."""
+    sh, a, b = case.shape, case.a, case.b
     got = run_mul_mat(kernel, target, sh, a, b)
     exact, abs_sum = matmul(a, S.round_to(kernel.a, b), sh.bcast)
     bound = gamma(sh.k + 1) * abs_sum + oracle_error(sh.k, abs_sum)
@@ -173,14 +412,27 @@ def assert_exact(got: np.ndarray, exact: np.ndarray, context: str) -> None:
     assert_bitwise_equal(got.ravel(), exact.astype(np.float32).ravel(), name="C.flat", context=context)
 
 
+def check_exact(kernel: MatMulKernel, target, case: Case) -> None:
+    """C exact (operands are small integers: every partial sum is exact in f32)."""
+    got = run_mul_mat(kernel, target, case.shape, case.a, case.b)
+    exact, _ = matmul(case.a, case.b, case.shape.bcast)
+    assert_exact(got, exact, _context(kernel, target, case.shape))
+
+
 @pytest.mark.parametrize("kernel", KERNELS, ids=IDS)
-@given(data=st.data())
-def test_mul_mat_exact(kernel: MatMulKernel, target, data: st.DataObject) -> None:
-    """Integers in [-8, 8]: every partial sum is exact in f32 (|sum| <= 64 k < 2^24), so C must be exact."""
-    sh, a, b = _draw_case(kernel, target, data, "integers")
-    got = run_mul_mat(kernel, target, sh, a, b)
-    exact, _ = matmul(a, b, sh.bcast)
-    assert_exact(got, exact, _context(kernel, target, sh))
+def test_mul_mat(kernel: MatMulKernel, target, request: pytest.FixtureRequest) -> None:
+    """Random data of every kind; every element within the derived bound.  First the shapes
+    of ``loop_shapes`` (every loop level crossed twice plus a remainder), then random shapes."""
+    S.explore(request, cases(kernel, target.vlen, "floats"), loop_cases(kernel, target.vlen, "floats"),
+              lambda case: check_bound(kernel, target, case))
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=IDS)
+def test_mul_mat_exact(kernel: MatMulKernel, target, request: pytest.FixtureRequest) -> None:
+    """Integers in [-8, 8]: every partial sum is exact in f32 (|sum| <= 64 k < 2^24), so C must be
+    exact.  First the shapes of ``loop_shapes``, then random shapes."""
+    S.explore(request, cases(kernel, target.vlen, "integers"), loop_cases(kernel, target.vlen, "integers"),
+              lambda case: check_exact(kernel, target, case))
 
 
 #: One probe per shape class, as (class, shape at VLEN: function of VLEN/8).
