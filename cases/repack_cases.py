@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 from hypothesis import strategies as st
 
+from cases import loops as L
 from cases import quant_strategies as QS
 from cases.strategies import KernelSpec
 from harness.compare import assert_bitwise_equal, assert_within_bound
@@ -240,9 +241,31 @@ SWEEP_ROWS = (1, 8, 15, 16, 17, 24, 32, 40, 48, 64)
 # ------------------------------------------------------------------ strategies
 
 
-def block_counts() -> st.SearchStrategy[int]:
-    """Blocks along K: 1 (shrinking goes there), 2, 3, and odd / even counts up to 7."""
-    return st.one_of(st.integers(1, 3), st.sampled_from([4, 5, 7]))
+#: Small block counts along K the strategies draw (shrinking goes to the first).
+SMALL_BLOCKS = (1, 7)
+#: k of real models' weight matrices (hidden 4096, FFN 5632 and 14336): 128 / 176 / 448 blocks of
+#: 32, 16 / 22 / 56 super-blocks of 256 per row.  Long k is cheap with few columns and rows.
+REAL_K = (4096, 5632, 14336)
+#: Column tiles (interleaves) and GEMM row groups the direct-call strategy draws at small k.
+GEMX_TILES = (1, 3)
+GEMM_GROUPS = (1, 3)
+#: Weight-row interleaves, activation rows, threads and planes of the mul_mat strategy.
+MUL_MAT_TILES = (1, 4)
+MUL_MAT_ROWS = (*range(1, 10), 12, 13)
+MUL_MAT_THREADS = (1, 4)
+MUL_MAT_PLANES = (1, 2)
+
+
+def real_blocks(block: int) -> tuple[int, ...]:
+    """Blocks of ``block`` elements per row of the real-model k (``REAL_K``)."""
+    return tuple(k // block for k in REAL_K)
+
+
+def block_counts(block: int | None = None) -> st.SearchStrategy[int]:
+    """Blocks along K: 1 (shrinking goes there), 2, 3, odd / even counts up to 7, and (given the
+    block size) now and then the block count of a real model's row (``REAL_K``)."""
+    small = st.one_of(st.integers(1, 3), st.sampled_from([4, 5, 7]))
+    return small if block is None else st.one_of(small, st.sampled_from(real_blocks(block)))
 
 
 @dataclass(frozen=True)
@@ -293,15 +316,56 @@ def activation_rows(draw: st.DrawFn, name: str, rows: int, n_blocks: int) -> np.
 
 @st.composite
 def gemx_cases(draw: st.DrawFn, kernel: RepackKernel, kind: str) -> GemxCase:
-    """Column counts 1-3 interleaves (16 / 32 / 48 or 8 / 16 / 24), 1-7 blocks, GEMV 1-5 rows
-    or GEMM 4 / 8 / 12 rows; weights from raw blocks with edge encodings, activations raw."""
+    """Column counts 1-3 interleaves (16 / 32 / 48 or 8 / 16 / 24), 1-7 blocks or a real model's
+    count (then one interleave and one row group: long k is what is tested, and it stays cheap),
+    GEMV 1-5 rows or GEMM 4 / 8 / 12 rows; weights from raw blocks with edge encodings,
+    activations raw."""
     lay = kernel.layout
-    nb = draw(block_counts(), label="n_blocks")
-    nc = lay.ncols * draw(st.integers(1, 3), label="interleaves")
-    nr = draw(st.integers(1, 5), label="rows") if kind == "gemv" else 4 * draw(st.integers(1, 3), label="row_groups")
+    nb = draw(block_counts(Q.block_size(lay.weight)), label="n_blocks")
+    small = nb <= SMALL_BLOCKS[1]
+    nc = lay.ncols * draw(st.integers(GEMX_TILES[0], GEMX_TILES[1] if small else 1), label="interleaves")
+    nr = (draw(st.integers(1, 5 if small else 1), label="rows") if kind == "gemv"
+          else 4 * draw(st.integers(GEMM_GROUPS[0], GEMM_GROUPS[1] if small else 1), label="row_groups"))
     w = weight_matrix(lay.weight, nc, nb, draw(QS.recipes(), label="w_recipe"))
     a = draw(activation_rows(lay.activation, nr, nb), label="acts")
     return GemxCase(kernel, kind, w, a)
+
+
+@dataclass(frozen=True)
+class GemxShape:
+    """The shape of one explicit direct call: activation rows, column interleaves, blocks."""
+
+    nr: int
+    interleaves: int
+    n_blocks: int
+
+
+#: Columns one kernel call gets in mul_mat of a 4096-row matrix on 4 threads (chunks of 256 rows).
+REAL_COLUMNS = 256
+
+
+def gemx_shapes(kernel: RepackKernel, kind: str) -> list[GemxShape]:
+    """The shapes every run checks for one kernel, smallest first: every loop level crossed
+    three times (3 column tiles, 3 GEMM row groups, 3 blocks); the longest real k (448 blocks
+    of 32 or 56 super-blocks) on one tile and one row group; as many columns as one call gets
+    in a real model's mul_mat (``REAL_COLUMNS``: 16 or 32 tiles), on 2 blocks.  The size table reads these."""
+    gemm = kind == "gemm"
+    one = 4 if gemm else 1
+    return [GemxShape(4 * GEMM_GROUPS[1] if gemm else 2, GEMX_TILES[1], 3),
+            GemxShape(one, 1, real_blocks(Q.block_size(kernel.layout.weight))[-1]),
+            GemxShape(one, REAL_COLUMNS // kernel.layout.ncols, 2)]
+
+
+def gemx_examples(kernel: RepackKernel, kind: str) -> list[GemxCase]:
+    """:func:`gemx_shapes` with seeded data: ordinary weights (normal scales, random payload and
+    sub-scales) and activations (normal scales, random quants)."""
+    lay = kernel.layout
+    out = []
+    for i, s in enumerate(gemx_shapes(kernel, kind)):
+        w = weight_matrix(lay.weight, s.interleaves * lay.ncols, s.n_blocks, QS.RowRecipe(i, ("normal",), "random", "random"))
+        a = np.stack([QS.activation_row(lay.activation, s.n_blocks, 1000 * i + r, ("normal",), "random") for r in range(s.nr)])
+        out.append(GemxCase(kernel, kind, w, a))
+    return out
 
 
 @dataclass(frozen=True)
@@ -414,18 +478,214 @@ def random_mul_mat_case(kernel: RepackKernel, m: int, n: int, batch: int, thread
 @st.composite
 def mul_mat_cases(draw: st.DrawFn, kernel: RepackKernel, *, exact: bool) -> MulMatCase:
     """Weight rows 16-64 (one to four interleaves), activation rows 1-9 and 12, 13 (not multiples
-    of 4: the leftover rows go through GEMV), 1-7 blocks, 1-2 planes, 1-4 threads;
-    :func:`exact_mul_mat_case` or :func:`random_mul_mat_case`."""
-    m = 16 * draw(st.integers(1, 4), label="interleaves")
-    n = draw(st.one_of(st.integers(1, 9), st.sampled_from([12, 13])), label="n")
-    nb = draw(block_counts(), label="n_blocks")
-    batch = draw(st.integers(1, 2), label="batch")
-    threads = draw(st.one_of(st.just(1), st.integers(2, 4)), label="threads")
+    of 4: the leftover rows go through GEMV), 1-7 blocks or a real model's count (then 16 weight
+    rows), 1-2 planes, 1-4 threads; :func:`exact_mul_mat_case` or :func:`random_mul_mat_case`."""
+    nb = draw(block_counts(Q.block_size(kernel.layout.weight)), label="n_blocks")
+    m = 16 * draw(st.integers(MUL_MAT_TILES[0], MUL_MAT_TILES[1] if nb <= SMALL_BLOCKS[1] else 1), label="interleaves")
+    n = draw(st.one_of(st.integers(1, 9), st.sampled_from(MUL_MAT_ROWS[9:])), label="n")
+    batch = draw(st.integers(*MUL_MAT_PLANES), label="batch")
+    threads = draw(st.one_of(st.just(1), st.integers(2, MUL_MAT_THREADS[1])), label="threads")
     seed = draw(st.integers(0, 2**32 - 1), label="seed")
     if exact:
         return exact_mul_mat_case(kernel, m, n, batch, threads, nb, seed, draw(st.sampled_from(QS.PAYLOAD_MODES),
                                   label="payload"), draw(st.sampled_from(QS.SUBSCALE_MODES), label="subscales"))
     return random_mul_mat_case(kernel, m, n, batch, threads, nb, seed, draw(QS.recipes(), label="w_recipe"))
+
+
+@dataclass(frozen=True)
+class MulMatShape:
+    """The shape of one explicit mul_mat: weight rows, activation rows, planes, threads, blocks."""
+
+    m: int
+    n: int
+    batch: int
+    threads: int
+    n_blocks: int
+
+
+def mul_mat_shapes(kernel: RepackKernel) -> list[MulMatShape]:
+    """The mul_mat shapes every run checks, smallest first:
+
+    * 48 weight rows (3 column tiles in one chunk), 11 activation rows (2 GEMM row groups and 3
+      leftover rows through GEMV and quantize_row), 3 blocks;
+    * 272 weight rows on 2 threads and 2 planes: 8 chunks of 34 rows per plane (two tiles and a
+      remainder), each boundary rounded up to the next tile (chunks of 48 and 32 rows,
+      :func:`mul_mat_chunks`), which no 16-64-row matrix makes (their chunks are one tile or
+      the whole matrix);
+    * one tile, 5 activation rows, the longest real k (448 blocks of 32 or 56 super-blocks);
+    * a real model's 4096 weight rows on 4 threads (16 chunks of 256 rows per plane), one block."""
+    return [MulMatShape(48, 11, 1, 1, 3), MulMatShape(272, 5, 2, 2, 2),
+            MulMatShape(16, 5, 1, 2, real_blocks(Q.block_size(kernel.layout.weight))[-1]),
+            MulMatShape(4096, 5, 1, 4, 1)]
+
+
+def mul_mat_examples(kernel: RepackKernel, *, exact: bool) -> list[MulMatCase]:
+    """:func:`mul_mat_shapes` with seeded data (exact by construction, or ordinary weights)."""
+    out = []
+    for i, s in enumerate(mul_mat_shapes(kernel)):
+        if exact:
+            out.append(exact_mul_mat_case(kernel, s.m, s.n, s.batch, s.threads, s.n_blocks, seed=i))
+        else:
+            out.append(random_mul_mat_case(kernel, s.m, s.n, s.batch, s.threads, s.n_blocks, seed=i,
+                                           recipe=QS.RowRecipe(i, ("normal",), "random", "random")))
+    return out
+
+
+def mul_mat_chunks(m: int, threads: int, ncols: int = 16) -> tuple[int, list[tuple[int, int]]]:
+    """How ``forward_mul_mat`` (repack.cpp) splits ``m`` weight rows of one plane (no NUMA): the
+    rows per chunk ``dr0`` (about 4 chunks per thread, at least ``ncols`` rows each) and the
+    chunks' ranges, boundaries rounded up to a multiple of ``ncols``, empty chunks dropped."""
+    nth4 = threads * 4
+    size = -(-m // nth4)
+    nchunk = -(-m // size)
+    if nchunk > 0 and m // nchunk < ncols and m >= ncols:
+        nchunk = -(-m // ncols)
+    dr = -(-m // nchunk)
+    if threads == 1 or (nchunk < threads and -(-m // threads) >= ncols):
+        nchunk = threads
+        dr = -(-m // nchunk)
+    nchunk = min(nchunk, -(-m // ncols))
+    up = lambda v: -(-v // ncols) * ncols  # noqa: E731
+    out = []
+    for i in range(nchunk):
+        start, end = up(dr * i), min(up(min(dr * i + dr, m)), m)
+        if start < end:
+            out.append((start, end))
+    return dr, out
+
+
+# ------------------------------------------------------------------ the size table (cases/loops.py)
+
+#: The two block sizes of this family: blocks of 32 (q4_0, q8_0, iq4_nl; q8_0 activations) and super-blocks of 256 (q4_K, q2_K; q8_K).
+_B32, _B256 = 32, 256
+
+
+def _kernels(block: int, ncols: int | None = 16) -> list[RepackKernel]:
+    return [k for k in KERNELS if Q.block_size(k.layout.weight) == block and (ncols is None or k.layout.ncols == ncols)]
+
+
+def quantize_mat_blocks(act: str) -> list[int]:
+    """Block counts ``test_quantize_mat`` checks on every run for activation type ``act``: 3, and
+    the longest real k."""
+    return [3, real_blocks(Q.block_size(act))[-1]]
+
+
+def _random_chunking() -> tuple[list[int], list[int]]:
+    """Chunks per plane and rows per chunk over every (weight rows, threads) the mul_mat strategy draws."""
+    runs = [mul_mat_chunks(16 * i, t) for i in range(MUL_MAT_TILES[0], MUL_MAT_TILES[1] + 1)
+            for t in range(MUL_MAT_THREADS[0], MUL_MAT_THREADS[1] + 1)]
+    return [len(c) for _, c in runs], [dr for dr, _ in runs]
+
+
+def drawn(vlen: int) -> dict[str, L.Drawn]:
+    """What the tests draw of every size variable, from the functions that build their explicit
+    examples (``gemx_shapes``, ``mul_mat_shapes``, ``quantize_mat_blocks``) and the constants
+    of their strategies.  The same at every VLEN: no loop of this family steps by VLEN."""
+    def gemx(kernels: list[RepackKernel], field: str, kinds: tuple[str, ...] = KINDS) -> list[int]:
+        return sorted({getattr(s, field) * (k.layout.ncols if field == "interleaves" else 1)
+                       for k in kernels for kind in kinds for s in gemx_shapes(k, kind)})
+
+    mm = mul_mat_shapes(BY_NAME["q4_0_16x1"])
+    mm_k = mul_mat_shapes(BY_NAME["q4_K_16x1"])
+    chunks, rows_per_chunk = _random_chunking()
+    small = SMALL_BLOCKS
+    return {
+        "nc": L.Drawn(gemx(_kernels(_B32) + _kernels(_B256), "interleaves"), 16 * GEMX_TILES[0], 16 * GEMX_TILES[1]),
+        "nc (8x8)": L.Drawn(gemx(_kernels(_B32, 8), "interleaves"), 8 * GEMX_TILES[0], 8 * GEMX_TILES[1]),
+        "nr (GEMM)": L.Drawn(gemx(KERNELS, "nr", ("gemm",)), 4 * GEMM_GROUPS[0], 4 * GEMM_GROUPS[1]),
+        "blocks": L.Drawn(gemx(_kernels(_B32, None), "n_blocks"), small[0], real_blocks(_B32)[-1]),
+        "super-blocks": L.Drawn(gemx(_kernels(_B256), "n_blocks"), small[0], real_blocks(_B256)[-1]),
+        "qm blocks": L.Drawn(quantize_mat_blocks("q8_0"), small[0], real_blocks(_B32)[-1]),
+        "qm super-blocks": L.Drawn(quantize_mat_blocks("q8_K"), small[0], real_blocks(_B256)[-1]),
+        "mm n": L.Drawn(sorted({s.n for s in mm}), MUL_MAT_ROWS[0], MUL_MAT_ROWS[-1]),
+        "mm chunks": L.Drawn(sorted({len(mul_mat_chunks(s.m, s.threads)[1]) for s in mm}), min(chunks), max(chunks)),
+        "mm rows per chunk": L.Drawn(sorted({mul_mat_chunks(s.m, s.threads)[0] for s in mm}),
+                                     min(rows_per_chunk), max(rows_per_chunk)),
+        "mm planes": L.Drawn(sorted({s.batch for s in mm}), *MUL_MAT_PLANES),
+        "mm blocks": L.Drawn(sorted({s.n_blocks for s in mm}), small[0], real_blocks(_B32)[-1]),
+        "mm super-blocks": L.Drawn(sorted({s.n_blocks for s in mm_k}), small[0], real_blocks(_B256)[-1]),
+    }
+
+
+_RVV = (256, 512, 1024)  # the RVV bodies run from VLEN 256 (module doc); at 128 the generic twins
+_MM = (256,)  # ggml repacks only at VLEN 256 (zvfh builds)
+_RVV_SRC = "arch/riscv/repack.cpp"
+#: Columns per kernel call in mul_mat on 4 threads (the chunk's rows, dr0 = m / 16) at m = 4096 / 5632 / 14336.
+_REAL_NC = (256, 352, 896)
+_REAL_B32, _REAL_B256 = real_blocks(_B32), real_blocks(_B256)
+
+
+def _tiles(kernels: str, step: int, var: str, vlens: tuple[int, ...], source: str) -> L.Loop:
+    return L.Loop(kernels, f"column tiles: x < nc / {step}", var, lambda v: step, remainder=False,
+                  real=_REAL_NC, vlens=vlens, source=source)
+
+
+def _blocks(kernels: str, block: int, vlens: tuple[int, ...], source: str, var: str | None = None) -> L.Loop:
+    b32 = block == _B32
+    return L.Loop(kernels, f"{'blocks' if b32 else 'super-blocks'} per row: l < n / {block}",
+                  var or ("blocks" if b32 else "super-blocks"), lambda v: 1, remainder=False,
+                  real=_REAL_B32 if b32 else _REAL_B256, vlens=vlens, source=source)
+
+
+def _groups(kernels: str, vlens: tuple[int, ...], source: str) -> L.Loop:
+    return L.Loop(kernels, "GEMM row groups: y < nr / 4 (nr % 4 == 0 asserted; leftovers are mul_mat's GEMV)",
+                  "nr (GEMM)", lambda v: 4, remainder=False, vlens=vlens, source=source)
+
+
+_Q32 = "ggml_gemv/gemm_{q4_0,q8_0,iq4_nl}_16x1_q8_0"
+_QK = "ggml_gemv/gemm_{q4_K,q2_K}_16x1_q8_K"
+_G16 = "the 10 ggml_gemv/gemm_*_16x1_*_generic"
+_8x8 = "ggml_gemv/gemm_q4_0_8x8_q8_0"
+LOOPS = [
+    _tiles(f"{_Q32}, {_QK} (RVV)", 16, "nc", _RVV, f"{_RVV_SRC}: x loop; q2_K: col_tile += 16"),
+    _blocks(f"{_Q32} (RVV)", _B32, _RVV, f"{_RVV_SRC}: l loop"),
+    _blocks(f"{_QK} (RVV)", _B256, _RVV, f"{_RVV_SRC}: l loop; q2_K: k_block loop"),
+    _groups("ggml_gemm_*_16x1_* (RVV, 5 layouts)", _RVV, f"{_RVV_SRC}: y loop; q2_K: row_tile += 4"),
+    _tiles(_G16, 16, "nc", tuple(VLENS), "repack.cpp: x loop"),
+    _blocks(f"{_G16} (q4_0, q8_0, iq4_nl)", _B32, tuple(VLENS), "repack.cpp: l loop"),
+    _blocks(f"{_G16} (q4_K, q2_K)", _B256, tuple(VLENS), "repack.cpp: l loop"),
+    _groups("ggml_gemm_*_16x1_*_generic", tuple(VLENS), "repack.cpp: y loop"),
+    _tiles(f"{_8x8} (RVV body: vlenb >= 32)", 8, "nc (8x8)", _RVV, f"{_RVV_SRC}: x loop"),
+    _blocks(f"{_8x8} (RVV body)", _B32, _RVV, f"{_RVV_SRC}: l loop"),
+    _groups("ggml_gemm_q4_0_8x8_q8_0 (RVV body)", _RVV, f"{_RVV_SRC}: y loop"),
+    _tiles(f"{_8x8}_generic (the entry's body at VLEN 128)", 8, "nc (8x8)", tuple(VLENS), "repack.cpp: x loop"),
+    _blocks(f"{_8x8}_generic", _B32, tuple(VLENS), "repack.cpp: l loop"),
+    _groups("ggml_gemm_q4_0_8x8_q8_0_generic", tuple(VLENS), "repack.cpp: y loop"),
+    _blocks("ggml_quantize_mat_q8_0_4x8 (RVV), _q8_0_4x1", _B32, tuple(VLENS),
+            f"{_RVV_SRC}, repack.cpp: i loop over blocks", var="qm blocks"),
+    _blocks("ggml_quantize_mat_q8_K_4x1", _B256, tuple(VLENS), "repack.cpp: i loop over blocks", var="qm super-blocks"),
+    L.Loop("mul_mat, CPU_REPACK weights (forward_mul_mat)", "activation rows: 4-row groups through "
+           "ggml_quantize_mat_*_4x1 (strided over threads), the n % 4 others through quantize_row", "mm n",
+           lambda v: 4, vlens=_MM, source="repack.cpp: forward_mul_mat, i11 loops"),
+    L.Loop("mul_mat, CPU_REPACK weights (forward_mul_mat_one_chunk)", "activation rows: GEMM for n - n % 4 "
+           "(when n > 3), one GEMV per leftover row", "mm n", lambda v: 4, vlens=_MM,
+           source="repack.cpp: forward_mul_mat_one_chunk"),
+    L.Loop("mul_mat, CPU_REPACK weights (forward_mul_mat)", "threads' chunks of weight rows per plane "
+           "(current_chunk < nchunk0 * nchunk1)", "mm chunks", lambda v: 1, remainder=False, real=(16,), vlens=_MM,
+           source="repack.cpp: forward_mul_mat, chunk loop"),
+    L.Loop("mul_mat, CPU_REPACK weights (forward_mul_mat)", "rows per chunk (dr0), boundaries rounded up to a "
+           "16-column tile", "mm rows per chunk", lambda v: 16, real=(256, 352, 896), vlens=_MM,
+           source="repack.cpp: forward_mul_mat, src0_start / src0_end"),
+    L.Loop("mul_mat, CPU_REPACK weights (forward_mul_mat)", "planes (nchunk1 = ne12)", "mm planes", lambda v: 1,
+           remainder=False, vlens=_MM, source="repack.cpp: forward_mul_mat, i12 loop and chunk index"),
+    _blocks("mul_mat, CPU_REPACK weights: q4_0, q8_0, iq4_nl (GEMM, GEMV, quantizers)", _B32, _MM,
+            "the kernels' block loops, as mul_mat calls them", var="mm blocks"),
+    _blocks("mul_mat, CPU_REPACK weights: q4_K, q2_K", _B256, _MM, "the kernels' block loops, as mul_mat calls them",
+            var="mm super-blocks"),
+]
+
+FAMILY = L.register(L.Family(
+    name="repack", doc="docs/repack.md", loops=LOOPS, drawn=drawn,
+    notes=("Every kernel here strip-mines nothing: the RVV bodies set vl = 16 (SEW 8, LMUL 1/2; 16x1) or "
+           "vl = 32 (q4_0 8x8) once, so no loop's step depends on VLEN; VLEN decides only where the bodies "
+           "run (16x1 from 256, 8x8's RVV body from 256: `vlens`).",
+           "Fixed-count inner loops (16 byte pairs or 32 quants per block, 2 x 2 sub-block pairs of q4_K, 4 "
+           "phases x 16 of q2_K, 4 interleaved rows) run the same trips in every call: any call crosses them.",
+           "nc real: the columns one kernel call gets in mul_mat on 4 threads (chunks of m / 16 rows) for "
+           "m = 4096 / 5632 / 14336 (every run: 256 columns in one direct call, and mul_mat of 4096 rows "
+           "on 4 threads); blocks real: k = 4096 / 5632 / 14336; chunks real: 16 per plane on 4 threads for "
+           "any m >= 1024."),
+))
 
 
 # ------------------------------------------------------------------ selection, from the source

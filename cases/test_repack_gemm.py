@@ -4,16 +4,22 @@ CPU_REPACK buffer, against the float64 oracle (oracles/repack.py ``products``) a
 same mul_mat with un-repacked weights.  Tables, bounds and strategies: cases/repack_cases.py.
 
 * :func:`test_gemx` -- every layout x GEMV / GEMM x {RVV entry point, generic twin}, at every
-  VLEN where it can run (:meth:`RepackKernel.unavailable` says where not, and why): 16 / 32 / 48
-  (or 8 / 16 / 24) columns, 1-7 blocks along K, GEMV 1-5 rows, GEMM 4-12 rows; weights from raw
+  VLEN where it can run (:meth:`RepackKernel.unavailable` says where not, and why): every run
+  first the shapes of ``C.gemx_shapes`` (3 column tiles x 3 GEMM row groups x 3 blocks; the
+  longest real k, 448 blocks or 56 super-blocks; 256 columns, as one call gets in a real
+  model's mul_mat), then drawn: 16 / 32 / 48 (or 8 / 16 / 24) columns, 1-7 blocks along K or a
+  real model's count, GEMV 1-5 rows, GEMM 4-12 rows; weights from raw
   blocks with edge encodings (subnormal, zero, largest scales; extreme sub-scales), activations
   raw (+-127 everywhere, subnormal scales...).  Each element within the kernel's derived bound.
 * :func:`test_gemx_variant` -- which function the q4_0 8x8 entry points (the only ones that
   dispatch on VLEN) actually ran, from a QEMU trace.
-* :func:`test_mul_mat` -- mul_mat where ggml repacks (VLEN 256, zvfh builds): 16-64 weight
-  rows, 1-13 activation rows (those beyond a multiple of 4 go through GEMV), 1-7 blocks, 1-2
-  planes, 1-4 threads; activations whose every block quantizes without rounding (so the
-  oracle knows the quantized rows), each element within the bound.
+* :func:`test_mul_mat` -- mul_mat where ggml repacks (VLEN 256, zvfh builds): every run first
+  the shapes of ``C.mul_mat_shapes`` (2 GEMM row groups and 3 GEMV rows; 8 threads' chunks of
+  34 rows rounded to tiles, 2 planes; the longest real k; 4096 rows on 4 threads), then drawn:
+  16-64 weight rows, 1-13 activation rows (those beyond a multiple of 4 go through GEMV), 1-7
+  blocks or a real model's count, 1-2 planes, 1-4 threads; activations whose every block
+  quantizes without rounding (so the oracle knows the quantized rows), each element within
+  the bound.
 * :func:`test_mul_mat_parity` -- the same shapes, exact by construction: the repacked mul_mat,
   the un-repacked mul_mat (``ggml_vec_dot``) and the oracle agree bit for bit.
 * :func:`test_mul_mat_path` -- for a few shape classes per type and target, the GEMM / GEMV /
@@ -26,10 +32,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from cases import quant_strategies as QS
+from cases import strategies as S
 from cases import repack_cases as C
 from harness import observe
 from harness.compare import assert_bitwise_equal
@@ -57,18 +62,22 @@ def run_gemx(target, case: C.GemxCase, impl: str) -> np.ndarray:
 
 @pytest.mark.parametrize("impl", C.IMPLS)
 @pytest.mark.parametrize("kernel,kind", GEMX, ids=GEMX_IDS)
-@given(data=st.data())
-def test_gemx(kernel: C.RepackKernel, kind: str, impl: str, target, data: st.DataObject) -> None:
-    """s[r][c] = activation row r . weight row c for every element, within the kernel's bound."""
+def test_gemx(kernel: C.RepackKernel, kind: str, impl: str, target, request: pytest.FixtureRequest) -> None:
+    """s[r][c] = activation row r . weight row c for every element, within the kernel's bound;
+    first the shapes of ``C.gemx_shapes`` (every loop crossed three times, the longest real k,
+    a real call's 256 columns), then drawn ones."""
     if reason := kernel.unavailable(target, impl):
         pytest.skip(reason)
-    case = data.draw(C.gemx_cases(kernel, kind), label="case")
-    got = run_gemx(target, case, impl)
-    lay = kernel.layout
-    p = RP.products(lay.weight, case.weights, lay.activation, case.acts)
-    C.assert_matrix_within(got, p.value, kernel.bound(impl, case.n_blocks, p), name="s",
-                           context=f"{kernel.entry(kind, impl)}, {case!r}, {target.id}",
-                           derivation=kernel.describe_bound(impl, case.n_blocks))
+
+    def check(case: C.GemxCase) -> None:
+        got = run_gemx(target, case, impl)
+        lay = kernel.layout
+        p = RP.products(lay.weight, case.weights, lay.activation, case.acts)
+        C.assert_matrix_within(got, p.value, kernel.bound(impl, case.n_blocks, p), name="s",
+                               context=f"{kernel.entry(kind, impl)}, {case!r}, {target.id}",
+                               derivation=kernel.describe_bound(impl, case.n_blocks))
+
+    S.explore(request, C.gemx_cases(kernel, kind), C.gemx_examples(kernel, kind), check)
 
 
 def test_gemx_variant(target) -> None:
@@ -110,33 +119,40 @@ def run_mul_mat(target, case: C.MulMatCase, placement: int) -> tuple[np.ndarray,
 
 
 @pytest.mark.parametrize("kernel", MUL_MAT, ids=MUL_MAT_IDS)
-@given(data=st.data())
-def test_mul_mat(kernel: C.RepackKernel, target, data: st.DataObject) -> None:
-    """mul_mat with repacked weights: every element within the RVV kernel's bound of the oracle."""
+def test_mul_mat(kernel: C.RepackKernel, target, request: pytest.FixtureRequest) -> None:
+    """mul_mat with repacked weights: every element within the RVV kernel's bound of the oracle;
+    first the shapes of ``C.mul_mat_shapes`` (row groups and leftovers, chunks wider than a tile
+    on 2 threads and 2 planes, the longest real k, 4096 rows on 4 threads)."""
     _selected_or_skip(kernel, target)
-    case = data.draw(C.mul_mat_cases(kernel, exact=False), label="case")
-    got, placed = run_mul_mat(target, case, 1)
-    ctx = f"ggml_mul_mat, {case!r}, {target.id}"
-    assert placed == "CPU_REPACK", f"weights={placed}, but should be CPU_REPACK [{ctx}]"
-    lay = kernel.layout
-    p = RP.products(lay.weight, case.weights, lay.activation, case.acts)
-    C.assert_matrix_within(got, p.value, kernel.bound("rvv", case.n_blocks, p), name="Y", context=ctx,
-                           derivation=kernel.describe_bound("rvv", case.n_blocks))
+
+    def check(case: C.MulMatCase) -> None:
+        got, placed = run_mul_mat(target, case, 1)
+        ctx = f"ggml_mul_mat, {case!r}, {target.id}"
+        assert placed == "CPU_REPACK", f"weights={placed}, but should be CPU_REPACK [{ctx}]"
+        lay = kernel.layout
+        p = RP.products(lay.weight, case.weights, lay.activation, case.acts)
+        C.assert_matrix_within(got, p.value, kernel.bound("rvv", case.n_blocks, p), name="Y", context=ctx,
+                               derivation=kernel.describe_bound("rvv", case.n_blocks))
+
+    S.explore(request, C.mul_mat_cases(kernel, exact=False), C.mul_mat_examples(kernel, exact=False), check)
 
 
 @pytest.mark.parametrize("kernel", MUL_MAT, ids=MUL_MAT_IDS)
-@given(data=st.data())
-def test_mul_mat_parity(kernel: C.RepackKernel, target, data: st.DataObject) -> None:
-    """Exact by construction: repacked mul_mat = un-repacked mul_mat = oracle, bit for bit."""
+def test_mul_mat_parity(kernel: C.RepackKernel, target, request: pytest.FixtureRequest) -> None:
+    """Exact by construction: repacked mul_mat = un-repacked mul_mat = oracle, bit for bit; first
+    the shapes of ``C.mul_mat_shapes``."""
     _selected_or_skip(kernel, target)
-    case = data.draw(C.mul_mat_cases(kernel, exact=True), label="case")
-    lay = kernel.layout
-    exact = RP.products(lay.weight, case.weights, lay.activation, case.acts).value.astype(np.float32).ravel()
-    for placement, want in ((1, "CPU_REPACK"), (0, "CPU")):
-        got, placed = run_mul_mat(target, case, placement)
-        ctx = f"ggml_mul_mat with weights in {placed}, {case!r}, {target.id}"
-        assert placed == want, f"weights={placed}, but should be {want} [{ctx}]"
-        assert_bitwise_equal(got.ravel(), exact, name="Y.flat (row j of plane b at (b * n + j) * m)", context=ctx)
+
+    def check(case: C.MulMatCase) -> None:
+        lay = kernel.layout
+        exact = RP.products(lay.weight, case.weights, lay.activation, case.acts).value.astype(np.float32).ravel()
+        for placement, want in ((1, "CPU_REPACK"), (0, "CPU")):
+            got, placed = run_mul_mat(target, case, placement)
+            ctx = f"ggml_mul_mat with weights in {placed}, {case!r}, {target.id}"
+            assert placed == want, f"weights={placed}, but should be {want} [{ctx}]"
+            assert_bitwise_equal(got.ravel(), exact, name="Y.flat (row j of plane b at (b * n + j) * m)", context=ctx)
+
+    S.explore(request, C.mul_mat_cases(kernel, exact=True), C.mul_mat_examples(kernel, exact=True), check)
 
 
 #: Shape classes of the path probes: (weight rows m, activation rows n, planes, threads).

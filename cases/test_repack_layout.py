@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 
 from cases import quant_strategies as QS
 from cases import repack_cases as C
+from cases import strategies as S
 from harness import observe
 from harness.plugin import session
 from harness.protocol import In, Out
@@ -164,19 +165,39 @@ def _float_rows(kind: str, k: int, seed: int, block: int) -> np.ndarray:
     return (v * np.exp2(rng.integers(-6, 4, (4, k // block, 1)))).reshape(4, k).astype(np.float32)
 
 
+@dataclass(frozen=True)
+class FloatRows:
+    """4 rows of ``n_blocks`` blocks of floats for an activation quantizer (``_float_rows``)."""
+
+    n_blocks: int
+    kind: str
+    seed: int
+
+
+@st.composite
+def _float_row_cases(draw: st.DrawFn, act: str) -> FloatRows:
+    """1-7 blocks or a real model's count, a kind of float data, a seed."""
+    return FloatRows(draw(C.block_counts(Q.block_size(act)), label="n_blocks"),
+                     draw(st.sampled_from(FLOAT_KINDS), label="kind"), draw(st.integers(0, 2**32 - 1), label="seed"))
+
+
 @pytest.mark.parametrize("name,act,inter", QUANTIZE_MATS, ids=[q[0] for q in QUANTIZE_MATS])
-@given(data=st.data())
-def test_quantize_mat(name: str, act: str, inter: int, target, data: st.DataObject) -> None:
-    """ggml_quantize_mat_<name> = the reference quantizer's 4 rows, interleaved, bit for bit."""
+def test_quantize_mat(name: str, act: str, inter: int, target, request: pytest.FixtureRequest) -> None:
+    """ggml_quantize_mat_<name> = the reference quantizer's 4 rows, interleaved, bit for bit; first
+    the block counts of ``C.quantize_mat_blocks`` (3, the longest real k), then drawn ones."""
     if name not in C.build_info(target).quantize_mats:
         pytest.skip(f"ggml_quantize_mat_{name} is compiled only with zvfh (repack.h); build {target.isa.name} has none")
     blk = Q.block_size(act)
-    nb = data.draw(C.block_counts(), label="n_blocks")
-    kind = data.draw(st.sampled_from(FLOAT_KINDS), label="kind")
-    x = _float_rows(kind, nb * blk, data.draw(st.integers(0, 2**32 - 1), label="seed"), blk)
-    r = target.call("repack_quantize_mat", [C.type_id(target, act), inter, nb * blk], [],
-                    [In(x), Out(4 * Q.row_bytes(act, nb * blk))])
-    ref = np.stack([Q.quantize_q8_0(row) if act == "q8_0" else Q.quantize_q8_K(row, "first")[0] for row in x])
-    C.assert_bytes_equal(r.output(0, np.uint8), RP.pack_activations(act, ref, inter).ravel(),
-                         name="interleaved blocks", context=f"ggml_quantize_mat_{name}, k={nb * blk}, {kind} rows, "
-                         f"{target.id}; reference: quantize_row_{act}_ref semantics")
+
+    def check(case: FloatRows) -> None:
+        nb, kind = case.n_blocks, case.kind
+        x = _float_rows(kind, nb * blk, case.seed, blk)
+        r = target.call("repack_quantize_mat", [C.type_id(target, act), inter, nb * blk], [],
+                        [In(x), Out(4 * Q.row_bytes(act, nb * blk))])
+        ref = np.stack([Q.quantize_q8_0(row) if act == "q8_0" else Q.quantize_q8_K(row, "first")[0] for row in x])
+        C.assert_bytes_equal(r.output(0, np.uint8), RP.pack_activations(act, ref, inter).ravel(),
+                             name="interleaved blocks", context=f"ggml_quantize_mat_{name}, k={nb * blk}, {kind} rows, "
+                             f"{target.id}; reference: quantize_row_{act}_ref semantics")
+
+    examples = [FloatRows(nb, "gaussian", i) for i, nb in enumerate(C.quantize_mat_blocks(act))]
+    S.explore(request, _float_row_cases(act), examples, check)
