@@ -5,6 +5,16 @@ round-to-nearest-even for narrowing, exact widening), so every element must
 match bit for bit.  The one freedom: a NaN input must give a NaN, with any
 payload (the RISC-V vector conversions return the canonical NaN, the C
 reference keeps the payload; ggml specifies neither).
+
+Loop sizes (the table in docs/vec_dot.md): the RVV paths of fp16_to_fp32 and
+bf16_to_fp32 run an unrolled main loop (2 x VLMAX(e16m2) elements per
+iteration) and a leftover vsetvl loop; fp32_to_fp16 one vsetvl loop at e32m2;
+fp32_to_bf16 is scalar in every build.  Every run checks, at the test's VLEN,
+the lengths of ``S.crossing_lengths`` (each loop twice plus a remainder, and
+a real model's widest row plus a tail) with seeded data, before the random
+lengths; the sweeps add a 16-bit source's 65536 patterns plus a tail that
+leaves the leftover loop a full and a partial trip (``sweep_inputs``), and
+every rounding edge of a narrowing (190486 values: a remainder at every VLEN).
 """
 
 from __future__ import annotations
@@ -14,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import given
 from hypothesis import strategies as st
 
+from cases import loops as L
 from cases import strategies as S
 from harness import observe
 from harness.compare import assert_bitwise_equal
@@ -60,6 +70,37 @@ def _inputs(kernel: Conversion, n: int) -> st.SearchStrategy[np.ndarray]:
     return S.uint16_patterns(n)
 
 
+@st.composite
+def conversion_inputs(draw: st.DrawFn, kernel: Conversion) -> np.ndarray:
+    """A random length (``S.lengths``, small ones first) and inputs from every class of value."""
+    n = draw(S.lengths(kernel.shape), label="n")
+    return draw(_inputs(kernel, n), label="x")
+
+
+def crossing_inputs(kernel: Conversion, vlen: int) -> list[np.ndarray]:
+    """Seeded inputs at every length of ``S.crossing_lengths`` for this VLEN (explicit examples
+    of every run): every loop level crossed twice plus a remainder, and a real model's row."""
+    out = []
+    for n in S.crossing_lengths(kernel.shape, vlen):
+        if kernel.src == "f32":
+            out.append(S.fp32_narrowing_array(n, kernel.dst, seed=n))
+        else:
+            out.append(S.uint16_array(n, seed=n))
+    return out
+
+
+def sweep_inputs(kernel: Conversion, vlen: int) -> np.ndarray:
+    """The sweep of one call: every rounding edge of a narrowing (tie, tie +- 1 ulp, overflow,
+    subnormal, NaN payloads: 190486 values for fp16, which leaves a remainder at every VLEN),
+    or all 65536 patterns of a 16-bit source followed by ``max(step) - 1`` more (65536 is a
+    multiple of every step: the tail makes the leftover loop run a full and a partial trip
+    after the main loop)."""
+    if kernel.src == "f32":
+        return S.all_edges_fp32(kernel.dst)
+    tail = max(kernel.shape.steps(vlen)) - 1
+    return np.arange((1 << 16) + tail, dtype=np.uint32).astype(np.uint16)
+
+
 def check_conversion(kernel: Conversion, target, x: np.ndarray) -> None:
     """Run ``kernel`` on ``x`` at ``target`` and compare with the oracle, bit for bit."""
     n = x.size
@@ -78,20 +119,47 @@ ids = [k.name for k in CONVERSIONS]
 
 
 @pytest.mark.parametrize("kernel", CONVERSIONS, ids=ids)
-@given(data=st.data())
-def test_convert(kernel: Conversion, target, data: st.DataObject) -> None:
-    """Random lengths around every VLMAX boundary, inputs from every class of value."""
-    n = data.draw(S.lengths(kernel.shape), label="n")
-    x = data.draw(_inputs(kernel, n), label="x")
-    check_conversion(kernel, target, x)
+def test_convert(kernel: Conversion, target, request: pytest.FixtureRequest) -> None:
+    """First the loop-crossing lengths of this VLEN (``crossing_inputs``), then random lengths
+    around every VLMAX boundary and long rows, inputs from every class of value."""
+    S.explore(request, conversion_inputs(kernel), crossing_inputs(kernel, target.vlen),
+              lambda x: check_conversion(kernel, target, x))
 
 
 @pytest.mark.parametrize("kernel", CONVERSIONS, ids=ids)
 def test_convert_sweep(kernel: Conversion, target) -> None:
-    """One call over every input that matters: all 65536 patterns of a 16-bit source, or every
-    rounding edge (tie, tie +- 1 ulp, overflow, subnormal, NaN payloads) of a narrowing."""
-    if kernel.src == "f32":
-        x = S.all_edges_fp32(kernel.dst)
-    else:
-        x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
-    check_conversion(kernel, target, x)
+    """One call over every input that matters (``sweep_inputs``): all 65536 patterns of a
+    16-bit source, or every rounding edge of a narrowing."""
+    check_conversion(kernel, target, sweep_inputs(kernel, target.vlen))
+
+
+# ------------------------------------------------------------------ loop sizes (docs/vec_dot.md)
+
+_RVV = [k for k in CONVERSIONS if k.rvv_when]
+_SOURCE = {"fp16_to_fp32": "ggml-cpu.c:ggml_cpu_fp16_to_fp32", "bf16_to_fp32": "ggml-cpu.c:ggml_cpu_bf16_to_fp32",
+           "fp32_to_fp16": "ggml-cpu.c:ggml_cpu_fp32_to_fp16"}
+
+
+def _var(kernel: Conversion) -> str:
+    return f"n ({kernel.name})"
+
+
+def _drawn(vlen: int) -> dict[str, L.Drawn]:
+    """Per kernel: the lengths test_convert's explicit examples and the sweep check at ``vlen``
+    (built by the functions the tests call), and the random range of ``S.lengths``."""
+    return {_var(k): L.Drawn(every_run=sorted({x.size for x in crossing_inputs(k, vlen)}
+                                              | {sweep_inputs(k, vlen).size}),
+                             lo=1, hi=S.MAX_LENGTH)
+            for k in _RVV}
+
+
+L.register(L.Family(
+    name="conversions", doc="docs/vec_dot.md",
+    loops=[loop for k in _RVV for loop in k.shape.loops(k.name, _var(k), _SOURCE[k.name])],
+    drawn=_drawn,
+    notes=("The scalar loop after each RVV loop runs no element (the vsetvl loops finish the row). "
+           "fp32_to_bf16 has no RVV path in the pinned tree (a scalar loop in every build); it is "
+           "tested at the same lengths.",
+           "The unrolled main loop needs no remainder of its own (the leftover loop takes it); its "
+           "witness 2 x step + r gives the leftover loop r elements after two main iterations, and "
+           "3 x step - 1 (also every run) a full leftover trip and a partial one.")))

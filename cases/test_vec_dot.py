@@ -23,6 +23,13 @@ Because a dropped element can hide inside that bound when it is small, a
 second test uses inputs exact by construction: integers in [-8, 8], whose
 every partial sum (at most 64 * n < 2^24) is exact in fp32 in any order, so
 the result must be exact -- a missing or doubled element always shows.
+
+Loop sizes (the table in docs/vec_dot.md): f32 strip-mines at e32m8, f16 at
+e16m1 (widening into e32m2), bf16 runs an unrolled main loop (2 x
+VLMAX(e16m2) per iteration) and a leftover vsetvl loop.  Both tests first
+check, at the test's VLEN, seeded rows at every length of
+``S.crossing_lengths`` (each loop twice plus a remainder, then a real model's
+widest row plus a tail), whatever Hypothesis draws after them.
 """
 
 from __future__ import annotations
@@ -31,9 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import given
 from hypothesis import strategies as st
 
+from cases import loops as L
 from cases import strategies as S
 from harness import observe
 from harness.compare import assert_bitwise_equal, assert_within_bound
@@ -81,35 +88,111 @@ def _context(kernel: DotKernel, target, n: int) -> str:
     return f"ggml_vec_dot_{kernel.name}, n={n}, {target.id}, {kernel.path(target.features)} path"
 
 
-@pytest.mark.parametrize("kernel", DOTS, ids=[k.name for k in DOTS])
-@given(data=st.data())
-def test_vec_dot(kernel: DotKernel, target, data: st.DataObject) -> None:
-    """Random data of every kind, lengths at every tail; error within the derived bound."""
-    n = data.draw(S.lengths(kernel.shape), label="n")
-    x = data.draw(S.float_vectors(n, kernel.fmt), label="x")
-    y = data.draw(S.float_vectors(n, kernel.fmt), label="y")
-    got = run_dot(kernel, target, x, y)
-    exact, abs_sum = dot_exact(x, y)
+@dataclass(frozen=True)
+class DotCase:
+    """One call's rows (float32 values representable in the kernel's format)."""
+
+    x: np.ndarray
+    y: np.ndarray
+
+    def __repr__(self) -> str:
+        show = lambda a: np.array2string(a, threshold=16, precision=9)  # noqa: E731
+        return f"DotCase(n={self.x.size}, x={show(self.x)}, y={show(self.y)})"
+
+    def _repr_pretty_(self, p, cycle) -> None:  # Hypothesis's printer of failing examples
+        p.text(repr(self))
+
+
+@st.composite
+def dot_cases(draw: st.DrawFn, kernel: DotKernel) -> DotCase:
+    """Random data of every kind at a random length (``S.lengths``: small ones first)."""
+    n = draw(S.lengths(kernel.shape), label="n")
+    return DotCase(draw(S.float_vectors(n, kernel.fmt), label="x"), draw(S.float_vectors(n, kernel.fmt), label="y"))
+
+
+@st.composite
+def exact_cases(draw: st.DrawFn, kernel: DotKernel) -> DotCase:
+    """Small integers at a random length, optionally one NaN or infinity planted (its partner
+    made non-zero, so an infinity gives +-inf)."""
+    n = draw(S.lengths(kernel.shape), label="n")
+    x = draw(S.small_integer_vectors(n), label="x")
+    y = draw(S.small_integer_vectors(n), label="y")
+    poison = draw(st.sampled_from([None, "nan", "inf", "-inf"]), label="poison")
+    if poison is not None:
+        at = draw(st.integers(0, n - 1), label="at")
+        x[at] = float(poison)
+        if y[at] == 0:
+            y[at] = 1.0
+    return DotCase(x, y)
+
+
+def crossing_cases(kernel: DotKernel, vlen: int, *, exact: bool) -> list[DotCase]:
+    """Seeded rows at every length of ``S.crossing_lengths`` for this VLEN, smallest first (the
+    explicit examples of every run): spiky values (a large one last) for the bound, small
+    integers for exactness."""
+    out = []
+    for n in S.crossing_lengths(kernel.shape, vlen):
+        if exact:
+            out.append(DotCase(S.small_integer_array(n, 2 * n, zero_free=True), S.small_integer_array(n, 2 * n + 1)))
+        else:
+            out.append(DotCase(S.float_array(n, kernel.fmt, "spiky", 2 * n), S.float_array(n, kernel.fmt, "spiky", 2 * n + 1)))
+    return out
+
+
+def check_bound(kernel: DotKernel, target, case: DotCase) -> None:
+    n = case.x.size
+    got = run_dot(kernel, target, case.x, case.y)
+    exact, abs_sum = dot_exact(case.x, case.y)
     assert_within_bound(got, exact, gamma(n + 1) * abs_sum, name=f"vec_dot_{kernel.name}(x, y)",
                         context=_context(kernel, target, n), derivation=BOUND)
 
 
-@pytest.mark.parametrize("kernel", DOTS, ids=[k.name for k in DOTS])
-@given(data=st.data())
-def test_vec_dot_exact(kernel: DotKernel, target, data: st.DataObject) -> None:
-    """Small integers: every partial sum is exact in fp32, so the result must be exact.
-    Optionally one element is NaN or infinite, which must propagate (IEEE semantics of the
-    scalar reference: NaN stays NaN; a single infinity times a non-zero finite gives +-inf)."""
-    n = data.draw(S.lengths(kernel.shape), label="n")
-    x = data.draw(S.small_integer_vectors(n), label="x")
-    y = data.draw(S.small_integer_vectors(n), label="y")
-    poison = data.draw(st.sampled_from([None, "nan", "inf", "-inf"]), label="poison")
-    if poison is not None:
-        at = data.draw(st.integers(0, n - 1), label="at")
-        x[at] = float(poison)
-        if y[at] == 0:
-            y[at] = 1.0
-    got = run_dot(kernel, target, x, y)
-    exact, _ = dot_exact(x, y)
+def check_exact(kernel: DotKernel, target, case: DotCase) -> None:
+    got = run_dot(kernel, target, case.x, case.y)
+    exact, _ = dot_exact(case.x, case.y)
     assert_bitwise_equal(np.array([got], np.float32), np.array([exact], np.float32),
-                         name=f"vec_dot_{kernel.name}(x, y)", context=_context(kernel, target, n))
+                         name=f"vec_dot_{kernel.name}(x, y)", context=_context(kernel, target, case.x.size))
+
+
+@pytest.mark.parametrize("kernel", DOTS, ids=[k.name for k in DOTS])
+def test_vec_dot(kernel: DotKernel, target, request: pytest.FixtureRequest) -> None:
+    """First the loop-crossing lengths of this VLEN, then random data of every kind at lengths
+    at every tail; error within the derived bound."""
+    S.explore(request, dot_cases(kernel), crossing_cases(kernel, target.vlen, exact=False),
+              lambda case: check_bound(kernel, target, case))
+
+
+@pytest.mark.parametrize("kernel", DOTS, ids=[k.name for k in DOTS])
+def test_vec_dot_exact(kernel: DotKernel, target, request: pytest.FixtureRequest) -> None:
+    """Small integers: every partial sum is exact in fp32, so the result must be exact; first
+    at the loop-crossing lengths of this VLEN.  Optionally one element is NaN or infinite,
+    which must propagate (IEEE semantics of the scalar reference: NaN stays NaN; a single
+    infinity times a non-zero finite gives +-inf)."""
+    S.explore(request, exact_cases(kernel), crossing_cases(kernel, target.vlen, exact=True),
+              lambda case: check_exact(kernel, target, case))
+
+
+# ------------------------------------------------------------------ loop sizes (docs/vec_dot.md)
+
+_SOURCE = {"f32": "vec.cpp:ggml_vec_dot_f32", "f16": "vec.cpp:ggml_vec_dot_f16", "bf16": "vec.cpp:ggml_vec_dot_bf16"}
+
+
+def _var(kernel: DotKernel) -> str:
+    return f"n ({kernel.name})"
+
+
+def _drawn(vlen: int) -> dict[str, L.Drawn]:
+    """Per kernel: the lengths both tests' explicit examples check at ``vlen`` (the rows
+    ``crossing_cases`` builds), and the random range of ``S.lengths``."""
+    return {_var(k): L.Drawn(every_run=sorted({c.x.size for exact in (False, True)
+                                               for c in crossing_cases(k, vlen, exact=exact)}),
+                             lo=1, hi=S.MAX_LENGTH)
+            for k in DOTS}
+
+
+L.register(L.Family(
+    name="vec_dot", doc="docs/vec_dot.md",
+    loops=[loop for k in DOTS for loop in k.shape.loops(f"ggml_vec_dot_{k.name}", _var(k), _SOURCE[k.name])],
+    drawn=_drawn,
+    notes=("The reductions after the loops (vfredusum over VLMAX) are not loops over n. Without the "
+           "extension (f16 without zvfh, bf16 without zvfbfwma) the kernels are one scalar loop.",)))

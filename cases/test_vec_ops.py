@@ -18,9 +18,12 @@ would miss a wrong tie.
 
 Tests:
 
-* ``test_vec_op`` -- random data of several kinds with a few special values
-  planted at random places (the last element included), every tail length,
-  in-place aliasing where ggml uses it.
+* ``test_vec_op`` -- first, at the test's VLEN, seeded data at every length
+  of ``S.crossing_lengths`` (every loop level crossed twice plus a
+  remainder, then a real model's widest row plus a tail; each kernel's
+  ``fixed`` case); then random data of several kinds with a few special
+  values planted at random places (the last element included), every tail
+  length, in-place aliasing where ggml uses it.
 * ``test_vec_op_edges`` -- named edge cases per kernel: IEEE special values
   crossed with special scalars, the exp overflow / underflow thresholds,
   softmax rows with -inf entries, one dominant entry, all equal.
@@ -29,6 +32,13 @@ Tests:
   ``RVVDIFF_EXPF_EXHAUSTIVE=1``): the measurement behind :data:`EXPF_ULPS`.
 * ``test_rvv_inventory`` -- every function of the tree's vec.h / vec.cpp
   with an RVV path is known to some test; a new one fails, named.
+
+Loop sizes (the table in docs/vec_ops.md, from the ``VectorShape`` of each
+entry): mad_f32, mad1_f32, scale_f32 and mad_f32_unroll strip-mine at e32m8
+(mad_f32_unroll runs its GGML_VEC_MAD_UNROLL rows inside each trip); mad_f16
+and scale_f16 run an unrolled main loop of 2 x VLMAX(e16m4) and a leftover
+vsetvl loop, dot_f16_unroll the same at e16m2; silu, swiglu, soft_max and cvar
+strip-mine at e32m2.
 """
 
 from __future__ import annotations
@@ -41,9 +51,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from functools import lru_cache
+
 from hypothesis import strategies as st
 
+from cases import loops as L
 from cases import strategies as S
 from harness import observe
 from harness.compare import assert_bitwise_equal, assert_within_bound, assert_within_ulps
@@ -172,6 +184,7 @@ class VecOp(S.KernelSpec):
     oracle: Callable[[Case, bool], V.Elementwise]  # (case, rvv path?) -> the output's reference
     bound: str             # the bound and where it comes from (failure messages, docs)
     edges: Callable[[VecOp, GgmlSource], list[Case]]   # (spec, source) -> named edge cases
+    fixed: Callable[[VecOp, int, GgmlSource], Case]    # (spec, n, source) -> seeded case of length n
     result: Callable[[Case, np.ndarray], V.Accumulated] | None = None  # a returned double
 
     def rvv(self, features: dict[str, bool]) -> bool:
@@ -301,6 +314,53 @@ def draw_dot_unroll(draw: st.DrawFn, spec: VecOp, n: int, src: GgmlSource) -> Ca
         x = np.stack([draw(S.float_vectors(n, "f16"), label=f"x{i}") for i in range(k)])
         y = draw(S.float_vectors(n, "f16"), label="y")
     return dot_unroll_case(x, y, pad=pad)
+
+
+# --- seeded cases of a given length: the explicit examples at the loop-crossing lengths
+
+
+def fixed_update(spec: VecOp, n: int, src: GgmlSource, *, with_x: bool) -> Case:
+    """y op= (x *) 0.1 over seeded spiky rows (a large value last, so a dropped or doubled tail
+    shows in the bit-exact comparison)."""
+    values = {"y": S.float_array(n, spec.fmt, "spiky", seed=n)}
+    if with_x:
+        values["x"] = S.float_array(n, spec.fmt, "spiky", seed=n + 1)
+    return elementwise_case(spec, n, values, [0.1], inputs=("x",) if with_x else (), update="y",
+                            label=f"seeded, n={n}")
+
+
+def fixed_map(spec: VecOp, n: int, src: GgmlSource, *, gates: bool = False, aliasing: bool = True,
+              returns: bool = False, scalars: Callable[[np.ndarray], Sequence[float]] = lambda x: ()) -> Case:
+    """y = f(x[, g]; scalars) over a seeded Gaussian row of scale 4 (SiLU and exp well inside
+    their range), in place where ggml calls the kernel in place; ``scalars(x)`` as ggml passes
+    them (the row's maximum, its mean)."""
+    values = {"x": S.float_array(n, "f32", "normal", seed=n, scale_exp=2)}
+    if gates:
+        values["g"] = S.float_array(n, "f32", "normal", seed=n + 1)
+    return elementwise_case(spec, n, values, list(scalars(values["x"])), inputs=("x", "g") if gates else ("x",),
+                            inplace=True if aliasing else None, returns=returns, label=f"seeded, n={n}")
+
+
+def _mean_fp32(x: np.ndarray) -> tuple[float]:
+    return (float(np.float32(np.mean(x.astype(np.float64)))),)
+
+
+def fixed_mad_unroll(spec: VecOp, n: int, src: GgmlSource) -> Case:
+    """The K rows, K scales and y of mad_f32_unroll, seeded; rows one float apart beyond n."""
+    k = unroll_factor(src, "GGML_VEC_MAD_UNROLL")
+    rng = np.random.default_rng(n)
+    x = np.stack([S.float_array(n, "f32", "normal", seed=n + 1 + i) for i in range(k)])
+    v = rng.uniform(-4, 4, k).astype(np.float32)
+    return mad_unroll_case(x, v, S.float_array(n, "f32", "spiky", seed=n), pad=1, vpad=1, label=f"seeded, n={n}")
+
+
+def fixed_dot_unroll(spec: VecOp, n: int, src: GgmlSource) -> Case:
+    """The K fp16 rows and y of dot_f16_unroll as small integers (exact: a lost or doubled
+    element always shows), rows two elements apart beyond n."""
+    k = unroll_factor(src, "GGML_VEC_DOT_UNROLL")
+    x = np.stack([S.small_integer_array(n, seed=n + 1 + i, zero_free=True) for i in range(k)])
+    return dot_unroll_case(x, S.small_integer_array(n, seed=n), pad=2, label=f"seeded, n={n}")
+
 
 
 def unroll_factor(src: GgmlSource, macro: str) -> int:
@@ -467,18 +527,21 @@ VEC_OPS = [
           draw=lambda spec, n, src: draw_update(spec, n, src, with_x=True),
           oracle=lambda c, rvv: V.mad_f32(c.values["x"], c.values["y"], c.fp[0]),
           bound="0.5 ULP, bit-exact: one fused multiply-add per element",
+          fixed=lambda spec, n, src: fixed_update(spec, n, src, with_x=True),
           edges=lambda spec, src: edges_update(spec, src, with_x=True)),
     # vfmadd.vf onto a splat of b at e32/m8; ggml calls it in place (ops.cpp, scale with a bias).
     VecOp("mad1_f32", "f32", S.VectorShape(32, (8,)), "v",
           draw=lambda spec, n, src: draw_map(spec, n, src, n_scalars=2),
           oracle=lambda c, rvv: V.mad1_f32(c.values["x"], c.fp[0], c.fp[1]),
           bound="0.5 ULP, bit-exact: one fused multiply-add per element",
+          fixed=lambda spec, n, src: fixed_map(spec, n, src, scalars=lambda x: (0.75, -1.5)),
           edges=edges_mad1),
     # vfmul.vf at e32/m8.
     VecOp("scale_f32", "f32", S.VectorShape(32, (8,)), "v",
           draw=lambda spec, n, src: draw_update(spec, n, src, with_x=False),
           oracle=lambda c, rvv: V.scale_f32(c.values["y"], c.fp[0]),
           bound="0.5 ULP, bit-exact: one multiply per element",
+          fixed=lambda spec, n, src: fixed_update(spec, n, src, with_x=False),
           edges=lambda spec, src: edges_update(spec, src, with_x=False)),
     # zvfh: scale rounded to fp16, vfmacc.vf at e16/m4, unrolled by two, then a vsetvl tail loop;
     # without zvfh a scalar loop in fp32.
@@ -488,23 +551,27 @@ VEC_OPS = [
           bound="zvfh: 0.5 ULP of y + x*fp16(v), bit-exact (the scale rounded to fp16, one fp16 fma); "
                 "scalar: one fp16 rounding of an fp32 intermediate within u32 (|xv| + |y + xv|), "
                 "bit-exact with or without contraction",
+          fixed=lambda spec, n, src: fixed_update(spec, n, src, with_x=True),
           edges=lambda spec, src: edges_update(spec, src, with_x=True)),
     # zvfh: scale rounded to fp16, vfmul.vf at e16/m4, unrolled by two, then a tail loop.
     VecOp("scale_f16", "f16", S.VectorShape(16, (4,), 2), "zvfh",
           draw=lambda spec, n, src: draw_update(spec, n, src, with_x=False),
           oracle=lambda c, rvv: V.scale_f16(c.values["y"], c.fp[0], fp16_arith=rvv),
           bound="zvfh: 0.5 ULP of y*fp16(v), bit-exact; scalar: fp16(fp32(y*v)), bit-exact",
+          fixed=lambda spec, n, src: fixed_update(spec, n, src, with_x=False),
           edges=lambda spec, src: edges_update(spec, src, with_x=False)),
     # e32/m8 vsetvl loop; y stays in a register across the K fmas.
     VecOp("mad_f32_unroll", "f32", S.VectorShape(32, (8,)), "v", draw=draw_mad_unroll,
           oracle=lambda c, rvv: V.mad_f32_unroll(c.values["x"], c.values["v"], c.values["y"]),
           bound="bit-exact chain of K fmas in row order; gamma(K-1) (|y| + sum|x_k v_k|) + 0.5 ULP",
+          fixed=fixed_mad_unroll,
           edges=edges_mad_unroll),
     # zvfh: vfwmacc e16/m2 -> e32/m4, unrolled by two, a vsetvl tail loop, vfredusum;
     # without zvfh a scalar loop accumulating in double.
     VecOp("dot_f16_unroll", "f32", S.VectorShape(16, (2,), 2), "zvfh", draw=draw_dot_unroll,
           oracle=_dot_unroll_oracle,
           bound="gamma(n+1) * sum|x y| per row (u = 2^-24); exact for small integers",
+          fixed=fixed_dot_unroll,
           edges=edges_dot_unroll),
     # e32/m2 vsetvl loop around ggml_v_silu_m2; ggml calls it in place (ggml_silu_inplace).
     VecOp("silu_f32", "f32", S.VectorShape(32, (2,)), "v",
@@ -512,12 +579,14 @@ VEC_OPS = [
           oracle=lambda c, rvv: V.silu(c.values["x"], EXPF_ULPS),
           bound=f"(0.5 ulp + eta |s|) / ulp(s): eta from the exp's {EXPF_ULPS:.6g} ULP, 1 + E and the "
                 "division (oracles/vec_ops.py: silu)",
+          fixed=fixed_map,
           edges=lambda spec, src: edges_activation(spec, src, gates=False)),
     # e32/m2 vsetvl loop: vfmul(ggml_v_silu_m2(x), g).  ggml never calls it in place.
     VecOp("swiglu_f32", "f32", S.VectorShape(32, (2,)), "v",
           draw=lambda spec, n, src: draw_map(spec, n, src, gates=True, spread=(-110.0, 100.0), aliasing=False),
           oracle=lambda c, rvv: V.swiglu(c.values["x"], c.values["g"], EXPF_ULPS),
           bound="SiLU's error scaled by |g|, then one multiply (0.5 ULP) (oracles/vec_ops.py: swiglu)",
+          fixed=lambda spec, n, src: fixed_map(spec, n, src, gates=True, aliasing=False),
           edges=lambda spec, src: edges_activation(spec, src, gates=True)),
     # e32/m2 vsetvl loop around ggml_v_expf_m2, vfwredusum into f64; ggml calls it in place
     # (tiled flash attention).
@@ -527,6 +596,7 @@ VEC_OPS = [
           oracle=lambda c, rvv: V.soft_max(c.values["x"], c.fp[0], EXPF_ULPS),
           bound=f"y: {EXPF_ULPS:.6g} ULP of exp(fp32(x - max)), the polynomial exp's bound; "
                 "returned sum: gamma(n-1) sum|y| (u = 2^-53) of the returned y, exact for integer y",
+          fixed=lambda spec, n, src: fixed_map(spec, n, src, returns=True, scalars=lambda x: (float(np.max(x)),)),
           edges=edges_soft_max, result=lambda c, y: V.double_sum(y)),
     # e32/m2 vsetvl loop: vfsub, store, vfmul, vfwredusum into f64; ggml calls it in place (norm).
     VecOp("cvar_f32", "f32", S.VectorShape(32, (2,)), "v",
@@ -534,6 +604,7 @@ VEC_OPS = [
           oracle=lambda c, rvv: V.cvar(c.values["x"], c.fp[0])[0],
           bound="y: 0.5 ULP, bit-exact fp32 subtraction; returned variance: gamma(n) S/n (u = 2^-53, "
                 "S = sum of the fp32 squares), exact for small integers",
+          fixed=lambda spec, n, src: fixed_map(spec, n, src, returns=True, scalars=_mean_fp32),
           edges=edges_cvar, result=lambda c, y: V.cvar(c.values["x"], c.fp[0])[1]),
 ]
 
@@ -598,14 +669,27 @@ def assert_matches_a_model(got: np.ndarray, models: Sequence[tuple[str, np.ndarr
 ids = [k.name for k in VEC_OPS]
 
 
+@st.composite
+def vec_op_cases(draw: st.DrawFn, spec: VecOp, src: GgmlSource) -> Case:
+    """A random length (``S.lengths``: small ones first), then the kernel's own draw."""
+    n = draw(S.lengths(spec.shape), label="n")
+    return draw(spec.draw(spec, n, src), label="case")
+
+
+def crossing_cases(spec: VecOp, vlen: int, src: GgmlSource) -> list[Case]:
+    """The kernel's seeded case at every length of ``S.crossing_lengths`` for this VLEN,
+    smallest first: the explicit examples of every run."""
+    return [spec.fixed(spec, n, src) for n in S.crossing_lengths(spec.shape, vlen)]
+
+
 @pytest.mark.parametrize("spec", VEC_OPS, ids=ids)
-@given(data=st.data())
-def test_vec_op(spec: VecOp, target, data: st.DataObject) -> None:
-    """Random data of every kind (special values planted, the last element among them), lengths
-    at every tail of the RVV loop, in-place aliasing where ggml uses it."""
-    n = data.draw(S.lengths(spec.shape), label="n")
-    case = data.draw(spec.draw(spec, n, session().source), label="case")
-    check(spec, target, case)
+def test_vec_op(spec: VecOp, target, request: pytest.FixtureRequest) -> None:
+    """First the loop-crossing lengths of this VLEN (seeded), then random data of every kind
+    (special values planted, the last element among them), lengths at every tail of the RVV
+    loop, in-place aliasing where ggml uses it."""
+    src = session().source
+    S.explore(request, vec_op_cases(spec, src), crossing_cases(spec, target.vlen, src),
+              lambda case: check(spec, target, case))
 
 
 @pytest.mark.parametrize("spec", VEC_OPS, ids=ids)
@@ -647,6 +731,54 @@ def test_expf_sweep(spec: VecOp, target) -> None:
         case = elementwise_case(spec, x.size, {"x": x}, [0.0], inputs=("x",), inplace=False, returns=True,
                                 label=f"sweep chunk {i}, stride {stride}")
         check(spec, target, case)
+
+
+# ------------------------------------------------------------------ loop sizes (docs/vec_ops.md)
+
+_SOURCE = {"mad_f32": "vec.h:ggml_vec_mad_f32", "mad1_f32": "vec.h:ggml_vec_mad1_f32",
+           "scale_f32": "vec.h:ggml_vec_scale_f32", "mad_f16": "vec.h:ggml_vec_mad_f16",
+           "scale_f16": "vec.h:ggml_vec_scale_f16", "mad_f32_unroll": "vec.h:ggml_vec_mad_f32_unroll",
+           "dot_f16_unroll": "vec.h:ggml_vec_dot_f16_unroll", "silu_f32": "vec.cpp:ggml_vec_silu_f32",
+           "swiglu_f32": "vec.cpp:ggml_vec_swiglu_f32", "soft_max_f32": "vec.cpp:ggml_vec_soft_max_f32",
+           "cvar_f32": "vec.cpp:ggml_vec_cvar_f32"}
+
+
+def _var(spec: VecOp) -> str:
+    return f"n ({spec.name})"
+
+
+@lru_cache(maxsize=None)
+def _sweep_sizes() -> tuple[int, ...]:
+    """Lengths of test_expf_sweep's calls of soft_max (default stride): every run."""
+    return tuple(x.size for x in expf_sweep_inputs(EXPF_STRIDE))
+
+
+def _drawn(vlen: int) -> dict[str, L.Drawn]:
+    """Per kernel: the lengths of test_vec_op's explicit examples at ``vlen`` (``crossing_cases``
+    builds one case at each length of ``S.crossing_lengths``), soft_max's sweep lengths, and
+    the random range of ``S.lengths``."""
+    out = {}
+    for spec in VEC_OPS:
+        sizes = set(S.crossing_lengths(spec.shape, vlen))
+        if spec.name == "soft_max_f32":
+            sizes |= set(_sweep_sizes())
+        out[_var(spec)] = L.Drawn(every_run=sorted(sizes), lo=1, hi=S.MAX_LENGTH)
+    return out
+
+
+L.register(L.Family(
+    name="vec_ops", doc="docs/vec_ops.md",
+    loops=[loop for spec in VEC_OPS
+           for loop in spec.shape.loops(f"ggml_vec_{spec.name}", _var(spec), _SOURCE[spec.name])],
+    drawn=_drawn,
+    notes=("Row loops: mad_f32_unroll runs all GGML_VEC_MAD_UNROLL rows (32 in the pinned tree) inside "
+           "every strip-mining trip, and dot_f16_unroll its GGML_VEC_DOT_UNROLL rows (2) side by side: "
+           "fixed counts that every call runs whole (the tests read them from the tree under test), "
+           "not sizes to draw.",
+           "soft_max_f32 is also called by test_expf_sweep (every run) at the lengths of its chunks; "
+           "those cross its loop at every VLEN even without the explicit examples.",
+           "The scalar loops after the RVV loops run no element (the vsetvl loops finish the row); "
+           "without zvfh, mad_f16, scale_f16 and dot_f16_unroll are one scalar loop.")))
 
 
 # ------------------------------------------------------------------ inventory
