@@ -195,8 +195,8 @@ def shapes(draw: st.DrawFn, case: AttnCase) -> Shape:
         long_kv = [st.sampled_from(REAL_KV)] if n_q <= 2 else []
         n_kv = draw(st.one_of(st.sampled_from(edges_kv + [511, 512, 513, 600]), st.integers(*CHUNK_KV), *long_kv),
                     label="n_kv")
-    if n_kv in REAL_KV:
-        n_kv = _real_kv(n_q, dk, dv, n_kv)
+    if n_kv in REAL_KV:  # (one query of f32 / f16 that long becomes two on the one-chunk path)
+        n_kv = _real_kv(max(n_q, 2) if case.path == "one_chunk" else n_q, dk, dv, n_kv)
     kv_heads = draw(st.integers(1, 2), label="kv_heads")
     ratio = draw(st.sampled_from([1, 2, 4, 8]), label="gqa")
     threads = draw(st.one_of(st.just(THREADS[0]), st.integers(THREADS[0] + 1, THREADS[1])), label="threads")
@@ -286,12 +286,13 @@ def _mask(kind: str, heads: int, n_q: int, n_kv: int, alibi: bool, rng: np.rando
     random: each position masked with one drawn probability; rows: random plus whole
     rows masked; tiles: whole 64-wide KV tiles masked for some rows (the tiled path skips
     a tile when every row of its query tile is masked there).  Finite entries: 0 or
-    -|distance| with ALiBi, else Gaussian values rounded to fp16.
+    -|distance| (rounded to fp16) with ALiBi, else Gaussian values rounded to fp16.
     """
     i = np.arange(n_q)[:, None]
     j = np.arange(n_kv)[None, :]
     if alibi:
-        finite = np.broadcast_to(-np.abs(i + (n_kv - n_q) - j).astype(np.float64), (heads, n_q, n_kv))
+        # distances past 2048 are not all fp16 numbers (a real KV cache's mask is fp16 too): rounded
+        finite = np.broadcast_to(A.round_f16(-np.abs(i + (n_kv - n_q) - j)), (heads, n_q, n_kv))
     else:
         finite = A.round_f16(rng.standard_normal((heads, n_q, n_kv)) * 0.5)
     masked = np.zeros((heads, n_q, n_kv), bool)
