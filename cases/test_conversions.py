@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pytest
@@ -144,6 +145,7 @@ def _var(kernel: Conversion) -> str:
     return f"n ({kernel.name})"
 
 
+@lru_cache(maxsize=None)
 def _drawn(vlen: int) -> dict[str, L.Drawn]:
     """Per kernel: the lengths test_convert's explicit examples and the sweep check at ``vlen``
     (built by the functions the tests call), and the random range of ``S.lengths``."""

@@ -35,6 +35,7 @@ widest row plus a tail), whatever Hypothesis draws after them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pytest
@@ -181,6 +182,7 @@ def _var(kernel: DotKernel) -> str:
     return f"n ({kernel.name})"
 
 
+@lru_cache(maxsize=None)
 def _drawn(vlen: int) -> dict[str, L.Drawn]:
     """Per kernel: the lengths both tests' explicit examples check at ``vlen`` (the rows
     ``crossing_cases`` builds), and the random range of ``S.lengths``."""

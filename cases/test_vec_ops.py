@@ -47,12 +47,11 @@ import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pytest
-from functools import lru_cache
-
 from hypothesis import strategies as st
 
 from cases import loops as L
@@ -753,6 +752,7 @@ def _sweep_sizes() -> tuple[int, ...]:
     return tuple(x.size for x in expf_sweep_inputs(EXPF_STRIDE))
 
 
+@lru_cache(maxsize=None)
 def _drawn(vlen: int) -> dict[str, L.Drawn]:
     """Per kernel: the lengths of test_vec_op's explicit examples at ``vlen`` (``crossing_cases``
     builds one case at each length of ``S.crossing_lengths``), soft_max's sweep lengths, and
