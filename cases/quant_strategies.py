@@ -16,7 +16,8 @@ They can also be produced by quantizing float data (the reference quantizers of
 ``oracles.quants``), and :func:`exact_pair` draws rows whose dot product every kernel must
 compute without rounding.
 
-Block counts shrink towards 1 and include 2, 3, odd and even counts and long rows.  Data is
+Block counts shrink towards 1 and include 2, 3, odd and even counts, long rows and real models'
+row lengths (:func:`block_counts`); :func:`every_run_counts` gives those every run checks.  Data is
 filled by NumPy from a drawn seed (shrinks well, fast), as in ``cases/strategies.py``.
 
 Used by cases/test_quant_dot.py and, per type, by the repack family.
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import strategies as st
 
+from cases import loops as L
 from cases.strategies import LONG_ROW
 from oracles import quants as Q
 
@@ -305,16 +307,59 @@ def quantized_activation_row(name: str, x: np.ndarray) -> np.ndarray:
 
 #: Elements of a long row (as in cases/strategies.py).
 LONG = LONG_ROW
+#: Elements of the longest row the non-real random draws reach.
+LONG_TOP = LONG + 2048
+#: Row lengths of real models: hidden sizes 2048-8192 and FFN sizes 5632-14336 (every one a
+#: multiple of 256, so a whole number of blocks of every type).
+REAL_ROW_ELEMENTS = (2048, 4096, 5632, 8192, 11008, 14336)
+#: Block counts every run checks: one block, two (the second iteration of a per-block row
+#: loop), three (twice plus one), five (a loop over block pairs crossed twice plus its
+#: leftover block).
+EVERY_RUN_COUNTS = (1, 2, 3, 5)
 
 
-def block_counts(block: int, *, max_elements: int = LONG + 2048) -> st.SearchStrategy[int]:
+def real_counts(block: int, *, max_elements: int = max(REAL_ROW_ELEMENTS)) -> list[int]:
+    """Block counts of the real-model row lengths (at most ``max_elements`` elements), smallest first."""
+    return [k // block for k in REAL_ROW_ELEMENTS if k % block == 0 and k <= max_elements]
+
+
+def every_run_counts(block: int, *, max_elements: int = max(REAL_ROW_ELEMENTS)) -> list[int]:
+    """The block counts of the explicit examples every run checks: EVERY_RUN_COUNTS and the
+    longest real-model row that fits in ``max_elements`` (so the row loop runs at a real
+    model's length on every run, not only when the draws are lucky).  The size table of
+    cases/loops.py is computed from this function."""
+    top = max(1, max_elements // block)
+    real = real_counts(block, max_elements=max_elements)
+    return [k for k in EVERY_RUN_COUNTS if k <= top] + real[-1:]
+
+
+def block_count_range(block: int, *, max_elements: int = LONG_TOP,
+                      max_real: int = max(REAL_ROW_ELEMENTS)) -> tuple[int, int]:
+    """Smallest and largest block count :func:`block_counts` draws."""
+    top = max(1, max_elements // block)
+    return 1, max([top, *real_counts(block, max_elements=max_real)])
+
+
+def block_counts(block: int, *, max_elements: int = LONG_TOP,
+                 max_real: int = max(REAL_ROW_ELEMENTS)) -> st.SearchStrategy[int]:
     """Block counts: 1, 2, 3 and small ones first (shrinking goes there), odd and even counts
-    around 16 and 32, and long rows of at least LONG_ROW elements."""
+    around 16 and 32, long rows of at least LONG_ROW elements, and last the block counts of
+    real models' row lengths (REAL_ROW_ELEMENTS up to ``max_real``: 64 to 448 blocks of 32, 8
+    to 56 super-blocks of 256)."""
     top = max(1, max_elements // block)
     long_lo = min(top, max(1, LONG // block))
     small = st.integers(1, min(top, 8))
     edges = st.sampled_from([k for k in (15, 16, 17, 31, 32, 33) if k <= top] or [1])
-    return st.one_of(small, edges, st.integers(long_lo, top))
+    parts = [small, edges, st.integers(long_lo, top)]
+    real = real_counts(block, max_elements=max_real)
+    if real:
+        parts.append(st.sampled_from(real))
+    return st.one_of(*parts)
+
+
+def pair_unit(x_type: str, y_type: str) -> int:
+    """Elements of one unit of a row pair: the least common multiple of the two block sizes."""
+    return int(np.lcm(Q.fmt(x_type).block, Q.fmt(y_type).block))
 
 
 @dataclass(frozen=True)
@@ -382,12 +427,14 @@ def pairs(draw: st.DrawFn, x_type: str, y_type: str, *, n_blocks: int | None = N
 
 
 def edge_pairs(x_type: str, y_type: str) -> list[Pair]:
-    """Fixed pairs every run checks before exploring (Hypothesis explicit examples): one, two and
-    three blocks of random bytes (tails, odd counts, per-block indexing), saturated rows (all
+    """Fixed pairs every run checks before exploring (Hypothesis explicit examples): rows of random
+    bytes of the block counts of :func:`every_run_counts` (one, two, three and five blocks:
+    tails, odd counts, per-block indexing, a pair loop crossed twice plus its leftover; and a
+    real model's row length), saturated rows (all
     payload and sub-scale bits set, activations all +127 or all -127: the largest same-sign
     integer sums), and every scale class in one row."""
     fy = Q.fmt(y_type)
-    unit = int(np.lcm(Q.fmt(x_type).block, fy.block))
+    unit = pair_unit(x_type, y_type)
     out = []
 
     def pair(nb: int, recipe: RowRecipe, qs_mode: str, classes: Sequence[str] = ("normal",)) -> Pair:
@@ -397,7 +444,7 @@ def edge_pairs(x_type: str, y_type: str) -> list[Pair]:
                            max_scale=_max_activation_scale(x_type, x))
         return Pair(x_type, y_type, x, y)
 
-    for nb in (1, 2, 3):
+    for nb in every_run_counts(unit):
         out.append(pair(nb, RowRecipe(nb, ("normal",), "random", "random"), "random"))
     for qs_mode in ("max", "min"):
         out.append(pair(1, RowRecipe(7, ("normal",), "ones", "ones"), qs_mode))
@@ -476,13 +523,25 @@ def exact_activation_row(name: str, nb: int, seed: int, max_q: int) -> np.ndarra
     return y
 
 
+def exact_max_elements(x_type: str) -> int:
+    """The longest row :func:`exact_pair` can make exact for ``x_type``: beyond 2^24 / max|x_i y_i|
+    elements y would have no room left."""
+    return 2 ** 24 // _MAX_INT[x_type]
+
+
+def exact_every_run_counts(x_type: str, y_type: str) -> list[int]:
+    """Block counts (in units of lcm(block sizes)) of the exact pairs every run checks."""
+    return every_run_counts(pair_unit(x_type, y_type), max_elements=exact_max_elements(x_type))
+
+
 @st.composite
 def exact_pairs(draw: st.DrawFn, x_type: str, y_type: str) -> Pair:
     """:func:`exact_pair` with a drawn block count, seed and payload / sub-scale modes."""
     fx, fy = Q.fmt(x_type), Q.fmt(y_type)
     unit = int(np.lcm(fx.block, fy.block))
     # Rows beyond 2^24 / max|x_i y_i| elements would leave y no room: stop there.
-    nb = draw(block_counts(unit, max_elements=min(LONG + 2048, 2 ** 24 // _MAX_INT[x_type])), label="n_units")
+    cap = exact_max_elements(x_type)
+    nb = draw(block_counts(unit, max_elements=min(LONG_TOP, cap), max_real=cap), label="n_units")
     seed = draw(st.integers(0, 2**32 - 1), label="seed")
     payload = draw(st.sampled_from(PAYLOAD_MODES), label="payload")
     subscales = draw(st.sampled_from(SUBSCALE_MODES), label="subscales")
@@ -565,3 +624,88 @@ def grid_sweep_row(name: str, seed: int, *, subscale: int | None = None) -> np.n
         raise ValueError(f"no grid sweep for {name!r}; known: {', '.join(GRID_SWEEPS)}")
     b[:, 0:2] = np.full((nb, 1), one, np.uint16).view(np.uint8)
     return b
+
+
+# ------------------------------------------------------------------ loop levels (cases/loops.py)
+
+#: Size variables of the quantized dot products' loops: blocks per row by block size, and the
+#: elements of one block, which fix the trip counts of the loops inside a block.
+_ROW_VARS = {"blocks of 32": 32, "blocks of 128 (q1_0)": 128, "super-blocks of 256": 256}
+
+
+def _quant_dot_drawn(vlen: int) -> dict[str, L.Drawn]:
+    """What cases/test_quant_dot.py::test_vec_dot draws at ``vlen`` (the same at every VLEN):
+    every run the block counts of :func:`every_run_counts` (its explicit examples,
+    :func:`edge_pairs`), at random :func:`block_counts`; a block is always whole."""
+    out = {}
+    for var, unit in _ROW_VARS.items():
+        lo, hi = block_count_range(unit)
+        out[var] = L.Drawn(every_run_counts(unit), lo, hi)
+    out["elements of a super-block"] = L.Drawn((256,), 256, 256)
+    out["elements of a q1_0 block"] = L.Drawn((128,), 128, 128)
+    return out
+
+
+def _dot_loops() -> list[L.Loop]:
+    """The loop levels of every RVV vec_dot of arch/riscv/quants.c (pinned tree), grouped where
+    the loop structure is the same.  Row loops step in blocks (super-blocks for the K, TQ and
+    IQ types); the loops inside a block have trip counts fixed by the block size, so every
+    row crosses them (``remainder=False``)."""
+    r32, r128, r256 = real_counts(32), real_counts(128), real_counts(256)
+    sb = "elements of a super-block"
+    one = lambda v: 1  # noqa: E731 -- one block per trip
+    vl = {128: (128,), 256: (256,), "256+": (256, 512, 1024), 512: (512,), "512+": (512, 1024),
+          1024: (1024,), "all": (128, 256, 512, 1024)}
+
+    def inner(kernels: str, step: int, vlens: tuple[int, ...], src: str, what: str) -> L.Loop:
+        return L.Loop(kernels, f"inside a super-block: {what}", sb, lambda v: step,
+                      remainder=False, vlens=vlens, source=f"quants.c:{src}")
+
+    return [
+        L.Loop("q4_0, q4_1, q5_0, q5_1, q8_0 (one body, every VLEN)", "row: one block per trip", "blocks of 32",
+               one, remainder=False, real=r32, source="quants.c:ggml_vec_dot_q4_0_q8_0 (and q4_1, q5_0, q5_1, q8_0)"),
+        L.Loop("iq4_nl, mxfp4 (_vl128; _vl256 at VLEN >= 256)",
+               "row: two blocks per trip, no leftover loop (known finding: odd counts drop the last block)",
+               "blocks of 32", lambda v: 2, real=r32,
+               source="quants.c:ggml_vec_dot_iq4_nl_q8_0_vl128/_vl256, ggml_vec_dot_mxfp4_q8_0_vl128/_vl256"),
+        L.Loop("q1_0 (_vl128; _vl256 at VLEN >= 256)", "row: one 128-element block per trip", "blocks of 128 (q1_0)",
+               one, remainder=False, real=r128, source="quants.c:ggml_vec_dot_q1_0_q8_0_vl128/_vl256"),
+        L.Loop("q1_0 (_vl128, _vl256)", "inside a block: 4 trips, one q8_0 block of 32 each", "elements of a q1_0 block",
+               lambda v: 32, remainder=False, source="quants.c:ggml_vec_dot_q1_0_q8_0_vl128/_vl256"),
+        L.Loop("q2_K, q3_K, q4_K, q5_K, q6_K, tq1_0, tq2_0, iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, "
+               "iq4_xs (every variant)", "row: one super-block per trip", "super-blocks of 256", one,
+               remainder=False, real=r256, source="quants.c:ggml_vec_dot_<type>_q8_K[_vlN]"),
+        inner("q2_K _vl128, _vl256; q3_K _vl128 ... _vl1024; q6_K _vl128 ... _vl1024; iq1_m _vl128, _vl256", 128,
+              vl["all"], "ggml_vec_dot_q2_K_q8_K_vl*, q3_K_vl*, q6_K_vl*, iq1_m_q8_K_vl128/_vl256",
+              "2 trips over 128-element halves (j / ib < QK_K/128)"),
+        inner("tq2_0 (_vl128; _vl256 at VLEN >= 256)", 128, vl["all"], "ggml_vec_dot_tq2_0_q8_K_vl128/_vl256",
+              "2 trips over 32 bytes of qs = 128 elements (j += 32)"),
+        inner("q4_K _vl256 (VLEN >= 256), q5_K (one body)", 64, vl["all"],
+              "ggml_vec_dot_q4_K_q8_K_vl256, ggml_vec_dot_q5_K_q8_K", "4 trips over 64-element quarters (j < QK_K/64)"),
+        inner("iq2_xxs _vl128, _vl256 (ib32 += 2); iq2_xs _vl128 (ib64); iq3_xxs _vl128, _vl256; iq4_xs _vl128", 64,
+              (128, 256), "ggml_vec_dot_iq2_xxs_q8_K_vl128/_vl256, iq2_xs_vl128, iq3_xxs_vl128/_vl256, iq4_xs_vl128",
+              "4 trips over 64 elements"),
+        inner("iq2_xs _vl256, iq3_xxs _vl512, iq4_xs _vl256", 128, (256, 512),
+              "ggml_vec_dot_iq2_xs_q8_K_vl256, iq3_xxs_vl512, iq4_xs_vl256", "2 trips over 128-element halves"),
+        inner("iq2_s: _vl128 (ib < 8), _vl256 (ib < 4), _vl512 (ib < 2); iq3_s: _vl128, _vl256, _vl512 (likewise)",
+              32, vl["all"], "ggml_vec_dot_iq2_s_q8_K_vl128/256/512, iq3_s_q8_K_vl128/256/512",
+              "8 trips over 32 elements at _vl128 (4 over 64 at _vl256, 2 over 128 at _vl512)"),
+        inner("iq2_xxs _vl512 (VLEN >= 512), iq2_xs _vl512 (VLEN >= 512), iq3_xxs _vl1024", 32, vl["512+"],
+              "ggml_vec_dot_iq2_xxs_q8_K_vl512, iq2_xs_vl512, iq3_xxs_vl1024", "8 trips over 32-element sub-blocks (j < 8)"),
+        inner("tq1_0 _vl128", 32, vl[128], "ggml_vec_dot_tq1_0_q8_K_vl128",
+              "a peeled trip and t < 4 over the trits of 32 bytes (160 elements, step 32), then of 16 bytes (80, step 16)"),
+    ]
+
+
+L.register(L.Family(
+    name="quant_dot", doc="docs/quants.md", loops=_dot_loops(), drawn=_quant_dot_drawn,
+    notes=(
+        "Sizes are those of `test_vec_dot` (`edge_pairs` every run, `pairs` at random); `test_vec_dot_exact` "
+        "checks the same counts every run up to the longest row a type can make exact (4096 elements for q6_K "
+        "and iq4_xs, 14336 for most), and `test_vec_dot_weights` rows of 1, 2, 3 and 33 (x 8 for blocks of 32) blocks.",
+        "Loops with one trip per super-block by construction are not listed: iq1_m, iq4_xs _vl512 / _vl1024 "
+        "(ib < QK_K/256); q4_K _vl128, iq1_s, iq2_s _vl1024, iq3_s ... are straight-line code per super-block. "
+        "Strip-mining with vsetvl inside a block does not occur in the dot products: every vl is a constant.",
+        "iq4_nl and mxfp4 step over block pairs without a leftover loop: the odd counts of every run (1, 3, 5) "
+        "fail there, as the known finding says (known_failures.toml; the test ids stay the same).",
+    )))

@@ -250,7 +250,8 @@ def test_rvv_vec_dot_coverage(target) -> None:
 def test_vec_dot(kernel: QuantDot, target, request: pytest.FixtureRequest) -> None:
     """Raw blocks with edge encodings (zero / negative / subnormal / largest scales, extreme
     sub-scales, constant payloads), activations raw or quantized from floats, rows of one block
-    to ~10k elements; first the fixed edge pairs of ``QS.edge_pairs``."""
+    to ~10k elements and real models' row lengths (up to 14336); first the fixed edge pairs of
+    ``QS.edge_pairs`` (1, 2, 3, 5 blocks and k = 14336 among them)."""
     S.explore(request, QS.pairs(kernel.name, kernel.vec_dot_type), QS.edge_pairs(kernel.name, kernel.vec_dot_type),
              lambda pair: check_dot(kernel, target, pair))
 
@@ -259,9 +260,11 @@ def test_vec_dot(kernel: QuantDot, target, request: pytest.FixtureRequest) -> No
 def test_vec_dot_exact(kernel: QuantDot, target, request: pytest.FixtureRequest) -> None:
     """Rows exact by construction: the result must be exact, so a lost, doubled or misplaced
     block or element always shows, however small; first 1, 2 and 3 blocks of random and of
-    saturated bytes."""
+    saturated bytes, then 5 blocks and the longest real model's row the type can make exact
+    (``QS.exact_every_run_counts``)."""
     edges = [QS.exact_pair(kernel.name, kernel.vec_dot_type, nb, seed=nb, payload=payload, subscales="random")
-             for nb in (1, 2, 3) for payload in ("random", "ones")]
+             for nb in QS.exact_every_run_counts(kernel.name, kernel.vec_dot_type)
+             for payload in (("random", "ones") if nb <= 3 else ("random",))]
     S.explore(request, QS.exact_pairs(kernel.name, kernel.vec_dot_type), edges,
              lambda pair: check_dot(kernel, target, pair, exact=True))
 

@@ -37,6 +37,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cases import loops as L
+from cases import quant_strategies as QS
 from cases import quant_variants as V
 from cases.quant_strategies import block_counts
 from cases.strategies import KernelSpec
@@ -220,18 +222,29 @@ def test_quantize_coverage(target) -> None:
 @pytest.mark.parametrize("q", QUANTIZERS, ids=IDS)
 @given(data=st.data())
 def test_quantize(q: Quantizer, target, data: st.DataObject) -> None:
-    """Rows of every input kind and 1..~260 blocks: RVV bit for bit against its oracle, the twin
+    """Rows of every input kind, 1 to ~320 blocks and real models' row lengths: RVV bit for bit against its oracle, the twin
     against the reference, and RVV against the reference only by the documented rule."""
     x = data.draw(float_rows(q.block), label="x")
     check_quantizer(q, target, x)
 
 
+def edge_rows(block: int) -> list[tuple[int, tuple[str, ...], int]]:
+    """The rows every run checks, as (blocks, input kinds, seed): 1, 2 and 3 blocks of exact
+    ties, +-amax pairs, zero and constant blocks; 5 blocks of mixed kinds; the longest real
+    model's row (``block_counts``' real sizes: 448 blocks of 32, 56 super-blocks) and a row of
+    257 blocks (a block index past 8 bits).  The size table (cases/loops.py) reads its counts."""
+    mixed = tuple(INPUT_KINDS)
+    rows = [(1, ("ties",), 1), (2, ("sign_ties",), 2), (3, ("zero_blocks", "ties"), 3),
+            (1, ("constant",), 4), (1, ("sign_ties",), 5)]
+    rows += [(nb, mixed, 6 + i) for i, nb in enumerate(QS.every_run_counts(block)) if nb > 3]
+    return rows + [(257, mixed, 6)]
+
+
 @pytest.mark.parametrize("q", QUANTIZERS, ids=IDS)
 def test_quantize_edges(q: Quantizer, target) -> None:
-    """Fixed rows every run: 1, 2 and 3 blocks of exact ties, +-amax pairs, zero and constant
-    blocks, and a long mixed row."""
-    for nb, kinds, seed in ((1, ["ties"], 1), (2, ["sign_ties"], 2), (3, ["zero_blocks", "ties"], 3),
-                            (1, ["constant"], 4), (1, ["sign_ties"], 5), (257, list(INPUT_KINDS), 6)):
+    """Fixed rows every run (:func:`edge_rows`): few blocks of exact ties, +-amax pairs, zero and
+    constant blocks, five blocks, a real model's row and a long mixed row."""
+    for nb, kinds, seed in edge_rows(q.block):
         check_quantizer(q, target, make_row(nb, q.block, kinds, seed))
 
 
@@ -253,3 +266,45 @@ def test_quantize_variant(q: Quantizer, target) -> None:
              f"quantize_row_{q.name}", label)
     observe.note("variant", label)
     assert problem is None, problem
+
+
+# ------------------------------------------------------------------ loop levels (cases/loops.py)
+
+
+def _drawn(vlen: int) -> dict[str, L.Drawn]:
+    """What test_quantize_edges checks every run and test_quantize draws, per size variable."""
+    out = {}
+    for var, block in (("blocks of 32", 32), ("super-blocks of 256", 256)):
+        lo, hi = QS.block_count_range(block)
+        out[var] = L.Drawn(sorted({nb for nb, _, _ in edge_rows(block)}), lo, hi)
+    out["elements of a super-block"] = L.Drawn((256,), 256, 256)
+    chunk = min(_vlmax_e32m8(vlen), 256)  # the first vsetvl chunk of a super-block
+    out["elements of a vsetvl chunk"] = L.Drawn((chunk,), chunk, chunk)
+    return out
+
+
+def _vlmax_e32m8(vlen: int) -> int:
+    return vlen * 8 // 32
+
+
+L.register(L.Family(
+    name="quantize", doc="docs/quants.md",
+    loops=[
+        L.Loop("quantize_row_q8_0, quantize_row_q8_1", "row: one block of 32 per trip (vl = 32, e32m8)",
+               "blocks of 32", lambda v: 1, remainder=False, real=QS.real_counts(32),
+               source="quants.c:quantize_row_q8_0, quantize_row_q8_1"),
+        L.Loop("quantize_row_q8_K", "row: one super-block per trip", "super-blocks of 256", lambda v: 1,
+               remainder=False, real=QS.real_counts(256), source="quants.c:quantize_row_q8_K"),
+        L.Loop("quantize_row_q8_K", "inside a super-block: strip-mining, vsetvl_e32m8(rem) (min/max pass and "
+               "quantize pass)", "elements of a super-block", _vlmax_e32m8, remainder=False,
+               vlens=(128, 256, 512), source="quants.c:quantize_row_q8_K"),
+        L.Loop("quantize_row_q8_K", "inside a vsetvl chunk: 16-element bsums (a peeled group, then k += 16)",
+               "elements of a vsetvl chunk", lambda v: 16, remainder=False, source="quants.c:quantize_row_q8_K"),
+    ],
+    drawn=_drawn,
+    notes=(
+        "At VLEN 1024 the strip-mining loop of quantize_row_q8_K makes one trip per super-block (VLMAX of e32m8 "
+        "is 256 = QK_K), so it is crossed twice only across super-blocks; 256 is a multiple of VLMAX at every "
+        "VLEN, so that loop has no remainder by construction.",
+        "Every run: `test_quantize_edges` (`edge_rows`); at random: `test_quantize` (`block_counts`).",
+    )))
