@@ -144,7 +144,7 @@ IDS = [c.name for c in CASES]
 # ------------------------------------------------------------------ shapes
 
 #: Cost cap per example: query rows x KV positions x (DK + DV) multiply-adds (a full 64 x 64
-#: tile counts whole on the tiled path; the explicit loop-crossing shapes stay within ~2x of it).
+#: tile counts whole on the tiled path; the loop-crossing shapes of every run stay within ~2x of it).
 MAX_WORK = 1_000_000
 
 #: Random ranges of the sizes (shared with the size table, ``drawn``).
@@ -378,7 +378,7 @@ def _dims(case: AttnCase, vlen: int) -> tuple[int, int]:
 
 
 def loop_shapes(case: AttnCase, vlen: int) -> list[Shape]:
-    """The shapes every run checks first (``test_flash_attn``'s explicit examples), so that each
+    """The shapes every run checks (after ``test_flash_attn``'s drawn problems), so that each
     loop level of the case's path runs two full iterations and a remainder at ``vlen``:
 
     * tiled: 133 queries on one thread (two full 64-row Q tiles and 5 rows) x 135 KV positions
@@ -398,7 +398,7 @@ def loop_shapes(case: AttnCase, vlen: int) -> list[Shape]:
     return [Shape(2, 67, dk, dv, 2, 1, 2)]
 
 
-#: Options of the explicit examples: no mask (no KV tile is skipped), a sink, V offset from zero
+#: Options of the loop-crossing shapes: no mask (no KV tile is skipped), a sink, V offset from zero
 #: (a dropped or doubled term moves every output).
 LOOP_OPTIONS = Options("none", 0, 0.0, 0.0, True, 0.0, 1.0, 2.0)
 
@@ -500,8 +500,8 @@ L.register(L.Family(
     ],
     drawn=drawn,
     notes=(
-        "Sizes of every run: `loop_shapes` in cases/test_flash_attn.py (the explicit examples of "
-        "`test_flash_attn`), at each VLEN.  `q_rows` is the run of query rows one call of the tiled "
+        "Sizes of every run: `loop_shapes` in cases/test_flash_attn.py (checked by "
+        "`test_flash_attn` on every run, after its drawn problems), at each VLEN.  `q_rows` is the run of query rows one call of the tiled "
         "function walks (the threads' chunks of n_q x heads rows, 4 per thread, cut at head boundaries): "
         "only one thread (or many rows) gives it two full tiles.",
         "Fixed by construction, not by a drawn size: Q.K^T's columns N = KV_TILE = 64 (4 / 2 / 1 micro-kernel "
@@ -509,6 +509,8 @@ L.register(L.Family(
         "scaling of a tile (ggml_vec_soft_max_f32, _max_f32, _scale_f32 over 64 or 64 x 64 elements).",
         "Block loops of quantized K (q8_0 / q4_0 K: ggml_vec_dot_q8_0_q8_0, _q4_0_q8_0 over DK / 32 blocks) "
         "and V (dequantized row by row) are the quant_dot family's; here DK / DV are whole blocks (32-256).",
+        "Real KV lengths (2048 / 4096 / 8192, split and one-chunk, one or two queries) are cut to "
+        "MAX_WORK / (n_q (DK + DV)) positions: 8192 only with DK + DV <= 122, 3906 with DK = DV = 128.",
         "Split chunks: the every-run decode (4099 positions, 4 threads) has three full chunks of 1025 and a "
         "shorter last one of 1024; 515 positions on 3 threads give 172, 172, 171.",
     )))
@@ -552,8 +554,12 @@ def _context(case: AttnCase, target, p: Problem, side: str) -> str:
 def test_flash_attn(case: AttnCase, target, request: pytest.FixtureRequest) -> None:
     """Fused and materialised attention, each within its bound of the oracle, and of each other;
     fully masked rows exactly 0 from the fused path; per-row cosine recorded (gated for f32).
-    First the loop-crossing shapes of ``loop_shapes`` at the target's VLEN, then drawn problems."""
-    S.explore(request, problems(case), loop_problems(case, target.vlen), lambda p: check_attention(case, target, p))
+    Drawn problems first (a failure among them shrinks to the smallest failing shape), then, on
+    every run, the loop-crossing shapes of ``loop_shapes`` at the target's VLEN (fixed sizes: as
+    explicit examples ahead of the draws they would pre-empt the shrinking of any bug they catch)."""
+    S.explore(request, problems(case), [], lambda p: check_attention(case, target, p))
+    for p in loop_problems(case, target.vlen):
+        check_attention(case, target, p)
 
 
 def check_attention(case: AttnCase, target, p: Problem) -> None:
