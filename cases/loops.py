@@ -257,4 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as a script this file is ``__main__``; families register into ``cases.loops``.
+    from cases import loops
+
+    sys.exit(loops.main())
