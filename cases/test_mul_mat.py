@@ -265,12 +265,11 @@ def drawn(vlen: int) -> dict[str, L.Drawn]:
     }
 
 
-_REAL_K = tuple(REAL_K)
 L.register(L.Family(
     name="mul_mat", doc="docs/attention.md",
     loops=[
         L.Loop("tinyBLAS_RVV gemm_bloc_2x2 / 2x1", "k-steps (l += VLMAX, e32m4 / e16m2)", "k (tinyBLAS)",
-               lambda vlen: vlen // 8, remainder=False, real=_REAL_K, source="sgemm.cpp:tinyBLAS_RVV::gemm_bloc_2x2"),
+               lambda vlen: vlen // 8, remainder=False, real=REAL_K, source="sgemm.cpp:tinyBLAS_RVV::gemm_bloc_2x2"),
         L.Loop("tinyBLAS_RVV gemm<2,2,8>", "panels of RM*BM = 16 rows (jobs)", "m (BM=8)", lambda vlen: RM * 8,
                remainder=False, real=REAL_M, source="sgemm.cpp:tinyBLAS_RVV::gemm"),
         L.Loop("tinyBLAS_RVV gemm<2,2,4>", "panels of RM*BM = 8 rows (jobs)", "m (BM=4)", lambda vlen: RM * 4,
@@ -286,11 +285,11 @@ L.register(L.Family(
         L.Loop("ggml_compute_forward_mul_mat", "one llamafile_sgemm per B matrix (A broadcast)", "B matrices",
                lambda vlen: 1, remainder=False, source="ggml-cpu.c:ggml_compute_forward_mul_mat"),
         L.Loop("ggml_vec_dot_f32", "strip-mining, vsetvl e32m8", "k (vec_dot)", lambda vlen: vlen // 4,
-               real=_REAL_K, source="vec.cpp:ggml_vec_dot_f32"),
+               real=REAL_K, source="vec.cpp:ggml_vec_dot_f32"),
         L.Loop("ggml_vec_dot_f16 (zvfh)", "strip-mining, vsetvl e16m1", "k (vec_dot)", lambda vlen: vlen // 16,
-               real=_REAL_K, source="vec.cpp:ggml_vec_dot_f16"),
+               real=REAL_K, source="vec.cpp:ggml_vec_dot_f16"),
         L.Loop("ggml_vec_dot_bf16 (zvfbfwma)", "main loop unrolled by 2, e16m2 (leftover: vsetvl e16m2)",
-               "k (vec_dot)", lambda vlen: vlen // 4, real=_REAL_K, source="vec.cpp:ggml_vec_dot_bf16"),
+               "k (vec_dot)", lambda vlen: vlen // 4, real=REAL_K, source="vec.cpp:ggml_vec_dot_bf16"),
         L.Loop("mul_mat vec_dot fallback", "blocks / chunks of 16 rows of A", "m (vec_dot)",
                lambda vlen: FALLBACK_CHUNK, real=REAL_M, source="ggml-cpu.c:ggml_compute_forward_mul_mat_one_chunk"),
         L.Loop("mul_mat vec_dot fallback", "blocks / chunks of 16 B rows (all B matrices)", "n*batch*bcast (vec_dot)",
@@ -320,8 +319,11 @@ class Case:
     b: np.ndarray
     origin: str  # "loop_shapes" or "drawn"
 
-    def __repr__(self) -> str:  # Hypothesis prints it for a failure: the shape, not megabytes of data
+    def __repr__(self) -> str:  # printed for a failure: the shape, not megabytes of data
         return f"Case({self.shape}, {self.origin})"
+
+    def _repr_pretty_(self, p, cycle: bool) -> None:  # Hypothesis's printer would list every field
+        p.text(repr(self))
 
 
 def _nudge(kernel: MatMulKernel, b: np.ndarray, seed: int) -> np.ndarray:
@@ -358,14 +360,12 @@ def loop_cases(kernel: MatMulKernel, vlen: int, kind: str) -> list[Case]:
     out = []
     for i, sh in enumerate(loop_shapes(vlen)):
         rng = np.random.default_rng(1000 + i)
+        dims_a, dims_b = (sh.batch, sh.m, sh.k), (sh.batch * sh.bcast, sh.n, sh.k)
         if kind == "integers":
-            def make(*dims: int) -> np.ndarray:
-                v = rng.integers(1, 9, dims) * rng.choice([-1, 1], dims)
-                return v.astype(np.float32)
-            a, b = make(sh.batch, sh.m, sh.k), make(sh.batch * sh.bcast, sh.n, sh.k)
+            a, b = ((rng.integers(1, 9, d) * rng.choice([-1, 1], d)).astype(np.float32) for d in (dims_a, dims_b))
         else:
-            a = S.round_to(kernel.a, rng.standard_normal((sh.batch, sh.m, sh.k)))
-            b = _nudge(kernel, S.round_to(kernel.a, rng.standard_normal((sh.batch * sh.bcast, sh.n, sh.k))), 2000 + i)
+            a = S.round_to(kernel.a, rng.standard_normal(dims_a))
+            b = _nudge(kernel, S.round_to(kernel.a, rng.standard_normal(dims_b)), 2000 + i)
         out.append(Case(sh, a, b, "loop_shapes"))
     return out
 
