@@ -362,8 +362,10 @@ def gemx_examples(kernel: RepackKernel, kind: str) -> list[GemxCase]:
     lay = kernel.layout
     out = []
     for i, s in enumerate(gemx_shapes(kernel, kind)):
-        w = weight_matrix(lay.weight, s.interleaves * lay.ncols, s.n_blocks, QS.RowRecipe(i, ("normal",), "random", "random"))
-        a = np.stack([QS.activation_row(lay.activation, s.n_blocks, 1000 * i + r, ("normal",), "random") for r in range(s.nr)])
+        recipe = QS.RowRecipe(i, ("normal",), "random", "random")
+        w = weight_matrix(lay.weight, s.interleaves * lay.ncols, s.n_blocks, recipe)
+        a = np.stack([QS.activation_row(lay.activation, s.n_blocks, 1000 * i + r, ("normal",), "random")
+                      for r in range(s.nr)])
         out.append(GemxCase(kernel, kind, w, a))
     return out
 
@@ -556,12 +558,19 @@ def mul_mat_chunks(m: int, threads: int, ncols: int = 16) -> tuple[int, list[tup
 
 # ------------------------------------------------------------------ the size table (cases/loops.py)
 
-#: The two block sizes of this family: blocks of 32 (q4_0, q8_0, iq4_nl; q8_0 activations) and super-blocks of 256 (q4_K, q2_K; q8_K).
+#: The two block sizes of this family: blocks of 32 (q4_0, q8_0, iq4_nl; q8_0 activations) and
+#: super-blocks of 256 (q4_K, q2_K; q8_K).
 _B32, _B256 = 32, 256
 
 
 def _kernels(block: int, ncols: int | None = 16) -> list[RepackKernel]:
     return [k for k in KERNELS if Q.block_size(k.layout.weight) == block and (ncols is None or k.layout.ncols == ncols)]
+
+
+def layout_shapes(kernel: RepackKernel) -> list[GemxShape]:
+    """Matrices ``test_layout`` repacks on every run (``nr`` unused): 3 interleaves x 3 blocks,
+    one interleave x the longest real k."""
+    return [GemxShape(0, GEMX_TILES[1], 3), GemxShape(0, 1, real_blocks(Q.block_size(kernel.layout.weight))[-1])]
 
 
 def quantize_mat_blocks(act: str) -> list[int]:
@@ -595,6 +604,11 @@ def drawn(vlen: int) -> dict[str, L.Drawn]:
         "nr (GEMM)": L.Drawn(gemx(KERNELS, "nr", ("gemm",)), 4 * GEMM_GROUPS[0], 4 * GEMM_GROUPS[1]),
         "blocks": L.Drawn(gemx(_kernels(_B32, None), "n_blocks"), small[0], real_blocks(_B32)[-1]),
         "super-blocks": L.Drawn(gemx(_kernels(_B256), "n_blocks"), small[0], real_blocks(_B256)[-1]),
+        "layout row groups": L.Drawn(sorted({s.interleaves for k in KERNELS for s in layout_shapes(k)}), *GEMX_TILES),
+        "layout blocks": L.Drawn(sorted({s.n_blocks for k in _kernels(_B32, None) for s in layout_shapes(k)}),
+                                 small[0], real_blocks(_B32)[-1]),
+        "layout super-blocks": L.Drawn(sorted({s.n_blocks for k in _kernels(_B256) for s in layout_shapes(k)}),
+                                       small[0], real_blocks(_B256)[-1]),
         "qm blocks": L.Drawn(quantize_mat_blocks("q8_0"), small[0], real_blocks(_B32)[-1]),
         "qm super-blocks": L.Drawn(quantize_mat_blocks("q8_K"), small[0], real_blocks(_B256)[-1]),
         "mm n": L.Drawn(sorted({s.n for s in mm}), MUL_MAT_ROWS[0], MUL_MAT_ROWS[-1]),
@@ -651,6 +665,14 @@ LOOPS = [
     _tiles(f"{_8x8}_generic (the entry's body at VLEN 128)", 8, "nc (8x8)", tuple(VLENS), "repack.cpp: x loop"),
     _blocks(f"{_8x8}_generic", _B32, tuple(VLENS), "repack.cpp: l loop"),
     _groups("ggml_gemm_q4_0_8x8_q8_0_generic", tuple(VLENS), "repack.cpp: y loop"),
+    L.Loop("ggml::cpu::repack::repack<block, INTER_SIZE, NB_COLS> (repack_*_to_*_bl, 6 layouts)",
+           "row groups (in interleaves of 16 or 8 rows): b < nrow, b += NB_COLS; other row counts refused",
+           "layout row groups", lambda v: 1,
+           remainder=False, source="repack.cpp: repack_q4_0_to_q4_0_16_bl ..."),
+    _blocks("ggml::cpu::repack::repack<...> of q4_0, q8_0, iq4_nl", _B32, tuple(VLENS),
+            "repack.cpp: x < nblocks", var="layout blocks"),
+    _blocks("ggml::cpu::repack::repack<...> of q4_K, q2_K", _B256, tuple(VLENS), "repack.cpp: x < nblocks",
+            var="layout super-blocks"),
     _blocks("ggml_quantize_mat_q8_0_4x8 (RVV), _q8_0_4x1", _B32, tuple(VLENS),
             f"{_RVV_SRC}, repack.cpp: i loop over blocks", var="qm blocks"),
     _blocks("ggml_quantize_mat_q8_K_4x1", _B256, tuple(VLENS), "repack.cpp: i loop over blocks", var="qm super-blocks"),

@@ -6,7 +6,8 @@ against what its source declares, and the activation quantizers of the repacked 
   zvfh), each interleaved block as large as the blocks it holds, and the CPU device lists the
   CPU_REPACK buffer type.
 * :func:`test_layout` -- ggml's ``repack<block, INTER_SIZE, NB_COLS>`` (called directly, so every
-  layout is checked at every VLEN, selected there or not) writes exactly
+  layout is checked at every VLEN, selected there or not; every run 3 interleaves x 3 blocks and
+  one interleave x the longest real k, then 1-3 interleaves x 1-7 blocks or a real count) writes exactly
   :func:`oracles.repack.pack_matrix`'s bytes; unpacking them gives back the original blocks
   (a bijection: no block lost or duplicated); a row count that is not a multiple of the
   interleave is refused (return -1) and nothing is written.  Exact comparisons: a layout is a
@@ -79,38 +80,44 @@ class RawMatrix:
 
 @st.composite
 def _raw_matrices(draw: st.DrawFn, kernel: C.RepackKernel) -> RawMatrix:
-    """Whole interleaves (1-3) or, half the time, a row count that is not a multiple of the interleave."""
+    """Whole interleaves (1-3) or, half the time, a row count that is not a multiple of the
+    interleave; 1-7 blocks or a real model's count."""
     lay = kernel.layout
     whole = draw(st.booleans(), label="whole")
-    rows = lay.ncols * draw(st.integers(1, 3), label="interleaves")
+    rows = lay.ncols * draw(st.integers(*C.GEMX_TILES), label="interleaves")
     if not whole:
         rows += draw(st.integers(1, lay.ncols - 1), label="extra_rows")
-    return RawMatrix(rows, draw(C.block_counts(), label="n_blocks"), draw(st.integers(0, 2**32 - 1), label="seed"), whole)
+    return RawMatrix(rows, draw(C.block_counts(Q.block_size(lay.weight)), label="n_blocks"),
+                     draw(st.integers(0, 2**32 - 1), label="seed"), whole)
 
 
 @pytest.mark.parametrize("kernel", C.KERNELS, ids=C.IDS)
-@given(data=st.data())
-def test_layout(kernel: C.RepackKernel, target, data: st.DataObject) -> None:
-    """ggml's repack of random blocks = the NumPy layout, exactly; its inverse restores the blocks."""
+def test_layout(kernel: C.RepackKernel, target, request: pytest.FixtureRequest) -> None:
+    """ggml's repack of random blocks = the NumPy layout, exactly; its inverse restores the blocks;
+    first the shapes of ``C.layout_shapes`` (3 interleaves x 3 blocks, the longest real k)."""
     if reason := kernel.not_compiled(target):
         pytest.skip(reason)
-    case = data.draw(_raw_matrices(kernel), label="matrix")
     lay = kernel.layout
-    raw, whole = case.raw(lay.weight), case.whole
-    rows, nb = raw.shape[:2]
-    ctx = f"ggml::cpu::repack::repack<{lay.weight}, {lay.blocklen}, {lay.ncols}> of {rows} x {nb} blocks, {target.id}"
-    r = target.call("repack_layout", [C.type_id(target, lay.weight), lay.blocklen, lay.ncols, rows,
-                                      nb * Q.block_size(lay.weight)], [], [In(raw), Out(raw.size)])
-    got = r.output(0, np.uint8)
-    rc = int(C.notes(r.message)["rc"])
-    if not whole:
-        assert rc == -1, f"rc={rc}, but should be -1 ({rows} rows is not a multiple of {lay.ncols}) [{ctx}]"
-        C.assert_bytes_equal(got, np.full(raw.size, 0xA5, np.uint8), name="out (must stay unwritten)", context=ctx)
-        return
-    assert rc == 0, f"rc={rc}, but should be 0 [{ctx}]"
-    C.assert_bytes_equal(got, RP.pack_matrix(lay, raw).ravel(), name="repacked bytes", context=ctx)
-    C.assert_bytes_equal(RP.unpack_matrix(lay, got, nb).ravel(), raw.ravel(), name="unpacked blocks",
-                         context=f"oracles.repack.unpack_matrix of {ctx}")
+
+    def check(case: RawMatrix) -> None:
+        raw, whole = case.raw(lay.weight), case.whole
+        rows, nb = raw.shape[:2]
+        ctx = f"ggml::cpu::repack::repack<{lay.weight}, {lay.blocklen}, {lay.ncols}> of {rows} x {nb} blocks, {target.id}"
+        r = target.call("repack_layout", [C.type_id(target, lay.weight), lay.blocklen, lay.ncols, rows,
+                                          nb * Q.block_size(lay.weight)], [], [In(raw), Out(raw.size)])
+        got = r.output(0, np.uint8)
+        rc = int(C.notes(r.message)["rc"])
+        if not whole:
+            assert rc == -1, f"rc={rc}, but should be -1 ({rows} rows is not a multiple of {lay.ncols}) [{ctx}]"
+            C.assert_bytes_equal(got, np.full(raw.size, 0xA5, np.uint8), name="out (must stay unwritten)", context=ctx)
+            return
+        assert rc == 0, f"rc={rc}, but should be 0 [{ctx}]"
+        C.assert_bytes_equal(got, RP.pack_matrix(lay, raw).ravel(), name="repacked bytes", context=ctx)
+        C.assert_bytes_equal(RP.unpack_matrix(lay, got, nb).ravel(), raw.ravel(), name="unpacked blocks",
+                             context=f"oracles.repack.unpack_matrix of {ctx}")
+
+    examples = [RawMatrix(s.interleaves * lay.ncols, s.n_blocks, i, True) for i, s in enumerate(C.layout_shapes(kernel))]
+    S.explore(request, _raw_matrices(kernel), examples, check)
 
 
 def test_selection(target) -> None:
