@@ -26,6 +26,12 @@ already rounded to A's type (the conversion above is exact to model), plus the
 float64 oracle's own k 2^-53 sum|a b|.  A second test uses small integers whose
 every partial sum is exact in f32: the result must be exact, so a missing, doubled
 or misplaced term always shows.
+
+Sizes: both value tests first check the shapes of ``loop_shapes`` (every loop level of
+both paths -- k-steps, panels, column tiles, n-blocks, jobs and chunks over threads, B
+matrices, the vec_dot strips -- crossed twice plus a remainder at every VLEN), then random
+shapes, one in four with a real-model k, m or n; ``drawn`` reports both to the size table
+(cases/loops.py, docs/attention.md).
 """
 
 from __future__ import annotations
@@ -121,6 +127,7 @@ REAL_K_OFFSETS = (0, 1)
 SMALL_M = [4, 8, 12, 16, 24, 32, 48, 64, 1, 2, 3, 5, 6, 7, 10, 13, 21]
 SMALL_N = [2, 3, 4, 5, 1, 6, 7, 8, 9, 16, 17, 31]
 M_MAX = max(SMALL_M)
+BATCH_MAX = 2  # A matrices, and B matrices per A matrix, of a small random shape
 
 
 def block_rows(m: int, threads: int) -> int:
@@ -199,8 +206,8 @@ def small_shapes(draw: st.DrawFn, vlen: int) -> Shape:
     m = draw(st.one_of(st.sampled_from(SMALL_M), st.integers(1, M_MAX)), label="m")
     n = draw(st.sampled_from(SMALL_N), label="n")
     threads = draw(st.one_of(st.just(1), st.integers(2, 4)), label="threads")  # extra threads cost ~20 ms each
-    batch = draw(st.integers(1, 2), label="batch")
-    bcast = draw(st.integers(1, 2), label="bcast")
+    batch = draw(st.integers(1, BATCH_MAX), label="batch")
+    bcast = draw(st.integers(1, BATCH_MAX), label="bcast")
     pad = draw(st.sampled_from([0, 0, 3, step]), label="pad")
     return Shape(k, m, n, threads, batch, bcast, pad)
 
@@ -235,7 +242,7 @@ def shapes(vlen: int) -> st.SearchStrategy[Shape]:
 def _largest(vlen: int) -> list[Shape]:
     """The largest shapes ``shapes`` can draw in each of its kinds (for the ranges in the size table)."""
     s = vlen // 8
-    return [Shape(4 * s, M_MAX, max(SMALL_N), 4, 2, 2), Shape(max(REAL_K) + max(REAL_K_OFFSETS), max(REAL_SMALL_M),
+    return [Shape(4 * s, M_MAX, max(SMALL_N), 4, BATCH_MAX, BATCH_MAX), Shape(max(REAL_K) + max(REAL_K_OFFSETS), max(REAL_SMALL_M),
             max(REAL_SMALL_N), 4), Shape(s, max(REAL_M), max(REAL_SMALL_N), 2), Shape(s, 16, max(REAL_N), 2),
             Shape(s + 1, max(REAL_M), max(REAL_SMALL_N), 2), Shape(s + 1, 3, max(REAL_N), 2)]
 
@@ -256,7 +263,7 @@ def drawn(vlen: int) -> dict[str, L.Drawn]:
         "n (tinyBLAS)": L.Drawn([sh.n for sh, _ in tb], 2, max(REAL_N)),
         "jobs (2 threads)": L.Drawn([p.jobs for sh, p in tb if sh.threads == 2], 1,
                                     max(p.jobs for sh in big if (p := tinyblas_plan(sh, vlen)))),
-        "B matrices": L.Drawn([sh.batch * sh.bcast for sh, _ in every], 1, 4),
+        "B matrices": L.Drawn([sh.batch * sh.bcast for sh, _ in every], 1, BATCH_MAX ** 2),
         "k (vec_dot)": L.Drawn([sh.k for sh in fb], 1, max(REAL_K) + max(REAL_K_OFFSETS)),
         "m (vec_dot)": L.Drawn([sh.m for sh in fb], 1, max(REAL_M)),
         "n*batch*bcast (vec_dot)": L.Drawn([sh.n * sh.batch * sh.bcast for sh in fb], 1, max(REAL_N)),
