@@ -27,16 +27,17 @@ float64 oracle's own k 2^-53 sum|a b|.  A second test uses small integers whose
 every partial sum is exact in f32: the result must be exact, so a missing, doubled
 or misplaced term always shows.
 
-Sizes: both value tests first check the shapes of ``loop_shapes`` (every loop level of
+Sizes: both value tests check random shapes, then the shapes of ``loop_shapes`` (every loop level of
 both paths -- k-steps, panels, column tiles, n-blocks, jobs and chunks over threads, B
-matrices, the vec_dot strips -- crossed twice plus a remainder at every VLEN), then random
-shapes, one in four with a real-model k, m or n; ``drawn`` reports both to the size table
+matrices, the vec_dot strips -- crossed twice plus a remainder at every VLEN); one random
+shape in four has a real-model k, m or n; ``drawn`` reports both to the size table
 (cases/loops.py, docs/attention.md).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -306,8 +307,8 @@ L.register(L.Family(
     ],
     drawn=drawn,
     notes=(
-        "Every run checks the shapes of `loop_shapes` (in `test_mul_mat` and `test_mul_mat_exact`, before the "
-        "random draws); one random shape in four has one real-model size (k 2048-14336, m 2048-4096 or n 512) "
+        "Every run checks the shapes of `loop_shapes` (in `test_mul_mat` and `test_mul_mat_exact`, after the "
+        "random draws, so a failure they find is reported shrunk); one random shape in four has one real-model size (k 2048-14336, m 2048-4096 or n 512) "
         "with the other two small.",
         "k on tinyBLAS_RVV is a multiple of VLMAX = VLEN / 8 by its entry condition (no remainder); any other k "
         "takes the vec_dot fallback.  The bf16 leftover loop (e16m2, at most VLEN / 4 - 1 elements) runs on "
@@ -411,7 +412,7 @@ def check_bound(kernel: MatMulKernel, target, case: Case) -> None:
     err = np.abs(got - exact)
     worst = np.unravel_index(np.argmax(np.where(bound > 0, err / np.where(bound > 0, bound, 1), err)), err.shape)
     assert_within_bound(float(got[worst]), float(exact[worst]), float(bound[worst]), name=f"C[{', '.join(map(str, worst))}]",
-                        context=_context(kernel, target, sh), derivation=BOUND)
+                        context=f"{_context(kernel, target, sh)}, {case.origin}", derivation=BOUND)
 
 
 def assert_exact(got: np.ndarray, exact: np.ndarray, context: str) -> None:
@@ -423,23 +424,33 @@ def check_exact(kernel: MatMulKernel, target, case: Case) -> None:
     """C exact (operands are small integers: every partial sum is exact in f32)."""
     got = run_mul_mat(kernel, target, case.shape, case.a, case.b)
     exact, _ = matmul(case.a, case.b, case.shape.bcast)
-    assert_exact(got, exact, _context(kernel, target, case.shape))
+    assert_exact(got, exact, f"{_context(kernel, target, case.shape)}, {case.origin}")
+
+
+def explore_then_loops(request: pytest.FixtureRequest, kernel: MatMulKernel, vlen: int, kind: str,
+                       check: Callable[[Case], None]) -> None:
+    """``check`` on random cases (Hypothesis draws and shrinks them), then on ``loop_cases``.
+
+    The loop-crossing shapes come after the draws, not as explicit examples ahead of them: a
+    bug that a smaller drawn shape also shows is then reported shrunk (e.g. m = 4, n = 3 for
+    a wrong edge tile) rather than at the fixed, larger loop-crossing shape."""
+    S.explore(request, cases(kernel, vlen, kind), [], check)
+    for case in loop_cases(kernel, vlen, kind):
+        check(case)
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=IDS)
 def test_mul_mat(kernel: MatMulKernel, target, request: pytest.FixtureRequest) -> None:
-    """Random data of every kind; every element within the derived bound.  First the shapes
-    of ``loop_shapes`` (every loop level crossed twice plus a remainder), then random shapes."""
-    S.explore(request, cases(kernel, target.vlen, "floats"), loop_cases(kernel, target.vlen, "floats"),
-              lambda case: check_bound(kernel, target, case))
+    """Random data of every kind; every element within the derived bound.  Random shapes, then
+    on every run the shapes of ``loop_shapes`` (every loop level crossed twice plus a remainder)."""
+    explore_then_loops(request, kernel, target.vlen, "floats", lambda case: check_bound(kernel, target, case))
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=IDS)
 def test_mul_mat_exact(kernel: MatMulKernel, target, request: pytest.FixtureRequest) -> None:
     """Integers in [-8, 8]: every partial sum is exact in f32 (|sum| <= 64 k < 2^24), so C must be
-    exact.  First the shapes of ``loop_shapes``, then random shapes."""
-    S.explore(request, cases(kernel, target.vlen, "integers"), loop_cases(kernel, target.vlen, "integers"),
-              lambda case: check_exact(kernel, target, case))
+    exact.  Random shapes, then on every run the shapes of ``loop_shapes``."""
+    explore_then_loops(request, kernel, target.vlen, "integers", lambda case: check_exact(kernel, target, case))
 
 
 #: One probe per shape class, as (class, shape at VLEN: function of VLEN/8).
