@@ -654,8 +654,7 @@ def _dot_loops() -> list[L.Loop]:
     r32, r128, r256 = real_counts(32), real_counts(128), real_counts(256)
     sb = "elements of a super-block"
     one = lambda v: 1  # noqa: E731 -- one block per trip
-    vl = {128: (128,), 256: (256,), "256+": (256, 512, 1024), 512: (512,), "512+": (512, 1024),
-          1024: (1024,), "all": (128, 256, 512, 1024)}
+    every = (128, 256, 512, 1024)  # the VLENs at which some kernel of a row runs that loop
 
     def inner(kernels: str, step: int, vlens: tuple[int, ...], src: str, what: str) -> L.Loop:
         return L.Loop(kernels, f"inside a super-block: {what}", sb, lambda v: step,
@@ -676,11 +675,11 @@ def _dot_loops() -> list[L.Loop]:
                "iq4_xs (every variant)", "row: one super-block per trip", "super-blocks of 256", one,
                remainder=False, real=r256, source="quants.c:ggml_vec_dot_<type>_q8_K[_vlN]"),
         inner("q2_K _vl128, _vl256; q3_K _vl128 ... _vl1024; q6_K _vl128 ... _vl1024; iq1_m _vl128, _vl256", 128,
-              vl["all"], "ggml_vec_dot_q2_K_q8_K_vl*, q3_K_vl*, q6_K_vl*, iq1_m_q8_K_vl128/_vl256",
+              every, "ggml_vec_dot_q2_K_q8_K_vl*, q3_K_vl*, q6_K_vl*, iq1_m_q8_K_vl128/_vl256",
               "2 trips over 128-element halves (j / ib < QK_K/128)"),
-        inner("tq2_0 (_vl128; _vl256 at VLEN >= 256)", 128, vl["all"], "ggml_vec_dot_tq2_0_q8_K_vl128/_vl256",
+        inner("tq2_0 (_vl128; _vl256 at VLEN >= 256)", 128, every, "ggml_vec_dot_tq2_0_q8_K_vl128/_vl256",
               "2 trips over 32 bytes of qs = 128 elements (j += 32)"),
-        inner("q4_K _vl256 (VLEN >= 256), q5_K (one body)", 64, vl["all"],
+        inner("q4_K _vl256 (VLEN >= 256), q5_K (one body)", 64, every,
               "ggml_vec_dot_q4_K_q8_K_vl256, ggml_vec_dot_q5_K_q8_K", "4 trips over 64-element quarters (j < QK_K/64)"),
         inner("iq2_xxs _vl128, _vl256 (ib32 += 2); iq2_xs _vl128 (ib64); iq3_xxs _vl128, _vl256; iq4_xs _vl128", 64,
               (128, 256), "ggml_vec_dot_iq2_xxs_q8_K_vl128/_vl256, iq2_xs_vl128, iq3_xxs_vl128/_vl256, iq4_xs_vl128",
@@ -688,11 +687,11 @@ def _dot_loops() -> list[L.Loop]:
         inner("iq2_xs _vl256, iq3_xxs _vl512, iq4_xs _vl256", 128, (256, 512),
               "ggml_vec_dot_iq2_xs_q8_K_vl256, iq3_xxs_vl512, iq4_xs_vl256", "2 trips over 128-element halves"),
         inner("iq2_s: _vl128 (ib < 8), _vl256 (ib < 4), _vl512 (ib < 2); iq3_s: _vl128, _vl256, _vl512 (likewise)",
-              32, vl["all"], "ggml_vec_dot_iq2_s_q8_K_vl128/256/512, iq3_s_q8_K_vl128/256/512",
+              32, every, "ggml_vec_dot_iq2_s_q8_K_vl128/256/512, iq3_s_q8_K_vl128/256/512",
               "8 trips over 32 elements at _vl128 (4 over 64 at _vl256, 2 over 128 at _vl512)"),
-        inner("iq2_xxs _vl512 (VLEN >= 512), iq2_xs _vl512 (VLEN >= 512), iq3_xxs _vl1024", 32, vl["512+"],
+        inner("iq2_xxs _vl512 (VLEN >= 512), iq2_xs _vl512 (VLEN >= 512), iq3_xxs _vl1024", 32, (512, 1024),
               "ggml_vec_dot_iq2_xxs_q8_K_vl512, iq2_xs_vl512, iq3_xxs_vl1024", "8 trips over 32-element sub-blocks (j < 8)"),
-        inner("tq1_0 _vl128", 32, vl[128], "ggml_vec_dot_tq1_0_q8_K_vl128",
+        inner("tq1_0 _vl128", 32, (128,), "ggml_vec_dot_tq1_0_q8_K_vl128",
               "a peeled trip and t < 4 over the trits of 32 bytes (160 elements, step 32), then of 16 bytes (80, step 16)"),
     ]
 

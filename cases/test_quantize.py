@@ -40,7 +40,6 @@ from hypothesis import strategies as st
 from cases import loops as L
 from cases import quant_strategies as QS
 from cases import quant_variants as V
-from cases.quant_strategies import block_counts
 from cases.strategies import KernelSpec
 from harness import observe
 from harness.compare import assert_bitwise_equal
@@ -86,7 +85,7 @@ def float_rows(draw: st.DrawFn, block: int) -> np.ndarray:
     blocks of exact ties (amax = 127 * 2^e and values (k + 1/2) * 2^e, so x * id = k + 1/2
     exactly), blocks holding +a and -a as their largest magnitudes, all-zero blocks, constant
     blocks; mixed block by block."""
-    nb = draw(block_counts(block), label="n_blocks")
+    nb = draw(QS.block_counts(block), label="n_blocks")
     kinds = draw(st.lists(st.sampled_from(INPUT_KINDS), min_size=1, max_size=3, unique=True), label="kinds")
     seed = draw(st.integers(0, 2**32 - 1), label="seed")
     return make_row(nb, block, kinds, seed)
