@@ -241,11 +241,14 @@ def shapes(vlen: int) -> st.SearchStrategy[Shape]:
 
 
 def _largest(vlen: int) -> list[Shape]:
-    """The largest shapes ``shapes`` can draw in each of its kinds (for the ranges in the size table)."""
+    """The largest shapes ``shapes`` can draw on two threads, per kind and path (for the ranges
+    of jobs and chunks in the size table): small; real k; real m on tinyBLAS_RVV and, with
+    n = 1, on the fallback; real n on tinyBLAS_RVV and, with m = 3, on the fallback."""
     s = vlen // 8
-    return [Shape(4 * s, M_MAX, max(SMALL_N), 4, BATCH_MAX, BATCH_MAX), Shape(max(REAL_K) + max(REAL_K_OFFSETS), max(REAL_SMALL_M),
-            max(REAL_SMALL_N), 4), Shape(s, max(REAL_M), max(REAL_SMALL_N), 2), Shape(s, 16, max(REAL_N), 2),
-            Shape(s + 1, max(REAL_M), max(REAL_SMALL_N), 2), Shape(s + 1, 3, max(REAL_N), 2)]
+    return [Shape(4 * s, M_MAX, max(SMALL_N), 2, BATCH_MAX, BATCH_MAX),
+            Shape(max(REAL_K) + max(REAL_K_OFFSETS), max(REAL_SMALL_M), max(REAL_SMALL_N), 2),
+            Shape(s, max(REAL_M), max(REAL_SMALL_N), 2), Shape(s, max(REAL_M), 1, 2),
+            Shape(s, max(REAL_SMALL_M), max(REAL_N), 2), Shape(s, 3, max(REAL_N), 2)]
 
 
 def drawn(vlen: int) -> dict[str, L.Drawn]:
@@ -269,7 +272,7 @@ def drawn(vlen: int) -> dict[str, L.Drawn]:
         "m (vec_dot)": L.Drawn([sh.m for sh in fb], 1, max(REAL_M)),
         "n*batch*bcast (vec_dot)": L.Drawn([sh.n * sh.batch * sh.bcast for sh in fb], 1, max(REAL_N)),
         "chunks (2 threads)": L.Drawn([fallback_chunks(sh) for sh in fb if sh.threads == 2], 1,
-                                      max(fallback_chunks(sh) for sh in big)),
+                                      max(fallback_chunks(sh) for sh in big if tinyblas_plan(sh, vlen) is None)),
     }
 
 
