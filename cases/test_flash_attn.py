@@ -363,9 +363,9 @@ def acc_step(v: str, vlen: int) -> int:
 
 
 def crossing(step: int, quantum: int = 1) -> int:
-    """The smallest-but-one size that makes two full steps and then a remainder: 2 steps and half
-    a step, rounded down to ``quantum`` (at least one quantum; a multiple of the step when the
-    quantum is a whole step -- such a loop has no remainder by construction)."""
+    """A size that makes two full steps and then a remainder: 2 steps and half a step, rounded
+    down to ``quantum`` (at least one quantum; a multiple of the step when the quantum is a whole
+    step -- such a loop has no remainder by construction)."""
     return 2 * step + max(quantum, step // 2 // quantum * quantum)
 
 
