@@ -156,6 +156,10 @@ CHUNK_KV = (1, 300)  # one-chunk: KV positions
 #: KV lengths of real models' decode (a KV cache of several thousand positions): drawn for one or
 #: two queries only (split, one-chunk), cut down to MAX_WORK for large heads.
 REAL_KV = (2048, 4096, 8192)
+#: KV positions per fp16 accumulator (f16 V on the one-chunk and split paths) that the random draws
+#: go up to: oracles.attention.f16_running_error's bound grows as (1 + 3 u16)^n and leaves fp16's
+#: range past ~1500 positions with flat weights and V offset from zero (it says so and refuses).
+F16_ACC_KV = SPLIT_KV[1]
 THREADS = (1, 4)
 
 
@@ -195,11 +199,14 @@ def shapes(draw: st.DrawFn, case: AttnCase) -> Shape:
         long_kv = [st.sampled_from(REAL_KV)] if n_q <= 2 else []
         n_kv = draw(st.one_of(st.sampled_from(edges_kv + [511, 512, 513, 600]), st.integers(*CHUNK_KV), *long_kv),
                     label="n_kv")
-    if n_kv in REAL_KV:  # (one query of f32 / f16 that long becomes two on the one-chunk path)
+    real = n_kv in REAL_KV
+    if real:  # (one query of f32 / f16 that long becomes two on the one-chunk path)
         n_kv = _real_kv(max(n_q, 2) if case.path == "one_chunk" else n_q, dk, dv, n_kv)
     kv_heads = draw(st.integers(1, 2), label="kv_heads")
     ratio = draw(st.sampled_from([1, 2, 4, 8]), label="gqa")
     threads = draw(st.one_of(st.just(THREADS[0]), st.integers(THREADS[0] + 1, THREADS[1])), label="threads")
+    if real and case.v == "f16":  # an fp16 accumulator per chunk (split: one per thread)
+        n_kv = min(n_kv, F16_ACC_KV * (threads if case.path == "split" else 1))
     # Keep QEMU's work per example bounded: fewer heads for large shapes.
     while kv_heads * ratio > 1 and kv_heads * ratio * n_q * n_kv * (dk + dv) > MAX_WORK:
         if ratio > 1:
@@ -510,7 +517,10 @@ L.register(L.Family(
         "Block loops of quantized K (q8_0 / q4_0 K: ggml_vec_dot_q8_0_q8_0, _q4_0_q8_0 over DK / 32 blocks) "
         "and V (dequantized row by row) are the quant_dot family's; here DK / DV are whole blocks (32-256).",
         "Real KV lengths (2048 / 4096 / 8192, split and one-chunk, one or two queries) are cut to "
-        "MAX_WORK / (n_q (DK + DV)) positions: 8192 only with DK + DV <= 122, 3906 with DK = DV = 128.",
+        "MAX_WORK / (n_q (DK + DV)) positions: 8192 only with DK + DV <= 122, 3906 with DK = DV = 128.  "
+        "With f16 V (an fp16 accumulator) drawn ones stop at 1100 positions per accumulator (F16_ACC_KV: "
+        "the fp16 running error bound does not hold much further); the every-run decode of 4099 positions "
+        "on 4 threads has 1025 per accumulator.",
         "Split chunks: the every-run decode (4099 positions, 4 threads) has three full chunks of 1025 and a "
         "shorter last one of 1024; 515 positions on 3 threads give 172, 172, 171.",
     )))
