@@ -1,7 +1,8 @@
-"""A fast subset of the planted bugs, one per kernel family, must stay caught.
+"""A fast subset of the planted bugs, one per kernel family (and one that only the loop-crossing
+sizes reach), must stay caught.
 
 This is what keeps a change to the harness from blinding it: each mutant is
-built (zvfh only) and its `select:` tests run at one or two VLENs through the
+built (one ISA build) and its `select:` tests run at one or two VLENs through the
 same machinery as `rvvdiff mutants run`.  `tests/test_planted_bug.py` covers
 the float dot family with the full report / replay path.
 """
@@ -21,6 +22,7 @@ FAST = {
     "quant_q4_0_drops_odd_block": ["--isa", "zvfh", "--vlen", "256"],         # quantized dot: dropped block
     "repack_q8_0_16x1_swapped_columns": ["--isa", "zvfh", "--vlen", "256"],   # repack: layout off by one
     "mm_tinyblas_2x1_wrong_row": ["--isa", "zvfh", "--vlen", "256"],          # mul_mat: tinyBLAS edge block
+    "mm_tinyblas_k_panel_overwrite": ["--isa", "v", "--vlen", "128"],         # mul_mat: past four k-steps only
     "fa_tiled_gemm_drops_row_tail": ["--isa", "zvfh", "--vlen", "128"],       # flash attention: GEMM row tail
 }
 
