@@ -128,10 +128,12 @@ def lengths(shape: VectorShape, *, min_value: int = 1, max_value: int = MAX_LENG
 
 
 def explore(request: pytest.FixtureRequest, strategy: st.SearchStrategy, examples: Sequence[object],
-            check: Callable[[object], None]) -> None:
+            check: Callable[[object], None], *, after: Sequence[object] = ()) -> None:
     """Run ``check`` on every explicit example (every run, in order, before anything random:
     known edge cases and loop-crossing sizes never depend on luck), then on cases Hypothesis
-    draws from ``strategy`` and shrinks.  Explicit examples may depend on the target (its
+    draws from ``strategy`` and shrinks, then on every case of ``after`` (fixed cases that
+    must not pre-empt the shrinking: a bug that a smaller drawn case also shows is reported
+    shrunk, not at the larger fixed one).  Explicit examples may depend on the target (its
     VLEN), which ``@example`` on a module-level test cannot.  The Hypothesis database key is
     the test's node id, as for any parametrized ``@given`` test."""
     def case_check(case: object) -> None:
@@ -144,6 +146,8 @@ def explore(request: pytest.FixtureRequest, strategy: st.SearchStrategy, example
     # Stop at the first failing example: the failure report records the last kernel call, so
     # running the remaining explicit examples after a failure would record a passing one.
     settings(report_multiple_bugs=False)(test)()
+    for case in after:
+        check(case)
 
 
 # ------------------------------------------------------------- float data

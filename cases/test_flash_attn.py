@@ -567,9 +567,8 @@ def test_flash_attn(case: AttnCase, target, request: pytest.FixtureRequest) -> N
     Drawn problems first (a failure among them shrinks to the smallest failing shape), then, on
     every run, the loop-crossing shapes of ``loop_shapes`` at the target's VLEN (fixed sizes: as
     explicit examples ahead of the draws they would pre-empt the shrinking of any bug they catch)."""
-    S.explore(request, problems(case), [], lambda p: check_attention(case, target, p))
-    for p in loop_problems(case, target.vlen):
-        check_attention(case, target, p)
+    S.explore(request, problems(case), [], lambda p: check_attention(case, target, p),
+              after=loop_problems(case, target.vlen))
 
 
 def check_attention(case: AttnCase, target, p: Problem) -> None:

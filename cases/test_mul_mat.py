@@ -437,9 +437,7 @@ def explore_then_loops(request: pytest.FixtureRequest, kernel: MatMulKernel, vle
     The loop-crossing shapes come after the draws, not as explicit examples ahead of them: a
     bug that a smaller drawn shape also shows is then reported shrunk (e.g. m = 4, n = 3 for
     a wrong edge tile) rather than at the fixed, larger loop-crossing shape."""
-    S.explore(request, cases(kernel, vlen, kind), [], check)
-    for case in loop_cases(kernel, vlen, kind):
-        check(case)
+    S.explore(request, cases(kernel, vlen, kind), [], check, after=loop_cases(kernel, vlen, kind))
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=IDS)
