@@ -129,6 +129,8 @@ def main_mutants(argv: list[str]) -> int:
     p.add_argument("--only", action="append", help="mutant name (repeatable)")
     p.add_argument("--max-examples", type=int, default=None, help="default: the suite's default budget")
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "mutants.md")
+    p.add_argument("--report-dir", type=Path, default=ROOT / "reports" / "mutants",
+                   help="where each mutant's failure reports go (default: reports/mutants)")
     p.add_argument("--timeout", type=float, default=3600)
     a = p.parse_args(argv)
     cat = mutants.catalogue()
@@ -141,7 +143,7 @@ def main_mutants(argv: list[str]) -> int:
     if unknown:
         print(f"rvvdiff mutants: unknown mutant(s) {', '.join(unknown)}", file=sys.stderr)
         return 2
-    work = ROOT / "reports" / "mutants"
+    work = a.report_dir
     rows = []
     t0 = time.perf_counter()
     for n in names:
