@@ -5,7 +5,7 @@ leftover after an unrolled main loop, the k-steps of a GEMM, the blocks of a
 quantized row processed in pairs, the tiles and chunks of flash attention.
 Each family module declares its loops as the tree implements them (``Loop``),
 and a function that says, per size variable, what its tests draw at a VLEN
-(``Drawn``): the sizes every run checks (explicit examples and sweeps, built
+(``Drawn``): the sizes every run checks (fixed cases before or after the draws, sweeps, built
 by the same function the tests call) and the range the random draws cover.
 
 A loop level is *reached* at a VLEN when a size checked on every run makes at
@@ -67,7 +67,7 @@ class Loop:
 class Drawn:
     """What a family's tests draw of one size variable at one VLEN."""
 
-    every_run: Sequence[int]  # sizes checked on every run (explicit examples, sweeps)
+    every_run: Sequence[int]  # sizes checked on every run (fixed cases, sweeps)
     lo: int  # smallest random draw
     hi: int  # largest random draw
 

@@ -316,6 +316,10 @@ REAL_ROW_ELEMENTS = (2048, 4096, 5632, 8192, 11008, 14336)
 #: loop), three (twice plus one), five (a loop over block pairs crossed twice plus its
 #: leftover block).
 EVERY_RUN_COUNTS = (1, 2, 3, 5)
+#: Explicit examples ahead of the draws have at most this many blocks (each is as small as a
+#: failure it finds can be); larger fixed rows run after the draws, so that a bug they and a
+#: smaller drawn row both show is reported shrunk (``cases.strategies.explore``'s ``after``).
+EDGE_BLOCKS = 3
 
 
 def real_counts(block: int, *, max_elements: int = max(REAL_ROW_ELEMENTS)) -> list[int]:
@@ -324,7 +328,7 @@ def real_counts(block: int, *, max_elements: int = max(REAL_ROW_ELEMENTS)) -> li
 
 
 def every_run_counts(block: int, *, max_elements: int = max(REAL_ROW_ELEMENTS)) -> list[int]:
-    """The block counts of the explicit examples every run checks: EVERY_RUN_COUNTS and the
+    """The block counts of the fixed rows every run checks (edge_pairs, loop_pairs): EVERY_RUN_COUNTS and the
     longest real-model row that fits in ``max_elements`` (so the row loop runs at a real
     model's length on every run, not only when the draws are lucky).  The size table of
     cases/loops.py is computed from this function."""
@@ -426,31 +430,40 @@ def pairs(draw: st.DrawFn, x_type: str, y_type: str, *, n_blocks: int | None = N
     return Pair(x_type, y_type, x, y)
 
 
+def _fixed_pair(x_type: str, y_type: str, nb: int, recipe: RowRecipe, qs_mode: str,
+                classes: Sequence[str] = ("normal",)) -> Pair:
+    """A fixed pair of ``nb`` units (the lcm of both block sizes) made by ``recipe``."""
+    fy = Q.fmt(y_type)
+    n = nb * pair_unit(x_type, y_type)
+    x = weight_row(x_type, n // Q.fmt(x_type).block, recipe)
+    y = activation_row(y_type, n // fy.block, recipe.seed, classes, qs_mode, max_scale=_max_activation_scale(x_type, x))
+    return Pair(x_type, y_type, x, y)
+
+
 def edge_pairs(x_type: str, y_type: str) -> list[Pair]:
     """Fixed pairs every run checks before exploring (Hypothesis explicit examples): rows of random
-    bytes of the block counts of :func:`every_run_counts` (one, two, three and five blocks:
-    tails, odd counts, per-block indexing, a pair loop crossed twice plus its leftover; and a
-    real model's row length), saturated rows (all
-    payload and sub-scale bits set, activations all +127 or all -127: the largest same-sign
-    integer sums), and every scale class in one row."""
-    fy = Q.fmt(y_type)
+    bytes of the block counts of :func:`every_run_counts` up to EDGE_BLOCKS (one, two, three
+    blocks: tails, odd counts, per-block indexing), saturated rows (all payload and sub-scale bits
+    set, activations all +127 or all -127: the largest same-sign integer sums), and every scale
+    class in one row."""
     unit = pair_unit(x_type, y_type)
-    out = []
-
-    def pair(nb: int, recipe: RowRecipe, qs_mode: str, classes: Sequence[str] = ("normal",)) -> Pair:
-        n = nb * unit
-        x = weight_row(x_type, n // Q.fmt(x_type).block, recipe)
-        y = activation_row(y_type, n // fy.block, recipe.seed, classes, qs_mode,
-                           max_scale=_max_activation_scale(x_type, x))
-        return Pair(x_type, y_type, x, y)
-
-    for nb in every_run_counts(unit):
-        out.append(pair(nb, RowRecipe(nb, ("normal",), "random", "random"), "random"))
+    out = [_fixed_pair(x_type, y_type, nb, RowRecipe(nb, ("normal",), "random", "random"), "random")
+           for nb in every_run_counts(unit) if nb <= EDGE_BLOCKS]
     for qs_mode in ("max", "min"):
-        out.append(pair(1, RowRecipe(7, ("normal",), "ones", "ones"), qs_mode))
-        out.append(pair(1, RowRecipe(8, ("normal",), "zeros", "ones"), qs_mode))
-    out.append(pair(2, RowRecipe(9, SCALE_CLASSES, "random", "alternate"), "extreme", SCALE_CLASSES))
+        out.append(_fixed_pair(x_type, y_type, 1, RowRecipe(7, ("normal",), "ones", "ones"), qs_mode))
+        out.append(_fixed_pair(x_type, y_type, 1, RowRecipe(8, ("normal",), "zeros", "ones"), qs_mode))
+    out.append(_fixed_pair(x_type, y_type, 2, RowRecipe(9, SCALE_CLASSES, "random", "alternate"), "extreme",
+                           SCALE_CLASSES))
     return out
+
+
+def loop_pairs(x_type: str, y_type: str) -> list[Pair]:
+    """Fixed pairs every run checks after exploring: rows of random bytes of the block counts of
+    :func:`every_run_counts` above EDGE_BLOCKS (five blocks: a loop over block pairs crossed twice
+    plus its leftover; and a real model's row length)."""
+    unit = pair_unit(x_type, y_type)
+    return [_fixed_pair(x_type, y_type, nb, RowRecipe(nb, ("normal",), "random", "random"), "random")
+            for nb in every_run_counts(unit) if nb > EDGE_BLOCKS]
 
 
 # ------------------------------------------------------------------ exact by construction
@@ -635,8 +648,8 @@ _ROW_VARS = {"blocks of 32": 32, "blocks of 128 (q1_0)": 128, "super-blocks of 2
 
 def _quant_dot_drawn(vlen: int) -> dict[str, L.Drawn]:
     """What cases/test_quant_dot.py::test_vec_dot draws at ``vlen`` (the same at every VLEN):
-    every run the block counts of :func:`every_run_counts` (its explicit examples,
-    :func:`edge_pairs`), at random :func:`block_counts`; a block is always whole."""
+    every run the block counts of :func:`every_run_counts` (:func:`edge_pairs` before the draws,
+    :func:`loop_pairs` after them), at random :func:`block_counts`; a block is always whole."""
     out = {}
     for var, unit in _ROW_VARS.items():
         lo, hi = block_count_range(unit)
@@ -699,7 +712,7 @@ def _dot_loops() -> list[L.Loop]:
 L.register(L.Family(
     name="quant_dot", doc="docs/quants.md", loops=_dot_loops(), drawn=_quant_dot_drawn,
     notes=(
-        "Sizes are those of `test_vec_dot` (`edge_pairs` every run, `pairs` at random); `test_vec_dot_exact` "
+        "Sizes are those of `test_vec_dot` (`edge_pairs` and `loop_pairs` every run, `pairs` at random); `test_vec_dot_exact` "
         "checks the same counts every run up to the longest row a type can make exact (4096 elements for q6_K "
         "and iq4_xs, 14336 for most), and `test_vec_dot_weights` rows of 1, 2, 3 and 33 (x 8 for blocks of 32) blocks.",
         "Loops with one trip per super-block by construction are not listed: iq1_m, iq4_xs _vl512 / _vl1024 "

@@ -333,7 +333,7 @@ def gemx_cases(draw: st.DrawFn, kernel: RepackKernel, kind: str) -> GemxCase:
 
 @dataclass(frozen=True)
 class GemxShape:
-    """The shape of one explicit direct call: activation rows, column interleaves, blocks."""
+    """The shape of one fixed direct call: activation rows, column interleaves, blocks."""
 
     nr: int
     interleaves: int
@@ -496,7 +496,7 @@ def mul_mat_cases(draw: st.DrawFn, kernel: RepackKernel, *, exact: bool) -> MulM
 
 @dataclass(frozen=True)
 class MulMatShape:
-    """The shape of one explicit mul_mat: weight rows, activation rows, planes, threads, blocks."""
+    """The shape of one fixed mul_mat: weight rows, activation rows, planes, threads, blocks."""
 
     m: int
     n: int
@@ -587,7 +587,7 @@ def _random_chunking() -> tuple[list[int], list[int]]:
 
 
 def drawn(vlen: int) -> dict[str, L.Drawn]:
-    """What the tests draw of every size variable, from the functions that build their explicit
+    """What the tests draw of every size variable, from the functions that build their fixed
     examples (``gemx_shapes``, ``mul_mat_shapes``, ``quantize_mat_blocks``) and the constants
     of their strategies.  The same at every VLEN: no loop of this family steps by VLEN."""
     def gemx(kernels: list[RepackKernel], field: str, kinds: tuple[str, ...] = KINDS) -> list[int]:

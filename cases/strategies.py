@@ -6,7 +6,7 @@ badly): a strategy draws a seed and a few structural choices, and NumPy fills
 the array.  Hypothesis still shrinks the length, the seed and the choices, so
 a failure is reported at its smallest length.  The same fill functions
 (``float_array``, ``small_integer_array``, ...) build the seeded arrays of the
-explicit examples, which every run checks whatever Hypothesis draws.
+fixed cases, which every run checks whatever Hypothesis draws.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def crossing_lengths(shape: VectorShape, vlen: int, *, real: bool = True) -> lis
     and 3s - 1 (two full iterations, then a tail one short of a full one).  With an unroll by
     two, 3 * step - 1 leaves the leftover loop a full trip and a partial one after the main
     loop ran twice.  With ``real``, also a real model's widest row plus a tail that crosses
-    every loop again: ``REAL_ROW + max(step) - 1``.  Tests build their explicit examples from
+    every loop again: ``REAL_ROW + max(step) - 1``.  Tests build their fixed cases (checked after the draws) from
     this list, and the families' size tables (cases/loops.py) read it."""
     steps = shape.steps(vlen)
     out = {m for s in steps for m in (2 * s + 1, 3 * s - 1)}
@@ -112,7 +112,7 @@ def lengths(shape: VectorShape, *, min_value: int = 1, max_value: int = MAX_LENG
     """Vector lengths for a kernel: small ones, each VLMAX / unrolled step -1, +0, +1 at every
     VLEN, and long rows (LONG_ROW up to a real model's widest row and a tail, MAX_LENGTH).
     Shrinks towards the small ones.  Random: the lengths that must be crossed on every run
-    come from ``crossing_lengths``, as explicit examples."""
+    come from ``crossing_lengths``, as fixed cases checked after the draws."""
     if min_value < 1 or max_value < min_value:
         raise ValueError(f"lengths: need 1 <= min_value <= max_value, got {min_value}, {max_value}")
     edges = sorted({b + d for b in shape.boundaries() for d in (-1, 0, 1)} | {1, 2, 3})
@@ -189,7 +189,7 @@ VALUE_KINDS = ("normal", "positive", "spiky", "wide")
 
 def float_array(n: int, fmt: str, kind: str, seed: int, scale_exp: int = 0) -> np.ndarray:
     """The array of :func:`float_vectors` for one draw of its choices (also the seeded data of
-    explicit examples)."""
+    fixed cases)."""
     if fmt not in FORMATS:
         raise ValueError(f"float_array: unknown format {fmt!r}; expected one of {FORMATS}")
     if kind not in VALUE_KINDS:

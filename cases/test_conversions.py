@@ -79,7 +79,7 @@ def conversion_inputs(draw: st.DrawFn, kernel: Conversion) -> np.ndarray:
 
 
 def crossing_inputs(kernel: Conversion, vlen: int) -> list[np.ndarray]:
-    """Seeded inputs at every length of ``S.crossing_lengths`` for this VLEN (explicit examples
+    """Seeded inputs at every length of ``S.crossing_lengths`` for this VLEN (fixed cases
     of every run): every loop level crossed twice plus a remainder, and a real model's row."""
     out = []
     for n in S.crossing_lengths(kernel.shape, vlen):
@@ -123,8 +123,8 @@ ids = [k.name for k in CONVERSIONS]
 def test_convert(kernel: Conversion, target, request: pytest.FixtureRequest) -> None:
     """First the loop-crossing lengths of this VLEN (``crossing_inputs``), then random lengths
     around every VLMAX boundary and long rows, inputs from every class of value."""
-    S.explore(request, conversion_inputs(kernel), crossing_inputs(kernel, target.vlen),
-              lambda x: check_conversion(kernel, target, x))
+    S.explore(request, conversion_inputs(kernel), [], lambda x: check_conversion(kernel, target, x),
+              after=crossing_inputs(kernel, target.vlen))
 
 
 @pytest.mark.parametrize("kernel", CONVERSIONS, ids=ids)
@@ -147,7 +147,7 @@ def _var(kernel: Conversion) -> str:
 
 @lru_cache(maxsize=None)
 def _drawn(vlen: int) -> dict[str, L.Drawn]:
-    """Per kernel: the lengths test_convert's explicit examples and the sweep check at ``vlen``
+    """Per kernel: the lengths test_convert's fixed cases and the sweep check at ``vlen``
     (built by the functions the tests call), and the random range of ``S.lengths``."""
     return {_var(k): L.Drawn(every_run=sorted({x.size for x in crossing_inputs(k, vlen)}
                                               | {sweep_inputs(k, vlen).size}),

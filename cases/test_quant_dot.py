@@ -251,22 +251,24 @@ def test_vec_dot(kernel: QuantDot, target, request: pytest.FixtureRequest) -> No
     """Raw blocks with edge encodings (zero / negative / subnormal / largest scales, extreme
     sub-scales, constant payloads), activations raw or quantized from floats, rows of one block
     to ~10k elements and real models' row lengths (up to 14336); first the fixed edge pairs of
-    ``QS.edge_pairs`` (1, 2, 3, 5 blocks and k = 14336 among them)."""
+    ``QS.edge_pairs`` (1, 2, 3 blocks among them), last ``QS.loop_pairs`` (5 blocks, k = 14336)."""
     S.explore(request, QS.pairs(kernel.name, kernel.vec_dot_type), QS.edge_pairs(kernel.name, kernel.vec_dot_type),
-             lambda pair: check_dot(kernel, target, pair))
+              lambda pair: check_dot(kernel, target, pair), after=QS.loop_pairs(kernel.name, kernel.vec_dot_type))
 
 
 @pytest.mark.parametrize("kernel", DOTS, ids=IDS)
 def test_vec_dot_exact(kernel: QuantDot, target, request: pytest.FixtureRequest) -> None:
     """Rows exact by construction: the result must be exact, so a lost, doubled or misplaced
     block or element always shows, however small; first 1, 2 and 3 blocks of random and of
-    saturated bytes, then 5 blocks and the longest real model's row the type can make exact
-    (``QS.exact_every_run_counts``)."""
+    saturated bytes, and after the draws 5 blocks and the longest real model's row the type can
+    make exact (``QS.exact_every_run_counts``)."""
+    counts = QS.exact_every_run_counts(kernel.name, kernel.vec_dot_type)
     edges = [QS.exact_pair(kernel.name, kernel.vec_dot_type, nb, seed=nb, payload=payload, subscales="random")
-             for nb in QS.exact_every_run_counts(kernel.name, kernel.vec_dot_type)
-             for payload in (("random", "ones") if nb <= 3 else ("random",))]
+             for nb in counts if nb <= QS.EDGE_BLOCKS for payload in ("random", "ones")]
+    loops = [QS.exact_pair(kernel.name, kernel.vec_dot_type, nb, seed=nb, payload="random", subscales="random")
+             for nb in counts if nb > QS.EDGE_BLOCKS]
     S.explore(request, QS.exact_pairs(kernel.name, kernel.vec_dot_type), edges,
-             lambda pair: check_dot(kernel, target, pair, exact=True))
+              lambda pair: check_dot(kernel, target, pair, exact=True), after=loops)
 
 
 GRID_DOTS = [k for k in DOTS if k.name in QS.GRID_SWEEPS]

@@ -77,7 +77,7 @@ def test_gemx(kernel: C.RepackKernel, kind: str, impl: str, target, request: pyt
                                context=f"{kernel.entry(kind, impl)}, {case!r}, {target.id}",
                                derivation=kernel.describe_bound(impl, case.n_blocks))
 
-    S.explore(request, C.gemx_cases(kernel, kind), C.gemx_examples(kernel, kind), check)
+    S.explore(request, C.gemx_cases(kernel, kind), [], check, after=C.gemx_examples(kernel, kind))
 
 
 def test_gemx_variant(target) -> None:
@@ -134,7 +134,7 @@ def test_mul_mat(kernel: C.RepackKernel, target, request: pytest.FixtureRequest)
         C.assert_matrix_within(got, p.value, kernel.bound("rvv", case.n_blocks, p), name="Y", context=ctx,
                                derivation=kernel.describe_bound("rvv", case.n_blocks))
 
-    S.explore(request, C.mul_mat_cases(kernel, exact=False), C.mul_mat_examples(kernel, exact=False), check)
+    S.explore(request, C.mul_mat_cases(kernel, exact=False), [], check, after=C.mul_mat_examples(kernel, exact=False))
 
 
 @pytest.mark.parametrize("kernel", MUL_MAT, ids=MUL_MAT_IDS)
@@ -152,7 +152,7 @@ def test_mul_mat_parity(kernel: C.RepackKernel, target, request: pytest.FixtureR
             assert placed == want, f"weights={placed}, but should be {want} [{ctx}]"
             assert_bitwise_equal(got.ravel(), exact, name="Y.flat (row j of plane b at (b * n + j) * m)", context=ctx)
 
-    S.explore(request, C.mul_mat_cases(kernel, exact=True), C.mul_mat_examples(kernel, exact=True), check)
+    S.explore(request, C.mul_mat_cases(kernel, exact=True), [], check, after=C.mul_mat_examples(kernel, exact=True))
 
 
 #: Shape classes of the path probes: (weight rows m, activation rows n, planes, threads).

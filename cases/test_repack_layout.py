@@ -117,7 +117,7 @@ def test_layout(kernel: C.RepackKernel, target, request: pytest.FixtureRequest) 
                              context=f"oracles.repack.unpack_matrix of {ctx}")
 
     examples = [RawMatrix(s.interleaves * lay.ncols, s.n_blocks, i, True) for i, s in enumerate(C.layout_shapes(kernel))]
-    S.explore(request, _raw_matrices(kernel), examples, check)
+    S.explore(request, _raw_matrices(kernel), [], check, after=examples)
 
 
 def test_selection(target) -> None:
@@ -207,4 +207,4 @@ def test_quantize_mat(name: str, act: str, inter: int, target, request: pytest.F
                              f"{target.id}; reference: quantize_row_{act}_ref semantics")
 
     examples = [FloatRows(nb, "gaussian", i) for i, nb in enumerate(C.quantize_mat_blocks(act))]
-    S.explore(request, _float_row_cases(act), examples, check)
+    S.explore(request, _float_row_cases(act), [], check, after=examples)

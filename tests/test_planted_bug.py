@@ -51,7 +51,7 @@ def test_mutant_is_caught_and_shrunk(failing_run, mutant_tree: str) -> None:
     # Counted in the failure sections only: with CI set in the environment pytest repeats the whole
     # message in the short summary.
     failures = out.split("short test summary info")[0]
-    assert len(re.findall(r"Draw 1 \(n\): 1$", failures, re.M)) == 4, out[-3000:]
+    assert len(re.findall(r"case=DotCase\(n=1, ", failures)) == 4, out[-3000:]
     assert "vec_dot_f16(x, y)=0.0 (0x00000000), but should be" in out
     assert f"--ggml-src {mutant_tree}" in out  # the replay command names the tree
 
