@@ -11,7 +11,7 @@ bf16_to_fp32 run an unrolled main loop (2 x VLMAX(e16m2) elements per
 iteration) and a leftover vsetvl loop; fp32_to_fp16 one vsetvl loop at e32m2;
 fp32_to_bf16 is scalar in every build.  Every run checks, at the test's VLEN,
 the lengths of ``S.crossing_lengths`` (each loop twice plus a remainder, and
-a real model's widest row plus a tail) with seeded data, before the random
+a real model's widest row plus a tail) with seeded data, after the random
 lengths; the sweeps add a 16-bit source's 65536 patterns plus a tail that
 leaves the leftover loop a full and a partial trip (``sweep_inputs``), and
 every rounding edge of a narrowing (190486 values: a remainder at every VLEN).
