@@ -121,8 +121,8 @@ ids = [k.name for k in CONVERSIONS]
 
 @pytest.mark.parametrize("kernel", CONVERSIONS, ids=ids)
 def test_convert(kernel: Conversion, target, request: pytest.FixtureRequest) -> None:
-    """First the loop-crossing lengths of this VLEN (``crossing_inputs``), then random lengths
-    around every VLMAX boundary and long rows, inputs from every class of value."""
+    """Random lengths around every VLMAX boundary and long rows, inputs from every class of
+    value; then the loop-crossing lengths of this VLEN (``crossing_inputs``)."""
     S.explore(request, conversion_inputs(kernel), [], lambda x: check_conversion(kernel, target, x),
               after=crossing_inputs(kernel, target.vlen))
 

@@ -4,18 +4,19 @@ CPU_REPACK buffer, against the float64 oracle (oracles/repack.py ``products``) a
 same mul_mat with un-repacked weights.  Tables, bounds and strategies: cases/repack_cases.py.
 
 * :func:`test_gemx` -- every layout x GEMV / GEMM x {RVV entry point, generic twin}, at every
-  VLEN where it can run (:meth:`RepackKernel.unavailable` says where not, and why): every run
-  first the shapes of ``C.gemx_shapes`` (3 column tiles x 3 GEMM row groups x 3 blocks; the
-  longest real k, 448 blocks or 56 super-blocks; 256 columns, as one call gets in a real
-  model's mul_mat), then drawn: 16 / 32 / 48 (or 8 / 16 / 24) columns, 1-7 blocks along K or a
+  VLEN where it can run (:meth:`RepackKernel.unavailable` says where not, and why): drawn
+  shapes, then on every run the shapes of ``C.gemx_shapes`` (3 column tiles x 3 GEMM row groups
+  x 3 blocks; the longest real k, 448 blocks or 56 super-blocks; 256 columns, as one call gets
+  in a real model's mul_mat).  Drawn: 16 / 32 / 48 (or 8 / 16 / 24) columns, 1-7 blocks along K or a
   real model's count, GEMV 1-5 rows, GEMM 4-12 rows; weights from raw
   blocks with edge encodings (subnormal, zero, largest scales; extreme sub-scales), activations
   raw (+-127 everywhere, subnormal scales...).  Each element within the kernel's derived bound.
 * :func:`test_gemx_variant` -- which function the q4_0 8x8 entry points (the only ones that
   dispatch on VLEN) actually ran, from a QEMU trace.
-* :func:`test_mul_mat` -- mul_mat where ggml repacks (VLEN 256, zvfh builds): every run first
-  the shapes of ``C.mul_mat_shapes`` (2 GEMM row groups and 3 GEMV rows; 8 threads' chunks of
-  34 rows rounded to tiles, 2 planes; the longest real k; 4096 rows on 4 threads), then drawn:
+* :func:`test_mul_mat` -- mul_mat where ggml repacks (VLEN 256, zvfh builds): drawn shapes,
+  then on every run the shapes of ``C.mul_mat_shapes`` (2 GEMM row groups and 3 GEMV rows; 8
+  threads' chunks of 34 rows rounded to tiles, 2 planes; the longest real k; 4096 rows on 4
+  threads).  Drawn:
   16-64 weight rows, 1-13 activation rows (those beyond a multiple of 4 go through GEMV), 1-7
   blocks or a real model's count, 1-2 planes, 1-4 threads; activations whose every block
   quantizes without rounding (so the oracle knows the quantized rows), each element within
@@ -64,8 +65,8 @@ def run_gemx(target, case: C.GemxCase, impl: str) -> np.ndarray:
 @pytest.mark.parametrize("kernel,kind", GEMX, ids=GEMX_IDS)
 def test_gemx(kernel: C.RepackKernel, kind: str, impl: str, target, request: pytest.FixtureRequest) -> None:
     """s[r][c] = activation row r . weight row c for every element, within the kernel's bound;
-    first the shapes of ``C.gemx_shapes`` (every loop crossed three times, the longest real k,
-    a real call's 256 columns), then drawn ones."""
+    drawn shapes, then the shapes of ``C.gemx_shapes`` (every loop crossed three times, the
+    longest real k, a real call's 256 columns)."""
     if reason := kernel.unavailable(target, impl):
         pytest.skip(reason)
 
@@ -121,7 +122,7 @@ def run_mul_mat(target, case: C.MulMatCase, placement: int) -> tuple[np.ndarray,
 @pytest.mark.parametrize("kernel", MUL_MAT, ids=MUL_MAT_IDS)
 def test_mul_mat(kernel: C.RepackKernel, target, request: pytest.FixtureRequest) -> None:
     """mul_mat with repacked weights: every element within the RVV kernel's bound of the oracle;
-    first the shapes of ``C.mul_mat_shapes`` (row groups and leftovers, chunks wider than a tile
+    drawn shapes, then the shapes of ``C.mul_mat_shapes`` (row groups and leftovers, chunks wider than a tile
     on 2 threads and 2 planes, the longest real k, 4096 rows on 4 threads)."""
     _selected_or_skip(kernel, target)
 
@@ -139,8 +140,8 @@ def test_mul_mat(kernel: C.RepackKernel, target, request: pytest.FixtureRequest)
 
 @pytest.mark.parametrize("kernel", MUL_MAT, ids=MUL_MAT_IDS)
 def test_mul_mat_parity(kernel: C.RepackKernel, target, request: pytest.FixtureRequest) -> None:
-    """Exact by construction: repacked mul_mat = un-repacked mul_mat = oracle, bit for bit; first
-    the shapes of ``C.mul_mat_shapes``."""
+    """Exact by construction: repacked mul_mat = un-repacked mul_mat = oracle, bit for bit; drawn
+    shapes, then the shapes of ``C.mul_mat_shapes``."""
     _selected_or_skip(kernel, target)
 
     def check(case: C.MulMatCase) -> None:

@@ -6,8 +6,8 @@ against what its source declares, and the activation quantizers of the repacked 
   zvfh), each interleaved block as large as the blocks it holds, and the CPU device lists the
   CPU_REPACK buffer type.
 * :func:`test_layout` -- ggml's ``repack<block, INTER_SIZE, NB_COLS>`` (called directly, so every
-  layout is checked at every VLEN, selected there or not; every run 3 interleaves x 3 blocks and
-  one interleave x the longest real k, then 1-3 interleaves x 1-7 blocks or a real count) writes exactly
+  layout is checked at every VLEN, selected there or not; 1-3 interleaves x 1-7 blocks or a real
+  count drawn, then on every run 3 interleaves x 3 blocks and one interleave x the longest real k) writes exactly
   :func:`oracles.repack.pack_matrix`'s bytes; unpacking them gives back the original blocks
   (a bijection: no block lost or duplicated); a row count that is not a multiple of the
   interleave is refused (return -1) and nothing is written.  Exact comparisons: a layout is a

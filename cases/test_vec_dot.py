@@ -26,10 +26,10 @@ the result must be exact -- a missing or doubled element always shows.
 
 Loop sizes (the table in docs/vec_dot.md): f32 strip-mines at e32m8, f16 at
 e16m1 (widening into e32m2), bf16 runs an unrolled main loop (2 x
-VLMAX(e16m2) per iteration) and a leftover vsetvl loop.  Both tests first
-check, at the test's VLEN, seeded rows at every length of
-``S.crossing_lengths`` (each loop twice plus a remainder, then a real model's
-widest row plus a tail), whatever Hypothesis draws after them.
+VLMAX(e16m2) per iteration) and a leftover vsetvl loop.  After what
+Hypothesis draws, both tests check, at the test's VLEN, seeded rows at every
+length of ``S.crossing_lengths`` (each loop twice plus a remainder, then a
+real model's widest row plus a tail).
 """
 
 from __future__ import annotations
@@ -157,16 +157,16 @@ def check_exact(kernel: DotKernel, target, case: DotCase) -> None:
 
 @pytest.mark.parametrize("kernel", DOTS, ids=[k.name for k in DOTS])
 def test_vec_dot(kernel: DotKernel, target, request: pytest.FixtureRequest) -> None:
-    """First the loop-crossing lengths of this VLEN, then random data of every kind at lengths
-    at every tail; error within the derived bound."""
+    """Random data of every kind at lengths at every tail, then the loop-crossing lengths of
+    this VLEN; error within the derived bound."""
     S.explore(request, dot_cases(kernel), [], lambda case: check_bound(kernel, target, case),
               after=crossing_cases(kernel, target.vlen, exact=False))
 
 
 @pytest.mark.parametrize("kernel", DOTS, ids=[k.name for k in DOTS])
 def test_vec_dot_exact(kernel: DotKernel, target, request: pytest.FixtureRequest) -> None:
-    """Small integers: every partial sum is exact in fp32, so the result must be exact; first
-    at the loop-crossing lengths of this VLEN.  Optionally one element is NaN or infinite,
+    """Small integers: every partial sum is exact in fp32, so the result must be exact; after
+    the draws also at the loop-crossing lengths of this VLEN.  Optionally one element is NaN or infinite,
     which must propagate (IEEE semantics of the scalar reference: NaN stays NaN; a single
     infinity times a non-zero finite gives +-inf)."""
     S.explore(request, exact_cases(kernel), [], lambda case: check_exact(kernel, target, case),

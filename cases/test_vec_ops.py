@@ -18,12 +18,12 @@ would miss a wrong tie.
 
 Tests:
 
-* ``test_vec_op`` -- first, at the test's VLEN, seeded data at every length
-  of ``S.crossing_lengths`` (every loop level crossed twice plus a
-  remainder, then a real model's widest row plus a tail; each kernel's
-  ``fixed`` case); then random data of several kinds with a few special
+* ``test_vec_op`` -- random data of several kinds with a few special
   values planted at random places (the last element included), every tail
-  length, in-place aliasing where ggml uses it.
+  length, in-place aliasing where ggml uses it; then, at the test's VLEN,
+  seeded data at every length of ``S.crossing_lengths`` (every loop level
+  crossed twice plus a remainder, then a real model's widest row plus a
+  tail; each kernel's ``fixed`` case).
 * ``test_vec_op_edges`` -- named edge cases per kernel: IEEE special values
   crossed with special scalars, the exp overflow / underflow thresholds,
   softmax rows with -inf entries, one dominant entry, all equal.
@@ -683,9 +683,9 @@ def crossing_cases(spec: VecOp, vlen: int, src: GgmlSource) -> list[Case]:
 
 @pytest.mark.parametrize("spec", VEC_OPS, ids=ids)
 def test_vec_op(spec: VecOp, target, request: pytest.FixtureRequest) -> None:
-    """First the loop-crossing lengths of this VLEN (seeded), then random data of every kind
-    (special values planted, the last element among them), lengths at every tail of the RVV
-    loop, in-place aliasing where ggml uses it."""
+    """Random data of every kind (special values planted, the last element among them),
+    lengths at every tail of the RVV loop, in-place aliasing where ggml uses it; then the
+    loop-crossing lengths of this VLEN (seeded)."""
     src = session().source
     S.explore(request, vec_op_cases(spec, src), [], lambda case: check(spec, target, case),
               after=crossing_cases(spec, target.vlen, src))
