@@ -380,6 +380,7 @@ class CFile:
         names = set(re.findall(r"\bstruct\s+(\w+)\s*\{", text))
         names |= set(re.findall(r"\}\s*(\w+)\s*;", text))
         names |= set(re.findall(r"\btypedef\s+[^;{}]*?\b(\w+)\s*;", text))
+        names |= set(re.findall(r"\busing\s+(\w+)\s*=", text))
         return names
 
     def enum(self, name: str) -> dict[str, int]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from . import known, observe, pool, report
+from . import known, observe, pool, report, tree
 from . import protocol as P
 from .build import Build, ensure_built
 from .config import ISA_BUILDS, STRESS_PROPS, VLENS, IsaBuild, selection_type
@@ -304,6 +304,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     sess = _session_for(config)
     _mark_known_failures(config, sess.source, targets)
+    _mark_not_in_tree(sess.source, targets)
     q = _emulator()
     for it in targets:
         t: Target = it.callspec.params["target"]
@@ -313,6 +314,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             it.add_marker(pytest.mark.skip(reason=(
                 f"QEMU {q.version} ({q.path}) does not emulate {', '.join(lacking)}, needed by "
                 f"{t.id}: install qemu-user 10 from bookworm-backports (ci/setup.sh) or set RVVDIFF_QEMU")))
+
+
+def requirements(item: pytest.Item) -> list[str]:
+    """What a test's kernel needs from the tree: the ``requires`` of its parameters (kernel table
+    entries declare the ggml enumerators, functions and structs they call)."""
+    out: list[str] = []
+    for p in getattr(getattr(item, "callspec", None), "params", {}).values():
+        out += list(getattr(p, "requires", ()) or ())
+    return list(dict.fromkeys(out))
+
+
+def _mark_not_in_tree(source: GgmlSource, items: list[pytest.Item]) -> None:
+    """Skip, as "not in this tree", the tests whose kernel needs a name the tree lacks."""
+    inv = tree.of(source)
+    for it in items:
+        missing = inv.missing(requirements(it))
+        if missing:
+            it.add_marker(pytest.mark.skip(reason=f"not in this tree: {', '.join(missing)} ({source.label})"))
 
 
 def _mark_known_failures(config: pytest.Config, source: GgmlSource, items: list[pytest.Item]) -> None:
