@@ -1,0 +1,68 @@
+"""Coverage of the tree under test: what it has that rvvdiff does not test, and what rvvdiff knows
+that the tree does not have.
+
+Each kernel family registers one scan (:func:`register`): given the tree's inventory
+(harness/tree.py, read with harness/csource.py), it returns
+
+* **uncovered** - RVV entry points the tree has and the family's table does not know (a new type's
+  vec_dot, a new ``_vlN`` variant, a new repack layout or GEMV / GEMM, a new vec.h function with an
+  RVV path, a new tinyBLAS type).  ``cases/test_coverage.py`` fails on any, by name and file:line,
+  so a change that adds a kernel without a test is visible; the terminal summary lists them.
+* **not in this tree** - kernels of the family's table the tree lacks (an older tree, a fork that
+  removed one).  Never failures: their tests are skipped with the missing names (each kernel's
+  ``requires``), and the summary counts them.
+* **notes** - what the reader could not understand, with file:line and the kernels affected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from harness.tree import Tree
+
+
+@dataclass(frozen=True)
+class Uncovered:
+    """An RVV entry point of the tree that no test of the family exercises."""
+
+    name: str  # ggml_vec_dot_q3_0_q8_0, q4_0_16x1 (a layout), ggml_vec_foo_f32 ...
+    where: str  # file:line in the tree
+    why: str = ""  # what the family would need (e.g. "a NumPy decoder and a bound for q3_0")
+
+
+@dataclass
+class Scan:
+    family: str
+    uncovered: list[Uncovered] = field(default_factory=list)
+    not_in_tree: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+ScanFn = Callable[[Tree], Scan]
+_SCANS: dict[str, ScanFn] = {}
+
+
+def register(family: str) -> Callable[[ScanFn], ScanFn]:
+    """Decorator: ``@register("quant_dot") def scan(tree) -> Scan``."""
+    def deco(fn: ScanFn) -> ScanFn:
+        _SCANS[family] = fn
+        return fn
+    return deco
+
+
+def scans(tree: Tree) -> list[Scan]:
+    """Every registered family's scan of ``tree`` (importing the families registers them)."""
+    import importlib
+
+    from cases.loops import MODULES
+
+    for mod in dict.fromkeys(MODULES.values()):
+        importlib.import_module(mod)
+    out = []
+    for family, fn in sorted(_SCANS.items()):
+        try:
+            out.append(fn(tree))
+        except Exception as e:  # noqa: BLE001 - a scan that breaks is reported, not raised at collection
+            out.append(Scan(family, notes=[f"the {family} scan failed: {type(e).__name__}: {e}"]))
+    return out

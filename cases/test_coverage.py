@@ -1,0 +1,19 @@
+"""The tree under test against what rvvdiff knows (cases/coverage.py): an RVV entry point of the
+tree that no family tests fails here, by name and file:line; kernels the tree lacks are listed as
+"not in this tree" and never fail."""
+
+from __future__ import annotations
+
+import pytest
+
+from cases import coverage
+from harness import tree
+from harness.source import resolve
+
+
+def test_coverage(pytestconfig: pytest.Config) -> None:
+    src = resolve(pytestconfig.getoption("ggml_src"))
+    found = coverage.scans(tree.of(src))
+    lines = [f"{s.family}: {u.name} ({u.where}){': ' + u.why if u.why else ''}" for s in found for u in s.uncovered]
+    assert not lines, (f"{len(lines)} RVV kernel(s) of {src.describe()} have no test (uncovered):\n  "
+                       + "\n  ".join(lines))
