@@ -18,6 +18,8 @@
 // type); arch-fallback.h says which, exactly as it does for ggml-cpu's own sources.
 #include "arch-fallback.h"
 
+#include "rvvdiff_tree.h"
+
 #include <string>
 
 namespace {
@@ -33,33 +35,10 @@ struct Generic {
     VecDot fn;
 };
 
-const Generic GENERIC_DOTS[] = {
-    {GGML_TYPE_Q1_0, ggml_vec_dot_q1_0_q8_0_generic},
-    {GGML_TYPE_Q2_0, ggml_vec_dot_q2_0_q8_0_generic},
-    {GGML_TYPE_Q4_0, ggml_vec_dot_q4_0_q8_0_generic},
-    {GGML_TYPE_Q4_1, ggml_vec_dot_q4_1_q8_1_generic},
-    {GGML_TYPE_Q5_0, ggml_vec_dot_q5_0_q8_0_generic},
-    {GGML_TYPE_Q5_1, ggml_vec_dot_q5_1_q8_1_generic},
-    {GGML_TYPE_Q8_0, ggml_vec_dot_q8_0_q8_0_generic},
-    {GGML_TYPE_MXFP4, ggml_vec_dot_mxfp4_q8_0_generic},
-    {GGML_TYPE_NVFP4, ggml_vec_dot_nvfp4_q8_0_generic},
-    {GGML_TYPE_Q2_K, ggml_vec_dot_q2_K_q8_K_generic},
-    {GGML_TYPE_Q3_K, ggml_vec_dot_q3_K_q8_K_generic},
-    {GGML_TYPE_Q4_K, ggml_vec_dot_q4_K_q8_K_generic},
-    {GGML_TYPE_Q5_K, ggml_vec_dot_q5_K_q8_K_generic},
-    {GGML_TYPE_Q6_K, ggml_vec_dot_q6_K_q8_K_generic},
-    {GGML_TYPE_TQ1_0, ggml_vec_dot_tq1_0_q8_K_generic},
-    {GGML_TYPE_TQ2_0, ggml_vec_dot_tq2_0_q8_K_generic},
-    {GGML_TYPE_IQ2_XXS, ggml_vec_dot_iq2_xxs_q8_K_generic},
-    {GGML_TYPE_IQ2_XS, ggml_vec_dot_iq2_xs_q8_K_generic},
-    {GGML_TYPE_IQ2_S, ggml_vec_dot_iq2_s_q8_K_generic},
-    {GGML_TYPE_IQ3_XXS, ggml_vec_dot_iq3_xxs_q8_K_generic},
-    {GGML_TYPE_IQ3_S, ggml_vec_dot_iq3_s_q8_K_generic},
-    {GGML_TYPE_IQ1_S, ggml_vec_dot_iq1_s_q8_K_generic},
-    {GGML_TYPE_IQ1_M, ggml_vec_dot_iq1_m_q8_K_generic},
-    {GGML_TYPE_IQ4_NL, ggml_vec_dot_iq4_nl_q8_0_generic},
-    {GGML_TYPE_IQ4_XS, ggml_vec_dot_iq4_xs_q8_K_generic},
-};
+// Generated from the tree (harness/bindings.py): every *_generic twin quants.h declares whose
+// type the tree's enum has.
+#define RVVDIFF_ENTRY(type, fn) {type, fn},
+const Generic GENERIC_DOTS[] = {RVVDIFF_GENERIC_DOTS(RVVDIFF_ENTRY)};
 
 // The scalar twins of the activation quantizers.
 struct GenericQuantizer {
@@ -67,11 +46,8 @@ struct GenericQuantizer {
     FromFloat fn;
 };
 
-const GenericQuantizer GENERIC_QUANTIZERS[] = {
-    {GGML_TYPE_Q8_0, quantize_row_q8_0_generic},
-    {GGML_TYPE_Q8_1, quantize_row_q8_1_generic},
-    {GGML_TYPE_Q8_K, quantize_row_q8_K_generic},
-};
+const GenericQuantizer GENERIC_QUANTIZERS[] = {RVVDIFF_GENERIC_QUANTIZERS(RVVDIFF_ENTRY)};
+#undef RVVDIFF_ENTRY
 
 bool valid_type(int64_t t) { return t >= 0 && t < GGML_TYPE_COUNT && ggml_get_type_traits((ggml_type)t)->blck_size > 0; }
 

@@ -36,18 +36,12 @@
 #include <string>
 #include <typeinfo>
 
-// The repack entry points ggml instantiates (repack.cpp): declared here, defined by ggml.
+// The repack entry points ggml instantiates (repack.cpp): declared here, defined by ggml.  Which
+// ones, and under which conditions, is generated from the tree (harness/bindings.py).
 namespace ggml::cpu::repack {
 template <typename BLOC_TYPE, int64_t INTER_SIZE, int64_t NB_COLS>
 int repack(struct ggml_tensor *, const void *, size_t);
-template <> int repack<block_q4_0, 8, 8>(struct ggml_tensor *, const void *, size_t);
-#if defined __riscv_zvfh
-template <> int repack<block_q4_0, 1, 16>(struct ggml_tensor *, const void *, size_t);
-template <> int repack<block_q8_0, 1, 16>(struct ggml_tensor *, const void *, size_t);
-template <> int repack<block_iq4_nl, 1, 16>(struct ggml_tensor *, const void *, size_t);
-template <> int repack<block_q4_K, 1, 16>(struct ggml_tensor *, const void *, size_t);
-template <> int repack<block_q2_K, 1, 16>(struct ggml_tensor *, const void *, size_t);
-#endif
+#include "rvvdiff_repack_decls.inc"
 }  // namespace ggml::cpu::repack
 
 namespace {
@@ -70,22 +64,9 @@ struct Layout {
     GemFn gemv, gemm, gemv_generic, gemm_generic;
 };
 
+// Every layout with an RVV GEMV in the tree's arch/riscv/repack.cpp (generated: harness/bindings.py).
 const Layout LAYOUTS[] = {
-    {"q4_0_8x8", GGML_TYPE_Q4_0, 8, 8, sizeof(block_q4_0x8), R::repack<block_q4_0, 8, 8>,
-     ggml_gemv_q4_0_8x8_q8_0, ggml_gemm_q4_0_8x8_q8_0, ggml_gemv_q4_0_8x8_q8_0_generic, ggml_gemm_q4_0_8x8_q8_0_generic},
-#if defined __riscv_zvfh
-    {"q4_0_16x1", GGML_TYPE_Q4_0, 1, 16, sizeof(block_q4_0x16), R::repack<block_q4_0, 1, 16>,
-     ggml_gemv_q4_0_16x1_q8_0, ggml_gemm_q4_0_16x1_q8_0, ggml_gemv_q4_0_16x1_q8_0_generic, ggml_gemm_q4_0_16x1_q8_0_generic},
-    {"q8_0_16x1", GGML_TYPE_Q8_0, 1, 16, sizeof(block_q8_0x16), R::repack<block_q8_0, 1, 16>,
-     ggml_gemv_q8_0_16x1_q8_0, ggml_gemm_q8_0_16x1_q8_0, ggml_gemv_q8_0_16x1_q8_0_generic, ggml_gemm_q8_0_16x1_q8_0_generic},
-    {"iq4_nl_16x1", GGML_TYPE_IQ4_NL, 1, 16, sizeof(block_iq4_nlx16), R::repack<block_iq4_nl, 1, 16>,
-     ggml_gemv_iq4_nl_16x1_q8_0, ggml_gemm_iq4_nl_16x1_q8_0, ggml_gemv_iq4_nl_16x1_q8_0_generic,
-     ggml_gemm_iq4_nl_16x1_q8_0_generic},
-    {"q4_K_16x1", GGML_TYPE_Q4_K, 1, 16, sizeof(block_q4_Kx16), R::repack<block_q4_K, 1, 16>,
-     ggml_gemv_q4_K_16x1_q8_K, ggml_gemm_q4_K_16x1_q8_K, ggml_gemv_q4_K_16x1_q8_K_generic, ggml_gemm_q4_K_16x1_q8_K_generic},
-    {"q2_K_16x1", GGML_TYPE_Q2_K, 1, 16, sizeof(block_q2_Kx16), R::repack<block_q2_K, 1, 16>,
-     ggml_gemv_q2_K_16x1_q8_K, ggml_gemm_q2_K_16x1_q8_K, ggml_gemv_q2_K_16x1_q8_K_generic, ggml_gemm_q2_K_16x1_q8_K_generic},
-#endif
+#include "rvvdiff_repack_layouts.inc"
 };
 
 const Layout * find_layout(Call & c, int64_t type, int64_t inter, int64_t cols) {
@@ -105,11 +86,7 @@ struct QuantizeMat {
 };
 
 const QuantizeMat QUANTIZE_MATS[] = {
-    {GGML_TYPE_Q8_0, 8, ggml_quantize_mat_q8_0_4x8},
-#if defined __riscv_zvfh
-    {GGML_TYPE_Q8_0, 1, ggml_quantize_mat_q8_0_4x1},
-    {GGML_TYPE_Q8_K, 1, ggml_quantize_mat_q8_K_4x1},
-#endif
+#include "rvvdiff_quantize_mats.inc"
 };
 
 bool valid_type(int64_t t) { return t >= 0 && t < GGML_TYPE_COUNT && ggml_get_type_traits((ggml_type)t)->blck_size > 0; }

@@ -10,6 +10,8 @@
 
 #include "server.h"
 
+#include "rvvdiff_tree.h"
+
 #include "ggml-cpu.h"
 #include "ggml.h"
 
@@ -66,8 +68,15 @@ template <typename T> void put(std::string & s, T v) { s.append(reinterpret_cast
 std::string hello_text() {
     std::string s;
     char line[200];
-    snprintf(line, sizeof line, "protocol=%u\nrvv_vlen_bytes=%d\nggml_version=%s\nggml_commit=%s\n",
-             PROTOCOL_VERSION, ggml_cpu_get_rvv_vlen(), ggml_version(), ggml_commit());
+#if RVVDIFF_HAS_ggml_cpu_get_rvv_vlen
+    const int vlen_bytes = ggml_cpu_get_rvv_vlen();  // what ggml itself detected
+    const char * vlen_from = "ggml_cpu_get_rvv_vlen";
+#else
+    const int vlen_bytes = (int)__riscv_vlenb();  // a tree older than ggml's own detection
+    const char * vlen_from = "vlenb";
+#endif
+    snprintf(line, sizeof line, "protocol=%u\nrvv_vlen_bytes=%d\nrvv_vlen_from=%s\nggml_version=%s\nggml_commit=%s\n",
+             PROTOCOL_VERSION, vlen_bytes, vlen_from, ggml_version(), ggml_commit());
     s += line;
     const struct { const char * name; int on; } feats[] = {
 #define RVVDIFF_FEATURE(name, macro) {name, macro},
