@@ -28,7 +28,6 @@ PINNED_VERSION = "0.3.36"
 PINNED_SDIST = "llama_cpp_python-0.3.36.tar.gz"
 PINNED_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 PINNED_COMMIT = "0c1e570"  # llama.cpp commit vendored by that sdist (2026-10-01, ggml 0.25.3)
-_VENDOR_PREFIX = "llama_cpp_python-0.3.36/vendor/llama.cpp/"
 
 #: Files every RVV-capable tree has; without them there is nothing to test.
 RVV_SOURCES = ("src/ggml-cpu/arch/riscv/quants.c", "src/ggml-cpu/arch/riscv/repack.cpp",
@@ -106,10 +105,14 @@ def resolve(path: str | Path | None) -> GgmlSource:
     """The tree to test: ``path`` (a llama.cpp or ggml checkout) or, when None, the pinned tree."""
     if path is None:
         return pinned()
+    m = SDIST_SPEC.match(str(path).strip())
+    if m:
+        return from_pypi(m.group(1))
     p = Path(path).expanduser().resolve()
     if not p.exists():
         raise SourceError(f"--ggml-src {path}: no such directory. Give the root of a llama.cpp or ggml "
-                          "checkout, or leave --ggml-src out to test the pinned tree.")
+                          "checkout, llama-cpp-python==VERSION (the llama.cpp its sdist vendors), or leave "
+                          "--ggml-src out to test the pinned tree.")
     if (p / "ggml" / "src" / "ggml-cpu").is_dir():
         root, ggml = p, p / "ggml"
     elif (p / "src" / "ggml-cpu").is_dir() and (p / "include" / "ggml.h").is_file():
@@ -132,10 +135,35 @@ def resolve(path: str | Path | None) -> GgmlSource:
     return GgmlSource(root, ggml, str(p), _git_commit(root) or "unknown (not a git checkout)")
 
 
-# ---------------------------------------------------------------- pinned tree
+# ---------------------------------------------------------------- trees from PyPI
 
-def _download(dest: Path) -> None:
-    """Fetch the pinned sdist from PyPI (simple index, else ``pip download``) into ``dest``."""
+#: ``--ggml-src llama-cpp-python==0.3.20``: the llama.cpp an sdist of llama-cpp-python vendors.
+SDIST_SPEC = re.compile(r"^llama-cpp-python==(\d+(?:\.\d+)*)$")
+
+
+def _sdist_name(version: str) -> str:
+    return f"llama_cpp_python-{version}.tar.gz"
+
+
+def _pypi_sha256(version: str) -> str:
+    """The sha256 PyPI publishes for the sdist of ``version`` (its JSON simple index)."""
+    req = urllib.request.Request(f"https://pypi.org/simple/{PINNED_PACKAGE}/",
+                                 headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            meta = json.load(r)
+    except Exception as e:  # noqa: BLE001
+        raise SourceError(f"cannot read PyPI's index of {PINNED_PACKAGE} ({e}); fetch the sdist yourself "
+                          f"(pip download --no-deps --no-binary :all: {PINNED_PACKAGE}=={version}), extract it "
+                          "and pass its vendor/llama.cpp as --ggml-src") from None
+    for u in meta["files"]:
+        if u["filename"] == _sdist_name(version):
+            return u["hashes"]["sha256"]
+    raise SourceError(f"{PINNED_PACKAGE}=={version}: PyPI has no sdist {_sdist_name(version)}")
+
+
+def _download(version: str, dest: Path) -> None:
+    """Fetch the sdist of ``version`` from PyPI (simple index, else ``pip download``) into ``dest``."""
     tmp = dest.with_name(dest.name + ".part")
     try:
         # PEP 691 JSON form of the simple index (what pip itself reads).
@@ -143,7 +171,7 @@ def _download(dest: Path) -> None:
                                      headers={"Accept": "application/vnd.pypi.simple.v1+json"})
         with urllib.request.urlopen(req, timeout=60) as r:
             meta = json.load(r)
-        url = next(u["url"] for u in meta["files"] if u["filename"] == PINNED_SDIST)
+        url = next(u["url"] for u in meta["files"] if u["filename"] == dest.name)
         with urllib.request.urlopen(url, timeout=600) as r, open(tmp, "wb") as f:
             shutil.copyfileobj(r, f, 1 << 20)
         tmp.replace(dest)
@@ -152,8 +180,8 @@ def _download(dest: Path) -> None:
         print(f"rvvdiff: direct download from PyPI failed ({e}); trying pip download", file=sys.stderr)
     pdir = dest.parent / "pip-download"
     run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-         f"{PINNED_PACKAGE}=={PINNED_VERSION}", "-d", pdir], timeout=1800, what="pip download of the pinned ggml source")
-    (pdir / PINNED_SDIST).replace(dest)
+         f"{PINNED_PACKAGE}=={version}", "-d", pdir], timeout=1800, what=f"pip download of {PINNED_PACKAGE}=={version}")
+    (pdir / dest.name).replace(dest)
 
 
 def _sha256(path: Path) -> str:
@@ -164,35 +192,56 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def fetch_pinned() -> Path:
-    """Download (once), verify and extract the pinned llama.cpp; return its root."""
+def fetch_sdist(version: str, sha256: str | None = None, root: Path | None = None) -> Path:
+    """Download (once), verify and extract the llama.cpp that ``llama-cpp-python==version``
+    vendors into ``root`` (default: the cache's src/llama-cpp-python-<version>); return it.
+    ``sha256`` None: the digest PyPI publishes."""
     base = cache_dir() / "src"
-    root = base / f"llama.cpp-{PINNED_COMMIT}"
+    root = root or base / f"llama-cpp-python-{version}"
     done = root / ".rvvdiff-extracted"
     if done.exists():
         return root
     with locked(base / "fetch.lock"):
         if done.exists():
             return root
-        sdist = base / PINNED_SDIST
+        sdist = base / _sdist_name(version)
+        expected = sha256 or _pypi_sha256(version)
         if not sdist.exists():
-            _download(sdist)
+            _download(version, sdist)
         digest = _sha256(sdist)
-        if digest != PINNED_SHA256:
+        if digest != expected:
             sdist.unlink()
-            raise SourceError(f"{PINNED_SDIST}: sha256 {digest} does not match the pinned {PINNED_SHA256}; "
-                              "the file was removed, run the set-up again.")
+            raise SourceError(f"{sdist.name}: sha256 {digest} does not match {expected}; "
+                              "the file was removed, run again.")
         if root.exists():
             shutil.rmtree(root)
+        prefix = f"llama_cpp_python-{version}/vendor/llama.cpp/"
         with tarfile.open(sdist) as tar:
             members = []
             for m in tar.getmembers():
-                if m.name.startswith(_VENDOR_PREFIX):
-                    m.name = m.name[len(_VENDOR_PREFIX):]
+                if m.name.startswith(prefix):
+                    m.name = m.name[len(prefix):]
                     members.append(m)
+            if not members:
+                raise SourceError(f"{sdist.name} vendors no llama.cpp (no {prefix})")
             tar.extractall(root, members=members, filter="data")
-        done.write_text(f"{PINNED_SDIST} sha256={PINNED_SHA256}\n")
+        done.write_text(f"{sdist.name} sha256={digest}\n")
     return root
+
+
+def from_pypi(version: str) -> GgmlSource:
+    """The llama.cpp vendored by ``llama-cpp-python==version`` (fetched once into the cache)."""
+    root = fetch_sdist(version)
+    src = resolve(root)
+    return GgmlSource(src.root, src.ggml, f"llama.cpp of {PINNED_PACKAGE} {version}", "unknown (vendored by an sdist)")
+
+
+# ---------------------------------------------------------------- pinned tree
+
+
+def fetch_pinned() -> Path:
+    """Download (once), verify and extract the pinned llama.cpp; return its root."""
+    return fetch_sdist(PINNED_VERSION, PINNED_SHA256, cache_dir() / "src" / f"llama.cpp-{PINNED_COMMIT}")
 
 
 def pinned() -> GgmlSource:
