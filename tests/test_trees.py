@@ -1,0 +1,160 @@
+"""Any ggml tree: the C reader (harness/csource.py), the generated server bindings
+(harness/bindings.py), the tree inventory (harness/tree.py), and a real older tree that lacks
+types and layouts the pinned one has (llama.cpp vendored by llama-cpp-python 0.3.20, ggml 0.9.11,
+March 2026: no Q1_0 or Q2_0)."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness import bindings, csource, source, tree
+
+from helpers import run_suite
+
+OLD_TREE = "llama-cpp-python==0.3.20"
+
+
+# ------------------------------------------------------------------ the reader
+
+SAMPLE = textwrap.dedent("""\
+    #include "x.h"
+    /* a comment with a { brace */
+    #if defined(__riscv_v_intrinsic)
+    static NOINLINE void f_vl128(int n) { if (n) { g("}"); } }
+    void f(int n) {
+        const int vlen = __riscv_vlenb() * 8;
+        switch (__riscv_vlenb() * 8) {
+            case 128: f_vl128(n); break;
+            default: f_vl256(n); break;
+        }
+    }
+    #elif defined(__AVX2__)
+    void f(int n) { avx(n); }
+    #else
+    void f(int n) { scalar(n); }
+    #endif
+    #if __has_include(<foo.h>)
+    void h(void) {}
+    #endif
+    #if defined(__riscv_zvfh) && __riscv_v_intrinsic >= 12000
+    namespace ns {
+    template <> int repack<block_q4_0, 1, 16>(struct t * x, const void * d, size_t n) { return 0; }
+    }
+    #endif
+    enum ggml_type { GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, /* GGML_TYPE_Q4_2 = 4, removed */ GGML_TYPE_Q8_0 = 8, GGML_TYPE_X, GGML_TYPE_COUNT };
+    void declared_only(int a, float (*cb)(int));
+    """)
+
+
+def _file(tmp_path: Path) -> csource.CFile:
+    p = tmp_path / "sample.c"
+    p.write_text(SAMPLE)
+    return csource.CFile.read(p)
+
+
+def test_functions_follow_the_build_and_keep_their_conditions(tmp_path: Path) -> None:
+    f = _file(tmp_path)
+    rvv = f.functions(csource.rvv_macros(["zfh", "zvfh"]))
+    assert set(rvv) == {"f_vl128", "f", "repack<block_q4_0, 1, 16>"}
+    assert "g(" in rvv["f_vl128"].body and rvv["f_vl128"].noinline and rvv["f_vl128"].static
+    assert rvv["repack<block_q4_0, 1, 16>"].conditions == ("defined(__riscv_zvfh) && __riscv_v_intrinsic >= 12000",)
+    scalar = f.functions({})
+    assert "scalar(n)" in scalar["f"].body and "f_vl128" not in scalar
+    every = f.functions(None)  # every branch: the first definition of a name is kept
+    assert every["f"].conditions == ("defined(__riscv_v_intrinsic)",)
+
+
+def test_what_the_reader_cannot_evaluate_is_a_note_with_file_and_line(tmp_path: Path) -> None:
+    f = _file(tmp_path)
+    funcs = f.functions(csource.rvv_macros())
+    assert "h" not in funcs
+    assert [n.line for n in f.notes] == [17] and "__has_include" in f.notes[0].message
+    assert str(f.notes[0]).startswith(f"{tmp_path / 'sample.c'}:17:")
+
+
+def test_fingerprint_ignores_comments_and_layout_not_code(tmp_path: Path) -> None:
+    a = tmp_path / "a.c"
+    a.write_text("void k(int n) {\n  return n + 1; // one\n}\n")
+    b = tmp_path / "b.c"
+    b.write_text("/* moved */\nvoid k(int n)\n{ return n + 1;\n}\n")
+    c = tmp_path / "c.c"
+    c.write_text("void k(int n) { return n + 2; }\n")
+    fp = [csource.CFile.read(p).functions()["k"].fingerprint for p in (a, b, c)]
+    assert fp[0] == fp[1] != fp[2]
+
+
+def test_enum_declarations_and_dispatch(tmp_path: Path) -> None:
+    f = _file(tmp_path)
+    assert f.enum("ggml_type") == {"GGML_TYPE_F32": 0, "GGML_TYPE_F16": 1, "GGML_TYPE_Q8_0": 8, "GGML_TYPE_X": 9,
+                                   "GGML_TYPE_COUNT": 10}
+    assert {"declared_only", "f", "f_vl128"} <= f.declared()
+    body = f.functions(csource.rvv_macros())["f"].body
+    assert csource.vlen_dispatch(body, ["f_vl128", "f_vl256"]) == {128: "f_vl128", 256: "f_vl256", 512: "f_vl256",
+                                                                   1024: "f_vl256"}
+    assert csource.vlen_dispatch(body, ["other"]) is None
+    chain = "int v = __riscv_vlenb() * 8;\nif (v >= 256) { a_vl256(n); } else { a_vl128(n); }"
+    assert csource.vlen_dispatch(chain, ["a_vl128", "a_vl256"]) == {128: "a_vl128", 256: "a_vl256", 512: "a_vl256",
+                                                                    1024: "a_vl256"}
+    with pytest.raises(ValueError, match="switch or an if chain"):
+        csource.vlen_dispatch("table[i](n); a_vl128(n);", ["a_vl128"])
+
+
+@pytest.mark.parametrize("expr,value", [("defined(A) && !defined(B)", 1), ("A > 2 || B", 0), ("(A + 1) * 2 == 6", 1),
+                                        ("UNKNOWN", 0), ("defined A", 1)])
+def test_if_expressions(expr: str, value: int) -> None:
+    assert csource.evaluate(expr, {"A": 2}) == value
+
+
+# ------------------------------------------------------------------ a tree's inventory and bindings
+
+def _pinned() -> source.GgmlSource:
+    try:
+        return source.pinned()
+    except source.SourceError as e:
+        pytest.skip(f"the pinned tree is not available here: {e}")
+
+
+def test_pinned_inventory_and_bindings() -> None:
+    src = _pinned()
+    inv = tree.of(src)
+    assert inv.type_id("bf16") == 30 and inv.type_id("q2_0") == 42 and inv.has("ggml_vec_dot_q2_0_q8_0")
+    with pytest.raises(tree.NotInTree, match="q9_9"):
+        inv.type_id("q9_9")
+    files = bindings.render(src)
+    assert "X(GGML_TYPE_Q2_0, ggml_vec_dot_q2_0_q8_0_generic)" in files[bindings.HEADER]
+    assert "#define RVVDIFF_HAS_ggml_cpu_get_rvv_vlen 1" in files[bindings.HEADER]
+    layouts = re.findall(r'\{"(\w+)"', files["rvvdiff_repack_layouts.inc"])
+    assert layouts == ["q4_0_8x8", "q4_0_16x1", "q4_K_16x1", "iq4_nl_16x1", "q8_0_16x1", "q2_K_16x1"]
+
+
+def _old_tree() -> source.GgmlSource:
+    try:
+        return source.resolve(OLD_TREE)
+    except source.SourceError as e:
+        pytest.fail(f"{OLD_TREE} could not be fetched from PyPI: {e}")
+
+
+def test_an_older_tree_lacks_names_and_its_bindings_leave_them_out() -> None:
+    old = _old_tree()
+    inv = tree.of(old)
+    assert "q1_0" not in inv.types and "q2_0" not in inv.types and "nvfp4" in inv.types
+    assert inv.has("ggml_vec_dot_q4_0_q8_0")
+    header = bindings.render(old)[bindings.HEADER]
+    assert "GGML_TYPE_Q2_0" not in header and "X(GGML_TYPE_Q4_0, ggml_vec_dot_q4_0_q8_0_generic)" in header
+
+
+def test_an_older_tree_runs_and_skips_what_it_lacks_as_not_in_this_tree() -> None:
+    """The real older tree builds, the kernels it has run and pass, the types it lacks are
+    skipped with the missing names (never failures or errors)."""
+    _old_tree()
+    r = run_suite("cases/test_quant_dot.py::test_vec_dot", "--ggml-src", OLD_TREE, "--vlen", "128", "--isa", "zvfh",
+                  "-k", "q1_0 or q2_0 or q8_0-", "-p", "no:xdist", "-rs", "-q", "--max-examples", "5")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    assert re.search(r"SKIPPED \[\d+\] .*not in this tree: GGML_TYPE_Q1_0", out), out[-4000:]
+    assert re.search(r"SKIPPED \[\d+\] .*not in this tree: GGML_TYPE_Q2_0", out), out[-4000:]
+    assert re.search(r"\b1 passed\b", out), out[-4000:]
