@@ -181,6 +181,9 @@ class Preprocessed:
     notes: list[Note]
     #: For each line (0-based), the conditions of the enclosing #if branches, outermost first.
     conditions: list[tuple[str, ...]]
+    #: The object-like macros at the end of the file (those given, with its #define / #undef
+    #: followed); None when read with ``macros=None``.
+    macros: dict[str, int] | None = None
 
 
 def preprocess(text: str, macros: Mapping[str, int] | None, path: Path = Path("?")) -> Preprocessed:
@@ -252,10 +255,12 @@ def preprocess(text: str, macros: Mapping[str, int] | None, path: Path = Path("?
                 conds.append(tuple(c for _, _, c in stack))
         else:
             keep = macros is None or active
-            out.append(line if keep else "")
-            conds.append(tuple(c for _, _, c in stack))
+            # a backslash-continued code line (e.g. inline asm) keeps its own lines, so line numbers stay
+            for k in range(start, n + 1):
+                out.append(lines[k] if keep else "")
+                conds.append(tuple(c for _, _, c in stack))
         n += 1
-    return Preprocessed("\n".join(out), notes, conds)
+    return Preprocessed("\n".join(out), notes, conds, macros)
 
 
 # ------------------------------------------------------------------ definitions
@@ -270,6 +275,7 @@ class Function:
     signature: str  # the text before the body, whitespace collapsed
     body: str  # between the outer braces (comments removed; preprocessed when read with macros)
     conditions: tuple[str, ...] = ()  # #if conditions around the definition, outermost first
+    end: int = 0  # 1-based line of the closing brace
 
     @property
     def static(self) -> bool:
@@ -308,6 +314,23 @@ def _match_brace(text: str, start: int) -> int:
     return len(text)
 
 
+def closing(text: str, start: int) -> int:
+    """Index just past the bracket that closes the ``(``, ``[`` or ``{`` at ``start`` (``len(text)``
+    when unbalanced), in code read by this module (comments removed, literals blanked): for
+    readers of a function body's statements (cases/repack_cases.py reads the repack selection)."""
+    open_, close = text[start], {"(": ")", "[": "]", "{": "}"}[text[start]]
+    depth = 0
+    for i in range(start, len(text)):
+        c = text[i]
+        if c == open_:
+            depth += 1
+        elif c == close:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return len(text)
+
+
 def _definitions(pp: Preprocessed, path: Path) -> list[Function]:
     text = pp.text
     out: list[Function] = []
@@ -324,7 +347,8 @@ def _definitions(pp: Preprocessed, path: Path) -> list[Function]:
             continue
         head = text[stmt:i]
         flat = re.sub(r"\s+", " ", head).strip()
-        if re.fullmatch(r'(?:inline\s+)?namespace(?:\s+[\w:]+)?|extern\s+"\s*C\s*"', flat):
+        if re.fullmatch(r'(?:inline\s+)?namespace(?:\s+[\w:]+)?|extern\s+"[^"]*"', flat):
+            # (the linkage's string literal is blanked by strip_comments: extern "C" reads extern " ")
             stmt = i + 1  # descend: the block's members are top level
             i += 1
             continue
@@ -336,7 +360,8 @@ def _definitions(pp: Preprocessed, path: Path) -> list[Function]:
                 line = text.count("\n", 0, stmt + len(head) - len(head.lstrip())) + 1
                 name = re.sub(r"\s+", "", m.group(1)).replace(",", ", ")
                 out.append(Function(name, path, line, flat, text[i + 1:end - 1],
-                                    pp.conditions[min(line - 1, len(pp.conditions) - 1)]))
+                                    pp.conditions[min(line - 1, len(pp.conditions) - 1)],
+                                    line + text.count("\n", stmt + len(head) - len(head.lstrip()), end - 1)))
         i = end
         stmt = end
         # a definition's closing brace may be followed by ';' (struct) - harmless
@@ -367,6 +392,12 @@ class CFile:
         for f in _definitions(self.preprocessed(macros), self.path):
             out.setdefault(f.name, f)
         return out
+
+    def defines(self, macros: Mapping[str, int]) -> dict[str, int]:
+        """``macros`` after a build with them reads this file: its object-like ``#define`` /
+        ``#undef`` in the compiled branches followed (a header's effect on what includes it,
+        e.g. simd-mappings.h defining ``GGML_SIMD`` for vec.h in an RVV build)."""
+        return dict(self.preprocessed(macros).macros or {})
 
     def declared(self) -> set[str]:
         """Names of the functions this file declares or defines (every branch)."""
@@ -460,7 +491,8 @@ def vlen_dispatch(body: str, callees: Iterable[str], vlens: Iterable[int] = VLEN
         return {v: table.get(v, default) for v in vlens if table.get(v, default)}
     var = re.search(r"(\w+)\s*=\s*__riscv_vlenb\(\)\s*\*\s*8\s*;", body)
     if var:
-        chain = re.findall(r"(?:if\s*\(\s*" + var.group(1) + r"\s*(>=|==|>)\s*(\d+)\s*\)|else)\s*\{?\s*(?:return\s+)?(\w+)\s*\(", body)
+        # (an ``else if`` is the next link of the chain, not an else arm calling "if")
+        chain = re.findall(r"(?:if\s*\(\s*" + var.group(1) + r"\s*(>=|==|>)\s*(\d+)\s*\)|else(?!\s*if\b))\s*\{?\s*(?:return\s+)?(\w+)\s*\(", body)
         out: dict[int, str] = {}
         for v in vlens:
             for op, threshold, callee in chain:
@@ -473,3 +505,74 @@ def vlen_dispatch(body: str, callees: Iterable[str], vlens: Iterable[int] = VLEN
         return out
     raise ValueError(f"calls {sorted(set(calls))} but not through a switch or an if chain on "
                      "__riscv_vlenb() * 8 that this reader knows")
+
+
+# ------------------------------------------------------------------ RVV paths
+
+#: Macros only a build with the vector extension has: __riscv_v, __riscv_v_intrinsic,
+#: __riscv_vector, __riscv_v_min_vlen ..., and the vector sub-extensions __riscv_zv*.
+_VECTOR_MACRO = re.compile(r"__riscv_(?:v|zv)")
+_INTRINSIC = re.compile(r"\b__riscv_\w+\s*\(")
+
+
+def scalar_macros(macros: Mapping[str, int]) -> dict[str, int]:
+    """``macros`` of the same build without the vector extension (and its ``zv*`` sub-extensions)."""
+    return {k: v for k, v in macros.items() if not _VECTOR_MACRO.match(k)}
+
+
+def build_macros(extensions: Iterable[str] = (), headers: Iterable[CFile] = (), *, vector: bool = True) -> dict[str, int]:
+    """The macros of an RVV build with ``extensions`` where a file starts, after it included
+    ``headers`` in that order (simd-mappings.h defines ``GGML_SIMD`` and the vector mappings in an
+    RVV build); ``vector=False``: the same build without the vector extension."""
+    macros = rvv_macros(extensions)
+    if not vector:
+        macros = scalar_macros(macros)
+    for h in headers:
+        macros = h.defines(macros)
+    return macros
+
+
+def calls_intrinsics(body: str) -> bool:
+    """The code calls ``__riscv_*`` intrinsics (vector loads, ``__riscv_vlenb()`` ...)."""
+    return bool(_INTRINSIC.search(body))
+
+
+@dataclass(frozen=True)
+class RvvPath:
+    """A function with an RVV path, as a build with the vector extension compiles it."""
+
+    function: Function
+    only_rvv: bool  # defined only when the vector extension is on
+    intrinsics: bool  # its body (as that build compiles it) calls __riscv_* intrinsics
+
+    def describe(self) -> str:
+        if self.intrinsics:
+            return "calls RVV intrinsics"
+        if self.only_rvv:
+            return "defined only in RVV builds, calls no RVV intrinsic"
+        return "has a branch only RVV builds compile, calling no RVV intrinsic (a scalar loop, or GGML_SIMD macros)"
+
+
+def rvv_functions(file: CFile, extensions: Iterable[str] = (), headers: Iterable[CFile] = ()) -> dict[str, RvvPath]:
+    """The functions of ``file`` with an RVV path in a build with ``extensions`` (after
+    ``headers``): defined in a branch that build compiles and the same build without the vector
+    extension does not, or whose body calls ``__riscv_*`` intrinsics, or has lines only the RVV
+    build compiles (a ``__riscv_v_intrinsic`` branch, GGML_SIMD code on the vector mappings).
+    Both builds are read with this module's preprocessor: an ``#if`` it cannot evaluate is a note
+    on ``file`` (taken as not compiled), never an exception."""
+    headers = list(headers)
+    on_pp = file.preprocessed(build_macros(extensions, headers))
+    off_pp = file.preprocessed(build_macros(extensions, headers, vector=False))
+    off = {f.name for f in _definitions(off_pp, file.path)}
+    on_lines, off_lines = on_pp.text.split("\n"), off_pp.text.split("\n")
+    out: dict[str, RvvPath] = {}
+    for f in _definitions(on_pp, file.path):
+        if f.name in out:
+            continue
+        only = f.name not in off
+        vector_code = any(on_lines[i].strip() and not off_lines[i].strip()
+                          for i in range(f.line - 1, min(f.end, len(on_lines), len(off_lines))))
+        intrinsics = calls_intrinsics(f.body)
+        if only or intrinsics or vector_code:
+            out[f.name] = RvvPath(f, only, intrinsics)
+    return out

@@ -1,0 +1,298 @@
+"""Known failures follow the bug: an entry applies to a tree by its function's fingerprint (or the
+tree named by ``ggml``), checked on a small synthetic tree; the real list is current on the pinned
+tree."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness import config, known, source
+from harness.source import GgmlSource
+
+VEC_H = """\
+#pragma once
+#if defined(__riscv_v_intrinsic)
+#define TOY_SIMD
+#endif
+"""
+
+VEC_CPP = """\
+#include "vec.h"
+
+// the toy kernel: the RVV branch is read, the others are not
+void toy_dot(int n, float * s, const float * x, const float * y) {
+#if defined(TOY_SIMD)
+    float sum = 0;  // RVV path
+    for (int i = 0; i < n; ++i) {
+        sum += x[i] * y[i];
+    }
+    *s = sum;
+#else
+    *s = 0;
+#endif
+}
+
+static void toy_helper(int n) {
+    (void) n;
+}
+"""
+
+
+def make_tree(root: Path, vec_cpp: str = VEC_CPP) -> GgmlSource:
+    cpu = root / "src" / "ggml-cpu"
+    (cpu / "arch" / "riscv").mkdir(parents=True, exist_ok=True)
+    (root / "include").mkdir(exist_ok=True)
+    (root / "include" / "ggml.h").write_text("#pragma once\n")
+    (root / "CMakeLists.txt").write_text(
+        "set(GGML_VERSION_MAJOR 0)\nset(GGML_VERSION_MINOR 9)\nset(GGML_VERSION_PATCH 4)\n")
+    for rel in ("arch/riscv/quants.c", "arch/riscv/repack.cpp"):
+        (cpu / rel).write_text("\n")
+    (cpu / "vec.h").write_text(VEC_H)
+    (cpu / "vec.cpp").write_text(vec_cpp)
+    return GgmlSource(root, root, "synthetic tree", "abc1234def")
+
+
+def entry(**fields: object) -> str:
+    lines = ["[[known]]"]
+    base = {"test": "*::test_toy*", "reason": "toy bug", "reproducer": "pytest -k toy"}
+    for k, v in {**base, **fields}.items():
+        if isinstance(v, list):
+            lines.append(f"{k} = [" + ", ".join(f'"{x}"' for x in v) + "]")
+        else:
+            lines.append(f'{k} = "{v}"')
+    return "\n".join(lines) + "\n"
+
+
+def load(tmp_path: Path, *entries: str) -> list[known.Known]:
+    p = tmp_path / "known.toml"
+    p.write_text("\n".join(entries))
+    return known.load(p)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> GgmlSource:
+    return make_tree(tmp_path / "ggml")
+
+
+def toy_entry(tree: GgmlSource, **more: object) -> str:
+    fp = known.fingerprint(tree, "src/ggml-cpu/vec.cpp", "toy_dot")
+    assert fp is not None and len(fp) == 16
+    return entry(function="toy_dot", file="src/ggml-cpu/vec.cpp", fingerprint=[fp], **more)
+
+
+def edit(tree: GgmlSource, old: str, new: str) -> None:
+    p = tree.ggml / "src" / "ggml-cpu" / "vec.cpp"
+    text = p.read_text()
+    assert old in text
+    before = p.stat().st_mtime_ns
+    p.write_text(text.replace(old, new))
+    # Files are read again when their mtime changes; an edit within the clock's tick must count too.
+    os.utime(p, ns=(before + 10**9, before + 10**9))
+
+
+def test_entry_applies_when_the_fingerprint_matches(tree: GgmlSource, tmp_path: Path) -> None:
+    (k,) = load(tmp_path, toy_entry(tree))
+    v = k.judge(tree)
+    assert v.applies and v.state == "fingerprint"
+    assert [(s.name, s.known) for s in v.functions] == [("toy_dot", True)]
+
+
+def test_entry_does_not_apply_once_the_function_changed(tree: GgmlSource, tmp_path: Path) -> None:
+    (k,) = load(tmp_path, toy_entry(tree))
+    edit(tree, "sum += x[i] * y[i];", "sum += x[i] * y[i] * 2;")
+    v = k.judge(tree)
+    assert not v.applies and v.state == "changed"
+    assert "toy_dot changed" in v.why
+
+
+@pytest.mark.parametrize("old, new", [
+    ("// RVV path", "// the RVV path, reworded"),                         # a comment
+    ("    float sum = 0;", "\n\n        float   sum =  0;"),              # whitespace
+    ("    *s = 0;", "    *s = -1; /* another architecture's code */"),   # a branch RVV does not compile
+    ("    (void) n;", "    (void) n; (void) 0;"),                         # another function
+])
+def test_entry_still_applies_after_changes_that_are_not_the_rvv_code(tree: GgmlSource, tmp_path: Path,
+                                                                      old: str, new: str) -> None:
+    (k,) = load(tmp_path, toy_entry(tree))
+    edit(tree, old, new)
+    assert k.judge(tree).state == "fingerprint"
+
+
+def test_the_rvv_branch_is_read_through_the_header_that_enables_it(tree: GgmlSource) -> None:
+    # vec.h defines TOY_SIMD in an RVV build, as simd-mappings.h defines GGML_SIMD: the fingerprint is
+    # of the TOY_SIMD branch, so a change there is a change of the function.
+    before = known.fingerprint(tree, "src/ggml-cpu/vec.cpp", "toy_dot")
+    f = known.definitions(tree.ggml / "src/ggml-cpu/vec.cpp")["toy_dot"]
+    assert "sum += x[i] * y[i]" in f.body and "*s = 0" not in f.body
+    edit(tree, "float sum = 0;", "float sum = 1;")
+    assert known.fingerprint(tree, "src/ggml-cpu/vec.cpp", "toy_dot") != before
+
+
+def test_several_functions_and_several_versions(tree: GgmlSource, tmp_path: Path) -> None:
+    cpu = "src/ggml-cpu/vec.cpp"
+    fp_dot, fp_helper = (known.fingerprint(tree, cpu, n) for n in ("toy_dot", "toy_helper"))
+    (k,) = load(tmp_path, entry(function=["toy_dot", "toy_helper"], file=[cpu, cpu], fingerprint=[fp_dot, fp_helper]))
+    assert k.judge(tree).state == "fingerprint"
+    edit(tree, "(void) n;", "(void) n; (void) 1;")
+    v = k.judge(tree)
+    assert v.state == "changed" and "toy_helper changed" in v.why and "toy_dot" not in v.why
+    # The changed helper, listed as a second version with the bug, applies again.
+    new = known.fingerprint(tree, cpu, "toy_helper")
+    (k,) = load(tmp_path, entry(function=["toy_dot", "toy_helper"], file=cpu, fingerprint=[fp_dot, fp_helper, new]))
+    assert k.judge(tree).state == "fingerprint"
+
+
+def test_trees_named_by_ggml(tree: GgmlSource, tmp_path: Path) -> None:
+    for listed, applies in ((["abc12"], True), (["ggml-0.9.4"], True), (["*"], True),
+                            (["fff0"], False), (["ggml-0.9.5"], False)):
+        (k,) = load(tmp_path, entry(ggml=listed))
+        v = k.judge(tree)
+        assert v.applies is applies, listed
+        assert v.state == ("listed" if applies else "unlisted")
+    # A tree named explicitly gets the entry even where the function changed.
+    (k,) = load(tmp_path, toy_entry(tree, ggml=["abc1234"]))
+    edit(tree, "sum += x[i] * y[i];", "sum -= x[i] * y[i];")
+    assert k.judge(tree).state == "listed"
+
+
+def test_missing_function_or_file_does_not_apply(tree: GgmlSource, tmp_path: Path) -> None:
+    fp = known.fingerprint(tree, "src/ggml-cpu/vec.cpp", "toy_dot")
+    (gone, other_file, no_file) = load(
+        tmp_path,
+        entry(function="toy_gone", file="src/ggml-cpu/vec.cpp", fingerprint=[fp]),
+        entry(function="toy_dot", file="src/ggml-cpu/vec.h", fingerprint=[fp]),
+        entry(function="toy_dot", file="src/ggml-cpu/arch/riscv/nothing.c", fingerprint=[fp]))
+    for k, why in ((gone, "toy_gone not in this tree's src/ggml-cpu/vec.cpp"),
+                   (other_file, "toy_dot not in this tree's src/ggml-cpu/vec.h"),
+                   (no_file, "src/ggml-cpu/arch/riscv/nothing.c not in this tree")):
+        v = k.judge(tree)
+        assert not v.applies and v.state == "missing" and why in v.why
+
+
+def test_a_function_the_rvv_build_does_not_compile_is_named_so(tree: GgmlSource, tmp_path: Path) -> None:
+    edit(tree, "static void toy_helper", "#if defined(__x86_64__)\nstatic void toy_helper")
+    edit(tree, "    (void) n;\n}\n", "    (void) n;\n}\n#endif\n")
+    (k,) = load(tmp_path, entry(function="toy_helper", file="src/ggml-cpu/vec.cpp", fingerprint=["0" * 16]))
+    v = k.judge(tree)
+    assert v.state == "missing" and "not compiled by an RVV" in v.why and "__x86_64__" in v.why
+
+
+class _Item(SimpleNamespace):
+    def add_marker(self, marker: pytest.MarkDecorator) -> None:
+        self.markers.append(marker)
+
+
+def test_plugin_marks_only_applicable_entries_and_notes_changed_ones(tree: GgmlSource, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import plugin
+
+    fp = known.fingerprint(tree, "src/ggml-cpu/vec.cpp", "toy_dot")
+    p = tmp_path / "known.toml"
+    p.write_text(entry(test="t.py::test_a*", function="toy_dot", file="src/ggml-cpu/vec.cpp", fingerprint=[fp])
+                 + entry(test="t.py::test_b*", function="toy_dot", file="src/ggml-cpu/vec.cpp",
+                         fingerprint=["0123456789abcdef"])
+                 + entry(test="t.py::test_c*", function="toy_gone", file="src/ggml-cpu/vec.cpp", fingerprint=[fp]))
+    monkeypatch.setenv("RVVDIFF_KNOWN_FAILURES", str(p))
+    full = {"vlen": config.VLENS, "isa": list(config.ISA_BUILDS), "rvv_stress": (False, True)}
+    cfg = SimpleNamespace(getoption=full.__getitem__)
+    items = [_Item(nodeid=f"t.py::test_{n}[x]", markers=[]) for n in "abc"]
+    plugin._mark_known_failures(cfg, tree, items)  # type: ignore[arg-type]
+    assert [len(it.markers) for it in items] == [1, 0, 0]
+    assert items[0].markers[0].kwargs["strict"] is True
+    # Neither the changed nor the missing entry is stale; the changed one is noted.
+    assert cfg._rvvdiff_unused_known == []
+    assert [v.entry.test for v in cfg._rvvdiff_changed_known] == ["t.py::test_b*"]
+
+
+@pytest.mark.parametrize("text, message", [
+    (entry(function="toy_dot", file="src/ggml-cpu/vec.cpp", fingerprint=["0123456789abcdef"], fingerprints="x"),
+     "entry 1 (test = '*::test_toy*'): unknown key 'fingerprints' (did you mean 'fingerprint'?)"),
+    ('[[known]]\ntest = "a"\nreason = "r"\nfunction = "f"\nfile = "f.c"\nfingerprint = ["0123456789abcdef"]\n',
+     "entry 1 (test = 'a'): lacks reproducer"),
+    (entry() + entry(function="toy_dot", file="src/ggml-cpu/vec.cpp", ggml=["*"]),
+     "entry 1 (test = '*::test_toy*'): says nowhere which trees"),
+    (entry(ggml=["*"]) + entry(function="toy_dot", file="src/ggml-cpu/vec.cpp"),
+     "entry 2 (test = '*::test_toy*'): has function, file but lacks fingerprint"),
+    (entry(function="toy_dot", file="src/ggml-cpu/vec.cpp", fingerprint=["95D71924"]),
+     "fingerprint '95D71924' is not 16 lowercase hex digits"),
+    (entry(function=["a", "b"], file=["x.c", "y.c", "z.c"], fingerprint=["0123456789abcdef"]),
+     "3 files for 2 functions"),
+    (entry(function="a", file="/abs/vec.cpp", fingerprint=["0123456789abcdef"]),
+     "file '/abs/vec.cpp' must be a path inside the tree's ggml directory"),
+    ('[[known]\ntest = "a"\n', "not valid TOML"),
+    ('known = "x"\n', "'known' must be an array of tables"),
+    ('[[knwon]]\ntest = "a"\n', "unknown top-level key 'knwon'"),
+])
+def test_bad_files_give_a_clear_error(tmp_path: Path, text: str, message: str) -> None:
+    p = tmp_path / "known.toml"
+    p.write_text(text)
+    with pytest.raises(known.KnownFailuresError) as e:
+        known.load(p)
+    assert message in str(e.value) and str(p) in str(e.value)
+
+
+def test_a_missing_file_named_by_the_environment_is_an_error(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("RVVDIFF_KNOWN_FAILURES", str(tmp_path / "nope.toml"))
+    with pytest.raises(known.KnownFailuresError, match="no such known-failures file"):
+        known.load()
+
+
+def test_cli_prints_an_entry_that_applies_and_judges_a_tree(tree: GgmlSource, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from harness import cli
+
+    assert cli.main(["known", "--ggml-src", str(tree.root), "--fingerprint", "src/ggml-cpu/vec.cpp",
+                     "toy_dot", "toy_helper"]) == 0
+    printed = capsys.readouterr().out
+    lines = [line for line in printed.splitlines() if not line.startswith("#")]
+    assert lines[0] == 'function = ["toy_dot", "toy_helper"]'
+    p = tmp_path / "known.toml"
+    p.write_text('[[known]]\ntest = "*"\nreason = "r"\nreproducer = "x"\n' + "\n".join(lines) + "\n")
+    (k,) = known.load(p)
+    assert k.judge(tree).state == "fingerprint"
+
+    edit(tree, "(void) n;", "(void) n + 1;")
+    assert known.main(str(tree.root), None, p) == 0
+    out = capsys.readouterr().out
+    assert "does not apply: toy_helper changed" in out and "(NOT listed)" in out
+    assert "1 entries, 0 apply to this tree: 1 function changed" in out
+
+    assert cli.main(["known", "--ggml-src", str(tree.root), "--fingerprint", "src/ggml-cpu/vec.cpp", "toy_dto"]) == 2
+    err = capsys.readouterr().err
+    assert "toy_dto not in this tree's src/ggml-cpu/vec.cpp; close names: toy_dot" in err
+
+
+def _pinned_fetched() -> bool:
+    return (config.cache_dir() / "src" / f"llama.cpp-{source.PINNED_COMMIT}" / ".rvvdiff-extracted").exists()
+
+
+@pytest.mark.skipif(not _pinned_fetched(), reason="the pinned tree is not fetched (`rvvdiff setup` fetches it)")
+def test_every_real_entry_applies_to_the_pinned_tree_by_its_fingerprint() -> None:
+    entries = known.load(known.KNOWN_FILE)
+    assert entries
+    pinned = source.pinned()
+    stale = [f"{v.entry.number}. {v.entry.test}: {v.why}" for v in known.judge(entries, pinned)
+             if v.state != "fingerprint"]
+    assert not stale, ("entries of known_failures.toml whose fingerprints are not current on the pinned tree "
+                       "(`rvvdiff known` shows them):\n" + "\n".join(stale))
+    assert all(k.functions for k in entries), "every entry names its buggy function(s)"
+
+
+def test_fingerprints_are_read_once_per_file(tree: GgmlSource) -> None:
+    path = tree.ggml / "src/ggml-cpu/vec.cpp"
+    known.definitions(path)
+    hits = known._compiled.cache_info().hits
+    for _ in range(3):
+        known.fingerprint(tree, "src/ggml-cpu/vec.cpp", "toy_dot")
+    assert known._compiled.cache_info().hits == hits + 3
+
+
+def test_module_docstring_names_the_macros() -> None:
+    assert known.FINGERPRINT_BUILD == "zvfbfwma"
+    assert known.FINGERPRINT_MACROS["__riscv_zvfbfwma"] == 1 and known.FINGERPRINT_MACROS["__riscv_v"] == 1000000
+    assert "widest" in textwrap.dedent(known.__doc__ or "")
