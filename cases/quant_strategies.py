@@ -31,8 +31,11 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import strategies as st
 
+from cases import coverage
 from cases import loops as L
+from cases import quant_variants as V
 from cases.strategies import LONG_ROW
+from harness.tree import Tree
 from oracles import quants as Q
 
 # ------------------------------------------------------------------ layouts
@@ -721,3 +724,15 @@ L.register(L.Family(
         "iq4_nl and mxfp4 step over block pairs without a leftover loop: the odd counts of every run (1, 3, 5) "
         "fail there, as the known finding says (known_failures.toml; the test ids stay the same).",
     )))
+
+
+# ------------------------------------------------------------------ coverage (cases/coverage.py)
+
+
+@coverage.register("quant_dot")
+def _coverage(inv: Tree) -> coverage.Scan:
+    """The quantized dot products' scan of the tree: its RVV ``ggml_vec_dot_<type>_<q8>`` and their
+    ``_vlN`` variants against cases/test_quant_dot.py's DOTS (:func:`cases.quant_variants.dot_coverage`)."""
+    from cases.test_quant_dot import DOTS  # the table lives with its tests, which import this module
+
+    return V.dot_coverage(inv, DOTS)

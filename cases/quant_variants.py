@@ -3,12 +3,16 @@
 Two jobs, both for cases/test_quant_dot.py and cases/test_quantize.py:
 
 * **Coverage discovered from the source.**  :func:`scan` reads ``arch/riscv/quants.c`` of the
-  tree under test, keeps what a ``__riscv_v`` build compiles (a small evaluator of the
-  ``#if`` / ``#elif`` lines), and lists every ``ggml_vec_dot_<type>_<q8>`` and
-  ``quantize_row_<q8>`` entry point with an RVV body, the VLEN-specialised variants
-  (``*_vl128`` ...) it has, and, where the dispatch is a ``switch`` on
-  ``__riscv_vlenb() * 8`` or an ``if`` chain on it, which function serves each VLEN.  A type
-  the test table does not know is then a failing test, not a silent gap.
+  tree under test with harness/csource.py as a ``__riscv_v`` build compiles it, and lists every
+  ``ggml_vec_dot_<type>_<q8>`` and ``quantize_row_<q8>`` entry point with an RVV body, the
+  VLEN-specialised variants (``*_vl128`` ...) it has, and, where the dispatch is a ``switch`` on
+  ``__riscv_vlenb() * 8`` or an ``if`` chain on it (``csource.vlen_dispatch``), which function
+  serves each VLEN.  What the reader cannot understand (an ``#if`` it cannot evaluate, a
+  dispatch of another shape) is a note naming file:line and the kernels affected, never an
+  exception.  :func:`dot_coverage` and :func:`quantizer_coverage` compare it with the test
+  tables (the ``quant_dot`` and ``quantize`` scans of cases/coverage.py): an RVV entry point or
+  a VLEN variant the table does not know is *uncovered* (cases/test_coverage.py fails), a
+  table entry the tree lacks (its ``requires``, or no RVV body) is *not in this tree*.
 
 * **The tree's types.**  :func:`tree_types` asks the kernel server (``quant_types``) for the
   tree's own type ids, block sizes and pairings, so no ggml enum value is hard-coded.
@@ -32,84 +36,12 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from harness.config import VLENS, cache_dir, locked
+from cases import coverage
+from harness import csource
+from harness.config import cache_dir, locked
+from harness.tree import Tree
 
-# ------------------------------------------------------------------ the preprocessor
-
-#: Macros a ``__riscv_v`` build of ggml-cpu defines, as far as quants.c asks.
-RVV_MACROS = frozenset({"__riscv_v", "__riscv_v_intrinsic", "__riscv"})
-
-_DEFINED = re.compile(r"defined\s*\(?\s*(\w+)\s*\)?")
-
-
-def _condition(expr: str) -> bool:
-    """The value of an ``#if`` expression built from ``defined`` tests, ``!``, ``&&``, ``||``."""
-    py = _DEFINED.sub(lambda m: " True " if m.group(1) in RVV_MACROS else " False ", expr)
-    py = py.replace("&&", " and ").replace("||", " or ").replace("!", " not ")
-    if re.search(r"[^\sA-Za-z()]", py) or set(re.findall(r"\w+", py)) - {"True", "False", "and", "or", "not"}:
-        raise ValueError(f"unsupported #if expression: {expr!r}")
-    return bool(eval(py, {"__builtins__": {}}))  # noqa: S307 -- only True/False/and/or/not reach here
-
-
-def preprocess(text: str) -> str:
-    """``text`` with the ``#if`` / ``#elif`` / ``#else`` / ``#endif`` branches a ``__riscv_v``
-    build does not compile removed (other directives are dropped; their lines kept blank)."""
-    out = []
-    stack: list[tuple[bool, bool]] = []  # (this branch active, some branch of this #if taken)
-    for line in text.splitlines():
-        s = line.strip()
-        active = all(a for a, _ in stack)
-        if s.startswith("#if"):
-            if s.startswith("#ifdef"):
-                on = s.split()[1] in RVV_MACROS
-            elif s.startswith("#ifndef"):
-                on = s.split()[1] not in RVV_MACROS
-            else:
-                on = _condition(s[3:])
-            stack.append((on, on))
-        elif s.startswith("#elif"):
-            _, taken = stack.pop()
-            on = not taken and _condition(s[5:])
-            stack.append((on, taken or on))
-        elif s.startswith("#else"):
-            _, taken = stack.pop()
-            stack.append((not taken, True))
-        elif s.startswith("#endif"):
-            stack.pop()
-        elif not s.startswith("#") and active:
-            out.append(line)
-            continue
-        out.append("")
-    return "\n".join(out)
-
-
-# ------------------------------------------------------------------ functions of quants.c
-
-_FUNC = re.compile(r"^(static\s+NOINLINE\s+)?(?:static\s+)?void\s+((?:ggml_vec_dot|quantize_row)_\w+)\s*\(", re.M)
-
-
-@dataclass(frozen=True)
-class Function:
-    name: str
-    body: str  # between the outer braces, preprocessed
-    noinline: bool  # static NOINLINE: a call to it is a call in the trace
-
-
-def _functions(text: str) -> dict[str, Function]:
-    out = {}
-    for m in _FUNC.finditer(text):
-        start = text.index("{", m.end())
-        depth, i = 0, start
-        while True:
-            c = text[i]
-            depth += c == "{"
-            depth -= c == "}"
-            i += 1
-            if depth == 0:
-                break
-        out[m.group(2)] = Function(m.group(2), text[start + 1:i - 1], bool(m.group(1)))
-    return out
-
+# ------------------------------------------------------------------ the tree's RVV entry points (harness/csource.py)
 
 _VARIANT = re.compile(r"_vl(\d+)$")
 _ENTRY = re.compile(r"^ggml_vec_dot_(\w+?)_(q8_0|q8_1|q8_K)$")
@@ -127,6 +59,10 @@ class EntryPoint:
     rvv: bool  # a __riscv_v build compiles a vector body for it (not only a call to *_generic)
     variants: dict[str, bool] = field(default_factory=dict)  # *_vlN variant -> NOINLINE
     dispatch: dict[int, str] | None = None  # VLEN -> function serving it; None: the entry's own body
+    where: str = ""  # file:line of its definition
+    variant_where: dict[str, str] = field(default_factory=dict)  # *_vlN variant -> file:line
+    #: Why the reader could not tell which function serves each VLEN (None: it could).
+    dispatch_note: str | None = None
 
     @property
     def generic(self) -> str:
@@ -139,38 +75,6 @@ class EntryPoint:
         return self.dispatch.get(vlen, self.name)
 
 
-def _dispatch(entry: str, body: str) -> dict[int, str] | None:
-    """VLEN -> callee for a ``switch (__riscv_vlenb() * 8)`` or an ``if (v >= N)`` chain on it."""
-    calls = [c for c in _CALL.findall(body) if c.startswith(entry) and _VARIANT.search(c)]
-    if not calls:  # no VLEN variant called: the entry's own body (or its generic) serves every VLEN
-        return None
-    sw = re.search(r"switch\s*\(\s*__riscv_vlenb\(\)\s*\*\s*8\s*\)\s*\{(.*)\}", body, re.S)
-    if sw:
-        table: dict[int, str] = {}
-        default = None
-        for label, code in re.findall(r"(case\s+\d+|default)\s*:(.*?)(?=case\s+\d+\s*:|default\s*:|$)", sw.group(1), re.S):
-            callee = _CALL.search(code)
-            if callee is None:
-                continue
-            if label == "default":
-                default = callee.group(1)
-            else:
-                table[int(label.split()[1])] = callee.group(1)
-        return {v: table.get(v, default) for v in VLENS if table.get(v, default)}
-    var = re.search(r"(\w+)\s*=\s*__riscv_vlenb\(\)\s*\*\s*8\s*;", body)
-    if var:
-        chain = re.findall(r"(?:if\s*\(\s*" + var.group(1) + r"\s*>=\s*(\d+)\s*\)|else)\s*\{\s*(\w+)\s*\(", body)
-        out: dict[int, str] = {}
-        for v in VLENS:
-            for threshold, callee in chain:
-                if not threshold or v >= int(threshold):
-                    out[v] = callee
-                    break
-        return out
-    raise ValueError(f"{entry}: calls {sorted(set(calls))} but its VLEN dispatch is neither a switch nor an if chain "
-                     "on __riscv_vlenb() * 8 that this parser knows")
-
-
 @dataclass(frozen=True)
 class Scan:
     """Everything :func:`scan` found in one quants.c."""
@@ -178,13 +82,24 @@ class Scan:
     path: Path
     dots: dict[str, EntryPoint]  # by type
     quantizers: dict[str, EntryPoint]  # by type
+    #: What the reader did not understand: file:line, what, and the kernels it affects.
+    notes: tuple[str, ...] = ()
+
+
+def scan(cpu_dir: Path) -> Scan:
+    """Read ``<cpu_dir>/arch/riscv/quants.c`` of the tree under test, as a ``__riscv_v`` build
+    compiles it (harness/csource.py; read again when the file changes)."""
+    path = Path(cpu_dir) / "arch" / "riscv" / "quants.c"
+    return _scan(path, path.stat().st_mtime)
 
 
 @cache
-def scan(cpu_dir: Path) -> Scan:
-    """Read ``<cpu_dir>/arch/riscv/quants.c`` of the tree under test."""
-    path = Path(cpu_dir) / "arch" / "riscv" / "quants.c"
-    funcs = _functions(preprocess(path.read_text()))
+def _scan(path: Path, mtime: float) -> Scan:
+    cfile = csource.read(path)
+    macros = csource.rvv_macros()
+    funcs = cfile.functions(macros)
+    notes = [f"{n} (affects {', '.join(names) or 'no entry point of this scan'})"
+             for n, names in _affected(cfile, macros)]
     dots, quantizers = {}, {}
     for name, f in funcs.items():
         m, q = _ENTRY.match(name), _QUANTIZER.match(name)
@@ -193,11 +108,103 @@ def scan(cpu_dir: Path) -> Scan:
         calls = set(_CALL.findall(f.body))
         only_generic = calls <= {f"{name}_generic"} and "__riscv_" not in f.body
         only_ref = q is not None and "__riscv_" not in f.body
-        variants = {v: funcs[v].noinline for v in funcs if v.startswith(name + "_vl") and _VARIANT.search(v)}
+        variants = {v: g for v, g in funcs.items() if v.startswith(name + "_vl") and _VARIANT.search(v)}
+        dispatch, why = None, None
+        called = {c for c in calls if c.startswith(name + "_vl") and _VARIANT.search(c)}
+        if called:  # it calls a VLEN variant: through which dispatch?
+            try:
+                dispatch = csource.vlen_dispatch(f.body, [*variants, *called, f"{name}_generic"])
+            except ValueError as e:
+                why = (f"{f.where()}: {name} {e}; which function serves each VLEN is unknown "
+                       "(extend harness/csource.py vlen_dispatch)")
+                notes.append(f"{why} (affects {name})")
         e = EntryPoint(name, (m or q).group(1), m.group(2) if m else None, not (only_generic or only_ref),
-                       variants, _dispatch(name, f.body))
+                       {v: g.noinline for v, g in variants.items()}, dispatch, f.where(),
+                       {v: g.where() for v, g in variants.items()}, why)
         (dots if m else quantizers)[e.type] = e
-    return Scan(path, dots, quantizers)
+    return Scan(path, dots, quantizers, tuple(notes))
+
+
+def _affected(cfile: csource.CFile, macros: dict[str, int]) -> list[tuple[csource.Note, list[str]]]:
+    """The reader's notes on ``cfile`` (an ``#if`` it could not evaluate, taken as not compiled),
+    each with the entry points and variants defined inside that branch."""
+    pp = cfile.preprocessed(macros)
+    if not pp.notes:
+        return []
+    every = cfile.functions(None)
+    conditions = cfile.preprocessed(None).conditions
+    out = []
+    for n in pp.notes:
+        inside = conditions[min(n.line, len(conditions) - 1)]  # the branch below the directive
+        names = [f.name for f in every.values() if f.name.startswith(("ggml_vec_dot_", "quantize_row_"))
+                 and f.line > n.line and f.conditions[:len(inside)] == inside]
+        out.append((n, names))
+    return out
+
+
+def _vlen(variant: str) -> int:
+    return int(_VARIANT.search(variant).group(1))
+
+
+def _read(tree: Tree, family: str) -> tuple[Scan, coverage.Scan]:
+    out = coverage.Scan(family)
+    try:
+        found = scan(tree.source.cpu_dir)
+    except FileNotFoundError as e:
+        found = Scan(Path(tree.source.cpu_dir) / "arch" / "riscv" / "quants.c", {}, {})
+        out.notes.append(f"{found.path}: {e.strerror}: the tree has no RISC-V quantized kernels")
+    out.notes += found.notes
+    return found, out
+
+
+def dot_coverage(tree: Tree, dots: Iterable) -> coverage.Scan:
+    """The ``quant_dot`` scan: ``dots`` is cases/test_quant_dot.py's DOTS (``entry``, ``name``,
+    ``variants``, ``requires``).  Uncovered: an RVV vec_dot of the tree the table does not know,
+    a VLEN variant of a known one whose arithmetic the bound was not derived from.  Not in this
+    tree: a table entry whose ``requires`` the tree lacks, or that quants.c has no RVV body for."""
+    found, out = _read(tree, "quant_dot")
+    known = {k.entry: k for k in dots}
+    for t, e in sorted(found.dots.items()):
+        if not e.rvv:
+            continue
+        k = known.get(e.name)
+        if k is None:
+            out.uncovered.append(coverage.Uncovered(
+                e.name, e.where, f"an RVV vec_dot of {t} x {e.vec_dot_type} that cases/test_quant_dot.py does not know: "
+                "add it to DOTS (with an oracle in oracles/quants.py and a derived bound)"))
+            continue
+        for v in sorted(e.variants, key=_vlen):
+            if _vlen(v) not in k.variants:
+                out.uncovered.append(coverage.Uncovered(
+                    v, e.variant_where[v], f"a VLEN variant the bound of {k.name} was not derived from: read its "
+                    "arithmetic and update the entry's depth and variants in DOTS (cases/test_quant_dot.py)"))
+    rvv = {e.name for e in found.dots.values() if e.rvv}
+    for k in dots:
+        if missing := tree.missing(k.requires):
+            out.not_in_tree.append(f"{k.entry} (the tree lacks {', '.join(missing)})")
+        elif k.entry not in rvv:
+            out.not_in_tree.append(f"{k.entry} (no RVV body in {found.path.name}: ggml's generic serves it)")
+    return out
+
+
+def quantizer_coverage(tree: Tree, quantizers: Iterable) -> coverage.Scan:
+    """The ``quantize`` scan: ``quantizers`` is cases/test_quantize.py's QUANTIZERS (``name``,
+    ``requires``).  Uncovered: an RVV ``quantize_row_<q8>`` of the tree the table does not know;
+    not in this tree: a table entry the tree lacks, or that quants.c has no RVV body for."""
+    found, out = _read(tree, "quantize")
+    known = {q.name for q in quantizers}
+    for t, e in sorted(found.quantizers.items()):
+        if e.rvv and t not in known:
+            out.uncovered.append(coverage.Uncovered(
+                e.name, e.where, f"an RVV activation quantizer that cases/test_quantize.py does not know: add it to "
+                "QUANTIZERS (with its oracles in oracles/quants.py)"))
+    for q in quantizers:
+        e = found.quantizers.get(q.name)
+        if missing := tree.missing(q.requires):
+            out.not_in_tree.append(f"quantize_row_{q.name} (the tree lacks {', '.join(missing)})")
+        elif e is None or not e.rvv:
+            out.not_in_tree.append(f"quantize_row_{q.name} (no RVV body in {found.path.name}: ggml's reference serves it)")
+    return out
 
 
 # ------------------------------------------------------------------ the tree's types (from its build)

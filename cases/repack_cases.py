@@ -44,21 +44,26 @@ kernels, the un-repacked ``vec_dot`` path and the oracle must agree bit for bit.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 from hypothesis import strategies as st
 
+from cases import coverage
 from cases import loops as L
 from cases import quant_strategies as QS
 from cases.strategies import KernelSpec
+from harness import csource
 from harness.compare import assert_bitwise_equal, assert_within_bound
 from harness.config import ISA_BUILDS, VLENS, cache_dir, locked
 from harness.plugin import session
+from harness.tree import Tree, type_name
 from oracles import quants as Q
 from oracles import repack as RP
 from oracles.bounds import gamma
@@ -174,6 +179,26 @@ class RepackKernel(KernelSpec):
     def depth(self, impl: str) -> Depth:
         return self.rvv if impl == "rvv" else self.generic
 
+    @property
+    def block(self) -> str:
+        """The interleaved block struct of repack.h (``block_q4_0x16``, ``block_q4_Kx16`` ...)."""
+        return f"block_{self.layout.weight}x{self.layout.ncols}"
+
+    @property
+    def quantize_mat(self) -> str:
+        """The activation quantizer of its GEMM (``ggml_quantize_mat_q8_0_4x1`` ...)."""
+        lay = self.layout
+        return f"ggml_quantize_mat_{lay.activation}_4x{lay.activation_blocklen}"
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """What the tree must have for this layout's tests (harness/plugin.py skips them as "not
+        in this tree" otherwise): the weight and activation types, the interleaved block, the GEMV
+        / GEMM entry points and the GEMM's activation quantizer."""
+        lay = self.layout
+        return (f"GGML_TYPE_{lay.weight.upper()}", f"GGML_TYPE_{lay.activation.upper()}", self.block,
+                self.entry("gemv"), self.entry("gemm"), self.quantize_mat)
+
     def bound(self, impl: str, n_blocks: int, p: RP.Products) -> np.ndarray:
         k = self.depth(impl).k(n_blocks)
         n = n_blocks * Q.block_size(self.layout.weight)
@@ -232,8 +257,32 @@ KERNELS = [
 BY_NAME = {k.name: k for k in KERNELS}
 IDS = [k.name for k in KERNELS]
 
+
+@dataclass(frozen=True, repr=False)
+class QuantizeMat(KernelSpec):
+    """One activation quantizer of the repacked GEMMs: ``ggml_quantize_mat_<name>`` writes 4 rows
+    of ``act`` blocks interleaved ``inter`` bytes at a time."""
+
+    name: str  # "q8_0_4x1" (test id)
+    act: str  # the activation type
+    inter: int  # INTER_SIZE
+    zvfh_only: bool  # declared only with __riscv_zvfh (repack.h)
+
+    @property
+    def function(self) -> str:
+        return f"ggml_quantize_mat_{self.name}"
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        return (f"GGML_TYPE_{self.act.upper()}", self.function)
+
+
+QUANTIZE_MATS = [QuantizeMat("q8_0_4x1", "q8_0", 1, True), QuantizeMat("q8_0_4x8", "q8_0", 8, False),
+                 QuantizeMat("q8_K_4x1", "q8_K", 1, True)]
+
 #: Weight types the selection sweep asks about: the table's, and types other architectures
-#: repack (q5_K, q6_K, mxfp4, q1_0, q4_1 never) that must stay un-repacked on RISC-V.
+#: repack (q5_K, q6_K, mxfp4, q1_0, q4_1 never) that must stay un-repacked on RISC-V; a tree's
+#: sweep (:func:`sweep_types`) also has the types its selection names and drops those it lacks.
 SWEEP_TYPES = ("q4_0", "q8_0", "iq4_nl", "q4_K", "q2_K", "q4_1", "q5_K", "q6_K", "mxfp4", "q1_0")
 #: Row counts of the sweep: multiples of 16 and of 8, and neither.
 SWEEP_ROWS = (1, 8, 15, 16, 17, 24, 32, 40, 48, 64)
@@ -712,10 +761,15 @@ FAMILY = L.register(L.Family(
 
 # ------------------------------------------------------------------ selection, from the source
 
+SELECT_FN = "ggml_repack_get_optimal_repack_type"
 _INSTANCE = re.compile(r"tensor_traits<\s*(block_\w+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*GGML_TYPE_(\w+)\s*>\s*(\w+)\s*;")
 _BRANCH = re.compile(r"cur->type\s*==\s*GGML_TYPE_(\w+)")
-_ARM = re.compile(r"(case\s+\d+|default)\s*:(.*?)(?=case\s+\d+\s*:|default\s*:|$)", re.S)
-_RETURN_IF = re.compile(r"if\s*\(\s*cur->ne\[1\]\s*%\s*(\d+)\s*==\s*0\s*\)\s*\{\s*return\s*&(\w+)\s*;\s*\}")
+_TYPE_TEST = re.compile(r"cur->type\s*(==|!=)\s*GGML_TYPE_(\w+)")
+_ROW_TEST = re.compile(r"cur->ne\[1\]\s*%\s*(\w+)\s*==\s*0")
+_IF, _SWITCH = re.compile(r"if\s*\("), re.compile(r"switch\s*\(")
+_ELSE, _BREAK = re.compile(r"else\b"), re.compile(r"break\s*;")
+_RETURN = re.compile(r"return\b([^;]*);")
+_LABEL = re.compile(r"(?:case\s+([^:;]+?)|default)\s*:(?!:)")
 
 
 @dataclass(frozen=True)
@@ -726,79 +780,231 @@ class Rule:
     divisor: int
 
 
+@dataclass(frozen=True)
+class Selection:
+    """What ``ggml_repack_get_optimal_repack_type`` returns on RISC-V in one build of a tree."""
+
+    rules: dict[str, dict[int, Rule | None]]  # weight type -> VLEN -> rule (None: not repacked)
+    where: dict[str, str]  # layout -> file:line of the return that picks it
+    notes: tuple[str, ...]  # what the reader did not understand, file:line and the types affected
+
+
 def _layout_name(block: str, inter: int, cols: int) -> str:
     return f"{block.removeprefix('block_')}_{cols}x{inter}"
 
 
-def _body(text: str, signature: str) -> str:
-    start = text.index("{", text.index(signature))
-    depth, i = 0, start
-    while True:
-        depth += text[i] == "{"
-        depth -= text[i] == "}"
+@dataclass
+class _Stmt:
+    """One statement of the selection function (the few kinds it is made of)."""
+
+    kind: str  # if / switch / block / label / return / break / other
+    pos: int  # offset in the body
+    text: str = ""  # the condition, the switch expression, the case value, the returned expression
+    body: list[_Stmt] = field(default_factory=list)
+    orelse: list[_Stmt] = field(default_factory=list)
+
+
+def _skip(text: str, i: int, end: int) -> int:
+    while i < end and (text[i].isspace() or text[i] == ";"):
         i += 1
-        if depth == 0:
-            return text[start + 1:i - 1]
+    return i
 
 
-def _zvfh_blocks(text: str, zvfh: bool) -> str:
-    """``text`` with its ``#if defined __riscv_zvfh`` blocks kept (directives dropped) or removed;
-    any other directive is an error (this parser does not know it)."""
-    out, keep = [], [True]
-    for line in text.splitlines():
-        s = line.strip()
-        if s.startswith("#if"):
-            if not re.fullmatch(r"#if\s+defined\s*\(?\s*__riscv_zvfh\s*\)?", s):
-                raise ValueError(f"ggml_repack_get_optimal_repack_type: unsupported directive {s!r}")
-            keep.append(keep[-1] and zvfh)
-        elif s.startswith("#endif"):
-            keep.pop()
-        elif s.startswith("#"):
-            raise ValueError(f"ggml_repack_get_optimal_repack_type: unsupported directive {s!r}")
-        elif keep[-1]:
-            out.append(line)
-    return "\n".join(out)
-
-
-@cache
-def scan_selection(cpu_dir: Path, zvfh: bool) -> dict[str, dict[int, Rule | None]]:
-    """What ``ggml_repack_get_optimal_repack_type`` of ``<cpu_dir>/repack.cpp`` returns on RISC-V,
-    per weight type and VLEN, in a build with or without zvfh: its ``ggml_cpu_has_riscv_v()``
-    blocks (every other ``ggml_cpu_has_*`` test is false on RISC-V).  A type the function does not
-    mention, or whose RISC-V block does not return, gets None at every VLEN."""
-    text = (Path(cpu_dir) / "repack.cpp").read_text()
-    body = _zvfh_blocks(_body(text, "ggml_repack_get_optimal_repack_type(const struct ggml_tensor * cur)"), zvfh)
-    instances = {m.group(5): _layout_name(m.group(1), int(m.group(2)), int(m.group(3))) for m in _INSTANCE.finditer(body)}
-    branches = list(_BRANCH.finditer(body))
-    out: dict[str, dict[int, Rule | None]] = {}
-    for i, b in enumerate(branches):
-        seg = body[b.end():branches[i + 1].start() if i + 1 < len(branches) else len(body)]
-        table: dict[int, Rule | None] = {v: None for v in VLENS}
-        at = seg.find("ggml_cpu_has_riscv_v()")
-        if at >= 0:
-            block = _body(seg[at:], "ggml_cpu_has_riscv_v()")
-            if block.strip():
-                sw = re.search(r"switch\s*\(\s*__riscv_vlenb\(\)\s*\*\s*8\s*\)", block)
-                if not sw:
-                    raise ValueError(f"{b.group(1)}: the RISC-V block is not a switch on __riscv_vlenb() * 8")
-                arms: dict[str, Rule | None] = {}
-                for label, code in _ARM.findall(_body(block[sw.start():], "switch")):
-                    m = _RETURN_IF.search(code)
-                    if m:
-                        arms[label] = Rule(instances[m.group(2)], int(m.group(1)))
-                    elif re.search(r"\breturn\s*&", code):
-                        raise ValueError(f"{b.group(1)}: a return this parser does not know in {code!r}")
-                    else:
-                        arms[label] = None  # break, or return nullptr
-                table = {v: arms.get(f"case {v}", arms.get("default")) for v in VLENS}
-        out[_type_name(b.group(1))] = table
+def _statements(text: str, i: int, end: int) -> list[_Stmt]:
+    out = []
+    while (i := _skip(text, i, end)) < end:
+        st, i = _statement(text, i, end)
+        out.append(st)
     return out
 
 
-def _type_name(enum: str) -> str:
-    """``Q4_K`` -> ``q4_K``, ``IQ4_NL`` -> ``iq4_nl``, ``MXFP4`` -> ``mxfp4`` (ggml's type names)."""
-    low = enum.lower()
-    return low[:-2] + "_K" if low.endswith("_k") else low
+def _statement(text: str, i: int, end: int) -> tuple[_Stmt, int]:
+    """The statement at ``i`` and where the next one starts (brackets matched by csource.closing)."""
+    for kind, start in (("if", _IF), ("switch", _SWITCH)):
+        if m := start.match(text, i):
+            close = csource.closing(text, m.end() - 1)
+            st = _Stmt(kind, i, text[m.end():close - 1])
+            j = _skip(text, close, end)
+            if kind == "switch":
+                if j < end and text[j] == "{":
+                    stop = csource.closing(text, j)
+                    st.body = _statements(text, j + 1, stop - 1)
+                    return st, stop
+                return _Stmt("other", i, text[i:j]), j
+            then, j = _statement(text, j, end)
+            st.body = [then]
+            k = _skip(text, j, end)
+            if e := _ELSE.match(text, k):
+                orelse, j = _statement(text, _skip(text, e.end(), end), end)
+                st.orelse = [orelse]
+            return st, j
+    if text[i] == "{":
+        stop = csource.closing(text, i)
+        return _Stmt("block", i, body=_statements(text, i + 1, stop - 1)), stop
+    if m := _LABEL.match(text, i):
+        return _Stmt("label", i, (m.group(1) or "default").strip()), m.end()
+    if m := _RETURN.match(text, i):
+        return _Stmt("return", i, m.group(1).strip()), m.end()
+    if m := _BREAK.match(text, i):
+        return _Stmt("break", i), m.end()
+    j = i  # any other statement (a declaration): up to its ';'
+    while j < end and text[j] != ";":
+        j = csource.closing(text, j) if text[j] in "({[" else j + 1
+    return _Stmt("other", i, text[i:j]), j + 1
+
+
+class _Run:
+    """One walk of the selection function: weight type ``weight`` at ``vlen`` on RISC-V, where
+    ``ggml_cpu_has_riscv_v()`` is 1, every other ``ggml_cpu_has_*`` / ``ggml_cpu_get_*`` 0,
+    ``ggml_cpu_get_rvv_vlen()`` and ``__riscv_vlenb()`` VLEN / 8 bytes.  A row-count test
+    ``cur->ne[1] % N == 0`` is taken both ways: the first return it guards becomes the rule
+    (row counts that are multiples of N), and the walk goes on as if it failed."""
+
+    def __init__(self, weight: str, vlen: int, consts: dict[str, int], instances: dict[str, str],
+                 line: Callable[[int], str]) -> None:
+        self.weight, self.vlen, self.consts, self.instances, self.line = weight, vlen, consts, instances, line
+        self.rule: Rule | None = None
+        self.rule_at = ""
+        self.divisors: list[int] = []
+        self.notes: dict[str, None] = {}
+
+    def note(self, pos: int, message: str) -> None:
+        self.notes[f"{self.line(pos)}: {SELECT_FN}: {message} (affects what {self.weight} repacks to)"] = None
+
+    def value(self, expr: str, pos: int) -> int | None:
+        e = _ROW_TEST.sub("1", expr)
+        e = _TYPE_TEST.sub(lambda m: str(int((type_name("GGML_TYPE_" + m.group(2)) == self.weight) == (m.group(1) == "=="))), e)
+        e = re.sub(r"\bggml_cpu_has_riscv_v\s*\(\s*\)", "1", e)
+        e = re.sub(r"\b(?:ggml_cpu_get_rvv_vlen|__riscv_vlenb)\s*\(\s*\)", str(self.vlen // 8), e)
+        e = re.sub(r"\bggml_cpu_(?:has|get)_\w+\s*\(\s*\)", "0", e)
+        unknown = sorted(set(re.findall(r"[A-Za-z_]\w*", e)) - set(self.consts))
+        try:
+            if unknown:
+                raise ValueError(f"unknown {', '.join(unknown)}")
+            return csource.evaluate(e, self.consts)
+        except ValueError as err:
+            self.note(pos, f"cannot evaluate `{' '.join(expr.split())}` ({err}); taken as false")
+            return None
+
+    def run(self, stmts: list[_Stmt]) -> str | None:
+        """None: carry on; "break"; "return": the function returned; "row-return": returned under
+        a row-count test (the enclosing test turns it back into carry on)."""
+        for st in stmts:
+            if sig := self.step(st):
+                return sig
+        return None
+
+    def step(self, st: _Stmt) -> str | None:
+        if st.kind == "block":
+            return self.run(st.body)
+        if st.kind == "if":
+            rows = [self.consts.get(d, int(d) if d.isdigit() else 0) for d in _ROW_TEST.findall(st.text)]
+            if not all(rows):
+                self.note(st.pos, f"a row-count test `{' '.join(st.text.split())}` this reader cannot evaluate; taken as false")
+                return None
+            on = self.value(st.text, st.pos)
+            if on is None:
+                return None
+            if not on:
+                return self.run(st.orelse)
+            self.divisors += rows
+            sig = self.run(st.body)
+            del self.divisors[len(self.divisors) - len(rows):]
+            return None if sig == "row-return" and rows else sig
+        if st.kind == "switch":
+            on = self.value(st.text, st.pos)
+            if on is None:
+                return None
+            labels = {}
+            for i, s in enumerate(st.body):
+                if s.kind == "label":
+                    v = "default" if s.text == "default" else self.value(s.text, s.pos)
+                    labels.setdefault(v, i)
+            start = labels.get(on, labels.get("default"))
+            sig = None if start is None else self.run(st.body[start + 1:])
+            return None if sig == "break" else sig
+        if st.kind == "break":
+            return "break"
+        if st.kind == "return":
+            return self.returned(st)
+        return None  # a label passed by fall-through, a declaration
+
+    def returned(self, st: _Stmt) -> str:
+        under_rows = bool(self.divisors)
+        if st.text in ("nullptr", "NULL", "0"):
+            if under_rows:
+                self.note(st.pos, "returns nullptr for some row counts only; not modelled, taken as repacking them")
+            return "row-return" if under_rows else "return"
+        m = re.fullmatch(r"&\s*(\w+)", st.text)
+        layout = self.instances.get(m.group(1)) if m else None
+        if layout is None:
+            self.note(st.pos, f"returns `{st.text}`, which is not a tensor_traits instance this reader knows; "
+                              "taken as not repacking")
+            return "return"
+        divisor = math.lcm(*self.divisors) if under_rows else 1
+        if self.rule is None:
+            self.rule, self.rule_at = Rule(layout, divisor), self.line(st.pos)
+        elif self.rule != Rule(layout, divisor):
+            self.note(st.pos, f"a second layout ({layout}, rows % {divisor} == 0) after {self.rule.layout} "
+                              f"(rows % {self.rule.divisor} == 0); not modelled, the first is kept")
+        return "row-return" if under_rows else "return"
+
+
+def read_selection(cpu_dir: Path, zvfh: bool) -> Selection:
+    """What ``ggml_repack_get_optimal_repack_type`` of ``<cpu_dir>/repack.cpp`` returns on RISC-V,
+    per weight type and VLEN, in a build with or without zvfh: the function as that build
+    compiles it (harness/csource.py), walked with the RISC-V answers of ``ggml_cpu_has_*`` and
+    the VLEN (:class:`_Run`).  A type the function does not mention, or whose walk returns
+    nothing, gets None at every VLEN.  What the reader does not understand becomes a note (file:line,
+    the types affected), never an exception; read again when the file changes."""
+    path = Path(cpu_dir) / "repack.cpp"
+    common = Path(cpu_dir).parent / "ggml-common.h"
+    stamp = (path.stat().st_mtime if path.exists() else 0.0, common.stat().st_mtime if common.exists() else 0.0)
+    return _read_selection(path, common, zvfh, stamp)
+
+
+@cache
+def _read_selection(path: Path, common: Path, zvfh: bool, stamp: tuple[float, float]) -> Selection:
+    if not path.exists():
+        return Selection({}, {}, (f"{path}: no such file; nothing is repacked",))
+    cfile = csource.read(path)
+    macros = csource.rvv_macros(["zfh", "zvfh"] if zvfh else [])
+    fn = cfile.functions(macros).get(SELECT_FN)
+    if fn is None:
+        return Selection({}, {}, (f"{path}: no {SELECT_FN} in a {'zvfh' if zvfh else 'v'} build; nothing is repacked",))
+    consts = csource.read(common).defines({**macros, "GGML_COMMON_DECL_CPP": 1}) if common.exists() else {}
+    consts.update(cfile.defines(macros))
+    # line of the body's opening brace: the first '{' from the definition's first line on
+    lines = csource.strip_comments(cfile.text).split("\n")
+    brace = next((n for n in range(fn.line - 1, len(lines)) if "{" in lines[n]), fn.line - 1) + 1
+
+    def line(pos: int) -> str:
+        return f"{path}:{brace + fn.body.count(chr(10), 0, pos)}"
+
+    last = brace + fn.body.count("\n")
+    notes: dict[str, None] = {f"{n} (affects the selection: {SELECT_FN})": None
+                              for n in cfile.preprocessed(macros).notes if fn.line <= n.line <= last}
+    body = fn.body
+    instances = {m.group(5): _layout_name(m.group(1), int(m.group(2)), int(m.group(3))) for m in _INSTANCE.finditer(body)}
+    stmts = _statements(body, 0, len(body))
+    rules: dict[str, dict[int, Rule | None]] = {}
+    where: dict[str, str] = {}
+    for weight in dict.fromkeys(type_name("GGML_TYPE_" + t) for t in _BRANCH.findall(body)):
+        rules[weight] = {}
+        for v in VLENS:
+            run = _Run(weight, v, consts, instances, line)
+            run.run(stmts)
+            rules[weight][v] = run.rule
+            if run.rule:
+                where.setdefault(run.rule.layout, run.rule_at)
+            notes.update(run.notes)
+    return Selection(rules, where, tuple(notes))
+
+
+def scan_selection(cpu_dir: Path, zvfh: bool) -> dict[str, dict[int, Rule | None]]:
+    """Weight type -> VLEN -> the :class:`Rule` ggml's selection declares on RISC-V (None: it does
+    not repack), in a build with or without zvfh (:func:`read_selection`)."""
+    return read_selection(cpu_dir, zvfh).rules
 
 
 def expected_layout(target, weight: str, rows: int) -> str | None:
@@ -806,6 +1012,105 @@ def expected_layout(target, weight: str, rows: int) -> str | None:
     table = scan_selection(session().source.cpu_dir, bool(target.features.get("zvfh")))
     rule = table.get(weight, {}).get(target.vlen)
     return rule.layout if rule and rows % rule.divisor == 0 else None
+
+
+def sweep_types(inv: Tree) -> tuple[list[str], list[str]]:
+    """The weight types test_selection sweeps on tree ``inv``: SWEEP_TYPES and the types its
+    selection names (either build), those the tree has and oracles/quants.py can lay out; and
+    the ones left out, each with why."""
+    named = [w for zvfh in (True, False) for w in scan_selection(inv.source.cpu_dir, zvfh)]
+    out, left = [], []
+    for w in dict.fromkeys([*SWEEP_TYPES, *named]):
+        if w not in inv.types:
+            left.append(f"{w} (not in this tree)")
+        elif w not in Q.FORMATS:
+            left.append(f"{w} (oracles/quants.py has no block layout for it)")
+        else:
+            out.append(w)
+    return out, left
+
+
+_GEMX_FN = re.compile(r"ggml_gem[mv]_\w+")
+_QUANTIZE_MAT_FN = re.compile(r"ggml_quantize_mat_(\w+)")
+_REPACK_SPEC = re.compile(r"repack<(block_\w+), (\d+), (\d+)>")
+_QUANTIZE_MAT_SPEC = re.compile(r"ggml_quantize_mat_t<(\d+), GGML_TYPE_(\w+)>")
+
+
+def _riscv_only(fn: csource.Function) -> bool:
+    return any("__riscv" in c for c in fn.conditions)
+
+
+@coverage.register("repack")
+def coverage_scan(inv: Tree) -> coverage.Scan:
+    """The repack family's coverage of tree ``inv`` (cases/coverage.py).  Uncovered: a layout the
+    tree's selection picks on RISC-V (either build), a ``repack<block, INTER_SIZE, NB_COLS>`` or
+    ``ggml_quantize_mat_t`` specialisation of repack.cpp compiled only for RISC-V (a zvfh RVV
+    build), an RVV ``ggml_gemv/gemm_*`` or ``ggml_quantize_mat_*`` of arch/riscv/repack.cpp, that
+    KERNELS / QUANTIZE_MATS do not know.  Not in this tree: table entries whose ``requires`` the
+    tree lacks, or without an RVV body in arch/riscv/repack.cpp."""
+    out = coverage.Scan("repack")
+    cpu = Path(inv.source.cpu_dir)
+    known_fns = {k.entry(kind) for k in KERNELS for kind in KINDS}
+    known_qm = {q.name for q in QUANTIZE_MATS}
+    macros = csource.rvv_macros(["zfh", "zvfh"])
+
+    def uncovered(name: str, where: str, why: str) -> None:
+        if name not in {u.name for u in out.uncovered}:
+            out.uncovered.append(coverage.Uncovered(name, where, why))
+
+    picked: dict[tuple[str, str, str, str], list[str]] = {}  # (layout, weight, VLENs, where) -> builds
+    for zvfh in (True, False):
+        sel = read_selection(cpu, zvfh)
+        out.notes += [n for n in sel.notes if n not in out.notes]
+        for weight, table in sel.rules.items():
+            for lay in dict.fromkeys(r.layout for r in table.values() if r):
+                vlens = ", ".join(str(v) for v, r in table.items() if r and r.layout == lay)
+                picked.setdefault((lay, weight, vlens, sel.where[lay]), []).append("zvfh" if zvfh else "v")
+    for (lay, weight, vlens, where), builds in picked.items():
+        said = f"ggml selects {lay} for {weight} at VLEN {vlens} in {' and '.join(builds)} builds"
+        if lay not in BY_NAME:
+            uncovered(lay, where, f"{said}: add it to KERNELS (cases/repack_cases.py) and its layout to oracles/repack.py")
+        elif BY_NAME[lay].layout.ncols != 16:
+            out.notes.append(f"{where}: {said}; test_mul_mat* (cases/test_repack_gemm.py) run only the 16x1 layouts "
+                             f"through mul_mat, {lay}'s GEMV / GEMM are tested by direct calls (test_gemx)")
+    rvv_bodies: set[str] = set()
+    for rel in ("repack.cpp", "arch/riscv/repack.cpp"):
+        path = cpu / rel
+        if not path.exists():
+            out.notes.append(f"{path}: no such file")
+            continue
+        cfile = csource.read(path)
+        for n in cfile.preprocessed(macros).notes:
+            if not any(o.startswith(f"{n.file}:{n.line}:") for o in out.notes):  # (the selection's are in)
+                out.notes.append(f"{n} (the repack kernels defined there may be missed)")
+        for name, fn in cfile.functions(macros).items():
+            if m := _REPACK_SPEC.fullmatch(name):
+                lay = _layout_name(m.group(1), int(m.group(2)), int(m.group(3)))
+                if _riscv_only(fn) and lay not in BY_NAME:
+                    uncovered(lay, fn.where(), f"repack.cpp's {name} is compiled only for RISC-V: add the layout to "
+                              "KERNELS (cases/repack_cases.py) and oracles/repack.py")
+            elif m := _QUANTIZE_MAT_SPEC.fullmatch(name):
+                qm = f"{type_name('GGML_TYPE_' + m.group(2))}_4x{m.group(1)}"
+                if _riscv_only(fn) and qm not in known_qm:
+                    uncovered(f"ggml_quantize_mat_{qm}", fn.where(), "compiled only for RISC-V: add it to QUANTIZE_MATS "
+                              "(cases/repack_cases.py)")
+            elif rel.startswith("arch/") and "__riscv_" in fn.body and not name.endswith("_generic"):
+                rvv_bodies.add(name)
+                if _GEMX_FN.fullmatch(name) and name not in known_fns:
+                    uncovered(name, fn.where(), "an RVV GEMV / GEMM that cases/repack_cases.py does not know: add its "
+                              "layout to KERNELS (with its bound) and oracles/repack.py")
+                elif (m := _QUANTIZE_MAT_FN.fullmatch(name)) and m.group(1) not in known_qm:
+                    uncovered(name, fn.where(), "an RVV activation quantizer of the repacked GEMMs: add it to "
+                              "QUANTIZE_MATS (cases/repack_cases.py)")
+    for k in KERNELS:
+        if missing := inv.missing(k.requires):
+            out.not_in_tree.append(f"{k.name} (the tree lacks {', '.join(missing)})")
+        elif lacking := [f for f in (k.entry("gemv"), k.entry("gemm")) if f not in rvv_bodies]:
+            out.not_in_tree.append(f"{k.name} (no RVV body for {', '.join(lacking)} in arch/riscv/repack.cpp)")
+    for q in QUANTIZE_MATS:
+        if missing := inv.missing(q.requires):
+            out.not_in_tree.append(f"{q.function} (the tree lacks {', '.join(missing)})")
+    return out
 
 
 _TRAITS = re.compile(r"tensor_traits<(block_\w+), (\d+)l?, (\d+)l?, \(ggml_type\)(\d+)>")

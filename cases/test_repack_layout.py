@@ -2,9 +2,11 @@
 NumPy layouts of oracles/repack.py, ggml's choice of layout per weight type, row count and VLEN
 against what its source declares, and the activation quantizers of the repacked path.
 
-* :func:`test_build_info` -- the build has exactly the layouts the table knows (16x1 only with
-  zvfh), each interleaved block as large as the blocks it holds, and the CPU device lists the
-  CPU_REPACK buffer type.
+* :func:`test_build_info` -- the build has exactly the layouts the table knows and the tree has
+  (16x1 only with zvfh; a layout whose ``requires`` the tree lacks is not in this tree), each
+  interleaved block as large as the blocks it holds, and the CPU device lists the CPU_REPACK
+  buffer type; RISC-V repack code of the tree the table does not know fails it (the ``repack``
+  scan of cases/coverage.py: :func:`cases.repack_cases.coverage_scan`).
 * :func:`test_layout` -- ggml's ``repack<block, INTER_SIZE, NB_COLS>`` (called directly, so every
   layout is checked at every VLEN, selected there or not; 1-3 interleaves x 1-7 blocks or a real
   count drawn, then on every run 3 interleaves x 3 blocks and one interleave x the longest real k) writes exactly
@@ -17,7 +19,8 @@ against what its source declares, and the activation quantizers of the repacked 
   are the layout :func:`cases.repack_cases.scan_selection` reads from the tree's
   ``ggml_repack_get_optimal_repack_type`` for this VLEN and build (none where it must not
   repack), the device supports the mul_mat exactly then, sizes and alignment are as the buffer
-  type declares, and the repacked bytes are the NumPy layout.  The table is recorded
+  type declares, and the repacked bytes are the NumPy layout.  The types swept are those of
+  ``C.sweep_types`` (the tree's; the ones left out are noted).  The table is recorded
   (``python -m cases.repack_cases`` prints it).
 * :func:`test_quantize_mat` -- ``ggml_quantize_mat_<q8>_4x<blocklen>`` (the GEMM's activations)
   equal the reference quantizer's rows interleaved by :func:`oracles.repack.pack_activations`,
@@ -37,7 +40,7 @@ from hypothesis import strategies as st
 from cases import quant_strategies as QS
 from cases import repack_cases as C
 from cases import strategies as S
-from harness import observe
+from harness import observe, tree
 from harness.plugin import session
 from harness.protocol import In, Out
 from oracles import quants as Q
@@ -45,10 +48,19 @@ from oracles import repack as RP
 
 
 def test_build_info(target) -> None:
-    """The build's layouts, block sizes, quantizers and buffer type are the ones the table expects."""
+    """The build's layouts, block sizes, quantizers and buffer type are the ones the table expects
+    of this tree (entries whose ``requires`` it lacks are not in this tree, and listed); a layout,
+    GEMV / GEMM or activation quantizer of the tree's RISC-V code that the table does not know
+    fails (the repack scan of cases/coverage.py, with file:line)."""
+    inv = tree.of(session().source)
+    scan = C.coverage_scan(inv)
+    assert not scan.uncovered, ("the tree has RISC-V repack code cases/repack_cases.py does not know:\n  " +
+                                "\n  ".join(f"{u.name} ({u.where}): {u.why}" for u in scan.uncovered))
+    if scan.not_in_tree:
+        observe.note("not_in_tree", "; ".join(scan.not_in_tree))
     info = C.build_info(target)
     zvfh = bool(target.features.get("zvfh"))
-    expected = {k.name for k in C.KERNELS if zvfh or not k.zvfh_only}
+    expected = {k.name for k in C.KERNELS if (zvfh or not k.zvfh_only) and not inv.missing(k.requires)}
     assert set(info.layouts) == expected, (f"layouts={sorted(info.layouts)}, but should be {sorted(expected)} "
                                            f"[repack_info, {target.id}]")
     for name, (tid, inter, cols, size) in info.layouts.items():
@@ -56,12 +68,9 @@ def test_build_info(target) -> None:
         got = (tid, inter, cols, size)
         want = (C.type_id(target, lay.weight), lay.blocklen, lay.ncols, lay.block_bytes)
         assert got == want, f"layout {name}: (type, INTER_SIZE, NB_COLS, sizeof)={got}, but should be {want}"
-    want_qm = {"q8_0_4x8"} | ({"q8_0_4x1", "q8_K_4x1"} if zvfh else set())
+    want_qm = {q.name for q in C.QUANTIZE_MATS if (zvfh or not q.zvfh_only) and not inv.missing(q.requires)}
     assert info.quantize_mats == want_qm, f"quantize_mat={sorted(info.quantize_mats)}, but should be {sorted(want_qm)}"
     assert info.buft == "CPU_REPACK", f"buft={info.buft!r}, but should be 'CPU_REPACK' [ggml_backend_dev_get_extra_bufts]"
-    # Every layout the tree's selection can return on RISC-V is in the table (and so tested).
-    scanned = {r.layout for t in C.scan_selection(session().source.cpu_dir, True).values() for r in t.values() if r}
-    assert scanned <= set(C.BY_NAME), f"the tree selects {sorted(scanned - set(C.BY_NAME))}, unknown to cases/repack_cases.py"
 
 
 @dataclass(frozen=True)
@@ -126,7 +135,10 @@ def test_selection(target) -> None:
     alignment and repacked bytes are as declared; the table is recorded."""
     rng = np.random.default_rng(5)
     table: dict[str, dict[int, str | None]] = {}
-    for weight in C.SWEEP_TYPES:
+    sweep, left_out = C.sweep_types(tree.of(session().source))
+    if left_out:
+        observe.note("not_swept", ", ".join(left_out))
+    for weight in sweep:
         table[weight] = {}
         for rows in C.SWEEP_ROWS:
             nb = 1 + rows % 3
@@ -156,8 +168,6 @@ def test_selection(target) -> None:
     observe.note("selection", ", ".join(picked) or "nothing repacked")
 
 
-#: The activation quantizers: (id, activation type, INTER_SIZE, the reference's rounding / pick).
-QUANTIZE_MATS = [("q8_0_4x1", "q8_0", 1), ("q8_0_4x8", "q8_0", 8), ("q8_K_4x1", "q8_K", 1)]
 FLOAT_KINDS = (*QS.FLOAT_KINDS, "ties")
 
 
@@ -188,12 +198,13 @@ def _float_row_cases(draw: st.DrawFn, act: str) -> FloatRows:
                      draw(st.sampled_from(FLOAT_KINDS), label="kind"), draw(st.integers(0, 2**32 - 1), label="seed"))
 
 
-@pytest.mark.parametrize("name,act,inter", QUANTIZE_MATS, ids=[q[0] for q in QUANTIZE_MATS])
-def test_quantize_mat(name: str, act: str, inter: int, target, request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("qm", C.QUANTIZE_MATS, ids=[q.name for q in C.QUANTIZE_MATS])
+def test_quantize_mat(qm: C.QuantizeMat, target, request: pytest.FixtureRequest) -> None:
     """ggml_quantize_mat_<name> = the reference quantizer's 4 rows, interleaved, bit for bit; first
     the block counts of ``C.quantize_mat_blocks`` (3, the longest real k), then drawn ones."""
+    name, act, inter = qm.name, qm.act, qm.inter
     if name not in C.build_info(target).quantize_mats:
-        pytest.skip(f"ggml_quantize_mat_{name} is compiled only with zvfh (repack.h); build {target.isa.name} has none")
+        pytest.skip(f"{qm.function} is compiled only with zvfh (repack.h); build {target.isa.name} has none")
     blk = Q.block_size(act)
 
     def check(case: FloatRows) -> None:
