@@ -27,11 +27,17 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
+from cases import coverage
 from cases import loops as L
 from cases import strategies as S
+from cases.test_vec_dot import STORAGE_TYPE
+from cases.test_vec_ops import file_notes, rvv_path, rvv_paths, where
 from harness import observe
 from harness.compare import assert_bitwise_equal
+from harness.config import IsaBuild
+from harness.plugin import session
 from harness.protocol import In, Out
+from harness.tree import Tree
 from oracles import floats as F
 
 _STORAGE = {"f32": np.float32, "f16": np.uint16, "bf16": np.uint16}
@@ -46,11 +52,23 @@ class Conversion(S.KernelSpec):
     src: str
     dst: str
     shape: S.VectorShape  # how its RVV path walks the input (element width, LMUL, unroll)
-    rvv_when: str | None  # the extension that selects the RVV path; None: scalar in every build
+    rvv_when: str | None  # the extension that selects the RVV path in the pinned tree; None: scalar in every build
     oracle: Callable[[np.ndarray], np.ndarray]
 
-    def path(self, features: dict[str, bool]) -> str:
-        return "rvv" if self.rvv_when and features.get(self.rvv_when) else "scalar"
+    @property
+    def function(self) -> str:
+        return f"ggml_cpu_{self.name}"
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """What the kernel server's adapter calls (harness/plugin.py skips the kernel as "not in
+        this tree" when the tree lacks it)."""
+        return (self.function, *(STORAGE_TYPE[f] for f in (self.src, self.dst) if f != "f32"))
+
+    def path(self, isa: IsaBuild) -> str:
+        """"rvv" when the tree's function, as ``isa`` compiles it, calls RVV intrinsics (in the
+        pinned tree: the builds with ``rvv_when``), else "scalar"."""
+        return "rvv" if rvv_path(session().source, isa, self.function, CPU_FILES) else "scalar"
 
 
 CONVERSIONS = [
@@ -105,7 +123,7 @@ def sweep_inputs(kernel: Conversion, vlen: int) -> np.ndarray:
 def check_conversion(kernel: Conversion, target, x: np.ndarray) -> None:
     """Run ``kernel`` on ``x`` at ``target`` and compare with the oracle, bit for bit."""
     n = x.size
-    path = kernel.path(target.features)
+    path = kernel.path(target.isa)
     observe.note("path", path)
     out_itemsize = np.dtype(_STORAGE[kernel.dst]).itemsize
     r = target.call(kernel.name, [n], [], [In(x), Out(n * out_itemsize)])
@@ -165,3 +183,38 @@ L.register(L.Family(
            "The unrolled main loop needs no remainder of its own (the leftover loop takes it); its "
            "witness 2 x step + r gives the leftover loop r elements after two main iterations, and "
            "3 x step - 1 (also every run) a full leftover trip and a partial one.")))
+
+
+# ------------------------------------------------------------------ what the tree has (cases/coverage.py)
+
+#: Where the conversions are (relative to the ggml directory).
+CPU_FILES = ("src/ggml-cpu/ggml-cpu.c",)
+#: Functions of ggml-cpu.c with an RVV path that are not kernels: the CPU feature detection.
+NOT_KERNELS = {
+    "ggml_init_riscv_arch_features": "reads the CPU's vector length at start-up",
+    "ggml_cpu_has_riscv_v": "reports whether the build has RVV",
+    "ggml_cpu_get_rvv_vlen": "reports the vector length",
+}
+
+
+@coverage.register("conversions")
+def scan(inv: Tree) -> coverage.Scan:
+    """ggml-cpu.c: a function with an RVV path (in any ISA build) that is neither in CONVERSIONS
+    nor CPU feature detection (NOT_KERNELS) is uncovered; a conversion the tree lacks is not in
+    this tree; one without an RVV path in this tree is a note (tested on its scalar path)."""
+    src = inv.source
+    out = coverage.Scan("conversions")
+    found = rvv_paths(src, CPU_FILES)
+    known = {k.function for k in CONVERSIONS}
+    for name, r in sorted(found.items()):
+        if name not in known and name not in NOT_KERNELS:
+            out.uncovered.append(coverage.Uncovered(
+                name, where(src, r.function), f"{r.describe()}; no test knows it (cases/test_conversions.py)"))
+    for k in CONVERSIONS:
+        missing = inv.missing(k.requires)
+        if missing:
+            out.not_in_tree.append(f"{k.name} ({', '.join(missing)})")
+        elif k.rvv_when and k.function not in found:
+            out.notes.append(f"{k.function} has no RVV path in this tree: tested on its scalar path")
+    out.notes += file_notes(src, CPU_FILES)
+    return out

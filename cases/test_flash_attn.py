@@ -54,19 +54,36 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
+from cases import coverage
 from cases import loops as L
 from cases import strategies as S
-from harness import observe
+from cases.test_vec_ops import file_notes, rvv_paths, where
+from harness import observe, tree
 from harness.compare import assert_within_bound
+from harness.plugin import session
 from harness.protocol import In, Out
+from harness.tree import Tree
 from oracles import attention as A
 
-#: ggml_type ids (ggml.h; the same numbers as gguf's GGMLQuantizationType).
-GGML_TYPE = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8, "bf16": 30}
 #: Block bytes per 32 elements of the quantized formats.
 BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}
 #: The format Q is converted to for the K type's vec_dot (type_traits_cpu[k].vec_dot_type).
 DOT_FORMAT = {"f32": "f32", "f16": "f16", "bf16": "bf16", "q8_0": "q8_0", "q4_0": "q8_0"}
+
+#: What the kernel server's attention adapter calls (harness/server/k_graph.cpp), both sides.
+ADAPTER_CALLS = ("ggml_flash_attn_ext", "ggml_flash_attn_ext_add_sinks", "ggml_mul_mat", "ggml_soft_max_ext",
+                 "ggml_soft_max_add_sinks", "ggml_scale", "ggml_tanh", "ggml_is_quantized", "ggml_cast",
+                 "ggml_transpose", "ggml_cont", "ggml_permute")
+#: The function of ops.cpp each fused path runs (the tiled path also runs simd-gemm.h's simd_gemm).
+PATH_FUNCTIONS = {"tiled": ("ggml_compute_forward_flash_attn_ext_tiled", "simd_gemm"),
+                  "split": ("ggml_flash_attn_ext_reduce_partials", "ggml_compute_forward_flash_attn_ext_f16_one_chunk"),
+                  "one_chunk": ("ggml_compute_forward_flash_attn_ext_f16_one_chunk",)}
+
+
+def vec_dot(k: str) -> str:
+    """The vec_dot the one-chunk path calls for K of type ``k`` (type_traits_cpu[k].vec_dot)."""
+    return f"ggml_vec_dot_{k}" + (f"_{DOT_FORMAT[k]}" if k in BLOCK_BYTES else "")
+
 
 Q_TILE = 64  # GGML_FA_TILE_Q
 KV_TILE = 64  # GGML_FA_TILE_KV
@@ -107,6 +124,14 @@ class AttnCase(S.KernelSpec):
     path: str  # tiled / split / one_chunk
     k: str
     v: str
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """What the kernel server's adapter calls (both sides), the function of the fused path
+        and the K type's vec_dot (harness/plugin.py skips the case as "not in this tree" when the
+        tree lacks one: the tiled and split paths are younger than the one-chunk path)."""
+        types = dict.fromkeys(f"GGML_TYPE_{t.upper()}" for t in ("f32", "f16", self.k, self.v))
+        return (*ADAPTER_CALLS, *types, *PATH_FUNCTIONS[self.path], vec_dot(self.k))
 
     def fused_arithmetic(self, threads: int) -> tuple[str, A.Arithmetic]:
         """How Q is rounded and how the weighted sum is formed on the fused path."""
@@ -531,8 +556,9 @@ L.register(L.Family(
 def attention_call(case: AttnCase, p: Problem, fused: bool) -> tuple[list[int], list[float], list]:
     """The kernel server request (see harness/server/k_graph.cpp) for one side."""
     sh, o = p.shape, p.opts
-    ip = [int(fused), GGML_TYPE[case.k], GGML_TYPE[case.v], sh.dk, sh.dv, sh.n_q, sh.n_kv, sh.heads, sh.kv_heads,
-          o.mask_heads, sh.threads]
+    types = tree.of(session().source)
+    ip = [int(fused), types.type_id(case.k), types.type_id(case.v), sh.dk, sh.dv, sh.n_q, sh.n_kv, sh.heads,
+          sh.kv_heads, o.mask_heads, sh.threads]
     fp = [o.scale, o.max_bias, o.softcap]
     bufs = [In(p.q), In(p.k), In(p.v), In(p.mask), In(p.sinks), Out(4 * sh.n_q * sh.heads * sh.dv)]
     return ip, fp, bufs
@@ -632,9 +658,13 @@ PROBES: dict[str, list[Shape]] = {
 
 
 def executed_path(calls: frozenset[str]) -> str:
-    """The fused path a trace shows (symbol names: see the module docstring)."""
-    tiled = any("simd_gemm" in c for c in calls)
+    """The fused path a trace shows (symbol names: see the module docstring).  Tiled: simd_gemm
+    (or the tiled function) ran; where both are inlined (a tree whose simd_gemm is a scalar loop,
+    ggml 2026-02 to 2026-04), the tiled path's ggml_vec_soft_max_f32 without the one-chunk function
+    (the one-chunk and split paths do their softmax inline)."""
     chunk = any("flash_attn_ext_f16_one_chunk" in c for c in calls)
+    tiled = any("simd_gemm" in c or "flash_attn_ext_tiled" in c for c in calls) or \
+        (not chunk and "ggml_vec_soft_max_f32" in calls)
     scheduler = "ggml_threadpool_chunk_add" in calls
     if tiled and not chunk:
         return "tiled"
@@ -657,3 +687,36 @@ def test_flash_attn_path(case: AttnCase, target) -> None:
         dots = sorted(c for c in calls if c.startswith("ggml_vec_dot_"))
         observe.note("variant", f"{sh}: {ran} {' '.join(dots)}".strip())
         assert ran == case.path, f"path={ran!r}, but should be {case.path!r} [{case.k}/{case.v}, {sh}, {target.id}]"
+
+
+# ------------------------------------------------------------------ what the tree has (cases/coverage.py)
+
+#: The RVV GEMM of the tiled path, and its functions the tiled cases run in the pinned tree.
+SIMD_GEMM = "src/ggml-cpu/simd-gemm.h"
+SIMD_GEMM_TESTED = ("simd_gemm", "rvv_simd_gemm_ukernel", "rvv_simd_gemm_dispatch_tail")
+
+
+@coverage.register("flash_attn")
+def scan(inv: Tree) -> coverage.Scan:
+    """simd-gemm.h (the tiled path's GEMM): a function with an RVV path is uncovered when the
+    tiled cases do not run it (a new one, or no tiled case runs in this tree); a case of CASES
+    the tree lacks a function or type for is not in this tree; a note when the tiled path's
+    simd_gemm has no RVV path in this tree (the tiled cases run its scalar loop)."""
+    src = inv.source
+    out = coverage.Scan("flash_attn")
+    tiled = [c.name for c in CASES if c.path == "tiled" and not inv.missing(c.requires)]
+    found = rvv_paths(src, (SIMD_GEMM,))
+    for name, r in sorted(found.items()):
+        if name not in SIMD_GEMM_TESTED or not tiled:
+            why = ("no tiled case of CASES runs in this tree" if name in SIMD_GEMM_TESTED
+                   else "the tiled cases of cases/test_flash_attn.py do not know it (SIMD_GEMM_TESTED)")
+            out.uncovered.append(coverage.Uncovered(name, where(src, r.function), f"{r.describe()}; {why}"))
+    if tiled and "simd_gemm" not in found and inv.has("simd_gemm"):
+        out.notes.append(f"simd_gemm ({SIMD_GEMM}) has no RVV path in this tree: {', '.join(tiled)} run its "
+                         "scalar loop")
+    for c in CASES:
+        missing = inv.missing(c.requires)
+        if missing:
+            out.not_in_tree.append(f"{c.name} ({', '.join(missing)})")
+    out.notes += file_notes(src, (SIMD_GEMM,))
+    return out

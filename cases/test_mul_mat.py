@@ -6,7 +6,9 @@ GGML_LLAMAFILE, ``llamafile_sgemm`` is tried first.  Its RVV class
 VLEN / 8 elements either way) takes the product when
 
     n >= 2,  k % (VLEN / 8) == 0,  m % 4 == 0,  and A's type has a kernel in the build
-    (f32: any RVV build; f16: zvfh; bf16: zvfbfwma),
+    (pinned tree: f32 in any RVV build, f16 with zvfh, bf16 with zvfbfwma; the tests read
+    it from the tree under test: ``tinyblas``, and the ``mul_mat`` coverage scan lists
+    the instantiations no entry of ``KERNELS`` tests),
 
 where m = rows of A (``ne01``), n = rows of B (``ne11``), k = the dot length.  A B of
 another type than A is first converted to A's dot type (``from_float``: f32 -> f16 /
@@ -39,21 +41,25 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pytest
 from hypothesis import strategies as st
 
+from cases import coverage
 from cases import loops as L
 from cases import strategies as S
-from harness import observe
+from cases.test_vec_ops import ALL_EXTENSIONS, HEADERS, file_notes
+from harness import csource, observe, tree
 from harness.compare import assert_bitwise_equal, assert_within_bound
+from harness.config import ISA_BUILDS, IsaBuild
+from harness.plugin import session
 from harness.protocol import In, Out
+from harness.source import GgmlSource
+from harness.tree import Tree
 from oracles.bounds import gamma
 from oracles.matmul import matmul, oracle_error
-
-#: ggml_type ids (ggml.h; the same numbers as gguf's GGMLQuantizationType).
-GGML_TYPE = {"f32": 0, "f16": 1, "bf16": 30}
 
 BOUND = "gamma(k+1) * sum|a_l b_l|, u = 2^-24: one rounding per term, any order, final store (+ oracle's k 2^-53)"
 
@@ -65,13 +71,21 @@ class MatMulKernel(S.KernelSpec):
     name: str  # test id
     a: str  # A (src0) type
     b: str  # B (src1) type as stored; rounded to ``a`` before the product when different
-    tinyblas_when: str  # extension that compiles tinyBLAS_RVV for A's type
-    vector: str  # tinyBLAS_RVV's vector type for A, as in its mangled name (e.g. float16m2)
+    tinyblas_when: str  # extension that compiles tinyBLAS_RVV for A's type in the pinned tree
+    vector: str  # tinyBLAS_RVV's vector type for A in the pinned tree, as in its mangled name (e.g. float16m2)
 
-    def path(self, features: dict[str, bool], vlen: int, k: int, m: int, n: int, threads: int) -> str:
-        """The path ggml-cpu takes for this shape (the module docstring's conditions)."""
-        if features.get(self.tinyblas_when) and on_tinyblas(vlen, k, m, n):
-            return f"tinyBLAS_RVV<{self.vector}>::gemm<{RM},{RN},{block_rows(m, threads)}>"
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """What the kernel server's adapter and the fallback call (harness/plugin.py skips the
+        kernel as "not in this tree" when the tree lacks one)."""
+        return ("ggml_mul_mat", *dict.fromkeys(enumerator(t) for t in (self.a, self.b)), f"ggml_vec_dot_{self.a}")
+
+    def path(self, isa: IsaBuild, vlen: int, k: int, m: int, n: int, threads: int) -> str:
+        """The path ggml-cpu takes for this shape (the module docstring's conditions), with the
+        tinyBLAS_RVV types the tree's llamafile_sgemm compiles in ``isa`` (``tinyblas``)."""
+        tb = tinyblas(session().source, tuple(isa.extensions)).get(self.a)
+        if tb is not None and on_tinyblas(vlen, k, m, n):
+            return f"tinyBLAS_RVV<{tb.vector}>::gemm<{RM},{RN},{block_rows(m, threads)}>"
         return f"ggml_vec_dot_{self.a}"
 
 
@@ -83,6 +97,91 @@ KERNELS = [
     MatMulKernel("bf16_f32", "bf16", "f32", "zvfbfwma", "bfloat16m2"),
 ]
 IDS = [k.name for k in KERNELS]
+
+
+def enumerator(fmt: str) -> str:
+    """ggml's type enumerator of a format: ``bf16`` -> ``GGML_TYPE_BF16``."""
+    return f"GGML_TYPE_{fmt.upper()}"
+
+
+def type_id(fmt: str) -> int:
+    """The tree's ``enum ggml_type`` value of ``fmt`` (harness/tree.py), as the kernel server takes it."""
+    return tree.of(session().source).type_id(fmt)
+
+
+# ------------------------------------------------------------------ tinyBLAS_RVV in the tree
+
+#: The tinyBLAS source (relative to the ggml directory) and its entry point.
+SGEMM = "src/ggml-cpu/llamafile/sgemm.cpp"
+#: tinyBLAS_RVV's A element type (its TA template argument) -> ggml format.
+TINYBLAS_TA = {"float": "f32", "ggml_fp16_t": "f16", "ggml_bf16_t": "bf16"}
+# tinyBLAS_RVV<D, V, TA, TB, TC> as llamafile_sgemm instantiates it.
+_INSTANCE = re.compile(r"\btinyBLAS_RVV\s*<\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*>")
+
+
+@dataclass(frozen=True)
+class TinyBlas:
+    """One tinyBLAS_RVV instantiation llamafile_sgemm compiles."""
+
+    vector: str  # V as in the mangled name: vfloat16m2_t -> float16m2
+    ta: str  # A's C type
+    line: int  # in sgemm.cpp
+
+
+@lru_cache(maxsize=None)
+def tinyblas(src: GgmlSource, extensions: tuple[str, ...]) -> dict[str, TinyBlas]:
+    """A's format (or C type, for a type ggml's formats do not name) -> the tinyBLAS_RVV that the
+    tree's ``llamafile_sgemm``, as a build with ``extensions`` compiles it, runs for it (the first
+    one instantiated: the others are other LMULs of the same branch, compiled out).  Empty when the
+    tree has no tinyBLAS_RVV (before 2026)."""
+    if not (src.ggml / SGEMM).is_file():
+        return {}
+    inv = tree.of(src)
+    headers = [inv.file(h) for h in HEADERS if (src.ggml / h).is_file()]
+    f = inv.file(SGEMM).functions(csource.build_macros(extensions, headers)).get("llamafile_sgemm")
+    if f is None:
+        return {}
+    first = f.end - f.body.count("\n")  # the line of the body's opening brace
+    out: dict[str, TinyBlas] = {}
+    for m in _INSTANCE.finditer(f.body):
+        fmt = TINYBLAS_TA.get(m.group(3), m.group(3))
+        out.setdefault(fmt, TinyBlas(m.group(2).removeprefix("v").removesuffix("_t"), m.group(3),
+                                     first + f.body.count("\n", 0, m.start())))
+    return out
+
+
+@coverage.register("mul_mat")
+def scan(inv: Tree) -> coverage.Scan:
+    """llamafile_sgemm's tinyBLAS_RVV instantiations (any ISA build): one whose A type no entry
+    of KERNELS has is uncovered; an entry the tree lacks a name for is not in this tree; notes
+    when the tree has no tinyBLAS_RVV, or compiles it for a type in other ISA builds or with
+    another vector type than the pinned tree (the tests follow the tree: ``tinyblas``)."""
+    src = inv.source
+    out = coverage.Scan("mul_mat")
+    every = tinyblas(src, ALL_EXTENSIONS)
+    tested = {k.a for k in KERNELS}
+    for fmt, tb in sorted(every.items()):
+        if fmt not in tested:
+            out.uncovered.append(coverage.Uncovered(
+                f"tinyBLAS_RVV<{tb.vector}> ({tb.ta})", f"{SGEMM}:{tb.line}",
+                f"no entry of KERNELS (cases/test_mul_mat.py) has A of type {fmt}"))
+    if not every:
+        out.notes.append(f"no tinyBLAS_RVV in this tree's llamafile_sgemm ({SGEMM}): every mul_mat takes the "
+                         "vec_dot fallback")
+    for k in KERNELS:
+        missing = inv.missing(k.requires)
+        if missing:
+            out.not_in_tree.append(f"{k.name} ({', '.join(missing)})")
+            continue
+        if not every or k.a not in every or k.a != k.b:
+            continue
+        builds = [b.name for b in ISA_BUILDS.values() if k.a in tinyblas(src, tuple(b.extensions))]
+        pinned = [b.name for b in ISA_BUILDS.values() if k.tinyblas_when in b.extensions]
+        if builds != pinned or every[k.a].vector != k.vector:
+            out.notes.append(f"tinyBLAS_RVV<{every[k.a].vector}> for {k.a} in the ISA builds {', '.join(builds)} "
+                             f"(pinned tree: <{k.vector}> in {', '.join(pinned)}); the tests follow this tree")
+    out.notes += file_notes(src, (SGEMM,))
+    return out
 
 
 @dataclass(frozen=True)
@@ -394,15 +493,15 @@ def _storage(fmt: str, x: np.ndarray, pad: int = 0) -> np.ndarray:
 def run_mul_mat(kernel: MatMulKernel, target, shape: Shape, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """C = A x B^T on the target: a [batch, m, k], b [batch * bcast, n, k] -> [batch * bcast, n, m]."""
     sh = shape
-    observe.note("path", kernel.path(target.features, target.vlen, sh.k, sh.m, sh.n, sh.threads))
-    ip = [GGML_TYPE[kernel.a], GGML_TYPE[kernel.b], sh.k, sh.m, sh.n, sh.k + sh.pad, sh.batch, sh.bcast, sh.threads]
+    observe.note("path", kernel.path(target.isa, target.vlen, sh.k, sh.m, sh.n, sh.threads))
+    ip = [type_id(kernel.a), type_id(kernel.b), sh.k, sh.m, sh.n, sh.k + sh.pad, sh.batch, sh.bcast, sh.threads]
     bufs = [In(_storage(kernel.a, a, sh.pad)), In(_storage(kernel.b, b)), Out(4 * sh.m * sh.n * sh.batch * sh.bcast)]
     r = target.call("mul_mat", ip, [], bufs)
     return r.output(0, np.float32).reshape(sh.batch * sh.bcast, sh.n, sh.m)
 
 
 def _context(kernel: MatMulKernel, target, sh: Shape) -> str:
-    path = kernel.path(target.features, target.vlen, sh.k, sh.m, sh.n, sh.threads)
+    path = kernel.path(target.isa, target.vlen, sh.k, sh.m, sh.n, sh.threads)
     return f"ggml_mul_mat {kernel.a} x {kernel.b}, {sh}, {target.id}, {path}"
 
 
@@ -486,8 +585,8 @@ def test_mul_mat_path(kernel: MatMulKernel, target) -> None:
         sh = make(target.vlen // 8)
         a = rng.integers(-8, 9, (sh.batch, sh.m, sh.k)).astype(np.float32)
         b = rng.integers(-8, 9, (sh.batch * sh.bcast, sh.n, sh.k)).astype(np.float32)
-        expected = kernel.path(target.features, target.vlen, sh.k, sh.m, sh.n, sh.threads)
-        ip = [GGML_TYPE[kernel.a], GGML_TYPE[kernel.b], sh.k, sh.m, sh.n, sh.k + sh.pad, sh.batch, sh.bcast,
+        expected = kernel.path(target.isa, target.vlen, sh.k, sh.m, sh.n, sh.threads)
+        ip = [type_id(kernel.a), type_id(kernel.b), sh.k, sh.m, sh.n, sh.k + sh.pad, sh.batch, sh.bcast,
               sh.threads]
         bufs = [In(_storage(kernel.a, a, sh.pad)), In(_storage(kernel.b, b)), Out(4 * sh.m * sh.n * sh.batch * sh.bcast)]
         ran = executed_path(target.trace("mul_mat", ip, [], bufs).call)

@@ -41,15 +41,24 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
+from cases import coverage
 from cases import loops as L
 from cases import strategies as S
+from cases.test_vec_ops import VEC_FILES, rvv_path, rvv_paths, where
 from harness import observe
 from harness.compare import assert_bitwise_equal, assert_within_bound
+from harness.config import IsaBuild
+from harness.plugin import session
 from harness.protocol import In, Out
+from harness.tree import Tree
 from oracles.bounds import gamma
 from oracles.floats import dot_exact
 
 BOUND = "gamma(n+1) * sum|x_i y_i|, u = 2^-24: one fp32 rounding per term, any reduction order, final store"
+
+
+#: ggml's storage type of each format (what the kernel server's adapter passes).
+STORAGE_TYPE = {"f32": "float", "f16": "ggml_fp16_t", "bf16": "ggml_bf16_t"}
 
 
 @dataclass(frozen=True, repr=False)
@@ -57,14 +66,26 @@ class DotKernel(S.KernelSpec):
     name: str  # test id: the element type
     fmt: str
     shape: S.VectorShape  # of the RVV path: element width loaded, LMUL, unroll
-    rvv_when: str  # the extension that selects the RVV path (else a scalar loop)
+    rvv_when: str  # the extension that selects the RVV path in the pinned tree (else a scalar loop)
 
     @property
     def server_name(self) -> str:
         return f"vec_dot_{self.name}"
 
-    def path(self, features: dict[str, bool]) -> str:
-        return "rvv" if features.get(self.rvv_when) else "scalar"
+    @property
+    def function(self) -> str:
+        return f"ggml_vec_dot_{self.name}"
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """What the kernel server's adapter calls (harness/plugin.py skips the kernel as "not in
+        this tree" when the tree lacks it)."""
+        return (self.function,) + ((STORAGE_TYPE[self.fmt],) if self.fmt != "f32" else ())
+
+    def path(self, isa: IsaBuild) -> str:
+        """"rvv" when the tree's function, as ``isa`` compiles it, calls RVV intrinsics (in the
+        pinned tree: the builds with ``rvv_when``), else "scalar"."""
+        return "rvv" if rvv_path(session().source, isa, self.function, VEC_FILES) else "scalar"
 
 
 DOTS = [
@@ -79,14 +100,14 @@ DOTS = [
 
 def run_dot(kernel: DotKernel, target, x: np.ndarray, y: np.ndarray) -> float:
     n = x.size
-    observe.note("path", kernel.path(target.features))
+    observe.note("path", kernel.path(target.isa))
     r = target.call(kernel.server_name, [n], [],
                     [In(S.to_storage(kernel.fmt, x)), In(S.to_storage(kernel.fmt, y)), Out(4)])
     return float(r.output(0, np.float32)[0])
 
 
 def _context(kernel: DotKernel, target, n: int) -> str:
-    return f"ggml_vec_dot_{kernel.name}, n={n}, {target.id}, {kernel.path(target.features)} path"
+    return f"ggml_vec_dot_{kernel.name}, n={n}, {target.id}, {kernel.path(target.isa)} path"
 
 
 @dataclass(frozen=True)
@@ -198,3 +219,25 @@ L.register(L.Family(
     drawn=_drawn,
     notes=("The reductions after the loops (vfredusum over VLMAX) are not loops over n. Without the "
            "extension (f16 without zvfh, bf16 without zvfbfwma) the kernels are one scalar loop.",)))
+
+
+# ------------------------------------------------------------------ what the tree has (cases/coverage.py)
+
+
+@coverage.register("vec_dot")
+def scan(inv: Tree) -> coverage.Scan:
+    """The dot products of DOTS: not in this tree when the tree lacks one; a note when one has
+    no RVV path in this tree (its tests run on the scalar path) or an RVV branch without
+    intrinsics.  (A new function of vec.cpp with an RVV path is the vec_ops scan's uncovered.)"""
+    out = coverage.Scan("vec_dot")
+    found = rvv_paths(inv.source, VEC_FILES)
+    for k in DOTS:
+        missing = inv.missing(k.requires)
+        if missing:
+            out.not_in_tree.append(f"{k.name} ({', '.join(missing)})")
+        elif k.function not in found:
+            out.notes.append(f"{k.function} has no RVV path in this tree: tested on its scalar path")
+        elif not found[k.function].intrinsics:
+            r = found[k.function]
+            out.notes.append(f"{k.function} ({where(inv.source, r.function)}) {r.describe()}: tested on that path")
+    return out  # (what csource could not read in vec.h / vec.cpp: the vec_ops scan's notes)

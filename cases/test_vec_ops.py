@@ -30,8 +30,16 @@ Tests:
 * ``test_expf_sweep`` -- the polynomial exp against float64 exp over a
   strided sweep of every float32 (the whole of float32 with
   ``RVVDIFF_EXPF_EXHAUSTIVE=1``): the measurement behind :data:`EXPF_ULPS`.
-* ``test_rvv_inventory`` -- every function of the tree's vec.h / vec.cpp
-  with an RVV path is known to some test; a new one fails, named.
+
+What the tree has (``scan``, registered with cases/coverage.py and checked by
+cases/test_coverage.py): every function of the tree's vec.h / vec.cpp with an
+RVV path (harness/csource.py: ``rvv_functions``) is known to some test; a new
+one is "uncovered" and fails test_coverage, named with file:line.  A kernel
+of the table the tree lacks is skipped as "not in this tree" (each entry's
+``requires``).  Whether a test runs the RVV or the scalar path of a kernel is
+read from the tree too (``rvv_path``: does the function, as the test's ISA
+build compiles it, call RVV intrinsics); ``rvv_when`` records the pinned
+tree's answer.
 
 Loop sizes (the table in docs/vec_ops.md, from the ``VectorShape`` of each
 entry): mad_f32, mad1_f32, scale_f32 and mad_f32_unroll strip-mine at e32m8
@@ -44,23 +52,24 @@ strip-mine at e32m2.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import strategies as st
 
+from cases import coverage
 from cases import loops as L
 from cases import strategies as S
-from harness import observe
+from harness import csource, observe, tree
 from harness.compare import assert_bitwise_equal, assert_within_bound, assert_within_ulps
+from harness.config import ISA_BUILDS, IsaBuild
 from harness.plugin import session
 from harness.protocol import Buf, In, InOut, Out
-from harness.source import GgmlSource, resolve
+from harness.source import GgmlSource
+from harness.tree import Tree
 from oracles import vec_ops as V
 from oracles.bounds import gamma
 from oracles.floats import dot_exact
@@ -178,7 +187,7 @@ class VecOp(S.KernelSpec):
     name: str              # ggml_vec_<name>; the server's kernel is vec_<name>; the test id
     fmt: str               # format of the output array (f32 or f16)
     shape: S.VectorShape   # its RVV loop: element width, LMUL, unroll (for tail lengths)
-    rvv_when: str          # extension that selects the RVV path ("v": every build)
+    rvv_when: str          # extension that selects the RVV path in the pinned tree ("v": every build)
     draw: Callable[..., st.SearchStrategy[Case]]   # (spec, n, source) -> strategy of cases
     oracle: Callable[[Case, bool], V.Elementwise]  # (case, rvv path?) -> the output's reference
     bound: str             # the bound and where it comes from (failure messages, docs)
@@ -186,8 +195,20 @@ class VecOp(S.KernelSpec):
     fixed: Callable[[VecOp, int, GgmlSource], Case]    # (spec, n, source) -> seeded case of length n
     result: Callable[[Case, np.ndarray], V.Accumulated] | None = None  # a returned double
 
-    def rvv(self, features: dict[str, bool]) -> bool:
-        return bool(features.get(self.rvv_when))
+    @property
+    def function(self) -> str:
+        return f"ggml_vec_{self.name}"
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """What the kernel server's adapter calls (harness/plugin.py skips the kernel as "not in
+        this tree" when the tree lacks it)."""
+        return (self.function,)
+
+    def rvv(self, src: GgmlSource, isa: IsaBuild) -> bool:
+        """The tree's function, as ``isa`` compiles it, calls RVV intrinsics (else it runs a scalar
+        loop); in the pinned tree that is exactly the builds with ``rvv_when``."""
+        return rvv_path(src, isa, self.function, VEC_FILES)
 
 
 def _storage(fmt: str, x: np.ndarray) -> np.ndarray:
@@ -362,13 +383,16 @@ def fixed_dot_unroll(spec: VecOp, n: int, src: GgmlSource) -> Case:
 
 
 
+@lru_cache(maxsize=None)
 def unroll_factor(src: GgmlSource, macro: str) -> int:
-    """An unroll factor of the tree under test (``#define GGML_VEC_MAD_UNROLL 32`` in vec.h)."""
-    m = re.search(rf"^#define\s+{macro}\s+(\d+)", (src.cpu_dir / "vec.h").read_text(), re.M)
-    if not m:
-        raise AssertionError(f"{macro} is not defined in {src.cpu_dir / 'vec.h'}: the adapter and this "
+    """An unroll factor of the tree under test (``#define GGML_VEC_MAD_UNROLL 32`` in vec.h, as an
+    RVV build reads it)."""
+    inv = tree.of(src)
+    value = inv.file(VEC_FILES[0]).defines(csource.build_macros(ALL_EXTENSIONS, _headers(src))).get(macro)
+    if value is None:
+        raise AssertionError(f"{macro} is not defined in {src.ggml / VEC_FILES[0]}: the adapter and this "
                              "test need updating")
-    return int(m.group(1))
+    return int(value)
 
 
 # --- oracles adapted to Case
@@ -625,7 +649,7 @@ def run(spec: VecOp, target, case: Case) -> tuple[np.ndarray, float | None]:
 def check(spec: VecOp, target, case: Case) -> None:
     """Run ``case``; hold the output to the oracle's ULP bound and, where the arithmetic is
     determined, to its bit-exact model; hold a returned double to its accumulation bound."""
-    rvv = spec.rvv(target.features)
+    rvv = spec.rvv(session().source, target.isa)
     path = "rvv" if rvv else "scalar"
     observe.note("path", path)
     got, ret = run(spec, target, case)
@@ -781,12 +805,54 @@ L.register(L.Family(
            "without zvfh, mad_f16, scale_f16 and dot_f16_unroll are one scalar loop.")))
 
 
-# ------------------------------------------------------------------ inventory
+# ------------------------------------------------------------------ what the tree has (cases/coverage.py)
+
+#: The vector kernels' sources (relative to the ggml directory), and the header they are read
+#: after: simd-mappings.h defines GGML_SIMD and the vector mappings in an RVV build.
+VEC_FILES = ("src/ggml-cpu/vec.h", "src/ggml-cpu/vec.cpp")
+HEADERS = ("src/ggml-cpu/simd-mappings.h",)
+#: Every ISA build's extensions at once: a function with an RVV path in any build.
+ALL_EXTENSIONS = tuple(sorted({e for b in ISA_BUILDS.values() for e in b.extensions}))
+
+
+def _headers(src: GgmlSource) -> list[csource.CFile]:
+    return [tree.of(src).file(h) for h in HEADERS if (src.ggml / h).is_file()]
+
+
+@lru_cache(maxsize=None)
+def rvv_paths(src: GgmlSource, files: tuple[str, ...], extensions: tuple[str, ...] = ALL_EXTENSIONS
+              ) -> dict[str, csource.RvvPath]:
+    """The functions of ``files`` (relative to the ggml directory; absent ones are skipped) with an
+    RVV path in a build with ``extensions`` (harness/csource.py: ``rvv_functions``)."""
+    out: dict[str, csource.RvvPath] = {}
+    for rel in files:
+        if (src.ggml / rel).is_file():
+            for name, r in csource.rvv_functions(tree.of(src).file(rel), extensions, _headers(src)).items():
+                out.setdefault(name, r)
+    return out
+
+
+def rvv_path(src: GgmlSource, isa: IsaBuild, function: str, files: tuple[str, ...]) -> bool:
+    """``function`` of ``files``, as the ISA build compiles it in this tree, calls RVV intrinsics
+    (the test's path is "rvv"; else the build runs a scalar loop)."""
+    r = rvv_paths(src, files, tuple(isa.extensions)).get(function)
+    return bool(r and r.intrinsics)
+
+
+def where(src: GgmlSource, f: csource.Function) -> str:
+    """file:line of a function, relative to the ggml directory."""
+    return f"{f.file.relative_to(src.ggml)}:{f.line}"
+
+
+def file_notes(src: GgmlSource, files: Sequence[str]) -> list[str]:
+    """What harness/csource.py could not read in ``files``."""
+    inv = tree.of(src)
+    return [str(n) for rel in files if (src.ggml / rel).is_file() for n in inv.file(rel).notes]
 
 
 #: Every function of vec.h / vec.cpp with an RVV path in the pinned tree, and where it is tested.
 RVV_FUNCTIONS = {
-    **{f"ggml_vec_{k.name}": "test_vec_ops.py" for k in VEC_OPS},
+    **{k.function: "test_vec_ops.py" for k in VEC_OPS},
     "ggml_vec_dot_f32": "test_vec_dot.py",
     "ggml_vec_dot_f16": "test_vec_dot.py",
     "ggml_vec_dot_bf16": "test_vec_dot.py",
@@ -794,51 +860,26 @@ RVV_FUNCTIONS = {
     "ggml_v_silu_m2": "test_vec_ops.py (silu_f32, swiglu_f32)",
 }
 
-_DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)")
-_RVV_COND = re.compile(r"(?<!!)\bdefined\s*\(?\s*__riscv_v_intrinsic\b|^\s*__riscv_v_intrinsic\b")
-_DEFINITION = re.compile(r"^[A-Za-z_][\w\s\*]*?\b(\w+)\s*\(")
 
-
-def rvv_functions(path: Path) -> set[str]:
-    """Functions of a C/C++ file with code under ``__riscv_v_intrinsic``: those defined inside
-    such a preprocessor branch and those containing one.  Conditional nesting is followed
-    (#if / #elif / #else / #endif); a function starts at a column-0 definition line (not a
-    prototype) and ends at a column-0 closing brace."""
-    found: set[str] = set()
-    stack: list[bool] = []  # per open conditional: is the current branch an RVV one?
-    current: str | None = None
-    for line in path.read_text(errors="replace").splitlines():
-        d = _DIRECTIVE.match(line)
-        if d:
-            kind, cond = d.groups()
-            if kind in ("if", "ifdef", "ifndef"):
-                stack.append(kind != "ifndef" and bool(_RVV_COND.search(cond)))
-            elif kind == "elif" and stack:
-                stack[-1] = bool(_RVV_COND.search(cond))
-            elif kind == "else" and stack:
-                stack[-1] = False
-            elif kind == "endif" and stack:
-                stack.pop()
-            continue
-        m = _DEFINITION.match(line)
-        if m and not line.rstrip().endswith(";"):
-            current = m.group(1)
-        if current and any(stack):
-            found.add(current)
-        if line.startswith("}"):
-            current = None
-    return found
-
-
-def test_rvv_inventory(pytestconfig: pytest.Config) -> None:
-    """Every function with an RVV path in the tree's vec.h / vec.cpp is one this project tests;
-    a new one (e.g. in a PR tree) fails here, by name, until a test covers it."""
-    src = resolve(pytestconfig.getoption("ggml_src"))
-    found = {fn: f.name for f in (src.cpu_dir / "vec.h", src.cpu_dir / "vec.cpp") for fn in rvv_functions(f)}
-    unknown = sorted(set(found) - set(RVV_FUNCTIONS))
-    gone = sorted(set(RVV_FUNCTIONS) - set(found))
-    assert not unknown, (f"{len(unknown)} function(s) with an RVV path have no test: "
-                         + ", ".join(f"{fn} ({found[fn]})" for fn in unknown)
-                         + f" [{src.describe()}]; add them to cases/test_vec_ops.py")
-    assert not gone, (f"tested as RVV kernels but without an RVV path in {src.describe()}: {', '.join(gone)} "
-                      "(still tested, in their scalar form; update RVV_FUNCTIONS)")
+@coverage.register("vec_ops")
+def scan(inv: Tree) -> coverage.Scan:
+    """vec.h / vec.cpp: a function with an RVV path (in any ISA build) that no test knows is
+    uncovered; a kernel of VEC_OPS the tree lacks is not in this tree; a tested function whose
+    RVV branch calls no intrinsic (a scalar loop kept for RVV builds), or that has no RVV path in
+    this tree, is a note (its tests run, on the path the tree has)."""
+    src = inv.source
+    out = coverage.Scan("vec_ops")
+    found = rvv_paths(src, VEC_FILES)
+    ours = {k.function for k in VEC_OPS}  # (the vec_dot family notes its own)
+    for name, r in sorted(found.items()):
+        if name not in RVV_FUNCTIONS:
+            out.uncovered.append(coverage.Uncovered(
+                name, where(src, r.function), f"{r.describe()}; no test knows it (cases/test_vec_ops.py: VEC_OPS)"))
+        elif name in ours and not r.intrinsics:
+            out.notes.append(f"{name} ({where(src, r.function)}) {r.describe()}: tested on that path")
+    for name in sorted(ours - set(found)):
+        if inv.has(name):
+            out.notes.append(f"{name} has no RVV path in this tree: tested on its scalar path")
+    out.not_in_tree = [f"{k.name} ({', '.join(inv.missing(k.requires))})" for k in VEC_OPS if inv.missing(k.requires)]
+    out.notes += file_notes(src, HEADERS + VEC_FILES)
+    return out

@@ -14,7 +14,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from cases.test_vec_ops import rvv_functions
+from harness import csource
 from oracles import vec_ops as V
 from oracles.ulp import F16, F32, Format, allowed_ulps, fma, round_to, ulp, ulp_error
 
@@ -212,8 +212,18 @@ def test_rvv_functions_parser(tmp_path) -> None:
         "#elif !defined(__riscv_v_intrinsic)",
         "    x();",
         "#else",
-        "    y();",  # the else of a negated condition is not recognised as RVV: kept conservative
+        "    y();",  # the else of a negated condition: only an RVV build compiles it
         "#endif",
+        "}",
+        "inline static void simd(int n) {",
+        "#if defined(GGML_SIMD)",  # defined by the header in an RVV build only
+        "    GGML_F32_VEC_FMA(n);",
+        "#else",
+        "    scalar();",
+        "#endif",
+        "}",
+        "inline static void vlen(int n) {",
+        "    size_t vl = __riscv_vlenb();",  # an intrinsic, whatever the preprocessor says
         "}",
         "#if defined(__ARM_NEON)",
         "inline static int neon_helper(int x) {",
@@ -229,4 +239,15 @@ def test_rvv_functions_parser(tmp_path) -> None:
         "    return 0;",
         "}",
     ]))
-    assert rvv_functions(src) == {"plain", "rvv_helper"}
+    header = tmp_path / "simd-mappings.h"
+    header.write_text("#if defined(__riscv_v_intrinsic)\n#define GGML_SIMD\n#endif\n")
+    cfile, headers = csource.CFile.read(src), [csource.CFile.read(header)]
+    found = csource.rvv_functions(cfile, ["zvfh"], headers)
+    assert set(found) == {"plain", "other", "simd", "vlen", "rvv_helper"}
+    assert {n for n, r in found.items() if r.intrinsics} == {"vlen"}
+    assert {n for n, r in found.items() if r.only_rvv} == {"rvv_helper"}
+    assert found["rvv_helper"].function.line == 33 and found["rvv_helper"].function.end == 35
+    # without zvfh the helper is not compiled at all; without the header GGML_SIMD is never defined
+    assert set(csource.rvv_functions(cfile, [], headers)) == {"plain", "other", "simd", "vlen"}
+    assert set(csource.rvv_functions(cfile, ["zvfh"])) == {"plain", "other", "vlen", "rvv_helper"}
+    assert not cfile.notes
