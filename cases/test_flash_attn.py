@@ -657,14 +657,17 @@ PROBES: dict[str, list[Shape]] = {
 }
 
 
-def executed_path(calls: frozenset[str]) -> str:
+def executed_path(calls: frozenset[str], has_tiled: bool = True) -> str:
     """The fused path a trace shows (symbol names: see the module docstring).  Tiled: simd_gemm
     (or the tiled function) ran; where both are inlined (a tree whose simd_gemm is a scalar loop,
     ggml 2026-02 to 2026-04), the tiled path's ggml_vec_soft_max_f32 without the one-chunk function
-    (the one-chunk and split paths do their softmax inline)."""
+    (the one-chunk and split paths do their softmax inline).  In a tree without a tiled path
+    (``has_tiled`` False, 2025), the one-chunk function is the only fused path and its single
+    caller may inline it: then the fused path ran is the one-chunk path."""
     chunk = any("flash_attn_ext_f16_one_chunk" in c for c in calls)
-    tiled = any("simd_gemm" in c or "flash_attn_ext_tiled" in c for c in calls) or \
-        (not chunk and "ggml_vec_soft_max_f32" in calls)
+    tiled = has_tiled and (any("simd_gemm" in c or "flash_attn_ext_tiled" in c for c in calls) or
+                           (not chunk and "ggml_vec_soft_max_f32" in calls))
+    chunk = chunk or (not has_tiled and any("flash_attn_ext" in c for c in calls))
     scheduler = "ggml_threadpool_chunk_add" in calls
     if tiled and not chunk:
         return "tiled"
@@ -683,7 +686,7 @@ def test_flash_attn_path(case: AttnCase, target) -> None:
         opts = Options("causal", 1, 0.0, 0.0, True, float(np.float32(1 / math.sqrt(sh.dk))), 1.0, 0.0)
         p = make_problem(case, sh, opts, seed=11)
         calls = target.trace("attention", *attention_call(case, p, True)).call
-        ran = executed_path(calls)
+        ran = executed_path(calls, tree.of(session().source).has("ggml_compute_forward_flash_attn_ext_tiled"))
         dots = sorted(c for c in calls if c.startswith("ggml_vec_dot_"))
         observe.note("variant", f"{sh}: {ran} {' '.join(dots)}".strip())
         assert ran == case.path, f"path={ran!r}, but should be {case.path!r} [{case.k}/{case.v}, {sh}, {target.id}]"

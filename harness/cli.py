@@ -7,10 +7,11 @@ import sys
 import time
 
 from . import mutants, toolchain
-from .build import BuildError, ensure_built
+from .build import BuildError, IsaUnavailable, adapter_kernels, emulation_gap, ensure_built
 from .config import ISA_BUILDS, selection_type
 from .proc import CommandError
 from .source import SourceError, resolve
+from .toolchain import SERVER_DIR
 
 
 _isas = selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", argparse.ArgumentTypeError)
@@ -36,11 +37,36 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    """Build each selected ISA build (or check it is current); an ISA build the tree's CMake cannot
+    express is reported and skipped, a failing one does not stop the others (and fails the command)."""
     src = resolve(args.ggml_src)
+    failed = []
     for name in args.isa:
         t = time.perf_counter()
-        b = ensure_built(src, ISA_BUILDS[name])
-        print(f"{name}: {b.server} ({time.perf_counter() - t:.1f} s)")
+        try:
+            b = ensure_built(src, ISA_BUILDS[name])
+        except IsaUnavailable as e:
+            print(f"{name}: not built: {e}")
+            continue
+        except (BuildError, CommandError) as e:
+            print(f"{name}: FAILED: {e}", file=sys.stderr)
+            failed.append(name)
+            continue
+        print(f"{name}: {b.server} ({time.perf_counter() - t:.1f} s; -march={b.march})")
+        ggml_undeclared = [o for o in b.cmake_undeclared if o.startswith("GGML_")]
+        if ggml_undeclared:
+            print(f"  options this tree does not declare (not passed): {', '.join(ggml_undeclared)}")
+        for adapter, err in b.failed_adapters.items():
+            print(f"  adapter {adapter} does not compile against this tree; left out of the server, so its kernels "
+                  f"({', '.join(adapter_kernels(SERVER_DIR / adapter)) or 'none'}) are skipped:")
+            print("    " + err.replace("\n", "\n    "))
+        if b.failed_adapters:
+            print(f"  compiler output: {b.log}")
+        gap = emulation_gap(b)
+        if gap:
+            print(f"  warning: {gap}", file=sys.stderr)
+    if failed:
+        raise BuildError(f"ISA build{'s' if len(failed) > 1 else ''} {', '.join(failed)} failed (errors above)")
     return 0
 
 
@@ -51,16 +77,26 @@ def cmd_mutant(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_known(args: argparse.Namespace) -> int:
+    """known failures: whether each entry applies to a tree (its functions' fingerprints there)"""
+    from . import known
+    return known.main(args.ggml_src, args.fingerprint)
+
+
 #: Sub-commands with their own argument parsers (``rvvdiff NAME --help``).
 COMMANDS_ELSEWHERE = {
     "repro": "replay a failure report outside pytest; --c writes a standalone C reproducer",
     "bench": "where the suite's time goes, per representative kernel and VLEN",
     "mutants": "list the planted bugs, or `run` the detection table (docs/mutants.md)",
     "audit": "run the full suite with several seeds and list unexplained failures (docs/audit.md)",
+    "trees": "run the suite on several ggml trees and print one table of the outcomes (docs/trees.md)",
 }
 
 
 def _elsewhere(name: str):
+    if name == "trees":
+        from .trees import main as trees_main
+        return trees_main
     if name == "repro":
         from .report import main_repro
         return main_repro
@@ -82,10 +118,18 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("setup", parents=[common], help=cmd_setup.__doc__)
     s.add_argument("--build", action="store_true", help="also build every selected ISA build now")
     s.set_defaults(fn=cmd_setup)
-    sub.add_parser("build", parents=[common], help="build (or check) the selected ISA builds").set_defaults(fn=cmd_build)
+    sub.add_parser("build", parents=[common], help="build (or check) the selected ISA builds; "
+                   "says which ones the tree cannot express and which adapters it leaves out").set_defaults(fn=cmd_build)
     m = sub.add_parser("mutant", parents=[common], help=cmd_mutant.__doc__)
     m.add_argument("name", help="mutant name (`rvvdiff mutants` lists them)")
     m.set_defaults(fn=cmd_mutant)
+    k = sub.add_parser("known", help=cmd_known.__doc__)
+    k.add_argument("--ggml-src", default=None, metavar="PATH",
+                   help="llama.cpp or ggml checkout (default: the pinned tree)")
+    k.add_argument("--fingerprint", nargs="+", metavar=("FILE", "FUNCTION"),
+                   help="print the function / file / fingerprint lines of a new entry (FILE relative to "
+                        "the tree's ggml directory; several functions allowed)")
+    k.set_defaults(fn=cmd_known)
     for name, help_text in COMMANDS_ELSEWHERE.items():
         sub.add_parser(name, help=help_text, add_help=False)
     argv = sys.argv[1:] if argv is None else argv

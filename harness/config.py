@@ -27,6 +27,9 @@ class IsaBuild:
     cmake: dict[str, str]
     #: QEMU ``-cpu`` properties for the extensions (VLEN and stress knobs are added per server).
     qemu: dict[str, bool] = field(default_factory=dict)
+    #: The extensions the -march that the tree's CMake gives ggml-cpu must name for this build;
+    #: the ``qemu`` properties set to False are the ones it must not name (harness/build.py checks both).
+    march: tuple[str, ...] = ()
 
     @property
     def extensions(self) -> list[str]:
@@ -44,12 +47,14 @@ ISA_BUILDS: dict[str, IsaBuild] = {
             "RVV without zfh/zvfh: the fallback paths of FP16 kernels",
             {"GGML_RVV": "ON", "GGML_RV_ZFH": "OFF", "GGML_RV_ZVFH": "OFF", "GGML_RV_ZVFBFWMA": "OFF"},
             {"v": True, **_OFF},
+            ("v",),
         ),
         IsaBuild(
             "zvfh",
             "ggml's default riscv64 build: v + zfh + zvfh",
             {"GGML_RVV": "ON", "GGML_RV_ZFH": "ON", "GGML_RV_ZVFH": "ON", "GGML_RV_ZVFBFWMA": "OFF"},
             {"v": True, **_OFF, "zfh": True, "zfhmin": True, "zvfh": True, "zvfhmin": True},
+            ("v", "zfh", "zvfh"),
         ),
         IsaBuild(
             "zvfbfwma",
@@ -57,12 +62,15 @@ ISA_BUILDS: dict[str, IsaBuild] = {
             {"GGML_RVV": "ON", "GGML_RV_ZFH": "ON", "GGML_RV_ZVFH": "ON", "GGML_RV_ZVFBFWMA": "ON"},
             {"v": True, **_OFF, "zfh": True, "zfhmin": True, "zvfh": True, "zvfhmin": True,
              "zfbfmin": True, "zvfbfmin": True, "zvfbfwma": True},
+            ("v", "zfh", "zvfh", "zvfbfwma"),
         ),
     )
 }
 
 #: Options every build shares: static libraries, no OpenMP, the RVV-relevant
-#: features on, nothing of llama.cpp beyond ggml.
+#: features on, nothing of llama.cpp beyond ggml.  These, with an ISA build's
+#: ``cmake``, are what the harness *wants*; harness/build.py passes only those
+#: the tree's CMake declares (plus CMake's own variables, :data:`CMAKE_OWN`).
 COMMON_CMAKE: dict[str, str] = {
     "CMAKE_BUILD_TYPE": "Release",
     "BUILD_SHARED_LIBS": "OFF",
@@ -79,6 +87,9 @@ COMMON_CMAKE: dict[str, str] = {
     "LLAMA_BUILD_COMMON": "OFF",
     "LLAMA_CURL": "OFF",
 }
+
+#: Variables CMake itself reads: always passed, whatever the tree declares.
+CMAKE_OWN: frozenset[str] = frozenset({"CMAKE_BUILD_TYPE", "BUILD_SHARED_LIBS"})
 
 #: QEMU properties of the tail/mask stress mode: tail- and mask-agnostic
 #: elements are overwritten with all ones (as real chips may do) and vsetvl

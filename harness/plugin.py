@@ -16,7 +16,7 @@ import shlex
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +24,12 @@ import pytest
 
 from . import known, observe, pool, report, tree
 from . import protocol as P
-from .build import Build, ensure_built
+from .build import (Build, BuildError, BuildFailedEarlier, IsaUnavailable, adapter_kernels, build_dir,
+                    emulation_gap, ensure_built, failed_reason, failure_marker, failure_summary,
+                    forget_session, session_note, tree_name)
 from .config import ISA_BUILDS, STRESS_PROPS, VLENS, IsaBuild, selection_type
-from .source import GgmlSource, SourceError, resolve
-from .toolchain import Qemu, ToolchainError, describe, qemu
+from .source import SDIST_SPEC, GgmlSource, SourceError, resolve
+from .toolchain import SERVER_DIR, Qemu, ToolchainError, describe, qemu
 from .trace import Trace, trace_call
 
 # ------------------------------------------------------------------ options
@@ -101,15 +103,43 @@ class Session:
     config: pytest.Config
     source: GgmlSource
     builds: dict[str, Build]
+    #: ISA builds this process will not use, with the one-line reason their tests are skipped.
+    unusable: dict[str, str] = field(default_factory=dict)
 
     @property
     def timeout(self) -> float:
         return float(self.config.getoption("kernel_timeout"))
 
     def build(self, isa: IsaBuild) -> Build:
+        """The build for ``isa``, made on first use (in the test's setup, before any Hypothesis example).
+
+        One outcome per ISA build and session: a tree whose CMake cannot express ``isa``, or whose
+        -march needs an extension QEMU lacks, skips the test with the reason; a build that fails
+        raises its full error in the first test that needs it (in whichever process of the
+        session), and every other test of that ISA build is skipped with a line pointing at it.
+        """
         b = self.builds.get(isa.name)
-        if b is None:
-            b = self.builds[isa.name] = ensure_built(self.source, isa)
+        if b is not None:
+            return b
+        if isa.name in self.unusable:
+            pytest.skip(self.unusable[isa.name])
+        error = None
+        try:
+            b = ensure_built(self.source, isa)
+        except (IsaUnavailable, BuildFailedEarlier) as e:
+            self.unusable[isa.name] = str(e)
+        except BuildError as e:
+            error = str(e)
+            self.unusable[isa.name] = failed_reason(self.source, isa, error)
+        if error is not None:  # raised outside the except clause: no chained harness traceback
+            pytest.fail(error, pytrace=False)
+        if isa.name in self.unusable:
+            pytest.skip(self.unusable[isa.name])
+        gap = emulation_gap(b)
+        if gap:
+            self.unusable[isa.name] = gap
+            pytest.skip(gap)
+        self.builds[isa.name] = b
         return b
 
 
@@ -145,6 +175,9 @@ class Target:
 
     def call(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
              bufs: Sequence[P.Buf] = (), *, repeat: int = 1) -> P.Response:
+        missing = session().build(self.isa).missing_kernel(kernel)
+        if missing:  # its adapter does not compile against this tree: the server has no such kernel
+            pytest.skip(missing)
         srv = self.server()
         w0, k0 = srv.wall_s, srv.kernel_s
         record = {"kernel": kernel, "ip": list(ip), "fp": list(fp), "bufs": list(bufs), "outputs": None,
@@ -335,10 +368,16 @@ def _mark_not_in_tree(source: GgmlSource, items: list[pytest.Item]) -> None:
 
 
 def _mark_known_failures(config: pytest.Config, source: GgmlSource, items: list[pytest.Item]) -> None:
+    """Mark the tests of the known failures that apply to ``source`` (harness/known.py: by the
+    fingerprint of the buggy function, or the tree named by ``ggml``) as strict xfails."""
     try:
-        entries = [k for k in known.load() if k.applies_to(source.commit, source.version)]
-    except (known.KnownFailuresError, ValueError) as e:
+        verdicts = known.judge(known.load(), source)  # reads each named source file once
+    except (known.KnownFailuresError, ValueError, OSError) as e:
         raise pytest.UsageError(str(e)) from None
+    entries = [v.entry for v in verdicts if v.applies]
+    # Entries whose function changed in this tree: their tests are judged afresh; say so.
+    config._rvvdiff_changed_known = [  # type: ignore[attr-defined]
+        v for v in verdicts if v.state == "changed" and any(v.entry.matches(it.nodeid) for it in items)]
     used: set[int] = set()
     for it in items:
         for i, k in enumerate(entries):
@@ -407,13 +446,17 @@ def replay_command(item: pytest.Item) -> str:
     argv = ["pytest", item.nodeid, *t.replay_args(), "-p", "no:xdist"]
     src = item.config.getoption("ggml_src")
     if src:
-        argv += ["--ggml-src", str(Path(src).resolve())]
+        argv += ["--ggml-src", src if SDIST_SPEC.match(src) else str(Path(src).resolve())]
     return f"cd {shlex.quote(str(item.config.rootpath))} && {shlex.join(argv)}"
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     observe.take()  # drop anything a previous test left behind
     observe.take_kept()
+    target = getattr(getattr(item, "callspec", None), "params", {}).get("target")
+    if isinstance(target, Target):
+        # The build's one outcome (its error, or a skip) belongs to setup, not to a Hypothesis example.
+        session().build(target.isa)
     if _BENCH is not None:
         t = getattr(getattr(item, "callspec", None), "params", {}).get("target")
         if isinstance(t, Target):
@@ -459,9 +502,46 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         workeroutput["rvvdiff_stats"] = json.dumps(_server_stats())
         return
     session.config._rvvdiff_stats.extend(_server_stats())  # type: ignore[attr-defined]
+    outcomes = session.config._rvvdiff_builds = _build_outcomes(session.config)  # type: ignore[attr-defined]
+    if os.environ.get("RVVDIFF_SESSION"):
+        forget_session(os.environ["RVVDIFF_SESSION"])  # the markers served this session only
+    if any(kind == "failed" for kind, _ in outcomes) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if any(report.parse_id(r["nodeid"]) for r in _RESULTS):
         header = [line.removeprefix("rvvdiff: ") for line in pytest_report_header(session.config)]
         report.write_summary(report_dir(session.config), _RESULTS, header)
+
+
+def _build_outcomes(config: pytest.Config) -> list[tuple[str, str]]:
+    """(kind, line) for each ISA build of this session that failed, could not be expressed for the
+    tree, or left adapters out: read from the files the session's processes (xdist workers
+    included) left in the build directories (harness/build.py: failure marker, session note)."""
+    sid = os.environ.get("RVVDIFF_SESSION")
+    if sid is None or not any(report.parse_id(r["nodeid"]) for r in _RESULTS):
+        return []
+    try:
+        src = _session_for(config).source
+    except pytest.UsageError:
+        return []
+    out = []
+    for name in config.getoption("isa"):
+        d = build_dir(src, ISA_BUILDS[name])
+        log = d / "rvvdiff-build.log"
+        marker, note = failure_marker(d, sid), session_note(d, sid)
+        if marker.exists():
+            out.append(("failed", f"ISA build {name} of {tree_name(src)} failed: {failure_summary(marker.read_text())} "
+                                  f"(full error in the first test that needed it; its other tests were skipped; "
+                                  f"log: {log})"))
+        elif note.exists():
+            j = json.loads(note.read_text())
+            if j.get("unavailable"):
+                out.append(("unavailable", f"ISA build {name} not tested: {j['unavailable']}"))
+            for adapter, err in j.get("failed_adapters", {}).items():
+                kernels = ", ".join(adapter_kernels(SERVER_DIR / adapter)) or "none"
+                out.append(("adapter", f"ISA build {name}: adapter {adapter} does not compile against {tree_name(src)} "
+                                       f"({err.splitlines()[0] if err else 'no compiler message'}): the tests of its "
+                                       f"kernels ({kernels}) are skipped; log: {log}"))
+    return out
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown (and so an error) under -p no:xdist
@@ -472,9 +552,23 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    for kind, line in getattr(config, "_rvvdiff_builds", []):
+        terminalreporter.write_line(f"rvvdiff: {line}", red=kind == "failed", yellow=kind != "failed")
     for k in getattr(config, "_rvvdiff_unused_known", []):
         terminalreporter.write_line(f"rvvdiff: warning: known failure {k.test!r} matched no collected test "
                                     "(fixed, renamed, or not selected?)", yellow=True)
+    ran = {getattr(r, "nodeid", "") for rs in terminalreporter.stats.values() for r in rs}
+    changed = getattr(config, "_rvvdiff_changed_known", None)
+    if changed is None and any(report.parse_id(n) for n in ran):  # an xdist controller: it did not collect
+        try:
+            changed = [v for v in known.judge(known.load(), _session_for(config).source) if v.state == "changed"]
+        except (pytest.UsageError, known.KnownFailuresError, OSError):
+            changed = []  # the workers reported the error
+    for v in changed or []:
+        if not any(v.entry.matches(n) for n in ran):
+            continue  # its tests were deselected or not run
+        terminalreporter.write_line(f"rvvdiff: note: known failure {v.entry.test!r} not expected in this tree: "
+                                    f"{v.why}; its tests are judged afresh (`rvvdiff known` shows the entries)")
     stats = getattr(config, "_rvvdiff_stats", [])
     reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])
                if getattr(r, "when", "") == "call" and any(k.startswith("rvvdiff.") for k, _ in r.user_properties)]

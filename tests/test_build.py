@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from harness import config, mutants, source
-from harness.build import BuildError, build_dir, ensure_built
+from harness.build import (BuildError, IsaUnavailable, _cmake_options, _server_objects, adapter_kernels, build_dir,
+                           build_key, declared_options, emulation_gap, ensure_built, march_extensions, march_extras,
+                           march_mismatch, plan_options)
+from harness.proc import CommandError
+from harness.toolchain import compiler
+
+import helpers
 
 DATA = Path(__file__).parent / "data"
 
@@ -83,3 +92,216 @@ def test_concurrent_builders_build_once() -> None:
     assert all(p.returncode == 0 for p in procs)
     assert outs[0] == outs[1] and Path(outs[0]).exists()
     assert log.read_text().count("=== build of") == builds_before + 1
+
+
+# ------------------------------------------------- the build follows the tree's era
+
+_CMAKE = """
+cmake_minimum_required(VERSION 3.14)
+set(GGML_VERSION_MAJOR 0)
+set(GGML_VERSION_MINOR 9)
+set(GGML_VERSION_PATCH 4)
+option(GGML_RVV              "ggml: enable rvv"              ON)
+option(GGML_RV_ZFH           "ggml: enable riscv zfh # not a comment"  ON)
+  option( GGML_RV_ZVFH
+          "ggml: enable riscv zvfh"
+          ON)
+# option(GGML_COMMENTED_OUT "a line comment" ON)
+#[[ option(GGML_IN_BRACKET_COMMENT "a bracket comment" ON) ]]
+cmake_dependent_option(GGML_DEPENDENT "depends" ON "GGML_RVV" OFF)
+option(GGML_NO_DEFAULT "no default given")
+option(GGML_LLAMAFILE "ggml: use LLAMAFILE" ${GGML_LLAMAFILE_DEFAULT})
+"""
+
+
+def test_declared_options_reads_option_commands_not_comments() -> None:
+    assert declared_options(_CMAKE) == {
+        "GGML_RVV": "ON", "GGML_RV_ZFH": "ON", "GGML_RV_ZVFH": "ON", "GGML_DEPENDENT": "ON",
+        "GGML_NO_DEFAULT": "OFF", "GGML_LLAMAFILE": "${GGML_LLAMAFILE_DEFAULT}"}
+
+
+def _tree(tmp_path: Path, cmake: str) -> source.GgmlSource:
+    (tmp_path / "CMakeLists.txt").write_text(cmake)
+    return source.GgmlSource(tmp_path, tmp_path, "synthetic", "none")
+
+
+def test_an_isa_build_needing_an_undeclared_option_is_unavailable(tmp_path: Path, monkeypatch) -> None:
+    """A tree from before GGML_RV_ZVFBFWMA: v and zvfh are planned (the OFF option simply not
+    passed, and recorded), zvfbfwma cannot be expressed - ensure_built says so before building."""
+    tree = _tree(tmp_path, _CMAKE)
+    plans = {n: plan_options(tree, i) for n, i in config.ISA_BUILDS.items()}
+    for n in ("v", "zvfh"):
+        assert plans[n].unavailable is None
+        assert "GGML_RV_ZVFBFWMA" in plans[n].undeclared and "GGML_RV_ZVFBFWMA" not in plans[n].passed
+        assert plans[n].passed["GGML_RV_ZVFH"] == config.ISA_BUILDS[n].cmake["GGML_RV_ZVFH"]
+        assert plans[n].passed["CMAKE_BUILD_TYPE"] == "Release"  # CMake's own: always passed
+        assert "GGML_CPU_REPACK" in plans[n].undeclared  # wanted, not declared here: not passed
+    assert plans["zvfbfwma"].unavailable == (
+        f"ggml 0.9.4 at {tmp_path} declares no GGML_RV_ZVFBFWMA option: its CMake cannot build zvfbfwma "
+        f"({config.ISA_BUILDS['zvfbfwma'].summary})")
+    monkeypatch.setenv("RVVDIFF_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(IsaUnavailable, match="declares no GGML_RV_ZVFBFWMA option"):
+        ensure_built(tree, config.ISA_BUILDS["zvfbfwma"])
+
+
+def test_the_pinned_tree_gets_every_option_it_declares_and_keeps_its_build_key() -> None:
+    s = source.pinned()
+    for isa in config.ISA_BUILDS.values():
+        plan = plan_options(s, isa)
+        assert plan.unavailable is None
+        assert plan.passed == {k: v for k, v in _cmake_options(isa).items() if k != "LLAMA_CURL"}
+        assert set(plan.undeclared) == {"LLAMA_CURL"}  # a deprecated llama option there, not an option()
+    # The key hashes the wanted options (what is passed follows from them and the hashed CMake files),
+    # so a tree that declares them all keeps the key, and the libraries, it had before the derivation.
+    isa, cc = config.ISA_BUILDS["zvfh"], compiler()
+    wanted = hashlib.sha256((s.content_hash() + json.dumps(_cmake_options(isa), sort_keys=True) + cc.identity).encode())
+    assert build_key(s, isa, cc) == wanted.hexdigest()
+
+
+@pytest.mark.parametrize("march, extensions", [
+    ("rv64gc_zfh_v_zvfh_zicbop", {"v", "zfh", "zvfh", "zicbop", "c", "i", "m", "a", "f", "d"}),  # 2025
+    ("rv64gcv_zfh_zvfh_zvfbfwma_zicbop_zihintpause_zba", {"v", "zfh", "zvfh", "zvfbfwma", "zicbop", "zihintpause", "zba"}),
+    ("-march=rv64gc_v_zicbop_zihintpause", {"v", "zicbop", "zihintpause"}),
+    ("rv64gc", {"c", "zicsr", "zifencei"}),
+])
+def test_march_extensions_in_both_eras(march: str, extensions: set[str]) -> None:
+    assert extensions <= march_extensions(march)
+    assert not {"v", "zfh"} & (extensions ^ march_extensions(march))  # nothing vector or half-float added
+
+
+@pytest.mark.parametrize("isa, march, problem", [
+    ("v", "rv64gc_v_zicbop_zihintpause", None),
+    ("v", "rv64gcv_zicbop_zihintpause", None),
+    ("v", "rv64gc_zfh_v_zvfh_zicbop", "has zfh, zvfh"),
+    ("zvfh", "rv64gc_zfh_v_zvfh_zicbop", None),
+    ("zvfh", "rv64gcv_zfh_zvfh_zicbop_zihintpause", None),
+    ("zvfh", "rv64gcv_zfh_zvfh_zvfbfwma_zicbop", "has zvfbfwma"),
+    ("zvfh", "rv64gc_zfh_zicbop", "lacks v, zvfh"),
+    ("zvfbfwma", "rv64gcv_zfh_zvfh_zvfbfwma_zicbop_zihintpause_zba", None),
+    ("zvfbfwma", "rv64gc_zfh_v_zvfh_zicbop", "lacks zvfbfwma"),
+    ("zvfh", None, "compiled without -march"),
+])
+def test_march_is_checked_against_what_the_isa_build_promises(isa: str, march: str | None, problem: str | None) -> None:
+    why = march_mismatch(config.ISA_BUILDS[isa], march)
+    if problem is None:
+        assert why is None
+    else:
+        assert why is not None and problem in why
+
+
+def test_extensions_the_tree_adds_on_its_own_are_extras() -> None:
+    assert march_extras(config.ISA_BUILDS["zvfh"], "rv64gcv_zfh_zvfh_zicbop_zihintpause_zba") == (
+        "zba", "zicbop", "zihintpause")
+    assert march_extras(config.ISA_BUILDS["zvfbfwma"], "rv64gcv_zfh_zvfh_zvfbfwma") == ()
+    assert emulation_gap(helpers.pinned_build("zvfh")) is None  # this QEMU runs zicbop / zihintpause
+
+
+# ------------------------------------- one adapter that cannot compile costs its own kernels
+
+_BROKEN_ADAPTER = """#include "server.h"
+namespace { uint32_t k_broken(rvvdiff::Call & c) { return rvvdiff_no_such_symbol(c); } }
+RVVDIFF_KERNEL("broken_kernel", k_broken);
+"""
+
+
+def test_an_adapter_that_does_not_compile_is_left_out_and_remembered(tmp_path: Path) -> None:
+    b = helpers.pinned_build("zvfh")
+    adapter = tmp_path / "k_broken.cpp"
+    adapter.write_text(_BROKEN_ADAPTER)
+    assert adapter_kernels(adapter) == ("broken_kernel",)
+    d = tmp_path / "build"
+    d.mkdir()
+    objs, failed = _server_objects(d, compiler(), b.cflags, b.key, sources=[adapter])
+    assert objs == {} and list(failed) == ["k_broken.cpp"]
+    assert failed["k_broken.cpp"].startswith("k_broken.cpp:2:") and "rvvdiff_no_such_symbol" in failed["k_broken.cpp"]
+    assert "adapter k_broken.cpp does not compile" in (d / "rvvdiff-build.log").read_text()
+    compiles = (d / "rvvdiff-build.log").read_text().count("$ ")
+    assert _server_objects(d, compiler(), b.cflags, b.key, sources=[adapter])[1] == failed  # cached, not retried
+    assert (d / "rvvdiff-build.log").read_text().count("$ ") == compiles
+    core = tmp_path / "core_broken.cpp"  # not an adapter: its failure is the build's
+    core.write_text(_BROKEN_ADAPTER)
+    with pytest.raises(CommandError, match="rvvdiff_no_such_symbol"):
+        _server_objects(d, compiler(), b.cflags, b.key, sources=[core])
+
+
+def test_a_kernel_of_a_failed_adapter_is_missing_with_the_reason() -> None:
+    b = dataclasses.replace(helpers.pinned_build("zvfh"),
+                            failed_adapters={"k_quants.cpp": "k_quants.cpp:12:3: error: use of undeclared identifier 'X'"})
+    why = b.missing_kernel("quant_vec_dot")
+    assert why is not None and why.startswith("not in this build: adapter k_quants.cpp does not compile against ggml 0.25.3")
+    assert "(k_quants.cpp:12:3: error: use of undeclared identifier 'X')" in why and str(b.log) in why
+    assert b.missing_kernel("vec_dot_f16") is None
+
+
+# ------------------------------------------------------ one clear error per ISA build
+
+_DIFF_TEST = """
+import numpy as np
+from harness.protocol import In, Out
+
+def test_dot(target):
+    x = np.arange(10, dtype=np.float32)
+    r = target.call("vec_dot_f32", [10], [], [In(x), In(x), Out(4)])
+    assert r.output(0, np.float32)[0] == 285.0
+"""
+
+
+def test_a_failed_build_is_one_error_and_skips_the_rest_across_workers(pytester: pytest.Pytester, monkeypatch) -> None:
+    """The syntax-error mutant (built by test_failed_build_... above) under two xdist workers: one
+    setup error with the compiler's message, the other tests skipped pointing at it, exit status 1."""
+    tree = mutants.apply(mutants.Mutant("syntax_error", DATA / "syntax_error.patch"), source.pinned())
+    monkeypatch.delenv("RVVDIFF_SESSION", raising=False)  # a session of its own, not this one's
+    pytester.makepyfile(test_diff=_DIFF_TEST)
+    r = pytester.runpytest_subprocess("--ggml-src", str(tree.root), "--isa", "zvfh", "--vlen", "128,256,512",
+                                      "-n", "2", "-rs", "-p", "no:cacheprovider")
+    out = r.stdout.str()
+    r.assert_outcomes(errors=1, skipped=2)
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    assert "ERROR at setup of test_dot" in out and "vec.cpp:4" in out and "Falsifying" not in out
+    assert out.count("ISA build zvfh of ggml 0.25.3") >= 2  # the skips' reason and the summary line
+    assert "rvvdiff: ISA build zvfh of ggml 0.25.3" in out and "failed: vec.cpp:4" in out
+
+
+_BROKEN_SERVER_CONFTEST = """
+import shutil
+from pathlib import Path
+import harness.build, harness.plugin
+
+# The kernel server's sources, with k_vec.cpp broken as a tree lacking one of its names would break it.
+copy = Path(__file__).parent / "server"
+shutil.copytree(harness.build.SERVER_DIR, copy, dirs_exist_ok=True)
+with open(copy / "k_vec.cpp", "a") as f:
+    f.write("\\nstatic int rvvdiff_broken = rvvdiff_no_such_symbol;\\n")
+harness.build.SERVER_DIR = harness.plugin.SERVER_DIR = copy
+"""
+
+_TWO_FAMILIES = """
+import numpy as np
+from harness.protocol import In, InOut, Out
+
+def test_dot(target):  # k_float.cpp
+    x = np.arange(10, dtype=np.float32)
+    r = target.call("vec_dot_f32", [10], [], [In(x), In(x), Out(4)])
+    assert r.output(0, np.float32)[0] == 285.0
+
+def test_scale(target):  # k_vec.cpp
+    target.call("vec_scale_f32", [4], [2.0], [InOut(np.ones(4, dtype=np.float32))])
+"""
+
+
+def test_an_adapter_that_does_not_compile_costs_only_its_kernels(pytester: pytest.Pytester, monkeypatch) -> None:
+    """The pinned build with a kernel server whose k_vec.cpp does not compile: k_float's kernel
+    runs, k_vec's is skipped with the compiler's message, the summary names the adapter once."""
+    monkeypatch.delenv("RVVDIFF_SESSION", raising=False)
+    helpers.pinned_build("zvfh")  # its libraries and unchanged objects are reused
+    pytester.makeconftest(_BROKEN_SERVER_CONFTEST)
+    pytester.makepyfile(test_two=_TWO_FAMILIES)
+    r = pytester.runpytest_subprocess("--isa", "zvfh", "--vlen", "128", "-p", "no:xdist", "-rs",
+                                      "-p", "no:cacheprovider")
+    out = r.stdout.str()
+    r.assert_outcomes(passed=1, skipped=1)
+    assert r.ret == pytest.ExitCode.OK
+    assert ("not in this build: adapter k_vec.cpp does not compile against ggml 0.25.3 at "
+            f"{source.pinned().root} (k_vec.cpp:") in out and "rvvdiff_no_such_symbol" in out
+    assert out.count("rvvdiff: ISA build zvfh: adapter k_vec.cpp does not compile") == 1
+    assert "vec_scale_f32" in out.split("rvvdiff: ISA build zvfh: adapter k_vec.cpp")[1]

@@ -19,6 +19,9 @@
 
 #include <string.h>
 
+#include <string>
+#include <vector>
+
 namespace {
 
 using namespace rvvdiff;
@@ -160,9 +163,30 @@ uint32_t k_attention(Call & c) {
     ggml_tensor * v = ggml_new_tensor_3d(ctx, (ggml_type) tv, DV, n_kv, H_kv);
     if (!g.bind(c, q, 0) || !g.bind(c, k, 1) || !g.bind(c, v, 2)) return ST_BAD_REQUEST;
     ggml_tensor * mask = nullptr;
+    std::vector<ggml_fp16_t> padded;  // the mask with its rows padded, for trees that require it
     if (mask_heads > 0) {
-        mask = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, n_kv, n_q, mask_heads);
-        if (!g.bind(c, mask, 3)) return ST_BAD_REQUEST;
+#ifdef GGML_KQ_MASK_PAD
+        // Trees of 2025 require the mask's rows padded to GGML_KQ_MASK_PAD (ggml_flash_attn_ext
+        // asserts it; llama.cpp padded them): the call's n_q rows per head, then padding rows
+        // no query reads.
+        const int64_t n_q_pad = GGML_PAD(n_q, GGML_KQ_MASK_PAD);
+#else
+        const int64_t n_q_pad = n_q;
+#endif
+        if (n_q_pad == n_q) {
+            mask = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, n_kv, n_q, mask_heads);
+            if (!g.bind(c, mask, 3)) return ST_BAD_REQUEST;
+        } else {
+            if (!c.size_is(3, sizeof(ggml_fp16_t) * n_kv * n_q * mask_heads)) return ST_BAD_REQUEST;
+            mask = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, n_kv, n_q_pad, mask_heads);
+            padded.assign(n_kv * n_q_pad * mask_heads, ggml_fp16_t(0));
+            const ggml_fp16_t * src = c.buf<const ggml_fp16_t>(3);
+            for (int64_t h = 0; h < mask_heads; ++h) {
+                memcpy(&padded[h * n_q_pad * n_kv], src + h * n_q * n_kv, sizeof(ggml_fp16_t) * n_q * n_kv);
+            }
+            mask->data = padded.data();
+            c.note("mask_rows_padded_to", std::to_string(n_q_pad));
+        }
     } else if (!c.size_is(3, 0)) {
         return ST_BAD_REQUEST;
     }
