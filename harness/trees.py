@@ -59,8 +59,10 @@ def _builds(tree: str) -> tuple[str, dict[str, str]]:
         "        build.ensure_built(src, isa)\n"
         "        out['builds'][name] = 'built'\n"
         "    except Exception as e:\n"
-        "        kind = 'not expressible' if type(e).__name__ == 'IsaUnavailable' else 'FAILED'\n"
-        "        out['builds'][name] = kind + ': ' + str(e).strip().splitlines()[-1][:200]\n"
+        "        if type(e).__name__ == 'IsaUnavailable':\n"
+        "            out['builds'][name] = 'not expressible: ' + str(e).strip().splitlines()[0][:200]\n"
+        "        else:\n"
+        "            out['builds'][name] = 'FAILED: ' + build.first_errors(str(e), 1)[:200]\n"
         "print(json.dumps(out))\n")
     cp = subprocess.run([sys.executable, "-c", code, tree], cwd=ROOT, capture_output=True, text=True, timeout=7200)
     if cp.returncode != 0:
@@ -116,12 +118,13 @@ def render(rows: list[Row]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="rvvdiff trees", description=__doc__.split("\n\n")[0])
-    p.add_argument("trees", nargs="+", help="ggml / llama.cpp checkouts, or llama-cpp-python==VERSION")
+    p.add_argument("trees", nargs="+", help="ggml / llama.cpp checkouts, or llama-cpp-python==VERSION; "
+                   "extra pytest arguments follow a -- (e.g. -- -n 2)")
     p.add_argument("--report-dir", type=Path, default=ROOT / "reports" / "trees")
     p.add_argument("--out", type=Path, help="also write the table to this file")
-    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: extra pytest arguments (e.g. -n 2)")
-    a = p.parse_args(argv)
-    extra = [x for x in a.pytest_args if x != "--"]
+    argv = sys.argv[1:] if argv is None else argv
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    a = p.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     a.report_dir.mkdir(parents=True, exist_ok=True)
     rows = []
     for t in a.trees:
