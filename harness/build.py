@@ -416,9 +416,7 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, *, jobs: int | None = None) 
             if why:
                 raise IsaUnavailable(why)
             cflags, libs = tuple(meta["cflags"]), tuple(Path(p) for p in meta["libs"])
-            bindings = _bindings(source, d)
-            if bindings is not None:
-                cflags += ("-I", str(bindings))
+            cflags += ("-I", str(_bindings(source, d)))
             server, failed = _link_server(d, cc, cflags, libs, key)
         except IsaUnavailable as e:
             _write_note(d, {"isa": isa.name, "unavailable": str(e)})
@@ -485,16 +483,11 @@ def _unexpressible(source: GgmlSource, isa: IsaBuild, cflags: tuple[str, ...] | 
     return f"{tree_name(source)}: {why}: this tree cannot make the {isa.name} build" if why else None
 
 
-def _bindings(source: GgmlSource, d: Path) -> Path | None:
-    """Generate the server's bindings for ``source`` into ``d/bindings`` (harness/bindings.py's
-    ``write``); None while that module has no ``write``."""
-    if not (Path(__file__).parent / "bindings.py").exists():
-        return None
+def _bindings(source: GgmlSource, d: Path) -> Path:
+    """Generate the server's bindings for ``source`` into ``d/bindings`` (harness/bindings.py)."""
     from . import bindings as gen
 
-    write = getattr(gen, "write", None)
-    if write is None:
-        return None
+    write = gen.write
     out = d / "bindings"
     fresh = d / f"bindings.tmp{os.getpid()}"
     shutil.rmtree(fresh, ignore_errors=True)
