@@ -435,6 +435,20 @@ def loop_shapes(case: AttnCase, vlen: int) -> list[Shape]:
 LOOP_OPTIONS = Options("none", 0, 0.0, 0.0, True, 0.0, 1.0, 2.0)
 
 
+def finding_problems(case: AttnCase) -> list[Problem]:
+    """Fixed problems that reproduce real bugs of older trees (docs/findings.md, "Findings in older
+    trees"), run first on every run so that a tree with the bug fails every time, not when a draw
+    happens to reach it.  Tiled path: a logit softcap with one KV position, so the KV tile is
+    mostly padding, and a wide Q (q_sigma 30) so that many rows have logits near -softcap, where a
+    padding column given the finite logit -softcap (softcap applied after the padding's -inf, ggml
+    2026-08) weighs as much as the real one."""
+    if case.path != "tiled":
+        return []
+    sh = Shape(n_q=64, n_kv=1, dk=64, dv=64, heads=1, kv_heads=1, threads=1)
+    opts = Options("none", 0, 0.0, 20.0, False, float(np.float32(1 / 8)), 30.0, 0.0)
+    return [make_problem(case, sh, opts, seed=0)]
+
+
 def loop_problems(case: AttnCase, vlen: int) -> list[Problem]:
     """``loop_shapes`` as problems (scale 1/sqrt(DK), one seed per shape)."""
     return [make_problem(case, sh, replace(LOOP_OPTIONS, scale=float(np.float32(1 / math.sqrt(sh.dk)))), seed=i)
@@ -593,7 +607,7 @@ def test_flash_attn(case: AttnCase, target, request: pytest.FixtureRequest) -> N
     Drawn problems first (a failure among them shrinks to the smallest failing shape), then, on
     every run, the loop-crossing shapes of ``loop_shapes`` at the target's VLEN (fixed sizes: as
     explicit examples ahead of the draws they would pre-empt the shrinking of any bug they catch)."""
-    S.explore(request, problems(case), [], lambda p: check_attention(case, target, p),
+    S.explore(request, problems(case), finding_problems(case), lambda p: check_attention(case, target, p),
               after=loop_problems(case, target.vlen))
 
 
