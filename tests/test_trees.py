@@ -158,3 +158,56 @@ def test_an_older_tree_runs_and_skips_what_it_lacks_as_not_in_this_tree() -> Non
     assert r.returncode == 0, out[-4000:]
     assert re.search(r"SKIPPED \[\d+\] .*not in this tree: GGML_TYPE_Q1_0, ggml_vec_dot_q1_0_q8_0", out), out[-4000:]
     assert re.search(r"\b1 passed, 1 skipped\b", out), out[-4000:]
+
+
+# ------------------------------------------------------------------ uncovered: a tree with a new kernel
+
+NEW_VEC_DOT = """
+#if defined(__riscv_v)
+void ggml_vec_dot_q9_0_q8_0(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, size_t bx,
+                            const void * GGML_RESTRICT vy, size_t by, int nrc) {
+    size_t vl = __riscv_vsetvl_e8m1(n);
+    *s = (float) vl;
+}
+#endif
+"""
+
+NEW_VEC_OP = """
+#if defined(__riscv_v_intrinsic)
+inline static void ggml_vec_twice_f32(const int n, float * y) {
+    for (int i = 0, avl; i < n; i += avl) {
+        avl = __riscv_vsetvl_e32m8(n - i);
+        __riscv_vse32_v_f32m8(&y[i], __riscv_vfadd_vv_f32m8(__riscv_vle32_v_f32m8(&y[i], avl),
+                                                            __riscv_vle32_v_f32m8(&y[i], avl), avl), avl);
+    }
+}
+#endif
+"""
+
+
+def test_a_kernel_added_to_a_tree_is_uncovered_by_name_and_line(tmp_path: Path) -> None:
+    """A tree whose quants.c gains an RVV vec_dot of a type rvvdiff does not know, and whose vec.h
+    gains an RVV function no test covers: the coverage scans name both with file:line (the test
+    cases/test_coverage.py then fails), and the pinned tree itself has nothing uncovered."""
+    import shutil
+
+    from cases import coverage
+
+    src = _pinned()
+    for s in coverage.scans(tree.of(src)):
+        assert not s.uncovered, (s.family, s.uncovered)
+    root = tmp_path / "ggml"
+    shutil.copytree(src.ggml, root, ignore=shutil.ignore_patterns("ggml-cuda", "ggml-vulkan", "ggml-sycl",
+                                                                  "ggml-metal", "ggml-opencl", "ggml-cann"))
+    quants = root / "src/ggml-cpu/arch/riscv/quants.c"
+    quants.write_text(quants.read_text() + NEW_VEC_DOT)
+    vec_h = root / "src/ggml-cpu/vec.h"
+    text = vec_h.read_text()
+    at = text.rindex("#ifdef __cplusplus")  # before the closing extern "C" block
+    vec_h.write_text(text[:at] + NEW_VEC_OP + text[at:])
+    found = {s.family: s for s in coverage.scans(tree.of(source.resolve(root)))}
+    dots = {u.name: u.where for u in found["quant_dot"].uncovered}
+    assert list(dots) == ["ggml_vec_dot_q9_0_q8_0"], found["quant_dot"]
+    assert dots["ggml_vec_dot_q9_0_q8_0"].endswith(f"arch/riscv/quants.c:{quants.read_text().count(chr(10)) - 5}")
+    ops = [u.name for u in found["vec_ops"].uncovered]
+    assert ops == ["ggml_vec_twice_f32"], found["vec_ops"]
