@@ -82,7 +82,7 @@ FINGERPRINT_MACROS = csource.rvv_macros(e for e in ISA_BUILDS[FINGERPRINT_BUILD]
 
 _KEYS_REQUIRED = ("test", "reason", "reproducer")
 _KEYS_FUNCTION = ("function", "file", "fingerprint")
-_KEYS = (*_KEYS_REQUIRED, *_KEYS_FUNCTION, "ggml")
+_KEYS = (*_KEYS_REQUIRED, *_KEYS_FUNCTION, "ggml", "seen_in")
 _FINGERPRINT = re.compile(r"[0-9a-f]{16}")
 
 
@@ -194,6 +194,9 @@ class Known:
     files: tuple[str, ...] = ()  # one per function
     fingerprints: frozenset[str] = frozenset()
     ggml: tuple[str, ...] = ()
+    #: Trees other than the pinned one where the bug was seen (e.g. "ggml 2026-08-21 (d99724f2)"):
+    #: an entry without it is a finding of the pinned tree and must apply to it (tests/test_known.py).
+    seen_in: tuple[str, ...] = ()
     number: int = 0  # 1-based position in the file, for messages
 
     def names_tree(self, source: GgmlSource) -> bool:
@@ -307,8 +310,9 @@ def _entry(e: object, number: int, path: Path) -> Known:
                                      "digits (`rvvdiff known --fingerprint FILE FUNCTION` prints one)")
         prints = frozenset(values)
     ggml = _strings(e["ggml"], where, "ggml") if "ggml" in e else ()
+    seen_in = _strings(e["seen_in"], where, "seen_in") if "seen_in" in e else ()
     return Known(e["test"].strip(), e["reason"].strip(), e["reproducer"].strip(), functions, files, prints, ggml,
-                 number)
+                 seen_in=seen_in, number=number)
 
 
 def load(path: Path | None = None) -> list[Known]:
