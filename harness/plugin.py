@@ -564,11 +564,19 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             changed = [v for v in known.judge(known.load(), _session_for(config).source) if v.state == "changed"]
         except (pytest.UsageError, known.KnownFailuresError, OSError):
             changed = []  # the workers reported the error
+    older = 0  # entries of bugs seen in other trees (seen_in) whose code this tree no longer has
     for v in changed or []:
         if not any(v.entry.matches(n) for n in ran):
             continue  # its tests were deselected or not run
+        if v.entry.seen_in:
+            older += 1
+            continue
         terminalreporter.write_line(f"rvvdiff: note: known failure {v.entry.test!r} not expected in this tree: "
                                     f"{v.why}; its tests are judged afresh (`rvvdiff known` shows the entries)")
+    if older:
+        terminalreporter.write_line(f"rvvdiff: note: {older} known failure(s) of other trees (seen_in) do not apply: "
+                                    "their functions changed here, so those tests are judged afresh "
+                                    "(`rvvdiff known` lists them)")
     stats = getattr(config, "_rvvdiff_stats", [])
     reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])
                if getattr(r, "when", "") == "call" and any(k.startswith("rvvdiff.") for k, _ in r.user_properties)]
