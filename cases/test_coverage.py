@@ -14,6 +14,8 @@ from harness.source import resolve
 def test_coverage(pytestconfig: pytest.Config) -> None:
     src = resolve(pytestconfig.getoption("ggml_src"))
     found = coverage.scans(tree.of(src))
+    broken = [s.error for s in found if s.error]
+    assert not broken, "a coverage scan could not run, so it checked nothing:\n  " + "\n  ".join(broken)
     lines = [f"{s.family}: {u.name} ({u.where}){': ' + u.why if u.why else ''}" for s in found for u in s.uncovered]
     assert not lines, (f"{len(lines)} RVV kernel(s) of {src.describe()} have no test (uncovered):\n  "
                        + "\n  ".join(lines))

@@ -211,3 +211,16 @@ def test_a_kernel_added_to_a_tree_is_uncovered_by_name_and_line(tmp_path: Path) 
     assert dots["ggml_vec_dot_q9_0_q8_0"].endswith(f"arch/riscv/quants.c:{quants.read_text().count(chr(10)) - 5}")
     ops = [u.name for u in found["vec_ops"].uncovered]
     assert ops == ["ggml_vec_twice_f32"], found["vec_ops"]
+
+
+def test_a_scan_that_breaks_is_reported_as_broken_not_as_covered(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cases import coverage
+
+    def broken(inv: tree.Tree) -> coverage.Scan:
+        raise ValueError("cannot read")
+
+    coverage.scans(tree.of(_pinned()))  # registers the families
+    monkeypatch.setitem(coverage._SCANS, "quant_dot", broken)
+    found = {s.family: s for s in coverage.scans(tree.of(_pinned()))}
+    assert found["quant_dot"].error == "the quant_dot scan failed: ValueError: cannot read"
+    assert not found["vec_ops"].error
