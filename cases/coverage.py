@@ -39,6 +39,14 @@ class Scan:
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # the scan itself broke: test_coverage fails with this
 
+    def lacks(self, inv: Tree, entry: object) -> bool:
+        """Whether the tree lacks something a table entry (with ``name`` and ``requires``) needs;
+        if so, the entry is recorded as not in this tree with the missing names."""
+        missing = inv.missing(getattr(entry, "requires"))
+        if missing:
+            self.not_in_tree.append(f"{getattr(entry, 'name')} ({', '.join(missing)})")
+        return bool(missing)
+
 
 ScanFn = Callable[[Tree], Scan]
 _SCANS: dict[str, ScanFn] = {}

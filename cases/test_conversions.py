@@ -211,10 +211,9 @@ def scan(inv: Tree) -> coverage.Scan:
             out.uncovered.append(coverage.Uncovered(
                 name, where(src, r.function), f"{r.describe()}; no test knows it (cases/test_conversions.py)"))
     for k in CONVERSIONS:
-        missing = inv.missing(k.requires)
-        if missing:
-            out.not_in_tree.append(f"{k.name} ({', '.join(missing)})")
-        elif k.rvv_when and k.function not in found:
+        if out.lacks(inv, k):
+            continue
+        if k.rvv_when and k.function not in found:
             out.notes.append(f"{k.function} has no RVV path in this tree: tested on its scalar path")
     out.notes += file_notes(src, CPU_FILES)
     return out

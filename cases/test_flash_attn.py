@@ -732,8 +732,6 @@ def scan(inv: Tree) -> coverage.Scan:
         out.notes.append(f"simd_gemm ({SIMD_GEMM}) has no RVV path in this tree: {', '.join(tiled)} run its "
                          "scalar loop")
     for c in CASES:
-        missing = inv.missing(c.requires)
-        if missing:
-            out.not_in_tree.append(f"{c.name} ({', '.join(missing)})")
+        out.lacks(inv, c)
     out.notes += file_notes(src, (SIMD_GEMM,))
     return out

@@ -169,11 +169,7 @@ def scan(inv: Tree) -> coverage.Scan:
         out.notes.append(f"no tinyBLAS_RVV in this tree's llamafile_sgemm ({SGEMM}): every mul_mat takes the "
                          "vec_dot fallback")
     for k in KERNELS:
-        missing = inv.missing(k.requires)
-        if missing:
-            out.not_in_tree.append(f"{k.name} ({', '.join(missing)})")
-            continue
-        if not every or k.a not in every or k.a != k.b:
+        if out.lacks(inv, k) or not every or k.a not in every or k.a != k.b:
             continue
         builds = [b.name for b in ISA_BUILDS.values() if k.a in tinyblas(src, tuple(b.extensions))]
         pinned = [b.name for b in ISA_BUILDS.values() if k.tinyblas_when in b.extensions]

@@ -893,6 +893,7 @@ def scan(inv: Tree) -> coverage.Scan:
     for name in sorted(ours - set(found)):
         if inv.has(name):
             out.notes.append(f"{name} has no RVV path in this tree: tested on its scalar path")
-    out.not_in_tree = [f"{k.name} ({', '.join(inv.missing(k.requires))})" for k in VEC_OPS if inv.missing(k.requires)]
+    for k in VEC_OPS:
+        out.lacks(inv, k)
     out.notes += file_notes(src, HEADERS + VEC_FILES)
     return out
