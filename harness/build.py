@@ -552,8 +552,7 @@ def _server_objects(d: Path, cc: Compiler, cflags: tuple[str, ...], lib_key: str
     file: its first errors}).  An adapter's failure is cached like an object, so it is not retried
     until something it depends on changes; a core source failing raises :class:`CommandError`."""
     headers = b"".join(p.read_bytes() for p in sorted(SERVER_DIR.glob("*.h")))
-    generated = _generated(cflags)
-    parts = (headers,) + ((generated,) if generated else ())  # no bindings: the digests of before them
+    parts = (headers, _generated(cflags))
     objs: dict[str, Path] = {}
     failed: dict[str, str] = {}
     logf = d / "rvvdiff-build.log"

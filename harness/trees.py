@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import build, source
 from .config import ISA_BUILDS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,27 +49,18 @@ HEADER = ["tree", "ISA builds", "tests", "passed", "not in this tree", "other sk
 
 
 def _builds(tree: str) -> tuple[str, dict[str, str]]:
-    """Build every ISA build of ``tree`` in a subprocess (as a user would); say what became of each."""
-    code = (
-        "import json, sys\n"
-        "from harness import build, config, source\n"
-        "src = source.resolve(sys.argv[1])\n"
-        "out = {'described': src.describe(), 'builds': {}}\n"
-        "for name, isa in config.ISA_BUILDS.items():\n"
-        "    try:\n"
-        "        build.ensure_built(src, isa)\n"
-        "        out['builds'][name] = 'built'\n"
-        "    except Exception as e:\n"
-        "        if type(e).__name__ == 'IsaUnavailable':\n"
-        "            out['builds'][name] = 'not expressible: ' + str(e).strip().splitlines()[0][:200]\n"
-        "        else:\n"
-        "            out['builds'][name] = 'FAILED: ' + build.first_errors(str(e), 1)[:200]\n"
-        "print(json.dumps(out))\n")
-    cp = subprocess.run([sys.executable, "-c", code, tree], cwd=ROOT, capture_output=True, text=True, timeout=7200)
-    if cp.returncode != 0:
-        return tree, {name: f"FAILED: {cp.stderr.strip().splitlines()[-1:]}" for name in ISA_BUILDS}
-    data = json.loads(cp.stdout.strip().splitlines()[-1])
-    return data["described"], data["builds"]
+    """Build every ISA build of ``tree``; say what became of each."""
+    src = source.resolve(tree)
+    out: dict[str, str] = {}
+    for name, isa in ISA_BUILDS.items():
+        try:
+            build.ensure_built(src, isa)
+            out[name] = "built"
+        except build.IsaUnavailable as e:
+            out[name] = "not expressible: " + str(e).strip().splitlines()[0][:200]
+        except build.BuildError as e:
+            out[name] = "FAILED: " + build.first_errors(str(e), 1)[:200]
+    return src.describe(), out
 
 
 def run_tree(tree: str, report_root: Path, pytest_args: list[str]) -> Row:
