@@ -1,29 +1,22 @@
 #!/usr/bin/env bash
-# The kernel-PR gate, runnable anywhere: tests a llama.cpp / ggml checkout with the
-# differential suite and exits non-zero only on new failures (listed findings in
-# known_failures.toml are expected failures; one that starts to pass fails the gate).
+# The kernel-PR gate, runnable anywhere: judges a HEAD tree against its BASE with the
+# differential suite (harness/gate.py, docs/gate.md).  Regressions, failing new kernels and
+# changed RVV code no test reaches block (exit 1); failures BASE has too are reported, and so
+# are fixes, with the known_failures.toml entry to remove.
 #
-#   ci/gate.sh PATH/TO/llama.cpp [pytest options...]
-#   ci/gate.sh ~/llama.cpp --vlen 512 --isa zvfh          # one shard of the CI matrix
+#   ci/gate.sh HEAD [--base BASE] [--target-branch BRANCH] [--changed-only] [pytest options...]
+#   ci/gate.sh ~/llama.cpp                                 # BASE: merge-base of HEAD with origin/master
+#   ci/gate.sh ~/llama.cpp --base upstream/master --vlen 512 --isa zvfh   # one shard of the CI matrix
+#   ci/gate.sh /tmp/head --base /tmp/base                  # two directories (no git needed)
 #
-# Writes reports/ (failure reports, summary.md, summary.html, results.json, junit.xml);
-# appends summary.md to $GITHUB_STEP_SUMMARY when it is set.  RVVDIFF_WORKERS sets
-# pytest-xdist's -n (default: auto).
+# BASE is a directory or a revision of HEAD's git checkout (materialised in the cache, never in
+# the checkout).  Writes reports/gate/ (summary.md, summary.html, gate.json) and each run's
+# reports (reports/head, reports/base, reports/head-replay); appends the gate's summary to
+# $GITHUB_STEP_SUMMARY when it is set.  RVVDIFF_WORKERS sets pytest-xdist's -n (default: auto).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 1 ] || { echo "usage: ci/gate.sh PATH/TO/llama.cpp [pytest options]" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: ci/gate.sh HEAD [--base BASE] [pytest options]" >&2; exit 2; }
 tree=$(cd "$1" && pwd); shift
 cd "$here"
 ci/setup.sh
-set +e
-.venv/bin/pytest cases -n "${RVVDIFF_WORKERS:-auto}" --vlen all --isa all --rvv-stress both \
-  --ggml-src "$tree" --report-dir reports --junitxml reports/junit.xml "$@"
-status=$?
-set -e
-if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f reports/summary.md ]; then
-  cat reports/summary.md >> "$GITHUB_STEP_SUMMARY"
-fi
-if [ "$status" -ne 0 ] && [ -d reports/cases ]; then
-  echo "gate: failure reports are in $here/reports/cases; replay one with: .venv/bin/rvvdiff repro reports/cases/<name> --c"
-fi
-exit "$status"
+exec .venv/bin/rvvdiff gate "$tree" "$@"

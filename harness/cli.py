@@ -90,6 +90,7 @@ COMMANDS_ELSEWHERE = {
     "mutants": "list the planted bugs, or `run` the detection table (docs/mutants.md)",
     "audit": "run the full suite with several seeds and list unexplained failures (docs/audit.md)",
     "trees": "run the suite on several ggml trees and print one table of the outcomes (docs/trees.md)",
+    "gate": "judge a HEAD tree against its BASE: regressions block, old bugs do not, fixes are named (docs/gate.md)",
 }
 
 
@@ -97,6 +98,9 @@ def _elsewhere(name: str):
     if name == "trees":
         from .trees import main as trees_main
         return trees_main
+    if name == "gate":
+        from .gate import main as gate_main
+        return gate_main
     if name == "repro":
         from .report import main_repro
         return main_repro

@@ -184,6 +184,9 @@ class Preprocessed:
     #: The object-like macros at the end of the file (those given, with its #define / #undef
     #: followed); None when read with ``macros=None``.
     macros: dict[str, int] | None = None
+    #: Every ``#define`` in a compiled branch (object- and function-like): name -> (line, its text
+    #: after the name, whitespace collapsed); the last one wins.
+    definitions: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
 def preprocess(text: str, macros: Mapping[str, int] | None, path: Path = Path("?")) -> Preprocessed:
@@ -194,6 +197,7 @@ def preprocess(text: str, macros: Mapping[str, int] | None, path: Path = Path("?
     out: list[str] = []
     conds: list[tuple[str, ...]] = []
     notes: list[Note] = []
+    definitions: dict[str, tuple[int, str]] = {}
     # stack entries: (this branch active, some branch taken, condition text of this branch)
     stack: list[tuple[bool, bool, str]] = []
     prev: list[str] = []  # conditions of the earlier branches of the innermost #if (for #elif / #else)
@@ -241,7 +245,9 @@ def preprocess(text: str, macros: Mapping[str, int] | None, path: Path = Path("?
             elif kind == "endif" and stack:
                 stack.pop()
                 prev = prevs.pop()
-            elif macros is not None and active and kind == "define":
+            if kind == "define" and active and (dm := re.match(r"(\w+)(.*)", rest, re.S)):
+                definitions[dm.group(1)] = (start + 1, re.sub(r"\s+", " ", dm.group(2)).strip())
+            if macros is not None and active and kind == "define":
                 m = re.match(r"(\w+)(\(?)\s*(.*)", rest)
                 if m and not m.group(2):
                     try:
@@ -260,7 +266,7 @@ def preprocess(text: str, macros: Mapping[str, int] | None, path: Path = Path("?
                 out.append(lines[k] if keep else "")
                 conds.append(tuple(c for _, _, c in stack))
         n += 1
-    return Preprocessed("\n".join(out), notes, conds, macros)
+    return Preprocessed("\n".join(out), notes, conds, macros, definitions)
 
 
 # ------------------------------------------------------------------ definitions

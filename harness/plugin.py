@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from . import known, observe, pool, report, tree
+from . import budget, known, observe, pool, report, tree
 from . import protocol as P
 from .build import (Build, BuildError, BuildFailedEarlier, IsaUnavailable, adapter_kernels, build_dir,
                     emulation_gap, ensure_built, failed_reason, failure_marker, failure_summary,
@@ -79,6 +79,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--bench-log", default=None, metavar="FILE",
                 help="(used by `rvvdiff bench`) append one JSON line per Hypothesis example with its time split, "
                      "and per test the largest call timed again, repeated, inside the server")
+    g.addoption("--example-db", default=None, metavar="DIR",
+                help="Hypothesis's example database (default: .hypothesis/ under the rootdir); a failing example "
+                     "saved there replays first on the next run, on any tree")
+    g.addoption("--known-failures", choices=("apply", "ignore"), default="apply",
+                help="apply (default): the entries of known_failures.toml that apply to the tree are strict "
+                     "expected failures; ignore: raw outcomes (the PR gate and rvvdiff bisect judge them)")
+    g.addoption("--changes", default=None, metavar="FILE",
+                help="a diff of two trees (written by rvvdiff gate): the tests that reach a changed function run "
+                     "at the thorough budget; <report-dir>/covers.json says which")
+    g.addoption("--changed-only", action="store_true",
+                help="with --changes: run only the tests that reach a change")
+    g.addoption("--plan", default=None, metavar="FILE",
+                help='run only the tests a JSON plan names, each at its budget: {"tests": {"<node id>": '
+                     '"default" | "thorough" | "replay"}} (replay: no new examples, the saved ones and the fixed cases)')
     g.addoption("--kernel-timeout", type=_positive(float, "--kernel-timeout"), default=120.0, metavar="SECONDS",
                 help="deadline of one kernel call before it counts as hung (default: 120)")
 
@@ -292,8 +306,8 @@ def _register_hypothesis_profile(config: pytest.Config) -> None:
     from hypothesis import HealthCheck, settings
 
     n = max_examples(config)
-    settings.register_profile(
-        "rvvdiff", max_examples=n, deadline=None, print_blob=True,
+    budget.register_profiles(
+        n, THOROUGH_MAX_EXAMPLES, config.getoption("example_db"), deadline=None, print_blob=True,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
     )
     if not config.getoption("hypothesis_profile", None):
@@ -328,15 +342,23 @@ def _emulator() -> Qemu:
         raise pytest.UsageError(str(e)) from None
 
 
+@pytest.hookimpl(tryfirst=True)  # before -k / -m narrow the items: coverage of changes is the whole suite's
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Resolve the tree and emulator once differential tests are collected; skip, with the
-    reason, targets whose ISA build or stress mode this QEMU cannot emulate."""
+    """Apply --plan / --changes (harness/budget.py); resolve the tree and emulator once differential
+    tests are collected; skip, with the reason, targets whose ISA build or stress mode this QEMU
+    cannot emulate."""
     targets = [it for it in items
                if isinstance(getattr(getattr(it, "callspec", None), "params", {}).get("target"), Target)]
     if not targets:
         return
     sess = _session_for(config)
-    _mark_known_failures(config, sess.source, targets)
+    budget.select(config, items, requirements, sess.source)
+    kept = set(items)
+    targets = [it for it in targets if it in kept]
+    if config.getoption("known_failures") == "apply":
+        _mark_known_failures(config, sess.source, targets)
+    else:
+        config._rvvdiff_changed_known = config._rvvdiff_unused_known = []  # type: ignore[attr-defined]
     _mark_not_in_tree(sess.source, targets)
     q = _emulator()
     for it in targets:
@@ -444,6 +466,11 @@ def replay_command(item: pytest.Item) -> str:
     """One shell line that reruns this test, and so its shrunk failing example, from the rootdir."""
     t: Target = item.callspec.params["target"]  # type: ignore[attr-defined]
     argv = ["pytest", item.nodeid, *t.replay_args(), "-p", "no:xdist"]
+    for opt in ("example_db",):
+        if item.config.getoption(opt):
+            argv += ["--example-db", str(Path(item.config.getoption(opt)).resolve())]
+    if item.config.getoption("known_failures") != "apply":
+        argv += ["--known-failures", item.config.getoption("known_failures")]
     src = item.config.getoption("ggml_src")
     if src:
         argv += ["--ggml-src", src if SDIST_SPEC.match(src) else str(Path(src).resolve())]
@@ -457,11 +484,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if isinstance(target, Target):
         # The build's one outcome (its error, or a skip) belongs to setup, not to a Hypothesis example.
         session().build(target.isa)
+    budget.use(item)
     if _BENCH is not None:
         t = getattr(getattr(item, "callspec", None), "params", {}).get("target")
         if isinstance(t, Target):
             t.server()  # start it outside the measured examples: start-up is reported separately
         _BENCH.start(item.nodeid)
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    budget.done(item)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
