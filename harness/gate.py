@@ -9,7 +9,8 @@ The gate tests two trees with the same suite and judges HEAD against BASE:
    (``--changed-only``: not at all).  Its failing examples land in an example database.
 3. **BASE** runs every test that failed on HEAD in replay mode (the same shrunk examples from a
    copy of HEAD's database, and the fixed cases; nothing new is drawn), and every test that
-   covers a change at the thorough budget.
+   covers a change at the default budget (HEAD's failing examples first, then new draws: what
+   BASE got wrong that HEAD gets right).
 4. **HEAD again**, in replay mode, for the tests that failed on BASE and passed on HEAD: BASE's
    shrunk example is tried on HEAD before a fix is called a fix.
 
@@ -284,8 +285,9 @@ def summary_md(v: Verdict) -> str:
     for n in v.accepted:
         out.append(f"- `{n}`: uncovered, accepted with --allow-uncovered")
     out += ["", f"## Changed functions and macros: {len(v.changes)}", ""]
+    ran = set(v.runs.get("head", {}).get("ran", ()))
     for c in v.changes:
-        tests = sorted(t for t, names in v.covers.items() if c["name"] in names)
+        tests = sorted(t for t, names in v.covers.items() if c["name"] in names and t in ran)
         out.append(f"- `{c['name']}` ({c['what']}, {c['kind']}, {c['file']}:{c['line']}"
                    + (", RVV" if c["rvv"] else "") + f", builds {'/'.join(c['builds'])}): "
                    + (f"{len(tests)} tests at the thorough budget: " + ", ".join(_groups(tests)) if tests
@@ -295,7 +297,8 @@ def summary_md(v: Verdict) -> str:
                 + ", ".join(f"`{p}`" for p in v.outside)]
     if v.notes:
         out += ["", "Reader notes (taken as not compiled): " + "; ".join(v.notes[:20])]
-    out += ["", "Each run's own reports: " + ", ".join(f"{k}: `{r['report_dir']}`" for k, r in v.runs.items()), ""]
+    out += ["", "Each run's own reports: " + ", ".join(f"{k}: `{r['report_dir']}` ({len(r['ran'])} tests ran)"
+                                                    for k, r in v.runs.items()), ""]
     return "\n".join(out)
 
 
@@ -363,7 +366,7 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
     plan = {n: "replay" for n, r in head.results.items() if state(r) == "fail"}
     for n in cov["covers"]:
         if n in head.results and state(head.results[n]) in ("pass", "fail"):
-            plan[n] = "thorough"
+            plan[n] = "default"  # HEAD's saved examples replay first (the reuse phase)
     base = again = None
     if plan:
         (g / "plan-base.json").write_text(json.dumps({"tests": plan}, indent=1))
@@ -389,7 +392,8 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
     uncovered = [n for n in cov.get("uncovered", []) if n not in allow_uncovered]
     seconds["total"] = time.perf_counter() - t0
     runs = {r.name: {"tree": r.tree, "report_dir": str(r.report_dir), "seconds": r.seconds, "exit": r.exit,
-                     "tests": len(r.results)} for r in (head, base, again) if r}
+                     "tests": len(r.results), "ran": sorted(n for n, x in r.results.items() if state(x) in ("pass", "fail"))}
+            for r in (head, base, again) if r}
     return Verdict(head_src.describe(), f"{base_src.describe()} ({base_how})", lines, cov.get("changes", []),
                    cov.get("covers", {}), uncovered, [n for n in cov.get("uncovered", []) if n in allow_uncovered],
                    diff.outside, diff.notes, seconds, runs)
