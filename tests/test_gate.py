@@ -287,3 +287,22 @@ def test_planted_fix_passes_and_is_named(tmp_path: Path) -> None:
     assert _lists(v) == {("fixed", "q4_0"), ("pre-existing", "mxfp4")}, v["lines"]
     fixed = next(ln for ln in v["lines"] if ln["list"] == "fixed")
     assert "BASE's example included" in fixed["why"]
+
+
+def test_the_github_workflow_runs_the_gate_against_the_merge_base() -> None:
+    """ci/github/rvvdiff.yml: full history for the merge-base, the gate per VLEN x ISA shard, the
+    reports uploaded, one verdict job; the options it passes are ones the gate accepts."""
+    yaml = pytest.importorskip("yaml")  # PyYAML comes with gguf
+    wf = yaml.safe_load((ROOT / "ci/github/rvvdiff.yml").read_text())
+    job = wf["jobs"]["rvvdiff"]
+    assert job["strategy"]["matrix"] == {"vlen": [128, 256, 512, 1024], "isa": ["v", "zvfh", "zvfbfwma"]}
+    steps = {s.get("name", ""): s for s in job["steps"]}
+    head = next(s for s in job["steps"] if s.get("with", {}).get("path") == "llama.cpp")
+    assert head["with"]["fetch-depth"] == 0
+    run = next(s["run"] for n, s in steps.items() if n.startswith("rvvdiff gate"))
+    assert run.startswith("rvvdiff/ci/gate.sh llama.cpp ")
+    args = run.split()[2:]
+    assert args == ["--vlen", "${{", "matrix.vlen", "}}", "--isa", "${{", "matrix.isa", "}}"]
+    uploaded = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
+    assert "rvvdiff/reports/gate" in uploaded["with"]["path"]
+    assert wf["jobs"]["verdict"]["needs"] == "rvvdiff"
