@@ -453,13 +453,23 @@ def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, j
         _log(d, f"the directory was configured with another compiler ({was}): configuring afresh")
         (d / "CMakeCache.txt").unlink(missing_ok=True)
         shutil.rmtree(d / "CMakeFiles", ignore_errors=True)
+    cmake_digest = _digest(*(p.read_bytes() for p in _cmake_files(source) if p.is_file()))
+    stamp = d / "rvvdiff-stamp.json"
+    before = json.loads(stamp.read_text()).get("cmake_files") if stamp.exists() else cmake_digest
+    if before != cmake_digest and (d / "CMakeCache.txt").exists():
+        # The same directory at another revision (a bisect step, the gate's BASE slot): a cache
+        # entry the old CMake files set and the new ones test (e.g. MATH_LIBRARY-NOTFOUND) would
+        # survive; the cache is dropped, the compiled objects are kept.
+        _log(d, "the tree's CMake files changed since the last configure: configuring with a fresh cache")
+        (d / "CMakeCache.txt").unlink()
     tc = _toolchain_file(d, cc)
     opts = [f"-D{k}={v}" for k, v in plan.passed.items()]
     logf = d / "rvvdiff-build.log"
     run(["cmake", "-S", source.root, "-B", d, f"-DCMAKE_TOOLCHAIN_FILE={tc}", *opts],
         timeout=1800, what=f"CMake configure ({isa.name})", log_file=logf)
     cflags = _ggml_cpu_flags(d)
-    meta = {"key": key, "cflags": list(cflags), "cmake": plan.passed, "cmake_undeclared": plan.undeclared}
+    meta = {"key": key, "cflags": list(cflags), "cmake": plan.passed, "cmake_undeclared": plan.undeclared,
+            "cmake_files": cmake_digest}
     why = _unexpressible(source, isa, cflags)
     if why:
         _log(d, f"not built: {why}")

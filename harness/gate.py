@@ -24,8 +24,9 @@ Each result lands in one list:
 * **fixed** - fails on BASE, passes on HEAD, BASE's example included - reported, with the
   known-failures entry to remove.
 
-A changed RVV function or macro that no collected test reaches is an **uncovered change** and
-blocks too (``--allow-uncovered NAME`` accepts one, for a change a reviewer judged harmless).
+A changed RVV function or macro that no collected test reaches, or whose selected tests all
+ended without a verdict on HEAD (skipped, or their ISA build failed), is an **uncovered change**
+and blocks too (``--allow-uncovered NAME`` accepts one, for a change a reviewer judged harmless).
 The exit status is 1 exactly when something blocks, 0 otherwise, 2 when the gate could not judge
 (bad arguments, a run that did not complete).  ``<out>/gate/summary.md`` (appended to
 ``$GITHUB_STEP_SUMMARY``), ``summary.html`` and ``gate.json`` lead with the lists; each run's own
@@ -223,6 +224,19 @@ def classify(head: Run, base: Run | None, again: Run | None, pytest_args: list[s
 # ------------------------------------------------------------------ the gate
 
 
+def untested(cov: dict[str, Any], results: dict[str, dict[str, Any]]) -> list[str]:
+    """Changed RVV code whose covering tests were selected on HEAD but none of them ran to a
+    verdict (every one skipped, or its build failed): covered on paper, tested by nothing."""
+    out = []
+    for c in cov.get("changes", []):
+        if not c["rvv"] or c["kind"] == "removed":
+            continue
+        selected = [t for t, names in cov.get("covers", {}).items() if c["name"] in names and t in results]
+        if selected and not any(results[t]["outcome"] in ("passed", "failed") for t in selected):
+            out.append(c["name"])
+    return out
+
+
 @dataclass
 class Verdict:
     head: str
@@ -277,15 +291,18 @@ def summary_md(v: Verdict) -> str:
         out.append("")
     out += [f"## Uncovered changes (block): {len(v.uncovered)}", ""]
     by_name = {c["name"]: c for c in v.changes}
+    ran = set(v.runs.get("head", {}).get("ran", ()))
     for n in v.uncovered:
         c = by_name.get(n, {})
-        out.append(f"- `{n}` ({c.get('what')}, {c.get('kind')}, {c.get('file')}:{c.get('line')}): changed RVV code "
-                   f"that no collected test reaches; add a test (docs/architecture.md) or, once a reviewer judged "
-                   f"it harmless, pass --allow-uncovered {n}")
+        covering = [t for t, names in v.covers.items() if n in names]
+        why = ("its tests were selected but none ran to a verdict on HEAD (skipped, or their build failed: see "
+               "the HEAD run's report)" if covering and not ran.intersection(covering) else
+               "no collected test reaches it; add a test (docs/architecture.md)")
+        out.append(f"- `{n}` ({c.get('what')}, {c.get('kind')}, {c.get('file')}:{c.get('line')}): changed RVV code; "
+                   f"{why}; or, once a reviewer judged it harmless, pass --allow-uncovered {n}")
     for n in v.accepted:
         out.append(f"- `{n}`: uncovered, accepted with --allow-uncovered")
     out += ["", f"## Changed functions and macros: {len(v.changes)}", ""]
-    ran = set(v.runs.get("head", {}).get("ran", ()))
     for c in v.changes:
         tests = sorted(t for t, names in v.covers.items() if c["name"] in names and t in ran)
         out.append(f"- `{c['name']}` ({c['what']}, {c['kind']}, {c['file']}:{c['line']}"
@@ -390,9 +407,10 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
     lines = classify(head, base, again, pytest_args, [x.entry for x in verdicts_head if x.applies],
                      [x.entry for x in verdicts_base if x.applies])
     uncovered = [n for n in cov.get("uncovered", []) if n not in allow_uncovered]
+    uncovered += [n for n in untested(cov, head.results) if n not in allow_uncovered and n not in uncovered]
     seconds["total"] = time.perf_counter() - t0
     runs = {r.name: {"tree": r.tree, "report_dir": str(r.report_dir), "seconds": r.seconds, "exit": r.exit,
-                     "tests": len(r.results), "ran": sorted(n for n, x in r.results.items() if state(x) in ("pass", "fail"))}
+                     "tests": len(r.results), "ran": sorted(n for n, x in r.results.items() if x["outcome"] in ("passed", "failed"))}
             for r in (head, base, again) if r}
     return Verdict(head_src.describe(), f"{base_src.describe()} ({base_how})", lines, cov.get("changes", []),
                    cov.get("covers", {}), uncovered, [n for n in cov.get("uncovered", []) if n in allow_uncovered],

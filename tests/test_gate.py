@@ -306,3 +306,16 @@ def test_the_github_workflow_runs_the_gate_against_the_merge_base() -> None:
     uploaded = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
     assert "rvvdiff/reports/gate" in uploaded["with"]["path"]
     assert wf["jobs"]["verdict"]["needs"] == "rvvdiff"
+
+
+def test_a_change_whose_tests_never_ran_to_a_verdict_is_uncovered() -> None:
+    cov = {"changes": [{"name": "ggml_vec_dot_q1_0_q8_0", "rvv": True, "kind": "added"},
+                       {"name": "ggml_vec_dot_q4_0_q8_0", "rvv": True, "kind": "changed"},
+                       {"name": "ggml_compute_forward_foo", "rvv": False, "kind": "changed"}],
+           "covers": {_id("q1_0"): ["ggml_vec_dot_q1_0_q8_0"], _id("q1_0", 512): ["ggml_vec_dot_q1_0_q8_0"],
+                      _id("q4_0"): ["ggml_vec_dot_q4_0_q8_0"], _id("x"): ["ggml_compute_forward_foo"]}}
+    results = {_id("q1_0"): {"outcome": "error"}, _id("q1_0", 512): {"outcome": "skipped"},
+               _id("q4_0"): {"outcome": "failed"}, _id("x"): {"outcome": "skipped"}}
+    assert gate.untested(cov, results) == ["ggml_vec_dot_q1_0_q8_0"]
+    # deselected (not in the results at all): not this rule's business
+    assert gate.untested(cov, {_id("q4_0"): {"outcome": "passed"}}) == []
