@@ -91,6 +91,7 @@ COMMANDS_ELSEWHERE = {
     "audit": "run the full suite with several seeds and list unexplained failures (docs/audit.md)",
     "trees": "run the suite on several ggml trees and print one table of the outcomes (docs/trees.md)",
     "gate": "judge a HEAD tree against its BASE: regressions block, old bugs do not, fixes are named (docs/gate.md)",
+    "bisect": "find the first commit of a git history at which a failure report's shrunk case fails",
 }
 
 
@@ -98,6 +99,9 @@ def _elsewhere(name: str):
     if name == "trees":
         from .trees import main as trees_main
         return trees_main
+    if name == "bisect":
+        from .bisect import main as bisect_main
+        return bisect_main
     if name == "gate":
         from .gate import main as gate_main
         return gate_main
