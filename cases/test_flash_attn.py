@@ -133,6 +133,13 @@ class AttnCase(S.KernelSpec):
         types = dict.fromkeys(f"GGML_TYPE_{t.upper()}" for t in ("f32", "f16", self.k, self.v))
         return (*ADAPTER_CALLS, *types, *PATH_FUNCTIONS[self.path], vec_dot(self.k))
 
+    @property
+    def entry_points(self) -> tuple[str, ...]:
+        """The code these tests exist to check (the PR gate runs them at the thorough budget when
+        it changes; harness/changes.py): the op and its fused path, not the materialised side's
+        mul_mat / soft_max nor the K type's vec_dot, which their own families own."""
+        return ("ggml_flash_attn_ext", *PATH_FUNCTIONS[self.path])
+
     def fused_arithmetic(self, threads: int) -> tuple[str, A.Arithmetic]:
         """How Q is rounded and how the weighted sum is formed on the fused path."""
         if self.path == "tiled":  # K, V converted to f32; simd_gemm in f32

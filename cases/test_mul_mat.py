@@ -80,6 +80,13 @@ class MatMulKernel(S.KernelSpec):
         kernel as "not in this tree" when the tree lacks one)."""
         return ("ggml_mul_mat", *dict.fromkeys(enumerator(t) for t in (self.a, self.b)), f"ggml_vec_dot_{self.a}")
 
+    @property
+    def entry_points(self) -> tuple[str, ...]:
+        """The code these tests exist to check (the PR gate runs them at the thorough budget when
+        it changes; harness/changes.py): the mul_mat op and what it calls, not the vec_dot it
+        falls back to, which cases/test_vec_dot.py owns."""
+        return ("ggml_mul_mat",)
+
     def path(self, isa: IsaBuild, vlen: int, k: int, m: int, n: int, threads: int) -> str:
         """The path ggml-cpu takes for this shape (the module docstring's conditions), with the
         tinyBLAS_RVV types the tree's llamafile_sgemm compiles in ``isa`` (``tinyblas``)."""

@@ -12,9 +12,11 @@ Three budgets, each a Hypothesis profile sharing one example database:
 Two ways to choose them:
 
 * ``--changes FILE`` (a diff written by ``rvvdiff gate`` / :mod:`harness.changes`): each test
-  reaching a changed function or macro (its ``requires`` as roots, the tree's call graph) runs
-  thorough, the others at the default, or not at all with ``--changed-only``.  What each test
-  covers, and the changed RVV code no collected test reaches, go to ``<report-dir>/covers.json``.
+  that owns a changed function or macro (reaches it from its own entry points, not through
+  another tested kernel) runs thorough; the other tests that reach a change, and the rest, at
+  the default; with ``--changed-only`` the tests that reach no change do not run.  What each test
+  reaches and owns, and the changed RVV code no collected test reaches, go to
+  ``<report-dir>/covers.json``.
 * ``--plan FILE``: ``{"tests": {node id: budget}}``; only those tests run.
 """
 
@@ -69,7 +71,7 @@ def _load_json(path: str, option: str) -> Any:
         raise pytest.UsageError(f"{option} {path}: cannot read it ({e})") from None
 
 
-def select(config: pytest.Config, items: list[pytest.Item], requirements, source) -> None:
+def select(config: pytest.Config, items: list[pytest.Item], requirements, entry_points, source) -> None:
     """Apply ``--plan`` or ``--changes`` to the collected items (before ``-k`` narrows them)."""
     plan_path, changes_path = config.getoption("plan"), config.getoption("changes")
     if plan_path and changes_path:
@@ -96,20 +98,25 @@ def select(config: pytest.Config, items: list[pytest.Item], requirements, source
     diff = Diff.from_json(_load_json(changes_path, "--changes"))
     reach = Reach(source)
     changed = diff.names
+    differential = [it for it in items if "target" in getattr(it, "fixturenames", ())]
+    kernels = {n for it in differential for n in reach.roots(entry_points(it))}
     covers: dict[str, list[str]] = {}
+    owns: dict[str, list[str]] = {}
     keep, drop = [], []
     for it in items:
         if "target" not in getattr(it, "fixturenames", ()):
             keep.append(it)  # the coverage scans and the like: always run
             continue
         hit = reach.covers(requirements(it), changed)
-        covers[it.nodeid] = hit
-        it._rvvdiff_budget = "thorough" if hit else "default"  # type: ignore[attr-defined]
+        own = reach.owns(entry_points(it), kernels - set(reach.roots(entry_points(it))), changed) if hit else []
+        covers[it.nodeid], owns[it.nodeid] = hit, own
+        it._rvvdiff_budget = "thorough" if own else "default"  # type: ignore[attr-defined]
         (keep if hit or not config.getoption("changed_only") else drop).append(it)
     reached = {n for hit in covers.values() for n in hit}
     out = {"covers": {k: v for k, v in covers.items() if v},
-           "changes": [{**c.__dict__, "builds": list(c.builds), "tests": sum(c.name in v for v in covers.values())}
-                       for c in diff.changes],
+           "owns": {k: v for k, v in owns.items() if v},
+           "changes": [{**c.__dict__, "builds": list(c.builds), "tests": sum(c.name in v for v in covers.values()),
+                        "owners": sum(c.name in v for v in owns.values())} for c in diff.changes],
            "uncovered": [c.name for c in diff.changes if c.rvv and c.kind != "removed" and c.name not in reached],
            "collected": len(covers)}
     d = Path(config.rootpath, config.getoption("report_dir"))

@@ -19,6 +19,11 @@ with the C reader (harness/csource.py), never by compiling:
   entry point's generic twin (``<name>_generic``, the second opinion).  A test covers a change
   when the change is reachable from its roots.  Calls through function-pointer tables
   (``type_traits_cpu``) are not followed: the families name those kernels in ``requires``.
+* **Ownership.**  A test *owns* a change reachable from its ``entry_points`` (the code it exists
+  to check; its ``requires`` unless the family says less: mul_mat owns the op, not the vec_dot
+  it falls back to) without passing through another test's entry point: a kernel and its private
+  helpers.  The gate runs the owners of a change at the thorough budget and the other tests
+  that reach it (flash attention through ``ggml_vec_scale_f32``) at the default.
 
 A changed function has an RVV path (``rvv``) when it lives in ``arch/riscv/`` or some ISA build
 compiles RVV-only code into it (``csource.rvv_functions``); a changed macro when it is defined
@@ -244,3 +249,16 @@ class Reach:
     def covers(self, requires: Iterable[str], changed: set[str]) -> list[str]:
         """The changed names a test with these ``requires`` reaches."""
         return sorted(self.reachable(self.roots(requires)) & changed)
+
+    def owns(self, entry_points: Iterable[str], kernels: set[str], changed: set[str]) -> list[str]:
+        """The changed names that are a test's own code: reachable from its entry points without
+        passing through ``kernels`` (the entry points of the other tests, which test those)."""
+        roots = self.roots(entry_points)
+        seen = set(roots)
+        todo = deque(roots)
+        while todo:
+            for m in self.edges.get(todo.popleft(), ()):
+                if m not in seen and m not in kernels:
+                    seen.add(m)
+                    todo.append(m)
+        return sorted(seen & changed)

@@ -5,8 +5,9 @@ The gate tests two trees with the same suite and judges HEAD against BASE:
 1. **The diff** (harness/changes.py): the functions and macros that differ between BASE and
    HEAD as the ISA builds compile them, and the files the reader does not follow.
 2. **HEAD** runs the suite (``--known-failures ignore``: raw outcomes) with ``--changes``: each
-   test that reaches a changed function runs at the thorough budget, the rest at the default
-   (``--changed-only``: not at all).  Its failing examples land in an example database.
+   test that owns a changed function (harness/changes.py: reaches it from its own entry points,
+   not through another tested kernel) runs at the thorough budget, the other tests at the
+   default (``--changed-only``: only the tests that reach a change).  Its failing examples land in an example database.
 3. **BASE** runs every test that failed on HEAD in replay mode (the same shrunk examples from a
    copy of HEAD's database, and the fixed cases; nothing new is drawn), and every test that
    covers a change at the default budget (HEAD's failing examples first, then new draws: what
@@ -244,6 +245,7 @@ class Verdict:
     lines: list[Line]
     changes: list[dict[str, Any]]
     covers: dict[str, list[str]]
+    owns: dict[str, list[str]]
     uncovered: list[str]
     accepted: list[str]
     outside: list[str]
@@ -304,11 +306,14 @@ def summary_md(v: Verdict) -> str:
         out.append(f"- `{n}`: uncovered, accepted with --allow-uncovered")
     out += ["", f"## Changed functions and macros: {len(v.changes)}", ""]
     for c in v.changes:
-        tests = sorted(t for t, names in v.covers.items() if c["name"] in names and t in ran)
+        own = sorted(t for t, names in v.owns.items() if c["name"] in names and t in ran)
+        other = sorted(t for t, names in v.covers.items() if c["name"] in names and t in ran and t not in own)
+        parts = ([f"{len(own)} tests own it (thorough budget): " + ", ".join(_groups(own))] if own else []) + \
+                ([f"{len(other)} more reach it through other tested kernels (default budget): "
+                  + ", ".join(_groups(other))] if other else [])
         out.append(f"- `{c['name']}` ({c['what']}, {c['kind']}, {c['file']}:{c['line']}"
                    + (", RVV" if c["rvv"] else "") + f", builds {'/'.join(c['builds'])}): "
-                   + (f"{len(tests)} tests at the thorough budget: " + ", ".join(_groups(tests)) if tests
-                      else "no test reaches it"))
+                   + ("; ".join(parts) if parts else "no test that ran reaches it"))
     if v.outside:
         out += ["", "Changed files the C reader does not follow (build files, other backends): "
                 + ", ".join(f"`{p}`" for p in v.outside)]
@@ -413,7 +418,8 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
                      "tests": len(r.results), "ran": sorted(n for n, x in r.results.items() if x["outcome"] in ("passed", "failed"))}
             for r in (head, base, again) if r}
     return Verdict(head_src.describe(), f"{base_src.describe()} ({base_how})", lines, cov.get("changes", []),
-                   cov.get("covers", {}), uncovered, [n for n in cov.get("uncovered", []) if n in allow_uncovered],
+                   cov.get("covers", {}), cov.get("owns", {}), uncovered,
+                   [n for n in cov.get("uncovered", []) if n in allow_uncovered],
                    diff.outside, diff.notes, seconds, runs)
 
 

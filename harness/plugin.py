@@ -352,7 +352,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not targets:
         return
     sess = _session_for(config)
-    budget.select(config, items, requirements, sess.source)
+    budget.select(config, items, requirements, entry_points, sess.source)
     kept = set(items)
     targets = [it for it in targets if it in kept]
     if config.getoption("known_failures") == "apply":
@@ -377,6 +377,15 @@ def requirements(item: pytest.Item) -> list[str]:
     out: list[str] = []
     for p in getattr(getattr(item, "callspec", None), "params", {}).values():
         out += list(getattr(p, "requires", ()) or ())
+    return list(dict.fromkeys(out))
+
+
+def entry_points(item: pytest.Item) -> list[str]:
+    """The code a test exists to check: its parameters' ``entry_points`` where a family declares
+    them (a graph op, not the vec_dot another family owns), else their ``requires``."""
+    out: list[str] = []
+    for p in getattr(getattr(item, "callspec", None), "params", {}).values():
+        out += list(getattr(p, "entry_points", None) or getattr(p, "requires", ()) or ())
     return list(dict.fromkeys(out))
 
 

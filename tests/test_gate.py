@@ -91,9 +91,13 @@ def test_a_vec_h_change_reaches_its_kernel_and_the_graph_tests_that_call_it(tmp_
     reach = changes.Reach(head)
     assert reach.covers(["ggml_vec_mad_f32"], d.names) == ["ggml_vec_mad_f32"]
     assert reach.covers(["ggml_vec_dot_q4_0_q8_0", "GGML_TYPE_Q4_0"], d.names) == []
-    # the one-chunk flash attention accumulates V rows with ggml_vec_mad_f32
-    assert reach.covers(["ggml_flash_attn_ext", "ggml_compute_forward_flash_attn_ext_f16_one_chunk"], d.names) \
-        == ["ggml_vec_mad_f32"]
+    # the one-chunk flash attention accumulates V rows with ggml_vec_mad_f32: it reaches the
+    # change, but through a kernel another test owns, so only the vec_ops test owns it
+    fa = ["ggml_flash_attn_ext", "ggml_compute_forward_flash_attn_ext_f16_one_chunk"]
+    assert reach.covers(fa, d.names) == ["ggml_vec_mad_f32"]
+    kernels = set(reach.roots(["ggml_vec_mad_f32"]))
+    assert reach.owns(fa, kernels, d.names) == []
+    assert reach.owns(["ggml_vec_mad_f32"], set(reach.roots(fa)), d.names) == ["ggml_vec_mad_f32"]
 
 
 def test_an_alias_macro_links_a_generic_twin_to_its_name(tmp_path: Path) -> None:
@@ -173,7 +177,7 @@ def test_a_build_error_on_head_is_a_regression_and_base_that_cannot_build_means_
 def test_verdict_blocks_exactly_on_regressions_new_kernels_and_uncovered_changes() -> None:
     def verdict(lists: list[str], uncovered: list[str]) -> gate.Verdict:
         lines = [gate.Line(k, _id("q4_0"), "test_vec_dot", "q4_0", 256, "zvfh", False, "why", {}) for k in lists]
-        return gate.Verdict("h", "b", lines, [], {}, uncovered, [], [], [], {}, {})
+        return gate.Verdict("h", "b", lines, [], {}, {}, uncovered, [], [], [], {}, {})
 
     assert not verdict([], []).blocking
     assert not verdict(["pre-existing", "fixed"], []).blocking
@@ -194,15 +198,19 @@ def test_changes_select_and_budget_the_tests_that_reach_them(tmp_path: Path) -> 
                                                   "src/ggml-cpu/vec.h", 1, True, ("zvfh",))])
     f = tmp_path / "changes.json"
     f.write_text(json.dumps(diff.to_json()))
-    cp = run_suite("cases/test_quant_dot.py", "cases/test_vec_dot.py", "--collect-only", "-q", "--vlen", "128",
+    cp = run_suite("cases/test_quant_dot.py", "cases/test_vec_dot.py", "cases/test_flash_attn.py", "--collect-only",
+                   "-q", "--vlen", "128",
                    "--isa", "zvfh", "--changes", str(f), "--changed-only", "--report-dir", str(tmp_path / "r"),
                    "-k", "not exact")
     assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
     ids = [ln for ln in cp.stdout.splitlines() if "::" in ln]
     assert ids and all("q4_0" in i for i in ids), ids
+    assert any("test_flash_attn[chunk-q4_0" in i for i in ids)
     cov = json.loads((tmp_path / "r" / "covers.json").read_text())
     # coverage is the whole collection's, before -k narrowed it
     assert any("test_vec_dot_exact[q4_0" in n for n in cov["covers"])
+    # the quantized-dot tests own the change; flash attention with q4_0 K reaches it through them
+    assert set(cov["owns"]) == {n for n in cov["covers"] if "test_quant_dot" in n}
     assert cov["uncovered"] == ["ggml_vec_nothing_tests"]
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"tests": {"cases/test_vec_dot.py::test_vec_dot[f32-vlen128-zvfh]": "replay"}}))
