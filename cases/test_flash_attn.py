@@ -48,7 +48,9 @@ the seeds' f32 parity gate.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 import pytest
@@ -58,10 +60,11 @@ from cases import coverage
 from cases import loops as L
 from cases import strategies as S
 from cases.test_vec_ops import file_notes, rvv_paths, where
-from harness import observe, tree
+from harness import csource, observe, tree
 from harness.compare import assert_within_bound
 from harness.plugin import session
 from harness.protocol import In, Out
+from harness.source import GgmlSource
 from harness.tree import Tree
 from oracles import attention as A
 
@@ -95,12 +98,53 @@ COS_GATE = 0.99999
 HEAD_SIZES = (4, 8, 32, 40, 64, 80, 96, 112, 128, 192, 256)
 
 
+@dataclass(frozen=True)
+class TiledRule:
+    """When ggml_compute_forward_flash_attn_ext_f16 takes the tiled path (f32 / f16 K = V aside):
+    ``n_q >= q``, and in the tree's era ``n_kv % kv == 0`` (the first tiled path, 2026-02, tiles
+    of 32 x 16) or ``DV % GGML_F32_EPR == 0`` (the simd_gemm era, tiles of 64 x 64)."""
+
+    q: int = Q_TILE
+    kv: int = KV_TILE
+    kv_multiple: bool = False
+    dv_epr: bool = True
+    present: bool = True  # the tree has a tiled path at all (before 2026-02 it does not)
+
+    def takes(self, n_q: int, n_kv: int, dv: int) -> bool:
+        return self.present and n_q >= self.q and (not self.kv_multiple or n_kv % self.kv == 0) and \
+            (not self.dv_epr or dv % F32_EPR == 0)
+
+
+@lru_cache(maxsize=8)
+def _tiled_rule(src: GgmlSource) -> TiledRule:
+    defs = {}
+    common = src.cpu_dir / "common.h"
+    if common.is_file():
+        defs = csource.preprocess(common.read_text(errors="replace"), None, common).definitions
+    ops = (src.cpu_dir / "ops.cpp").read_text(errors="replace")
+    cond = " ".join(re.findall(r"\buse_tiled\s*&?=\s*([^;]*);", ops))
+    num = lambda name, default: int(defs[name][1]) if name in defs and defs[name][1].isdigit() else default  # noqa: E731
+    return TiledRule(num("GGML_FA_TILE_Q", Q_TILE), num("GGML_FA_TILE_KV", KV_TILE),
+                     kv_multiple=bool(re.search(r"%\s*KV_TILE", cond)), dv_epr=bool(re.search(r"\bDV\s*%", cond)),
+                     present=bool(cond))
+
+
+def tiled_rule() -> TiledRule:
+    """The tiled-path rule of the tree under test (read from its common.h and ops.cpp); outside a
+    test session (the size tables), the pinned tree's."""
+    try:
+        return _tiled_rule(session().source)
+    except RuntimeError:
+        return TiledRule()
+
+
 def fused_path(k: str, v: str, n_q: int, n_kv: int, dv: int) -> str:
-    """The path ggml_compute_forward_flash_attn_ext_f16 takes (the module docstring's rules)."""
+    """The path ggml_compute_forward_flash_attn_ext_f16 takes (the module docstring's rules, with
+    the tree's own tiled-path rule)."""
     f = k == v and k in ("f32", "f16")
     if f and n_q == 1 and n_kv >= SPLIT_MIN_KV:
         return "split"
-    if f and n_q >= Q_TILE and dv % F32_EPR == 0:
+    if f and tiled_rule().takes(n_q, n_kv, dv):
         return "tiled"
     return "one_chunk"
 
@@ -258,8 +302,11 @@ def _keep_one_chunk(case: AttnCase, sh: Shape) -> Shape:
     if sh.n_q == 1:  # split needs n_kv >= 512: one less, or two queries
         return Shape(2, sh.n_kv, sh.dk, sh.dv, sh.heads, sh.kv_heads, sh.threads) if sh.n_kv > 512 else \
             Shape(1, 511, sh.dk, sh.dv, sh.heads, sh.kv_heads, sh.threads)
+    rule = tiled_rule()
+    if rule.kv_multiple:  # the first tiled path also needs n_kv % KV tile == 0: one position more
+        return Shape(sh.n_q, sh.n_kv + 1, sh.dk, sh.dv, sh.heads, sh.kv_heads, sh.threads)
     # tiled needs n_q >= 64 and DV % 4 == 0: one query less, or a DV that is not a multiple of 4
-    return Shape(63, sh.n_kv, sh.dk, sh.dv, sh.heads, sh.kv_heads, sh.threads) if sh.n_q == 64 else \
+    return Shape(rule.q - 1, sh.n_kv, sh.dk, sh.dv, sh.heads, sh.kv_heads, sh.threads) if sh.n_q == rule.q else \
         Shape(sh.n_q, sh.n_kv, sh.dk, sh.dv + 2, sh.heads, sh.kv_heads, sh.threads)
 
 
