@@ -190,6 +190,8 @@ def classify(head: Run, base: Run | None, again: Run | None, pytest_args: list[s
         hs, bs = state(h), state(b)
         if hs == "fail":
             hk = failure_kind(h, head.case(nodeid))
+            if h["outcome"] == "error" and h.get("reason"):  # which build, and its first error
+                hk += f" ({h['reason'][:300]})"
             if bs == "absent":
                 out.append(_line("new kernel failing", nodeid, f"HEAD: {hk}; BASE does not have it ({b['reason']})",
                                  runs, pytest_args, entries_head))
@@ -198,7 +200,7 @@ def classify(head: Run, base: Run | None, again: Run | None, pytest_args: list[s
                                  runs, pytest_args, entries_head))
             elif bs == "fail":
                 bk = failure_kind(b, base.case(nodeid) if base else None)
-                if bk == hk:
+                if bk == failure_kind(h, head.case(nodeid)):
                     out.append(_line("pre-existing", nodeid, f"both: {hk}", runs, pytest_args, entries_base))
                 else:
                     out.append(_line("regression", nodeid, f"HEAD: {hk}; BASE fails another way: {bk}",

@@ -522,6 +522,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         reason = report.longrepr[2]
     elif getattr(report, "wasxfail", None):
         reason = report.wasxfail
+    elif report.failed and report.when == "setup":  # a build error: which build, and its first error
+        lines = [ln.strip() for ln in (report.longreprtext or "").strip().splitlines()
+                 if ln.strip() and not ln.startswith("[gw")]  # (pytest-xdist's worker line)
+        first = next((lines[i + 1] for i, ln in enumerate(lines[:-1]) if ln == "first errors:"), "")
+        reason = " ".join(lines[:1] + ([f"first error: {first}"] if first else []))
     elif report.failed:
         reason = (report.longreprtext or "").strip().splitlines()[-1:][0] if report.longreprtext else ""
     entry = {"nodeid": report.nodeid, "outcome": outcome, "reason": reason, "duration": report.duration}
