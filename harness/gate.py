@@ -391,23 +391,23 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
     for n in cov["covers"]:
         if n in head.results and state(head.results[n]) in ("pass", "fail"):
             plan[n] = "default"  # HEAD's saved examples replay first (the reuse phase)
+    def planned(name: str, tree: str, tests: dict[str, str], db_from: str) -> Run:
+        """Run ``tests`` (id -> budget) on ``tree`` with a copy of run ``db_from``'s example database."""
+        (g / f"plan-{name}.json").write_text(json.dumps({"tests": tests}, indent=1))
+        if (g / f"db-{db_from}").is_dir():
+            shutil.copytree(g / f"db-{db_from}", g / f"db-{name}")
+        r = _pytest(Run(name, tree, out / name, g / f"db-{name}"), ["--plan", str(g / f"plan-{name}.json")],
+                    pytest_args, workers)
+        seconds[name] = r.seconds
+        return r
+
     base = again = None
     if plan:
-        (g / "plan-base.json").write_text(json.dumps({"tests": plan}, indent=1))
-        if (g / "db-head").is_dir():
-            shutil.copytree(g / "db-head", g / "db-base")
-        base = _pytest(Run("base", str(base_src.root), out / "base", g / "db-base"),
-                       ["--plan", str(g / "plan-base.json")], pytest_args, workers)
-        seconds["base"] = base.seconds
+        base = planned("base", str(base_src.root), plan, "head")
         back = {n: "replay" for n, r in base.results.items()
                 if state(r) == "fail" and state(head.results.get(n)) == "pass"}
         if back:
-            (g / "plan-head-replay.json").write_text(json.dumps({"tests": back}, indent=1))
-            if (g / "db-base").is_dir():
-                shutil.copytree(g / "db-base", g / "db-head-replay")
-            again = _pytest(Run("head-replay", str(head_src.root), out / "head-replay", g / "db-head-replay"),
-                            ["--plan", str(g / "plan-head-replay.json")], pytest_args, workers)
-            seconds["head replay"] = again.seconds
+            again = planned("head-replay", str(head_src.root), back, "base")
 
     entries = known.load()
     verdicts_head, verdicts_base = known.judge(entries, head_src), known.judge(entries, base_src)
