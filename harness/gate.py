@@ -10,8 +10,9 @@ The gate tests two trees with the same suite and judges HEAD against BASE:
    default (``--changed-only``: only the tests that reach a change).  Its failing examples land in an example database.
 3. **BASE** runs every test that failed on HEAD in replay mode (the same shrunk examples from a
    copy of HEAD's database, and the fixed cases; nothing new is drawn), and every test that
-   covers a change at the default budget (HEAD's failing examples first, then new draws: what
-   BASE got wrong that HEAD gets right).
+   owns a change at the default budget (HEAD's failing examples first, then new draws: what
+   BASE got wrong that HEAD gets right).  The tests that only reach a change through another
+   kernel are not rerun on BASE: a fix shows in the tests of the kernel it fixes.
 4. **HEAD again**, in replay mode, for the tests that failed on BASE and passed on HEAD: BASE's
    shrunk example is tried on HEAD before a fix is called a fix.
 
@@ -388,7 +389,7 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
     cov = json.loads(cov_path.read_text()) if cov_path.is_file() else {"covers": {}, "uncovered": [], "changes": []}
 
     plan = {n: "replay" for n, r in head.results.items() if state(r) == "fail"}
-    for n in cov["covers"]:
+    for n in cov.get("owns", {}):
         if n in head.results and state(head.results[n]) in ("pass", "fail"):
             plan[n] = "default"  # HEAD's saved examples replay first (the reuse phase)
     def planned(name: str, tree: str, tests: dict[str, str], db_from: str) -> Run:
