@@ -61,7 +61,6 @@ from .report import parse_id
 from .source import SourceError, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCKING = ("regression", "new kernel failing", "uncovered change")
 LISTS = ("regression", "new kernel failing", "pre-existing", "fixed")
 #: What the gate runs unless the pytest options given after HEAD say otherwise (later options win).
 DEFAULT_PYTEST = ["--vlen", "all", "--isa", "all", "--rvv-stress", "both"]
@@ -91,7 +90,7 @@ class Run:
         p = self.report_dir / "cases" / _slug(nodeid) / "case.json"
         return json.loads(p.read_text()) if p.is_file() else None
 
-    def replay(self, nodeid: str, pytest_args: list[str]) -> str:
+    def replay(self, nodeid: str) -> str:
         """The command that replays ``nodeid`` on this run's tree with its saved examples."""
         tid = parse_id(nodeid)
         target = (["--vlen", str(tid.vlen), "--isa", tid.isa, "--rvv-stress", "on" if tid.stress else "off"]
@@ -113,7 +112,8 @@ def _pytest(run: Run, extra: list[str], pytest_args: list[str], workers: str) ->
         argv += ["-n", workers]
     print(f"\n=== rvvdiff gate: {run.name} ({run.tree})\n    {shlex.join(argv)}", flush=True)
     t0 = time.perf_counter()
-    run.exit = subprocess.run(argv, cwd=ROOT).returncode
+    env = {k: v for k, v in os.environ.items() if k != "RVVDIFF_SESSION"}  # each run is a session of its own
+    run.exit = subprocess.run(argv, cwd=ROOT, env=env).returncode
     run.seconds = time.perf_counter() - t0
     if run.exit not in (0, 1, 5):  # 5: nothing collected (a plan whose tests this selection lacks)
         raise GateError(f"the {run.name} run did not complete (pytest exit status {run.exit}); its output is above")
@@ -171,16 +171,15 @@ class Line:
         return f"`{self.nodeid}` ({where}): {self.why}"
 
 
-def _line(kind: str, nodeid: str, why: str, runs: dict[str, Run], pytest_args: list[str],
-          entries: list[known.Known]) -> Line:
+def _line(kind: str, nodeid: str, why: str, runs: dict[str, Run], entries: list[known.Known]) -> Line:
     tid = parse_id(nodeid)
-    replay = {n: runs[n].replay(nodeid, pytest_args) for n in ("head", "base") if n in runs}
+    replay = {n: runs[n].replay(nodeid) for n in ("head", "base") if n in runs}
     return Line(kind, nodeid, nodeid.split("::")[-1].split("[")[0], tid.kernel if tid else "",
                 tid.vlen if tid else None, tid.isa if tid else "", tid.stress if tid else None, why, replay,
                 [f"#{e.number} {e.test}: {e.reason}" for e in entries if e.matches(nodeid)])
 
 
-def classify(head: Run, base: Run | None, again: Run | None, pytest_args: list[str],
+def classify(head: Run, base: Run | None, again: Run | None,
              entries_head: list[known.Known], entries_base: list[known.Known]) -> list[Line]:
     """The four lists, from the three runs' results (see the module docstring)."""
     runs = {"head": head, **({"base": base} if base else {})}
@@ -195,22 +194,22 @@ def classify(head: Run, base: Run | None, again: Run | None, pytest_args: list[s
                 hk += f" ({h['reason'][:300]})"
             if bs == "absent":
                 out.append(_line("new kernel failing", nodeid, f"HEAD: {hk}; BASE does not have it ({b['reason']})",
-                                 runs, pytest_args, entries_head))
+                                 runs, entries_head))
             elif bs == "unrunnable":
                 out.append(_line("new kernel failing", nodeid, f"HEAD: {hk}; BASE cannot run it ({b['reason']})",
-                                 runs, pytest_args, entries_head))
+                                 runs, entries_head))
             elif bs == "fail":
                 bk = failure_kind(b, base.case(nodeid) if base else None)
                 if bk == failure_kind(h, head.case(nodeid)):
-                    out.append(_line("pre-existing", nodeid, f"both: {hk}", runs, pytest_args, entries_base))
+                    out.append(_line("pre-existing", nodeid, f"both: {hk}", runs, entries_base))
                 else:
                     out.append(_line("regression", nodeid, f"HEAD: {hk}; BASE fails another way: {bk}",
-                                     runs, pytest_args, entries_head))
+                                     runs, entries_head))
             elif bs == "pass":
                 out.append(_line("regression", nodeid, f"HEAD: {hk}; HEAD's example passes on BASE",
-                                 runs, pytest_args, entries_head))
+                                 runs, entries_head))
             else:
-                out.append(_line("regression", nodeid, f"HEAD: {hk}; not replayed on BASE", runs, pytest_args,
+                out.append(_line("regression", nodeid, f"HEAD: {hk}; not replayed on BASE", runs,
                                  entries_head))
         elif hs == "pass" and bs == "fail":
             bk = failure_kind(b, base.case(nodeid) if base else None)
@@ -218,10 +217,10 @@ def classify(head: Run, base: Run | None, again: Run | None, pytest_args: list[s
             if state(a) == "fail":
                 out.append(_line("pre-existing", nodeid,
                                  f"BASE: {bk}; HEAD's own examples passed, BASE's example fails on HEAD too",
-                                 runs, pytest_args, entries_base))
+                                 runs, entries_base))
             else:
                 out.append(_line("fixed", nodeid, f"BASE: {bk}; passes on HEAD, BASE's example included",
-                                 runs, pytest_args, entries_base))
+                                 runs, entries_base))
     return out
 
 
@@ -412,7 +411,7 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
 
     entries = known.load()
     verdicts_head, verdicts_base = known.judge(entries, head_src), known.judge(entries, base_src)
-    lines = classify(head, base, again, pytest_args, [x.entry for x in verdicts_head if x.applies],
+    lines = classify(head, base, again, [x.entry for x in verdicts_head if x.applies],
                      [x.entry for x in verdicts_base if x.applies])
     uncovered = [n for n in cov.get("uncovered", []) if n not in allow_uncovered]
     uncovered += [n for n in untested(cov, head.results) if n not in allow_uncovered and n not in uncovered]

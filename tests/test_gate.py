@@ -155,7 +155,7 @@ def test_classification_into_the_four_lists(tmp_path: Path) -> None:
         _id("q8_0"): _bound("dot")}, tmp_path)
     again = _run("head-replay", {_id("q5_0"): ("passed", ""), _id("q8_0"): ("failed", "AssertionError: x")},
                  None, tmp_path)
-    lines = gate.classify(head, base, again, [], [], [])
+    lines = gate.classify(head, base, again, [], [])
     got = {(ln.list, ln.kernel) for ln in lines}
     assert got == {("regression", "q4_0"), ("new kernel failing", "q9_0"), ("pre-existing", "mxfp4"),
                    ("regression", "q6_K"), ("fixed", "q5_0"), ("pre-existing", "q8_0")}, got
@@ -169,7 +169,7 @@ def test_a_build_error_on_head_is_a_regression_and_base_that_cannot_build_means_
     head = _run("head", {_id("q4_0"): ("error", "BuildError: ..."), _id("q8_0"): ("failed", "AssertionError: x")})
     base = _run("base", {_id("q4_0"): ("passed", ""),
                          _id("q8_0"): ("skipped", "ISA build zvfh of t failed: see the first test")})
-    lines = {ln.kernel: ln for ln in gate.classify(head, base, None, [], [], [])}
+    lines = {ln.kernel: ln for ln in gate.classify(head, base, None, [], [])}
     assert lines["q4_0"].list == "regression" and "build" in lines["q4_0"].why
     assert lines["q8_0"].list == "new kernel failing" and "cannot run" in lines["q8_0"].why
 
