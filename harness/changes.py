@@ -37,7 +37,7 @@ import hashlib
 import re
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import csource
@@ -114,6 +114,19 @@ class Reading:
     notes: list[str] = field(default_factory=list)
 
 
+_CLASS_HEAD = re.compile(r"(?:\btemplate\s*<[^{};]*>\s*)?\b(?:class|struct)\s+(\w+)[^;{}()=]*\{")
+
+
+def _open_classes(pp: csource.Preprocessed) -> csource.Preprocessed:
+    """``pp`` with each class / struct definition's head read as a namespace's, so the reader
+    descends into it and its member functions (tinyBLAS_RVV's ``matmul``, ``gemm`` ...) are
+    definitions too; line numbers are kept."""
+    def head(m: re.Match[str]) -> str:
+        lines = m.group(0).count("\n")
+        return f"namespace {m.group(1)}" + "\n" * lines + " {"
+    return replace(pp, text=_CLASS_HEAD.sub(head, pp.text))
+
+
 def _rel(src: GgmlSource, p: Path) -> str:
     return str(p.relative_to(src.ggml))
 
@@ -130,7 +143,7 @@ def _read(src: GgmlSource, content: str) -> Reading:
         for p in files:
             f = csource.read(p)
             rel = _rel(src, p)
-            pp = f.preprocessed(on)
+            pp = _open_classes(f.preprocessed(on))
             pp_off = f.preprocessed(off)
             for fn in csource._definitions(pp, p):
                 key = (name, rel, short(fn.name))
@@ -149,6 +162,8 @@ def _read(src: GgmlSource, content: str) -> Reading:
                     r.rvv.add((rel, m))
             for fname in csource.rvv_functions(f, ext, headers):
                 r.rvv.add((rel, short(fname)))
+            # member functions (not seen by rvv_functions): RVV when their code calls intrinsics
+            r.rvv.update((rel, short(fn.name)) for fn in csource._definitions(pp, p) if csource.calls_intrinsics(fn.body))
             if rel.startswith("src/ggml-cpu/arch/riscv/"):
                 r.rvv.update((rel, short(fn.name)) for fn in csource._definitions(pp, p))
             r.notes += [str(n) for n in f.notes if str(n) not in r.notes]

@@ -125,12 +125,16 @@ def _pytest(run: Run, extra: list[str], pytest_args: list[str], workers: str) ->
 # ------------------------------------------------------------------ outcomes
 
 
-def state(r: dict[str, Any] | None) -> str:
-    """fail, pass, absent (not in the tree), unrunnable (the build or emulator cannot run it), none."""
+def state(r: dict[str, Any] | None, *, error: str = "fail") -> str:
+    """fail, pass, absent (not in the tree), unrunnable (the build or emulator cannot run it), none;
+    a set-up error (the build failed) is ``error`` ("fail" on HEAD: the change broke or kept
+    broken a build; "unrunnable" where BASE is asked about a failure HEAD has)."""
     if r is None:
         return "none"
     o = r["outcome"]
-    if o in ("failed", "error", "xpassed"):
+    if o == "error":
+        return error
+    if o in ("failed", "xpassed"):
         return "fail"
     if o in ("passed", "xfailed"):
         return "pass"
@@ -187,7 +191,10 @@ def classify(head: Run, base: Run | None, again: Run | None,
     base_results = base.results if base else {}
     for nodeid in sorted(set(head.results) | set(base_results)):
         h, b = head.results.get(nodeid), base_results.get(nodeid)
-        hs, bs = state(h), state(b)
+        hs = state(h)
+        # BASE's build error explains nothing about a wrong result on HEAD (BASE cannot run it);
+        # it is a failure next to HEAD's build error (pre-existing) or HEAD's pass (fixed)
+        bs = state(b, error="unrunnable" if hs == "fail" and h["outcome"] != "error" else "fail")
         if hs == "fail":
             hk = failure_kind(h, head.case(nodeid))
             if h["outcome"] == "error" and h.get("reason"):  # which build, and its first error

@@ -172,6 +172,14 @@ def test_a_build_error_on_head_is_a_regression_and_base_that_cannot_build_means_
     lines = {ln.kernel: ln for ln in gate.classify(head, base, None, [], [])}
     assert lines["q4_0"].list == "regression" and "build" in lines["q4_0"].why
     assert lines["q8_0"].list == "new kernel failing" and "cannot run" in lines["q8_0"].why
+    # BASE's build error next to a wrong result on HEAD (the test that happened to carry the error)
+    head = _run("head", {_id("q4_0"): ("failed", "AssertionError: x"), _id("q5_0"): ("passed", ""),
+                         _id("q6_K"): ("error", "BuildError: y")})
+    base = _run("base", {_id("q4_0"): ("error", "BuildError: ..."), _id("q5_0"): ("error", "BuildError: ..."),
+                         _id("q6_K"): ("error", "BuildError: z")})
+    again = _run("head-replay", {_id("q5_0"): ("passed", "")})
+    lines = {ln.kernel: ln.list for ln in gate.classify(head, base, again, [], [])}
+    assert lines == {"q4_0": "new kernel failing", "q5_0": "fixed", "q6_K": "pre-existing"}, lines
 
 
 def test_verdict_blocks_exactly_on_regressions_new_kernels_and_uncovered_changes() -> None:
