@@ -171,7 +171,7 @@ class Line:
 
     def describe(self) -> str:
         where = (f"{self.kernel or '-'}, VLEN {self.vlen}, {self.isa}, stress {'on' if self.stress else 'off'}"
-                 if self.vlen else "not a differential test")
+                 if self.vlen else "the build" if self.nodeid.startswith("ISA build") else "not a differential test")
         return f"`{self.nodeid}` ({where}): {self.why}"
 
 
@@ -228,6 +228,27 @@ def classify(head: Run, base: Run | None, again: Run | None,
             else:
                 out.append(_line("fixed", nodeid, f"BASE: {bk}; passes on HEAD, BASE's example included",
                                  runs, entries_base))
+    # A build that fails on BASE and builds on HEAD is a fix of its own: its tests are skipped on
+    # BASE (no line above), so the build gets one.
+    broken = {name: _broken_builds(r.results) for name, r in runs.items()}
+    built_on_head = {(parse_id(n).isa if parse_id(n) else "") for n, r in head.results.items()
+                     if r["outcome"] in ("passed", "failed")}
+    for isa, why in sorted(broken.get("base", {}).items()):
+        if isa not in broken["head"] and isa in built_on_head:
+            cmd = {n: f"cd {shlex.quote(str(ROOT))} && .venv/bin/rvvdiff build --ggml-src {shlex.quote(r.tree)} --isa {isa}"
+                   for n, r in runs.items()}
+            out.append(Line("fixed", f"ISA build {isa}", "", "", None, isa, None,
+                            f"does not build on BASE ({why[:300]}); builds on HEAD", cmd))
+    return out
+
+
+def _broken_builds(results: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """ISA build -> the error of a run's build that failed (its first test carries it)."""
+    out = {}
+    for n, r in results.items():
+        tid = parse_id(n)
+        if r["outcome"] == "error" and tid and "ISA build" in r.get("reason", "") and "failed" in r.get("reason", ""):
+            out.setdefault(tid.isa, r["reason"])
     return out
 
 

@@ -180,6 +180,12 @@ def test_a_build_error_on_head_is_a_regression_and_base_that_cannot_build_means_
     again = _run("head-replay", {_id("q5_0"): ("passed", "")})
     lines = {ln.kernel: ln.list for ln in gate.classify(head, base, again, [], [])}
     assert lines == {"q4_0": "new kernel failing", "q5_0": "fixed", "q6_K": "pre-existing"}, lines
+    # the build itself: broken on BASE, built on HEAD (its tests ran there): one "fixed" line
+    v = _id("q4_0").replace("zvfh", "v")
+    head = _run("head", {v: ("failed", "AssertionError: x")})
+    base = _run("base", {v: ("error", "building ISA build 'v' of t failed (log): first error: vec.h:1: error: x")})
+    lines = {(ln.list, ln.nodeid) for ln in gate.classify(head, base, None, [], [])}
+    assert lines == {("new kernel failing", v), ("fixed", "ISA build v")}, lines
 
 
 def test_verdict_blocks_exactly_on_regressions_new_kernels_and_uncovered_changes() -> None:
