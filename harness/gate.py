@@ -148,12 +148,15 @@ def failure_kind(r: dict[str, Any], case: dict[str, Any] | None) -> str:
     if r["outcome"] == "error":
         return "build or set-up error"
     comp = (case or {}).get("comparison")
-    if comp:
-        return f"{comp.get('mode')} comparison {comp.get('name')}"
+    if comp:  # the comparison's name without the element it found worst (s[2, 5] and s[2, 0] are one check)
+        return f"{comp.get('mode')} comparison {_numberless(str(comp.get('name')))}"
     reason = r.get("reason", "")
     head, _, rest = reason.partition(":")
-    words = re.sub(r"0x[0-9a-f]+|[-+]?\d[\d.e+-]*|\[[^\]]*\]", "#", rest).split()
-    return f"{head.strip()}: {' '.join(words[:8])}".strip(": ")
+    return f"{head.strip()}: {' '.join(_numberless(rest).split()[:8])}".strip(": ")
+
+
+def _numberless(text: str) -> str:
+    return re.sub(r"\[[^\]]*\]|0x[0-9a-f]+|[-+]?\d[\d.e+-]*", "#", text).strip()
 
 
 @dataclass

@@ -159,6 +159,9 @@ def test_classification_into_the_four_lists(tmp_path: Path) -> None:
     got = {(ln.list, ln.kernel) for ln in lines}
     assert got == {("regression", "q4_0"), ("new kernel failing", "q9_0"), ("pre-existing", "mxfp4"),
                    ("regression", "q6_K"), ("fixed", "q5_0"), ("pre-existing", "q8_0")}, got
+    # the element a comparison found worst is not part of how it failed
+    assert gate.failure_kind(head.results[_id("mxfp4")], {"comparison": {"mode": "bound", "name": "s[2, 5]"}}) == \
+        gate.failure_kind(base.results[_id("mxfp4")], {"comparison": {"mode": "bound", "name": "s[3, 0]"}})
     reg = next(ln for ln in lines if ln.kernel == "q6_K")
     assert "another way" in reg.why and "KernelFailure" in reg.why
     assert all(set(ln.replay) == {"head", "base"} and "--example-db" in ln.replay["head"] for ln in lines)
