@@ -156,7 +156,9 @@ def failure_kind(r: dict[str, Any], case: dict[str, Any] | None) -> str:
 
 
 def _numberless(text: str) -> str:
-    return re.sub(r"\[[^\]]*\]|0x[0-9a-f]+|[-+]?\d[\d.e+-]*", "#", text).strip()
+    """``text`` without its indices and numbers (not the digits of a name: ``q8_K`` stays)."""
+    text = re.sub(r"\[[^\]]*\]", "[...]", text)
+    return re.sub(r"\b0x[0-9a-f]+|(?<![\w.])[-+]?\d[\d.e+-]*", "#", text).strip()
 
 
 @dataclass
