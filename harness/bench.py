@@ -30,9 +30,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from .config import PROJECT_ROOT
 from .report import parse_id
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = PROJECT_ROOT
 
 #: One representative test per family (node id prefixes; the VLEN / ISA part is appended by the plugin).
 REPRESENTATIVES = [

@@ -51,9 +51,10 @@ from pathlib import Path
 from typing import Any
 
 from . import gitrev, report
-from .config import ISA_BUILDS, VLENS, cache_dir
+from .config import ISA_BUILDS, PROJECT_ROOT, VLENS, cache_dir
+from .proc import own_session_env
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = PROJECT_ROOT
 SLOT = "bisect"
 BUDGETS = ("replay", "default", "thorough")
 #: Where a tree keeps its CPU backend: a llama.cpp checkout, a ggml repository.
@@ -203,20 +204,12 @@ class Step:
     dir: str  # the step's pytest.log and reports
 
 
-def _git(repo: Path, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    cp = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=timeout, env=env)
-    if check and cp.returncode != 0:
-        raise BisectError(f"git -C {repo} {' '.join(args)} failed: {(cp.stderr or cp.stdout).strip()}")
-    return cp
-
-
 def pytest_argv(failure: Failure, tree: Path, db: Path, plan: Path, report_dir: Path,
                 extra: list[str]) -> list[str]:
     """The step's pytest command (run from rvvdiff's root)."""
-    return [sys.executable, "-m", "pytest", failure.nodeid, *failure.target_args(), "-p", "no:xdist",
-            "-p", "no:cacheprovider", "--ggml-src", str(tree), "--known-failures", "ignore",
-            "--example-db", str(db), "--plan", str(plan), "--report-dir", str(report_dir), *extra]
+    return [sys.executable, "-m", *report.replay_argv(
+        failure.nodeid, ggml_src=str(tree), known_failures="ignore", example_db=str(db),
+        extra=["-p", "no:cacheprovider", "--plan", str(plan), "--report-dir", str(report_dir), *extra])]
 
 
 @dataclass
@@ -268,7 +261,7 @@ class Bisect:
             db = Path(tmp) / "db"
             shutil.copytree(self.db, db)  # the run may delete examples: never the snapshot's
             argv = pytest_argv(self.failure, tree, db, self.plan, d / "reports", self.extra)
-            env = {k: v for k, v in os.environ.items() if k != "RVVDIFF_SESSION"}  # a session of its own
+            env = own_session_env()
             with open(d / "pytest.log", "w") as log:
                 log.write(f"$ cd {shlex.quote(str(ROOT))} && {shlex.join(argv)}\n")
                 log.flush()
@@ -285,8 +278,8 @@ class Bisect:
                     proc.wait()
                     raise
         v = verdict(d / "reports", self.failure.nodeid, code)
-        step = Step(sha, _describe(self.repo, sha), role, v.verdict, v.outcome, v.reason, round(time.time() - t, 1),
-                    str(d))
+        step = Step(sha, gitrev.subject(self.repo, sha), role, v.verdict, v.outcome, v.reason,
+                    round(time.time() - t, 1), str(d))
         self.steps.append(step)
         print(f"  {role:6} {step.subject[:80]:80}  {step.verdict:4} ({step.seconds:.0f} s)"
               + (f": {_short(step.reason, 100)}" if step.reason and step.verdict != "good" else ""), flush=True)
@@ -298,8 +291,8 @@ class Bisect:
         of the database snapshot)."""
         slot = self.slot
         run_db = self.out / "replay-db"
-        argv = ["pytest", self.failure.nodeid, *self.failure.target_args(), "-p", "no:xdist", "--ggml-src", str(slot),
-                "--known-failures", "ignore", "--example-db", str(run_db), "--plan", str(self.plan), *self.extra]
+        argv = report.replay_argv(self.failure.nodeid, ggml_src=str(slot), known_failures="ignore",
+                                  example_db=str(run_db), extra=["--plan", str(self.plan), *self.extra])
         return " && ".join([f"cd {shlex.quote(str(ROOT))}", shlex.join(["git", "-C", str(slot), "checkout", "-q",
                                                                          "--detach", "--force", sha]),
                             shlex.join(["rm", "-rf", str(run_db)]), shlex.join(["cp", "-r", str(self.db), str(run_db)]),
@@ -321,22 +314,18 @@ def _short(text: str, n: int = 160) -> str:
     return text if len(text) <= n else text[:n - 3] + "..."
 
 
-def _describe(repo: Path, sha: str) -> str:
-    return _git(repo, "log", "-1", "--format=%h %cd %s", "--date=short", sha).stdout.strip()
-
-
 def repository(path: Path) -> Path:
     """The repository holding ``path``: its work tree's top, or the repository itself when bare."""
     if not Path(path).is_dir():
         raise BisectError(f"--repo {path}: no such directory")
     try:
-        cp = _git(Path(path), "rev-parse", "--is-bare-repository", check=False, timeout=30)
+        cp = gitrev.git(Path(path), "rev-parse", "--is-bare-repository", check=False, timeout=30)
     except FileNotFoundError:
         raise BisectError("git is not installed") from None
     if cp.returncode != 0:
         raise BisectError(f"--repo {path}: not a git checkout ({(cp.stderr or cp.stdout).strip()})")
     where = "--absolute-git-dir" if cp.stdout.strip() == "true" else "--show-toplevel"
-    return Path(_git(Path(path), "rev-parse", where, timeout=30).stdout.strip()).resolve()
+    return Path(gitrev.git(Path(path), "rev-parse", where, timeout=30).stdout.strip()).resolve()
 
 
 def revisions(repo: Path, good: str, bad: str) -> tuple[str, str]:
@@ -347,7 +336,7 @@ def revisions(repo: Path, good: str, bad: str) -> tuple[str, str]:
         raise BisectError(f"unknown revision: {e}") from None
     if g == b:
         raise BisectError(f"--good {good} and --bad {bad} are the same commit {g[:12]}")
-    cp = _git(repo, "merge-base", "--is-ancestor", g, b, check=False)
+    cp = gitrev.git(repo, "merge-base", "--is-ancestor", g, b, check=False)
     if cp.returncode == 1:
         raise BisectError(f"--good {good} ({g[:12]}) is not an ancestor of --bad {bad} ({b[:12]}): the first bad "
                           f"commit must come after a good one (did you swap them?)")
@@ -363,16 +352,16 @@ ONLY_SKIPPED = "There are only 'skip'ped commits left to test"
 def _search(bs: Bisect, driver: Path) -> tuple[str | None, list[str]]:
     """git bisect in ``driver`` from the checked ends: (first bad commit, or None and the
     candidates git could not tell apart because they were skipped)."""
-    out = _git(driver, "bisect", "start", "--no-checkout", bs.bad, bs.good).stdout
+    out = gitrev.git(driver, "bisect", "start", "--no-checkout", bs.bad, bs.good).stdout
     while True:
         m = FIRST_BAD.search(out)
         if m:
             return m.group(1), []
         if ONLY_SKIPPED in out:
             return None, re.findall(r"^[0-9a-f]{40}$", out, re.M)
-        sha = _git(driver, "rev-parse", "BISECT_HEAD").stdout.strip()
+        sha = gitrev.git(driver, "rev-parse", "BISECT_HEAD").stdout.strip()
         v = bs.run_step(sha, "bisect").verdict
-        cp = _git(driver, "bisect", v, sha, check=False)
+        cp = gitrev.git(driver, "bisect", v, sha, check=False)
         out = cp.stdout + cp.stderr
         if cp.returncode != 0 and ONLY_SKIPPED not in out:
             raise BisectError(f"git bisect {v} {sha} failed: {out.strip()}")
@@ -397,7 +386,7 @@ def run(bs: Bisect) -> int:
     bs.prepare()
     f = bs.failure
     print(f"rvvdiff bisect: {f.nodeid} (VLEN {f.vlen}, {f.isa}{', stress' if f.stress else ''}) in {bs.repo}")
-    print(f"  good {_describe(bs.repo, bs.good)}\n  bad  {_describe(bs.repo, bs.bad)}")
+    print(f"  good {gitrev.subject(bs.repo, bs.good)}\n  bad  {gitrev.subject(bs.repo, bs.bad)}")
     n = bs.saved_examples()
     print(f"  example database: {f.example_db} ({n} file{'s' if n != 1 else ''}"
           + ("; none saved: only the test's explicit and fixed cases replay" if n == 0 else "")
@@ -414,15 +403,15 @@ def run(bs: Bisect) -> int:
                          f"(see {good.dir}/pytest.log)")
     with tempfile.TemporaryDirectory(prefix="rvvdiff-bisect-git-") as tmp:
         driver = Path(tmp) / "driver.git"
-        _git(bs.repo, "clone", "-q", "--bare", "--shared", str(bs.repo), str(driver))
+        gitrev.git(bs.repo, "clone", "-q", "--bare", "--shared", str(bs.repo), str(driver))
         first, candidates = _search(bs, driver)
-        log = _git(driver, "bisect", "log", check=False).stdout
+        log = gitrev.git(driver, "bisect", "log", check=False).stdout
     bs.result["git_bisect_log"] = log
     if first is None:
         bs.result["candidates"] = candidates
         print(f"\nrvvdiff bisect: the first bad commit is one of {len(candidates)} commits that could not be tested:")
         for c in candidates:
-            print(f"  {_describe(bs.repo, c)}")
+            print(f"  {gitrev.subject(bs.repo, c)}")
         bs.write("skipped")
         return 1
     return _found(bs, first)
@@ -436,11 +425,11 @@ def _stop(bs: Bisect, message: str) -> int:
 
 
 def _found(bs: Bisect, first: str) -> int:
-    fields = _git(bs.repo, "log", "-1", "--format=%H%n%P%n%cI%n%aI%n%an%n%s", first).stdout.split("\n")
+    fields = gitrev.git(bs.repo, "log", "-1", "--format=%H%n%P%n%cI%n%aI%n%an%n%s", first).stdout.split("\n")
     sha, parents, committed, authored, author, subject = fields[:6]
     parent = parents.split()[0]
-    files = _git(bs.repo, "diff", "--name-only", parent, sha, "--", *CPU_DIRS).stdout.split()
-    n_all = len(_git(bs.repo, "diff", "--name-only", parent, sha).stdout.split())
+    files = gitrev.git(bs.repo, "diff", "--name-only", parent, sha, "--", *CPU_DIRS).stdout.split()
+    n_all = len(gitrev.git(bs.repo, "diff", "--name-only", parent, sha).stdout.split())
     at, before = bs.replay_line(sha), bs.replay_line(parent)
     bs.result.update({"first_bad": {"commit": sha, "parent": parent, "merge": len(parents.split()) > 1,
                                     "committed": committed, "authored": authored, "author": author,

@@ -143,10 +143,14 @@ def _read(src: GgmlSource, content: str) -> Reading:
         for p in files:
             f = csource.read(p)
             rel = _rel(src, p)
-            pp = _open_classes(f.preprocessed(on))
+            pp_on = f.preprocessed(on)
+            pp = _open_classes(pp_on)
             pp_off = f.preprocessed(off)
+            riscv = rel.startswith("src/ggml-cpu/arch/riscv/")
             for fn in csource._definitions(pp, p):
                 key = (name, rel, short(fn.name))
+                if riscv or csource.calls_intrinsics(fn.body):  # (member functions: rvv_definitions skips them)
+                    r.rvv.add((rel, short(fn.name)))
                 if key in r.functions:  # overloads / specialisations: one entry, all their code
                     fp, line = r.functions[key]
                     r.functions[key] = (hashlib.sha256((fp + fn.fingerprint).encode()).hexdigest()[:16], line)
@@ -160,12 +164,7 @@ def _read(src: GgmlSource, content: str) -> Reading:
                     r.aliases[m] = text
                 if pp_off.definitions.get(m, (0, None))[1] != text:
                     r.rvv.add((rel, m))
-            for fname in csource.rvv_functions(f, ext, headers):
-                r.rvv.add((rel, short(fname)))
-            # member functions (not seen by rvv_functions): RVV when their code calls intrinsics
-            r.rvv.update((rel, short(fn.name)) for fn in csource._definitions(pp, p) if csource.calls_intrinsics(fn.body))
-            if rel.startswith("src/ggml-cpu/arch/riscv/"):
-                r.rvv.update((rel, short(fn.name)) for fn in csource._definitions(pp, p))
+            r.rvv.update((rel, short(fname)) for fname in csource.rvv_definitions(pp_on, pp_off, p))
             r.notes += [str(n) for n in f.notes if str(n) not in r.notes]
     return r
 

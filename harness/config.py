@@ -123,6 +123,10 @@ def selection_type(option: str, allowed: Sequence[str | int], what: str, error: 
     return parse
 
 
+#: rvvdiff's own directory (pytest's rootdir: cases/, reports/, docs/).
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
 def cache_dir() -> Path:
     """The harness's cache: ``$RVVDIFF_CACHE``, else ``$XDG_CACHE_HOME/rvvdiff``, else ``~/.cache/rvvdiff``."""
     env = os.environ.get("RVVDIFF_CACHE")

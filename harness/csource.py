@@ -567,12 +567,17 @@ def rvv_functions(file: CFile, extensions: Iterable[str] = (), headers: Iterable
     Both builds are read with this module's preprocessor: an ``#if`` it cannot evaluate is a note
     on ``file`` (taken as not compiled), never an exception."""
     headers = list(headers)
-    on_pp = file.preprocessed(build_macros(extensions, headers))
-    off_pp = file.preprocessed(build_macros(extensions, headers, vector=False))
-    off = {f.name for f in _definitions(off_pp, file.path)}
+    return rvv_definitions(file.preprocessed(build_macros(extensions, headers)),
+                           file.preprocessed(build_macros(extensions, headers, vector=False)), file.path)
+
+
+def rvv_definitions(on_pp: Preprocessed, off_pp: Preprocessed, path: Path) -> dict[str, RvvPath]:
+    """:func:`rvv_functions` of a file already read as the RVV build (``on_pp``) and the same build
+    without the vector extension (``off_pp``)."""
+    off = {f.name for f in _definitions(off_pp, path)}
     on_lines, off_lines = on_pp.text.split("\n"), off_pp.text.split("\n")
     out: dict[str, RvvPath] = {}
-    for f in _definitions(on_pp, file.path):
+    for f in _definitions(on_pp, path):
         if f.name in out:
             continue
         only = f.name not in off

@@ -57,10 +57,12 @@ from pathlib import Path
 from typing import Any
 
 from . import changes, gitrev, known
-from .report import parse_id
+from .config import PROJECT_ROOT
+from .proc import own_session_env
+from .report import parse_id, replay_argv
 from .source import SourceError, resolve
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = PROJECT_ROOT
 LISTS = ("regression", "new kernel failing", "pre-existing", "fixed")
 #: What the gate runs unless the pytest options given after HEAD say otherwise (later options win).
 DEFAULT_PYTEST = ["--vlen", "all", "--isa", "all", "--rvv-stress", "both"]
@@ -92,12 +94,8 @@ class Run:
 
     def replay(self, nodeid: str) -> str:
         """The command that replays ``nodeid`` on this run's tree with its saved examples."""
-        tid = parse_id(nodeid)
-        target = (["--vlen", str(tid.vlen), "--isa", tid.isa, "--rvv-stress", "on" if tid.stress else "off"]
-                  if tid else [])
-        argv = [".venv/bin/pytest", nodeid, *target, "-p", "no:xdist", "--ggml-src", self.tree,
-                "--known-failures", "ignore", "--example-db", str(self.db)]
-        return f"cd {shlex.quote(str(ROOT))} && {shlex.join(argv)}"
+        argv = replay_argv(nodeid, ggml_src=self.tree, known_failures="ignore", example_db=str(self.db))
+        return f"cd {shlex.quote(str(ROOT))} && .venv/bin/{shlex.join(argv)}"
 
 
 def _pytest(run: Run, extra: list[str], pytest_args: list[str], workers: str) -> Run:
@@ -112,8 +110,7 @@ def _pytest(run: Run, extra: list[str], pytest_args: list[str], workers: str) ->
         argv += ["-n", workers]
     print(f"\n=== rvvdiff gate: {run.name} ({run.tree})\n    {shlex.join(argv)}", flush=True)
     t0 = time.perf_counter()
-    env = {k: v for k, v in os.environ.items() if k != "RVVDIFF_SESSION"}  # each run is a session of its own
-    run.exit = subprocess.run(argv, cwd=ROOT, env=env).returncode
+    run.exit = subprocess.run(argv, cwd=ROOT, env=own_session_env()).returncode
     run.seconds = time.perf_counter() - t0
     if run.exit not in (0, 1, 5):  # 5: nothing collected (a plan whose tests this selection lacks)
         raise GateError(f"the {run.name} run did not complete (pytest exit status {run.exit}); its output is above")

@@ -22,11 +22,18 @@ class RevisionError(RuntimeError):
     """A revision that cannot be resolved or checked out; the message says what to do."""
 
 
-def _git(repo: Path, *args: str, timeout: float = 600) -> str:
-    cp = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=timeout)
-    if cp.returncode != 0:
+def git(repo: Path, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``git -C repo args``, without the caller's ``GIT_*`` variables (a ``git bisect run`` script's
+    would point at another repository); :class:`RevisionError` when it fails and ``check``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    cp = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=timeout, env=env)
+    if check and cp.returncode != 0:
         raise RevisionError(f"git -C {repo} {' '.join(args)} failed: {(cp.stderr or cp.stdout).strip()}")
-    return cp.stdout.strip()
+    return cp
+
+
+def _git(repo: Path, *args: str, timeout: float = 600) -> str:
+    return git(repo, *args, timeout=timeout).stdout.strip()
 
 
 def toplevel(path: Path) -> Path | None:
@@ -47,7 +54,8 @@ def commit(repo: Path, rev: str) -> str:
 
 
 def subject(repo: Path, rev: str) -> str:
-    return _git(repo, "log", "-1", "--format=%h %ad %s", "--date=short", rev)
+    """``<short hash> <commit date> <subject>``."""
+    return _git(repo, "log", "-1", "--format=%h %cd %s", "--date=short", rev)
 
 
 def merge_base(repo: Path, target: str | None) -> tuple[str, str]:

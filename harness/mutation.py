@@ -27,11 +27,11 @@ from typing import Any
 
 from . import mutants
 from .build import BuildError, ensure_built
-from .config import ISA_BUILDS
+from .config import ISA_BUILDS, PROJECT_ROOT
 from .report import parse_id
 from .source import resolve
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = PROJECT_ROOT
 
 
 def _pytest(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:

@@ -220,10 +220,6 @@ class Target:
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # Hypothesis's printer of failing examples
         p.text(repr(self))
 
-    def replay_args(self) -> list[str]:
-        """pytest options under which this target exists (for a replay command line)."""
-        return ["--vlen", str(self.vlen), "--isa", self.isa.name, "--rvv-stress", "on" if self.stress else "off"]
-
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.config._rvvdiff_t0 = time.time()  # type: ignore[attr-defined]
@@ -473,16 +469,10 @@ def report_dir(config: pytest.Config) -> Path:
 
 def replay_command(item: pytest.Item) -> str:
     """One shell line that reruns this test, and so its shrunk failing example, from the rootdir."""
-    t: Target = item.callspec.params["target"]  # type: ignore[attr-defined]
-    argv = ["pytest", item.nodeid, *t.replay_args(), "-p", "no:xdist"]
-    for opt in ("example_db",):
-        if item.config.getoption(opt):
-            argv += ["--example-db", str(Path(item.config.getoption(opt)).resolve())]
-    if item.config.getoption("known_failures") != "apply":
-        argv += ["--known-failures", item.config.getoption("known_failures")]
-    src = item.config.getoption("ggml_src")
-    if src:
-        argv += ["--ggml-src", src if SDIST_SPEC.match(src) else str(Path(src).resolve())]
+    db, src = item.config.getoption("example_db"), item.config.getoption("ggml_src")
+    argv = report.replay_argv(item.nodeid, example_db=db and str(Path(db).resolve()),
+                              known_failures=item.config.getoption("known_failures"),
+                              ggml_src=src and (src if SDIST_SPEC.match(src) else str(Path(src).resolve())))
     return f"cd {shlex.quote(str(item.config.rootpath))} && {shlex.join(argv)}"
 
 
@@ -523,9 +513,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     elif getattr(report, "wasxfail", None):
         reason = report.wasxfail
     elif report.failed and report.when == "setup":  # a build error: which build, and its first error
-        lines = [ln.strip() for ln in (report.longreprtext or "").strip().splitlines()
-                 if ln.strip() and not ln.startswith("[gw")]  # (pytest-xdist's worker line)
-        first = next((lines[i + 1] for i, ln in enumerate(lines[:-1]) if ln == "first errors:"), "")
+        text = report.longreprtext or ""
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("[gw")]  # (xdist's line)
+        first = failure_summary(text) if "\nfirst errors:\n" in text else ""
         reason = " ".join(lines[:1] + ([f"first error: {first}"] if first else []))
     elif report.failed:
         reason = (report.longreprtext or "").strip().splitlines()[-1:][0] if report.longreprtext else ""

@@ -12,6 +12,12 @@ from pathlib import Path
 log = logging.getLogger("rvvdiff")
 
 
+def own_session_env() -> dict[str, str]:
+    """The environment for a pytest run started from rvvdiff (the gate's runs, a bisect step): a
+    session of its own, not the caller's ``RVVDIFF_SESSION`` (build-failure markers are per session)."""
+    return {k: v for k, v in os.environ.items() if k != "RVVDIFF_SESSION"}
+
+
 class CommandError(RuntimeError):
     """A command failed or timed out; the message carries everything needed to rerun it."""
 

@@ -35,6 +35,7 @@ import re
 import shlex
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,22 @@ def parse_id(nodeid: str) -> TestId | None:
         return None
     return TestId(nodeid, m.group("test"), p.group("kernel") or "", int(p.group("vlen")), p.group("isa"),
                   bool(p.group("stress")))
+
+
+def replay_argv(nodeid: str, *, ggml_src: str | None = None, example_db: str | None = None,
+                known_failures: str = "apply", extra: Sequence[str] = ()) -> list[str]:
+    """``pytest`` arguments that rerun one differential test alone (its target from its id), and so
+    its saved shrunk example first: the plugin's replay line, the gate's per tree, bisect's."""
+    tid = parse_id(nodeid)
+    target = ["--vlen", str(tid.vlen), "--isa", tid.isa, "--rvv-stress", "on" if tid.stress else "off"] if tid else []
+    argv = ["pytest", nodeid, *target, "-p", "no:xdist"]
+    if example_db:
+        argv += ["--example-db", str(example_db)]
+    if known_failures != "apply":
+        argv += ["--known-failures", known_failures]
+    if ggml_src:
+        argv += ["--ggml-src", str(ggml_src)]
+    return argv + list(extra)
 
 
 def _slug(nodeid: str) -> str:

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import build, source
-from .config import ISA_BUILDS
+from .config import ISA_BUILDS, PROJECT_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = PROJECT_ROOT
 
 
 @dataclass
