@@ -198,9 +198,9 @@ def classify(head: Run, base: Run | None, again: Run | None,
         # it is a failure next to HEAD's build error (pre-existing) or HEAD's pass (fixed)
         bs = state(b, error="unrunnable" if hs == "fail" and h["outcome"] != "error" else "fail")
         if hs == "fail":
-            hk = failure_kind(h, head.case(nodeid))
-            if h["outcome"] == "error" and h.get("reason"):  # which build, and its first error
-                hk += f" ({h['reason'][:300]})"
+            kind = failure_kind(h, head.case(nodeid))
+            # (for a build error, which build and its first error)
+            hk = kind + (f" ({h['reason'][:300]})" if h["outcome"] == "error" and h.get("reason") else "")
             if bs == "absent":
                 out.append(_line("new kernel failing", nodeid, f"HEAD: {hk}; BASE does not have it ({b['reason']})",
                                  runs, entries_head))
@@ -209,7 +209,7 @@ def classify(head: Run, base: Run | None, again: Run | None,
                                  runs, entries_head))
             elif bs == "fail":
                 bk = failure_kind(b, base.case(nodeid) if base else None)
-                if bk == failure_kind(h, head.case(nodeid)):
+                if bk == kind:
                     out.append(_line("pre-existing", nodeid, f"both: {hk}", runs, entries_base))
                 else:
                     out.append(_line("regression", nodeid, f"HEAD: {hk}; BASE fails another way: {bk}",
@@ -237,8 +237,8 @@ def classify(head: Run, base: Run | None, again: Run | None,
                      if r["outcome"] in ("passed", "failed")}
     for isa, why in sorted(broken.get("base", {}).items()):
         if isa not in broken["head"] and isa in built_on_head:
-            cmd = {n: f"cd {shlex.quote(str(ROOT))} && .venv/bin/rvvdiff build --ggml-src {shlex.quote(r.tree)} --isa {isa}"
-                   for n, r in runs.items()}
+            cmd = {n: f"cd {shlex.quote(str(ROOT))} && .venv/bin/rvvdiff build --ggml-src {shlex.quote(r.tree)} "
+                      f"--isa {isa}" for n, r in runs.items()}
             out.append(Line("fixed", f"ISA build {isa}", "", "", None, isa, None,
                             f"does not build on BASE ({why[:300]}); builds on HEAD", cmd))
     return out
