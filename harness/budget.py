@@ -14,7 +14,8 @@ Two ways to choose them:
 * ``--changes FILE`` (a diff written by ``rvvdiff gate`` / :mod:`harness.changes`): each test
   that owns a changed function or macro (reaches it from its own entry points, not through
   another tested kernel) runs thorough; the other tests that reach a change, and the rest, at
-  the default; with ``--changed-only`` the tests that reach no change do not run.  What each test
+  the default; with ``--changed-only`` the tests that reach no change do not run, except those
+  ``--also-run GLOB`` names (thorough: a finding's tests when a fix is verified).  What each test
   reaches and owns, and the changed RVV code no collected test reaches, go to
   ``<report-dir>/covers.json``.
 * ``--plan FILE``: ``{"tests": {node id: budget}}``; only those tests run.
@@ -22,6 +23,7 @@ Two ways to choose them:
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 from pathlib import Path
@@ -102,6 +104,7 @@ def select(config: pytest.Config, items: list[pytest.Item], requirements, entry_
     kernels = {n for it in differential for n in reach.roots(entry_points(it))}
     covers: dict[str, list[str]] = {}
     owns: dict[str, list[str]] = {}
+    also = config.getoption("also_run")
     keep, drop = [], []
     for it in items:
         if "target" not in getattr(it, "fixturenames", ()):
@@ -110,8 +113,9 @@ def select(config: pytest.Config, items: list[pytest.Item], requirements, entry_
         hit = reach.covers(requirements(it), changed)
         own = reach.owns(entry_points(it), kernels - set(reach.roots(entry_points(it))), changed) if hit else []
         covers[it.nodeid], owns[it.nodeid] = hit, own
-        it._rvvdiff_budget = "thorough" if own else "default"  # type: ignore[attr-defined]
-        (keep if hit or not config.getoption("changed_only") else drop).append(it)
+        named = any(fnmatch.fnmatchcase(it.nodeid, g) for g in also)
+        it._rvvdiff_budget = "thorough" if own or named else "default"  # type: ignore[attr-defined]
+        (keep if hit or named or not config.getoption("changed_only") else drop).append(it)
     reached = {n for hit in covers.values() for n in hit}
     out = {"covers": {k: v for k, v in covers.items() if v},
            "owns": {k: v for k, v in owns.items() if v},

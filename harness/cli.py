@@ -92,6 +92,8 @@ COMMANDS_ELSEWHERE = {
     "trees": "run the suite on several ggml trees and print one table of the outcomes (docs/trees.md)",
     "gate": "judge a HEAD tree against its BASE: regressions block, old bugs do not, fixes are named (docs/gate.md)",
     "bisect": "find the first commit of a git history at which a failure report's shrunk case fails",
+    "fixes": "list the fixes of the findings (fixes/) on a tree, or check them: each patch verified by the "
+             "gate and timed, or all together through the whole suite (docs/fixes.md)",
 }
 
 
@@ -105,6 +107,9 @@ def _elsewhere(name: str):
     if name == "gate":
         from .gate import main as gate_main
         return gate_main
+    if name == "fixes":
+        from .fixes import main as fixes_main
+        return fixes_main
     if name == "repro":
         from .report import main_repro
         return main_repro

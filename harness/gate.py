@@ -42,6 +42,7 @@ that the same test's minimal example does not show (Hypothesis reports one failu
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import html
 import json
 import os
@@ -393,7 +394,10 @@ def resolve_base(head_dir: Path, base: str | None, target_branch: str | None) ->
 
 
 def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: list[str], *,
-         changed_only: bool = False, allow_uncovered: tuple[str, ...] = (), workers: str = "auto") -> Verdict:
+         changed_only: bool = False, allow_uncovered: tuple[str, ...] = (), also: tuple[str, ...] = (),
+         workers: str = "auto") -> Verdict:
+    """The three runs and the verdict.  ``also``: node-id globs that run on HEAD whatever they reach
+    and on BASE whenever they ran on HEAD (a finding's tests, when a fix is judged)."""
     head_src, base_src = resolve(str(head_dir)), resolve(base_dir)
     g = out / "gate"
     if g.exists():
@@ -411,14 +415,16 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
         print(f"    {c.describe()}")
 
     head = _pytest(Run("head", str(head_src.root), out / "head", g / "db-head"),
-                   ["--changes", str(g / "changes.json"), *(["--changed-only"] if changed_only else [])],
+                   ["--changes", str(g / "changes.json"), *(["--changed-only"] if changed_only else []),
+                    *(x for a in also for x in ("--also-run", a))],
                    pytest_args, workers)
     seconds["head"] = head.seconds
     cov_path = head.report_dir / "covers.json"
     cov = json.loads(cov_path.read_text()) if cov_path.is_file() else {"covers": {}, "uncovered": [], "changes": []}
 
     plan = {n: "replay" for n, r in head.results.items() if state(r) == "fail"}
-    for n in cov.get("owns", {}):
+    named = [n for n in head.results if any(fnmatch.fnmatchcase(n, a) for a in also)]
+    for n in [*cov.get("owns", {}), *named]:
         if n in head.results and state(head.results[n]) in ("pass", "fail"):
             plan[n] = "default"  # HEAD's saved examples replay first (the reuse phase)
     def planned(name: str, tree: str, tests: dict[str, str], db_from: str) -> Run:

@@ -10,6 +10,7 @@
     reason = "what is wrong, in one line"
     reproducer = "the shortest command or file that shows it"
     # ggml = ["0c1e570", "ggml-0.25.3", "*"]  # optional: trees named explicitly
+    # fix = "q4_K_int16_subblock_sum"      # optional: fixes/<fix>.patch fixes it (`rvvdiff fixes`)
 
 **When an entry applies.**  An entry describes a bug, not a commit: it applies to the tree under
 test when
@@ -82,7 +83,7 @@ FINGERPRINT_MACROS = csource.rvv_macros(e for e in ISA_BUILDS[FINGERPRINT_BUILD]
 
 _KEYS_REQUIRED = ("test", "reason", "reproducer")
 _KEYS_FUNCTION = ("function", "file", "fingerprint")
-_KEYS = (*_KEYS_REQUIRED, *_KEYS_FUNCTION, "ggml", "seen_in")
+_KEYS = (*_KEYS_REQUIRED, *_KEYS_FUNCTION, "ggml", "seen_in", "fix")
 _FINGERPRINT = re.compile(r"[0-9a-f]{16}")
 
 
@@ -197,6 +198,8 @@ class Known:
     #: Trees other than the pinned one where the bug was seen (e.g. "ggml 2026-08-21 (d99724f2)"):
     #: an entry without it is a finding of the pinned tree and must apply to it (tests/test_known.py).
     seen_in: tuple[str, ...] = ()
+    #: The patch that fixes the bug: ``fixes/<fix>.patch`` (harness/fixes.py verifies it).
+    fix: str = ""
     number: int = 0  # 1-based position in the file, for messages
 
     def names_tree(self, source: GgmlSource) -> bool:
@@ -311,8 +314,9 @@ def _entry(e: object, number: int, path: Path) -> Known:
         prints = frozenset(values)
     ggml = _strings(e["ggml"], where, "ggml") if "ggml" in e else ()
     seen_in = _strings(e["seen_in"], where, "seen_in") if "seen_in" in e else ()
+    fix = _strings(e["fix"], where, "fix")[0] if "fix" in e else ""
     return Known(e["test"].strip(), e["reason"].strip(), e["reproducer"].strip(), functions, files, prints, ggml,
-                 seen_in=seen_in, number=number)
+                 seen_in=seen_in, fix=fix, number=number)
 
 
 def load(path: Path | None = None) -> list[Known]:

@@ -10,8 +10,10 @@ VLEN or build.  Builds and servers are made lazily, in whichever process
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import os
+import pickle
 import shlex
 import time
 import uuid
@@ -90,6 +92,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "at the thorough budget; <report-dir>/covers.json says which")
     g.addoption("--changed-only", action="store_true",
                 help="with --changes: run only the tests that reach a change")
+    g.addoption("--also-run", action="append", default=[], metavar="GLOB",
+                help="with --changed-only: also run the tests whose node id matches GLOB (fnmatch; repeatable), "
+                     "at the thorough budget (rvvdiff fixes: a finding's tests)")
     g.addoption("--plan", default=None, metavar="FILE",
                 help='run only the tests a JSON plan names, each at its budget: {"tests": {"<node id>": '
                      '"default" | "thorough" | "replay"}} (replay: no new examples, the saved ones and the fixed cases)')
@@ -272,8 +277,14 @@ class BenchLog:
             return
         t: Target = item.callspec.params["target"]  # type: ignore[attr-defined]
         r = t.server().call(c["kernel"], c["ip"], c["fp"], c["bufs"], repeat=self.REPEAT, timeout=session().timeout)
+        # the request itself, so that it can be timed again on another build (rvvdiff fixes: before / after)
+        calls = Path(self.path + ".calls")
+        calls.mkdir(exist_ok=True)
+        saved = calls / f"{hashlib.sha256(item.nodeid.encode()).hexdigest()[:16]}.pkl"
+        saved.write_bytes(pickle.dumps({k: c[k] for k in ("kernel", "ip", "fp", "bufs")} | {"vlen": t.vlen, "isa": t.isa.name}))
         self._write({"kind": "pure", "nodeid": item.nodeid, "kernel": c["kernel"], "bytes": c["size"],
-                     "single_s": c["kernel_ns"] * 1e-9, "repeated_s": r.kernel_ns * 1e-9 / self.REPEAT})
+                     "single_s": c["kernel_ns"] * 1e-9, "repeated_s": r.kernel_ns * 1e-9 / self.REPEAT,
+                     "request": str(saved)})
 
 
 _BENCH: BenchLog | None = None
