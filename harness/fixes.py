@@ -228,10 +228,15 @@ def bench(fix: Fix, source: GgmlSource, out: Path, pytest_args: list[str]) -> li
 # ------------------------------------------------------------------ all fixes together
 
 
+def combined(fixes: list[Fix], source: GgmlSource) -> tuple[GgmlSource, list[Fix], list[Fix]]:
+    """The tree with every fix that applies to ``source`` applied, those fixes, and those left out."""
+    ok = [f for f in fixes if patches.applies(f, source)[0] == "applies"]
+    return patches.apply(ok, source, "fix", name="all"), ok, [f for f in fixes if f not in ok]
+
+
 def together(fixes: list[Fix], source: GgmlSource, out: Path, pytest_args: list[str], workers: str) -> dict[str, Any]:
     """Every applicable fix at once; the whole suite with the known failures applied."""
-    ok = [f for f in fixes if patches.applies(f, source)[0] == "applies"]
-    tree = patches.apply(ok, source, "fix", name="all")
+    tree, ok, left = combined(fixes, source)
     applying = [v for v in known.judge(known.load(), tree) if v.applies]
     out.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "pytest", "cases", "-p", "no:cacheprovider", *MATRIX, *pytest_args,
@@ -253,7 +258,7 @@ def together(fixes: list[Fix], source: GgmlSource, out: Path, pytest_args: list[
         problems.append(f"{counts['xfailed']} expected failures left")
     problems += [f"known-failure entry #{v.entry.number} still applies ({v.why}): {v.entry.reason}" for v in applying]
     return {"result": "failed" if problems else "verified", "problems": problems, "fixes": [f.name for f in ok],
-            "left_out": [f.name for f in fixes if f not in ok], "tree": str(tree.root), "outcomes": counts,
+            "left_out": [f.name for f in left], "tree": str(tree.root), "outcomes": counts,
             "seconds": seconds}
 
 

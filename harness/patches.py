@@ -87,7 +87,7 @@ def apply(patches: list[Patch], source: GgmlSource, kind: str, name: str | None 
     for p in patches:
         h.update(p.patch.read_bytes())
     h.update(source.content_hash().encode())
-    tree = cache_dir() / f"{kind}s" / f"{name[:80]}-{h.hexdigest()[:12]}"
+    tree = cache_dir() / (kind + ("es" if kind.endswith("x") else "s")) / f"{name[:80]}-{h.hexdigest()[:12]}"
     marker = tree / f".rvvdiff-{kind}"
     with locked(tree.with_suffix(".lock")):
         if not marker.exists():

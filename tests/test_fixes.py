@@ -1,0 +1,208 @@
+"""``rvvdiff fixes``: every finding has a patch and a report, a patch's standing on a tree is told
+right (applies, already in, no longer applies; llama.cpp and ggml layouts), and the check tells a
+real fix from one that fixes nothing and from one that breaks the kernel another way.
+
+The end-to-end checks use a planted bug as the "finding": the tree is the mutant
+``vec_dot_f16_drops_tail`` (tests/test_planted_bug.py builds it too) and the fix is the mutant
+reversed, so they run on any machine in a few minutes at one VLEN and ISA build.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import fixes, known, mutants, patches, source
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADER_KEYS = ("rvvdiff fix", "finding", "functions", "tests", "bench", "vector-path")
+REPORT_SECTIONS = ("## Affected", "## Impact on real models", "## Reproducer", "## Expected vs got",
+                   "## Root cause", "## Patch", "## Verification")
+MUTANT = "vec_dot_f16_drops_tail"
+SELECTION = ["--vlen", "128", "--isa", "zvfh", "--rvv-stress", "off", "-k", "test_vec_dot and f16 and not unroll"]
+
+
+# ------------------------------------------------------------------ the catalogue
+
+
+def test_every_finding_of_the_pinned_tree_has_a_fix_and_every_fix_a_finding() -> None:
+    cat = fixes.catalogue()
+    entries = known.load()
+    pinned = [e for e in entries if not e.seen_in]
+    assert pinned, "known_failures.toml lost its findings"
+    lacking = [f"#{e.number} {e.test}" for e in pinned if not e.fix]
+    assert not lacking, f"findings of the pinned tree without a fix = ...: {lacking}"
+    unknown = sorted({e.fix for e in entries if e.fix and e.fix not in cat})
+    assert not unknown, f"entries name fixes that fixes/ lacks: {unknown}"
+    orphans = [n for n in cat if not any(e.fix == n for e in entries)]
+    assert not orphans, f"fixes no known-failure entry names: {orphans}"
+
+
+@pytest.mark.parametrize("name", sorted(fixes.catalogue()))
+def test_each_fix_applies_to_the_pinned_tree_and_has_its_report(name: str) -> None:
+    f = fixes.catalogue()[name]
+    missing = [k for k in HEADER_KEYS if not f.meta.get(k)]
+    assert not missing, f"{f.patch}: header lacks {missing}"
+    assert f.files and all(p.startswith("ggml/") for p in f.files), f"{f.patch}: paths are llama.cpp paths (ggml/...)"
+    for fn in (x.strip() for x in f.meta["functions"].split(",")):
+        assert re.search(rf"^[+-].*\b{re.escape(fn)}\b|^@@.*\b{re.escape(fn)}\b|\b{re.escape(fn)}\b", f.text, re.M), fn
+    s = fixes.standing(f, source.pinned())
+    assert s.state == "applies", s.describe()
+    assert all("does not apply" not in e for e in s.entries), s.entries  # the finding is in the pinned tree
+    text = f.report.read_text()
+    absent = [h for h in REPORT_SECTIONS if h not in text]
+    assert not absent, f"{f.report}: lacks {absent}"
+    assert "int main" in text, f"{f.report}: the standalone reproducer (rvvdiff repro --c) is missing"
+    diff = f.text[f.text.index("\n--- a/"):].strip()
+    assert diff.splitlines()[2] in text, f"{f.report}: the patch is not in the report"
+
+
+# ------------------------------------------------------------------ standing on a tree
+
+
+def _reversed(m: mutants.Mutant, tree: source.GgmlSource, to: Path, *, header: str, edit=None) -> Path:
+    """The fix of a mutant: the diff from the mutant tree back to the pinned one (``edit`` alters
+    the fixed text first: a bad fix)."""
+    pinned = source.pinned()
+    body = []
+    for rel in m.files:
+        new = (pinned.root / rel).read_text()
+        fixed = to.parent / "fixed.c"
+        fixed.write_text(edit(new) if edit else new)
+        cp = subprocess.run(["diff", "-u", "--label", f"a/{rel}", "--label", f"b/{rel}", str(tree.root / rel), str(fixed)],
+                            capture_output=True, text=True)
+        assert cp.returncode == 1, cp.stderr
+        body.append(cp.stdout)
+    to.write_text(header + "\n" + "".join(body))
+    return to
+
+
+HEADER = ("rvvdiff fix: {title}\nfinding: planted ({mutant})\nfunctions: ggml_vec_dot_f16\n"
+          "tests: cases/test_vec_dot.py::test_vec_dot*[[]f16-*\nbench: cases/test_vec_dot.py::test_vec_dot[f16-\n"
+          "vector-path: kept\n")
+
+
+@pytest.fixture(scope="module")
+def mutant_tree() -> source.GgmlSource:
+    return mutants.apply(mutants.get(MUTANT), source.pinned())
+
+
+@pytest.fixture()
+def fix_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mutant_tree: source.GgmlSource) -> Path:
+    d = tmp_path / "fixes"
+    d.mkdir()
+    monkeypatch.setenv("RVVDIFF_FIXES_DIR", str(d))
+    _reversed(mutants.get(MUTANT), mutant_tree, d / "f16_tail.patch", header=HEADER.format(title="f16 keeps its tail", mutant=MUTANT))
+    return d
+
+
+def test_standing_applies_already_in_or_no_longer_applies(fix_dir: Path, mutant_tree: source.GgmlSource, tmp_path: Path) -> None:
+    f = fixes.select(["f16_tail"])[0]
+    assert fixes.standing(f, mutant_tree).state == "applies"
+    assert fixes.standing(f, source.pinned()).state == "applied"
+    moved = tmp_path / "moved"
+    subprocess.run(["cp", "-al", str(mutant_tree.root), str(moved)], check=True)
+    for rel in f.files:  # the lines the patch touches were rewritten upstream
+        p = moved / rel
+        text = p.read_text()
+        p.unlink()
+        minus = [ln[1:] for ln in f.text.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+        for ln in minus:
+            text = text.replace(ln, ln.replace(" i ", " k ").replace("i +", "k +") + " // rewritten", 1)
+        p.write_text(text)
+    s = fixes.standing(f, source.resolve(moved))
+    assert s.state == "conflict" and "no longer applies" in s.describe(), s.describe()
+    assert "changed or are gone" in s.detail  # no entry names this planted fix
+
+
+def test_a_ggml_repository_takes_the_same_patch_one_level_up(fix_dir: Path, mutant_tree: source.GgmlSource,
+                                                           tmp_path: Path) -> None:
+    repo = tmp_path / "ggml"
+    subprocess.run(["cp", "-al", str(mutant_tree.ggml), str(repo)], check=True)
+    tree = source.resolve(repo)
+    assert tree.root == tree.ggml and patches.strip(tree) == 2
+    f = fixes.select(["f16_tail"])[0]
+    assert fixes.standing(f, tree).state == "applies"
+    fixed = patches.apply([f], tree, "fix")
+    rel = f.files[0]
+    assert patches.tree_path(fixed, rel).read_text() == (source.pinned().root / rel).read_text()
+    assert (mutant_tree.root / rel).read_text() != (source.pinned().root / rel).read_text()  # the source is untouched
+    assert fixes.standing(f, fixed).state == "applied"
+
+
+def test_fixes_together_leave_out_the_ones_that_do_not_apply(fix_dir: Path, mutant_tree: source.GgmlSource) -> None:
+    other = mutants.get("quant_q4_0_drops_odd_block")
+    _reversed(other, mutants.apply(other, source.pinned()), fix_dir / "q4_0_block.patch",
+              header=HEADER.format(title="q4_0 keeps its block", mutant=other.name))
+    tree, ok, left = fixes.combined(fixes.select([]), mutant_tree)
+    assert [f.name for f in ok] == ["f16_tail"] and [f.name for f in left] == ["q4_0_block"]
+    assert fixes.standing(ok[0], tree).state == "applied"
+
+
+def test_unknown_fix_is_a_clear_error(fix_dir: Path) -> None:
+    with pytest.raises(KeyError, match="no fix nope; known: f16_tail"):
+        fixes.select(["nope"])
+
+
+# ------------------------------------------------------------------ the check, end to end
+
+
+def _check(fix_dir: Path, tree: source.GgmlSource, out: Path, *extra: str) -> tuple[int, dict]:
+    cp = subprocess.run([sys.executable, "-m", "harness.cli", "fixes", "check", "--ggml-src", str(tree.root),
+                         "--out", str(out), "--workers", "1", *extra, *SELECTION],
+                        cwd=ROOT, capture_output=True, text=True, timeout=3600,
+                        env={**__import__("os").environ, "RVVDIFF_FIXES_DIR": str(fix_dir)})
+    data = json.loads((out / "fixes.json").read_text()) if (out / "fixes.json").is_file() else {}
+    assert data, cp.stdout[-3000:] + cp.stderr[-3000:]
+    return cp.returncode, data
+
+
+def test_check_verifies_the_fix_names_the_finding_fixed_and_times_it(fix_dir: Path, mutant_tree: source.GgmlSource,
+                                                                     tmp_path: Path) -> None:
+    code, data = _check(fix_dir, mutant_tree, tmp_path / "out")
+    c = data["checks"]["f16_tail"]
+    assert code == 0 and c["result"] == "verified", c
+    assert "cases/test_vec_dot.py::test_vec_dot[f16-vlen128-zvfh]" in c["fixed"]
+    assert c["changes"] == ["ggml_vec_dot_f16"]
+    rows = data["bench"]["f16_tail"]
+    assert rows and all(r["vlen"] == 128 and r["isa"] == "zvfh" and r["before_us"] > 0 and r["after_us"] > 0 for r in rows)
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "**verified**" in summary and "before (us/call)" in summary
+
+
+def test_check_fails_a_fix_that_breaks_the_kernel_another_way(fix_dir: Path, mutant_tree: source.GgmlSource,
+                                                              tmp_path: Path) -> None:
+    (fix_dir / "f16_tail.patch").unlink()
+    _reversed(mutants.get(MUTANT), mutant_tree, fix_dir / "f16_bad.patch",
+              header=HEADER.format(title="f16 fixed wrong", mutant=MUTANT),
+              edit=lambda text: text.replace("vsum = __riscv_vfwmacc_vv_f32m2_tu(vsum, ax, ay, vl);",
+                                             "vsum = __riscv_vfwnmsac_vv_f32m2_tu(vsum, ax, ay, vl);"))
+    assert "+                vsum = __riscv_vfwnmsac_vv_f32m2_tu" in (fix_dir / "f16_bad.patch").read_text()
+    code, data = _check(fix_dir, mutant_tree, tmp_path / "out", "--no-bench")
+    c = data["checks"]["f16_bad"]
+    assert code == 1 and c["result"] == "failed", c
+    assert any(p.startswith(("regression", "finding test still fails")) for p in c["problems"]), c["problems"]
+
+
+def test_check_does_not_verify_a_fix_that_fixes_nothing(fix_dir: Path, mutant_tree: source.GgmlSource,
+                                                        tmp_path: Path) -> None:
+    """A change in the buggy function that keeps the bug: the finding's tests still fail."""
+    m = mutants.get(MUTANT)
+    (fix_dir / "f16_tail.patch").unlink()
+    rel = m.files[0]
+    buggy = (mutant_tree.root / rel).read_text()
+    fixed = tmp_path / "same.c"
+    fixed.write_text(buggy.replace("int vl = __riscv_vsetvlmax_e32m2();", "long vl = __riscv_vsetvlmax_e32m2();"))
+    assert fixed.read_text() != buggy
+    cp = subprocess.run(["diff", "-u", "--label", f"a/{rel}", "--label", f"b/{rel}", str(mutant_tree.root / rel), str(fixed)],
+                        capture_output=True, text=True)
+    (fix_dir / "f16_noop.patch").write_text(HEADER.format(title="nothing", mutant=MUTANT) + "\n" + cp.stdout)
+    code, data = _check(fix_dir, mutant_tree, tmp_path / "out", "--no-bench")
+    c = data["checks"]["f16_noop"]
+    assert code == 1 and c["result"] == "failed", c
+    assert any(p.startswith("finding test still fails") for p in c["problems"]), c["problems"]
