@@ -22,6 +22,9 @@ the fix (``fix = "<name>"``) are the finding's expected failures.
     the largest call of each ``bench`` test (drawn on the patched tree) is timed inside the kernel
     server on both builds, alternately, the minimum of several rounds of repeated calls.
 
+``rvvdiff fixes bench [NAME ...] [--ggml-src TREE] [pytest options]``
+    only the speed, as ``check`` measures it (run it on a quiet machine).
+
 ``rvvdiff fixes check --together [--ggml-src TREE] [pytest options]``
     every fix that applies, applied together; the whole suite (every VLEN, ISA build, stress mode)
     with the known failures applied must pass with no expected failure left and no entry applying.
@@ -310,7 +313,8 @@ def summary_md(source: GgmlSource, standings: list[Standing], checks: dict[str, 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="rvvdiff fixes", allow_abbrev=False, description=__doc__.split("\n\n")[0])
-    p.add_argument("action", choices=("list", "check"))
+    p.add_argument("action", choices=("list", "check", "bench"),
+                   help="list: where each fix stands on the tree; check: verify (and time) each; bench: only time each")
     p.add_argument("names", nargs="*", help="fixes (default: all in fixes/)")
     p.add_argument("--ggml-src", help="the tree to check against (default: the pinned tree)")
     p.add_argument("--full", action="store_true", help="run every test on each patched tree, not only those reaching the change")
@@ -338,9 +342,11 @@ def main(argv: list[str]) -> int:
         for f, s in zip(fixes, standings):
             if s.state != "applies":
                 continue
-            checks[f.name] = verify(f, source, a.out / f.name, [*MATRIX, *pytest_args], full=a.full, workers=a.workers)
-            print(f"rvvdiff fixes: {f.name}: {checks[f.name]['result']}", flush=True)
-            if not a.no_bench and checks[f.name]["result"] != "failed":
+            if a.action == "check":
+                checks[f.name] = verify(f, source, a.out / f.name, [*MATRIX, *pytest_args], full=a.full,
+                                        workers=a.workers)
+                print(f"rvvdiff fixes: {f.name}: {checks[f.name]['result']}", flush=True)
+            if not a.no_bench and checks.get(f.name, {}).get("result") != "failed":
                 benches[f.name] = bench(f, source, a.out / f.name, pytest_args)
     md = summary_md(source, standings, checks, benches, together_run, argv)
     (a.out / "summary.md").write_text(md)
