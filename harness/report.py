@@ -374,6 +374,66 @@ int main() {{
     return path
 
 
+#: ggml types by name, for the kernels whose ggml-only program names the type (ggml.h's enum values).
+_FLOAT_TYPES = {"f32": 0, "f16": 1, "bf16": 30}
+
+
+def upstream_call(call: dict[str, Any]) -> tuple[int, int] | None:
+    """(ggml type, n) when the recorded call is a vec_dot that ggml's public API reaches
+    (``ggml_get_type_traits_cpu(type)->vec_dot``): the quantized dots' entry point and the float
+    dots.  Other adapters have no public equivalent; their reproducer is the adapter program."""
+    k, ip = call["kernel"], call["ip"]
+    if k == "quant_vec_dot" and len(ip) == 3 and ip[2] == 0:
+        return int(ip[0]), int(ip[1])
+    if k.startswith("vec_dot_") and k[8:] in _FLOAT_TYPES and len(ip) == 1:
+        return _FLOAT_TYPES[k[8:]], int(ip[0])
+    return None
+
+
+def upstream_reproducer(case: Case, path: Path) -> Path | None:
+    """A C program that needs only ggml (ggml.h, ggml-cpu.h and the two libraries): the failing
+    vec_dot through the CPU type traits with the recorded rows, printing got and expected and
+    exiting 1 while they differ by more than the bound.  None when the kernel has no such form."""
+    call = case.call
+    tn = upstream_call(call)
+    comp = case.data.get("comparison") or {}
+    if tn is None or "expected" not in case.arrays:
+        return None
+    t, n = tn
+    exp = float(case.arrays["expected"].reshape(-1)[0])
+    tol = float(case.arrays["bound"]) if comp.get("mode") == "bound" and "bound" in case.arrays else 0.0
+    x, y = (case.arrays[f"buf{i}"].tobytes() for i in (0, 1))
+
+    def arr(name: str, data: bytes) -> str:
+        rows = [",".join(str(b) for b in data[i:i + 24]) for i in range(0, len(data), 24)]
+        return f"static const unsigned char {name}[{len(data)}] = {{\n    " + ",\n    ".join(rows) + "\n};"
+
+    src = f"""// Reproducer: {case.data['test']}
+// ggml {case.data['ggml']['label']} commit {case.data['ggml']['commit']}; VLEN {case.data['target']['vlen']}, ISA build {case.data['target']['isa']}{', agnostic elements written with ones (QEMU rvv_ta_all_1s / rvv_ma_all_1s)' if case.data['target'].get('stress') else ''}.
+// The shrunk case rvvdiff found: x is one row of ggml type {t}, y one row of its vec_dot_type, n = {n}.
+#include "ggml.h"
+#include "ggml-cpu.h"
+#include <math.h>
+#include <stdio.h>
+
+{arr("x", x)}
+{arr("y", y)}
+
+int main(void) {{
+    ggml_cpu_init();
+    const enum ggml_type type = (enum ggml_type) {t};
+    float s = 0.0f;
+    ggml_get_type_traits_cpu(type)->vec_dot({n}, &s, 0, x, 0, y, 0, 1);
+    const double expected = {exp!r}, bound = {tol!r};
+    printf("VLEN %d: vec_dot of %s, n = {n}: got %.9g, expected %.9g\\n", ggml_cpu_get_rvv_vlen() * 8,
+           ggml_type_name(type), s, expected);
+    return !(fabs(s - expected) <= bound);
+}}
+"""
+    path.write_text(src)
+    return path
+
+
 def main_repro(argv: list[str]) -> int:
     """``rvvdiff repro``: replay a failure report outside pytest."""
     import argparse
@@ -389,7 +449,8 @@ def main_repro(argv: list[str]) -> int:
     p.add_argument("--ggml-src", help="replay against another tree (default: the recorded one)")
     p.add_argument("--vlen", type=int, help="replay at another VLEN")
     p.add_argument("--isa", choices=list(ISA_BUILDS), help="replay in another ISA build")
-    p.add_argument("--c", action="store_true", help="also write and print the standalone C++ reproducer")
+    p.add_argument("--c", action="store_true", help="also write and print the standalone C++ reproducer (and, for a "
+                   "vec_dot that ggml's API reaches, a ggml-only C program for an upstream report)")
     a = p.parse_args(argv)
     case = load_case(a.report.resolve())
     t = case.data["target"]
@@ -419,6 +480,12 @@ def main_repro(argv: list[str]) -> int:
         print(f"\nstandalone reproducer: {prog}\nbuild:\n  {shlex.join(build_cmd)}\nrun:\n  {shlex.join(run_cmd)}\n"
               f"debug (then: gdb-multiarch {exe} -ex 'target remote :1234'):\n  "
               f"{shlex.join(run_cmd[:-1] + ['-g', '1234', str(exe)])}")
+        up = upstream_reproducer(case, case.dir / "repro_ggml.c")
+        if up is not None:
+            public = [f for f in build.cflags if f.startswith("-I") and f.rstrip("/").endswith("/include")]
+            up_cmd = [cc.cxx, "-O1", *[f for f in build.cflags if f.startswith(("-march", "-mabi"))], *public, str(up),
+                      *map(str, build.libs), "-static", "-lm", "-lpthread", "-o", str(case.dir / "repro_ggml")]
+            print(f"\nggml-only reproducer: {up}\n  (for an upstream report: only ggml's headers and libraries)\nbuild:\n  {shlex.join(up_cmd)}\nrun:\n  {shlex.join(run_cmd[:-1] + [str(case.dir / 'repro_ggml')])}")
     print("STILL FAILS" if failing else "PASSES now")
     return 1 if failing else 0
 

@@ -20,6 +20,7 @@ import pytest
 from helpers import run_suite
 
 from harness import mutants, source
+from harness.toolchain import SERVER_DIR
 
 FAILING = [
     "cases/test_vec_dot.py::test_vec_dot[f16-vlen1024-zvfh]",
@@ -92,6 +93,16 @@ def test_repro_replays_and_its_c_reproducer_fails_the_same_way(failing_run) -> N
     c = subprocess.run(shlex.split(run), capture_output=True, text=True, timeout=300)
     assert c.returncode == 1 and "VLEN 1024: calling vec_dot_f16" in c.stdout
     assert "[0] got 0, expected" in c.stdout
+    # The ggml-only program (for an upstream report) fails the same way with nothing of rvvdiff in it.
+    ggml_only = r.stdout.split("\nggml-only reproducer", 1)[1]
+    prog = Path(ggml_only.split(": ", 1)[1].splitlines()[0])
+    assert "rvvdiff" not in prog.read_text().split("#include", 1)[1] and "server.h" not in prog.read_text()
+    build = ggml_only.split("\nbuild:\n  ", 1)[1].splitlines()[0]
+    run = ggml_only.split("\nrun:\n  ", 1)[1].splitlines()[0]
+    assert str(SERVER_DIR) not in build and "server-obj" not in build
+    subprocess.run(shlex.split(build), check=True, capture_output=True, timeout=900)
+    c = subprocess.run(shlex.split(run), capture_output=True, text=True, timeout=300)
+    assert c.returncode == 1 and re.search(r"VLEN 1024: vec_dot of f16, n = \d+: got 0, expected", c.stdout), c.stdout
     # The same report replayed against the unmodified tree passes.
     fixed = subprocess.run([*rvvdiff, "repro", str(d), "--ggml-src", str(source.pinned().root)],
                            capture_output=True, text=True, timeout=900)
