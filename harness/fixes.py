@@ -153,7 +153,8 @@ def verify(fix: Fix, source: GgmlSource, out: Path, pytest_args: list[str], *, f
                   changed_only=not full, also=tuple(fix.tests), workers=workers)
     gate.write(v, out)
     head_results = json.loads((out / "head" / "results.json").read_text()) if (out / "head" / "results.json").is_file() else []
-    ran = {r["nodeid"]: r for r in head_results if fix.is_finding_test(r["nodeid"])}
+    ran = {r["nodeid"]: r for r in head_results  # the finding's tests that ran to a verdict
+           if fix.is_finding_test(r["nodeid"]) and gate.state(r) in ("pass", "fail")}
     failing = sorted(n for n, r in ran.items() if gate.state(r) == "fail")
     fixed = [ln.nodeid for ln in v.of("fixed")]
     named = [n for n in fixed if fix.is_finding_test(n)]
