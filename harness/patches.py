@@ -36,7 +36,7 @@ class Patch:
     @property
     def meta(self) -> dict[str, str]:
         head = self.text.split("\n--- ", 1)[0]
-        return dict(re.findall(r"^([\w-]+): (.*)$", head, re.M))
+        return dict(re.findall(r"^(\w[\w -]*): (.*)$", head, re.M))
 
     @property
     def files(self) -> list[str]:
