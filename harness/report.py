@@ -313,7 +313,19 @@ def c_reproducer(case: Case, path: Path) -> Path:
             decls.append(arr(f"buf{i}", case.arrays[f"buf{i}"].tobytes()))
         setup.append(f"    add_buffer(c, rvvdiff::BUF_{kind}, {b['size']}u, {b['fill']}, "
                      f"{'buf' + str(i) if kind != 'OUT' else 'nullptr'});")
-    check = "    return 0;"
+    # Without per-element expected values to compare with (an ULP comparison, or one recorded as a
+    # single worst element), the program does what `rvvdiff repro` does: it prints the outputs and
+    # fails while they equal the recorded failing ones.
+    outs = [j for j, b in enumerate(call["buffers"]) if b["kind"] != "IN"]
+    for k, (j, data) in enumerate(zip(outs, recorded)):
+        decls.append(arr(f"recorded{k}", data))
+    same = " && ".join(f"memcmp(c.bufs[{j}].data(), recorded{k}, {len(data)}u) == 0"
+                       for k, (j, data) in enumerate(zip(outs, recorded))) or "false"
+    show = "".join(f"    print_floats({j}, c.bufs[{j}].data(), {len(data) // 4});\n" for j, data in zip(outs, recorded))
+    check = (f"{show}"
+             f"    if ({same}) {{ printf(\"outputs equal the recorded failing outputs: STILL FAILS\\n\"); return 1; }}\n"
+             f"    printf(\"outputs differ from the recorded failing outputs; judge them with the pytest replay command\\n\");\n"
+             f"    return 0;")
     if where is not None and comp["mode"] in ("bitwise", "bound"):
         i, dt = where
         out_buf = [j for j, b in enumerate(call["buffers"]) if b["kind"] != "IN"][i]
@@ -342,6 +354,12 @@ def c_reproducer(case: Case, path: Path) -> Path:
 #include <cstring>
 
 {chr(10).join(decls)}
+
+static void print_floats(size_t i, const void * p, size_t n) {{
+    printf("output %zu as float32:", i);
+    for (size_t k = 0; k < n && k < 16; ++k) printf(" %.9g", static_cast<const float *>(p)[k]);
+    printf(n > 16 ? " ...\\n" : "\\n");
+}}
 
 static void add_buffer(rvvdiff::Call & c, uint32_t kind, size_t size, int fill, const unsigned char * data) {{
     rvvdiff::Buffer b;
