@@ -32,7 +32,7 @@ the fix (``fix = "<name>"``) are the finding's expected failures.
 Reports: ``reports/fixes/summary.md`` and ``fixes.json``; per fix the gate's reports under
 ``reports/fixes/<name>/``.  Exit status: 0 when every fix checked is verified (or the tree already
 has it), 1 when one fails its verification, 3 when none failed but one could not be checked (it
-no longer applies, or the selection does not reach the finding).
+no longer applies, the selection does not reach the finding, or its timing failed).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import known, patches
+from . import known, patches, pool
 from .config import PROJECT_ROOT, ISA_BUILDS
 from .proc import own_session_env
 from .source import GgmlSource, resolve
@@ -184,7 +184,6 @@ def verify(fix: Fix, source: GgmlSource, out: Path, pytest_args: list[str], *, f
 def bench(fix: Fix, source: GgmlSource, out: Path, pytest_args: list[str]) -> list[dict[str, Any]]:
     """Per bench test (VLEN x ISA build of the selection, stress off): the largest call drawn on the
     patched tree, timed inside the server on the tree and on the patched tree."""
-    from . import pool
     from .bench import _collect
     from .build import ensure_built
     from .toolchain import qemu
@@ -336,6 +335,7 @@ def main(argv: list[str]) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     checks: dict[str, dict[str, Any]] = {}
     benches: dict[str, list[dict[str, Any]]] = {}
+    bench_errors: dict[str, str] = {}
     together_run = None
     if a.together:
         together_run = together(fixes, source, a.out / "together", pytest_args, a.workers)
@@ -348,17 +348,23 @@ def main(argv: list[str]) -> int:
                                         workers=a.workers)
                 print(f"rvvdiff fixes: {f.name}: {checks[f.name]['result']}", flush=True)
             if not a.no_bench and checks.get(f.name, {}).get("result") != "failed":
-                benches[f.name] = bench(f, source, a.out / f.name, pytest_args)
+                try:
+                    benches[f.name] = bench(f, source, a.out / f.name, pytest_args)
+                except (RuntimeError, pool.KernelFailure) as e:  # the timing is lost, not the verdict
+                    bench_errors[f.name] = str(e)
+                    print(f"rvvdiff fixes: {f.name}: the timing failed: {e}", file=sys.stderr)
     md = summary_md(source, standings, checks, benches, together_run, argv)
+    md += "".join(f"\nThe timing of {n} failed: {e}\n" for n, e in bench_errors.items())
     (a.out / "summary.md").write_text(md)
     (a.out / "fixes.json").write_text(json.dumps({"tree": source.describe(), "standings": [s.__dict__ for s in standings],
-                                                  "checks": checks, "bench": benches, "together": together_run},
+                                                  "checks": checks, "bench": benches, "bench_errors": bench_errors,
+                                                  "together": together_run},
                                                  indent=1, default=str))
     print("\n" + md)
     results = [c["result"] for c in checks.values()] + ([together_run["result"]] if together_run else [])
     if "failed" in results:
         return 1
-    if "inconclusive" in results or any(s.state == "conflict" for s in standings):
+    if "inconclusive" in results or bench_errors or any(s.state == "conflict" for s in standings):
         return 3
     return 0
 
