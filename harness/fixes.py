@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import functools
 import json
 import os
 import pickle
@@ -78,11 +79,11 @@ class Fix(patches.Patch):
     def report(self) -> Path:
         return self.patch.with_suffix(".md")
 
-    @property
+    @functools.cached_property
     def entries(self) -> list[known.Known]:
         return [e for e in known.load() if e.fix == self.name]
 
-    @property
+    @functools.cached_property
     def tests(self) -> list[str]:
         """The finding's tests: its known-failure entries' globs and the header's ``tests``."""
         own = [t.strip() for t in self.meta.get("tests", "").split(",") if t.strip()]

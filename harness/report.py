@@ -293,6 +293,12 @@ def judge(case: Case, outputs: list[bytes]) -> tuple[bool, str]:
     return bad.size > 0, "\n".join(lines)
 
 
+def arr(name: str, data: bytes) -> str:
+    """A C array of ``data``, 24 bytes a line (one element when empty: C has no empty arrays)."""
+    rows = [",".join(str(b) for b in data[i:i + 24]) for i in range(0, len(data), 24)] or ["0"]
+    return f"static const unsigned char {name}[{max(len(data), 1)}] = {{\n    " + ",\n    ".join(rows) + "\n};"
+
+
 def c_reproducer(case: Case, path: Path) -> Path:
     """A standalone C++ program: the failing call's inputs as literals, the kernel adapter called
     directly (linked with the server's adapter objects and the same ggml build), guard regions
@@ -301,10 +307,6 @@ def c_reproducer(case: Case, path: Path) -> Path:
     comp = case.data.get("comparison")
     recorded = case.recorded_outputs()
     where = _decode_like(recorded, case.arrays["got"]) if comp and "got" in case.arrays else None
-
-    def arr(name: str, data: bytes) -> str:
-        body = ",".join(str(b) for b in data)
-        return f"static const unsigned char {name}[{max(len(data), 1)}] = {{{body or '0'}}};"
 
     decls, setup = [], []
     for i, b in enumerate(call["buffers"]):
@@ -421,10 +423,6 @@ def upstream_reproducer(case: Case, path: Path) -> Path | None:
     exp = float(case.arrays["expected"].reshape(-1)[0])
     tol = float(case.arrays["bound"]) if comp.get("mode") == "bound" and "bound" in case.arrays else 0.0
     x, y = (case.arrays[f"buf{i}"].tobytes() for i in (0, 1))
-
-    def arr(name: str, data: bytes) -> str:
-        rows = [",".join(str(b) for b in data[i:i + 24]) for i in range(0, len(data), 24)]
-        return f"static const unsigned char {name}[{len(data)}] = {{\n    " + ",\n    ".join(rows) + "\n};"
 
     src = f"""// Reproducer: {case.data['test']}
 // ggml {case.data['ggml']['label']} commit {case.data['ggml']['commit']}; VLEN {case.data['target']['vlen']}, ISA build {case.data['target']['isa']}{', agnostic elements written with ones (QEMU rvv_ta_all_1s / rvv_ma_all_1s)' if case.data['target'].get('stress') else ''}.
