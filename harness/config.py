@@ -11,6 +11,8 @@ from pathlib import Path
 
 #: VLENs QEMU can emulate and ggml's RVV kernels are written for (bits).
 VLENS: tuple[int, ...] = (128, 256, 512, 1024)
+#: VLENs on Spike (--emulator spike): QEMU's, plus 2048 and 4096, which QEMU refuses.
+SPIKE_VLENS: tuple[int, ...] = VLENS + (2048, 4096)
 
 
 @dataclass(frozen=True)

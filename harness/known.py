@@ -11,6 +11,7 @@
     reproducer = "the shortest command or file that shows it"
     # ggml = ["0c1e570", "ggml-0.25.3", "*"]  # optional: trees named explicitly
     # fix = "q4_K_int16_subblock_sum"      # optional: fixes/<fix>.patch fixes it (`rvvdiff fixes`)
+    # emulator = "spike"                    # optional: only on this emulator (default: every one)
 
 **When an entry applies.**  An entry describes a bug, not a commit: it applies to the tree under
 test when
@@ -200,14 +201,18 @@ class Known:
     seen_in: tuple[str, ...] = ()
     #: The patch that fixes the bug: ``fixes/<fix>.patch`` (harness/fixes.py verifies it).
     fix: str = ""
+    #: Only on this emulator ("spike", "qemu"); empty: on every emulator.  For a kernel that relies on
+    #: behaviour the specification leaves to the hart, and only one emulator chooses the failing side
+    #: (misaligned vector element accesses trap on Spike, not on QEMU).
+    emulator: str = ""
     number: int = 0  # 1-based position in the file, for messages
 
     def names_tree(self, source: GgmlSource) -> bool:
         """The tree is named explicitly by ``ggml``."""
         return any(g == "*" or source.commit.startswith(g) or g == f"ggml-{source.version}" for g in self.ggml)
 
-    def matches(self, nodeid: str) -> bool:
-        return fnmatch.fnmatchcase(nodeid, self.test)
+    def matches(self, nodeid: str, emulator: str = "qemu") -> bool:
+        return fnmatch.fnmatchcase(nodeid, self.test) and self.emulator in ("", emulator)
 
     def judge(self, source: GgmlSource) -> Verdict:
         states = tuple(FunctionState(n, f, fingerprint(source, f, n), self.fingerprints)
@@ -315,8 +320,11 @@ def _entry(e: object, number: int, path: Path) -> Known:
     ggml = _strings(e["ggml"], where, "ggml") if "ggml" in e else ()
     seen_in = _strings(e["seen_in"], where, "seen_in") if "seen_in" in e else ()
     fix = _strings(e["fix"], where, "fix")[0] if "fix" in e else ""
+    emulator = _strings(e["emulator"], where, "emulator")[0] if "emulator" in e else ""
+    if emulator not in ("", "qemu", "spike"):
+        raise KnownFailuresError(f"{where}: emulator {emulator!r} must be \"qemu\" or \"spike\"")
     return Known(e["test"].strip(), e["reason"].strip(), e["reproducer"].strip(), functions, files, prints, ggml,
-                 seen_in=seen_in, fix=fix, number=number)
+                 seen_in=seen_in, fix=fix, emulator=emulator, number=number)
 
 
 def load(path: Path | None = None) -> list[Known]:

@@ -10,6 +10,7 @@ VLEN or build.  Builds and servers are made lazily, in whichever process
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import json
 import os
@@ -29,15 +30,25 @@ from . import protocol as P
 from .build import (Build, BuildError, BuildFailedEarlier, IsaUnavailable, adapter_kernels, build_dir,
                     emulation_gap, ensure_built, failed_reason, failure_marker, failure_summary,
                     forget_session, session_note, tree_name)
-from .config import ISA_BUILDS, STRESS_PROPS, VLENS, IsaBuild, selection_type
+from .config import ISA_BUILDS, SPIKE_VLENS, STRESS_PROPS, VLENS, IsaBuild, selection_type
 from .source import SDIST_SPEC, GgmlSource, SourceError, resolve
+from . import spike as spike_mod
+from .spike import SLOWDOWN as SPIKE_SLOWDOWN
+from .spike import Spike
 from .toolchain import SERVER_DIR, Qemu, ToolchainError, describe, qemu
 from .trace import Trace, trace_call
 
 # ------------------------------------------------------------------ options
 
 
-parse_vlens = selection_type("--vlen", VLENS, "VLENs rvvdiff can emulate", pytest.UsageError)
+_parse_vlen_list = selection_type("--vlen", SPIKE_VLENS, "VLENs rvvdiff can emulate: 2048 and 4096 on Spike only",
+                                  pytest.UsageError)
+
+
+def parse_vlens(value: str) -> tuple[int, ...] | None:
+    """A comma list of VLENs, or None for 'all': every VLEN of the chosen emulator (resolved in
+    pytest_configure, once --emulator is known)."""
+    return None if value.strip() == "all" else _parse_vlen_list(value)
 parse_isas = selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", pytest.UsageError)
 
 
@@ -62,8 +73,12 @@ def _positive(kind: type, option: str):
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("rvvdiff", "rvvdiff: differential testing of ggml's RISC-V Vector kernels")
-    g.addoption("--vlen", type=parse_vlens, default=VLENS, metavar="LIST",
-                help=f"VLENs to emulate: 'all' (default) or a comma list of {', '.join(map(str, VLENS))}")
+    g.addoption("--vlen", type=parse_vlens, default=None, metavar="LIST",
+                help=f"VLENs to emulate: 'all' (default: {', '.join(map(str, VLENS))} on QEMU, also 2048 and 4096 "
+                     f"on Spike) or a comma list of them")
+    g.addoption("--emulator", choices=("qemu", "spike"), default="qemu",
+                help="qemu (default): qemu-riscv64 user mode; spike: Spike, the RISC-V reference simulator "
+                     "(bare metal, one thread, no tail/mask stress; VLEN up to 4096; install: ci/setup.sh --spike)")
     g.addoption("--isa", type=parse_isas, default=tuple(ISA_BUILDS), metavar="LIST",
                 help=f"ISA builds: 'all' (default) or a comma list of {', '.join(ISA_BUILDS)}")
     g.addoption("--rvv-stress", type=parse_stress, default=(False,), nargs="?", const=(True,), metavar="MODE",
@@ -127,7 +142,19 @@ class Session:
 
     @property
     def timeout(self) -> float:
-        return float(self.config.getoption("kernel_timeout"))
+        return float(self.config.getoption("kernel_timeout")) * (SPIKE_SLOWDOWN if self.on_spike else 1)
+
+    @property
+    def on_spike(self) -> bool:
+        return self.config.getoption("emulator") == "spike"
+
+    @functools.cached_property
+    def emulator(self) -> Qemu | Spike:
+        """The emulator every kernel server of this session runs under (--emulator)."""
+        try:
+            return spike_mod.spike() if self.on_spike else qemu()
+        except ToolchainError as e:
+            pytest.exit(str(e), returncode=4)
 
     def build(self, isa: IsaBuild) -> Build:
         """The build for ``isa``, made on first use (in the test's setup, before any Hypothesis example).
@@ -184,7 +211,7 @@ class Target:
         return f"vlen{self.vlen}-{self.isa.name}" + ("-stress" if self.stress else "")
 
     def server(self) -> pool.KernelServer:
-        return pool.server(session().build(self.isa), self.vlen, self.stress, qemu())
+        return pool.server(session().build(self.isa), self.vlen, self.stress, session().emulator)
 
     @property
     def features(self) -> dict[str, bool]:
@@ -206,6 +233,9 @@ class Target:
             r = srv.call(kernel, ip, fp, bufs, repeat=repeat, timeout=session().timeout)
             record["outputs"], record["message"], record["kernel_ns"] = r.outputs, r.message, r.kernel_ns
             return r
+        except pool.Unsupported as e:
+            record["message"] = str(e)
+            _cannot_run_here(str(e))
         except pool.KernelFailure as e:
             record["message"] = str(e)
             raise
@@ -217,6 +247,8 @@ class Target:
     def trace(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
               bufs: Sequence[P.Buf] = ()) -> Trace:
         """Run one call in a fresh, logging QEMU and return the functions it executed."""
+        if session().on_spike:
+            pytest.skip("a trace of the functions a call executes needs QEMU's -d logging: this check runs on QEMU")
         return trace_call(self.server(), kernel, ip, fp, bufs, timeout=session().timeout)
 
     def __repr__(self) -> str:
@@ -224,6 +256,18 @@ class Target:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # Hypothesis's printer of failing examples
         p.text(repr(self))
+
+
+def _cannot_run_here(why: str) -> None:
+    """A request the emulator cannot run (threads on Spike): a Hypothesis example is rejected and
+    another drawn (the run's statistics count it), a fixed case skips its test with the reason."""
+    from hypothesis import reject
+    from hypothesis.control import currently_in_test_context
+
+    observe.record("unsupported", 1)
+    if currently_in_test_context():
+        reject()
+    pytest.skip(f"cannot run on this emulator: {why}")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -307,6 +351,23 @@ def pytest_configure(config: pytest.Config) -> None:
         _BENCH = BenchLog(config.getoption("bench_log"))
         observability.add_observability_callback(_BENCH.observe)
     config._rvvdiff_stats = []  # type: ignore[attr-defined]
+    _resolve_emulator_options(config)
+
+
+def _resolve_emulator_options(config: pytest.Config) -> None:
+    """--vlen 'all' becomes the emulator's VLENs; what the emulator cannot do is a usage error."""
+    on_spike = config.getoption("emulator") == "spike"
+    vlens = config.getoption("vlen")
+    if vlens is None:
+        config.option.vlen = SPIKE_VLENS if on_spike else VLENS
+    elif not on_spike and any(v > max(VLENS) for v in vlens):
+        raise pytest.UsageError(
+            f"--vlen {','.join(map(str, vlens))}: QEMU stops at VLEN {max(VLENS)} (its vlen property's maximum); "
+            "VLEN 2048 and 4096 run on Spike: add --emulator spike (install: ci/setup.sh --spike)")
+    if on_spike and True in config.getoption("rvv_stress"):
+        raise pytest.UsageError(
+            "--rvv-stress with --emulator spike: Spike has no tail/mask stress mode (it keeps tail and masked-off "
+            "elements undisturbed); run the stress targets on QEMU")
 
 
 def _register_hypothesis_profile(config: pytest.Config) -> None:
@@ -342,9 +403,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("target", targets, ids=[t.id for t in targets])
 
 
-def _emulator() -> Qemu:
+def _emulator(config: pytest.Config) -> Qemu | Spike:
     try:
-        return qemu()
+        return spike_mod.spike() if config.getoption("emulator") == "spike" else qemu()
     except ToolchainError as e:
         raise pytest.UsageError(str(e)) from None
 
@@ -367,12 +428,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     else:
         config._rvvdiff_changed_known = config._rvvdiff_unused_known = []  # type: ignore[attr-defined]
     _mark_not_in_tree(sess.source, targets)
-    q = _emulator()
+    q = _emulator(config)
     for it in targets:
         t: Target = it.callspec.params["target"]
         props = dict(t.isa.qemu, **(STRESS_PROPS if t.stress else {}))
         lacking = q.lacking(props)
-        if lacking:
+        if lacking and q.name == "spike":
+            it.add_marker(pytest.mark.skip(reason=f"Spike cannot provide {', '.join(lacking)} ({t.id})"))
+        elif lacking:
             it.add_marker(pytest.mark.skip(reason=(
                 f"QEMU {q.version} ({q.path}) does not emulate {', '.join(lacking)}, needed by "
                 f"{t.id}: install qemu-user 10 from bookworm-backports (ci/setup.sh) or set RVVDIFF_QEMU")))
@@ -412,20 +475,21 @@ def _mark_known_failures(config: pytest.Config, source: GgmlSource, items: list[
         verdicts = known.judge(known.load(), source)  # reads each named source file once
     except (known.KnownFailuresError, ValueError, OSError) as e:
         raise pytest.UsageError(str(e)) from None
-    entries = [v.entry for v in verdicts if v.applies]
+    emulator = config.getoption("emulator")
+    entries = [v.entry for v in verdicts if v.applies and v.entry.emulator in ("", emulator)]
     # Entries whose function changed in this tree: their tests are judged afresh; say so.
     config._rvvdiff_changed_known = [  # type: ignore[attr-defined]
-        v for v in verdicts if v.state == "changed" and any(v.entry.matches(it.nodeid) for it in items)]
+        v for v in verdicts if v.state == "changed" and any(v.entry.matches(it.nodeid, emulator) for it in items)]
     used: set[int] = set()
     for it in items:
         for i, k in enumerate(entries):
-            if k.matches(it.nodeid):
+            if k.matches(it.nodeid, emulator):
                 used.add(i)
                 it.add_marker(pytest.mark.xfail(strict=True, reason=f"known failure: {k.reason} (reproducer: {k.reproducer})"))
                 break
     # An entry is stale when its test file ran over the whole matrix (every VLEN, ISA build and
     # stress mode) and none of its tests matched; a narrower selection says nothing about it.
-    full = (tuple(config.getoption("vlen")) == VLENS and tuple(config.getoption("isa")) == tuple(ISA_BUILDS)
+    full = (config.getoption("emulator") == "qemu" and tuple(config.getoption("vlen")) == VLENS and tuple(config.getoption("isa")) == tuple(ISA_BUILDS)
             and tuple(config.getoption("rvv_stress")) == (False, True))
     files = {it.nodeid.split("::", 1)[0] for it in items}
     config._rvvdiff_unused_known = [  # type: ignore[attr-defined]
@@ -442,7 +506,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     tools = describe()
     stress = {(False,): "off", (True,): "on", (False, True): "both"}[tuple(config.getoption("rvv_stress"))]
     lines.append(f"rvvdiff: ggml source: {src}")
-    lines.append(f"rvvdiff: emulator: {tools['qemu']}")
+    if config.getoption("emulator") == "spike":
+        why = spike_mod.available()
+        lines.append(f"rvvdiff: emulator: {why or spike_mod.spike().describe()} (bare metal, one hart; "
+                     f"kernel timeout x{SPIKE_SLOWDOWN:g})")
+    else:
+        lines.append(f"rvvdiff: emulator: {tools['qemu']}")
     lines.append(f"rvvdiff: compiler: {tools['compiler']}")
     lines.append("rvvdiff: ISA builds: " + "; ".join(
         f"{n} ({ISA_BUILDS[n].summary})" for n in config.getoption("isa")))
@@ -613,7 +682,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             changed = []  # the workers reported the error
     older = 0  # entries of bugs seen in other trees (seen_in) whose code this tree no longer has
     for v in changed or []:
-        if not any(v.entry.matches(n) for n in ran):
+        if not any(v.entry.matches(n, config.getoption("emulator")) for n in ran):
             continue  # its tests were deselected or not run
         if v.entry.seen_in:
             older += 1

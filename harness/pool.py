@@ -1,4 +1,7 @@
-"""Kernel servers running under qemu-riscv64, one per (process, build, VLEN, stress mode).
+"""Kernel servers running under an emulator, one per (process, build, VLEN, stress mode, emulator).
+
+The emulator is qemu-riscv64 (harness/toolchain.py) or Spike (harness/spike.py,
+the same server linked bare metal); both speak the same protocol on stdin/stdout.
 
 A server is started on first use and reused for every later request of the
 same process (so each pytest-xdist worker has its own).  Every request has a
@@ -10,6 +13,8 @@ on the next request: one bad kernel costs one case, never the session.
 from __future__ import annotations
 
 import atexit
+import fcntl
+import functools
 import os
 import resource
 import selectors
@@ -20,10 +25,12 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from . import protocol as P
 from .build import Build
 from .config import STRESS_PROPS
+from .spike import Spike, server_for, symbolize
 from .toolchain import Qemu
 
 
@@ -50,6 +57,10 @@ class ServerError(RuntimeError):
     """The server could not start, or the harness sent something it rejects (a harness bug)."""
 
 
+class Unsupported(ServerError):
+    """A valid request the emulator cannot run (more than one thread on Spike); not a kernel failure."""
+
+
 _SIGNAL_MEANING = {
     signal.SIGILL: "the kernel used an extension the emulated CPU lacks (SIGILL: illegal instruction)",
     signal.SIGSEGV: "the kernel crashed with SIGSEGV (invalid memory access)",
@@ -68,7 +79,7 @@ class KernelServer:
     build: Build
     vlen: int
     stress: bool
-    qemu: Qemu
+    emulator: Qemu | Spike
     proc: subprocess.Popen[bytes] | None = None
     hello: dict[str, str] = field(default_factory=dict)
     #: Wall time spent in requests (Python side) and inside kernels (server side), for the time profile.
@@ -80,23 +91,49 @@ class KernelServer:
     # ------------------------------------------------------------ identity
 
     @property
-    def cpu(self) -> str:
+    def spike(self) -> bool:
+        return self.emulator.name == "spike"
+
+    @property
+    def props(self) -> dict[str, bool]:
         props = dict(self.build.isa.qemu)
         if self.stress:
             props.update(STRESS_PROPS)
-        return self.qemu.cpu(self.vlen, props)
+        return props
+
+    @property
+    def cpu(self) -> str:
+        """QEMU's -cpu argument, or Spike's --isa string."""
+        return self.emulator.cpu(self.vlen, self.props)
+
+    @functools.cached_property
+    def program(self) -> Path:
+        """The server binary: the build's Linux program, or its bare-metal link for Spike (linked once)."""
+        return server_for(self.build) if self.spike else self.build.server
 
     @property
     def argv(self) -> list[str]:
-        return [self.qemu.path, "-cpu", self.cpu, str(self.build.server)]
+        return self.emulator.command(self.program, self.vlen, self.props)
 
     def describe(self) -> str:
-        return f"VLEN {self.vlen}, ISA build {self.build.isa.name}" + (", tail/mask stress" if self.stress else "")
+        return (f"VLEN {self.vlen}, ISA build {self.build.isa.name}" + (", tail/mask stress" if self.stress else "")
+                + (", on Spike" if self.spike else ""))
 
     # ---------------------------------------------------------- lifecycle
 
     def start(self, timeout: float = 120.0) -> None:
+        lacking = self.emulator.lacking(self.props)
+        if lacking:
+            raise ServerError(f"{self.emulator.describe()} cannot provide {', '.join(lacking)} ({self.describe()})"
+                              + ("; Spike has no tail/mask stress mode: run stress targets on QEMU"
+                                 if self.spike else ""))
+        if self.vlen not in self.emulator.vlens:
+            raise ServerError(f"{self.emulator.describe()} does not emulate VLEN {self.vlen} (it runs "
+                              f"{', '.join(map(str, self.emulator.vlens))})"
+                              + ("; VLEN 2048 and 4096 run on Spike: --emulator spike" if not self.spike else ""))
         self._stderr = tempfile.TemporaryFile()
+        # Appending: Spike's runtime reopens /dev/stderr, and both writers must not overwrite each other.
+        fcntl.fcntl(self._stderr.fileno(), fcntl.F_SETFL, os.O_APPEND)
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._stderr, preexec_fn=_no_core_dumps)
         self.starts += 1
@@ -113,7 +150,7 @@ class KernelServer:
         got = int(self.hello.get("rvv_vlen_bytes", "0")) * 8
         if got != self.vlen:
             self.stop()
-            raise ServerError(f"asked QEMU for VLEN {self.vlen} but ggml detected VLEN {got} "
+            raise ServerError(f"asked {self.emulator.name} for VLEN {self.vlen} but ggml detected VLEN {got} "
                               f"(ggml_cpu_get_rvv_vlen); command: {' '.join(self.argv)}")
 
     def alive(self) -> bool:
@@ -157,6 +194,8 @@ class KernelServer:
         self.kernel_s += r.kernel_ns * 1e-9
         if r.status == P.Status.GUARD:
             raise GuardViolation(f"{r.message} [{self.describe()}]")
+        if r.status == P.Status.UNSUPPORTED:
+            raise Unsupported(f"{r.message} [{self.describe()}]")
         if r.status != P.Status.OK:
             raise ServerError(f"kernel server rejected {kernel} ({P.Status(r.status).name}): {r.message}")
         return r
@@ -196,13 +235,17 @@ class KernelServer:
             self._kill()
             rc = None
         tail = self._stderr_tail()
+        if self.spike:
+            tail = symbolize(self.program, tail)
         self.proc = None
+        if rc is not None and self.spike and rc > 128 and (rc - 128) in signal.valid_signals():
+            rc = -(rc - 128)  # the Spike runtime exits with 128 + the signal Linux would have sent
         if rc is not None and rc < 0:
             sig = signal.Signals(-rc)
             meaning = _SIGNAL_MEANING.get(sig, f"the kernel server died of {sig.name}")
         else:
             meaning = f"the kernel server exited with code {rc}"
-        msg = f"{what}: {meaning} [{self.describe()}; -cpu {self.cpu}]"
+        msg = f"{what}: {meaning} [{self.describe()}; {'--isa' if self.spike else '-cpu'} {self.cpu}]"
         if tail:
             msg += f"\n  emulator/server stderr: {tail}"
         return KernelCrash(msg + "\n  the server is restarted for the next case")
@@ -250,15 +293,15 @@ class KernelServer:
         return b"".join(chunks)
 
 
-_POOL: dict[tuple[str, int, bool], KernelServer] = {}
+_POOL: dict[tuple[str, int, bool, str], KernelServer] = {}
 
 
-def server(build: Build, vlen: int, stress: bool, qemu: Qemu) -> KernelServer:
-    """The (lazily started) server of this process for a build, VLEN and stress mode."""
-    key = (build.key + build.isa.name, vlen, stress)
+def server(build: Build, vlen: int, stress: bool, emulator: Qemu | Spike) -> KernelServer:
+    """The (lazily started) server of this process for a build, VLEN, stress mode and emulator."""
+    key = (build.key + build.isa.name, vlen, stress, emulator.name)
     s = _POOL.get(key)
     if s is None or s.build.server != build.server:
-        s = _POOL[key] = KernelServer(build, vlen, stress, qemu)
+        s = _POOL[key] = KernelServer(build, vlen, stress, emulator)
     if not s.alive():
         s.start()
     return s

@@ -47,6 +47,8 @@ class Status(enum.IntEnum):
     GUARD = 1
     BAD_REQUEST = 2
     UNKNOWN_KERNEL = 3
+    #: A valid request this emulator cannot run (more than one thread on Spike).
+    UNSUPPORTED = 4
 
 
 class Kind(enum.IntEnum):

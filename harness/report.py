@@ -492,7 +492,7 @@ def main_repro(argv: list[str]) -> int:
         objs = link_objects(build)
         build_cmd = [cc.cxx, "-O1", "-g", *build.cflags, "-I", str(SERVER_DIR), str(prog), *map(str, objs),
                      *map(str, build.libs), "-static", "-lm", "-lpthread", "-o", str(exe)]
-        run_cmd = [server.qemu.path, "-cpu", server.cpu, str(exe)]
+        run_cmd = [server.emulator.path, "-cpu", server.cpu, str(exe)]
         print(f"\nstandalone reproducer: {prog}\nbuild:\n  {shlex.join(build_cmd)}\nrun:\n  {shlex.join(run_cmd)}\n"
               f"debug (then: gdb-multiarch {exe} -ex 'target remote :1234'):\n  "
               f"{shlex.join(run_cmd[:-1] + ['-g', '1234', str(exe)])}")

@@ -131,6 +131,10 @@ class Qemu:
     version: str
     properties: frozenset[str]
 
+    name = "qemu"
+    #: QEMU's ``vlen`` property stops at 1024 (RVV's 65536 is beyond its register file).
+    vlens = (128, 256, 512, 1024)
+
     def lacking(self, props: dict[str, bool]) -> list[str]:
         """The properties among ``props`` that this QEMU does not know."""
         return [p for p in props if p not in self.properties]
@@ -139,6 +143,13 @@ class Qemu:
         """The ``-cpu`` argument for a VLEN and a set of extension / stress properties ("v" first)."""
         items = [f"{k}={'true' if on else 'false'}" for k, on in sorted(props.items(), key=lambda kv: kv[0] != "v")]
         return "rv64," + ",".join(items[:1] + [f"vlen={vlen}", "elen=64"] + items[1:])
+
+    def command(self, server: Path, vlen: int, props: dict[str, bool]) -> list[str]:
+        """The command that runs the kernel server ``server`` (the build's Linux binary)."""
+        return [self.path, "-cpu", self.cpu(vlen, props), str(server)]
+
+    def describe(self) -> str:
+        return f"QEMU {self.version} ({self.path})"
 
 
 def _probe_binary() -> Path:

@@ -50,7 +50,10 @@ def trace_call(server: KernelServer, kernel: str, ip=(), fp=(), bufs=(), *, time
     request = P.encode_hello() + P.encode_call(kernel, ip, fp, bufs) + P.encode_quit()
     with tempfile.TemporaryDirectory(prefix="rvvdiff-trace-") as d:
         log = Path(d) / "qemu.log"
-        argv = [server.qemu.path, "-cpu", server.cpu, "-d", "in_asm,strace", "-D", str(log), str(server.build.server)]
+        if server.spike:
+            raise RuntimeError("tracing the functions a call executes uses QEMU's -d logging; "
+                               "run the trace without --emulator spike")
+        argv = [server.emulator.path, "-cpu", server.cpu, "-d", "in_asm,strace", "-D", str(log), str(server.build.server)]
         cp = subprocess.run(argv, input=request, capture_output=True, timeout=timeout, preexec_fn=_no_core_dumps)
         if cp.returncode != 0:
             raise RuntimeError(f"traced run of {kernel} failed (exit {cp.returncode}) [{server.describe()}]: "

@@ -77,6 +77,21 @@ void Call::note(const char * key, const std::string & value) {
     info += "\n";
 }
 
+// Defined (as 1) only by the Spike runtime: the number of harts it can run threads on.
+extern "C" const int rvvdiff_spike_harts __attribute__((weak));
+
+uint32_t check_threads(Call & c, int64_t n_threads) {
+    if (n_threads < 1 || n_threads > 4) {
+        return c.bad("%s: n_threads=%lld, expected 1..4", c.name.c_str(), (long long)n_threads);
+    }
+    if (&rvvdiff_spike_harts != nullptr && n_threads > rvvdiff_spike_harts) {
+        c.err = c.name + ": " + std::to_string(n_threads) +
+                " threads requested; Spike runs one hart without an OS, so only single-threaded requests run on it";
+        return ST_UNSUPPORTED;
+    }
+    return ST_OK;
+}
+
 ggml_threadpool * threadpool_for(int n_threads) {
     static ggml_threadpool * pools[5] = {};
     if (n_threads < 1 || n_threads > 4) return nullptr;

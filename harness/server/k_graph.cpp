@@ -104,11 +104,6 @@ class Graph {
     std::vector<Buffer> mem_;
 };
 
-bool valid_threads(Call & c, int64_t n_threads) {
-    if (n_threads >= 1 && n_threads <= 4) return true;
-    c.bad("%s: n_threads=%lld, expected 1..4", c.name.c_str(), (long long) n_threads);
-    return false;
-}
 
 // mul_mat: ip = {type_a, type_b, k, m, n, lda, batch, bcast, n_threads}
 //   bufs = {A [batch][m][lda] of type_a (only the first k of each row are used),
@@ -120,7 +115,7 @@ uint32_t k_mul_mat(Call & c) {
     const int64_t batch = c.ip[6], bcast = c.ip[7], n_threads = c.ip[8];
     if (!known_type(ta) || !known_type(tb)) return c.bad("mul_mat: unsupported types %lld, %lld", (long long) ta, (long long) tb);
     if (k < 1 || m < 1 || n < 1 || lda < k || batch < 1 || bcast < 1) return c.bad("mul_mat: bad shape");
-    if (!valid_threads(c, n_threads)) return ST_BAD_REQUEST;
+    if (const uint32_t st = check_threads(c, n_threads)) return st;
 
     Graph g(8);
     ggml_tensor * a_rows = ggml_new_tensor_3d(g.ctx(), (ggml_type) ta, lda, m, batch);
@@ -153,7 +148,7 @@ uint32_t k_attention(Call & c) {
         (mask_heads > 0 && H % mask_heads != 0) || (max_bias > 0 && mask_heads == 0)) {
         return c.bad("attention: bad shape");
     }
-    if (!valid_threads(c, n_threads)) return ST_BAD_REQUEST;
+    if (const uint32_t st = check_threads(c, n_threads)) return st;
     const bool has_sinks = c.bufs[4].size > 0;
 
     Graph g(24);

@@ -290,9 +290,10 @@ uint32_t k_repack_mul_mat(Call & c) {
     const int64_t type = c.ip[0], k = c.ip[1], m = c.ip[2], n = c.ip[3], batch = c.ip[4], placement = c.ip[5];
     const int64_t n_threads = c.ip[6];
     if (!valid_type(type) || k < 1 || k % ggml_blck_size((ggml_type)type) != 0 || m < 1 || n < 1 || batch < 1 ||
-        placement < 0 || placement > 1 || n_threads < 1 || n_threads > 4) {
+        placement < 0 || placement > 1) {
         return c.bad("repack_mul_mat: bad parameters");
     }
+    if (const uint32_t st = check_threads(c, n_threads)) return st;
     const size_t wbytes = ggml_row_size((ggml_type)type, k) * m;
     if (!c.size_is(0, wbytes) || !c.size_is(1, sizeof(float) * batch * n * k) || !c.size_is(2, sizeof(float) * batch * n * m)) {
         return ST_BAD_REQUEST;

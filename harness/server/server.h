@@ -24,6 +24,7 @@ enum Status : uint32_t {
     ST_GUARD = 1,           // a kernel wrote outside one of its buffers
     ST_BAD_REQUEST = 2,     // wrong parameter / buffer counts or sizes
     ST_UNKNOWN_KERNEL = 3,  // no adapter of that name in this server
+    ST_UNSUPPORTED = 4,     // valid, but this emulator cannot run it (threads on Spike's one hart)
 };
 
 enum BufKind : uint32_t { BUF_IN = 0, BUF_OUT = 1, BUF_INOUT = 2 };
@@ -88,6 +89,12 @@ std::vector<Kernel> & registry();
 // creating threads for every graph costs more under QEMU than a small graph does.
 // poll = 0: idle workers sleep instead of spinning between requests.
 ::ggml_threadpool * threadpool_for(int n_threads);
+
+// Checks a request's thread count: ST_OK for 1..4 threads where the server
+// can start them; ST_UNSUPPORTED for more than one thread on Spike (the
+// bare-metal runtime, harness/server/spike/rt.c, has one hart and no clone);
+// ST_BAD_REQUEST otherwise.  Fills err when not OK.
+uint32_t check_threads(Call & c, int64_t n_threads);
 
 struct Registrar {
     Registrar(const char * name, KernelFn fn) { registry().push_back({name, fn}); }

@@ -1,0 +1,499 @@
+// rvvdiff's bare-metal runtime for Spike: the kernel server, unchanged, without an OS.
+//
+// The kernel server is a static riscv64 Linux (musl) program.  Spike has no
+// Linux and, here, no proxy kernel, so this file is linked into the same
+// objects to stand in for both: the ELF entry point is `rvvdiff_spike_start`
+// (not musl's `_start`), which runs in machine mode, enables the FP and vector
+// units, installs a trap handler and enters musl's `__libc_start_main` with a
+// Linux-like argument block.  Every `ecall` musl makes then traps here and is
+// served:
+//   - read / write / writev on the server's descriptors go to the host through
+//     HTIF (Spike's front-end performs Linux-numbered system calls on a block
+//     whose address is written to `tohost`), so stdin / stdout / stderr are
+//     Spike's own and the kernel server protocol runs unchanged;
+//   - brk / mmap / munmap are served from the memory after the program
+//     (a page allocator; freed pages are reused, so a long-lived server does
+//     not run out);
+//   - clock_gettime reads the `time` CSR (run Spike with --real-time-clint);
+//   - exit writes (code << 1) | 1 to `tohost`;
+//   - clone (threads) fails with ENOSYS: Spike runs one hart and the harness
+//     sends single-threaded requests only;
+//   - everything else the server is not known to need is reported on stderr
+//     and fails with ENOSYS, so an unexpected call is visible, not silent.
+// Any other trap (illegal instruction, access fault, misaligned access) is
+// reported with its cause, pc and faulting value, and ends the run with exit
+// status 128 + the signal a Linux kernel would have sent, which the harness
+// reads as that signal.
+//
+// Memory map (Spike's -m0x20000000:0x60000000, see MEM_BASE): the program is
+// linked at its start; brk grows up from the end of the program, mmap pages
+// come from the top of memory down.  The harness passes the same region to
+// Spike (harness/spike.py).
+//
+// Compiled with -mno-implicit-float and without auto-vectorisation: the trap
+// handler must not touch the FP or vector registers of the interrupted code.
+
+#include <stddef.h>
+#include <stdint.h>
+
+// The memory Spike is given (-m<base>:<size>), where the program is linked.  Below
+// 2 GiB, because ggml and the server are compiled for the "medlow" code model
+// (absolute addresses within +-2 GiB of 0), Linux's default; 0x20000000 is above
+// Spike's devices (CLINT, PLIC, UART end below 0x10001000).
+#define MEM_BASE 0x20000000ull
+#define MEM_END 0x80000000ull
+#define PAGE 4096ull
+#define STACK_BYTES 16777216  /* a literal: also used in the entry code */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define BRK_BYTES (256ull << 20)
+
+// Linux errno values and riscv64 system call numbers used below.
+#define E_NOENT 2
+#define E_BADF 9
+#define E_NOMEM 12
+#define E_INVAL 22
+#define E_NOTTY 25
+#define E_NOSYS 38
+
+enum {
+    SYS_getcwd = 17, SYS_dup = 23, SYS_dup3 = 24, SYS_fcntl = 25, SYS_ioctl = 29, SYS_faccessat = 48,
+    SYS_openat = 56, SYS_close = 57, SYS_lseek = 62, SYS_read = 63, SYS_write = 64, SYS_readv = 65,
+    SYS_writev = 66, SYS_readlinkat = 78, SYS_newfstatat = 79, SYS_fstat = 80, SYS_exit = 93,
+    SYS_exit_group = 94, SYS_set_tid_address = 96, SYS_futex = 98, SYS_set_robust_list = 99,
+    SYS_nanosleep = 101, SYS_clock_gettime = 113, SYS_clock_getres = 114, SYS_clock_nanosleep = 115,
+    SYS_sched_getaffinity = 123, SYS_sched_yield = 124, SYS_kill = 129, SYS_tkill = 130, SYS_tgkill = 131,
+    SYS_sigaltstack = 132, SYS_rt_sigaction = 134, SYS_rt_sigprocmask = 135, SYS_uname = 160,
+    SYS_getrlimit = 163, SYS_getrusage = 165, SYS_prctl = 167, SYS_getpid = 172, SYS_getppid = 173,
+    SYS_getuid = 174, SYS_geteuid = 175, SYS_getgid = 176, SYS_getegid = 177, SYS_gettid = 178,
+    SYS_sysinfo = 179, SYS_brk = 214, SYS_munmap = 215, SYS_mremap = 216, SYS_clone = 220, SYS_mmap = 222,
+    SYS_mprotect = 226, SYS_madvise = 233, SYS_membarrier = 283, SYS_prlimit64 = 261, SYS_getrandom = 278,
+    SYS_riscv_hwprobe = 258, SYS_rseq = 293, SYS_clone3 = 435,
+};
+
+// The kernel server asks this (harness/server/core.cpp) before starting threads.
+const int rvvdiff_spike_harts = 1;
+
+// ------------------------------------------------------------------ HTIF
+
+volatile uint64_t tohost __attribute__((section(".tohost"), aligned(64)));
+volatile uint64_t fromhost __attribute__((section(".tohost"), aligned(64)));
+
+// Asks Spike's front-end to perform Linux system call `n` on host memory
+// addresses (the program runs without translation, so they are physical).
+static long htif_syscall5(long n, long a0, long a1, long a2, long a3, long a4) {
+    static volatile uint64_t block[8] __attribute__((aligned(64)));
+    block[0] = (uint64_t)n;
+    block[1] = (uint64_t)a0;
+    block[2] = (uint64_t)a1;
+    block[3] = (uint64_t)a2;
+    block[4] = (uint64_t)a3;
+    block[5] = (uint64_t)a4;
+    block[6] = block[7] = 0;
+    __asm__ volatile("fence" ::: "memory");
+    tohost = (uint64_t)(uintptr_t)block;
+    while (fromhost == 0) {
+    }
+    fromhost = 0;
+    __asm__ volatile("fence" ::: "memory");
+    return (long)block[0];
+}
+
+static long htif_syscall(long n, long a0, long a1, long a2) { return htif_syscall5(n, a0, a1, a2, 0, 0); }
+
+static __attribute__((noreturn)) void htif_exit(long code) {
+    for (;;) tohost = ((uint64_t)code << 1) | 1;
+}
+
+// The server's descriptors, each naming a descriptor of Spike's front-end
+// (its 0 and 1 are Spike's stdin and stdout; its 2 is Spike's stdout too, so
+// stderr is opened as /dev/stderr at start-up); -1 is closed.  dup / dup3 /
+// close only rearrange this table.
+#define N_FD 16
+static int fd_host[N_FD] = {0, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+
+static size_t slen(const char * s) {
+    size_t n = 0;
+    while (s[n]) ++n;
+    return n;
+}
+
+static void say(const char * s) { htif_syscall(SYS_write, fd_host[2], (long)s, (long)slen(s)); }
+
+static void say_hex(uint64_t v) {
+    char b[19];
+    b[0] = '0';
+    b[1] = 'x';
+    for (int i = 0; i < 16; ++i) b[2 + i] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 15];
+    b[18] = 0;
+    say(b);
+}
+
+static void say_dec(uint64_t v) {
+    char b[21];
+    int i = 20;
+    b[i] = 0;
+    do {
+        b[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    say(b + i);
+}
+
+// ------------------------------------------------------------------ descriptors
+
+static void open_stderr(void) {
+    static const char path[] = "/dev/stderr";
+    // The front-end's openat takes the path's length (with its NUL) after the path.
+    const long h = htif_syscall5(SYS_openat, -100 /* AT_FDCWD */, (long)path, (long)sizeof path,
+                                 1 | 02000 /* O_WRONLY | O_APPEND */, 0);
+    if (h >= 0) fd_host[2] = (int)h;
+}
+
+static int host_fd(long fd) { return fd >= 0 && fd < N_FD ? fd_host[fd] : -1; }
+
+// ------------------------------------------------------------------ memory
+
+extern char _end[];
+static uint64_t brk_base, brk_cur;
+
+// mmap area: [mmap_lo, MEM_END), one byte per page (0 free, 1 used); pages
+// below `mmap_touched` have been handed out before and are zeroed on reuse.
+#define N_PAGES ((MEM_END - MEM_BASE) / PAGE)
+static unsigned char page_used[N_PAGES];
+static uint64_t mmap_lo, mmap_touched = MEM_END;
+
+static void zero(void * p, uint64_t n) {
+    uint64_t * q = (uint64_t *)p;
+    for (uint64_t i = 0; i < n / 8; ++i) q[i] = 0;
+}
+
+static long do_mmap(uint64_t len) {
+    const uint64_t n = (len + PAGE - 1) / PAGE;
+    const uint64_t first = (mmap_lo - MEM_BASE) / PAGE, last = N_PAGES;
+    // Highest free run first: the area grows down from the top of memory.
+    uint64_t run = 0;
+    for (uint64_t i = last; i-- > first;) {
+        run = page_used[i] ? 0 : run + 1;
+        if (run == n) {
+            for (uint64_t j = i; j < i + n; ++j) page_used[j] = 1;
+            const uint64_t addr = MEM_BASE + i * PAGE, end = addr + n * PAGE;
+            if (addr < mmap_touched) {
+                zero((void *)addr, (end < mmap_touched ? end : mmap_touched) - addr);
+                mmap_touched = addr;
+            } else {
+                zero((void *)addr, n * PAGE);
+            }
+            return (long)addr;
+        }
+    }
+    return -E_NOMEM;
+}
+
+static long do_munmap(uint64_t addr, uint64_t len) {
+    if (addr % PAGE || addr < mmap_lo || addr >= MEM_END) return -E_INVAL;
+    const uint64_t n = (len + PAGE - 1) / PAGE;
+    for (uint64_t i = (addr - MEM_BASE) / PAGE, j = 0; j < n && i < N_PAGES; ++i, ++j) page_used[i] = 0;
+    return 0;
+}
+
+static long do_brk(uint64_t want) {
+    if (want >= brk_base && want <= brk_base + BRK_BYTES) {
+        if (want > brk_cur) zero((void *)brk_cur, want - brk_cur);
+        brk_cur = want;
+    }
+    return (long)brk_cur;
+}
+
+// ------------------------------------------------------------------ system calls
+
+struct kernel_timespec {
+    int64_t sec;
+    int64_t nsec;
+};
+struct iov {
+    const char * base;
+    uint64_t len;
+};
+
+static uint64_t time_ticks(void) {
+    uint64_t t;
+    __asm__ volatile("csrr %0, time" : "=r"(t));
+    return t;
+}
+
+// Spike's CLINT counts at 10 MHz (--real-time-clint: in real time).
+#define TICKS_PER_SEC 10000000ull
+
+// The return address and stack of the code that made the current system call.
+static uint64_t caller_ra, caller_sp;
+extern char __executable_start[], etext[];
+
+// Code addresses found in the top of a stack: a crude backtrace for a crash
+// report (resolve them with llvm-symbolizer -e <server>).
+static void say_stack_code(uint64_t sp) {
+    say("  code addresses on the stack:");
+    const uint64_t * p = (const uint64_t *)sp;
+    for (int i = 0, n = 0; i < 512 && n < 12 && (uint64_t)(p + i) < MEM_END; ++i) {
+        if (p[i] >= (uint64_t)(uintptr_t)__executable_start && p[i] < (uint64_t)(uintptr_t)etext) {
+            say(" ");
+            say_hex(p[i]);
+            ++n;
+        }
+    }
+    say("\n");
+}
+
+static __attribute__((noreturn)) void die_signal(int sig, const char * what) {
+    say("rvvdiff spike runtime: ");
+    say(what);
+    say(", signal ");
+    say_dec((uint64_t)sig);
+    say(", called from ");
+    say_hex(caller_ra);
+    say("\n");
+    say_stack_code(caller_sp);
+    htif_exit(128 + sig);
+}
+
+static long syscall_dispatch(long n, long a0, long a1, long a2, long a3) {
+    switch (n) {
+        case SYS_read: {
+            const int h = host_fd(a0);
+            return h < 0 ? -E_BADF : htif_syscall(SYS_read, h, a1, a2);
+        }
+        case SYS_write: {
+            const int h = host_fd(a0);
+            return h < 0 ? -E_BADF : htif_syscall(SYS_write, h, a1, a2);
+        }
+        case SYS_writev: {
+            const int h = host_fd(a0);
+            if (h < 0) return -E_BADF;
+            const struct iov * v = (const struct iov *)a1;
+            long total = 0;
+            for (long i = 0; i < a2; ++i) {
+                if (!v[i].len) continue;
+                const long r = htif_syscall(SYS_write, h, (long)v[i].base, (long)v[i].len);
+                if (r < 0) return total ? total : r;
+                total += r;
+                if ((uint64_t)r < v[i].len) break;
+            }
+            return total;
+        }
+        case SYS_dup:
+            for (int fd = 0; fd < N_FD; ++fd) {
+                if (fd_host[fd] < 0) {
+                    if (host_fd(a0) < 0) return -E_BADF;
+                    fd_host[fd] = fd_host[a0];
+                    return fd;
+                }
+            }
+            return -E_NOMEM;
+        case SYS_dup3:
+            if (host_fd(a0) < 0 || a1 < 0 || a1 >= N_FD) return -E_BADF;
+            fd_host[a1] = fd_host[a0];
+            return a1;
+        case SYS_close:
+            if (host_fd(a0) < 0) return -E_BADF;
+            fd_host[a0] = -1;
+            return 0;
+        case SYS_fcntl: return host_fd(a0) < 0 ? -E_BADF : 0;
+        case SYS_ioctl: return -E_NOTTY;
+        case SYS_openat: case SYS_faccessat: case SYS_readlinkat: case SYS_newfstatat: return -E_NOENT;
+        case SYS_exit: case SYS_exit_group: htif_exit(a0);
+        case SYS_set_tid_address: case SYS_getpid: case SYS_gettid: return 1;
+        case SYS_getppid: case SYS_getuid: case SYS_geteuid: case SYS_getgid: case SYS_getegid: return 0;
+        case SYS_futex: case SYS_set_robust_list: case SYS_sched_yield: case SYS_rt_sigaction:
+        case SYS_rt_sigprocmask: case SYS_sigaltstack: case SYS_mprotect: case SYS_madvise: case SYS_prctl:
+            return 0;
+        case SYS_kill: case SYS_tkill: die_signal((int)a1, "the server raised a signal (abort?)");
+        case SYS_tgkill: die_signal((int)a2, "the server raised a signal (abort?)");
+        case SYS_clock_gettime: {
+            const uint64_t t = time_ticks();
+            struct kernel_timespec * ts = (struct kernel_timespec *)a1;
+            ts->sec = (int64_t)(t / TICKS_PER_SEC);
+            ts->nsec = (int64_t)(t % TICKS_PER_SEC * (1000000000ull / TICKS_PER_SEC));
+            return 0;
+        }
+        case SYS_clock_getres: {
+            struct kernel_timespec * ts = (struct kernel_timespec *)a1;
+            if (ts) {
+                ts->sec = 0;
+                ts->nsec = 1000000000ull / TICKS_PER_SEC;
+            }
+            return 0;
+        }
+        case SYS_sched_getaffinity: {
+            if ((uint64_t)a1 < 8) return -E_INVAL;
+            unsigned char * m = (unsigned char *)a2;
+            for (long i = 0; i < a1; ++i) m[i] = 0;
+            m[0] = 1;  // one hart
+            return 8;
+        }
+        case SYS_brk: return do_brk((uint64_t)a0);
+        case SYS_mmap:
+            // Anonymous private mappings only (no file is ever opened).  An address hint
+            // is ignored, as Linux may; MAP_FIXED (0x10) cannot be honoured.
+            return (a3 & 0x10) ? -E_NOMEM : do_mmap((uint64_t)a1);
+        case SYS_munmap: return do_munmap((uint64_t)a0, (uint64_t)a1);
+        case SYS_mremap: return -E_NOMEM;  // musl then allocates, copies and frees
+        case SYS_clone: case SYS_clone3:
+            say("rvvdiff spike runtime: the server tried to start a thread; Spike runs one hart without an OS, "
+                "so only single-threaded requests can run on it\n");
+            return -E_NOSYS;
+        case SYS_getrandom: case SYS_riscv_hwprobe: case SYS_rseq: case SYS_membarrier: case SYS_prlimit64:
+        case SYS_getrlimit:
+            return -E_NOSYS;
+        default:
+            say("rvvdiff spike runtime: unsupported system call ");
+            say_dec((uint64_t)n);
+            say(" (ENOSYS)\n");
+            return -E_NOSYS;
+    }
+}
+
+// ------------------------------------------------------------------ traps
+
+// Saved by the entry code: x1..x31 at regs[1..31].
+void rvvdiff_spike_trap(uint64_t * regs) {
+    uint64_t cause, epc, tval;
+    __asm__ volatile("csrr %0, mcause" : "=r"(cause));
+    __asm__ volatile("csrr %0, mepc" : "=r"(epc));
+    __asm__ volatile("csrr %0, mtval" : "=r"(tval));
+    if (cause == 11 || cause == 8) {  // ecall from M / U mode
+        caller_ra = regs[1];
+        caller_sp = (uint64_t)(uintptr_t)regs + 256;  // the entry code moved sp down by 256
+        regs[10] = (uint64_t)syscall_dispatch((long)regs[17], (long)regs[10], (long)regs[11], (long)regs[12],
+                                              (long)regs[13]);
+        epc += 4;
+        __asm__ volatile("csrw mepc, %0" ::"r"(epc));
+        return;
+    }
+    static const struct { uint64_t cause; int sig; const char * what; } causes[] = {
+        {0, 7, "instruction address misaligned"}, {1, 11, "instruction access fault"},
+        {2, 4, "illegal instruction"},            {3, 5, "breakpoint"},
+        {4, 7, "load address misaligned"},       {5, 11, "load access fault"},
+        {6, 7, "store address misaligned"},      {7, 11, "store access fault"},
+    };
+    int sig = 11;
+    const char * what = "unexpected trap";
+    for (size_t i = 0; i < sizeof causes / sizeof causes[0]; ++i) {
+        if (causes[i].cause == cause) {
+            sig = causes[i].sig;
+            what = causes[i].what;
+        }
+    }
+    if (cause == 4 || cause == 6) {
+        // A vector load / store (LOAD-FP / STORE-FP major opcode, width 0 or 5..7) whose element is not
+        // aligned to its size.  The RVV specification lets a hart either perform it or raise this
+        // exception; Spike raises it, QEMU performs it.  Linux emulates misaligned scalar accesses.
+        const uint16_t * ip = (const uint16_t *)(uintptr_t)epc;
+        const uint32_t insn = (uint32_t)ip[0] | ((uint32_t)ip[1] << 16);
+        const uint32_t opcode = insn & 0x7f, width = (insn >> 12) & 7;
+        if ((opcode == 0x07 || opcode == 0x27) && (width == 0 || width >= 5)) {
+            what = opcode == 0x07 ? "vector load with a misaligned element address (the RVV specification lets a "
+                                    "hart trap here; Spike does, QEMU does not)"
+                                  : "vector store with a misaligned element address (the RVV specification lets a "
+                                    "hart trap here; Spike does, QEMU does not)";
+        } else {
+            what = cause == 4 ? "misaligned scalar load (Linux would emulate it; this runtime does not)"
+                              : "misaligned scalar store (Linux would emulate it; this runtime does not)";
+        }
+    }
+    say("rvvdiff spike runtime: ");
+    say(what);
+    say(" (mcause ");
+    say_dec(cause);
+    say(") at pc ");
+    say_hex(epc);
+    say(", mtval ");
+    say_hex(tval);
+    say("\n");
+    htif_exit(128 + sig);
+}
+
+// Entry: stack, trap vector, FS and VS on, then C.  The trap entry saves the
+// integer registers on the interrupted stack (below the red zone musl never
+// uses on riscv64) and restores them after the handler.
+__asm__(
+    ".section .text.rvvdiff_spike_start,\"ax\",@progbits\n"
+    ".globl rvvdiff_spike_start\n"
+    "rvvdiff_spike_start:\n"
+    ".option push\n"
+    ".option norelax\n"
+    "  lla gp, __global_pointer$\n"
+    ".option pop\n"
+    "  lla sp, rvvdiff_spike_stack + " STR(STACK_BYTES) "\n"
+    "  lla t0, rvvdiff_spike_trap_entry\n"
+    "  csrw mtvec, t0\n"
+    "  li t0, (1 << 13) | (1 << 9)\n"  // mstatus.FS = initial, mstatus.VS = initial
+    "  csrs mstatus, t0\n"
+    "  li t0, 3 << 11\n"  // mstatus.MPP = M: mret returns to machine mode
+    "  csrs mstatus, t0\n"
+    "  call rvvdiff_spike_main\n"
+    "1: j 1b\n"
+    ".balign 4\n"
+    "rvvdiff_spike_trap_entry:\n"
+    "  addi sp, sp, -256\n"
+    "  sd x1, 8(sp)\n  sd x3, 24(sp)\n  sd x4, 32(sp)\n  sd x5, 40(sp)\n  sd x6, 48(sp)\n  sd x7, 56(sp)\n"
+    "  sd x8, 64(sp)\n  sd x9, 72(sp)\n  sd x10, 80(sp)\n  sd x11, 88(sp)\n  sd x12, 96(sp)\n"
+    "  sd x13, 104(sp)\n  sd x14, 112(sp)\n  sd x15, 120(sp)\n  sd x16, 128(sp)\n  sd x17, 136(sp)\n"
+    "  sd x18, 144(sp)\n  sd x19, 152(sp)\n  sd x20, 160(sp)\n  sd x21, 168(sp)\n  sd x22, 176(sp)\n"
+    "  sd x23, 184(sp)\n  sd x24, 192(sp)\n  sd x25, 200(sp)\n  sd x26, 208(sp)\n  sd x27, 216(sp)\n"
+    "  sd x28, 224(sp)\n  sd x29, 232(sp)\n  sd x30, 240(sp)\n  sd x31, 248(sp)\n"
+    "  mv a0, sp\n"
+    "  call rvvdiff_spike_trap\n"
+    "  ld x1, 8(sp)\n  ld x3, 24(sp)\n  ld x4, 32(sp)\n  ld x5, 40(sp)\n  ld x6, 48(sp)\n  ld x7, 56(sp)\n"
+    "  ld x8, 64(sp)\n  ld x9, 72(sp)\n  ld x10, 80(sp)\n  ld x11, 88(sp)\n  ld x12, 96(sp)\n"
+    "  ld x13, 104(sp)\n  ld x14, 112(sp)\n  ld x15, 120(sp)\n  ld x16, 128(sp)\n  ld x17, 136(sp)\n"
+    "  ld x18, 144(sp)\n  ld x19, 152(sp)\n  ld x20, 160(sp)\n  ld x21, 168(sp)\n  ld x22, 176(sp)\n"
+    "  ld x23, 184(sp)\n  ld x24, 192(sp)\n  ld x25, 200(sp)\n  ld x26, 208(sp)\n  ld x27, 216(sp)\n"
+    "  ld x28, 224(sp)\n  ld x29, 232(sp)\n  ld x30, 240(sp)\n  ld x31, 248(sp)\n"
+    "  addi sp, sp, 256\n"
+    "  mret\n"
+    ".text\n");
+
+unsigned char rvvdiff_spike_stack[STACK_BYTES] __attribute__((aligned(16)));
+
+extern int main(int, char **, char **);
+extern int __libc_start_main(int (*)(int, char **, char **), int, char **, void (*)(void), void (*)(void),
+                             void (*)(void));
+extern const unsigned char __ehdr_start[];
+
+// Linux auxiliary vector keys musl reads at start-up.
+#define AT_NULL 0
+#define AT_PHDR 3
+#define AT_PHENT 4
+#define AT_PHNUM 5
+#define AT_PAGESZ 6
+#define AT_HWCAP 16
+#define AT_RANDOM 25
+
+void rvvdiff_spike_main(void) {
+    open_stderr();
+    brk_base = brk_cur = ((uint64_t)(uintptr_t)_end + PAGE - 1) & ~(PAGE - 1);
+    mmap_lo = brk_base + BRK_BYTES;
+    static unsigned char random_bytes[16] = {0x72, 0x76, 0x76, 0x64, 0x69, 0x66, 0x66, 0x2d,
+                                             0x73, 0x70, 0x69, 0x6b, 0x65, 0x00, 0x01, 0x02};
+    // The program headers, for musl's TLS set-up (the ELF header is loaded with the first segment).
+    const unsigned char * eh = __ehdr_start;
+    const uint64_t phoff = *(const uint64_t *)(eh + 32);
+    const uint16_t phentsize = *(const uint16_t *)(eh + 54), phnum = *(const uint16_t *)(eh + 56);
+    static char name[] = "rvvdiff-server";
+    // ISA letters of AT_HWCAP: I M A F D C V.
+    const uint64_t hwcap = (1u << ('i' - 'a')) | (1u << ('m' - 'a')) | (1u << ('a' - 'a')) |
+                           (1u << ('f' - 'a')) | (1u << ('d' - 'a')) | (1u << ('c' - 'a')) | (1u << ('v' - 'a'));
+    static uint64_t block[32];
+    int i = 0;
+    block[i++] = (uint64_t)(uintptr_t)name;  // argv[0]
+    block[i++] = 0;                          // end of argv
+    block[i++] = 0;                          // empty environment
+    block[i++] = AT_PHDR;   block[i++] = (uint64_t)(uintptr_t)(eh + phoff);
+    block[i++] = AT_PHENT;  block[i++] = phentsize;
+    block[i++] = AT_PHNUM;  block[i++] = phnum;
+    block[i++] = AT_PAGESZ; block[i++] = PAGE;
+    block[i++] = AT_HWCAP;  block[i++] = hwcap;
+    block[i++] = AT_RANDOM; block[i++] = (uint64_t)(uintptr_t)random_bytes;
+    block[i++] = AT_NULL;   block[i++] = 0;
+    htif_exit(__libc_start_main(main, 1, (char **)block, 0, 0, 0));
+}
