@@ -152,6 +152,24 @@ static void open_stderr(void) {
 
 static int host_fd(long fd) { return fd >= 0 && fd < N_FD ? fd_host[fd] : -1; }
 
+// Spike's stdin through a buffer: the server reads a request field by field, and each HTIF call
+// costs a round trip through Spike's front-end; one host read returns whatever the pipe holds.
+static unsigned char stdin_buf[1 << 16];
+static uint64_t stdin_pos, stdin_len;
+
+static long stdin_read(unsigned char * dst, uint64_t n) {
+    if (stdin_pos == stdin_len) {
+        const long r = htif_syscall(SYS_read, 0, (long)stdin_buf, (long)sizeof stdin_buf);
+        if (r <= 0) return r;
+        stdin_pos = 0;
+        stdin_len = (uint64_t)r;
+    }
+    const uint64_t k = n < stdin_len - stdin_pos ? n : stdin_len - stdin_pos;
+    for (uint64_t i = 0; i < k; ++i) dst[i] = stdin_buf[stdin_pos + i];
+    stdin_pos += k;
+    return (long)k;
+}
+
 // ------------------------------------------------------------------ memory
 
 extern char _end[];
@@ -260,7 +278,8 @@ static long syscall_dispatch(long n, long a0, long a1, long a2, long a3) {
     switch (n) {
         case SYS_read: {
             const int h = host_fd(a0);
-            return h < 0 ? -E_BADF : htif_syscall(SYS_read, h, a1, a2);
+            if (h < 0) return -E_BADF;
+            return h == 0 ? stdin_read((unsigned char *)a1, (uint64_t)a2) : htif_syscall(SYS_read, h, a1, a2);
         }
         case SYS_write: {
             const int h = host_fd(a0);
