@@ -84,7 +84,7 @@ FINGERPRINT_MACROS = csource.rvv_macros(e for e in ISA_BUILDS[FINGERPRINT_BUILD]
 
 _KEYS_REQUIRED = ("test", "reason", "reproducer")
 _KEYS_FUNCTION = ("function", "file", "fingerprint")
-_KEYS = (*_KEYS_REQUIRED, *_KEYS_FUNCTION, "ggml", "seen_in", "fix")
+_KEYS = (*_KEYS_REQUIRED, *_KEYS_FUNCTION, "ggml", "seen_in", "fix", "emulator")
 _FINGERPRINT = re.compile(r"[0-9a-f]{16}")
 
 
