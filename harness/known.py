@@ -359,7 +359,7 @@ def describe(verdicts: list[Verdict], source: GgmlSource, path: Path) -> list[st
              f"(extensions {', '.join(ISA_BUILDS[FINGERPRINT_BUILD].extensions)})", ""]
     for v in verdicts:
         k = v.entry
-        lines.append(f"{k.number:3}. {k.test}")
+        lines.append(f"{k.number:3}. {k.test}" + (f"  (on {k.emulator} only)" if k.emulator else ""))
         lines.append(f"     {'applies' if v.applies else 'does not apply'}: {v.why}")
         for s in v.functions:
             mark = "listed" if s.known else ("not in this tree" if s.current is None else "NOT listed")

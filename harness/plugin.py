@@ -478,7 +478,9 @@ def _mark_known_failures(config: pytest.Config, source: GgmlSource, items: list[
     except (known.KnownFailuresError, ValueError, OSError) as e:
         raise pytest.UsageError(str(e)) from None
     emulator = config.getoption("emulator")
-    entries = [v.entry for v in verdicts if v.applies and v.entry.emulator in ("", emulator)]
+    # An entry of this emulator only comes first: its reason is the one a test there fails for.
+    entries = sorted((v.entry for v in verdicts if v.applies and v.entry.emulator in ("", emulator)),
+                     key=lambda k: k.emulator == "")
     # Entries whose function changed in this tree: their tests are judged afresh; say so.
     config._rvvdiff_changed_known = [  # type: ignore[attr-defined]
         v for v in verdicts if v.state == "changed" and any(v.entry.matches(it.nodeid, emulator) for it in items)]

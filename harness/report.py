@@ -504,8 +504,9 @@ def side_by_side(case: Case, a: Replay, b: Replay, n: int = 8) -> list[str]:
     return lines
 
 
-def spike_verdict(qemu_run: Replay, spike_run: Replay, stress: bool) -> str:
-    """The one-line verdict of a finding's replay on Spike next to QEMU's."""
+def spike_verdict(qemu_run: Replay, spike_run: Replay, stress: bool, qemu_plain: Replay | None = None) -> str:
+    """The one-line verdict of a finding's replay on Spike next to QEMU's (``qemu_plain``: QEMU
+    without stress, for a stress finding)."""
     if spike_run.failing is None:
         return f"not replayed on Spike: {spike_run.text}"
     if qemu_run.failing is None:
@@ -518,8 +519,10 @@ def spike_verdict(qemu_run: Replay, spike_run: Replay, stress: bool) -> str:
             return "reproduced on Spike: both emulators stop the kernel (see the messages)"
         return "reproduced on Spike, different values"
     if qemu_run.failing and stress:
+        same = (qemu_plain is not None and spike_run.outputs is not None and qemu_plain.outputs == spike_run.outputs)
         return ("not reproduced on Spike: the failure needs QEMU's tail/mask stress mode (agnostic elements "
-                "written with ones); Spike keeps them undisturbed, so it agrees with QEMU without stress")
+                "written with ones), which Spike does not have; Spike keeps them undisturbed"
+                + (", and its outputs are bit-identical to QEMU's without stress" if same else ""))
     if qemu_run.failing:
         return "not reproduced on Spike (suspect the emulator: shrink the case and read the specification)"
     if spike_run.failing:
@@ -577,7 +580,7 @@ def main_repro(argv: list[str]) -> int:
         print()
         for line in side_by_side(case, runs[0], runs[-1]) + (side_by_side(case, runs[1], runs[2]) if t["stress"] else []):
             print(line)
-        print(f"\nverdict: {spike_verdict(runs[0], runs[-1], t['stress'])}")
+        print(f"\nverdict: {spike_verdict(runs[0], runs[-1], t['stress'], runs[1] if t['stress'] else None)}")
         failing = bool(runs[-1].failing)
         server_argv = runs[-1].argv
     else:

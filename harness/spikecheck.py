@@ -72,8 +72,9 @@ def check(entry: known.Known, trees: dict[str, str], work: Path, max_examples: i
     t = case.data["target"]
     build = ensure_built(resolve(src), ISA_BUILDS[t["isa"]])
     q = replay_on(case, build, t["vlen"], t["stress"], qemu())
+    plain = replay_on(case, build, t["vlen"], False, qemu()) if t["stress"] else None
     s = replay_on(case, build, t["vlen"], False, spike())
-    return row | {"verdict": spike_verdict(q, s, t["stress"]), "vlen": t["vlen"], "isa": t["isa"],
+    return row | {"verdict": spike_verdict(q, s, t["stress"], plain), "vlen": t["vlen"], "isa": t["isa"],
                   "stress": t["stress"], "qemu": _summary(q), "spike": _summary(s),
                   "seconds": round(time.perf_counter() - t0, 1)}
 
