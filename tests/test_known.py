@@ -198,7 +198,7 @@ def test_plugin_marks_only_applicable_entries_and_notes_changed_ones(tree: GgmlS
                          fingerprint=["0123456789abcdef"])
                  + entry(test="t.py::test_c*", function="toy_gone", file="src/ggml-cpu/vec.cpp", fingerprint=[fp]))
     monkeypatch.setenv("RVVDIFF_KNOWN_FAILURES", str(p))
-    full = {"vlen": config.VLENS, "isa": list(config.ISA_BUILDS), "rvv_stress": (False, True)}
+    full = {"vlen": config.VLENS, "isa": list(config.ISA_BUILDS), "rvv_stress": (False, True), "emulator": "qemu"}
     cfg = SimpleNamespace(getoption=full.__getitem__)
     items = [_Item(nodeid=f"t.py::test_{n}[x]", markers=[]) for n in "abc"]
     plugin._mark_known_failures(cfg, tree, items)  # type: ignore[arg-type]
