@@ -517,6 +517,10 @@ def spike_verdict(qemu_run: Replay, spike_run: Replay, stress: bool, qemu_plain:
             return "reproduced on Spike, bit-identical"
         if spike_run.outputs is None and qemu_run.outputs is None:
             return "reproduced on Spike: both emulators stop the kernel (see the messages)"
+        if spike_run.outputs is None:
+            return "fails on Spike differently: Spike stops the kernel where QEMU returns wrong values (see its message)"
+        if qemu_run.outputs is None:
+            return "fails on Spike differently: Spike returns wrong values where QEMU stops the kernel"
         return "reproduced on Spike, different values"
     if qemu_run.failing and stress:
         same = (qemu_plain is not None and spike_run.outputs is not None and qemu_plain.outputs == spike_run.outputs)
