@@ -35,7 +35,7 @@ from .source import SDIST_SPEC, GgmlSource, SourceError, resolve
 from . import spike as spike_mod
 from .spike import SLOWDOWN as SPIKE_SLOWDOWN
 from .spike import Spike
-from .toolchain import SERVER_DIR, Qemu, ToolchainError, describe, qemu
+from .toolchain import SERVER_DIR, Qemu, ToolchainError, describe
 from .trace import Trace, trace_call
 
 # ------------------------------------------------------------------ options
@@ -151,10 +151,7 @@ class Session:
     @functools.cached_property
     def emulator(self) -> Qemu | Spike:
         """The emulator every kernel server of this session runs under (--emulator)."""
-        try:
-            return spike_mod.spike() if self.on_spike else qemu()
-        except ToolchainError as e:
-            pytest.exit(str(e), returncode=4)
+        return _emulator(self.config)
 
     def build(self, isa: IsaBuild) -> Build:
         """The build for ``isa``, made on first use (in the test's setup, before any Hypothesis example).
@@ -262,7 +259,7 @@ class Target:
 def _cannot_run_here() -> None:
     """A request the emulator cannot run (threads on Spike): a Hypothesis example is rejected and
     another drawn.  Outside Hypothesis the :class:`pool.Unsupported` goes on: a fixed case of
-    ``explore(after=...)`` is passed over (counted), anything else skips its test with the reason
+    ``explore(after=...)`` is passed over, anything else skips its test with the reason
     (:func:`pytest_runtest_makereport`)."""
     from hypothesis import reject
     from hypothesis.control import currently_in_test_context
@@ -407,7 +404,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def _emulator(config: pytest.Config) -> Qemu | Spike:
     try:
-        return spike_mod.spike() if config.getoption("emulator") == "spike" else qemu()
+        return spike_mod.emulator(config.getoption("emulator"))
     except ToolchainError as e:
         raise pytest.UsageError(str(e)) from None
 
@@ -493,8 +490,8 @@ def _mark_known_failures(config: pytest.Config, source: GgmlSource, items: list[
                 break
     # An entry is stale when its test file ran over the whole matrix (every VLEN, ISA build and
     # stress mode) and none of its tests matched; a narrower selection says nothing about it.
-    full = (config.getoption("emulator") == "qemu" and tuple(config.getoption("vlen")) == VLENS and tuple(config.getoption("isa")) == tuple(ISA_BUILDS)
-            and tuple(config.getoption("rvv_stress")) == (False, True))
+    full = (emulator == "qemu" and tuple(config.getoption("vlen")) == VLENS
+            and tuple(config.getoption("isa")) == tuple(ISA_BUILDS) and tuple(config.getoption("rvv_stress")) == (False, True))
     files = {it.nodeid.split("::", 1)[0] for it in items}
     config._rvvdiff_unused_known = [  # type: ignore[attr-defined]
         k for i, k in enumerate(entries)

@@ -541,7 +541,8 @@ def main_repro(argv: list[str]) -> int:
     from .build import ensure_built, link_objects
     from .config import ISA_BUILDS
     from .source import resolve
-    from .spike import spike, spike_link_args
+    from .spike import emulator as emulator_named
+    from .spike import spike_link_args
     from .toolchain import SERVER_DIR, ToolchainError, compiler, qemu
 
     p = argparse.ArgumentParser(prog="rvvdiff repro", description=main_repro.__doc__)
@@ -561,7 +562,7 @@ def main_repro(argv: list[str]) -> int:
     src_path = a.ggml_src or case.data["ggml"]["root"]
     src = resolve(None if (not a.ggml_src and case.data["ggml"]["label"].startswith("pinned")) else src_path)
     try:
-        emulator = spike() if on == "spike" else qemu()
+        emulator = emulator_named(on)
     except ToolchainError as e:
         print(f"rvvdiff repro: {e}")
         return 2

@@ -119,6 +119,13 @@ def spike() -> Spike:
     return Spike(path, version)
 
 
+def emulator(name: str):  # -> Qemu | Spike
+    """The emulator called ``name`` ("qemu" or "spike"); raises ToolchainError (with what to do) when
+    it is not installed."""
+    from .toolchain import qemu  # noqa: PLC0415
+    return spike() if name == "spike" else qemu()
+
+
 def available() -> str | None:
     """None when Spike can run, else why not (with what to do)."""
     try:
