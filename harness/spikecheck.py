@@ -107,6 +107,8 @@ def verdict(q: Replay, s: Replay, stress: bool, plain: Replay | None,
     when its comparison was recorded element by element); the replays say how the outputs compare."""
     if on_spike is None:  # a stress failure: Spike has no stress mode
         return spike_verdict(q, s, stress, plain)
+    if s.failing is None:  # e.g. the failing case runs on several threads
+        return f"not checked on Spike: its failing case cannot run there ({s.text.split(' [')[0]})"
     if on_spike.returncode not in (0, 1):
         tail = (on_spike.stdout + on_spike.stderr).strip().splitlines()[-1:] or ["no output"]
         return f"not checked on Spike: the test did not run there (exit {on_spike.returncode}: {tail[0]})"
