@@ -10,7 +10,8 @@
 //   - read / write / writev on the server's descriptors go to the host through
 //     HTIF (Spike's front-end performs Linux-numbered system calls on a block
 //     whose address is written to `tohost`), so stdin / stdout / stderr are
-//     Spike's own and the kernel server protocol runs unchanged;
+//     Spike's own and the kernel server protocol runs unchanged (stdin is
+//     buffered: one HTIF call per pipe-full, not per request field);
 //   - brk / mmap / munmap are served from the memory after the program
 //     (a page allocator; freed pages are reused, so a long-lived server does
 //     not run out);
@@ -20,10 +21,11 @@
 //     sends single-threaded requests only;
 //   - everything else the server is not known to need is reported on stderr
 //     and fails with ENOSYS, so an unexpected call is visible, not silent.
-// Any other trap (illegal instruction, access fault, misaligned access) is
-// reported with its cause, pc and faulting value, and ends the run with exit
-// status 128 + the signal a Linux kernel would have sent, which the harness
-// reads as that signal.
+// A misaligned scalar load or store is performed byte by byte, as Linux does
+// for user programs.  Any other trap (illegal instruction, access fault, a
+// misaligned vector access) is reported with its cause, pc and faulting value,
+// and ends the run with exit status 128 + the signal a Linux kernel would have
+// sent, which the harness reads as that signal.
 //
 // Memory map (Spike's -m0x20000000:0x60000000, see MEM_BASE): the program is
 // linked at its start; brk grows up from the end of the program, mmap pages
