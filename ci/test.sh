@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/setup.sh
-exec .venv/bin/pytest tests "$@"
+exec .venv/bin/pytest tests -rs "$@"
