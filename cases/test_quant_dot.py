@@ -322,6 +322,13 @@ def _quantizer_sources_hash() -> str:
     return h.hexdigest()[:16]
 
 
+#: Deadline of the corpus's quantize_chunk calls.  ggml's IQ1 / IQ2 quantizers build their grid
+#: tables on first use, which takes minutes under QEMU: over 120 s (the kernel deadline) for iq1_s
+#: in the v build in a CI rehearsal whose 2 cores were shared with other runs.  This is set-up made
+#: once per quantizer source, not a kernel under test, so it gets its own deadline.
+CORPUS_TIMEOUT = 1200.0
+
+
 def weight_corpus(target, name: str) -> dict[tuple[str, int], np.ndarray]:
     """Rows of ``name`` made by ``ggml_quantize_chunk`` (with an importance matrix of ones) from
     the float rows of WEIGHT_DATA x WEIGHT_BLOCKS.  The IQ1/IQ2 quantizers need grid tables that
@@ -336,7 +343,8 @@ def weight_corpus(target, name: str) -> dict[tuple[str, int], np.ndarray]:
                 n = nb * max(f.block, 256) if f.block < 256 and nb == 33 else nb * f.block
                 src = np.stack([_weight_floats(k, n, seed=nb) for k in WEIGHT_DATA])
                 r = target.call("quantize_chunk", [V.type_id(target, name), len(WEIGHT_DATA), n], [],
-                                [In(src), In(np.ones(n, np.float32)), Out(len(WEIGHT_DATA) * Q.row_bytes(name, n))])
+                                [In(src), In(np.ones(n, np.float32)), Out(len(WEIGHT_DATA) * Q.row_bytes(name, n))],
+                                timeout=CORPUS_TIMEOUT)
                 out = r.output(0, np.uint8).reshape(len(WEIGHT_DATA), -1)
                 for k, row in zip(WEIGHT_DATA, out):
                     rows[f"{k}-{nb}"] = row

@@ -217,7 +217,9 @@ class Target:
         return {k.split(".", 1)[1]: v == "1" for k, v in h.items() if k.startswith("feature.")}
 
     def call(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
-             bufs: Sequence[P.Buf] = (), *, repeat: int = 1) -> P.Response:
+             bufs: Sequence[P.Buf] = (), *, repeat: int = 1, timeout: float | None = None) -> P.Response:
+        """One kernel call under the session's deadline (--kernel-timeout), or ``timeout`` seconds for
+        a call known to be long (set-up work such as building a corpus, not a kernel under test)."""
         missing = session().build(self.isa).missing_kernel(kernel)
         if missing:  # its adapter does not compile against this tree: the server has no such kernel
             pytest.skip(missing)
@@ -227,7 +229,7 @@ class Target:
                   "message": "", "argv": srv.argv}
         observe.keep("call", record)
         try:
-            r = srv.call(kernel, ip, fp, bufs, repeat=repeat, timeout=session().timeout)
+            r = srv.call(kernel, ip, fp, bufs, repeat=repeat, timeout=max(timeout or 0, session().timeout))
             record["outputs"], record["message"], record["kernel_ns"] = r.outputs, r.message, r.kernel_ns
             return r
         except pool.Unsupported as e:
