@@ -468,8 +468,9 @@ def replay_on(case: Case, build: Any, vlen: int, stress: bool, emulator: Any) ->
 
     server = KernelServer(build, vlen, stress, emulator)
     if vlen not in emulator.vlens:
-        return Replay(emulator.name, [], None, f"{emulator.name} cannot run VLEN {vlen} "
-                      f"(it runs {', '.join(map(str, emulator.vlens))})")
+        return Replay(emulator.name, [], None, f"{emulator.describe()} cannot run VLEN {vlen} "
+                      f"(it runs {', '.join(map(str, emulator.vlens))})"
+                      + ("; replay on Spike: --emulator spike" if emulator.name == "qemu" else ""))
     try:
         argv = server.argv
         r = server.call(case.call["kernel"], case.call["ip"], case.call["fp"], case.buffers(), timeout=600)
@@ -586,10 +587,15 @@ def main_repro(argv: list[str]) -> int:
         for line in side_by_side(case, runs[0], runs[-1]) + (side_by_side(case, runs[1], runs[2]) if t["stress"] else []):
             print(line)
         print(f"\nverdict: {spike_verdict(runs[0], runs[-1], t['stress'], runs[1] if t['stress'] else None)}")
+        if runs[-1].failing is None:
+            return 2
         failing = bool(runs[-1].failing)
         server_argv = runs[-1].argv
     else:
         r = replay_on(case, build, vlen, t["stress"], emulator)
+        if r.failing is None:
+            print(f"rvvdiff repro: not replayed: {r.text}")
+            return 2
         print(f"  {shlex.join(r.argv)}\n{r.text}")
         failing, server_argv = bool(r.failing), r.argv
     if a.c:
