@@ -35,7 +35,7 @@ from pathlib import Path
 
 from .config import SPIKE_VLENS, STRESS_PROPS, locked
 from .proc import run
-from .toolchain import SERVER_DIR, ToolchainError, compiler
+from .toolchain import SERVER_DIR, ToolchainError, compiler, qemu
 
 #: Spike's memory (``-m<base>:<size>``) and where the server is linked: below 2 GiB because ggml is
 #: compiled for the medlow code model; above Spike's devices (the runtime's MEM_BASE / MEM_END).
@@ -122,7 +122,6 @@ def spike() -> Spike:
 def emulator(name: str):  # -> Qemu | Spike
     """The emulator called ``name`` ("qemu" or "spike"); raises ToolchainError (with what to do) when
     it is not installed."""
-    from .toolchain import qemu  # noqa: PLC0415
     return spike() if name == "spike" else qemu()
 
 
@@ -151,12 +150,17 @@ def _runtime_object(build_dir: Path, march: str | None) -> Path:
     return obj
 
 
+def _link_args(build) -> list[str]:
+    """The runtime object, the image base and the runtime's entry point (the caller holds the build's lock)."""
+    return [str(_runtime_object(build.dir, build.march)), f"-Wl,--image-base={IMAGE_BASE}",
+            "-Wl,-e,rvvdiff_spike_start"]
+
+
 def spike_link_args(build) -> list[str]:  # build: harness.build.Build
-    """What turns a static link of a build's objects into a program for Spike: the runtime object,
-    the image base and the runtime's entry point (used for the server and the C reproducers)."""
+    """What turns a static link of a build's objects into a program for Spike (used for the server
+    and the C reproducers)."""
     with locked(build.dir / ".lock"):
-        rt = _runtime_object(build.dir, build.march)
-    return [str(rt), f"-Wl,--image-base={IMAGE_BASE}", "-Wl,-e,rvvdiff_spike_start"]
+        return _link_args(build)
 
 
 def server_for(build) -> Path:  # build: harness.build.Build
@@ -166,14 +170,12 @@ def server_for(build) -> Path:  # build: harness.build.Build
     cc = compiler()
     with locked(build.dir / ".lock"):
         objs, _ = _server_objects(build.dir, cc, build.cflags, build.key)
-        rt = _runtime_object(build.dir, build.march)
-        inputs = [*objs.values(), rt]
-        exe = build.dir / "servers" / _digest(*(str(o) for o in inputs), build.key) / "rvvdiff-server-spike"
+        link = _link_args(build)
+        exe = build.dir / "servers" / _digest(*map(str, objs.values()), *link, build.key) / "rvvdiff-server-spike"
         if not exe.exists():
             exe.parent.mkdir(parents=True, exist_ok=True)
             tmp = exe.with_name(f"{exe.name}.tmp{os.getpid()}")
-            run([cc.cxx, *objs.values(), *build.libs, "-static", "-lm", "-lpthread", str(rt),
-                 f"-Wl,--image-base={IMAGE_BASE}", "-Wl,-e,rvvdiff_spike_start", "-o", tmp], timeout=1800,
+            run([cc.cxx, *objs.values(), *build.libs, "-static", "-lm", "-lpthread", *link, "-o", tmp], timeout=1800,
                 what="linking the kernel server for Spike", log_file=build.log)
             tmp.replace(exe)
     return exe

@@ -23,6 +23,7 @@ docs/findings.md carries.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import shlex
 import subprocess
@@ -114,9 +115,8 @@ def verdict(q: Replay, s: Replay, stress: bool, plain: Replay | None,
         return f"not checked on Spike: the test did not run there (exit {on_spike.returncode}: {tail[0]})"
     if on_spike.returncode == 0:
         return "not reproduced on Spike (suspect the emulator: shrink the case and read the specification)"
-    # Both fail: how the recorded call's outputs compare.
-    s_fail, q_fail = Replay(s.emulator, s.argv, True, s.text, s.outputs), Replay(q.emulator, q.argv, True, q.text, q.outputs)
-    return spike_verdict(q_fail, s_fail, stress)
+    # Both fail (the test's verdict, not the re-judged call's): how the recorded call's outputs compare.
+    return spike_verdict(dataclasses.replace(q, failing=True), dataclasses.replace(s, failing=True), stress)
 
 
 def _summary(r: Replay) -> str:
