@@ -10,8 +10,8 @@ import pytest
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """What the tree has that rvvdiff does not test, and what rvvdiff knows that the tree lacks."""
     from cases import coverage
-    from harness import tree
-    from harness.source import SourceError, resolve
+    from harness.ggml import tree
+    from harness.ggml.source import SourceError, resolve
 
     if getattr(config, "workerinput", None) is not None:
         return

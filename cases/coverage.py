@@ -2,7 +2,7 @@
 that the tree does not have.
 
 Each kernel family registers one scan (:func:`register`): given the tree's inventory
-(harness/tree.py, read with harness/csource.py), it returns
+(harness/ggml/tree.py, read with harness/ggml/csource.py), it returns
 
 * **uncovered** - RVV entry points the tree has and the family's table does not know (a new type's
   vec_dot, a new ``_vlN`` variant, a new repack layout or GEMV / GEMM, a new vec.h function with an
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.tree import Tree
+from harness.ggml.tree import Tree
 
 
 @dataclass(frozen=True)

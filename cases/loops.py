@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.config import VLENS
+from harness.core.config import VLENS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -35,7 +35,7 @@ from cases import coverage
 from cases import loops as L
 from cases import quant_variants as V
 from cases.strategies import LONG_ROW
-from harness.tree import Tree
+from harness.ggml.tree import Tree
 from oracles import quants as Q
 
 # ------------------------------------------------------------------ layouts

@@ -3,7 +3,7 @@
 Two jobs, both for cases/test_quant_dot.py and cases/test_quantize.py:
 
 * **Coverage discovered from the source.**  :func:`scan` reads ``arch/riscv/quants.c`` of the
-  tree under test with harness/csource.py as a ``__riscv_v`` build compiles it, and lists every
+  tree under test with harness/ggml/csource.py as a ``__riscv_v`` build compiles it, and lists every
   ``ggml_vec_dot_<type>_<q8>`` and ``quantize_row_<q8>`` entry point with an RVV body, the
   VLEN-specialised variants (``*_vl128`` ...) it has, and, where the dispatch is a ``switch`` on
   ``__riscv_vlenb() * 8`` or an ``if`` chain on it (``csource.vlen_dispatch``), which function
@@ -37,11 +37,11 @@ from functools import cache
 from pathlib import Path
 
 from cases import coverage
-from harness import csource
-from harness.config import cache_dir, locked
-from harness.tree import Tree
+from harness.ggml import csource
+from harness.core.config import cache_dir, locked
+from harness.ggml.tree import Tree
 
-# ------------------------------------------------------------------ the tree's RVV entry points (harness/csource.py)
+# ------------------------------------------------------------------ the tree's RVV entry points (harness/ggml/csource.py)
 
 _VARIANT = re.compile(r"_vl(\d+)$")
 _ENTRY = re.compile(r"^ggml_vec_dot_(\w+?)_(q8_0|q8_1|q8_K)$")
@@ -88,7 +88,7 @@ class Scan:
 
 def scan(cpu_dir: Path) -> Scan:
     """Read ``<cpu_dir>/arch/riscv/quants.c`` of the tree under test, as a ``__riscv_v`` build
-    compiles it (harness/csource.py; read again when the file changes)."""
+    compiles it (harness/ggml/csource.py; read again when the file changes)."""
     path = Path(cpu_dir) / "arch" / "riscv" / "quants.c"
     return _scan(path, path.stat().st_mtime)
 
@@ -116,7 +116,7 @@ def _scan(path: Path, mtime: float) -> Scan:
                 dispatch = csource.vlen_dispatch(f.body, [*variants, *called, f"{name}_generic"])
             except ValueError as e:
                 why = (f"{f.where()}: {name} {e}; which function serves each VLEN is unknown "
-                       "(extend harness/csource.py vlen_dispatch)")
+                       "(extend harness/ggml/csource.py vlen_dispatch)")
                 notes.append(f"{why} (affects {name})")
         e = EntryPoint(name, (m or q).group(1), m.group(2) if m else None, not (only_generic or only_ref),
                        {v: g.noinline for v, g in variants.items()}, dispatch, f.where(),

@@ -59,11 +59,11 @@ from cases import coverage
 from cases import loops as L
 from cases import quant_strategies as QS
 from cases.strategies import KernelSpec
-from harness import csource
-from harness.compare import assert_bitwise_equal, assert_within_bound
-from harness.config import ISA_BUILDS, VLENS, cache_dir, locked
-from harness.plugin import session
-from harness.tree import Tree, type_name
+from harness.ggml import csource
+from harness.check.compare import assert_bitwise_equal, assert_within_bound
+from harness.core.config import ISA_BUILDS, VLENS, cache_dir, locked
+from harness.plugin.targets import session
+from harness.ggml.tree import Tree, type_name
 from oracles import quants as Q
 from oracles import repack as RP
 from oracles.bounds import gamma
@@ -114,7 +114,7 @@ def type_id(target, name: str) -> int:
 
 
 def assert_bytes_equal(got: np.ndarray, expected: np.ndarray, *, name: str, context: str) -> None:
-    """Byte arrays equal, reported element by element (as uint16: harness.compare's bitwise
+    """Byte arrays equal, reported element by element (as uint16: harness.check.compare's bitwise
     comparison works on 2-, 4- and 8-byte elements); byte offsets are the indices."""
     assert_bitwise_equal(np.asarray(got, np.uint8).astype(np.uint16), np.asarray(expected, np.uint8).astype(np.uint16),
                          name=name, context=context)
@@ -123,7 +123,7 @@ def assert_bytes_equal(got: np.ndarray, expected: np.ndarray, *, name: str, cont
 def assert_matrix_within(got: np.ndarray, expected: np.ndarray, bound: np.ndarray, *, name: str, context: str,
                          derivation: str) -> None:
     """Every element within its bound: the element with the largest error / bound is checked (and
-    its ratio recorded) by harness.compare.assert_within_bound; its index is in the name."""
+    its ratio recorded) by harness.check.compare.assert_within_bound; its index is in the name."""
     err = np.abs(got.astype(np.float64) - expected)
     ratio = np.where(bound > 0, err / np.where(bound > 0, bound, 1), np.where(err > 0, np.inf, 0))
     ratio = np.where(np.isnan(ratio), np.inf, ratio)
@@ -192,7 +192,7 @@ class RepackKernel(KernelSpec):
 
     @property
     def requires(self) -> tuple[str, ...]:
-        """What the tree must have for this layout's tests (harness/plugin.py skips them as "not
+        """What the tree must have for this layout's tests (harness/plugin/ skips them as "not
         in this tree" otherwise): the weight and activation types, the interleaved block, the GEMV
         / GEMM entry points and the GEMM's activation quantizer."""
         lay = self.layout
@@ -953,7 +953,7 @@ class _Run:
 def read_selection(cpu_dir: Path, zvfh: bool) -> Selection:
     """What ``ggml_repack_get_optimal_repack_type`` of ``<cpu_dir>/repack.cpp`` returns on RISC-V,
     per weight type and VLEN, in a build with or without zvfh: the function as that build
-    compiles it (harness/csource.py), walked with the RISC-V answers of ``ggml_cpu_has_*`` and
+    compiles it (harness/ggml/csource.py), walked with the RISC-V answers of ``ggml_cpu_has_*`` and
     the VLEN (:class:`_Run`).  A type the function does not mention, or whose walk returns
     nothing, gets None at every VLEN.  What the reader does not understand becomes a note (file:line,
     the types affected), never an exception; read again when the file changes."""
@@ -1206,7 +1206,7 @@ def render(d: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Print the selection table of one recorded tree: the one whose directory name starts with
     the argument (a commit prefix), by default the pinned tree's, else the newest recorded."""
-    from harness.source import PINNED_COMMIT
+    from harness.ggml.source import PINNED_COMMIT
 
     argv = sys.argv[1:] if argv is None else argv
     root = cache_dir() / "reports" / "repack_selection"

@@ -20,8 +20,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cases import loops as L
-from harness.config import VLENS
-from harness.pool import Unsupported
+from harness.core.config import VLENS
+from harness.emulators.pool import Unsupported
 from oracles.floats import BF16
 
 #: A long row: longer than any register group at any VLEN, many loop trips.

@@ -32,12 +32,12 @@ from cases import loops as L
 from cases import strategies as S
 from cases.test_vec_dot import STORAGE_TYPE
 from cases.test_vec_ops import file_notes, rvv_path, rvv_paths, where
-from harness import observe
-from harness.compare import assert_bitwise_equal
-from harness.config import IsaBuild
-from harness.plugin import session
-from harness.protocol import In, Out
-from harness.tree import Tree
+from harness.check import observe
+from harness.check.compare import assert_bitwise_equal
+from harness.core.config import IsaBuild
+from harness.plugin.targets import session
+from harness.emulators.protocol import In, Out
+from harness.ggml.tree import Tree
 from oracles import floats as F
 
 _STORAGE = {"f32": np.float32, "f16": np.uint16, "bf16": np.uint16}
@@ -61,7 +61,7 @@ class Conversion(S.KernelSpec):
 
     @property
     def requires(self) -> tuple[str, ...]:
-        """What the kernel server's adapter calls (harness/plugin.py skips the kernel as "not in
+        """What the kernel server's adapter calls (harness/plugin/ skips the kernel as "not in
         this tree" when the tree lacks it)."""
         return (self.function, *(STORAGE_TYPE[f] for f in (self.src, self.dst) if f != "f32"))
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from cases import coverage
-from harness import tree
-from harness.source import resolve
+from harness.ggml import tree
+from harness.ggml.source import resolve
 
 
 def test_coverage(pytestconfig: pytest.Config) -> None:

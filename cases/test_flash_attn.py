@@ -60,12 +60,13 @@ from cases import coverage
 from cases import loops as L
 from cases import strategies as S
 from cases.test_vec_ops import file_notes, rvv_paths, where
-from harness import csource, observe, tree
-from harness.compare import assert_within_bound
-from harness.plugin import session
-from harness.protocol import In, Out
-from harness.source import GgmlSource
-from harness.tree import Tree
+from harness.ggml import csource, tree
+from harness.check import observe
+from harness.check.compare import assert_within_bound
+from harness.plugin.targets import session
+from harness.emulators.protocol import In, Out
+from harness.ggml.source import GgmlSource
+from harness.ggml.tree import Tree
 from oracles import attention as A
 
 #: Block bytes per 32 elements of the quantized formats.
@@ -172,7 +173,7 @@ class AttnCase(S.KernelSpec):
     @property
     def requires(self) -> tuple[str, ...]:
         """What the kernel server's adapter calls (both sides), the function of the fused path
-        and the K type's vec_dot (harness/plugin.py skips the case as "not in this tree" when the
+        and the K type's vec_dot (harness/plugin/ skips the case as "not in this tree" when the
         tree lacks one: the tiled and split paths are younger than the one-chunk path)."""
         types = dict.fromkeys(f"GGML_TYPE_{t.upper()}" for t in ("f32", "f16", self.k, self.v))
         return (*ADAPTER_CALLS, *types, *PATH_FUNCTIONS[self.path], vec_dot(self.k))
@@ -180,7 +181,7 @@ class AttnCase(S.KernelSpec):
     @property
     def entry_points(self) -> tuple[str, ...]:
         """The code these tests exist to check (the PR gate runs them at the thorough budget when
-        it changes; harness/changes.py): the op and its fused path, not the materialised side's
+        it changes; harness/ggml/changes.py): the op and its fused path, not the materialised side's
         mul_mat / soft_max nor the K type's vec_dot, which their own families own."""
         return ("ggml_flash_attn_ext", *PATH_FUNCTIONS[self.path])
 

@@ -51,13 +51,14 @@ from cases import coverage
 from cases import loops as L
 from cases import strategies as S
 from cases.test_vec_ops import ALL_EXTENSIONS, HEADERS, file_notes
-from harness import csource, observe, tree
-from harness.compare import assert_bitwise_equal, assert_within_bound
-from harness.config import ISA_BUILDS, IsaBuild
-from harness.plugin import session
-from harness.protocol import In, Out
-from harness.source import GgmlSource
-from harness.tree import Tree
+from harness.ggml import csource, tree
+from harness.check import observe
+from harness.check.compare import assert_bitwise_equal, assert_within_bound
+from harness.core.config import ISA_BUILDS, IsaBuild
+from harness.plugin.targets import session
+from harness.emulators.protocol import In, Out
+from harness.ggml.source import GgmlSource
+from harness.ggml.tree import Tree
 from oracles.bounds import gamma
 from oracles.matmul import matmul, oracle_error
 
@@ -76,14 +77,14 @@ class MatMulKernel(S.KernelSpec):
 
     @property
     def requires(self) -> tuple[str, ...]:
-        """What the kernel server's adapter and the fallback call (harness/plugin.py skips the
+        """What the kernel server's adapter and the fallback call (harness/plugin/ skips the
         kernel as "not in this tree" when the tree lacks one)."""
         return ("ggml_mul_mat", *dict.fromkeys(enumerator(t) for t in (self.a, self.b)), f"ggml_vec_dot_{self.a}")
 
     @property
     def entry_points(self) -> tuple[str, ...]:
         """The code these tests exist to check (the PR gate runs them at the thorough budget when
-        it changes; harness/changes.py): the mul_mat op and what it calls, not the vec_dot it
+        it changes; harness/ggml/changes.py): the mul_mat op and what it calls, not the vec_dot it
         falls back to, which cases/test_vec_dot.py owns."""
         return ("ggml_mul_mat",)
 
@@ -112,7 +113,7 @@ def enumerator(fmt: str) -> str:
 
 
 def type_id(fmt: str) -> int:
-    """The tree's ``enum ggml_type`` value of ``fmt`` (harness/tree.py), as the kernel server takes it."""
+    """The tree's ``enum ggml_type`` value of ``fmt`` (harness/ggml/tree.py), as the kernel server takes it."""
     return tree.of(session().source).type_id(fmt)
 
 

@@ -51,11 +51,12 @@ from cases import quant_strategies as QS
 from cases import quant_variants as V
 from cases import strategies as S
 from cases.strategies import KernelSpec
-from harness import observe, tree
-from harness.compare import assert_within_bound
-from harness.config import cache_dir, locked
-from harness.plugin import session
-from harness.protocol import In, Out
+from harness.check import observe
+from harness.ggml import tree
+from harness.check.compare import assert_within_bound
+from harness.core.config import cache_dir, locked
+from harness.plugin.targets import session
+from harness.emulators.protocol import In, Out
 from oracles import quants as Q
 from oracles.bounds import U_F32, gamma
 
@@ -78,7 +79,7 @@ class QuantDot(KernelSpec):
 
     @property
     def requires(self) -> tuple[str, ...]:
-        """What the tree must have for this kernel's tests (harness/plugin.py skips them as "not in
+        """What the tree must have for this kernel's tests (harness/plugin/ skips them as "not in
         this tree" otherwise): both ggml types and the entry point."""
         return f"GGML_TYPE_{self.name.upper()}", f"GGML_TYPE_{self.vec_dot_type.upper()}", self.entry
 

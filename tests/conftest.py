@@ -3,7 +3,7 @@
 import os
 from pathlib import Path
 
-from harness import config
+from harness.core import config
 
 pytest_plugins = ["pytester"]
 

@@ -1,4 +1,4 @@
-"""``rvvdiff bisect`` (harness/bisect.py): reading a failure report, the verdict of a step from
+"""``rvvdiff bisect`` (harness/commands/bisect.py): reading a failure report, the verdict of a step from
 its results.json, the argument errors, the git bisect driving (with stand-in steps), and one
 real bisect over a small history made from the pinned ggml with a planted bug in one commit."""
 
@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import bisect, cli, config, mutants, source
+from harness.commands import bisect, cli
+from harness.core import config
+from harness.ggml import mutants, source
 
 NODE = "cases/test_quant_dot.py::test_vec_dot_exact[q4_0-vlen128-zvfh]"
 
@@ -88,7 +90,7 @@ def _results(d: Path, *entries: dict) -> Path:
 
 @pytest.mark.parametrize("outcome,reason,expected", [
     ("passed", "", "good"),
-    ("failed", "harness/compare.py:82: AssertionError", "bad"),
+    ("failed", "harness/check/compare.py:82: AssertionError", "bad"),
     ("skipped", "not in this tree: no ggml_vec_dot_q4_0_q8_0", "skip"),
     ("skipped", "ISA build zvfh cannot be expressed for this tree", "skip"),
     ("error", "ISA build zvfh of tree failed", "skip"),
@@ -105,7 +107,7 @@ def test_results_json_decides_the_verdict(tmp_path: Path, outcome: str, reason: 
 
 
 def test_a_failure_is_described_by_its_reports_assertion(tmp_path: Path) -> None:
-    d = _results(tmp_path, {"nodeid": NODE, "outcome": "failed", "reason": "harness/compare.py:82: AssertionError"})
+    d = _results(tmp_path, {"nodeid": NODE, "outcome": "failed", "reason": "harness/check/compare.py:82: AssertionError"})
     (d / "cases" / "x").mkdir(parents=True)
     (d / "cases" / "x" / "case.json").write_text(json.dumps(
         {"test": NODE, "failure": "    def f():\n>       raise\n"

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import config, mutants, source
-from harness.build import (BuildError, IsaUnavailable, _cmake_options, _server_objects, adapter_kernels, build_dir,
-                           build_key, declared_options, emulation_gap, ensure_built, march_extensions, march_extras,
-                           march_mismatch, plan_options)
-from harness.proc import CommandError
-from harness.toolchain import compiler
+from harness.core import config
+from harness.ggml import mutants, source
+from harness.build.builds import BuildError, IsaUnavailable, _cmake_options, _server_objects, adapter_kernels, build_dir, build_key, declared_options, emulation_gap, ensure_built, march_extensions, march_extras, march_mismatch, plan_options
+from harness.core.proc import CommandError
+from harness.build.toolchain import compiler
 
 import helpers
 
@@ -71,7 +70,7 @@ def test_failed_build_names_the_command_and_the_compiler_error() -> None:
 _BUILD = """
 import sys
 from harness import config, mutants, source
-from harness.build import ensure_built
+from harness.build.builds import ensure_built
 tree = mutants.apply(mutants.Mutant("harmless", mutants.Path(sys.argv[1])), source.pinned())
 print(ensure_built(tree, config.ISA_BUILDS["v"]).server)
 """
@@ -237,7 +236,7 @@ def test_a_kernel_of_a_failed_adapter_is_missing_with_the_reason() -> None:
 
 _DIFF_TEST = """
 import numpy as np
-from harness.protocol import In, Out
+from harness.emulators.protocol import In, Out
 
 def test_dot(target):
     x = np.arange(10, dtype=np.float32)
@@ -265,19 +264,19 @@ def test_a_failed_build_is_one_error_and_skips_the_rest_across_workers(pytester:
 _BROKEN_SERVER_CONFTEST = """
 import shutil
 from pathlib import Path
-import harness.build, harness.plugin
+import harness.build.builds, harness.plugin.hooks
 
 # The kernel server's sources, with k_vec.cpp broken as a tree lacking one of its names would break it.
 copy = Path(__file__).parent / "server"
-shutil.copytree(harness.build.SERVER_DIR, copy, dirs_exist_ok=True)
+shutil.copytree(harness.build.builds.SERVER_DIR, copy, dirs_exist_ok=True)
 with open(copy / "k_vec.cpp", "a") as f:
     f.write("\\nstatic int rvvdiff_broken = rvvdiff_no_such_symbol;\\n")
-harness.build.SERVER_DIR = harness.plugin.SERVER_DIR = copy
+harness.build.builds.SERVER_DIR = harness.plugin.hooks.SERVER_DIR = copy
 """
 
 _TWO_FAMILIES = """
 import numpy as np
-from harness.protocol import In, InOut, Out
+from harness.emulators.protocol import In, InOut, Out
 
 def test_dot(target):  # k_float.cpp
     x = np.arange(10, dtype=np.float32)

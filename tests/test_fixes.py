@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import fixes, known, mutants, patches, source
+from harness.commands import fixes
+from harness.ggml import known, mutants, patches, source
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER_KEYS = ("rvvdiff fix", "finding", "functions", "tests", "bench", "vector-path")
@@ -153,7 +154,7 @@ def test_unknown_fix_is_a_clear_error(fix_dir: Path) -> None:
 
 
 def _check(fix_dir: Path, tree: source.GgmlSource, out: Path, *extra: str) -> tuple[int, dict]:
-    cp = subprocess.run([sys.executable, "-m", "harness.cli", "fixes", "check", "--ggml-src", str(tree.root),
+    cp = subprocess.run([sys.executable, "-m", "harness.commands.cli", "fixes", "check", "--ggml-src", str(tree.root),
                          "--out", str(out), "--workers", "1", *extra, *SELECTION],
                         cwd=ROOT, capture_output=True, text=True, timeout=3600,
                         env={**__import__("os").environ, "RVVDIFF_FIXES_DIR": str(fix_dir)})

@@ -1,4 +1,4 @@
-"""The PR gate (harness/gate.py, harness/changes.py, harness/budget.py, harness/gitrev.py).
+"""The PR gate (harness/commands/gate.py, harness/ggml/changes.py, harness/plugin/budget.py, harness/ggml/gitrev.py).
 
 * the diff: a changed kernel is found by name, file and line; a comment, another
   architecture's branch or a build file is not a changed function;
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import changes, gate, gitrev, mutants, source
+from harness.ggml import changes, gitrev, mutants, source
+from harness.commands import gate
 from helpers import ROOT, run_suite
 
 SKIP_DIRS = ("ggml-cuda", "ggml-vulkan", "ggml-sycl", "ggml-metal", "ggml-opencl", "ggml-cann", "ggml-hexagon",
@@ -116,8 +117,8 @@ def _run(name: str, results: dict[str, tuple[str, str]], cases: dict[str, dict] 
     r = gate.Run(name, f"/trees/{name}", tmp / name, tmp / f"db-{name}")
     r.results = {n: {"nodeid": n, "outcome": o, "reason": why} for n, (o, why) in results.items()}
     for n, case in (cases or {}).items():
-        from harness.report import _slug
-        d = r.report_dir / "cases" / _slug(n)
+        from harness.report.ids import slug
+        d = r.report_dir / "cases" / slug(n)
         d.mkdir(parents=True)
         (d / "case.json").write_text(json.dumps(case))
     return r

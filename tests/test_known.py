@@ -11,8 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import config, known, source
-from harness.source import GgmlSource
+from harness.core import config
+from harness.ggml import known, source
+from harness.ggml.source import GgmlSource
 
 VEC_H = """\
 #pragma once
@@ -189,7 +190,7 @@ class _Item(SimpleNamespace):
 
 def test_plugin_marks_only_applicable_entries_and_notes_changed_ones(tree: GgmlSource, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import plugin
+    from harness.plugin import marks as plugin
 
     fp = known.fingerprint(tree, "src/ggml-cpu/vec.cpp", "toy_dot")
     p = tmp_path / "known.toml"
@@ -201,7 +202,7 @@ def test_plugin_marks_only_applicable_entries_and_notes_changed_ones(tree: GgmlS
     full = {"vlen": config.VLENS, "isa": list(config.ISA_BUILDS), "rvv_stress": (False, True), "emulator": "qemu"}
     cfg = SimpleNamespace(getoption=full.__getitem__)
     items = [_Item(nodeid=f"t.py::test_{n}[x]", markers=[]) for n in "abc"]
-    plugin._mark_known_failures(cfg, tree, items)  # type: ignore[arg-type]
+    plugin.mark_known_failures(cfg, tree, items)  # type: ignore[arg-type]
     assert [len(it.markers) for it in items] == [1, 0, 0]
     assert items[0].markers[0].kwargs["strict"] is True
     # Neither the changed nor the missing entry is stale; the changed one is noted.
@@ -244,7 +245,7 @@ def test_a_missing_file_named_by_the_environment_is_an_error(tmp_path: Path, mon
 
 def test_cli_prints_an_entry_that_applies_and_judges_a_tree(tree: GgmlSource, tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from harness import cli
+    from harness.commands import cli
 
     assert cli.main(["known", "--ggml-src", str(tree.root), "--fingerprint", "src/ggml-cpu/vec.cpp",
                      "toy_dot", "toy_helper"]) == 0

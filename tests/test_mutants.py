@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import mutants
-from harness.mutation import detect
+from harness.ggml import mutants
+from harness.commands.mutation import detect
 
 #: mutant -> extra pytest arguments narrowing its selection for CI.
 FAST = {

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from helpers import run_suite
 
-from harness import mutants, source
-from harness.toolchain import SERVER_DIR
+from harness.ggml import mutants, source
+from harness.build.toolchain import SERVER_DIR
 
 FAILING = [
     "cases/test_vec_dot.py::test_vec_dot[f16-vlen1024-zvfh]",
@@ -82,7 +82,7 @@ def test_reports_summary_and_junit(failing_run) -> None:
 def test_repro_replays_and_its_c_reproducer_fails_the_same_way(failing_run) -> None:
     _, out = failing_run
     d = out / "cases" / "test_vec_dot.test_vec_dot_exact_f16-vlen1024-zvfh"
-    rvvdiff = [sys.executable, "-m", "harness.cli"]
+    rvvdiff = [sys.executable, "-m", "harness.commands.cli"]
     r = subprocess.run([*rvvdiff, "repro", str(d), "--c"], capture_output=True, text=True, timeout=900)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "1 of 1 elements fail (bitwise)" in r.stdout and "STILL FAILS" in r.stdout

@@ -6,7 +6,7 @@ import pytest
 
 DIFF_TEST = """
 import numpy as np
-from harness.protocol import In, Out
+from harness.emulators.protocol import In, Out
 
 def test_dot(target):
     x = np.arange(10, dtype=np.float32)
@@ -84,7 +84,7 @@ def test_budget():
 
 
 CRASHING = """
-from harness.protocol import In, Out
+from harness.emulators.protocol import In, Out
 
 def test_a_segv(target):
     target.call("selftest_segv")

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 from helpers import pinned_build, server
 
-from harness import config, pool, toolchain
-from harness.protocol import In, InOut, Out
+from harness.core import config
+from harness.emulators import pool
+from harness.build import toolchain
+from harness.emulators.protocol import In, InOut, Out
 
 
 @pytest.mark.parametrize("vlen", config.VLENS)

@@ -112,7 +112,7 @@ def _c_table(text: str, name: str) -> list[int]:
 
 @pytest.fixture(scope="module")
 def common_h() -> str:
-    from harness import source
+    from harness.ggml import source
 
     return (source.pinned().ggml / "src" / "ggml-common.h").read_text()
 

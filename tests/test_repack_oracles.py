@@ -151,7 +151,7 @@ def test_exact_cases_are_exact(name: str) -> None:
 
 def test_selection_scan_of_the_pinned_tree() -> None:
     """The pinned tree picks the five 16x1 layouts at VLEN 256 for row counts divisible by 16, with zvfh only."""
-    from harness import source
+    from harness.ggml import source
 
     cpu = source.pinned().cpu_dir
     with_zvfh = C.scan_selection(cpu, True)

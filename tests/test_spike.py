@@ -1,4 +1,4 @@
-"""Spike, the second emulator (harness/spike.py, harness/server/spike/rt.c).
+"""Spike, the second emulator (harness/emulators/spike.py, harness/server/spike/rt.c).
 
 The option checks, the verdict rules of ``rvvdiff repro --emulator spike`` and the parsing of
 every known failure's reproducer (``rvvdiff spike-check``) run everywhere.  The checks that run Spike need the optional
@@ -24,9 +24,11 @@ from pathlib import Path
 import pytest
 from helpers import pinned_build, run_suite
 
-from harness import mutants, pool, source, spike
-from harness import protocol as P
-from harness.config import STRESS_PROPS
+from harness.ggml import mutants, source
+from harness.emulators import pool, spike
+from harness.emulators import protocol as P
+from harness.core.config import STRESS_PROPS
+from harness.report.replay import Replay, spike_verdict
 
 WHY_NOT = spike.available()
 needs_spike = pytest.mark.skipif(WHY_NOT is not None, reason=f"SKIPPED: the Spike checks did not run: {WHY_NOT}")
@@ -151,7 +153,7 @@ def test_repro_confirms_a_qemu_finding_on_spike(mutant_tree: str, tmp_path: Path
                   "--ggml-src", mutant_tree, "--report-dir", str(tmp_path))
     assert r.returncode == 1, r.stdout[-3000:]
     case = next(tmp_path.glob("cases/*"))
-    rep = subprocess.run([sys.executable, "-m", "harness.cli", "repro", str(case), "--emulator", "spike", "--c"],
+    rep = subprocess.run([sys.executable, "-m", "harness.commands.cli", "repro", str(case), "--emulator", "spike", "--c"],
                          capture_output=True, text=True, timeout=1800)
     assert rep.returncode == 1, rep.stdout[-3000:] + rep.stderr[-3000:]
     assert "== QEMU: FAILS" in rep.stdout and "== Spike: FAILS" in rep.stdout, rep.stdout[-3000:]
@@ -182,9 +184,8 @@ def test_misaligned_scalar_is_performed_vector_traps(spike_server) -> None:
 
 # ------------------------------------------------------------------ verdicts (everywhere)
 
-def _replay(emulator: str, failing: bool | None, outputs: list[bytes] | None) -> "report.Replay":
-    from harness import report
-    return report.Replay(emulator, [], failing, "text", outputs)
+def _replay(emulator: str, failing: bool | None, outputs: list[bytes] | None) -> Replay:
+    return Replay(emulator, [], failing, "text", outputs)
 
 
 @pytest.mark.parametrize("q, s, stress, plain, words", [
@@ -198,15 +199,15 @@ def _replay(emulator: str, failing: bool | None, outputs: list[bytes] | None) ->
     ((None, None), (True, [b"\x01"]), False, None, "fails on Spike; QEMU cannot run this target"),
 ])
 def test_spike_verdicts(q, s, stress, plain, words) -> None:
-    from harness import report
-    v = report.spike_verdict(_replay("qemu", *q), _replay("spike", *s), stress,
+    v = spike_verdict(_replay("qemu", *q), _replay("spike", *s), stress,
                              _replay("qemu", *plain) if plain else None)
     assert words in v, v
 
 
 def test_spike_check_reads_each_reproducer() -> None:
     """Every entry of known_failures.toml names a test (and a tree) spike-check can run."""
-    from harness import known, spikecheck
+    from harness.ggml import known
+    from harness.commands import spikecheck
     trees = {"2026-08-21": "/trees/a", "2026-02-27": "/trees/b"}
     for e in known.load():
         nodeid, src, why = spikecheck.reproducer_target(e, trees)

@@ -14,7 +14,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from harness import csource
+from harness.ggml import csource
 from oracles import vec_ops as V
 from oracles.ulp import F16, F32, Format, allowed_ulps, fma, round_to, ulp, ulp_error
 

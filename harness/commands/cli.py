@@ -1,0 +1,170 @@
+"""``rvvdiff``: set-up, builds and mutants from the command line (the tests run under pytest)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from harness.ggml import mutants
+from harness.build import toolchain
+from harness.build.builds import BuildError, IsaUnavailable, adapter_kernels, emulation_gap, ensure_built
+from harness.core.config import ISA_BUILDS, selection_type
+from harness.core.proc import CommandError
+from harness.ggml.source import SourceError, resolve
+from harness.build.toolchain import SERVER_DIR
+
+
+_isas = selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", argparse.ArgumentTypeError)
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    """Fetch the ggml source, check the compiler and QEMU, and (with --build) build every ISA build."""
+    t0 = time.perf_counter()
+    src = resolve(args.ggml_src)
+    print(f"ggml source: {src.describe()} ({time.perf_counter() - t0:.1f} s)")
+    for k, v in toolchain.describe().items():
+        print(f"{k}: {v}")
+    q = toolchain.qemu()
+    for name in args.isa:
+        lacking = q.lacking(ISA_BUILDS[name].qemu)
+        if lacking:
+            print(f"warning: QEMU {q.version} cannot emulate {', '.join(lacking)}: ISA build {name} will be skipped",
+                  file=sys.stderr)
+    if args.build:
+        cmd_build(args)
+    print(f"set-up done in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    """Build each selected ISA build (or check it is current); an ISA build the tree's CMake cannot
+    express is reported and skipped, a failing one does not stop the others (and fails the command)."""
+    src = resolve(args.ggml_src)
+    failed = []
+    for name in args.isa:
+        t = time.perf_counter()
+        try:
+            b = ensure_built(src, ISA_BUILDS[name])
+        except IsaUnavailable as e:
+            print(f"{name}: not built: {e}")
+            continue
+        except (BuildError, CommandError) as e:
+            print(f"{name}: FAILED: {e}", file=sys.stderr)
+            failed.append(name)
+            continue
+        print(f"{name}: {b.server} ({time.perf_counter() - t:.1f} s; -march={b.march})")
+        ggml_undeclared = [o for o in b.cmake_undeclared if o.startswith("GGML_")]
+        if ggml_undeclared:
+            print(f"  options this tree does not declare (not passed): {', '.join(ggml_undeclared)}")
+        for adapter, err in b.failed_adapters.items():
+            print(f"  adapter {adapter} does not compile against this tree; left out of the server, so its kernels "
+                  f"({', '.join(adapter_kernels(SERVER_DIR / adapter)) or 'none'}) are skipped:")
+            print("    " + err.replace("\n", "\n    "))
+        if b.failed_adapters:
+            print(f"  compiler output: {b.log}")
+        gap = emulation_gap(b)
+        if gap:
+            print(f"  warning: {gap}", file=sys.stderr)
+    if failed:
+        raise BuildError(f"ISA build{'s' if len(failed) > 1 else ''} {', '.join(failed)} failed (errors above)")
+    return 0
+
+
+def cmd_mutant(args: argparse.Namespace) -> int:
+    """Print the path of a mutant tree (made if needed), to pass as --ggml-src."""
+    tree = mutants.apply(mutants.get(args.name), resolve(args.ggml_src))
+    print(tree.root)
+    return 0
+
+
+def cmd_known(args: argparse.Namespace) -> int:
+    """known failures: whether each entry applies to a tree (its functions' fingerprints there)"""
+    from harness.ggml import known
+    return known.main(args.ggml_src, args.fingerprint)
+
+
+#: Sub-commands with their own argument parsers (``rvvdiff NAME --help``).
+COMMANDS_ELSEWHERE = {
+    "repro": "replay a failure report outside pytest; --c writes a standalone C reproducer",
+    "bench": "where the suite's time goes, per representative kernel and VLEN",
+    "mutants": "list the planted bugs, or `run` the detection table (docs/mutants.md)",
+    "audit": "run the full suite with several seeds and list unexplained failures (docs/audit.md)",
+    "trees": "run the suite on several ggml trees and print one table of the outcomes (docs/trees.md)",
+    "gate": "judge a HEAD tree against its BASE: regressions block, old bugs do not, fixes are named (docs/gate.md)",
+    "bisect": "find the first commit of a git history at which a failure report's shrunk case fails",
+    "fixes": "list the fixes of the findings (fixes/) on a tree, or check them: each patch verified by the "
+             "gate and timed, or all together through the whole suite (docs/fixes.md)",
+    "spike-check": "re-check every known failure on Spike: fail it on QEMU, replay its report on Spike, "
+                   "print the verdict (docs/spike.md)",
+}
+
+
+def _elsewhere(name: str):
+    if name == "trees":
+        from harness.commands.trees import main as trees_main
+        return trees_main
+    if name == "bisect":
+        from harness.commands.bisect import main as bisect_main
+        return bisect_main
+    if name == "gate":
+        from harness.commands.gate import main as gate_main
+        return gate_main
+    if name == "fixes":
+        from harness.commands.fixes import main as fixes_main
+        return fixes_main
+    if name == "spike-check":
+        from harness.commands.spikecheck import main as spike_check_main
+        return spike_check_main
+    if name == "repro":
+        from harness.commands.repro import main_repro
+        return main_repro
+    if name == "bench":
+        from harness.commands.bench import main as bench_main
+        return bench_main
+    from harness.commands.mutation import main_audit, main_mutants
+    return main_mutants if name == "mutants" else main_audit
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="rvvdiff", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--ggml-src", default=None, metavar="PATH",
+                        help="llama.cpp or ggml checkout (default: the pinned tree)")
+    common.add_argument("--isa", type=_isas, default=list(ISA_BUILDS), metavar="LIST",
+                        help="ISA builds: 'all' (default) or a comma list")
+    s = sub.add_parser("setup", parents=[common], help=cmd_setup.__doc__)
+    s.add_argument("--build", action="store_true", help="also build every selected ISA build now")
+    s.set_defaults(fn=cmd_setup)
+    sub.add_parser("build", parents=[common], help="build (or check) the selected ISA builds; "
+                   "says which ones the tree cannot express and which adapters it leaves out").set_defaults(fn=cmd_build)
+    m = sub.add_parser("mutant", parents=[common], help=cmd_mutant.__doc__)
+    m.add_argument("name", help="mutant name (`rvvdiff mutants` lists them)")
+    m.set_defaults(fn=cmd_mutant)
+    k = sub.add_parser("known", help=cmd_known.__doc__)
+    k.add_argument("--ggml-src", default=None, metavar="PATH",
+                   help="llama.cpp or ggml checkout (default: the pinned tree)")
+    k.add_argument("--fingerprint", nargs="+", metavar=("FILE", "FUNCTION"),
+                   help="print the function / file / fingerprint lines of a new entry (FILE relative to "
+                        "the tree's ggml directory; several functions allowed)")
+    k.set_defaults(fn=cmd_known)
+    for name, help_text in COMMANDS_ELSEWHERE.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] and argv[0] in COMMANDS_ELSEWHERE:
+        try:
+            return _elsewhere(argv[0])(argv[1:])
+        except (SourceError, toolchain.ToolchainError, BuildError, CommandError, FileNotFoundError) as e:
+            print(f"rvvdiff {argv[0]}: {e}", file=sys.stderr)
+            return 2
+    args = p.parse_args(argv)
+    try:
+        return args.fn(args)
+    except (SourceError, toolchain.ToolchainError, BuildError, CommandError, KeyError) as e:
+        print(f"rvvdiff: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

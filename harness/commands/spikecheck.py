@@ -1,0 +1,152 @@
+"""``rvvdiff spike-check``: every known failure (finding) re-checked on Spike, with a verdict.
+
+For each entry of known_failures.toml (or the ones named):
+
+1. its reproducer test runs on QEMU with the known failures ignored, so it fails, saves its
+   shrunk example and writes its report;
+2. the same test runs again on Spike (``--emulator spike``, the same example database, so the
+   saved failing example is tried first): the test's own comparison says whether Spike fails;
+3. the report's failing call is replayed on QEMU and on Spike (:func:`harness.report.replay.replay_on`)
+   to compare the two emulators' outputs byte for byte.
+
+The verdict (:func:`verdict`): reproduced on Spike, bit-identical / different values / Spike stops
+the kernel; not reproduced on Spike because the failure needs QEMU's tail/mask stress (Spike has
+no such mode: step 2 is skipped and Spike is compared with QEMU without stress); or not reproduced
+on Spike (suspect the emulator).
+
+Entries of another tree run on it when it can be had here (a PyPI sdist spec, or
+``--tree LABEL=PATH`` for a "<ggml tree of ...>" placeholder); otherwise they are listed as not
+checked, with the reason.  The table printed (and written with ``--out``) is what
+docs/findings.md carries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness.ggml import known
+from harness.core.config import ISA_BUILDS, PROJECT_ROOT
+from harness.report.replay import Replay, replay_on, spike_verdict
+from harness.report.failure import load_case
+from harness.report.ids import replay_argv
+
+_PLACEHOLDER = re.compile(r"<ggml tree of ([^>]+)>")
+
+
+def reproducer_target(entry: known.Known, trees: dict[str, str]) -> tuple[str, str | None, str | None]:
+    """(node id, --ggml-src or None, why it cannot run here or None) from an entry's reproducer."""
+    m = _PLACEHOLDER.search(entry.reproducer)
+    argv = shlex.split(_PLACEHOLDER.sub("TREE", entry.reproducer.split("  (")[0]))
+    nodeid = next(a for a in argv if "::" in a)
+    src = argv[argv.index("--ggml-src") + 1] if "--ggml-src" in argv else None
+    if m:
+        label = m.group(1)
+        if label not in trees:
+            return nodeid, None, f"needs the ggml tree of {label}: pass --tree '{label}=PATH'"
+        src = trees[label]
+    return nodeid, src, None
+
+
+def check(entry: known.Known, trees: dict[str, str], work: Path, max_examples: int) -> dict:
+    nodeid, src, why = reproducer_target(entry, trees)
+    row = {"number": entry.number, "test": nodeid, "fix": entry.fix, "emulator": entry.emulator}
+    if why:
+        return row | {"verdict": f"not checked: {why}"}
+    out = work / f"entry{entry.number}"
+    db = str(out / "examples")
+
+    def pytest(report_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+        argv = replay_argv(nodeid, ggml_src=src, known_failures="ignore", example_db=db,
+                           extra=["--report-dir", str(report_dir), "--max-examples", str(max_examples), "-q",
+                                  "--runxfail", *extra])
+        return subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, cwd=PROJECT_ROOT,
+                              timeout=3600)
+
+    t0 = time.perf_counter()
+    if entry.emulator == "spike":  # a finding of Spike's: it must fail there; QEMU performs what Spike traps on
+        s_run, q_run = pytest(out / "spike", "--emulator", "spike"), pytest(out / "qemu")
+        if s_run.returncode != 1:
+            return row | {"verdict": f"NOT reproduced: the test passes on Spike (exit {s_run.returncode})"}
+        other = ("fails too, through another finding in the same tests" if q_run.returncode == 1 else
+                 "passes" if q_run.returncode == 0 else f"did not run (exit {q_run.returncode})")
+        return row | {"verdict": f"found on Spike: the test fails there; on QEMU it {other}",
+                      "seconds": round(time.perf_counter() - t0, 1)}
+    r = pytest(out / "qemu")
+    cases = sorted((out / "qemu").glob("cases/*/case.json"))
+    if r.returncode != 1 or not cases:
+        tail = (r.stdout + r.stderr).strip().splitlines()[-1:] or ["no output"]
+        return row | {"verdict": f"not checked: the reproducer did not fail on QEMU (exit {r.returncode}: {tail[0]})"}
+    case = load_case(cases[0])
+    stress = case.data["target"]["stress"]
+    on_spike = None if stress else pytest(out / "spike", "--emulator", "spike")
+    from harness.build.builds import ensure_built
+    from harness.ggml.source import resolve
+    from harness.emulators.spike import spike
+    from harness.build.toolchain import qemu
+
+    t = case.data["target"]
+    build = ensure_built(resolve(src), ISA_BUILDS[t["isa"]])
+    q = replay_on(case, build, t["vlen"], t["stress"], qemu())
+    plain = replay_on(case, build, t["vlen"], False, qemu()) if t["stress"] else None
+    s = replay_on(case, build, t["vlen"], False, spike())
+    return row | {"verdict": verdict(q, s, stress, plain, on_spike), "vlen": t["vlen"], "isa": t["isa"],
+                  "stress": stress, "qemu": _summary(q), "spike": _summary(s),
+                  "spike_test": None if on_spike is None else ("fails" if on_spike.returncode == 1 else
+                                                                f"passes (exit {on_spike.returncode})"),
+                  "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def verdict(q: Replay, s: Replay, stress: bool, plain: Replay | None,
+            on_spike: subprocess.CompletedProcess[str] | None) -> str:
+    """The test's own run on Spike decides whether it reproduces (a replayed call can only be re-judged
+    when its comparison was recorded element by element); the replays say how the outputs compare."""
+    if on_spike is None:  # a stress failure: Spike has no stress mode
+        return spike_verdict(q, s, stress, plain)
+    if s.failing is None:  # e.g. the failing case runs on several threads
+        return f"not checked on Spike: its failing case cannot run there ({s.text.split(' [')[0]})"
+    if on_spike.returncode not in (0, 1):
+        tail = (on_spike.stdout + on_spike.stderr).strip().splitlines()[-1:] or ["no output"]
+        return f"not checked on Spike: the test did not run there (exit {on_spike.returncode}: {tail[0]})"
+    if on_spike.returncode == 0:
+        return "not reproduced on Spike (suspect the emulator: shrink the case and read the specification)"
+    # Both fail (the test's verdict, not the re-judged call's): how the recorded call's outputs compare.
+    return spike_verdict(dataclasses.replace(q, failing=True), dataclasses.replace(s, failing=True), stress)
+
+
+def _summary(r: Replay) -> str:
+    state = {True: "fails", False: "passes", None: "not run"}[r.failing]
+    first = r.text.strip().splitlines()[0] if r.text.strip() else ""
+    return f"{state}: {first[:160]}"
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="rvvdiff spike-check", description=__doc__.split("\n\n")[0])
+    p.add_argument("entries", nargs="*", type=int, help="entry numbers (default: every entry)")
+    p.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH",
+                   help="where the tree a reproducer names as <ggml tree of LABEL> is (repeatable)")
+    p.add_argument("--max-examples", type=int, default=25, help="Hypothesis examples of each QEMU run (25)")
+    p.add_argument("--out", type=Path, help="also write the table (markdown) here")
+    a = p.parse_args(argv)
+    trees = dict(t.split("=", 1) for t in a.tree)
+    entries = [e for e in known.load() if not a.entries or e.number in a.entries]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="rvvdiff-spike-check-") as d:
+        for e in entries:
+            row = check(e, trees, Path(d), a.max_examples)
+            rows.append(row)
+            print(f"#{row['number']:<3} {row['test']}\n     {row['verdict']}"
+                  + (f"\n     QEMU {row['qemu']}\n     Spike {row['spike']}" if "qemu" in row else ""), flush=True)
+    lines = ["| entry | reproducer test | Spike verdict |", "|---|---|---|"]
+    lines += [f"| {r['number']} | `{r['test']}` | {r['verdict']} |" for r in rows]
+    if a.out:
+        a.out.write_text("\n".join(lines) + "\n")
+    print("\n".join(["", *lines]))
+    return 0 if all("not reproduced on Spike (suspect" not in r["verdict"] for r in rows) else 1

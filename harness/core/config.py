@@ -1,0 +1,156 @@
+"""What can be tested: the VLENs, the ISA builds, and where the harness keeps its cache."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: VLENs QEMU can emulate and ggml's RVV kernels are written for (bits).
+VLENS: tuple[int, ...] = (128, 256, 512, 1024)
+#: VLENs on Spike (--emulator spike): QEMU's, plus 2048 and 4096, which QEMU refuses.
+SPIKE_VLENS: tuple[int, ...] = VLENS + (2048, 4096)
+
+
+@dataclass(frozen=True)
+class IsaBuild:
+    """One way of compiling ggml for riscv64, and the emulated CPU that matches it.
+
+    The emulated CPU has exactly the extensions the build was compiled for: a
+    build that strays into an extension it did not declare dies with SIGILL
+    instead of passing by accident.
+    """
+
+    name: str
+    summary: str
+    cmake: dict[str, str]
+    #: QEMU ``-cpu`` properties for the extensions (VLEN and stress knobs are added per server).
+    qemu: dict[str, bool] = field(default_factory=dict)
+    #: The extensions the -march that the tree's CMake gives ggml-cpu must name for this build;
+    #: the ``qemu`` properties set to False are the ones it must not name (harness/build/builds.py checks both).
+    march: tuple[str, ...] = ()
+
+    @property
+    def extensions(self) -> list[str]:
+        return [k for k, on in self.qemu.items() if on]
+
+
+_OFF = {"zfh": False, "zfhmin": False, "zvfh": False, "zvfhmin": False, "zvfbfmin": False,
+        "zvfbfwma": False, "zfbfmin": False}
+
+ISA_BUILDS: dict[str, IsaBuild] = {
+    b.name: b
+    for b in (
+        IsaBuild(
+            "v",
+            "RVV without zfh/zvfh: the fallback paths of FP16 kernels",
+            {"GGML_RVV": "ON", "GGML_RV_ZFH": "OFF", "GGML_RV_ZVFH": "OFF", "GGML_RV_ZVFBFWMA": "OFF"},
+            {"v": True, **_OFF},
+            ("v",),
+        ),
+        IsaBuild(
+            "zvfh",
+            "ggml's default riscv64 build: v + zfh + zvfh",
+            {"GGML_RVV": "ON", "GGML_RV_ZFH": "ON", "GGML_RV_ZVFH": "ON", "GGML_RV_ZVFBFWMA": "OFF"},
+            {"v": True, **_OFF, "zfh": True, "zfhmin": True, "zvfh": True, "zvfhmin": True},
+            ("v", "zfh", "zvfh"),
+        ),
+        IsaBuild(
+            "zvfbfwma",
+            "v + zfh + zvfh + zvfbfwma: the BF16 vector kernels exist",
+            {"GGML_RVV": "ON", "GGML_RV_ZFH": "ON", "GGML_RV_ZVFH": "ON", "GGML_RV_ZVFBFWMA": "ON"},
+            {"v": True, **_OFF, "zfh": True, "zfhmin": True, "zvfh": True, "zvfhmin": True,
+             "zfbfmin": True, "zvfbfmin": True, "zvfbfwma": True},
+            ("v", "zfh", "zvfh", "zvfbfwma"),
+        ),
+    )
+}
+
+#: Options every build shares: static libraries, no OpenMP, the RVV-relevant
+#: features on, nothing of llama.cpp beyond ggml.  These, with an ISA build's
+#: ``cmake``, are what the harness *wants*; harness/build/builds.py passes only those
+#: the tree's CMake declares (plus CMake's own variables, :data:`CMAKE_OWN`).
+COMMON_CMAKE: dict[str, str] = {
+    "CMAKE_BUILD_TYPE": "Release",
+    "BUILD_SHARED_LIBS": "OFF",
+    "GGML_NATIVE": "OFF",
+    "GGML_OPENMP": "OFF",
+    "GGML_LLAMAFILE": "ON",
+    "GGML_CPU_REPACK": "ON",
+    "GGML_BUILD_TESTS": "OFF",
+    "GGML_BUILD_EXAMPLES": "OFF",
+    "LLAMA_BUILD_TESTS": "OFF",
+    "LLAMA_BUILD_EXAMPLES": "OFF",
+    "LLAMA_BUILD_TOOLS": "OFF",
+    "LLAMA_BUILD_SERVER": "OFF",
+    "LLAMA_BUILD_COMMON": "OFF",
+    "LLAMA_CURL": "OFF",
+}
+
+#: Variables CMake itself reads: always passed, whatever the tree declares.
+CMAKE_OWN: frozenset[str] = frozenset({"CMAKE_BUILD_TYPE", "BUILD_SHARED_LIBS"})
+
+#: QEMU properties of the tail/mask stress mode: tail- and mask-agnostic
+#: elements are overwritten with all ones (as real chips may do) and vsetvl
+#: grants only half of the requested AVL when it can.
+STRESS_PROPS: dict[str, bool] = {"rvv_ta_all_1s": True, "rvv_ma_all_1s": True, "rvv_vl_half_avl": True}
+
+
+def parse_selection(option: str, value: str, allowed: Sequence[str | int]) -> tuple:
+    """``all`` or a comma list of ``allowed`` values (converted to their type); anything else
+    raises ValueError with a message that names the option and the allowed values."""
+    if value.strip() == "all":
+        return tuple(allowed)
+    names = {str(a): a for a in allowed}
+    out = []
+    for part in (p.strip() for p in value.split(",")):
+        if part not in names:
+            raise ValueError(f"{option} {value!r}: {part!r} is not allowed; "
+                             f"use 'all' or a comma list of {', '.join(names)}")
+        out.append(names[part])
+    return tuple(dict.fromkeys(out))
+
+
+def selection_type(option: str, allowed: Sequence[str | int], what: str, error: type[Exception] = ValueError):
+    """An option parser (argparse / pytest ``type=``) for :func:`parse_selection` that raises
+    ``error`` (pytest.UsageError, argparse.ArgumentTypeError) naming ``what`` the values are."""
+    def parse(value: str) -> tuple:
+        try:
+            return parse_selection(option, value, allowed)
+        except ValueError as e:
+            raise error(f"{e} ({what})") from None
+    return parse
+
+
+#: rvvdiff's own directory (pytest's rootdir: cases/, reports/, docs/).
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def cache_dir() -> Path:
+    """The harness's cache: ``$RVVDIFF_CACHE``, else ``$XDG_CACHE_HOME/rvvdiff``, else ``~/.cache/rvvdiff``."""
+    env = os.environ.get("RVVDIFF_CACHE")
+    if env:
+        p = Path(env)
+    else:
+        p = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rvvdiff"
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``path`` (created if needed).
+
+    Used around downloads and builds, so that several pytest-xdist workers
+    starting at once do the work once and the others wait for it.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -1,0 +1,318 @@
+"""Kernel servers running under an emulator, one per (process, build, VLEN, stress mode, emulator).
+
+The emulator is qemu-riscv64 (harness/build/toolchain.py) or Spike (harness/emulators/spike.py,
+the same server linked bare metal); both speak the same protocol on stdin/stdout.
+
+A server is started on first use and reused for every later request of the
+same process (so each pytest-xdist worker has its own).  Every request has a
+deadline.  When the kernel crashes or hangs, the request raises an exception
+that names the kernel, the signal or the timeout, and the server is restarted
+on the next request: one bad kernel costs one case, never the session.
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import functools
+import os
+import resource
+import selectors
+import signal
+import struct
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.emulators import protocol as P
+from harness.build.builds import Build
+from harness.core.config import STRESS_PROPS
+from harness.emulators.spike import Spike, server_for, symbolize
+from harness.build.toolchain import Qemu
+
+
+class KernelFailure(AssertionError):
+    """A kernel call did not produce a result: crash, hang or out-of-bounds write.
+
+    A subclass of AssertionError: in a test it is a failure of that case.
+    """
+
+
+class KernelCrash(KernelFailure):
+    pass
+
+
+class KernelHang(KernelFailure):
+    pass
+
+
+class GuardViolation(KernelFailure):
+    pass
+
+
+class ServerError(RuntimeError):
+    """The server could not start, or the harness sent something it rejects (a harness bug)."""
+
+
+class Unsupported(ServerError):
+    """A valid request the emulator cannot run (more than one thread on Spike); not a kernel failure."""
+
+
+_SIGNAL_MEANING = {
+    signal.SIGILL: "the kernel used an extension the emulated CPU lacks (SIGILL: illegal instruction)",
+    signal.SIGSEGV: "the kernel crashed with SIGSEGV (invalid memory access)",
+    signal.SIGBUS: "the kernel crashed with SIGBUS (misaligned or invalid access)",
+    signal.SIGFPE: "the kernel crashed with SIGFPE",
+    signal.SIGABRT: "the kernel aborted (SIGABRT; an assertion in ggml?)",
+}
+
+
+def _no_core_dumps() -> None:  # runs in the child before exec
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+@dataclass
+class KernelServer:
+    build: Build
+    vlen: int
+    stress: bool
+    emulator: Qemu | Spike
+    proc: subprocess.Popen[bytes] | None = None
+    hello: dict[str, str] = field(default_factory=dict)
+    #: Wall time spent in requests (Python side) and inside kernels (server side), for the time profile.
+    wall_s: float = 0.0
+    kernel_s: float = 0.0
+    requests: int = 0
+    starts: int = 0
+
+    # ------------------------------------------------------------ identity
+
+    @property
+    def spike(self) -> bool:
+        return self.emulator.name == "spike"
+
+    @property
+    def props(self) -> dict[str, bool]:
+        props = dict(self.build.isa.qemu)
+        if self.stress:
+            props.update(STRESS_PROPS)
+        return props
+
+    @property
+    def cpu(self) -> str:
+        """QEMU's -cpu argument, or Spike's --isa string."""
+        return self.emulator.cpu(self.vlen, self.props)
+
+    @functools.cached_property
+    def program(self) -> Path:
+        """The server binary: the build's Linux program, or its bare-metal link for Spike (linked once)."""
+        return server_for(self.build) if self.spike else self.build.server
+
+    @property
+    def argv(self) -> list[str]:
+        return self.emulator.command(self.program, self.vlen, self.props)
+
+    def describe(self) -> str:
+        return (f"VLEN {self.vlen}, ISA build {self.build.isa.name}" + (", tail/mask stress" if self.stress else "")
+                + (", on Spike" if self.spike else ""))
+
+    # ---------------------------------------------------------- lifecycle
+
+    def start(self, timeout: float = 120.0) -> None:
+        lacking = self.emulator.lacking(self.props)
+        if lacking:
+            raise ServerError(f"{self.emulator.describe()} cannot provide {', '.join(lacking)} ({self.describe()})"
+                              + ("; Spike has no tail/mask stress mode: run stress targets on QEMU"
+                                 if self.spike else ""))
+        if self.vlen not in self.emulator.vlens:
+            raise ServerError(f"{self.emulator.describe()} does not emulate VLEN {self.vlen} (it runs "
+                              f"{', '.join(map(str, self.emulator.vlens))})"
+                              + ("; VLEN 2048 and 4096 run on Spike: --emulator spike" if not self.spike else ""))
+        self._stderr = tempfile.TemporaryFile()
+        # Appending: Spike's runtime reopens /dev/stderr, and both writers must not overwrite each other.
+        fcntl.fcntl(self._stderr.fileno(), fcntl.F_SETFL, os.O_APPEND)
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._stderr, preexec_fn=_no_core_dumps)
+        self.starts += 1
+        os.set_blocking(self.proc.stdin.fileno(), False)
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        try:
+            r = self._exchange(P.encode_hello(), "hello", timeout)
+        except KernelFailure as e:
+            raise ServerError(f"the kernel server did not start ({self.describe()}): {e}\n  command: "
+                              + " ".join(self.argv)) from None
+        self.hello = dict(line.split("=", 1) for line in r.message.splitlines() if "=" in line)
+        if self.hello.get("protocol") != str(P.VERSION):
+            raise ServerError(f"kernel server speaks protocol {self.hello.get('protocol')}, harness {P.VERSION}")
+        got = int(self.hello.get("rvv_vlen_bytes", "0")) * 8
+        if got != self.vlen:
+            self.stop()
+            raise ServerError(f"asked {self.emulator.name} for VLEN {self.vlen} but ggml detected VLEN {got} "
+                              f"(ggml_cpu_get_rvv_vlen); command: {' '.join(self.argv)}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.set_blocking(self.proc.stdin.fileno(), True)
+                self.proc.stdin.write(P.encode_quit())
+                self.proc.stdin.close()
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired, ValueError):
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def _kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def _stderr_tail(self, n: int = 2000) -> str:
+        try:
+            self._stderr.seek(0)
+            return self._stderr.read().decode(errors="replace")[-n:].strip()
+        except (OSError, AttributeError, ValueError):
+            return ""
+
+    # ---------------------------------------------------------- requests
+
+    def call(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (), bufs: Sequence[P.Buf] = (),
+             *, repeat: int = 1, timeout: float = 60.0) -> P.Response:
+        """Run one kernel call; raise :class:`KernelFailure` if it crashes, hangs or writes out of bounds."""
+        if not self.alive():
+            self.start()
+        r = self._exchange(P.encode_call(kernel, ip, fp, bufs, repeat), kernel, timeout)
+        self.kernel_s += r.kernel_ns * 1e-9
+        if r.status == P.Status.GUARD:
+            raise GuardViolation(f"{r.message} [{self.describe()}]")
+        if r.status == P.Status.UNSUPPORTED:
+            raise Unsupported(f"{r.message} [{self.describe()}]")
+        if r.status != P.Status.OK:
+            raise ServerError(f"kernel server rejected {kernel} ({P.Status(r.status).name}): {r.message}")
+        return r
+
+    def _exchange(self, request: bytes, what: str, timeout: float) -> P.Response:
+        assert self.proc is not None
+        t0 = time.perf_counter()
+        deadline = t0 + timeout
+        try:
+            self._write(request, deadline)
+            head = self._read(P.RESPONSE_HEADER.size, deadline)
+            magic, status, ns, msg_len = P.RESPONSE_HEADER.unpack(head)
+            if magic != P.RESPONSE_MAGIC:
+                raise ServerError(f"garbled response from the kernel server (magic {magic:#x}) after {what}")
+            msg = self._read(msg_len, deadline).decode(errors="replace")
+            (n_out,) = struct.unpack("<I", self._read(4, deadline))
+            outs = []
+            for _ in range(n_out):
+                (size,) = struct.unpack("<Q", self._read(8, deadline))
+                outs.append(self._read(size, deadline))
+        except TimeoutError:
+            self._kill()
+            raise KernelHang(f"{what} did not finish within {timeout:g} s and was killed "
+                             f"[{self.describe()}]; the server is restarted for the next case") from None
+        except EOFError:
+            raise self._crash(what) from None
+        finally:
+            self.wall_s += time.perf_counter() - t0
+            self.requests += 1
+        return P.Response(P.Status(status), ns, msg, outs)
+
+    def _crash(self, what: str) -> KernelFailure:
+        assert self.proc is not None
+        try:
+            rc = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            rc = None
+        tail = self._stderr_tail()
+        if self.spike:
+            tail = symbolize(self.program, tail)
+        self.proc = None
+        if rc is not None and self.spike and rc > 128 and (rc - 128) in signal.valid_signals():
+            rc = -(rc - 128)  # the Spike runtime exits with 128 + the signal Linux would have sent
+        if rc is not None and rc < 0:
+            sig = signal.Signals(-rc)
+            meaning = _SIGNAL_MEANING.get(sig, f"the kernel server died of {sig.name}")
+        else:
+            meaning = f"the kernel server exited with code {rc}"
+        msg = f"{what}: {meaning} [{self.describe()}; {'--isa' if self.spike else '-cpu'} {self.cpu}]"
+        if tail:
+            msg += f"\n  emulator/server stderr: {tail}"
+        return KernelCrash(msg + "\n  the server is restarted for the next case")
+
+    def _write(self, data: bytes, deadline: float) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        fd = self.proc.stdin.fileno()
+        view = memoryview(data)
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_WRITE)
+            while view:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    raise TimeoutError
+                if not sel.select(left):
+                    continue
+                try:
+                    n = os.write(fd, view)
+                except BlockingIOError:
+                    continue
+                except (BrokenPipeError, ConnectionResetError):
+                    raise EOFError from None
+                view = view[n:]
+
+    def _read(self, n: int, deadline: float) -> bytes:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        chunks, got = [], 0
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while got < n:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    raise TimeoutError
+                if not sel.select(left):
+                    continue
+                try:
+                    chunk = os.read(fd, min(n - got, 1 << 20))
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    raise EOFError
+                chunks.append(chunk)
+                got += len(chunk)
+        return b"".join(chunks)
+
+
+_POOL: dict[tuple[str, int, bool, str], KernelServer] = {}
+
+
+def server(build: Build, vlen: int, stress: bool, emulator: Qemu | Spike) -> KernelServer:
+    """The (lazily started) server of this process for a build, VLEN, stress mode and emulator."""
+    key = (build.key + build.isa.name, vlen, stress, emulator.name)
+    s = _POOL.get(key)
+    if s is None or s.build.server != build.server:
+        s = _POOL[key] = KernelServer(build, vlen, stress, emulator)
+    if not s.alive():
+        s.start()
+    return s
+
+
+def servers() -> list[KernelServer]:
+    return list(_POOL.values())
+
+
+@atexit.register
+def shutdown() -> None:
+    for s in _POOL.values():
+        s.stop()
+    _POOL.clear()

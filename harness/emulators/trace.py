@@ -1,0 +1,74 @@
+"""Which functions a kernel call actually executed, by asking QEMU.
+
+QEMU translates guest code block by block the first time it is about to run
+it, and ``-d in_asm`` logs each translation headed ``IN: <symbol>``; the
+kernel server is a static binary with its symbol table, so static functions
+(e.g. ggml's ``*_vl256`` variants) are named too.  With ``-d strace`` the
+server's ``write`` of each response appears in the same log, which splits it
+into start-up, hello and the call.  A one-shot server (not the pooled one,
+whose code is already translated) runs hello, the call and quit, and the
+functions first translated while serving the call are what the call ran.
+
+This is an honest record of execution (not a guess from conditions), at the
+price of one QEMU start per probe: use it for a few probes per kernel and
+VLEN, not for every example.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.emulators import protocol as P
+from harness.emulators.pool import KernelServer, _no_core_dumps
+
+_IN = re.compile(r"^IN: (\S+)")
+_WRITE = re.compile(r"^\d+ write\((\d+),")
+
+
+@dataclass(frozen=True)
+class Trace:
+    #: Functions first translated while the call was served (the kernel and what it called).
+    call: frozenset[str]
+    #: Functions translated during start-up and hello (already known before the call).
+    before: frozenset[str]
+
+    def ran(self, name: str) -> bool:
+        """True if ``name`` executed during the call (or, when shared with start-up, at all)."""
+        return name in self.call or name in self.before
+
+    def matching(self, pattern: str) -> list[str]:
+        rx = re.compile(pattern)
+        return sorted(n for n in self.call if rx.search(n))
+
+
+def trace_call(server: KernelServer, kernel: str, ip=(), fp=(), bufs=(), *, timeout: float = 300.0) -> Trace:
+    """Run one call in a fresh QEMU with translation logging and return what executed."""
+    request = P.encode_hello() + P.encode_call(kernel, ip, fp, bufs) + P.encode_quit()
+    with tempfile.TemporaryDirectory(prefix="rvvdiff-trace-") as d:
+        log = Path(d) / "qemu.log"
+        if server.spike:
+            raise RuntimeError("tracing the functions a call executes uses QEMU's -d logging; "
+                               "run the trace without --emulator spike")
+        argv = [server.emulator.path, "-cpu", server.cpu, "-d", "in_asm,strace", "-D", str(log), str(server.build.server)]
+        cp = subprocess.run(argv, input=request, capture_output=True, timeout=timeout, preexec_fn=_no_core_dumps)
+        if cp.returncode != 0:
+            raise RuntimeError(f"traced run of {kernel} failed (exit {cp.returncode}) [{server.describe()}]: "
+                               f"{cp.stderr.decode(errors='replace')[-500:]}")
+        sections: list[set[str]] = [set()]
+        with open(log, errors="replace") as f:
+            for line in f:
+                m = _IN.match(line)
+                if m:
+                    sections[-1].add(m.group(1))
+                else:
+                    w = _WRITE.match(line)
+                    if w and w.group(1) != "2":  # a response frame (stderr writes do not count)
+                        sections.append(set())
+    # sections: [start-up + hello, call, after the call's response]
+    if len(sections) < 3:
+        raise RuntimeError(f"traced run of {kernel}: expected two responses in the QEMU log, found {len(sections) - 1}")
+    return Trace(frozenset(sections[1]), frozenset(sections[0]))

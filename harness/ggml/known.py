@@ -1,0 +1,427 @@
+"""Known failures: real kernel bugs (findings), expected to fail wherever the buggy code is.
+
+``known_failures.toml`` at the project root (or ``$RVVDIFF_KNOWN_FAILURES``) holds entries::
+
+    [[known]]
+    test = "cases/test_vec_dot.py::test_vec_dot*[[]bf16-vlen*-zvfbfwma-stress]"  # fnmatch on node ids
+    function = "ggml_vec_dot_bf16"       # the buggy function, or a list of them
+    file = "src/ggml-cpu/vec.cpp"        # relative to the tree's ggml directory (or one per function)
+    fingerprint = ["95d71924d9e3e17c"]   # versions of that code known to have the bug
+    reason = "what is wrong, in one line"
+    reproducer = "the shortest command or file that shows it"
+    # ggml = ["0c1e570", "ggml-0.25.3", "*"]  # optional: trees named explicitly
+    # fix = "q4_K_int16_subblock_sum"      # optional: fixes/<fix>.patch fixes it (`rvvdiff fixes`)
+    # emulator = "spike"                    # optional: only on this emulator (default: every one)
+
+**When an entry applies.**  An entry describes a bug, not a commit: it applies to the tree under
+test when
+
+* every function it names is in the tree and each one's current fingerprint is among the entry's
+  ``fingerprint`` values (so a tree of another month that still has the same code gets the same
+  expected failures), or
+* the tree is named by ``ggml``: a commit prefix, ``"ggml-<version>"`` (the tree's GGML_VERSION),
+  or ``"*"`` (any tree).  This is for bugs that no function fingerprint can describe; the
+  fingerprint is the primary key.
+
+A tree where a named function changed does not get the entry: its tests are judged afresh (a
+failure there is a new failure, to be looked at), and the run says so in its summary.  A tree that
+lacks a named function (or its file) does not get the entry either, and the entry is not "stale"
+there.  ``fingerprint`` is one flat list for all the entry's functions: it may hold several
+versions of a function (code that changed for another reason and kept the bug); each function's
+fingerprint must be in it.
+
+**The fingerprint** is :attr:`harness.ggml.csource.Function.fingerprint` (signature and body, comments
+removed, whitespace collapsed, sha256, 16 hex digits) of the definition an RVV build of the widest
+ISA build (:data:`FINGERPRINT_BUILD`: v + zfh + zvfh + zvfbfwma and the extensions they imply)
+compiles, read with :func:`harness.ggml.csource.rvv_macros` of that build's extensions plus the
+object-like macros the file's own local headers define in that build (simd-mappings.h's
+``GGML_SIMD``, which vec.h's RVV paths sit under; see :func:`_macros`).  Why that
+definition: ggml defines many kernels once per architecture in ``#if`` branches (vec.cpp's
+``ggml_vec_dot_bf16`` has an RVV branch and x86 / ARM / Power ones inside it; quants.c has
+``_xtheadvector`` and RVV twins), and the bugs listed here are in the RVV code.  Reading every
+branch would make an unrelated x86 change look like a change of the bug; reading the RVV branch
+the ISA build of the entry compiles keeps exactly the code that runs.  The widest build is a
+superset: with zvfbfwma defined, every branch an RVV build takes for zfh / zvfh / zvfbfwma is the
+one read, and one set of macros for every entry keeps the rule simple.  What it does not see: a
+fallback branch only a narrower build compiles (e.g. the ``v`` build's path of an FP16 function
+that has a zvfh path).  A change there alone keeps the entry, and if it fixed the bug the strict
+xfail reports the pass; a change of the read branch alone drops the entry and the failures show
+as new.  Both are loud, neither is silent.
+
+**Strictness.**  A test matching an applicable entry is marked ``xfail(strict=True)``: it must keep
+failing, and one that starts to pass fails the run ("known failure now passes: remove the entry,
+or its fingerprint").  An applicable entry that matches no collected test (on a run over the whole
+matrix of its file) is reported, so stale entries do not pile up.  The gate's exit code therefore
+fails only on new failures and on fixed-but-listed ones.
+
+``rvvdiff known [--ggml-src TREE]`` shows each entry, its functions' fingerprints in a tree and
+whether it applies there (and why not); ``rvvdiff known --fingerprint FILE FUNCTION...`` prints
+the lines to paste into a new entry.  Source files are read once per process (and again only when
+they change on disk).
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import functools
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from harness.ggml import csource
+from harness.core.config import ISA_BUILDS
+from harness.ggml.source import GgmlSource
+
+KNOWN_FILE = Path(__file__).resolve().parents[2] / "known_failures.toml"
+
+#: The ISA build whose RVV code the fingerprints are taken of: the one with the most extensions.
+FINGERPRINT_BUILD = max(ISA_BUILDS.values(), key=lambda b: len(b.extensions)).name
+#: ``__riscv_v`` keeps csource's value (the compiler's 1000000), hence ``v`` is left out.
+FINGERPRINT_MACROS = csource.rvv_macros(e for e in ISA_BUILDS[FINGERPRINT_BUILD].extensions if e != "v")
+
+_KEYS_REQUIRED = ("test", "reason", "reproducer")
+_KEYS_FUNCTION = ("function", "file", "fingerprint")
+_KEYS = (*_KEYS_REQUIRED, *_KEYS_FUNCTION, "ggml", "seen_in", "fix", "emulator")
+_FINGERPRINT = re.compile(r"[0-9a-f]{16}")
+
+
+def known_file() -> Path:
+    """``$RVVDIFF_KNOWN_FAILURES`` if set (e.g. a CI job's own list), else the project's file."""
+    return Path(os.environ.get("RVVDIFF_KNOWN_FAILURES") or KNOWN_FILE)
+
+
+class KnownFailuresError(ValueError):
+    """known_failures.toml is unreadable or an entry is malformed; the message names the entry."""
+
+
+# ------------------------------------------------------------------ fingerprints of a tree
+
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"[^\n]*$', re.M)
+
+
+def _included(path: Path, macros: dict[str, int]) -> list[Path]:
+    """The local headers (``#include "..."``) ``path`` includes in the branches a build with
+    ``macros`` compiles, in order.  Each include line is turned into a code line naming it before
+    preprocessing, so only those of compiled branches survive.  Headers are looked up as the
+    compiler would for ggml-cpu: next to ``path``, then the ggml-cpu, src and include directories."""
+    text = csource.read(path).text
+    names: list[str] = []
+
+    def mark(m: re.Match[str]) -> str:
+        names.append(m.group(1))
+        return f"__rvvdiff_include_{len(names) - 1}__;"
+
+    pp = csource.preprocess(_INCLUDE.sub(mark, text), macros, path)
+    ggml = next((p for p in path.parents if (p / "src" / "ggml-cpu").is_dir()), path.parent)
+    dirs = (path.parent, ggml / "src" / "ggml-cpu", ggml / "src", ggml / "include")
+    out = []
+    for i in re.findall(r"__rvvdiff_include_(\d+)__;", pp.text):
+        found = next((d / names[int(i)] for d in dirs if (d / names[int(i)]).is_file()), None)
+        if found is not None:
+            out.append(found.resolve())
+    return out
+
+
+def _macros(path: Path, macros: dict[str, int], seen: set[Path]) -> dict[str, int]:
+    """``macros`` after the local headers ``path`` includes (recursively, each header once, as with
+    ``#pragma once``): their object-like ``#define`` in compiled branches followed.  ggml's headers
+    decide what a kernel file compiles (simd-mappings.h defines ``GGML_SIMD`` in an RVV build, and
+    vec.h's RVV paths sit inside ``#if defined(GGML_SIMD)``).  An approximation of the real
+    preprocessor: a header's defines apply to the whole including file."""
+    for h in _included(path, macros):
+        if h in seen:
+            continue
+        seen.add(h)
+        macros = _macros(h, macros, seen)
+        macros = csource.read(h).defines(macros)
+    return macros
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(path: Path, mtime_ns: int) -> tuple[dict[str, csource.Function], tuple[csource.Note, ...]]:
+    f = csource.read(path)
+    funcs = f.functions(_macros(path, dict(FINGERPRINT_MACROS), {path.resolve()}))
+    return funcs, tuple(n for n in f.notes if n.file == path)
+
+
+@functools.lru_cache(maxsize=64)
+def _every_branch(path: Path, mtime_ns: int) -> dict[str, csource.Function]:
+    return csource.read(path).functions(None)
+
+
+def definitions(path: Path) -> dict[str, csource.Function]:
+    """The functions of ``path`` an RVV build of :data:`FINGERPRINT_BUILD` compiles (read once per
+    content change)."""
+    return _compiled(path, path.stat().st_mtime_ns)[0]
+
+
+def fingerprint(source: GgmlSource, file: str, function: str) -> str | None:
+    """The fingerprint of ``function`` in ``file`` of ``source`` (None when the tree lacks either)."""
+    path = source.ggml / file
+    if not path.is_file():
+        return None
+    f = definitions(path).get(function)
+    return f.fingerprint if f else None
+
+
+def _absence(source: GgmlSource, file: str, function: str) -> str:
+    """Why ``function`` has no fingerprint in ``source``, in words."""
+    path = source.ggml / file
+    if not path.is_file():
+        return f"{file} not in this tree"
+    every = _every_branch(path, path.stat().st_mtime_ns)
+    notes = _compiled(path, path.stat().st_mtime_ns)[1]
+    if function in every:
+        cond = " && ".join(every[function].conditions) or "a condition this reader could not evaluate"
+        why = (f"{function} is in {file} but not compiled by an RVV {FINGERPRINT_BUILD} build "
+               f"(line {every[function].line}, under #if {cond})")
+    else:
+        why = f"{function} not in this tree's {file}"
+    if notes:
+        why += f" ({len(notes)} #if of {file} could not be evaluated, first: {notes[0]})"
+    return why
+
+
+# ------------------------------------------------------------------ entries
+
+@dataclass(frozen=True)
+class Known:
+    test: str
+    reason: str
+    reproducer: str
+    functions: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()  # one per function
+    fingerprints: frozenset[str] = frozenset()
+    ggml: tuple[str, ...] = ()
+    #: Trees other than the pinned one where the bug was seen (e.g. "ggml 2026-08-21 (d99724f2)"):
+    #: an entry without it is a finding of the pinned tree and must apply to it (tests/test_known.py).
+    seen_in: tuple[str, ...] = ()
+    #: The patch that fixes the bug: ``fixes/<fix>.patch`` (harness/commands/fixes.py verifies it).
+    fix: str = ""
+    #: Only on this emulator ("spike", "qemu"); empty: on every emulator.  For a kernel that relies on
+    #: behaviour the specification leaves to the hart, and only one emulator chooses the failing side
+    #: (misaligned vector element accesses trap on Spike, not on QEMU).
+    emulator: str = ""
+    number: int = 0  # 1-based position in the file, for messages
+
+    def names_tree(self, source: GgmlSource) -> bool:
+        """The tree is named explicitly by ``ggml``."""
+        return any(g == "*" or source.commit.startswith(g) or g == f"ggml-{source.version}" for g in self.ggml)
+
+    def matches(self, nodeid: str, emulator: str = "qemu") -> bool:
+        return fnmatch.fnmatchcase(nodeid, self.test) and self.emulator in ("", emulator)
+
+    def judge(self, source: GgmlSource) -> Verdict:
+        states = tuple(FunctionState(n, f, fingerprint(source, f, n), self.fingerprints)
+                       for n, f in zip(self.functions, self.files))
+        missing = [s for s in states if s.current is None]
+        changed = [s for s in states if s.current is not None and not s.known]
+        if self.functions and not missing and not changed:
+            return Verdict(self, True, "fingerprint",
+                           "the fingerprint" + ("s match" if len(states) > 1 else " matches"), states)
+        if self.names_tree(source):
+            return Verdict(self, True, "listed", f"the tree is named by ggml = {list(self.ggml)}", states)
+        if not self.functions:
+            return Verdict(self, False, "unlisted", f"the tree is not among ggml = {list(self.ggml)}", states)
+        if missing:
+            return Verdict(self, False, "missing", "; ".join(_absence(source, s.file, s.name) for s in missing), states)
+        return Verdict(self, False, "changed", "; ".join(
+            f"{s.name} changed (fingerprint {s.current} here, not among the entry's)" for s in changed), states)
+
+
+@dataclass(frozen=True)
+class FunctionState:
+    name: str
+    file: str
+    current: str | None  # fingerprint in the tree; None when the tree lacks it
+    listed: frozenset[str] = field(default=frozenset(), repr=False)
+
+    @property
+    def known(self) -> bool:
+        return self.current is not None and self.current in self.listed
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether an entry applies to a tree, and why (``state``: fingerprint, listed, changed,
+    missing, unlisted)."""
+
+    entry: Known
+    applies: bool
+    state: str
+    why: str
+    functions: tuple[FunctionState, ...] = ()
+
+
+def judge(entries: list[Known], source: GgmlSource) -> list[Verdict]:
+    """Every entry's verdict on ``source`` (each source file read once)."""
+    return [k.judge(source) for k in entries]
+
+
+def _strings(value: object, where: str, key: str) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(v, str) and v.strip() for v in items):
+        raise KnownFailuresError(f"{where}: {key} must be a non-empty string or a list of them, not {value!r}")
+    return tuple(v.strip() for v in items)
+
+
+def _entry(e: object, number: int, path: Path) -> Known:
+    if not isinstance(e, dict):
+        raise KnownFailuresError(f"{path}: entry {number} is not a table ([[known]] with key = value lines)")
+    where = f"{path}, entry {number}" + (f" (test = {e['test']!r})" if isinstance(e.get("test"), str) else "")
+    unknown = sorted(set(e) - set(_KEYS))
+    if unknown:
+        hints = [f"{u!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(u, _KEYS, 1)) else "")
+                 for u in unknown]
+        raise KnownFailuresError(f"{where}: unknown key {', '.join(hints)}; the keys are {', '.join(_KEYS)} "
+                                 "(harness/ggml/known.py)")
+    missing = [k for k in _KEYS_REQUIRED if k not in e]
+    if missing:
+        raise KnownFailuresError(f"{where}: lacks {', '.join(missing)}")
+    for k in _KEYS_REQUIRED:
+        if not isinstance(e[k], str) or not e[k].strip():
+            raise KnownFailuresError(f"{where}: {k} must be a non-empty string, not {e[k]!r}")
+    has = [k for k in _KEYS_FUNCTION if k in e]
+    if has and len(has) < len(_KEYS_FUNCTION):
+        lacking = [k for k in _KEYS_FUNCTION if k not in e]
+        raise KnownFailuresError(
+            f"{where}: has {', '.join(has)} but lacks {', '.join(lacking)}; an entry names its buggy "
+            "function(s), their file and fingerprint(s) together (`rvvdiff known --fingerprint FILE FUNCTION` "
+            "prints them)")
+    if not has and "ggml" not in e:
+        raise KnownFailuresError(
+            f"{where}: says nowhere which trees have the bug; give function, file and fingerprint "
+            "(`rvvdiff known --fingerprint FILE FUNCTION` prints them), or name trees with ggml = [...]")
+    functions: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    prints: frozenset[str] = frozenset()
+    if has:
+        functions = _strings(e["function"], where, "function")
+        files = _strings(e["file"], where, "file")
+        if len(files) == 1:
+            files = files * len(functions)
+        elif len(files) != len(functions):
+            raise KnownFailuresError(f"{where}: {len(files)} files for {len(functions)} functions; give one file "
+                                     "for all, or one per function")
+        for f in files:
+            p = PurePosixPath(f)
+            if p.is_absolute() or ".." in p.parts or "\\" in f:
+                raise KnownFailuresError(f"{where}: file {f!r} must be a path inside the tree's ggml directory, "
+                                         "e.g. \"src/ggml-cpu/vec.cpp\"")
+        values = _strings(e["fingerprint"], where, "fingerprint")
+        bad = [v for v in values if not _FINGERPRINT.fullmatch(v)]
+        if bad:
+            raise KnownFailuresError(f"{where}: fingerprint {', '.join(map(repr, bad))} is not 16 lowercase hex "
+                                     "digits (`rvvdiff known --fingerprint FILE FUNCTION` prints one)")
+        prints = frozenset(values)
+    ggml = _strings(e["ggml"], where, "ggml") if "ggml" in e else ()
+    seen_in = _strings(e["seen_in"], where, "seen_in") if "seen_in" in e else ()
+    fix = _strings(e["fix"], where, "fix")[0] if "fix" in e else ""
+    emulator = _strings(e["emulator"], where, "emulator")[0] if "emulator" in e else ""
+    if emulator not in ("", "qemu", "spike"):
+        raise KnownFailuresError(f"{where}: emulator {emulator!r} must be \"qemu\" or \"spike\"")
+    return Known(e["test"].strip(), e["reason"].strip(), e["reproducer"].strip(), functions, files, prints, ggml,
+                 seen_in=seen_in, fix=fix, emulator=emulator, number=number)
+
+
+def load(path: Path | None = None) -> list[Known]:
+    """The entries of ``path`` (default :func:`known_file`); raises KnownFailuresError on any problem."""
+    explicit = path is not None or bool(os.environ.get("RVVDIFF_KNOWN_FAILURES"))
+    path = path or known_file()
+    if not path.exists():
+        if explicit:
+            raise KnownFailuresError(f"{path}: no such known-failures file (set by RVVDIFF_KNOWN_FAILURES or "
+                                     "given); point it at a file, or unset it to use the project's")
+        return []
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise KnownFailuresError(f"{path}: not valid TOML: {e}") from None
+    other = sorted(set(data) - {"known"})
+    if other:
+        raise KnownFailuresError(f"{path}: unknown top-level key {', '.join(map(repr, other))}; entries are "
+                                 "[[known]] tables")
+    entries = data.get("known", [])
+    if not isinstance(entries, list):
+        raise KnownFailuresError(f"{path}: 'known' must be an array of tables: write each entry as [[known]]")
+    return [_entry(e, i + 1, path) for i, e in enumerate(entries)]
+
+
+# ------------------------------------------------------------------ rvvdiff known
+
+def describe(verdicts: list[Verdict], source: GgmlSource, path: Path) -> list[str]:
+    """The lines ``rvvdiff known`` prints."""
+    lines = [f"known failures: {path}", f"ggml tree: {source.describe()}",
+             f"fingerprints: the definitions an RVV {FINGERPRINT_BUILD} build compiles "
+             f"(extensions {', '.join(ISA_BUILDS[FINGERPRINT_BUILD].extensions)})", ""]
+    for v in verdicts:
+        k = v.entry
+        lines.append(f"{k.number:3}. {k.test}" + (f"  (on {k.emulator} only)" if k.emulator else ""))
+        lines.append(f"     {'applies' if v.applies else 'does not apply'}: {v.why}")
+        for s in v.functions:
+            mark = "listed" if s.known else ("not in this tree" if s.current is None else "NOT listed")
+            lines.append(f"       {s.name}  {s.file}  {s.current or '-'}  ({mark})")
+        if k.ggml and v.state != "listed":
+            lines.append(f"       ggml = {list(k.ggml)} does not name this tree")
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[v.state] = counts.get(v.state, 0) + 1
+    labels = {"fingerprint": "by fingerprint", "listed": "by ggml listing", "changed": "function changed",
+              "missing": "function not in this tree", "unlisted": "tree not listed"}
+    applies = sum(v.applies for v in verdicts)
+    lines += ["", f"{len(verdicts)} entries, {applies} apply to this tree: "
+              + ", ".join(f"{counts[s]} {labels[s]}" for s in labels if s in counts)]
+    return lines
+
+
+def fingerprint_lines(source: GgmlSource, file: str, functions: list[str]) -> list[str]:
+    """The ``function`` / ``file`` / ``fingerprint`` lines of a new entry, or KnownFailuresError
+    saying why a function has no fingerprint."""
+    given = Path(file).expanduser()
+    for base in (Path.cwd(), source.root):
+        cand = (base / given).resolve() if not given.is_absolute() else given.resolve()
+        if cand.is_file() and cand.is_relative_to(source.ggml.resolve()):
+            file = cand.relative_to(source.ggml.resolve()).as_posix()
+            break
+    path = source.ggml / file
+    if not path.is_file():
+        raise KnownFailuresError(f"no file {file} in {source.ggml} (give FILE relative to the tree's ggml "
+                                 "directory, e.g. src/ggml-cpu/vec.cpp)")
+    defs = definitions(path)
+    out = []
+    for name in functions:
+        f = defs.get(name)
+        if f is None:
+            why = _absence(source, file, name)
+            close = difflib.get_close_matches(name, list(defs), 3)
+            raise KnownFailuresError(why + (f"; close names: {', '.join(close)}" if close else ""))
+        cond = f" under #if {' && '.join(f.conditions)}" if f.conditions else ""
+        out.append(f"# {name}: {file}:{f.line}{cond}, fingerprint {f.fingerprint} in {source.describe()}")
+    prints = [definitions(path)[n].fingerprint for n in functions]
+    fn = f'"{functions[0]}"' if len(functions) == 1 else "[" + ", ".join(f'"{n}"' for n in functions) + "]"
+    out += [f"function = {fn}", f'file = "{file}"', "fingerprint = [" + ", ".join(f'"{p}"' for p in prints) + "]"]
+    return out
+
+
+def main(ggml_src: str | None, fingerprint_of: list[str] | None, path: Path | None = None) -> int:
+    """``rvvdiff known``: exit 0, or 2 with the reason on a bad file or tree."""
+    import sys
+
+    from harness.ggml.source import SourceError, resolve
+    try:
+        source = resolve(ggml_src)
+        if fingerprint_of:
+            if len(fingerprint_of) < 2:
+                raise KnownFailuresError("--fingerprint FILE FUNCTION [FUNCTION ...]: give the file and at least "
+                                         "one function")
+            print("\n".join(fingerprint_lines(source, fingerprint_of[0], fingerprint_of[1:])))
+            return 0
+        path = path or known_file()
+        print("\n".join(describe(judge(load(path), source), source, path)))
+        return 0
+    except (KnownFailuresError, SourceError, OSError) as e:
+        print(f"rvvdiff known: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,34 @@
+"""Planted bugs: small patches (``mutants/*.patch``) applied to a copy of a ggml tree.
+
+A mutant tree is a hard-linked copy of the source with only the patched
+files replaced (harness/ggml/patches.py), so making one costs a second or two and
+no disk; it is then built like any other tree (its own build directory) and
+tested with ``--ggml-src``.  Each patch starts with ``key: value`` lines describing the
+bug (class, family, which test should catch it) before the diff itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.ggml import patches
+from harness.ggml.patches import Patch as Mutant
+from harness.ggml.source import GgmlSource
+
+MUTANTS_DIR = Path(__file__).resolve().parents[2] / "mutants"
+
+
+def catalogue() -> dict[str, Mutant]:
+    return patches.catalogue(MUTANTS_DIR)
+
+
+def get(name: str) -> Mutant:
+    cat = catalogue()
+    if name not in cat:
+        raise KeyError(f"no mutant {name!r}; known: {', '.join(cat) or '(none)'} (in {MUTANTS_DIR})")
+    return cat[name]
+
+
+def apply(mutant: Mutant, source: GgmlSource) -> GgmlSource:
+    """The tree of ``source`` with ``mutant`` applied (made once, then reused)."""
+    return patches.apply([mutant], source, "mutant")

@@ -1,0 +1,66 @@
+"""Marks put on collected tests: not in this tree, known failures."""
+
+from __future__ import annotations
+import fnmatch
+import pytest
+from harness.ggml import known, tree
+from harness.core.config import ISA_BUILDS, VLENS
+from harness.ggml.source import GgmlSource
+
+
+def requirements(item: pytest.Item) -> list[str]:
+    """What a test's kernel needs from the tree: the ``requires`` of its parameters (kernel table
+    entries declare the ggml enumerators, functions and structs they call)."""
+    out: list[str] = []
+    for p in getattr(getattr(item, "callspec", None), "params", {}).values():
+        out += list(getattr(p, "requires", ()) or ())
+    return list(dict.fromkeys(out))
+
+
+def entry_points(item: pytest.Item) -> list[str]:
+    """The code a test exists to check: its parameters' ``entry_points`` where a family declares
+    them (a graph op, not the vec_dot another family owns), else their ``requires``."""
+    out: list[str] = []
+    for p in getattr(getattr(item, "callspec", None), "params", {}).values():
+        out += list(getattr(p, "entry_points", None) or getattr(p, "requires", ()) or ())
+    return list(dict.fromkeys(out))
+
+
+def mark_not_in_tree(source: GgmlSource, items: list[pytest.Item]) -> None:
+    """Skip, as "not in this tree", the tests whose kernel needs a name the tree lacks."""
+    inv = tree.of(source)
+    for it in items:
+        missing = inv.missing(requirements(it))
+        if missing:
+            it.add_marker(pytest.mark.skip(reason=f"not in this tree: {', '.join(missing)} ({source.label})"))
+
+
+def mark_known_failures(config: pytest.Config, source: GgmlSource, items: list[pytest.Item]) -> None:
+    """Mark the tests of the known failures that apply to ``source`` (harness/ggml/known.py: by the
+    fingerprint of the buggy function, or the tree named by ``ggml``) as strict xfails."""
+    try:
+        verdicts = known.judge(known.load(), source)  # reads each named source file once
+    except (known.KnownFailuresError, ValueError, OSError) as e:
+        raise pytest.UsageError(str(e)) from None
+    emulator = config.getoption("emulator")
+    # An entry of this emulator only comes first: its reason is the one a test there fails for.
+    entries = sorted((v.entry for v in verdicts if v.applies and v.entry.emulator in ("", emulator)),
+                     key=lambda k: k.emulator == "")
+    # Entries whose function changed in this tree: their tests are judged afresh; say so.
+    config._rvvdiff_changed_known = [  # type: ignore[attr-defined]
+        v for v in verdicts if v.state == "changed" and any(v.entry.matches(it.nodeid, emulator) for it in items)]
+    used: set[int] = set()
+    for it in items:
+        for i, k in enumerate(entries):
+            if k.matches(it.nodeid, emulator):
+                used.add(i)
+                it.add_marker(pytest.mark.xfail(strict=True, reason=f"known failure: {k.reason} (reproducer: {k.reproducer})"))
+                break
+    # An entry is stale when its test file ran over the whole matrix (every VLEN, ISA build and
+    # stress mode) and none of its tests matched; a narrower selection says nothing about it.
+    full = (emulator == "qemu" and tuple(config.getoption("vlen")) == VLENS
+            and tuple(config.getoption("isa")) == tuple(ISA_BUILDS) and tuple(config.getoption("rvv_stress")) == (False, True))
+    files = {it.nodeid.split("::", 1)[0] for it in items}
+    config._rvvdiff_unused_known = [  # type: ignore[attr-defined]
+        k for i, k in enumerate(entries)
+        if full and i not in used and any(fnmatch.fnmatchcase(f, k.test.split("::", 1)[0]) for f in files)]

@@ -1,0 +1,96 @@
+"""The plugin's command-line options and their parsers."""
+
+from __future__ import annotations
+import pytest
+from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, selection_type
+
+
+_parse_vlen_list = selection_type("--vlen", SPIKE_VLENS, "VLENs rvvdiff can emulate: 2048 and 4096 on Spike only",
+                                  pytest.UsageError)
+
+
+def parse_vlens(value: str) -> tuple[int, ...] | None:
+    """A comma list of VLENs, or None for 'all': every VLEN of the chosen emulator (resolved in
+    pytest_configure, once --emulator is known)."""
+    return None if value.strip() == "all" else _parse_vlen_list(value)
+
+
+parse_isas = selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", pytest.UsageError)
+
+
+def parse_stress(value: str) -> tuple[bool, ...]:
+    modes = {"off": (False,), "on": (True,), "both": (False, True)}
+    if value not in modes:
+        raise pytest.UsageError(f"--rvv-stress {value!r}: use off, on or both")
+    return modes[value]
+
+
+def _positive(kind: type, option: str):
+    def parse(value: str):
+        try:
+            v = kind(value)
+        except ValueError:
+            raise pytest.UsageError(f"{option} {value!r}: expected a positive number") from None
+        if v <= 0:
+            raise pytest.UsageError(f"{option} {value!r}: expected a positive number")
+        return v
+    return parse
+
+
+def add_options(parser: pytest.Parser) -> None:
+    g = parser.getgroup("rvvdiff", "rvvdiff: differential testing of ggml's RISC-V Vector kernels")
+    g.addoption("--vlen", type=parse_vlens, default=None, metavar="LIST",
+                help=f"VLENs to emulate: 'all' (default: {', '.join(map(str, VLENS))} on QEMU, also 2048 and 4096 "
+                     f"on Spike) or a comma list of them")
+    g.addoption("--emulator", choices=("qemu", "spike"), default="qemu",
+                help="qemu (default): qemu-riscv64 user mode; spike: Spike, the RISC-V reference simulator "
+                     "(bare metal, one thread, no tail/mask stress; VLEN up to 4096; install: ci/setup.sh --spike)")
+    g.addoption("--isa", type=parse_isas, default=tuple(ISA_BUILDS), metavar="LIST",
+                help=f"ISA builds: 'all' (default) or a comma list of {', '.join(ISA_BUILDS)}")
+    g.addoption("--rvv-stress", type=parse_stress, default=(False,), nargs="?", const=(True,), metavar="MODE",
+                help="QEMU tail/mask stress (agnostic elements set to all ones, vl = half the AVL): "
+                     "off (default), on (also the bare flag) or both")
+    g.addoption("--ggml-src", default=None, metavar="PATH",
+                help="llama.cpp or ggml checkout to test (default: the pinned tree, fetched once)")
+    g.addoption("--max-examples", type=_positive(int, "--max-examples"), default=None, metavar="N",
+                help="Hypothesis examples per differential test (default: 25, or 200 with --thorough)")
+    g.addoption("--thorough", action="store_true",
+                help="the nightly budget: 200 examples per test instead of 25 (about 5x the run time)")
+    g.addoption("--report-dir", default="reports", metavar="DIR",
+                help="where failure reports (case.json, inputs.npz, README.md per failing test) and the run's "
+                     "summary.md / summary.html / results.json go (default: reports/ under the rootdir)")
+    g.addoption("--bench-log", default=None, metavar="FILE",
+                help="(used by `rvvdiff bench`) append one JSON line per Hypothesis example with its time split, "
+                     "and per test the largest call timed again, repeated, inside the server")
+    g.addoption("--example-db", default=None, metavar="DIR",
+                help="Hypothesis's example database (default: .hypothesis/ under the rootdir); a failing example "
+                     "saved there replays first on the next run, on any tree")
+    g.addoption("--known-failures", choices=("apply", "ignore"), default="apply",
+                help="apply (default): the entries of known_failures.toml that apply to the tree are strict "
+                     "expected failures; ignore: raw outcomes (the PR gate and rvvdiff bisect judge them)")
+    g.addoption("--changes", default=None, metavar="FILE",
+                help="a diff of two trees (written by rvvdiff gate): the tests that reach a changed function run "
+                     "at the thorough budget; <report-dir>/covers.json says which")
+    g.addoption("--changed-only", action="store_true",
+                help="with --changes: run only the tests that reach a change")
+    g.addoption("--also-run", action="append", default=[], metavar="GLOB",
+                help="with --changed-only: also run the tests whose node id matches GLOB (fnmatch; repeatable), "
+                     "at the thorough budget (rvvdiff fixes: a finding's tests)")
+    g.addoption("--plan", default=None, metavar="FILE",
+                help='run only the tests a JSON plan names, each at its budget: {"tests": {"<node id>": '
+                     '"default" | "thorough" | "replay"}} (replay: no new examples, the saved ones and the fixed cases)')
+    g.addoption("--kernel-timeout", type=_positive(float, "--kernel-timeout"), default=120.0, metavar="SECONDS",
+                help="deadline of one kernel call before it counts as hung (default: 120)")
+
+
+#: Examples per test.  The default keeps the main job (every family, VLEN, ISA build, stress off
+#: and on) at about 14 minutes on 2 cores (README, figures); --thorough is for nightly runs.
+DEFAULT_MAX_EXAMPLES = 25
+
+
+THOROUGH_MAX_EXAMPLES = 200
+
+
+def max_examples(config: pytest.Config) -> int:
+    return config.getoption("max_examples") or (
+        THOROUGH_MAX_EXAMPLES if config.getoption("thorough") else DEFAULT_MAX_EXAMPLES)

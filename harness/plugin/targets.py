@@ -1,0 +1,189 @@
+"""Targets (VLEN x ISA build x stress mode) and the session every differential test of a process shares."""
+
+from __future__ import annotations
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+import pytest
+from harness.check import observe
+from harness.emulators import pool
+from harness.emulators import protocol as P
+from harness.build.builds import Build, BuildError, BuildFailedEarlier, IsaUnavailable, emulation_gap, ensure_built, failed_reason
+from harness.core.config import IsaBuild
+from harness.ggml.source import GgmlSource, SourceError, resolve
+from harness.emulators import spike as spike_mod
+from harness.emulators.spike import SLOWDOWN as SPIKE_SLOWDOWN
+from harness.emulators.spike import Spike
+from harness.build.toolchain import Qemu, ToolchainError
+from harness.emulators.trace import Trace, trace_call
+
+
+@dataclass
+class Session:
+    """What every differential test of this process shares: the tree, the emulator, the builds."""
+
+    config: pytest.Config
+    source: GgmlSource
+    builds: dict[str, Build]
+    #: ISA builds this process will not use, with the one-line reason their tests are skipped.
+    unusable: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def timeout(self) -> float:
+        return float(self.config.getoption("kernel_timeout")) * (SPIKE_SLOWDOWN if self.on_spike else 1)
+
+    @property
+    def on_spike(self) -> bool:
+        return self.config.getoption("emulator") == "spike"
+
+    @functools.cached_property
+    def emulator(self) -> Qemu | Spike:
+        """The emulator every kernel server of this session runs under (--emulator)."""
+        return emulator_for(self.config)
+
+    def build(self, isa: IsaBuild) -> Build:
+        """The build for ``isa``, made on first use (in the test's setup, before any Hypothesis example).
+
+        One outcome per ISA build and session: a tree whose CMake cannot express ``isa``, or whose
+        -march needs an extension QEMU lacks, skips the test with the reason; a build that fails
+        raises its full error in the first test that needs it (in whichever process of the
+        session), and every other test of that ISA build is skipped with a line pointing at it.
+        """
+        b = self.builds.get(isa.name)
+        if b is not None:
+            return b
+        if isa.name in self.unusable:
+            pytest.skip(self.unusable[isa.name])
+        error = None
+        try:
+            b = ensure_built(self.source, isa)
+        except (IsaUnavailable, BuildFailedEarlier) as e:
+            self.unusable[isa.name] = str(e)
+        except BuildError as e:
+            error = str(e)
+            self.unusable[isa.name] = failed_reason(self.source, isa, error)
+        if error is not None:  # raised outside the except clause: no chained harness traceback
+            pytest.fail(error, pytrace=False)
+        if isa.name in self.unusable:
+            pytest.skip(self.unusable[isa.name])
+        gap = emulation_gap(b)
+        if gap:
+            self.unusable[isa.name] = gap
+            pytest.skip(gap)
+        self.builds[isa.name] = b
+        return b
+
+
+_SESSION: Session | None = None
+
+
+def reset_session() -> None:
+    """Forget this process's session (pytest_configure: a new pytest run in the same process)."""
+    global _SESSION
+    _SESSION = None
+
+
+def session() -> Session:
+    if _SESSION is None:
+        raise RuntimeError("rvvdiff: no pytest session is configured (is the plugin loaded?)")
+    return _SESSION
+
+
+@dataclass(frozen=True, repr=False)
+class Target:
+    """Where a differential test runs its kernel: one VLEN, one ISA build, one stress mode."""
+
+    vlen: int
+    isa: IsaBuild
+    stress: bool
+
+    @property
+    def id(self) -> str:
+        return f"vlen{self.vlen}-{self.isa.name}" + ("-stress" if self.stress else "")
+
+    def server(self) -> pool.KernelServer:
+        return pool.server(session().build(self.isa), self.vlen, self.stress, session().emulator)
+
+    @property
+    def features(self) -> dict[str, bool]:
+        """Extensions the build was compiled for, as the server reports them (``feature.zvfh`` ...)."""
+        h = self.server().hello
+        return {k.split(".", 1)[1]: v == "1" for k, v in h.items() if k.startswith("feature.")}
+
+    def call(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
+             bufs: Sequence[P.Buf] = (), *, repeat: int = 1, timeout: float | None = None) -> P.Response:
+        """One kernel call under the session's deadline (--kernel-timeout), or ``timeout`` seconds for
+        a call known to be long (set-up work such as building a corpus, not a kernel under test)."""
+        missing = session().build(self.isa).missing_kernel(kernel)
+        if missing:  # its adapter does not compile against this tree: the server has no such kernel
+            pytest.skip(missing)
+        srv = self.server()
+        w0, k0 = srv.wall_s, srv.kernel_s
+        record = {"kernel": kernel, "ip": list(ip), "fp": list(fp), "bufs": list(bufs), "outputs": None,
+                  "message": "", "argv": srv.argv}
+        observe.keep("call", record)
+        try:
+            r = srv.call(kernel, ip, fp, bufs, repeat=repeat, timeout=max(timeout or 0, session().timeout))
+            record["outputs"], record["message"], record["kernel_ns"] = r.outputs, r.message, r.kernel_ns
+            return r
+        except pool.Unsupported as e:
+            record["message"] = str(e)
+            _cannot_run_here()
+            raise
+        except pool.KernelFailure as e:
+            record["message"] = str(e)
+            raise
+        finally:
+            observe.record("calls", 1)
+            observe.record("request_s", srv.wall_s - w0)
+            observe.record("kernel_s", srv.kernel_s - k0)
+
+    def trace(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
+              bufs: Sequence[P.Buf] = ()) -> Trace:
+        """Run one call in a fresh, logging QEMU and return the functions it executed."""
+        if session().on_spike:
+            pytest.skip("a trace of the functions a call executes needs QEMU's -d logging: this check runs on QEMU")
+        return trace_call(self.server(), kernel, ip, fp, bufs, timeout=session().timeout)
+
+    def __repr__(self) -> str:
+        return f"Target({self.id!r})"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # Hypothesis's printer of failing examples
+        p.text(repr(self))
+
+
+def _cannot_run_here() -> None:
+    """A request the emulator cannot run (threads on Spike): a Hypothesis example is rejected and
+    another drawn.  Outside Hypothesis the :class:`pool.Unsupported` goes on: a fixed case of
+    ``explore(after=...)`` is passed over, anything else skips its test with the reason
+    (:func:`pytest_runtest_makereport`)."""
+    from hypothesis import reject
+    from hypothesis.control import currently_in_test_context
+
+    observe.record("unsupported", 1)
+    if currently_in_test_context():
+        reject()
+
+
+def session_for(config: pytest.Config) -> Session:
+    global _SESSION
+    if _SESSION is None:
+        try:
+            src = resolve(config.getoption("ggml_src"))
+        except SourceError as e:
+            raise pytest.UsageError(str(e)) from None
+        _SESSION = Session(config, src, {})
+    return _SESSION
+
+
+def emulator_for(config: pytest.Config) -> Qemu | Spike:
+    try:
+        return spike_mod.emulator(config.getoption("emulator"))
+    except ToolchainError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
+def server_stats() -> list[dict[str, Any]]:
+    return [{"server": s.describe(), "requests": s.requests, "wall_s": s.wall_s, "kernel_s": s.kernel_s,
+             "starts": s.starts} for s in pool.servers()]
