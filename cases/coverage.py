@@ -42,9 +42,9 @@ class Scan:
     def lacks(self, inv: Tree, entry: object) -> bool:
         """Whether the tree lacks something a table entry (with ``name`` and ``requires``) needs;
         if so, the entry is recorded as not in this tree with the missing names."""
-        missing = inv.missing(getattr(entry, "requires"))
+        missing = inv.missing(entry.requires)
         if missing:
-            self.not_in_tree.append(f"{getattr(entry, 'name')} ({', '.join(missing)})")
+            self.not_in_tree.append(f"{entry.name} ({', '.join(missing)})")
         return bool(missing)
 
 

@@ -243,7 +243,8 @@ def activation_row(name: str, nb: int, seed: int, classes: Sequence[str], qs_mod
 
     ``qs_mode`` (one of QS_MODES): ``random`` int8 in [-127, 127] (the range every quantizer
     produces), ``extreme`` (+-127 at random), ``max`` / ``min`` (all +127 / all -127: the
-    largest same-sign sums, where narrow integer accumulators overflow) or ``small`` ([-4, 4]).  ``max_scale`` caps ``|d|`` (keeps the
+    largest same-sign sums, where narrow integer accumulators overflow) or ``small`` ([-4, 4]).
+    ``max_scale`` caps ``|d|`` (keeps the
     products with a huge weight scale finite); q8_1's ``d`` is also capped at 16, so that its
     ``s`` is a finite fp16 (ggml's quantizer would store inf there for larger blocks)."""
     f = Q.fmt(name)

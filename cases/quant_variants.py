@@ -37,8 +37,8 @@ from functools import cache
 from pathlib import Path
 
 from cases import coverage
-from harness.ggml import csource
 from harness.core.config import cache_dir, locked
+from harness.ggml import csource
 from harness.ggml.tree import Tree
 
 # ------------------------------------------------------------------ the tree's RVV entry points (harness/ggml/csource.py)
@@ -196,7 +196,7 @@ def quantizer_coverage(tree: Tree, quantizers: Iterable) -> coverage.Scan:
     for t, e in sorted(found.quantizers.items()):
         if e.rvv and t not in known:
             out.uncovered.append(coverage.Uncovered(
-                e.name, e.where, f"an RVV activation quantizer that cases/test_quantize.py does not know: add it to "
+                e.name, e.where, "an RVV activation quantizer that cases/test_quantize.py does not know: add it to "
                 "QUANTIZERS (with its oracles in oracles/quants.py)"))
     for q in quantizers:
         e = found.quantizers.get(q.name)

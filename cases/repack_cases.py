@@ -59,11 +59,11 @@ from cases import coverage
 from cases import loops as L
 from cases import quant_strategies as QS
 from cases.strategies import KernelSpec
-from harness.ggml import csource
 from harness.check.compare import assert_bitwise_equal, assert_within_bound
 from harness.core.config import ISA_BUILDS, VLENS, cache_dir, locked
-from harness.plugin.targets import session
+from harness.ggml import csource
 from harness.ggml.tree import Tree, type_name
+from harness.plugin.targets import session
 from oracles import quants as Q
 from oracles import repack as RP
 from oracles.bounds import gamma
@@ -889,8 +889,8 @@ class _Run:
     def run(self, stmts: list[_Stmt]) -> str | None:
         """None: carry on; "break"; "return": the function returned; "row-return": returned under
         a row-count test (the enclosing test turns it back into carry on)."""
-        for st in stmts:
-            if sig := self.step(st):
+        for stmt in stmts:
+            if sig := self.step(stmt):
                 return sig
         return None
 

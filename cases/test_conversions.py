@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -35,9 +35,9 @@ from cases.test_vec_ops import file_notes, rvv_path, rvv_paths, where
 from harness.check import observe
 from harness.check.compare import assert_bitwise_equal
 from harness.core.config import IsaBuild
-from harness.plugin.targets import session
 from harness.emulators.protocol import In, Out
 from harness.ggml.tree import Tree
+from harness.plugin.targets import session
 from oracles import floats as F
 
 _STORAGE = {"f32": np.float32, "f16": np.uint16, "bf16": np.uint16}
@@ -163,7 +163,7 @@ def _var(kernel: Conversion) -> str:
     return f"n ({kernel.name})"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _drawn(vlen: int) -> dict[str, L.Drawn]:
     """Per kernel: the lengths test_convert's fixed cases and the sweep check at ``vlen``
     (built by the functions the tests call), and the random range of ``S.lengths``."""

@@ -60,13 +60,13 @@ from cases import coverage
 from cases import loops as L
 from cases import strategies as S
 from cases.test_vec_ops import file_notes, rvv_paths, where
-from harness.ggml import csource, tree
 from harness.check import observe
 from harness.check.compare import assert_within_bound
-from harness.plugin.targets import session
 from harness.emulators.protocol import In, Out
+from harness.ggml import csource, tree
 from harness.ggml.source import GgmlSource
 from harness.ggml.tree import Tree
+from harness.plugin.targets import session
 from oracles import attention as A
 
 #: Block bytes per 32 elements of the quantized formats.
@@ -602,7 +602,8 @@ L.register(L.Family(
     drawn=drawn,
     notes=(
         "Sizes of every run: `loop_shapes` in cases/test_flash_attn.py (checked by "
-        "`test_flash_attn` on every run, after its drawn problems), at each VLEN.  `q_rows` is the run of query rows one call of the tiled "
+        "`test_flash_attn` on every run, after its drawn problems), at each VLEN.  "
+        "`q_rows` is the run of query rows one call of the tiled "
         "function walks (the threads' chunks of n_q x heads rows, 4 per thread, cut at head boundaries): "
         "only one thread (or many rows) gives it two full tiles.",
         "Fixed by construction, not by a drawn size: Q.K^T's columns N = KV_TILE = 64 (4 / 2 / 1 micro-kernel "

@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -51,14 +51,14 @@ from cases import coverage
 from cases import loops as L
 from cases import strategies as S
 from cases.test_vec_ops import ALL_EXTENSIONS, HEADERS, file_notes
-from harness.ggml import csource, tree
 from harness.check import observe
 from harness.check.compare import assert_bitwise_equal, assert_within_bound
 from harness.core.config import ISA_BUILDS, IsaBuild
-from harness.plugin.targets import session
 from harness.emulators.protocol import In, Out
+from harness.ggml import csource, tree
 from harness.ggml.source import GgmlSource
 from harness.ggml.tree import Tree
+from harness.plugin.targets import session
 from oracles.bounds import gamma
 from oracles.matmul import matmul, oracle_error
 
@@ -136,7 +136,7 @@ class TinyBlas:
     line: int  # in sgemm.cpp
 
 
-@lru_cache(maxsize=None)
+@cache
 def tinyblas(src: GgmlSource, extensions: tuple[str, ...]) -> dict[str, TinyBlas]:
     """A's format (or C type, for a type ggml's formats do not name) -> the tinyBLAS_RVV that the
     tree's ``llamafile_sgemm``, as a build with ``extensions`` compiles it, runs for it (the first
@@ -414,7 +414,8 @@ L.register(L.Family(
     drawn=drawn,
     notes=(
         "Every run checks the shapes of `loop_shapes` (in `test_mul_mat` and `test_mul_mat_exact`, after the "
-        "random draws, so a failure they find is reported shrunk); one random shape in four has one real-model size (k 2048-14336, m 2048-4096 or n 512) "
+        "random draws, so a failure they find is reported shrunk); one random shape in four has one real-model size "
+        "(k 2048-14336, m 2048-4096 or n 512) "
         "with the other two small.",
         "k on tinyBLAS_RVV is a multiple of VLMAX = VLEN / 8 by its entry condition (no remainder); any other k "
         "takes the vec_dot fallback.  The bf16 leftover loop (e16m2, at most VLEN / 4 - 1 elements) runs on "
@@ -567,7 +568,8 @@ PROBES = [
     ("m-not-multiple", lambda s: Shape(s, 10, 4, threads=1)),
     ("n-is-1", lambda s: Shape(s, 16, 1, threads=2)),
 ]
-# tinyBLAS_RVV<D, V, TA, TB, TC>::gemm<RM, RN, BM>, mangled: ...tinyBLAS_RVVIu17__rvv_<D>_tu17__rvv_<V>_t...4gemmILi<RM>ELi<RN>ELi<BM>E
+# tinyBLAS_RVV<D, V, TA, TB, TC>::gemm<RM, RN, BM>, mangled:
+#   ...tinyBLAS_RVVIu17__rvv_<D>_tu17__rvv_<V>_t...4gemmILi<RM>ELi<RN>ELi<BM>E
 _TINYBLAS = re.compile(r"tinyBLAS_RVVIu\d+__rvv_\w+?_tu\d+__rvv_(\w+?)_t.*4gemmILi(\d+)ELi(\d+)ELi(\d+)E")
 
 

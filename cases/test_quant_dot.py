@@ -44,19 +44,17 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from cases import quant_strategies as QS
 from cases import quant_variants as V
 from cases import strategies as S
 from cases.strategies import KernelSpec
 from harness.check import observe
-from harness.ggml import tree
 from harness.check.compare import assert_within_bound
 from harness.core.config import cache_dir, locked
-from harness.plugin.targets import session
 from harness.emulators.protocol import In, Out
+from harness.ggml import tree
+from harness.plugin.targets import session
 from oracles import quants as Q
 from oracles.bounds import U_F32, gamma
 

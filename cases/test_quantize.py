@@ -43,10 +43,10 @@ from cases import quant_strategies as QS
 from cases import quant_variants as V
 from cases.strategies import KernelSpec
 from harness.check import observe
-from harness.ggml import tree
 from harness.check.compare import assert_bitwise_equal
-from harness.plugin.targets import session
 from harness.emulators.protocol import In, Out
+from harness.ggml import tree
+from harness.plugin.targets import session
 from oracles import quants as Q
 
 IMPL_RVV, IMPL_GENERIC = 0, 1

@@ -35,8 +35,8 @@ import numpy as np
 import pytest
 
 from cases import quant_strategies as QS
-from cases import strategies as S
 from cases import repack_cases as C
+from cases import strategies as S
 from harness.check import observe
 from harness.check.compare import assert_bitwise_equal
 from harness.emulators.protocol import In, Out

@@ -34,16 +34,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import given
 from hypothesis import strategies as st
 
 from cases import quant_strategies as QS
 from cases import repack_cases as C
 from cases import strategies as S
 from harness.check import observe
+from harness.emulators.protocol import In, Out
 from harness.ggml import tree
 from harness.plugin.targets import session
-from harness.emulators.protocol import In, Out
 from oracles import quants as Q
 from oracles import repack as RP
 

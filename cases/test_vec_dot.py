@@ -35,7 +35,7 @@ real model's widest row plus a tail).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -48,9 +48,9 @@ from cases.test_vec_ops import VEC_FILES, rvv_path, rvv_paths, where
 from harness.check import observe
 from harness.check.compare import assert_bitwise_equal, assert_within_bound
 from harness.core.config import IsaBuild
-from harness.plugin.targets import session
 from harness.emulators.protocol import In, Out
 from harness.ggml.tree import Tree
+from harness.plugin.targets import session
 from oracles.bounds import gamma
 from oracles.floats import dot_exact
 
@@ -203,7 +203,7 @@ def _var(kernel: DotKernel) -> str:
     return f"n ({kernel.name})"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _drawn(vlen: int) -> dict[str, L.Drawn]:
     """Per kernel: the lengths both tests' fixed cases check at ``vlen`` (the rows
     ``crossing_cases`` builds), and the random range of ``S.lengths``."""

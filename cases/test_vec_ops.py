@@ -55,7 +55,7 @@ import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -64,18 +64,18 @@ from hypothesis import strategies as st
 from cases import coverage
 from cases import loops as L
 from cases import strategies as S
-from harness.ggml import csource, tree
 from harness.check import observe
 from harness.check.compare import assert_bitwise_equal, assert_within_bound, assert_within_ulps
 from harness.core.config import ISA_BUILDS, IsaBuild
-from harness.plugin.targets import session
 from harness.emulators.protocol import Buf, In, InOut, Out
+from harness.ggml import csource, tree
 from harness.ggml.source import GgmlSource
 from harness.ggml.tree import Tree
+from harness.plugin.targets import session
 from oracles import vec_ops as V
 from oracles.bounds import gamma
 from oracles.floats import dot_exact
-from oracles.ulp import allowed_ulps, round_to, ulp_error
+from oracles.ulp import allowed_ulps, ulp_error
 
 # ------------------------------------------------------------------ the exp bound
 
@@ -385,7 +385,7 @@ def fixed_dot_unroll(spec: VecOp, n: int, src: GgmlSource) -> Case:
 
 
 
-@lru_cache(maxsize=None)
+@cache
 def unroll_factor(src: GgmlSource, macro: str) -> int:
     """An unroll factor of the tree under test (``#define GGML_VEC_MAD_UNROLL 32`` in vec.h, as an
     RVV build reads it)."""
@@ -776,13 +776,13 @@ def _var(spec: VecOp) -> str:
     return f"n ({spec.name})"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _sweep_sizes() -> tuple[int, ...]:
     """Lengths of test_expf_sweep's calls of soft_max (default stride): every run."""
     return tuple(x.size for x in expf_sweep_inputs(EXPF_STRIDE))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _drawn(vlen: int) -> dict[str, L.Drawn]:
     """Per kernel: the lengths of test_vec_op's fixed cases at ``vlen`` (``crossing_cases``
     builds one case at each length of ``S.crossing_lengths``), soft_max's sweep lengths, and
@@ -825,7 +825,7 @@ def _headers(src: GgmlSource) -> list[csource.CFile]:
     return [tree.of(src).file(h) for h in HEADERS if (src.ggml / h).is_file()]
 
 
-@lru_cache(maxsize=None)
+@cache
 def rvv_paths(src: GgmlSource, files: tuple[str, ...], extensions: tuple[str, ...] = ALL_EXTENSIONS
               ) -> dict[str, csource.RvvPath]:
     """The functions of ``files`` (relative to the ggml directory; absent ones are skipped) with an

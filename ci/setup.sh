@@ -4,7 +4,7 @@
 #   1. qemu-riscv64: $RVVDIFF_QEMU, else one on PATH of version >= 10, else
 #      qemu-user from bookworm-backports (needs root and apt);
 #   2. the virtual environment .venv with rvvdiff installed from pyproject.toml
-#      (pytest, hypothesis, numpy, ml_dtypes, pytest-xdist, gguf, ziglang);
+#      (pytest, hypothesis, numpy, ml_dtypes, pytest-xdist, gguf, ziglang; ruff, mypy);
 #   3. the pinned ggml source (llama-cpp-python 0.3.36 sdist -> vendor/llama.cpp),
 #      downloaded once into the cache, sha256-verified, extracted;
 #   4. with --build: every ISA build of the pinned tree (otherwise the first
@@ -61,7 +61,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing rvvdiff and its dependencies into .venv"
-  .venv/bin/pip install -q --disable-pip-version-check -e . 2>&1 | grep -v "^WARNING: Location" || true
+  .venv/bin/pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
   .venv/bin/python -c "import harness, hypothesis, numpy, ml_dtypes, xdist, gguf, ziglang" \
     || { echo "setup: the venv is incomplete after pip install" >&2; exit 1; }
   echo "$want" > "$stamp"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The project's own tests (harness, oracles, planted bugs).  Sets up whatever is
+# The project's own tests (house style, harness, oracles, planted bugs).  Sets up whatever is
 # missing first.  Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/setup.sh
+.venv/bin/ruff check .   # the house style (pyproject.toml [tool.ruff])
 exec .venv/bin/pytest tests -rs "$@"

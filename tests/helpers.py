@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.build import toolchain
+from harness.build.builds import Build, ensure_built
 from harness.core import config
 from harness.emulators import pool
 from harness.ggml import source
-from harness.build import toolchain
-from harness.build.builds import Build, ensure_built
 
 ROOT = Path(__file__).resolve().parent.parent
 

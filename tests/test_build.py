@@ -9,15 +9,29 @@ import subprocess
 import sys
 from pathlib import Path
 
+import helpers
 import pytest
 
-from harness.core import config
-from harness.ggml import mutants, source
-from harness.build.builds import BuildError, IsaUnavailable, _cmake_options, _server_objects, adapter_kernels, build_dir, build_key, declared_options, emulation_gap, ensure_built, march_extensions, march_extras, march_mismatch, plan_options
-from harness.core.proc import CommandError
+from harness.build.builds import (
+    BuildError,
+    IsaUnavailable,
+    _cmake_options,
+    _server_objects,
+    adapter_kernels,
+    build_dir,
+    build_key,
+    declared_options,
+    emulation_gap,
+    ensure_built,
+    march_extensions,
+    march_extras,
+    march_mismatch,
+    plan_options,
+)
 from harness.build.toolchain import compiler
-
-import helpers
+from harness.core import config
+from harness.core.proc import CommandError
+from harness.ggml import mutants, source
 
 DATA = Path(__file__).parent / "data"
 

@@ -98,7 +98,8 @@ def fix_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mutant_tree: source
     d = tmp_path / "fixes"
     d.mkdir()
     monkeypatch.setenv("RVVDIFF_FIXES_DIR", str(d))
-    _reversed(mutants.get(MUTANT), mutant_tree, d / "f16_tail.patch", header=HEADER.format(title="f16 keeps its tail", mutant=MUTANT))
+    _reversed(mutants.get(MUTANT), mutant_tree, d / "f16_tail.patch",
+              header=HEADER.format(title="f16 keeps its tail", mutant=MUTANT))
     return d
 
 

@@ -20,10 +20,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from harness.ggml import changes, gitrev, mutants, source
-from harness.commands import gate
 from helpers import ROOT, run_suite
+
+from harness.commands import gate
+from harness.ggml import changes, gitrev, mutants, source
 
 SKIP_DIRS = ("ggml-cuda", "ggml-vulkan", "ggml-sycl", "ggml-metal", "ggml-opencl", "ggml-cann", "ggml-hexagon",
              "ggml-musa", "ggml-webgpu", "ggml-zdnn", "ggml-rpc", "ggml-blas", "ggml-hip")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.ggml import mutants
 from harness.commands.mutation import detect
+from harness.ggml import mutants
 
 #: mutant -> extra pytest arguments narrowing its selection for CI.
 FAST = {

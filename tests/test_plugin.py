@@ -72,12 +72,12 @@ def test_header_and_summary(pytester: pytest.Pytester) -> None:
 
 @pytest.mark.parametrize("options, examples", [([], 25), (["--thorough"], 200), (["--thorough", "--max-examples", "7"], 7)])
 def test_example_budget(pytester: pytest.Pytester, options: list[str], examples: int) -> None:
-    pytester.makepyfile(test_budget="""
+    pytester.makepyfile(test_budget=f"""
 from hypothesis import settings
 
 def test_budget():
-    assert settings().max_examples == %d
-""" % examples)
+    assert settings().max_examples == {examples}
+""")
     r = pytester.runpytest_subprocess("--vlen", "128", "--isa", "zvfh", *options, "-p", "no:cacheprovider")
     r.assert_outcomes(passed=1)
     assert f"examples per test: {examples}" in r.stdout.str()

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from helpers import pinned_build, server
 
+from harness.build import toolchain
 from harness.core import config
 from harness.emulators import pool
-from harness.build import toolchain
 from harness.emulators.protocol import In, InOut, Out
 
 

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from helpers import pinned_build, run_suite
 
-from harness.ggml import mutants, source
+from harness.core.config import STRESS_PROPS
 from harness.emulators import pool, spike
 from harness.emulators import protocol as P
-from harness.core.config import STRESS_PROPS
+from harness.ggml import mutants, source
 from harness.report.replay import Replay, spike_verdict
 
 WHY_NOT = spike.available()
@@ -206,8 +206,8 @@ def test_spike_verdicts(q, s, stress, plain, words) -> None:
 
 def test_spike_check_reads_each_reproducer() -> None:
     """Every entry of known_failures.toml names a test (and a tree) spike-check can run."""
-    from harness.ggml import known
     from harness.commands import spikecheck
+    from harness.ggml import known
     trees = {"2026-08-21": "/trees/a", "2026-02-27": "/trees/b"}
     for e in known.load():
         nodeid, src, why = spikecheck.reproducer_target(e, trees)

@@ -10,11 +10,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import run_suite
 
 from harness.build import bindings
 from harness.ggml import csource, source, tree
-
-from helpers import run_suite
 
 OLD_TREE = "llama-cpp-python==0.3.20"
 
@@ -46,7 +45,8 @@ SAMPLE = textwrap.dedent("""\
     template <> int repack<block_q4_0, 1, 16>(struct t * x, const void * d, size_t n) { return 0; }
     }
     #endif
-    enum ggml_type { GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, /* GGML_TYPE_Q4_2 = 4, removed */ GGML_TYPE_Q8_0 = 8, GGML_TYPE_X, GGML_TYPE_COUNT };
+    enum ggml_type { GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, /* GGML_TYPE_Q4_2 = 4, removed */
+                     GGML_TYPE_Q8_0 = 8, GGML_TYPE_X, GGML_TYPE_COUNT };
     void declared_only(int a, float (*cb)(int));
     """)
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from harness.build.toolchain import SERVER_DIR
 from harness.ggml import csource, tree
 from harness.ggml.source import GgmlSource
-from harness.build.toolchain import SERVER_DIR
 
 HEADER = "rvvdiff_tree.h"
 

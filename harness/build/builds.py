@@ -34,10 +34,10 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.build.toolchain import QEMU_PROPERTIES, SERVER_DIR, Compiler, compiler, qemu
 from harness.core.config import CMAKE_OWN, COMMON_CMAKE, IsaBuild, cache_dir, locked
 from harness.core.proc import CommandError, run
 from harness.ggml.source import GgmlSource
-from harness.build.toolchain import QEMU_PROPERTIES, SERVER_DIR, Compiler, compiler, qemu
 
 
 class BuildError(RuntimeError):
@@ -114,7 +114,7 @@ def is_adapter(src: Path) -> bool:
 _KERNEL = re.compile(r'^\s*RVVDIFF_KERNEL\(\s*"([^"]+)"', re.M)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _kernels_of(path: Path, mtime_ns: int) -> tuple[str, ...]:
     return tuple(_KERNEL.findall(path.read_text(errors="replace")))
 
@@ -250,7 +250,7 @@ def march_extras(isa: IsaBuild, march: str | None) -> tuple[str, ...]:
     return tuple(sorted(exts - _BASE - set(isa.extensions)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _qemu_knows(path: str, extension: str) -> bool:
     from harness.build.toolchain import _probe_binary
 

@@ -73,7 +73,7 @@ def _zig_binary() -> Path:
         import ziglang  # type: ignore[import-untyped]
     except ImportError:
         raise ToolchainError("the ziglang package is not installed: run ci/setup.sh "
-                             "(or `pip install ziglang==0.17.1`), or name a compiler with RVVDIFF_CC/RVVDIFF_CXX")
+                             "(or `pip install ziglang==0.17.1`), or name a compiler with RVVDIFF_CC/RVVDIFF_CXX") from None
     zig = Path(ziglang.__file__).parent / "zig"
     if not zig.exists():
         raise ToolchainError(f"ziglang is installed but {zig} is missing; reinstall it: pip install --force-reinstall ziglang")
@@ -87,13 +87,14 @@ def _write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
     tmp.replace(path)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiler() -> Compiler:
     """The cross compiler: ``$RVVDIFF_CC``/``$RVVDIFF_CXX`` if set, else zig's clang behind a wrapper."""
     user_cc, user_cxx = os.environ.get("RVVDIFF_CC"), os.environ.get("RVVDIFF_CXX")
     if user_cc or user_cxx:
         if not (user_cc and user_cxx):
-            raise ToolchainError("set both RVVDIFF_CC and RVVDIFF_CXX (e.g. riscv64-linux-gnu-gcc-14 and riscv64-linux-gnu-g++-14)")
+            raise ToolchainError("set both RVVDIFF_CC and RVVDIFF_CXX "
+                                 "(e.g. riscv64-linux-gnu-gcc-14 and riscv64-linux-gnu-g++-14)")
         for tool in (user_cc, user_cxx):
             if shutil.which(tool) is None:
                 raise ToolchainError(f"compiler {tool!r} (from RVVDIFF_CC/RVVDIFF_CXX) is not on PATH")
@@ -166,7 +167,7 @@ def _probe_binary() -> Path:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def qemu() -> Qemu:
     """Find qemu-riscv64 (``$RVVDIFF_QEMU`` or PATH), read its version and probe its -cpu properties.
 

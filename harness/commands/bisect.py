@@ -50,10 +50,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.ggml import gitrev
-from harness.report.ids import parse_id, replay_argv
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT, VLENS, cache_dir
 from harness.core.proc import own_session_env
+from harness.ggml import gitrev
+from harness.report.ids import parse_id, replay_argv
 
 ROOT = PROJECT_ROOT
 SLOT = "bisect"

@@ -6,14 +6,13 @@ import argparse
 import sys
 import time
 
-from harness.ggml import mutants
 from harness.build import toolchain
 from harness.build.builds import BuildError, IsaUnavailable, adapter_kernels, emulation_gap, ensure_built
+from harness.build.toolchain import SERVER_DIR
 from harness.core.config import ISA_BUILDS, selection_type
 from harness.core.proc import CommandError
+from harness.ggml import mutants
 from harness.ggml.source import SourceError, resolve
-from harness.build.toolchain import SERVER_DIR
-
 
 _isas = selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", argparse.ArgumentTypeError)
 

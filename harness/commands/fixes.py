@@ -51,10 +51,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.ggml import known, patches
-from harness.emulators import pool
-from harness.core.config import PROJECT_ROOT, ISA_BUILDS
+from harness.core.config import ISA_BUILDS, PROJECT_ROOT
 from harness.core.proc import own_session_env
+from harness.emulators import pool
+from harness.ggml import known, patches
 from harness.ggml.source import GgmlSource, resolve
 
 FIXES_DIR = PROJECT_ROOT / "fixes"
@@ -186,9 +186,9 @@ def verify(fix: Fix, source: GgmlSource, out: Path, pytest_args: list[str], *, f
 def bench(fix: Fix, source: GgmlSource, out: Path, pytest_args: list[str]) -> list[dict[str, Any]]:
     """Per bench test (VLEN x ISA build of the selection, stress off): the largest call drawn on the
     patched tree, timed inside the server on the tree and on the patched tree."""
-    from harness.commands.bench import _collect
     from harness.build.builds import ensure_built
     from harness.build.toolchain import qemu
+    from harness.commands.bench import _collect
 
     if not fix.bench:
         return []
@@ -297,7 +297,8 @@ def summary_md(source: GgmlSource, standings: list[Standing], checks: dict[str, 
         if c:
             lines += [f"- result: **{c['result']}**; gate summary: {c['summary']}",
                       f"- changed: {', '.join(c['changes'])}",
-                      "- runs: " + "; ".join(f"{k} {r['ran']} ran of {r['tests']} in {r['seconds']:.0f} s" for k, r in c["runs"].items())]
+                      "- runs: " + "; ".join(f"{k} {r['ran']} ran of {r['tests']} in {r['seconds']:.0f} s"
+                                            for k, r in c["runs"].items())]
             lines += [f"- problem: {p}" for p in c["problems"]]
             lines += [f"- fixed: `{n}`" for n in c["fixed"][:40]]
             if len(c["fixed"]) > 40:

@@ -57,11 +57,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.ggml import changes, gitrev, known
 from harness.core.config import PROJECT_ROOT
 from harness.core.proc import own_session_env
-from harness.report.ids import parse_id, replay_argv
+from harness.ggml import changes, gitrev, known
 from harness.ggml.source import SourceError, resolve
+from harness.report.ids import parse_id, replay_argv
 
 ROOT = PROJECT_ROOT
 LISTS = ("regression", "new kernel failing", "pre-existing", "fixed")
@@ -453,7 +453,8 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
     uncovered += [n for n in untested(cov, head.results) if n not in allow_uncovered and n not in uncovered]
     seconds["total"] = time.perf_counter() - t0
     runs = {r.name: {"tree": r.tree, "report_dir": str(r.report_dir), "seconds": r.seconds, "exit": r.exit,
-                     "tests": len(r.results), "ran": sorted(n for n, x in r.results.items() if x["outcome"] in ("passed", "failed"))}
+                     "tests": len(r.results),
+                     "ran": sorted(n for n, x in r.results.items() if x["outcome"] in ("passed", "failed"))}
             for r in (head, base, again) if r}
     return Verdict(head_src.describe(), f"{base_src.describe()} ({base_how})", lines, cov.get("changes", []),
                    cov.get("covers", {}), cov.get("owns", {}), uncovered,
@@ -475,7 +476,8 @@ def write(v: Verdict, out: Path) -> Path:
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
-        prog="rvvdiff gate", allow_abbrev=False, description="Judge a HEAD tree against its BASE: regressions and failing new kernels "
+        prog="rvvdiff gate", allow_abbrev=False,
+        description="Judge a HEAD tree against its BASE: regressions and failing new kernels "
         "block, pre-existing failures do not, fixes are named; the tests that reach a change run at the thorough "
         "budget. Options rvvdiff gate does not know go to pytest (e.g. --vlen 512 --isa zvfh, -k ...).")
     p.add_argument("head", help="the tree under review: a llama.cpp or ggml checkout")

@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.ggml import mutants
 from harness.build.builds import BuildError, ensure_built
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT
-from harness.report.ids import parse_id
+from harness.ggml import mutants
 from harness.ggml.source import resolve
+from harness.report.ids import parse_id
 
 ROOT = PROJECT_ROOT
 

@@ -1,8 +1,10 @@
 """`rvvdiff repro`: replay a failure report, optionally as a standalone C reproducer."""
 
 from __future__ import annotations
+
 import shlex
 from pathlib import Path
+
 from harness.report.failure import load_case
 from harness.report.replay import replay_on, side_by_side, spike_verdict
 from harness.report.reproducer import c_reproducer, upstream_reproducer
@@ -13,11 +15,11 @@ def main_repro(argv: list[str]) -> int:
     import argparse
 
     from harness.build.builds import ensure_built, link_objects
+    from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler, qemu
     from harness.core.config import ISA_BUILDS
-    from harness.ggml.source import resolve
     from harness.emulators.spike import emulator as emulator_named
     from harness.emulators.spike import spike_link_args
-    from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler, qemu
+    from harness.ggml.source import resolve
 
     p = argparse.ArgumentParser(prog="rvvdiff repro", description=main_repro.__doc__)
     p.add_argument("report", type=Path, help="a directory under <report-dir>/cases/ (or its case.json)")

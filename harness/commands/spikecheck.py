@@ -32,11 +32,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.ggml import known
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT
-from harness.report.replay import Replay, replay_on, spike_verdict
+from harness.ggml import known
 from harness.report.failure import load_case
 from harness.report.ids import replay_argv
+from harness.report.replay import Replay, replay_on, spike_verdict
 
 _PLACEHOLDER = re.compile(r"<ggml tree of ([^>]+)>")
 
@@ -88,9 +88,9 @@ def check(entry: known.Known, trees: dict[str, str], work: Path, max_examples: i
     stress = case.data["target"]["stress"]
     on_spike = None if stress else pytest(out / "spike", "--emulator", "spike")
     from harness.build.builds import ensure_built
-    from harness.ggml.source import resolve
-    from harness.emulators.spike import spike
     from harness.build.toolchain import qemu
+    from harness.emulators.spike import spike
+    from harness.ggml.source import resolve
 
     t = case.data["target"]
     build = ensure_built(resolve(src), ISA_BUILDS[t["isa"]])

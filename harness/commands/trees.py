@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.build import builds as build
-from harness.ggml import source
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT
+from harness.ggml import source
 
 ROOT = PROJECT_ROOT
 

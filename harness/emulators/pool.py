@@ -27,11 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.emulators import protocol as P
 from harness.build.builds import Build
-from harness.core.config import STRESS_PROPS
-from harness.emulators.spike import Spike, server_for, symbolize
 from harness.build.toolchain import Qemu
+from harness.core.config import STRESS_PROPS
+from harness.emulators import protocol as P
+from harness.emulators.spike import Spike, server_for, symbolize
 
 
 class KernelFailure(AssertionError):

@@ -33,9 +33,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler, qemu
 from harness.core.config import SPIKE_VLENS, STRESS_PROPS, locked
 from harness.core.proc import run
-from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler, qemu
 
 #: Spike's memory (``-m<base>:<size>``) and where the server is linked: below 2 GiB because ggml is
 #: compiled for the medlow code model; above Spike's devices (the runtime's MEM_BASE / MEM_END).
@@ -103,7 +103,7 @@ def _binary() -> str:
     raise SpikeUnavailable(f"Spike is not installed: {INSTALL}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def spike() -> Spike:
     """Find Spike and check that it can start (it needs ``dtc``); raise :class:`SpikeUnavailable`."""
     path = _binary()

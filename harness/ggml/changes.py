@@ -40,8 +40,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from harness.ggml import csource
 from harness.core.config import ISA_BUILDS
+from harness.ggml import csource
 from harness.ggml.source import GgmlSource, _hashed_files
 from harness.ggml.tree import _source_files
 

@@ -85,6 +85,14 @@ class _Unsupported(ValueError):
     pass
 
 
+
+#: C's binary operators on the integers of a preprocessor expression (division by zero taken as 0).
+_BINARY = {"||": lambda v, w: int(bool(v) or bool(w)), "&&": lambda v, w: int(bool(v) and bool(w)),
+           "==": lambda v, w: int(v == w), "!=": lambda v, w: int(v != w), "<": lambda v, w: int(v < w),
+           "<=": lambda v, w: int(v <= w), ">": lambda v, w: int(v > w), ">=": lambda v, w: int(v >= w),
+           "+": lambda v, w: v + w, "-": lambda v, w: v - w, "*": lambda v, w: v * w,
+           "/": lambda v, w: v // w if w else 0, "%": lambda v, w: v % w if w else 0}
+
 def evaluate(expr: str, macros: Mapping[str, int]) -> int:
     """The value of a ``#if`` expression; raises ValueError when it cannot be evaluated."""
     toks: list[tuple[str, str]] = []
@@ -155,11 +163,7 @@ def evaluate(expr: str, macros: Mapping[str, int]) -> int:
             take()
             w = binary(level + 1)
             op = t[1]
-            v = {"||": lambda: int(bool(v) or bool(w)), "&&": lambda: int(bool(v) and bool(w)),
-                 "==": lambda: int(v == w), "!=": lambda: int(v != w), "<": lambda: int(v < w),
-                 "<=": lambda: int(v <= w), ">": lambda: int(v > w), ">=": lambda: int(v >= w),
-                 "+": lambda: v + w, "-": lambda: v - w, "*": lambda: v * w,
-                 "/": lambda: v // w if w else 0, "%": lambda: v % w if w else 0}[op]()
+            v = _BINARY[op](v, w)
         return v
 
     v = binary(0)
@@ -214,7 +218,7 @@ def preprocess(text: str, macros: Mapping[str, int] | None, path: Path = Path("?
         if d:
             kind, rest = d.group(1), d.group(2).strip()
 
-            def value(expr: str) -> bool:
+            def value(expr: str, kind: str = kind, start: int = start) -> bool:
                 if macros is None:
                     return True
                 try:
@@ -256,7 +260,7 @@ def preprocess(text: str, macros: Mapping[str, int] | None, path: Path = Path("?
                         macros[m.group(1)] = 1
             elif macros is not None and active and kind == "undef":
                 macros.pop(rest.split()[0] if rest else "", None)
-            for k in range(start, n + 1):
+            for _ in range(start, n + 1):
                 out.append("")
                 conds.append(tuple(c for _, _, c in stack))
         else:
@@ -498,7 +502,8 @@ def vlen_dispatch(body: str, callees: Iterable[str], vlens: Iterable[int] = VLEN
     var = re.search(r"(\w+)\s*=\s*__riscv_vlenb\(\)\s*\*\s*8\s*;", body)
     if var:
         # (an ``else if`` is the next link of the chain, not an else arm calling "if")
-        chain = re.findall(r"(?:if\s*\(\s*" + var.group(1) + r"\s*(>=|==|>)\s*(\d+)\s*\)|else(?!\s*if\b))\s*\{?\s*(?:return\s+)?(\w+)\s*\(", body)
+        chain = re.findall(r"(?:if\s*\(\s*" + var.group(1) + r"\s*(>=|==|>)\s*(\d+)\s*\)|else(?!\s*if\b))"
+                           r"\s*\{?\s*(?:return\s+)?(\w+)\s*\(", body)
         out: dict[int, str] = {}
         for v in vlens:
             for op, threshold, callee in chain:

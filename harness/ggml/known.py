@@ -71,8 +71,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from harness.ggml import csource
 from harness.core.config import ISA_BUILDS
+from harness.ggml import csource
 from harness.ggml.source import GgmlSource
 
 KNOWN_FILE = Path(__file__).resolve().parents[2] / "known_failures.toml"

@@ -76,7 +76,7 @@ def _hashed_files(root: Path, ggml: Path) -> list[Path]:
     return sorted(set(files))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _content_hash(root: Path, ggml: Path) -> str:
     h = hashlib.sha256()
     for p in _hashed_files(root, ggml):

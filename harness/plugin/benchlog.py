@@ -1,12 +1,15 @@
 """The per-example time log of `rvvdiff bench`."""
 
 from __future__ import annotations
+
 import hashlib
 import json
 import pickle
 from pathlib import Path
 from typing import Any
+
 import pytest
+
 from harness.check import observe
 from harness.plugin.targets import Target, session
 

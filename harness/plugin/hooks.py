@@ -8,6 +8,7 @@ VLEN or build.  Builds and servers are made lazily, in whichever process
 """
 
 from __future__ import annotations
+
 import json
 import os
 import shlex
@@ -15,25 +16,35 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
 import pytest
-from harness.plugin import budget
-from harness.ggml import known
+
+from harness.build.builds import (
+    adapter_kernels,
+    build_dir,
+    failure_marker,
+    failure_summary,
+    forget_session,
+    session_note,
+    tree_name,
+)
+from harness.build.toolchain import SERVER_DIR, describe
 from harness.check import observe
-from harness.emulators import pool
-from harness.report.failure import clear as clear_reports
-from harness.report.ids import parse_id, replay_argv
-from harness.report.failure import write_failure
-from harness.report.summary import write_summary
-from harness.build.builds import adapter_kernels, build_dir, failure_marker, failure_summary, forget_session, session_note, tree_name
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS, STRESS_PROPS, VLENS
-from harness.ggml.source import SDIST_SPEC
+from harness.emulators import pool
 from harness.emulators import spike as spike_mod
 from harness.emulators.spike import SLOWDOWN as SPIKE_SLOWDOWN
-from harness.build.toolchain import SERVER_DIR, describe
+from harness.ggml import known
+from harness.ggml.source import SDIST_SPEC
+from harness.plugin import budget
 from harness.plugin.benchlog import BenchLog
 from harness.plugin.marks import entry_points, mark_known_failures, mark_not_in_tree, requirements
 from harness.plugin.options import THOROUGH_MAX_EXAMPLES, add_options, max_examples
 from harness.plugin.targets import Target, emulator_for, reset_session, server_stats, session, session_for
+from harness.report.failure import clear as clear_reports
+from harness.report.failure import write_failure
+from harness.report.ids import parse_id, replay_argv
+from harness.report.summary import write_summary
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -1,10 +1,13 @@
 """Marks put on collected tests: not in this tree, known failures."""
 
 from __future__ import annotations
+
 import fnmatch
+
 import pytest
-from harness.ggml import known, tree
+
 from harness.core.config import ISA_BUILDS, VLENS
+from harness.ggml import known, tree
 from harness.ggml.source import GgmlSource
 
 

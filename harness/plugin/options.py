@@ -1,9 +1,10 @@
 """The plugin's command-line options and their parsers."""
 
 from __future__ import annotations
-import pytest
-from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, selection_type
 
+import pytest
+
+from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, selection_type
 
 _parse_vlen_list = selection_type("--vlen", SPIKE_VLENS, "VLENs rvvdiff can emulate: 2048 and 4096 on Spike only",
                                   pytest.UsageError)

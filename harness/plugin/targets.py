@@ -1,22 +1,25 @@
 """Targets (VLEN x ISA build x stress mode) and the session every differential test of a process shares."""
 
 from __future__ import annotations
+
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
 import pytest
+
+from harness.build.builds import Build, BuildError, BuildFailedEarlier, IsaUnavailable, emulation_gap, ensure_built, failed_reason
+from harness.build.toolchain import Qemu, ToolchainError
 from harness.check import observe
+from harness.core.config import IsaBuild
 from harness.emulators import pool
 from harness.emulators import protocol as P
-from harness.build.builds import Build, BuildError, BuildFailedEarlier, IsaUnavailable, emulation_gap, ensure_built, failed_reason
-from harness.core.config import IsaBuild
-from harness.ggml.source import GgmlSource, SourceError, resolve
 from harness.emulators import spike as spike_mod
 from harness.emulators.spike import SLOWDOWN as SPIKE_SLOWDOWN
 from harness.emulators.spike import Spike
-from harness.build.toolchain import Qemu, ToolchainError
 from harness.emulators.trace import Trace, trace_call
+from harness.ggml.source import GgmlSource, SourceError, resolve
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """The failure report a failing differential test leaves (case.json, inputs.npz, README.md)."""
 
 from __future__ import annotations
+
 import json
 import math
 import re
@@ -8,7 +9,9 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
 import numpy as np
+
 from harness.emulators import protocol as P
 from harness.report.ids import slug
 

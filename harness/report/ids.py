@@ -1,11 +1,11 @@
 """Test ids: parsing ``<kernel>-vlen<N>-<isa>[-stress]`` and the command that replays one."""
 
 from __future__ import annotations
+
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
 
 ID_RE = re.compile(r"^(?:(?P<kernel>.*)-)?vlen(?P<vlen>\d+)-(?P<isa>[a-z0-9_]+)(?P<stress>-stress)?$")
 

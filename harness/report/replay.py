@@ -1,9 +1,12 @@
 """Replaying a recorded failing call on a build and judging its outputs."""
 
 from __future__ import annotations
+
 from dataclasses import dataclass
 from typing import Any
+
 import numpy as np
+
 from harness.report.failure import Case
 
 

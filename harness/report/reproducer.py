@@ -1,10 +1,13 @@
 """Standalone C/C++ reproducers of a recorded failing call."""
 
 from __future__ import annotations
+
 import math
 from pathlib import Path
 from typing import Any
+
 import numpy as np
+
 from harness.report.failure import Case
 from harness.report.replay import decode_like
 
@@ -35,7 +38,7 @@ def c_reproducer(case: Case, path: Path) -> Path:
     # single worst element), the program does what `rvvdiff repro` does: it prints the outputs and
     # fails while they equal the recorded failing ones.
     outs = [j for j, b in enumerate(call["buffers"]) if b["kind"] != "IN"]
-    for k, (j, data) in enumerate(zip(outs, recorded)):
+    for k, data in enumerate(recorded[:len(outs)]):
         decls.append(arr(f"recorded{k}", data))
     same = " && ".join(f"memcmp(c.bufs[{j}].data(), recorded{k}, {len(data)}u) == 0"
                        for k, (j, data) in enumerate(zip(outs, recorded))) or "false"
@@ -50,7 +53,13 @@ def c_reproducer(case: Case, path: Path) -> Path:
         exp = case.arrays["expected"].reshape(-1).astype(np.float64)
         ctype = {4: "float", 8: "double"}.get(dt.itemsize)
         if ctype and dt.kind == "f":
-            decls.append(f"static const double expected[{exp.size}] = {{{','.join(repr(float(v)) if math.isfinite(v) else ('NAN' if math.isnan(v) else ('INFINITY' if v > 0 else '-INFINITY')) for v in exp)}}};")
+            def lit(v: float) -> str:
+                if math.isfinite(v):
+                    return repr(float(v))
+                return "NAN" if math.isnan(v) else ("INFINITY" if v > 0 else "-INFINITY")
+
+            lits = ",".join(lit(v) for v in exp)
+            decls.append(f"static const double expected[{exp.size}] = {{{lits}}};")
             tol = float(case.arrays["bound"]) if comp["mode"] == "bound" else 0.0
             check = (f"    const {ctype} * got = reinterpret_cast<const {ctype} *>(c.bufs[{out_buf}].data());\n"
                      f"    int bad = 0;\n"
@@ -140,8 +149,10 @@ def upstream_reproducer(case: Case, path: Path) -> Path | None:
     tol = float(case.arrays["bound"]) if comp.get("mode") == "bound" and "bound" in case.arrays else 0.0
     x, y = (case.arrays[f"buf{i}"].tobytes() for i in (0, 1))
 
+    tgt, ggml = case.data["target"], case.data["ggml"]
+    stress = ", agnostic elements written with ones (QEMU rvv_ta_all_1s / rvv_ma_all_1s)" if tgt.get("stress") else ""
     src = f"""// Reproducer: {case.data['test']}
-// ggml {case.data['ggml']['label']} commit {case.data['ggml']['commit']}; VLEN {case.data['target']['vlen']}, ISA build {case.data['target']['isa']}{', agnostic elements written with ones (QEMU rvv_ta_all_1s / rvv_ma_all_1s)' if case.data['target'].get('stress') else ''}.
+// ggml {ggml['label']} commit {ggml['commit']}; VLEN {tgt['vlen']}, ISA build {tgt['isa']}{stress}.
 // The shrunk case rvvdiff found: x is one row of ggml type {t}, y one row of its vec_dot_type, n = {n}.
 #include "ggml.h"
 #include "ggml-cpu.h"

@@ -27,16 +27,16 @@ VLEN) and ``results.json``.  JUnit XML comes from pytest's ``--junitxml``.
 """
 
 from __future__ import annotations
+
 import html
 import json
 import math
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
 from harness.report.failure import jsonable
 from harness.report.ids import parse_id
-
 
 _MARK = {"passed": "pass", "failed": "FAIL", "xfailed": "known", "xpassed": "FIXED?", "skipped": "skip",
          "error": "ERROR"}
@@ -71,7 +71,8 @@ def write_summary(report_dir: Path, results: list[dict[str, Any]], header: list[
           "|---|" + "---|" * len(columns)]
     for row in sorted(rows):
         md.append(f"| `{row}` | " + " | ".join(cell(rows[row].get(c, [])) for c in columns) + " |")
-    reasons = sorted({(r["nodeid"], r.get("reason", "")) for r in results if r["outcome"] in ("skipped", "xfailed", "failed", "error")})
+    reasons = sorted({(r["nodeid"], r.get("reason", "")) for r in results
+                      if r["outcome"] in ("skipped", "xfailed", "failed", "error")})
     if reasons:
         md += ["", "## Not passing", ""]
         md += [f"- `{n}`: {_MARK.get(next(r['outcome'] for r in results if r['nodeid'] == n), '')} {reason[:300]}"
@@ -94,7 +95,8 @@ def _html(rows, columns, header, counts, results) -> str:
             rs = rows[row].get(c, [])
             mark = ""
             if rs:
-                mark = _MARK[max(rs, key=lambda r: ["passed", "skipped", "xfailed", "xpassed", "failed", "error"].index(r["outcome"]))["outcome"]]
+                order = ["passed", "skipped", "xfailed", "xpassed", "failed", "error"]
+                mark = _MARK[max(rs, key=lambda r: order.index(r["outcome"]))["outcome"]]
             out.append(f"<td style='background:{color.get(mark, '#fff')}'>{mark}</td>")
         out.append("</tr>")
     out.append("</table>")
