@@ -1,8 +1,15 @@
 """rvvdiff: differential testing of ggml's RISC-V Vector kernels.
 
-The data flows strategy -> case -> (oracle, kernel server in QEMU) ->
-comparison -> report.  This package holds everything except the strategies
-and tests (``cases/``) and the oracles (``oracles/``): the toolchain, the ggml
-source, the builds, the kernel server protocol, the QEMU pool, the pytest
-plugin and the comparison helpers.
+The data flows strategy -> case -> (oracle, kernel server in an emulator) -> comparison -> report.
+This package holds everything except the strategies and tests (``cases/``) and the oracles
+(``oracles/``), in layers; a package imports only those above it in this list:
+
+    core       configuration, settings, errors, subprocesses
+    ggml       reading a ggml tree (sources, C reader, inventory, changes, known failures)
+    build      cross-compiling a tree and the kernel server
+    emulators  QEMU and Spike behind one interface; the server pool
+    check      comparison helpers and what a test observed
+    report     failure reports, replay, reproducers, summaries
+    plugin     the pytest plugin
+    commands   the rvvdiff command line
 """

@@ -9,6 +9,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core import settings
+
 #: VLENs QEMU can emulate and ggml's RVV kernels are written for (bits).
 VLENS: tuple[int, ...] = (128, 256, 512, 1024)
 #: VLENs on Spike (--emulator spike): QEMU's, plus 2048 and 4096, which QEMU refuses.
@@ -131,10 +133,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 def cache_dir() -> Path:
     """The harness's cache: ``$RVVDIFF_CACHE``, else ``$XDG_CACHE_HOME/rvvdiff``, else ``~/.cache/rvvdiff``."""
-    env = os.environ.get("RVVDIFF_CACHE")
-    if env:
-        p = Path(env)
-    else:
+    p = settings.path("CACHE")
+    if p is None:
         p = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rvvdiff"
     p.mkdir(parents=True, exist_ok=True)
     return p

@@ -9,13 +9,15 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from harness.core import settings
+
 log = logging.getLogger("rvvdiff")
 
 
 def own_session_env() -> dict[str, str]:
     """The environment for a pytest run started from rvvdiff (the gate's runs, a bisect step): a
     session of its own, not the caller's ``RVVDIFF_SESSION`` (build-failure markers are per session)."""
-    return {k: v for k, v in os.environ.items() if k != "RVVDIFF_SESSION"}
+    return settings.without("SESSION")
 
 
 class CommandError(RuntimeError):

