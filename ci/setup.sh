@@ -4,7 +4,7 @@
 #   1. qemu-riscv64: $RVVDIFF_QEMU, else one on PATH of version >= 10, else
 #      qemu-user from bookworm-backports (needs root and apt);
 #   2. the virtual environment .venv with rvvdiff installed from pyproject.toml
-#      (pytest, hypothesis, numpy, ml_dtypes, pytest-xdist, gguf, ziglang; ruff, mypy);
+#      (pytest, hypothesis, numpy, ml_dtypes, pytest-xdist, gguf, ziglang; ruff);
 #   3. the pinned ggml source (llama-cpp-python 0.3.36 sdist -> vendor/llama.cpp),
 #      downloaded once into the cache, sha256-verified, extracted;
 #   4. with --build: every ISA build of the pinned tree (otherwise the first
