@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT, VLENS, cache_dir
+from harness.core.errors import RvvdiffError
 from harness.core.proc import own_session_env
 from harness.ggml import gitrev
 from harness.report.ids import parse_id, replay_argv
@@ -62,7 +63,7 @@ BUDGETS = ("replay", "default", "thorough")
 CPU_DIRS = ("ggml/src/ggml-cpu", "src/ggml-cpu")
 
 
-class BisectError(RuntimeError):
+class BisectError(RvvdiffError, RuntimeError):
     """The bisect cannot start or go on; the message says what to do."""
 
 
@@ -490,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
         repo = repository(a.repo)
         good, bad = revisions(repo, a.good, a.bad)
         bs = Bisect(failure, repo, good, bad, a.out.resolve(), a.budget, extra, a.step_timeout)
-    except (BisectError, gitrev.RevisionError) as e:
+    except RvvdiffError as e:
         print(f"rvvdiff bisect: {e}", file=sys.stderr)
         return 2
     lock = _lock(repo)
@@ -500,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         bs.write("interrupted")
         print(f"\nrvvdiff bisect: interrupted; the steps so far are in {bs.out / 'bisect.json'}", file=sys.stderr)
         return 130
-    except (BisectError, gitrev.RevisionError, OSError, subprocess.SubprocessError) as e:
+    except (RvvdiffError, OSError, subprocess.SubprocessError) as e:
         bs.result["message"] = str(e)
         with contextlib.suppress(OSError):
             bs.write("error")

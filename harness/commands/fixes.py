@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT
+from harness.core.errors import UnknownName
 from harness.core.proc import own_session_env
 from harness.emulators import pool
 from harness.ggml import known, patches
@@ -106,7 +107,7 @@ def select(names: list[str]) -> list[Fix]:
     cat = catalogue()
     unknown = [n for n in names if n not in cat]
     if unknown:
-        raise KeyError(f"no fix {', '.join(unknown)}; known: {', '.join(cat) or '(none)'} (in {fixes_dir()})")
+        raise UnknownName(f"no fix {', '.join(unknown)}; known: {', '.join(cat) or '(none)'} (in {fixes_dir()})")
     return [cat[n] for n in names] if names else list(cat.values())
 
 

@@ -58,9 +58,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import PROJECT_ROOT
+from harness.core.errors import RvvdiffError
 from harness.core.proc import own_session_env
 from harness.ggml import changes, gitrev, known
-from harness.ggml.source import SourceError, resolve
+from harness.ggml.source import resolve
 from harness.report.ids import parse_id, replay_argv
 
 ROOT = PROJECT_ROOT
@@ -69,7 +70,7 @@ LISTS = ("regression", "new kernel failing", "pre-existing", "fixed")
 DEFAULT_PYTEST = ["--vlen", "all", "--isa", "all", "--rvv-stress", "both"]
 
 
-class GateError(RuntimeError):
+class GateError(RvvdiffError, RuntimeError):
     """The gate cannot judge: the message says why and what to do."""
 
 
@@ -500,7 +501,7 @@ def main(argv: list[str]) -> int:
         out = Path(a.out).resolve()
         v = gate(head_dir, base_dir, how, out, pytest_args, changed_only=a.changed_only,
                  allow_uncovered=tuple(x for x in a.allow_uncovered.split(",") if x), workers=a.workers)
-    except (GateError, gitrev.RevisionError, SourceError) as e:
+    except RvvdiffError as e:
         print(f"rvvdiff gate: {e}", file=sys.stderr)
         return 2
     path = write(v, out)

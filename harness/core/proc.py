@@ -9,6 +9,8 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from harness.core.errors import RvvdiffError
+
 log = logging.getLogger("rvvdiff")
 
 
@@ -18,7 +20,7 @@ def own_session_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "RVVDIFF_SESSION"}
 
 
-class CommandError(RuntimeError):
+class CommandError(RvvdiffError, RuntimeError):
     """A command failed or timed out; the message carries everything needed to rerun it."""
 
     def __init__(self, argv: Sequence[str], returncode: int | None, stdout: str, stderr: str,

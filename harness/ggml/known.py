@@ -72,6 +72,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from harness.core.config import ISA_BUILDS
+from harness.core.errors import RvvdiffError
 from harness.ggml import csource
 from harness.ggml.source import GgmlSource
 
@@ -93,7 +94,7 @@ def known_file() -> Path:
     return Path(os.environ.get("RVVDIFF_KNOWN_FAILURES") or KNOWN_FILE)
 
 
-class KnownFailuresError(ValueError):
+class KnownFailuresError(RvvdiffError, ValueError):
     """known_failures.toml is unreadable or an entry is malformed; the message names the entry."""
 
 
