@@ -193,9 +193,9 @@ def test_a_build_error_on_head_is_a_regression_and_base_that_cannot_build_means_
 
 
 def test_verdict_blocks_exactly_on_regressions_new_kernels_and_uncovered_changes() -> None:
-    def verdict(lists: list[str], uncovered: list[str]) -> gate.Verdict:
+    def verdict(lists: list[str], uncovered: list[str]) -> gate.GateVerdict:
         lines = [gate.Line(k, _id("q4_0"), "test_vec_dot", "q4_0", 256, "zvfh", False, "why", {}) for k in lists]
-        return gate.Verdict("h", "b", lines, [], {}, {}, uncovered, [], [], [], {}, {})
+        return gate.GateVerdict("h", "b", lines, [], {}, {}, uncovered, [], [], [], {}, {})
 
     assert not verdict([], []).blocking
     assert not verdict(["pre-existing", "fixed"], []).blocking

@@ -31,18 +31,27 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness.core.config import PROJECT_ROOT
+from harness.core.errors import RvvdiffError
 
 Results = dict[str, dict[str, Any]]  # node id -> its entry in results.json
+
+
+class SuiteTimeout(RvvdiffError, subprocess.TimeoutExpired):
+    """A run that did not finish within its timeout, for a caller that cannot go on without it
+    (:meth:`SuiteRun.check_timeout`)."""
+
+    def __str__(self) -> str:
+        return (f"pytest did not finish within {self.timeout:.0f} s (killed): {shlex.join(self.cmd)}; "
+                f"rerun it alone to see where it hangs, or give a longer timeout")
 
 
 def read_results(report_dir: Path) -> Results | None:
     """The entries of ``report_dir/results.json`` by node id (in the file's order), or None when the
     run left no readable file (it did not get to its end, or collected nothing)."""
     try:
-        entries = json.loads((Path(report_dir) / "results.json").read_text())
-    except (OSError, ValueError):
+        return {r["nodeid"]: r for r in json.loads((Path(report_dir) / "results.json").read_text())}
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    return {r["nodeid"]: r for r in entries}
 
 
 @dataclass
@@ -58,10 +67,17 @@ class SuiteRun:
     stdout: str = ""  # with output="capture"
     stderr: str = ""
     log: Path | None = None  # with output=<a file>
+    timeout: float | None = None
 
     @property
     def timed_out(self) -> bool:
         return self.exit is None
+
+    def check_timeout(self) -> SuiteRun:
+        """This run, or :class:`SuiteTimeout` if it timed out."""
+        if self.exit is None:
+            raise SuiteTimeout(self.argv, self.timeout or 0.0, self.stdout, self.stderr)
+        return self
 
     def counts(self) -> Counter[str]:
         """How many tests ended with each outcome."""
@@ -112,7 +128,8 @@ def run_suite(args: Sequence[str | os.PathLike[str]], *, report_dir: Path | None
         code = _run(argv, env, timeout, stdout=None, stderr=None)[0]
     seconds = time.perf_counter() - t0
     results = read_results(report_dir) if report_dir is not None else None
-    return SuiteRun(argv, code, seconds, report_dir, results or {}, results is not None, stdout, stderr, log)
+    return SuiteRun(argv, code, seconds, report_dir, results or {}, results is not None, stdout, stderr, log,
+                    timeout)
 
 
 def _run(argv: list[str], env: dict[str, str] | None, timeout: float | None, **streams: Any
