@@ -62,6 +62,7 @@ from harness.core.errors import RvvdiffError
 from harness.core.proc import own_session_env
 from harness.ggml import changes, gitrev, known
 from harness.ggml.source import resolve
+from harness.report.html import cells, page
 from harness.report.ids import parse_id, replay_argv, slug
 
 ROOT = PROJECT_ROOT
@@ -356,18 +357,17 @@ def summary_html(v: GateVerdict, md: str) -> str:
     rows = []
     for kind in (*LISTS,):
         for ln in v.of(kind):
-            rows.append("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in (
+            rows.append("<tr>" + cells("td", (
                 kind, ln.nodeid, ln.kernel, ln.vlen or "", ln.isa, "on" if ln.stress else "off", ln.why,
                 "\n".join(ln.known))) + "<td>" + "<br>".join(
                 f"<b>{t}</b> <code>{html.escape(c)}</code>" for t, c in ln.replay.items()) + "</td></tr>")
     for n in v.uncovered:
         rows.append(f"<tr><td>uncovered change</td><td>{html.escape(n)}</td>" + "<td></td>" * 7 + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("list", "test", "kernel", "VLEN", "ISA build", "stress", "why",
-                                              "known failure", "replay"))
-    return (f"<!doctype html><meta charset=utf-8><title>rvvdiff gate</title>"
-            f"<style>body{{font-family:sans-serif}}td{{vertical-align:top;border-top:1px solid #ccc;padding:3px}}"
-            f"code{{font-size:80%}}</style><h1>rvvdiff gate: {'BLOCKS' if v.blocking else 'passes'}</h1>"
-            f"<table><tr>{head}</tr>{''.join(rows)}</table><h2>Summary</h2><pre>{html.escape(md)}</pre>")
+    head = cells("th", ("list", "test", "kernel", "VLEN", "ISA build", "stress", "why", "known failure", "replay"))
+    return page("rvvdiff gate", "body{font-family:sans-serif}td{vertical-align:top;border-top:1px solid #ccc;padding:3px}"
+                "code{font-size:80%}", [f"<h1>rvvdiff gate: {'BLOCKS' if v.blocking else 'passes'}</h1>",
+                                        f"<table><tr>{head}</tr>{''.join(rows)}</table>",
+                                        f"<h2>Summary</h2><pre>{html.escape(md)}</pre>"])
 
 
 def resolve_base(head_dir: Path, base: str | None, target_branch: str | None) -> tuple[str, str]:
