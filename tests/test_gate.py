@@ -24,6 +24,7 @@ from helpers import ROOT, run_suite
 
 from harness.commands import gate
 from harness.ggml import changes, gitrev, mutants, source
+from harness.report.ids import slug
 
 SKIP_DIRS = ("ggml-cuda", "ggml-vulkan", "ggml-sycl", "ggml-metal", "ggml-opencl", "ggml-cann", "ggml-hexagon",
              "ggml-musa", "ggml-webgpu", "ggml-zdnn", "ggml-rpc", "ggml-blas", "ggml-hip")
@@ -117,7 +118,6 @@ def _run(name: str, results: dict[str, tuple[str, str]], cases: dict[str, dict] 
     r = gate.Run(name, f"/trees/{name}", tmp / name, tmp / f"db-{name}")
     r.results = {n: {"nodeid": n, "outcome": o, "reason": why} for n, (o, why) in results.items()}
     for n, case in (cases or {}).items():
-        from harness.report.ids import slug
         d = r.report_dir / "cases" / slug(n)
         d.mkdir(parents=True)
         (d / "case.json").write_text(json.dumps(case))
