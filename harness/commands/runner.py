@@ -1,17 +1,19 @@
 """One run of the suite started by a command, and the results it leaves.
 
-Every command that runs the differential tests (gate, bisect, fixes, trees, bench, mutants, audit,
-spike-check) starts ``python -m pytest`` from rvvdiff's root through :func:`run_suite` and reads the
-``results.json`` the plugin writes at the end of a run (harness/report/summary.py) through
-:func:`read_results`: one entry per test, ``nodeid``, ``outcome`` (passed, failed, error,
-skipped, xfailed, xpassed), ``reason`` and ``duration``, in the order the tests finished.
+Every command that runs the differential tests (gate, bisect, fixes, trees, bench, mutants,
+audit; spike-check can, with ``output="capture"`` and :meth:`SuiteRun.check_timeout`) starts
+``python -m pytest`` from rvvdiff's root through :func:`run_suite` and reads the ``results.json``
+the plugin writes at the end of a run (harness/report/summary.py) through :func:`read_results`:
+one entry per test, ``nodeid``, ``outcome`` (passed, failed, error, skipped, xfailed, xpassed),
+``reason`` and ``duration``, in the order the tests finished.
 
 Where the run's output goes is the caller's choice: ``"stream"`` (the terminal: a long run the user
 watches), ``"capture"`` (kept in :attr:`SuiteRun.stdout` / ``stderr``), or a file (the command
 line first, then everything pytest printed).  With a ``timeout`` the run gets a session of its own
 and, when it times out or the caller is interrupted, the whole session is killed (pytest and the
 emulators it started); :attr:`SuiteRun.exit` is then None.  Without one, pytest shares the caller's
-session, so Ctrl-C reaches it directly and it writes its reports before it stops.
+session (Ctrl-C reaches it as it reaches the caller, and the run is then ended like
+``subprocess.run`` ends it).
 """
 
 from __future__ import annotations
