@@ -24,6 +24,7 @@ from helpers import ROOT, run_suite
 
 from harness.commands import gate
 from harness.ggml import changes, gitrev, mutants, source
+from harness.report.ids import slug
 
 SKIP_DIRS = ("ggml-cuda", "ggml-vulkan", "ggml-sycl", "ggml-metal", "ggml-opencl", "ggml-cann", "ggml-hexagon",
              "ggml-musa", "ggml-webgpu", "ggml-zdnn", "ggml-rpc", "ggml-blas", "ggml-hip")
@@ -117,7 +118,6 @@ def _run(name: str, results: dict[str, tuple[str, str]], cases: dict[str, dict] 
     r = gate.Run(name, f"/trees/{name}", tmp / name, tmp / f"db-{name}")
     r.results = {n: {"nodeid": n, "outcome": o, "reason": why} for n, (o, why) in results.items()}
     for n, case in (cases or {}).items():
-        from harness.report.ids import slug
         d = r.report_dir / "cases" / slug(n)
         d.mkdir(parents=True)
         (d / "case.json").write_text(json.dumps(case))
@@ -193,9 +193,9 @@ def test_a_build_error_on_head_is_a_regression_and_base_that_cannot_build_means_
 
 
 def test_verdict_blocks_exactly_on_regressions_new_kernels_and_uncovered_changes() -> None:
-    def verdict(lists: list[str], uncovered: list[str]) -> gate.Verdict:
+    def verdict(lists: list[str], uncovered: list[str]) -> gate.GateVerdict:
         lines = [gate.Line(k, _id("q4_0"), "test_vec_dot", "q4_0", 256, "zvfh", False, "why", {}) for k in lists]
-        return gate.Verdict("h", "b", lines, [], {}, {}, uncovered, [], [], [], {}, {})
+        return gate.GateVerdict("h", "b", lines, [], {}, {}, uncovered, [], [], [], {}, {})
 
     assert not verdict([], []).blocking
     assert not verdict(["pre-existing", "fixed"], []).blocking

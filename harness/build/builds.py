@@ -36,11 +36,12 @@ from pathlib import Path
 
 from harness.build.toolchain import QEMU_PROPERTIES, SERVER_DIR, Compiler, compiler, qemu
 from harness.core.config import CMAKE_OWN, COMMON_CMAKE, IsaBuild, cache_dir, locked
+from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError, run
 from harness.ggml.source import GgmlSource
 
 
-class BuildError(RuntimeError):
+class BuildError(RvvdiffError, RuntimeError):
     """Configuring or compiling failed; the message has the failing command and the compiler's output."""
 
 

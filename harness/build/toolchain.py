@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.config import ISA_BUILDS, STRESS_PROPS, cache_dir, locked
+from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError, run
 
 SERVER_DIR = Path(__file__).resolve().parent.parent / "server"
 
 
-class ToolchainError(RuntimeError):
+class ToolchainError(RvvdiffError, RuntimeError):
     """A required tool is missing or unusable; the message says what to do."""
 
 

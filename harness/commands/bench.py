@@ -23,13 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from harness.commands.runner import run_suite
 from harness.core.config import PROJECT_ROOT
 from harness.report.ids import parse_id
 
@@ -49,9 +48,9 @@ REPRESENTATIVES = [
 ]
 
 
-def _collect(args: list[str]) -> list[str]:
-    cp = subprocess.run([sys.executable, "-m", "pytest", "cases", "--collect-only", "-q", *args],
-                        cwd=ROOT, capture_output=True, text=True, timeout=600)
+def collect(args: list[str]) -> list[str]:
+    """The ids of the tests of ``cases/`` that pytest collects with ``args``."""
+    cp = run_suite(["cases", "--collect-only", "-q", *args], output="capture", timeout=600).check_timeout()
     return [line.strip() for line in cp.stdout.splitlines() if "::" in line]
 
 
@@ -126,27 +125,25 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     common = ["--vlen", a.vlen, "--isa", a.isa] + (["--ggml-src", a.ggml_src] if a.ggml_src else [])
     prefixes = a.select or REPRESENTATIVES
-    ids = [i for i in _collect(common) if any(i.startswith(pre) for pre in prefixes)]
+    ids = [i for i in collect(common) if any(i.startswith(pre) for pre in prefixes)]
     if not ids:
         print("rvvdiff bench: no test matches the selection", file=sys.stderr)
         return 2
     a.out.mkdir(parents=True, exist_ok=True)
     log = a.out / "examples.jsonl"
     log.unlink(missing_ok=True)
-    t0 = time.perf_counter()
-    cp = subprocess.run([sys.executable, "-m", "pytest", *ids, *common, "--max-examples", str(a.max_examples),
-                         "--bench-log", str(log), "-p", "no:xdist", "-q", "-p", "no:cacheprovider",
-                         "--report-dir", str(a.out / "run")], cwd=ROOT, text=True, capture_output=True,
-                        env={**os.environ, "PYTHONHASHSEED": "0"})
-    wall = time.perf_counter() - t0
-    if cp.returncode not in (0, 1):
+    cp = run_suite([*ids, *common, "--max-examples", str(a.max_examples), "--bench-log", str(log), "-p", "no:xdist",
+                    "-q", "-p", "no:cacheprovider"], report_dir=a.out / "run", output="capture",
+                   env={**os.environ, "PYTHONHASHSEED": "0"})
+    wall = cp.seconds
+    if cp.exit not in (0, 1):
         print(cp.stdout[-3000:], cp.stderr[-3000:], file=sys.stderr)
-        return cp.returncode
+        return cp.exit
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     results = summarize(rows)
     meta = {"machine": f"{os.uname().nodename}, {os.cpu_count()} cores", "isa": a.isa, "vlen": a.vlen,
             "max_examples": a.max_examples, "tests": len(ids), "wall_s": round(wall, 1),
-            "pytest": cp.stdout.strip().splitlines()[-1] if cp.stdout.strip() else ""}
+            "pytest": cp.last_line()}
     (a.out / "bench.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     md = markdown(results, meta)
     (a.out / "bench.md").write_text(md)

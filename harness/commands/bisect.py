@@ -41,7 +41,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -50,7 +49,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.commands.runner import read_results, run_suite
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT, VLENS, cache_dir
+from harness.core.errors import RvvdiffError
 from harness.core.proc import own_session_env
 from harness.ggml import gitrev
 from harness.report.ids import parse_id, replay_argv
@@ -62,7 +63,7 @@ BUDGETS = ("replay", "default", "thorough")
 CPU_DIRS = ("ggml/src/ggml-cpu", "src/ggml-cpu")
 
 
-class BisectError(RuntimeError):
+class BisectError(RvvdiffError, RuntimeError):
     """The bisect cannot start or go on; the message says what to do."""
 
 
@@ -146,7 +147,7 @@ def from_test(nodeid: str, vlen: int | None, isa: str | None, stress: bool | Non
 # ------------------------------------------------------------------ one step's verdict
 
 @dataclass(frozen=True)
-class Verdict:
+class StepVerdict:
     verdict: str  # "good", "bad" or "skip"
     outcome: str  # the test's outcome in results.json, or what happened instead
     reason: str
@@ -167,28 +168,27 @@ def _failure_line(report_dir: Path, nodeid: str) -> str:
     return ""
 
 
-def verdict(report_dir: Path, nodeid: str, exit_code: int | None) -> Verdict:
+def verdict(report_dir: Path, nodeid: str, exit_code: int | None) -> StepVerdict:
     """The verdict of one step from the ``results.json`` its pytest run left in ``report_dir``
     (``exit_code`` None: the run timed out)."""
     if exit_code is None:
-        return Verdict("skip", "timeout", "the run timed out")
-    try:
-        results = json.loads((report_dir / "results.json").read_text())
-    except (OSError, ValueError):
+        return StepVerdict("skip", "timeout", "the run timed out")
+    results = read_results(report_dir)
+    if results is None:
         why = {4: "the test id is not in this tree (pytest: not found, or a usage error)",
                5: "pytest collected nothing"}.get(exit_code, "see the step's pytest.log")
-        return Verdict("skip", "no results", f"pytest exited {exit_code} without results.json: {why}")
-    r = next((r for r in results if r.get("nodeid") == nodeid), None)
+        return StepVerdict("skip", "no results", f"pytest exited {exit_code} without results.json: {why}")
+    r = results.get(nodeid)
     if r is None:
-        return Verdict("skip", "not collected", "this tree's run did not collect the test")
+        return StepVerdict("skip", "not collected", "this tree's run did not collect the test")
     outcome, reason = r.get("outcome", ""), str(r.get("reason") or "")
     if outcome in ("passed", "xpassed"):
-        return Verdict("good", outcome, reason)
+        return StepVerdict("good", outcome, reason)
     if outcome in ("failed", "xfailed"):
-        return Verdict("bad", outcome, _failure_line(report_dir, nodeid) or reason)
+        return StepVerdict("bad", outcome, _failure_line(report_dir, nodeid) or reason)
     if outcome == "error":
-        return Verdict("skip", outcome, "set-up failed (the ISA build did not build?): " + reason)
-    return Verdict("skip", outcome or "unknown", reason)
+        return StepVerdict("skip", outcome, "set-up failed (the ISA build did not build?): " + reason)
+    return StepVerdict("skip", outcome or "unknown", reason)
 
 
 # ------------------------------------------------------------------ the steps
@@ -205,12 +205,10 @@ class Step:
     dir: str  # the step's pytest.log and reports
 
 
-def pytest_argv(failure: Failure, tree: Path, db: Path, plan: Path, report_dir: Path,
-                extra: list[str]) -> list[str]:
-    """The step's pytest command (run from rvvdiff's root)."""
-    return [sys.executable, "-m", *replay_argv(
-        failure.nodeid, ggml_src=str(tree), known_failures="ignore", example_db=str(db),
-        extra=["-p", "no:cacheprovider", "--plan", str(plan), "--report-dir", str(report_dir), *extra])]
+def pytest_args(failure: Failure, tree: Path, db: Path, plan: Path, extra: list[str]) -> list[str]:
+    """The step's pytest arguments (run from rvvdiff's root, with the step's ``--report-dir``)."""
+    return replay_argv(failure.nodeid, ggml_src=str(tree), known_failures="ignore", example_db=str(db),
+                       extra=["-p", "no:cacheprovider", "--plan", str(plan), *extra])
 
 
 @dataclass
@@ -261,23 +259,8 @@ class Bisect:
         with tempfile.TemporaryDirectory(prefix="rvvdiff-bisect-") as tmp:
             db = Path(tmp) / "db"
             shutil.copytree(self.db, db)  # the run may delete examples: never the snapshot's
-            argv = pytest_argv(self.failure, tree, db, self.plan, d / "reports", self.extra)
-            env = own_session_env()
-            with open(d / "pytest.log", "w") as log:
-                log.write(f"$ cd {shlex.quote(str(ROOT))} && {shlex.join(argv)}\n")
-                log.flush()
-                proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
-                try:
-                    code: int | None = proc.wait(timeout=self.step_timeout)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)  # pytest and the QEMU servers it started
-                    proc.wait()
-                    code = None
-                except BaseException:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-                    raise
+            code = run_suite(pytest_args(self.failure, tree, db, self.plan, self.extra), report_dir=d / "reports",
+                             output=d / "pytest.log", env=own_session_env(), timeout=self.step_timeout).exit
         v = verdict(d / "reports", self.failure.nodeid, code)
         step = Step(sha, gitrev.subject(self.repo, sha), role, v.verdict, v.outcome, v.reason,
                     round(time.time() - t, 1), str(d))
@@ -490,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         repo = repository(a.repo)
         good, bad = revisions(repo, a.good, a.bad)
         bs = Bisect(failure, repo, good, bad, a.out.resolve(), a.budget, extra, a.step_timeout)
-    except (BisectError, gitrev.RevisionError) as e:
+    except RvvdiffError as e:
         print(f"rvvdiff bisect: {e}", file=sys.stderr)
         return 2
     lock = _lock(repo)
@@ -500,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         bs.write("interrupted")
         print(f"\nrvvdiff bisect: interrupted; the steps so far are in {bs.out / 'bisect.json'}", file=sys.stderr)
         return 130
-    except (BisectError, gitrev.RevisionError, OSError, subprocess.SubprocessError) as e:
+    except (RvvdiffError, OSError, subprocess.SubprocessError) as e:
         bs.result["message"] = str(e)
         with contextlib.suppress(OSError):
             bs.write("error")

@@ -44,14 +44,18 @@ import json
 import os
 import pickle
 import statistics
-import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.build.builds import ensure_built
+from harness.build.toolchain import qemu
+from harness.commands import gate
+from harness.commands.bench import collect
+from harness.commands.runner import read_results, run_suite
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT
+from harness.core.errors import UnknownName
 from harness.core.proc import own_session_env
 from harness.emulators import pool
 from harness.ggml import known, patches
@@ -106,7 +110,7 @@ def select(names: list[str]) -> list[Fix]:
     cat = catalogue()
     unknown = [n for n in names if n not in cat]
     if unknown:
-        raise KeyError(f"no fix {', '.join(unknown)}; known: {', '.join(cat) or '(none)'} (in {fixes_dir()})")
+        raise UnknownName(f"no fix {', '.join(unknown)}; known: {', '.join(cat) or '(none)'} (in {fixes_dir()})")
     return [cat[n] for n in names] if names else list(cat.values())
 
 
@@ -148,15 +152,12 @@ def standing(fix: Fix, source: GgmlSource) -> Standing:
 
 
 def verify(fix: Fix, source: GgmlSource, out: Path, pytest_args: list[str], *, full: bool, workers: str) -> dict[str, Any]:
-    from harness.commands import gate
-
     patched = patches.apply([fix], source, "fix")
     v = gate.gate(patched.root, str(source.root), f"the tree without {fix.name}", out, pytest_args,
                   changed_only=not full, also=tuple(fix.tests), workers=workers)
     gate.write(v, out)
-    head_results = json.loads((out / "head" / "results.json").read_text()) if (out / "head" / "results.json").is_file() else []
-    ran = {r["nodeid"]: r for r in head_results  # the finding's tests that ran to a verdict
-           if fix.is_finding_test(r["nodeid"]) and gate.state(r) in ("pass", "fail")}
+    ran = {n: r for n, r in (read_results(out / "head") or {}).items()  # the finding's tests that ran to a verdict
+           if fix.is_finding_test(n) and gate.state(r) in ("pass", "fail")}
     failing = sorted(n for n, r in ran.items() if gate.state(r) == "fail")
     fixed = [ln.nodeid for ln in v.of("fixed")]
     named = [n for n in fixed if fix.is_finding_test(n)]
@@ -186,10 +187,6 @@ def verify(fix: Fix, source: GgmlSource, out: Path, pytest_args: list[str], *, f
 def bench(fix: Fix, source: GgmlSource, out: Path, pytest_args: list[str]) -> list[dict[str, Any]]:
     """Per bench test (VLEN x ISA build of the selection, stress off): the largest call drawn on the
     patched tree, timed inside the server on the tree and on the patched tree."""
-    from harness.build.builds import ensure_built
-    from harness.build.toolchain import qemu
-    from harness.commands.bench import _collect
-
     if not fix.bench:
         return []
     patched = patches.apply([fix], source, "fix")
@@ -197,16 +194,14 @@ def bench(fix: Fix, source: GgmlSource, out: Path, pytest_args: list[str]) -> li
     log.parent.mkdir(parents=True, exist_ok=True)
     log.unlink(missing_ok=True)
     args = [*MATRIX, *pytest_args, "--rvv-stress", "off", "--ggml-src", str(patched.root)]
-    ids = [i for i in _collect(args) if any(i.startswith(b) for b in fix.bench)]
+    ids = [i for i in collect(args) if any(i.startswith(b) for b in fix.bench)]
     if not ids:
         raise RuntimeError(f"{fix.name}: no test matches its bench prefixes {fix.bench} in this selection")
-    argv = [sys.executable, "-m", "pytest", *ids, "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *args,
-            "--max-examples", str(BENCH_EXAMPLES), "--bench-log", str(log),
-            "--report-dir", str(out / "bench" / "run"), "--example-db", str(out / "bench" / "db"),
-            "--known-failures", "ignore"]
-    cp = subprocess.run(argv, cwd=PROJECT_ROOT, env=own_session_env(), capture_output=True, text=True)
-    if cp.returncode not in (0, 1) or not log.is_file():
-        raise RuntimeError(f"the bench run of {fix.name} did not complete (pytest exit {cp.returncode}):\n"
+    cp = run_suite([*ids, "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *args, "--max-examples", str(BENCH_EXAMPLES),
+                    "--bench-log", str(log), "--example-db", str(out / "bench" / "db"), "--known-failures", "ignore"],
+                   report_dir=out / "bench" / "run", output="capture", env=own_session_env())
+    if cp.exit not in (0, 1) or not log.is_file():
+        raise RuntimeError(f"the bench run of {fix.name} did not complete (pytest exit {cp.exit}):\n"
                            f"{cp.stdout[-2000:]}{cp.stderr[-2000:]}")
     rows = []
     pure = [json.loads(x) for x in log.read_text().splitlines() if '"kind": "pure"' in x]
@@ -244,18 +239,10 @@ def together(fixes: list[Fix], source: GgmlSource, out: Path, pytest_args: list[
     tree, ok, left = combined(fixes, source)
     applying = [v for v in known.judge(known.load(), tree) if v.applies]
     out.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "pytest", "cases", "-p", "no:cacheprovider", *MATRIX, *pytest_args,
-            "--ggml-src", str(tree.root), "--report-dir", str(out / "run"), "--junitxml", str(out / "run" / "junit.xml"),
-            "-n", workers]
-    print(f"\n=== rvvdiff fixes: all {len(ok)} applicable fixes together ({tree.root})\n    {' '.join(argv)}", flush=True)
-    t0 = time.perf_counter()
-    code = subprocess.run(argv, cwd=PROJECT_ROOT, env=own_session_env()).returncode
-    seconds = time.perf_counter() - t0
-    res = out / "run" / "results.json"
-    results = json.loads(res.read_text()) if res.is_file() else []
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+    run = run_suite(["cases", "-p", "no:cacheprovider", *MATRIX, *pytest_args, "--ggml-src", str(tree.root),
+                     "--junitxml", str(out / "run" / "junit.xml"), "-n", workers], report_dir=out / "run",
+                    env=own_session_env(), echo=f"\n=== rvvdiff fixes: all {len(ok)} applicable fixes together ({tree.root})")
+    code, seconds, counts = run.exit, run.seconds, dict(run.counts())
     problems = []
     if code != 0:
         problems.append(f"pytest exit status {code} (report: {out / 'run' / 'summary.md'})")

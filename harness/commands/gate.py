@@ -49,7 +49,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -57,11 +56,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.commands.runner import run_suite
 from harness.core.config import PROJECT_ROOT
+from harness.core.errors import RvvdiffError
 from harness.core.proc import own_session_env
 from harness.ggml import changes, gitrev, known
-from harness.ggml.source import SourceError, resolve
-from harness.report.ids import parse_id, replay_argv
+from harness.ggml.source import resolve
+from harness.report.html import cells, page
+from harness.report.ids import parse_id, replay_argv, slug
 
 ROOT = PROJECT_ROOT
 LISTS = ("regression", "new kernel failing", "pre-existing", "fixed")
@@ -69,7 +71,7 @@ LISTS = ("regression", "new kernel failing", "pre-existing", "fixed")
 DEFAULT_PYTEST = ["--vlen", "all", "--isa", "all", "--rvv-stress", "both"]
 
 
-class GateError(RuntimeError):
+class GateError(RvvdiffError, RuntimeError):
     """The gate cannot judge: the message says why and what to do."""
 
 
@@ -88,8 +90,6 @@ class Run:
 
     def case(self, nodeid: str) -> dict[str, Any] | None:
         """The failure report of ``nodeid`` in this run (case.json), if one was written."""
-        from harness.report.ids import slug
-
         p = self.report_dir / "cases" / slug(nodeid) / "case.json"
         return json.loads(p.read_text()) if p.is_file() else None
 
@@ -101,22 +101,18 @@ class Run:
 
 def _pytest(run: Run, extra: list[str], pytest_args: list[str], workers: str) -> Run:
     """Run the suite as ``run`` says; stream its output; read its results."""
-    if run.report_dir.exists():
-        shutil.rmtree(run.report_dir)
-    argv = [sys.executable, "-m", "pytest", "cases", "-p", "no:cacheprovider", *DEFAULT_PYTEST, *pytest_args,
-            "--ggml-src", run.tree, "--known-failures", "ignore", "--example-db", str(run.db),
-            "--report-dir", str(run.report_dir), "--junitxml", str(run.report_dir / "junit.xml"), *extra]
+    args = ["cases", "-p", "no:cacheprovider", *DEFAULT_PYTEST, *pytest_args, "--ggml-src", run.tree,
+            "--known-failures", "ignore", "--example-db", str(run.db), "--junitxml", str(run.report_dir / "junit.xml"),
+            *extra]
     if workers != "0" and not any(x in ("-n", "--numprocesses") or x.startswith(("-n", "--numprocesses="))
                                   for x in pytest_args):
-        argv += ["-n", workers]
-    print(f"\n=== rvvdiff gate: {run.name} ({run.tree})\n    {shlex.join(argv)}", flush=True)
-    t0 = time.perf_counter()
-    run.exit = subprocess.run(argv, cwd=ROOT, env=own_session_env()).returncode
-    run.seconds = time.perf_counter() - t0
+        args += ["-n", workers]
+    done = run_suite(args, report_dir=run.report_dir, env=own_session_env(), clean=True,
+                     echo=f"\n=== rvvdiff gate: {run.name} ({run.tree})")
+    run.exit, run.seconds = done.exit, done.seconds
     if run.exit not in (0, 1, 5):  # 5: nothing collected (a plan whose tests this selection lacks)
         raise GateError(f"the {run.name} run did not complete (pytest exit status {run.exit}); its output is above")
-    res = run.report_dir / "results.json"
-    run.results = {r["nodeid"]: r for r in json.loads(res.read_text())} if res.is_file() else {}
+    run.results = done.results
     return run
 
 
@@ -272,7 +268,7 @@ def untested(cov: dict[str, Any], results: dict[str, dict[str, Any]]) -> list[st
 
 
 @dataclass
-class Verdict:
+class GateVerdict:
     head: str
     base: str
     lines: list[Line]
@@ -304,7 +300,7 @@ def _groups(nodeids: list[str]) -> list[str]:
     return [f"{k} ({v})" for k, v in sorted(n.items())]
 
 
-def summary_md(v: Verdict) -> str:
+def summary_md(v: GateVerdict) -> str:
     status = "BLOCKS" if v.blocking else "passes"
     out = [f"# rvvdiff gate: {status}", "",
            f"- HEAD: {v.head}", f"- BASE: {v.base}",
@@ -357,22 +353,21 @@ def summary_md(v: Verdict) -> str:
     return "\n".join(out)
 
 
-def summary_html(v: Verdict, md: str) -> str:
+def summary_html(v: GateVerdict, md: str) -> str:
     rows = []
     for kind in (*LISTS,):
         for ln in v.of(kind):
-            rows.append("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in (
+            rows.append("<tr>" + cells("td", (
                 kind, ln.nodeid, ln.kernel, ln.vlen or "", ln.isa, "on" if ln.stress else "off", ln.why,
                 "\n".join(ln.known))) + "<td>" + "<br>".join(
                 f"<b>{t}</b> <code>{html.escape(c)}</code>" for t, c in ln.replay.items()) + "</td></tr>")
     for n in v.uncovered:
         rows.append(f"<tr><td>uncovered change</td><td>{html.escape(n)}</td>" + "<td></td>" * 7 + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("list", "test", "kernel", "VLEN", "ISA build", "stress", "why",
-                                              "known failure", "replay"))
-    return (f"<!doctype html><meta charset=utf-8><title>rvvdiff gate</title>"
-            f"<style>body{{font-family:sans-serif}}td{{vertical-align:top;border-top:1px solid #ccc;padding:3px}}"
-            f"code{{font-size:80%}}</style><h1>rvvdiff gate: {'BLOCKS' if v.blocking else 'passes'}</h1>"
-            f"<table><tr>{head}</tr>{''.join(rows)}</table><h2>Summary</h2><pre>{html.escape(md)}</pre>")
+    head = cells("th", ("list", "test", "kernel", "VLEN", "ISA build", "stress", "why", "known failure", "replay"))
+    return page("rvvdiff gate", "body{font-family:sans-serif}td{vertical-align:top;border-top:1px solid #ccc;padding:3px}"
+                "code{font-size:80%}", [f"<h1>rvvdiff gate: {'BLOCKS' if v.blocking else 'passes'}</h1>",
+                                        f"<table><tr>{head}</tr>{''.join(rows)}</table>",
+                                        f"<h2>Summary</h2><pre>{html.escape(md)}</pre>"])
 
 
 def resolve_base(head_dir: Path, base: str | None, target_branch: str | None) -> tuple[str, str]:
@@ -395,7 +390,7 @@ def resolve_base(head_dir: Path, base: str | None, target_branch: str | None) ->
 
 def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: list[str], *,
          changed_only: bool = False, allow_uncovered: tuple[str, ...] = (), also: tuple[str, ...] = (),
-         workers: str = "auto") -> Verdict:
+         workers: str = "auto") -> GateVerdict:
     """The three runs and the verdict.  ``also``: node-id globs that run on HEAD whatever they reach
     and on BASE whenever they ran on HEAD (a finding's tests, when a fix is judged)."""
     head_src, base_src = resolve(str(head_dir)), resolve(base_dir)
@@ -456,13 +451,13 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
                      "tests": len(r.results),
                      "ran": sorted(n for n, x in r.results.items() if x["outcome"] in ("passed", "failed"))}
             for r in (head, base, again) if r}
-    return Verdict(head_src.describe(), f"{base_src.describe()} ({base_how})", lines, cov.get("changes", []),
+    return GateVerdict(head_src.describe(), f"{base_src.describe()} ({base_how})", lines, cov.get("changes", []),
                    cov.get("covers", {}), cov.get("owns", {}), uncovered,
                    [n for n in cov.get("uncovered", []) if n in allow_uncovered],
                    diff.outside, diff.notes, seconds, runs)
 
 
-def write(v: Verdict, out: Path) -> Path:
+def write(v: GateVerdict, out: Path) -> Path:
     g = out / "gate"
     md = summary_md(v)
     (g / "summary.md").write_text(md)
@@ -500,7 +495,7 @@ def main(argv: list[str]) -> int:
         out = Path(a.out).resolve()
         v = gate(head_dir, base_dir, how, out, pytest_args, changed_only=a.changed_only,
                  allow_uncovered=tuple(x for x in a.allow_uncovered.split(",") if x), workers=a.workers)
-    except (GateError, gitrev.RevisionError, SourceError) as e:
+    except RvvdiffError as e:
         print(f"rvvdiff gate: {e}", file=sys.stderr)
         return 2
     path = write(v, out)

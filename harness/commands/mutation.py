@@ -19,24 +19,19 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from harness.build.builds import BuildError, ensure_built
+from harness.commands.runner import run_suite
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT
 from harness.ggml import mutants
 from harness.ggml.source import resolve
 from harness.report.ids import parse_id
 
 ROOT = PROJECT_ROOT
-
-
-def _pytest(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", "-q"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def _isas(args: list[str]) -> list[str]:
@@ -72,15 +67,15 @@ def detect(m: mutants.Mutant, *, max_examples: int | None, out: Path, timeout: f
                 "note": f"the mutant does not build: {str(e).splitlines()[0]}"}
     build_s = time.perf_counter() - t0
     rdir = out / m.name
-    args = [*select, "--ggml-src", str(tree.root), "--report-dir", str(rdir), "-p", "no:xdist"]
+    args = [*select, "--ggml-src", str(tree.root), "-p", "no:xdist"]
     if "--vlen" not in select:
         args += ["--vlen", "all"]
     if max_examples:
         args += ["--max-examples", str(max_examples)]
-    t1 = time.perf_counter()
-    cp = _pytest(args, timeout)
-    run_s = time.perf_counter() - t1
-    results = json.loads((rdir / "results.json").read_text()) if (rdir / "results.json").exists() else []
+    cp = run_suite([*args, "-p", "no:cacheprovider", "-q"], report_dir=rdir, output="capture",
+                   timeout=timeout).check_timeout()
+    run_s = cp.seconds
+    results = list(cp.results.values())  # in the order the tests finished
     failed = [r for r in results if r["outcome"] in ("failed", "error")]
     elapsed, first = 0.0, None
     for r in results:  # completion order of a single process
@@ -99,7 +94,7 @@ def detect(m: mutants.Mutant, *, max_examples: int | None, out: Path, timeout: f
         "vlens": vlens, "isas": isas, "shrunk_case": smallest, "time_to_detection_s": first,
         "run_s": round(run_s, 1), "build_s": round(build_s, 1), "expected_minimal": meta.get("expected-minimal", ""),
         "missed_before": meta.get("missed-before", ""),
-        "pytest": cp.stdout.strip().splitlines()[-1] if cp.stdout.strip() else cp.stderr[-300:],
+        "pytest": cp.last_line() or cp.stderr[-300:],
     }
 
 
@@ -172,15 +167,15 @@ def main_audit(argv: list[str]) -> int:
     for i in range(a.runs):
         seed = a.seed + i
         rdir = ROOT / "reports" / "audit" / f"seed{seed}"
-        t0 = time.perf_counter()
-        cp = _pytest(["cases", "-n", "auto", "--vlen", "all", "--isa", "all", "--rvv-stress", "both",
-                      f"--hypothesis-seed={seed}", "--report-dir", str(rdir), *a.pytest_args], timeout=4 * 3600)
-        results = json.loads((rdir / "results.json").read_text()) if (rdir / "results.json").exists() else []
+        cp = run_suite(["cases", "-n", "auto", "--vlen", "all", "--isa", "all", "--rvv-stress", "both",
+                        f"--hypothesis-seed={seed}", *a.pytest_args, "-p", "no:cacheprovider", "-q"], report_dir=rdir,
+                       output="capture", timeout=4 * 3600).check_timeout()
+        results = list(cp.results.values())
         bad = [r for r in results if r["outcome"] in ("failed", "error", "xpassed")]
-        rows.append({"seed": seed, "wall_s": round(time.perf_counter() - t0), "tests": len(results),
+        rows.append({"seed": seed, "wall_s": round(cp.seconds), "tests": len(results),
                      "unexplained": [(r["nodeid"], r["reason"]) for r in bad],
                      "known": sum(r["outcome"] == "xfailed" for r in results),
-                     "pytest": cp.stdout.strip().splitlines()[-1] if cp.stdout.strip() else ""})
+                     "pytest": cp.last_line()})
         print(f"seed {seed}: {len(bad)} unexplained failures; {rows[-1]['pytest']}", flush=True)
     lines = ["# False-positive audit", "",
              "The full suite (`--vlen all --isa all --rvv-stress both`) on the unmodified pinned tree, once per "

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import re
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.build import builds as build
+from harness.commands.runner import run_suite
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT
 from harness.ggml import source
 
@@ -70,16 +69,15 @@ def run_tree(tree: str, report_root: Path, pytest_args: list[str]) -> Row:
     row.described, row.builds = _builds(tree)
     slug = re.sub(r"[^\w.=-]+", "_", tree.strip("/"))[-80:]
     rdir = report_root / slug
-    cmd = [sys.executable, "-m", "pytest", "cases", "--ggml-src", tree, "--vlen", "all", "--isa", "all",
-           "--report-dir", str(rdir), "-q", "-p", "no:cacheprovider", *pytest_args]
-    with open(report_root / f"{slug}.log", "w") as log:
-        row.exit_code = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
+    log = report_root / f"{slug}.log"
+    run = run_suite(["cases", "--ggml-src", tree, "--vlen", "all", "--isa", "all", "-q", "-p", "no:cacheprovider",
+                     *pytest_args], report_dir=rdir, output=log)
+    row.exit_code = run.exit
     row.seconds = time.time() - t0
-    results = rdir / "results.json"
-    if not results.exists():
-        row.failures.append(f"no results.json (pytest exit {row.exit_code}); see {report_root / (slug + '.log')}")
+    if not run.has_results:
+        row.failures.append(f"no results.json (pytest exit {row.exit_code}); see {log}")
         return row
-    for r in json.loads(results.read_text()):
+    for r in run.results.values():
         outcome, reason = r["outcome"], r.get("reason", "") or ""
         if outcome == "skipped":
             if "not in this tree" in reason:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness.core import settings
+from harness.core.errors import RvvdiffError
 
 log = logging.getLogger("rvvdiff")
 
@@ -20,7 +21,7 @@ def own_session_env() -> dict[str, str]:
     return settings.without("SESSION")
 
 
-class CommandError(RuntimeError):
+class CommandError(RvvdiffError, RuntimeError):
     """A command failed or timed out; the message carries everything needed to rerun it."""
 
     def __init__(self, argv: Sequence[str], returncode: int | None, stdout: str, stderr: str,

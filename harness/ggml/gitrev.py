@@ -16,9 +16,10 @@ import subprocess
 from pathlib import Path
 
 from harness.core.config import cache_dir, locked
+from harness.core.errors import RvvdiffError
 
 
-class RevisionError(RuntimeError):
+class RevisionError(RvvdiffError, RuntimeError):
     """A revision that cannot be resolved or checked out; the message says what to do."""
 
 

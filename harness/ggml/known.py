@@ -72,6 +72,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from harness.core.config import ISA_BUILDS
+from harness.core.errors import RvvdiffError
 from harness.ggml import csource
 from harness.ggml.source import GgmlSource
 
@@ -93,7 +94,7 @@ def known_file() -> Path:
     return Path(os.environ.get("RVVDIFF_KNOWN_FAILURES") or KNOWN_FILE)
 
 
-class KnownFailuresError(ValueError):
+class KnownFailuresError(RvvdiffError, ValueError):
     """known_failures.toml is unreadable or an entry is malformed; the message names the entry."""
 
 
@@ -214,21 +215,21 @@ class Known:
     def matches(self, nodeid: str, emulator: str = "qemu") -> bool:
         return fnmatch.fnmatchcase(nodeid, self.test) and self.emulator in ("", emulator)
 
-    def judge(self, source: GgmlSource) -> Verdict:
+    def judge(self, source: GgmlSource) -> KnownState:
         states = tuple(FunctionState(n, f, fingerprint(source, f, n), self.fingerprints)
                        for n, f in zip(self.functions, self.files))
         missing = [s for s in states if s.current is None]
         changed = [s for s in states if s.current is not None and not s.known]
         if self.functions and not missing and not changed:
-            return Verdict(self, True, "fingerprint",
+            return KnownState(self, True, "fingerprint",
                            "the fingerprint" + ("s match" if len(states) > 1 else " matches"), states)
         if self.names_tree(source):
-            return Verdict(self, True, "listed", f"the tree is named by ggml = {list(self.ggml)}", states)
+            return KnownState(self, True, "listed", f"the tree is named by ggml = {list(self.ggml)}", states)
         if not self.functions:
-            return Verdict(self, False, "unlisted", f"the tree is not among ggml = {list(self.ggml)}", states)
+            return KnownState(self, False, "unlisted", f"the tree is not among ggml = {list(self.ggml)}", states)
         if missing:
-            return Verdict(self, False, "missing", "; ".join(_absence(source, s.file, s.name) for s in missing), states)
-        return Verdict(self, False, "changed", "; ".join(
+            return KnownState(self, False, "missing", "; ".join(_absence(source, s.file, s.name) for s in missing), states)
+        return KnownState(self, False, "changed", "; ".join(
             f"{s.name} changed (fingerprint {s.current} here, not among the entry's)" for s in changed), states)
 
 
@@ -245,7 +246,7 @@ class FunctionState:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class KnownState:
     """Whether an entry applies to a tree, and why (``state``: fingerprint, listed, changed,
     missing, unlisted)."""
 
@@ -256,7 +257,7 @@ class Verdict:
     functions: tuple[FunctionState, ...] = ()
 
 
-def judge(entries: list[Known], source: GgmlSource) -> list[Verdict]:
+def judge(entries: list[Known], source: GgmlSource) -> list[KnownState]:
     """Every entry's verdict on ``source`` (each source file read once)."""
     return [k.judge(source) for k in entries]
 
@@ -352,7 +353,7 @@ def load(path: Path | None = None) -> list[Known]:
 
 # ------------------------------------------------------------------ rvvdiff known
 
-def describe(verdicts: list[Verdict], source: GgmlSource, path: Path) -> list[str]:
+def describe(verdicts: list[KnownState], source: GgmlSource, path: Path) -> list[str]:
     """The lines ``rvvdiff known`` prints."""
     lines = [f"known failures: {path}", f"ggml tree: {source.describe()}",
              f"fingerprints: the definitions an RVV {FINGERPRINT_BUILD} build compiles "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.core.errors import UnknownName
 from harness.ggml import patches
 from harness.ggml.patches import Patch as Mutant
 from harness.ggml.source import GgmlSource
@@ -25,7 +26,7 @@ def catalogue() -> dict[str, Mutant]:
 def get(name: str) -> Mutant:
     cat = catalogue()
     if name not in cat:
-        raise KeyError(f"no mutant {name!r}; known: {', '.join(cat) or '(none)'} (in {MUTANTS_DIR})")
+        raise UnknownName(f"no mutant {name!r}; known: {', '.join(cat) or '(none)'} (in {MUTANTS_DIR})")
     return cat[name]
 
 

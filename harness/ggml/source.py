@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.config import cache_dir, locked
+from harness.core.errors import RvvdiffError
 from harness.core.proc import run
 
 
-class SourceError(RuntimeError):
+class SourceError(RvvdiffError, RuntimeError):
     """The ggml tree is missing or unusable; the message says what to do."""
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.failure import jsonable
+from harness.report.html import page
 from harness.report.ids import parse_id
 
 _MARK = {"passed": "pass", "failed": "FAIL", "xfailed": "known", "xpassed": "FIXED?", "skipped": "skip",
@@ -83,9 +84,7 @@ def write_summary(report_dir: Path, results: list[dict[str, Any]], header: list[
 
 def _html(rows, columns, header, counts, results) -> str:
     color = {"pass": "#cfc", "FAIL": "#f99", "known": "#fd8", "FIXED?": "#f9f", "skip": "#ddd", "ERROR": "#f66"}
-    out = ["<!doctype html><meta charset=utf-8><title>rvvdiff results</title>",
-           "<style>body{font:14px sans-serif}td,th{border:1px solid #999;padding:2px 6px}"
-           "table{border-collapse:collapse}</style>", "<h1>rvvdiff results</h1><ul>"]
+    out = ["<h1>rvvdiff results</h1><ul>"]
     out += [f"<li>{html.escape(h)}</li>" for h in header]
     out.append("<li>" + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + "</li></ul>")
     out.append("<table><tr><th>test</th>" + "".join(f"<th>{html.escape(c)}<br>{v}</th>" for c, v in columns) + "</tr>")
@@ -101,7 +100,8 @@ def _html(rows, columns, header, counts, results) -> str:
         out.append("</tr>")
     out.append("</table>")
     out.append(_plot(results))
-    return "\n".join(out)
+    return page("rvvdiff results", "body{font:14px sans-serif}td,th{border:1px solid #999;padding:2px 6px}"
+                "table{border-collapse:collapse}", out, sep="\n")
 
 
 def _plot(results: list[dict[str, Any]]) -> str:
