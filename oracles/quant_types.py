@@ -267,12 +267,12 @@ def table() -> str:
              "where (a, b) come from |", "|" + "---|" * 9]
     for r in RECORDS:
         b = r.bound
-        lines.append(" | ".join([
-            f"| {r.name}", str(r.block), str(r.nbytes), ", ".join(_field(f) for f in r.fields),
-            "-" if r.max_int is None else str(r.max_int), r.vec_dot_type or "-",
-            f"({b.depth[0]}, {b.depth[1]})" if b else "-",
-            (", ".join(f"vl{v}" for v in b.variants) or "entry") if b else "-",
-            b.derivation if b else "-"]) + " |")
+        cells = [r.name, str(r.block), str(r.nbytes), ", ".join(_field(f) for f in r.fields),
+                 "-" if r.max_int is None else str(r.max_int), r.vec_dot_type or "-",
+                 f"({b.depth[0]}, {b.depth[1]})" if b else "-",
+                 (", ".join(f"vl{v}" for v in b.variants) or "one body") if b else "-",
+                 b.derivation if b else "-"]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     untested = "; ".join(f"{n}: {why}" for n, why in UNTESTED.items())
     lines.append(f"\nNot tested (no record): {untested}.")
     return "\n".join(lines) + "\n"
