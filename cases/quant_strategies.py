@@ -57,6 +57,10 @@ class Layout:
                    subscales=r.span("sub", "sub+fp16"), iq1_m_scale=bool(r.offsets("sub+fp16")))
 
 
+#: The roles of oracles/quant_types.py whose bytes these strategies write (Layout.of, weight_row,
+#: exact_pair, write_quants); a record with another role needs a drawer here first.
+ROLES = ("fp16", "fp32", "e8m0", "sub", "sub+fp16", "payload", "int8", "int16")
+
 #: Per type, from its record (iq2_xxs's 4-bit scales share uint32s with the signs: payload).
 LAYOUTS: dict[str, Layout] = {r.name: Layout.of(r) for r in QT.RECORDS}
 

@@ -71,6 +71,9 @@ def test_record_is_consistent(name: str) -> None:
     where = f"{name}'s record in oracles/quant_types.py"
     problems = [f"{where}: field {f.name} has role {f.role!r}, not one of {QT.ROLES}"
                 for f in r.fields if f.role not in QT.ROLES]
+    problems += [f"{name}: field {f.name} has role {f.role!r}, whose bytes cases/quant_strategies.py does not draw -- "
+                 "add a drawer for it (Layout, _write_scales, exact_pair's power-of-two scales) and the role to ROLES there"
+                 for f in r.fields if f.role in QT.ROLES and f.role not in QS.ROLES]
     if r.kind not in ("weight", "activation"):
         problems.append(f"{where}: kind {r.kind!r} is neither 'weight' nor 'activation'")
     g = getattr(G, name.upper(), None)
