@@ -3,7 +3,8 @@ against NumPy oracles -- the table, running and checking, the weight corpus, the
 cases, the loop levels and the coverage scan.  The tests are in cases/test_quant_dot.py.
 
 The table ``DOTS`` has one entry per record of oracles/quant_types.py with a dot product's row
-(``vec_dot_type`` and ``bound``): the numbers ``(a, b)`` below and their derivations live there.
+(``vec_dot_type`` and ``bound``): the numbers ``(a, b)`` of the rule below, per type, and their
+derivations live there.
 
 The kernels are reached as mul_mat reaches them (``ggml_get_type_traits_cpu(type)->vec_dot``);
 the scalar twin ``*_generic`` of the same build is run on the same inputs as a second opinion.

@@ -20,7 +20,12 @@ Block counts shrink towards 1 and include 2, 3, odd and even counts, long rows a
 row lengths (:func:`block_counts`); :func:`every_run_counts` gives those every run checks.  Data is
 filled by NumPy from a drawn seed (shrinks well, fast), as in ``cases/strategies.py``.
 
-Used by cases/test_quant_dot.py and, per type, by the repack family.
+Every per-type fact comes from the type's record (oracles/quant_types.py): the byte offsets of the
+float scales and sub-scales (:data:`LAYOUTS`, from the roles of its fields), the largest integer
+(exact pairs), the grid of an IQ type, an activation block's fields.  What is left per type is
+the grid-sweep encoder of each IQ type (the inverse of its decoder).
+
+Used by the quant_dot family (cases/quant_dot.py) and, per type, by the repack family.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ def test_quantize_coverage(target) -> None:
     scan = coverage_scan(tree.of(session().source))
     if scan.not_in_tree:
         observe.note("not_in_tree", "; ".join(scan.not_in_tree))
-    assert not scan.uncovered, ("RVV activation quantizers cases/test_quantize.py does not know:\n  " +
+    assert not scan.uncovered, ("RVV activation quantizers the quantize table (cases/quantize.py) does not know:\n  " +
                                 "\n  ".join(f"{u.name} ({u.where}): {u.why}" for u in scan.uncovered))
 
 
