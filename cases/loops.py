@@ -189,8 +189,8 @@ MODULES: dict[str, str] = {
     "vec_ops": "cases.test_vec_ops",
     "mul_mat": "cases.test_mul_mat",
     "flash_attn": "cases.test_flash_attn",
-    "quant_dot": "cases.quant_strategies",
-    "quantize": "cases.test_quantize",
+    "quant_dot": "cases.quant_dot",
+    "quantize": "cases.quantize",
     "repack": "cases.repack_cases",
 }
 

@@ -20,7 +20,12 @@ Block counts shrink towards 1 and include 2, 3, odd and even counts, long rows a
 row lengths (:func:`block_counts`); :func:`every_run_counts` gives those every run checks.  Data is
 filled by NumPy from a drawn seed (shrinks well, fast), as in ``cases/strategies.py``.
 
-Used by cases/test_quant_dot.py and, per type, by the repack family.
+Every per-type fact comes from the type's record (oracles/quant_types.py): the byte offsets of the
+float scales and sub-scales (:data:`LAYOUTS`, from the roles of its fields), the largest integer
+(exact pairs), the grid of an IQ type, an activation block's fields.  What is left per type is
+the grid-sweep encoder of each IQ type (the inverse of its decoder).
+
+Used by the quant_dot family (cases/quant_dot.py) and, per type, by the repack family.
 """
 
 from __future__ import annotations
@@ -31,11 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import strategies as st
 
-from cases import coverage
-from cases import loops as L
-from cases import quant_variants as V
 from cases.strategies import LONG_ROW
-from harness.ggml.tree import Tree
+from oracles import quant_tables as T
+from oracles import quant_types as QT
 from oracles import quants as Q
 
 # ------------------------------------------------------------------ layouts
@@ -52,33 +55,19 @@ class Layout:
     iq1_m_scale: bool = False  # iq1_m: the fp16 lives in the top nibbles of the scales
 
 
-LAYOUTS: dict[str, Layout] = {
-    "q4_0": Layout(fp16=(0,)),
-    "q4_1": Layout(fp16=(0, 2)),
-    "q5_0": Layout(fp16=(0,)),
-    "q5_1": Layout(fp16=(0, 2)),
-    "q8_0": Layout(fp16=(0,)),
-    "q8_1": Layout(fp16=(0, 2)),
-    "q1_0": Layout(fp16=(0,)),
-    "mxfp4": Layout(e8m0=(0,)),
-    "iq4_nl": Layout(fp16=(0,)),
-    "q2_K": Layout(fp16=(80, 82), subscales=(0, 16)),
-    "q3_K": Layout(fp16=(108,), subscales=(96, 108)),
-    "q4_K": Layout(fp16=(0, 2), subscales=(4, 16)),
-    "q5_K": Layout(fp16=(0, 2), subscales=(4, 16)),
-    "q6_K": Layout(fp16=(208,), subscales=(192, 208)),
-    "q8_K": Layout(fp32=(0,)),
-    "tq1_0": Layout(fp16=(52,)),
-    "tq2_0": Layout(fp16=(64,)),
-    "iq2_xxs": Layout(fp16=(0,)),  # the 4-bit scales share uint32s with the signs: payload
-    "iq2_xs": Layout(fp16=(0,), subscales=(66, 74)),
-    "iq2_s": Layout(fp16=(0,), subscales=(74, 82)),
-    "iq3_xxs": Layout(fp16=(0,)),
-    "iq3_s": Layout(fp16=(0,), subscales=(106, 110)),
-    "iq1_s": Layout(fp16=(0,)),
-    "iq1_m": Layout(subscales=(48, 56), iq1_m_scale=True),
-    "iq4_xs": Layout(fp16=(0,), subscales=(2, 8)),
-}
+    @classmethod
+    def of(cls, r: QT.QuantType) -> Layout:
+        """The layout a type's record (oracles/quant_types.py) declares: its fields' roles."""
+        return cls(fp16=r.offsets("fp16"), fp32=r.offsets("fp32"), e8m0=r.offsets("e8m0"),
+                   subscales=r.span("sub", "sub+fp16"), iq1_m_scale=bool(r.offsets("sub+fp16")))
+
+
+#: The roles of oracles/quant_types.py whose bytes these strategies write (Layout.of, weight_row,
+#: exact_pair, write_quants); a record with another role needs a drawer here first.
+ROLES = ("fp16", "fp32", "e8m0", "sub", "sub+fp16", "payload", "int8", "int16")
+
+#: Per type, from its record (iq2_xxs's 4-bit scales share uint32s with the signs: payload).
+LAYOUTS: dict[str, Layout] = {r.name: Layout.of(r) for r in QT.RECORDS}
 
 # ------------------------------------------------------------------ scale classes
 
@@ -247,39 +236,58 @@ def activation_row(name: str, nb: int, seed: int, classes: Sequence[str], qs_mod
     ``max_scale`` caps ``|d|`` (keeps the
     products with a huge weight scale finite); q8_1's ``d`` is also capped at 16, so that its
     ``s`` is a finite fp16 (ggml's quantizer would store inf there for larger blocks)."""
-    f = Q.fmt(name)
+    r = _activation_record(name)
     rng = np.random.default_rng(seed)
     qs = {"random": lambda k: rng.integers(-127, 128, k),
           "extreme": lambda k: np.where(rng.random(k) < 0.5, -127, 127),
           "max": lambda k: np.full(k, 127),
           "min": lambda k: np.full(k, -127),
-          "small": lambda k: rng.integers(-4, 5, k)}[qs_mode](nb * f.block).reshape(nb, f.block)
-    b = np.zeros((nb, f.nbytes), np.uint8)
-    if name == "q8_K":
+          "small": lambda k: rng.integers(-4, 5, k)}[qs_mode](nb * r.block).reshape(nb, r.block)
+    b = np.zeros((nb, r.nbytes), np.uint8)
+    lo, hi = r.field("d")
+    if hi - lo == 4:  # an fp32 d (q8_K)
         d = _fp32_scales(rng, classes, nb)
         if max_scale is not None:
             d = np.where(np.abs(d) > max_scale, np.float32(max_scale) * np.sign(d), d).astype(np.float32)
-        b[:, 0:4] = d.reshape(-1, 1).view(np.uint8)
-        b[:, 4:260] = qs.astype(np.int8).view(np.uint8)
-        b[:, 260:292] = qs.reshape(nb, 16, 16).sum(axis=2).astype("<i2").view(np.uint8)
+        b[:, lo:hi] = d.reshape(-1, 1).view(np.uint8)
+        write_quants(r, b, qs, d)
         return b
-    if name == "q8_1":  # s = d * sum(qs) must stay a finite fp16: |d| <= 65504 / (32 * 127)
+    if _has_field(r, "s"):  # s = d * sum(qs) must stay a finite fp16: |d| <= 65504 / (32 * 127)
         max_scale = min(max_scale if max_scale is not None else 16.0, 16.0)
     dbits = _fp16_scales(rng, classes, nb)
     if max_scale is not None and max_scale < 65504:
         d = dbits.view(np.float16).astype(np.float64)
         dbits = np.where(np.abs(d) > max_scale, (np.sign(d) * max_scale).astype(np.float16).view(np.uint16), dbits)
-    b[:, 0:2] = dbits.reshape(-1, 1).view(np.uint8)
-    if name == "q8_0":
-        b[:, 2:] = qs.astype(np.int8).view(np.uint8)
-    elif name == "q8_1":
-        d = dbits.view(np.float16).astype(np.float32)
-        s = (qs.sum(axis=1).astype(np.float32) * d).astype(np.float16)
-        b[:, 2:4] = s.view(np.uint16).reshape(-1, 1).view(np.uint8)
-        b[:, 4:] = qs.astype(np.int8).view(np.uint8)
-    else:
-        raise ValueError(f"{name} is not an activation type (q8_0, q8_1, q8_K)")
+    b[:, lo:hi] = dbits.reshape(-1, 1).view(np.uint8)
+    write_quants(r, b, qs, dbits.view(np.float16).astype(np.float32))
     return b
+
+
+def _activation_record(name: str) -> QT.QuantType:
+    r = QT.record(name)
+    if r.kind != "activation":
+        raise ValueError(f"{name} is not an activation type "
+                         f"({', '.join(t.name for t in QT.RECORDS if t.kind == 'activation')})")
+    return r
+
+
+def _has_field(r: QT.QuantType, name: str) -> bool:
+    return any(f.name == name for f in r.fields)
+
+
+def write_quants(r: QT.QuantType, b: np.ndarray, qs: np.ndarray, d: np.ndarray) -> None:
+    """An activation block's quants ``qs`` (``(nb, block)``) and what its record derives from
+    them: ``s = fp16(sum(qs) * d)`` (product in fp32; q8_1) and ``bsums``, the int16 sums of 16
+    consecutive quants (q8_K), as every quantizer makes them."""
+    lo, hi = r.field("qs")
+    b[:, lo:hi] = qs.astype(np.int8).view(np.uint8)
+    if _has_field(r, "s"):
+        lo, hi = r.field("s")
+        s = (qs.sum(axis=1).astype(np.float32) * np.asarray(d, np.float32)).astype(np.float16)
+        b[:, lo:hi] = s.view(np.uint16).reshape(-1, 1).view(np.uint8)
+    if _has_field(r, "bsums"):
+        lo, hi = r.field("bsums")
+        b[:, lo:hi] = qs.reshape(qs.shape[0], -1, 16).sum(axis=2).astype("<i2").view(np.uint8)
 
 
 def activation_floats(kind: str, n: int, seed: int, cap: float = 2.0 ** 20) -> np.ndarray:
@@ -298,13 +306,8 @@ def activation_floats(kind: str, n: int, seed: int, cap: float = 2.0 ** 20) -> n
 
 def quantized_activation_row(name: str, x: np.ndarray) -> np.ndarray:
     """Floats ``x`` quantized to ``name`` by the reference quantizer (oracles.quants)."""
-    if name == "q8_0":
-        return Q.quantize_q8_0(x)
-    if name == "q8_1":
-        return Q.quantize_q8_1(x)
-    if name == "q8_K":
-        return Q.quantize_q8_K(x)[0]
-    raise ValueError(f"{name} is not an activation type (q8_0, q8_1, q8_K)")
+    _activation_record(name)
+    return Q.REFERENCE_QUANTIZERS[name](x)
 
 
 # ------------------------------------------------------------------ rows and pairs
@@ -475,12 +478,7 @@ def loop_pairs(x_type: str, y_type: str) -> list[Pair]:
 #: Largest |integer part| of one element's product x_i * y_i per unit of |q_y|, per weight type
 #: (main part plus offset part, in units of the finest scale: d/8 for iq1_*, iq2_*, d/4 for
 #: iq3_xxs): the sub-scale ints times the quant range.
-_MAX_INT = {
-    "q4_0": 8, "q4_1": 15 + 1, "q5_0": 16, "q5_1": 31 + 1, "q8_0": 128, "q1_0": 1, "mxfp4": 12,
-    "iq4_nl": 127, "q2_K": 15 * 3 + 15, "q3_K": 32 * 4, "q4_K": 63 * 15 + 63, "q5_K": 63 * 31 + 63,
-    "q6_K": 128 * 32, "tq1_0": 1, "tq2_0": 2, "iq2_xxs": 31 * 43, "iq2_xs": 31 * 43, "iq2_s": 31 * 43,
-    "iq3_xxs": 31 * 62, "iq3_s": 31 * 15, "iq1_s": 15 * 8 + 15, "iq1_m": 15 * 8 + 15, "iq4_xs": 32 * 127,
-}
+_MAX_INT = {r.name: r.max_int for r in QT.RECORDS if r.max_int is not None}
 
 
 def exact_pair(x_type: str, y_type: str, nb: int, seed: int, payload: str, subscales: str) -> Pair:
@@ -516,27 +514,16 @@ def exact_pair(x_type: str, y_type: str, nb: int, seed: int, payload: str, subsc
 def exact_activation_row(name: str, nb: int, seed: int, max_q: int) -> np.ndarray:
     """An activation row whose scales are all +-2^e for one drawn e in [-4, 4] and whose quants
     lie in [-max_q, max_q]; q8_1's ``s`` is then exact too (an integer times 2^e)."""
-    f = Q.fmt(name)
+    r = _activation_record(name)
     rng = np.random.default_rng(seed)
     e = int(rng.integers(-4, 5))
-    qs = rng.integers(-max_q, max_q + 1, nb * f.block).reshape(nb, f.block)
-    y = np.zeros((nb, f.nbytes), np.uint8)
+    qs = rng.integers(-max_q, max_q + 1, nb * r.block).reshape(nb, r.block)
+    y = np.zeros((nb, r.nbytes), np.uint8)
     sgn = np.where(rng.random(nb) < 0.5, -1.0, 1.0)
-    if name == "q8_K":
-        y[:, 0:4] = (sgn * 2.0 ** e).astype(np.float32).reshape(-1, 1).view(np.uint8)
-        y[:, 4:260] = qs.astype(np.int8).view(np.uint8)
-        y[:, 260:292] = qs.reshape(-1, 16, 16).sum(axis=2).astype("<i2").view(np.uint8)
-        return y
-    d = (sgn * 2.0 ** e).astype(np.float16)
-    y[:, 0:2] = d.view(np.uint16).reshape(-1, 1).view(np.uint8)
-    off = 2
-    if name == "q8_1":
-        s = (qs.sum(axis=1) * d.astype(np.float64)).astype(np.float16)
-        y[:, 2:4] = s.view(np.uint16).reshape(-1, 1).view(np.uint8)
-        off = 4
-    elif name != "q8_0":
-        raise ValueError(f"{name} is not an activation type (q8_0, q8_1, q8_K)")
-    y[:, off:] = qs.astype(np.int8).view(np.uint8)
+    lo, hi = r.field("d")
+    d = (sgn * 2.0 ** e).astype(np.float32 if hi - lo == 4 else np.float16)
+    y[:, lo:hi] = d.reshape(-1, 1).view(np.uint8)
+    write_quants(r, y, qs, d)
     return y
 
 
@@ -576,9 +563,8 @@ def _put_u32(b: np.ndarray, off: int, v: np.ndarray) -> None:
     b[:, off:off + 4 * v.shape[1]] = np.ascontiguousarray(v.astype("<u4")).view(np.uint8)
 
 
-#: Per IQ type: (grid entries, grid references per block).
-GRID_SWEEPS = {"iq2_xxs": (256, 32), "iq2_xs": (512, 32), "iq2_s": (1024, 32), "iq3_xxs": (256, 64),
-               "iq3_s": (512, 64), "iq1_s": (2048, 32), "iq1_m": (2048, 32)}
+#: Per IQ type (every record with a grid): (grid entries, grid references per block).
+GRID_SWEEPS = {r.name: (T.GRIDS[r.grid][1], r.grid_refs) for r in QT.RECORDS if r.grid is not None}
 
 
 def grid_sweep_row(name: str, seed: int, *, subscale: int | None = None) -> np.ndarray:
@@ -641,99 +627,3 @@ def grid_sweep_row(name: str, seed: int, *, subscale: int | None = None) -> np.n
         raise ValueError(f"no grid sweep for {name!r}; known: {', '.join(GRID_SWEEPS)}")
     b[:, 0:2] = np.full((nb, 1), one, np.uint16).view(np.uint8)
     return b
-
-
-# ------------------------------------------------------------------ loop levels (cases/loops.py)
-
-#: Size variables of the quantized dot products' loops: blocks per row by block size, and the
-#: elements of one block, which fix the trip counts of the loops inside a block.
-_ROW_VARS = {"blocks of 32": 32, "blocks of 128 (q1_0)": 128, "super-blocks of 256": 256}
-
-
-def _quant_dot_drawn(vlen: int) -> dict[str, L.Drawn]:
-    """What cases/test_quant_dot.py::test_vec_dot draws at ``vlen`` (the same at every VLEN):
-    every run the block counts of :func:`every_run_counts` (:func:`edge_pairs` before the draws,
-    :func:`loop_pairs` after them), at random :func:`block_counts`; a block is always whole."""
-    out = {}
-    for var, unit in _ROW_VARS.items():
-        lo, hi = block_count_range(unit)
-        out[var] = L.Drawn(every_run_counts(unit), lo, hi)
-    out["elements of a super-block"] = L.Drawn((256,), 256, 256)
-    out["elements of a q1_0 block"] = L.Drawn((128,), 128, 128)
-    return out
-
-
-def _dot_loops() -> list[L.Loop]:
-    """The loop levels of every RVV vec_dot of arch/riscv/quants.c (pinned tree), grouped where
-    the loop structure is the same.  Row loops step in blocks (super-blocks for the K, TQ and
-    IQ types); the loops inside a block have trip counts fixed by the block size, so every
-    row crosses them (``remainder=False``)."""
-    r32, r128, r256 = real_counts(32), real_counts(128), real_counts(256)
-    sb = "elements of a super-block"
-    one = lambda v: 1  # noqa: E731 -- one block per trip
-    every = (128, 256, 512, 1024)  # the VLENs at which some kernel of a row runs that loop
-
-    def inner(kernels: str, step: int, vlens: tuple[int, ...], src: str, what: str) -> L.Loop:
-        return L.Loop(kernels, f"inside a super-block: {what}", sb, lambda v: step,
-                      remainder=False, vlens=vlens, source=f"quants.c:{src}")
-
-    return [
-        L.Loop("q4_0, q4_1, q5_0, q5_1, q8_0 (one body, every VLEN)", "row: one block per trip", "blocks of 32",
-               one, remainder=False, real=r32, source="quants.c:ggml_vec_dot_q4_0_q8_0 (and q4_1, q5_0, q5_1, q8_0)"),
-        L.Loop("iq4_nl, mxfp4 (_vl128; _vl256 at VLEN >= 256)",
-               "row: two blocks per trip, no leftover loop (known finding: odd counts drop the last block)",
-               "blocks of 32", lambda v: 2, real=r32,
-               source="quants.c:ggml_vec_dot_iq4_nl_q8_0_vl128/_vl256, ggml_vec_dot_mxfp4_q8_0_vl128/_vl256"),
-        L.Loop("q1_0 (_vl128; _vl256 at VLEN >= 256)", "row: one 128-element block per trip", "blocks of 128 (q1_0)",
-               one, remainder=False, real=r128, source="quants.c:ggml_vec_dot_q1_0_q8_0_vl128/_vl256"),
-        L.Loop("q1_0 (_vl128, _vl256)", "inside a block: 4 trips, one q8_0 block of 32 each", "elements of a q1_0 block",
-               lambda v: 32, remainder=False, source="quants.c:ggml_vec_dot_q1_0_q8_0_vl128/_vl256"),
-        L.Loop("q2_K, q3_K, q4_K, q5_K, q6_K, tq1_0, tq2_0, iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, "
-               "iq4_xs (every variant)", "row: one super-block per trip", "super-blocks of 256", one,
-               remainder=False, real=r256, source="quants.c:ggml_vec_dot_<type>_q8_K[_vlN]"),
-        inner("q2_K _vl128, _vl256; q3_K _vl128 ... _vl1024; q6_K _vl128 ... _vl1024; iq1_m _vl128, _vl256", 128,
-              every, "ggml_vec_dot_q2_K_q8_K_vl*, q3_K_vl*, q6_K_vl*, iq1_m_q8_K_vl128/_vl256",
-              "2 trips over 128-element halves (j / ib < QK_K/128)"),
-        inner("tq2_0 (_vl128; _vl256 at VLEN >= 256)", 128, every, "ggml_vec_dot_tq2_0_q8_K_vl128/_vl256",
-              "2 trips over 32 bytes of qs = 128 elements (j += 32)"),
-        inner("q4_K _vl256 (VLEN >= 256), q5_K (one body)", 64, every,
-              "ggml_vec_dot_q4_K_q8_K_vl256, ggml_vec_dot_q5_K_q8_K", "4 trips over 64-element quarters (j < QK_K/64)"),
-        inner("iq2_xxs _vl128, _vl256 (ib32 += 2); iq2_xs _vl128 (ib64); iq3_xxs _vl128, _vl256; iq4_xs _vl128", 64,
-              (128, 256), "ggml_vec_dot_iq2_xxs_q8_K_vl128/_vl256, iq2_xs_vl128, iq3_xxs_vl128/_vl256, iq4_xs_vl128",
-              "4 trips over 64 elements"),
-        inner("iq2_xs _vl256, iq3_xxs _vl512, iq4_xs _vl256", 128, (256, 512),
-              "ggml_vec_dot_iq2_xs_q8_K_vl256, iq3_xxs_vl512, iq4_xs_vl256", "2 trips over 128-element halves"),
-        inner("iq2_s: _vl128 (ib < 8), _vl256 (ib < 4), _vl512 (ib < 2); iq3_s: _vl128, _vl256, _vl512 (likewise)",
-              32, every, "ggml_vec_dot_iq2_s_q8_K_vl128/256/512, iq3_s_q8_K_vl128/256/512",
-              "8 trips over 32 elements at _vl128 (4 over 64 at _vl256, 2 over 128 at _vl512)"),
-        inner("iq2_xxs _vl512 (VLEN >= 512), iq2_xs _vl512 (VLEN >= 512), iq3_xxs _vl1024", 32, (512, 1024),
-              "ggml_vec_dot_iq2_xxs_q8_K_vl512, iq2_xs_vl512, iq3_xxs_vl1024", "8 trips over 32-element sub-blocks (j < 8)"),
-        inner("tq1_0 _vl128", 32, (128,), "ggml_vec_dot_tq1_0_q8_K_vl128",
-              "a peeled trip and t < 4 over the trits of 32 bytes (160 elements, step 32), then of 16 bytes (80, step 16)"),
-    ]
-
-
-L.register(L.Family(
-    name="quant_dot", doc="docs/quants.md", loops=_dot_loops(), drawn=_quant_dot_drawn,
-    notes=(
-        "Sizes are those of `test_vec_dot` (`edge_pairs` and `loop_pairs` every run, `pairs` at random); `test_vec_dot_exact` "
-        "checks the same counts every run up to the longest row a type can make exact (4096 elements for q6_K "
-        "and iq4_xs, 14336 for most), and `test_vec_dot_weights` rows of 1, 2, 3 and 33 (x 8 for blocks of 32) blocks.",
-        "Loops with one trip per super-block by construction are not listed: iq1_m, iq4_xs _vl512 / _vl1024 "
-        "(ib < QK_K/256); q4_K _vl128, iq1_s, iq2_s _vl1024, iq3_s ... are straight-line code per super-block. "
-        "Strip-mining with vsetvl inside a block does not occur in the dot products: every vl is a constant.",
-        "iq4_nl and mxfp4 step over block pairs without a leftover loop: the odd counts of every run (1, 3, 5) "
-        "fail there, as the known finding says (known_failures.toml; the test ids stay the same).",
-    )))
-
-
-# ------------------------------------------------------------------ coverage (cases/coverage.py)
-
-
-@coverage.register("quant_dot")
-def _coverage(inv: Tree) -> coverage.Scan:
-    """The quantized dot products' scan of the tree: its RVV ``ggml_vec_dot_<type>_<q8>`` and their
-    ``_vlN`` variants against cases/test_quant_dot.py's DOTS (:func:`cases.quant_variants.dot_coverage`)."""
-    from cases.test_quant_dot import DOTS  # the table lives with its tests, which import this module
-
-    return V.dot_coverage(inv, DOTS)

@@ -1,6 +1,6 @@
 """What the tree under test says about its RVV quantized kernels, and which variant ran.
 
-Two jobs, both for cases/test_quant_dot.py and cases/test_quantize.py:
+Two jobs, both for the quant_dot and quantize families (cases/quant_dot.py, cases/quantize.py):
 
 * **Coverage discovered from the source.**  :func:`scan` reads ``arch/riscv/quants.c`` of the
   tree under test with harness/ggml/csource.py as a ``__riscv_v`` build compiles it, and lists every
@@ -157,8 +157,14 @@ def _read(tree: Tree, family: str) -> tuple[Scan, coverage.Scan]:
     return found, out
 
 
+#: What adding a type takes (the message of an uncovered vec_dot).
+_ADD_TYPE = ("add {t}'s record to oracles/quant_types.py (block layout, largest integer, vec_dot_type {q}, and "
+             "the bound derived from the kernel's arithmetic) and its decoder to oracles/quants.py (@decoder); "
+             "tests/test_quant_types.py names whatever is still missing")
+
+
 def dot_coverage(tree: Tree, dots: Iterable) -> coverage.Scan:
-    """The ``quant_dot`` scan: ``dots`` is cases/test_quant_dot.py's DOTS (``entry``, ``name``,
+    """The ``quant_dot`` scan: ``dots`` is cases/quant_dot.py's DOTS (``entry``, ``name``,
     ``variants``, ``requires``).  Uncovered: an RVV vec_dot of the tree the table does not know,
     a VLEN variant of a known one whose arithmetic the bound was not derived from.  Not in this
     tree: a table entry whose ``requires`` the tree lacks, or that quants.c has no RVV body for."""
@@ -170,14 +176,15 @@ def dot_coverage(tree: Tree, dots: Iterable) -> coverage.Scan:
         k = known.get(e.name)
         if k is None:
             out.uncovered.append(coverage.Uncovered(
-                e.name, e.where, f"an RVV vec_dot of {t} x {e.vec_dot_type} that cases/test_quant_dot.py does not know: "
-                "add it to DOTS (with an oracle in oracles/quants.py and a derived bound)"))
+                e.name, e.where, f"an RVV vec_dot of {t} x {e.vec_dot_type} that the quant_dot table does not know: "
+                f"{_ADD_TYPE.format(t=t, q=e.vec_dot_type)}"))
             continue
         for v in sorted(e.variants, key=_vlen):
             if _vlen(v) not in k.variants:
                 out.uncovered.append(coverage.Uncovered(
                     v, e.variant_where[v], f"a VLEN variant the bound of {k.name} was not derived from: read its "
-                    "arithmetic and update the entry's depth and variants in DOTS (cases/test_quant_dot.py)"))
+                    f"arithmetic and update the bound (depth, derivation, variants) of {k.name}'s record in "
+                    "oracles/quant_types.py"))
     rvv = {e.name for e in found.dots.values() if e.rvv}
     for k in dots:
         if missing := tree.missing(k.requires):
@@ -188,7 +195,7 @@ def dot_coverage(tree: Tree, dots: Iterable) -> coverage.Scan:
 
 
 def quantizer_coverage(tree: Tree, quantizers: Iterable) -> coverage.Scan:
-    """The ``quantize`` scan: ``quantizers`` is cases/test_quantize.py's QUANTIZERS (``name``,
+    """The ``quantize`` scan: ``quantizers`` is cases/quantize.py's QUANTIZERS (``name``,
     ``requires``).  Uncovered: an RVV ``quantize_row_<q8>`` of the tree the table does not know;
     not in this tree: a table entry the tree lacks, or that quants.c has no RVV body for."""
     found, out = _read(tree, "quantize")
@@ -196,8 +203,10 @@ def quantizer_coverage(tree: Tree, quantizers: Iterable) -> coverage.Scan:
     for t, e in sorted(found.quantizers.items()):
         if e.rvv and t not in known:
             out.uncovered.append(coverage.Uncovered(
-                e.name, e.where, "an RVV activation quantizer that cases/test_quantize.py does not know: add it to "
-                "QUANTIZERS (with its oracles in oracles/quants.py)"))
+                e.name, e.where, f"an RVV activation quantizer that the quantize table does not know: add {t}'s record "
+                "(kind 'activation') to oracles/quant_types.py, its decoder and reference quantizer to oracles/quants.py "
+                f"(@decoder, REFERENCE_QUANTIZERS) and its RVV oracle to ORACLES in cases/quantize.py; "
+                "tests/test_quant_types.py names whatever is still missing"))
     for q in quantizers:
         e = found.quantizers.get(q.name)
         if missing := tree.missing(q.requires):

@@ -18,10 +18,12 @@ once to float64), the magnitude ``sum |x_i y_i|`` (per part) that error bounds s
 whether the inputs are *exact by construction* (every partial sum any kernel can form is a
 float32 number, so the result must be bit-exact).
 
-Tables (IQ grids, sign patterns, non-linear values) come from gguf-py (see ``quant_tables``).
-Nothing here imports the harness.  The public interface, also used by the repack family:
+Tables (IQ grids, sign patterns, non-linear values) come from gguf-py (see ``quant_tables``);
+block sizes, byte counts and kinds from the types' records (``quant_types``).  Nothing here
+imports the harness.  The public interface, also used by the repack family:
 
-* :data:`FORMATS` / :func:`fmt` -- block size, bytes per block, kind, per type name;
+* :data:`FORMATS` / :func:`fmt` -- block size, bytes per block, kind, per type name (every
+  record with a decoder); :func:`decoder` registers a decoder;
 * :func:`blocks` -- a raw row (``uint8``, any shape) as ``(n_blocks, block_bytes)``;
 * :func:`decode` / :func:`dequantize` -- exact decoding / float64 values;
 * :func:`dot` -- :class:`DotExpected` for a weight row against an activation row;
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import quant_tables as T
+from . import quant_types as QT
 
 QK_K = 256
 #: IQ1S_DELTA / IQ1M_DELTA: the grid shift of iq1_s / iq1_m (ggml-common.h), 1/8.
@@ -81,6 +84,21 @@ class Format:
     decode_blocks: Callable[[np.ndarray], Decoded]
 
 
+#: Decoder per type name, filled by :func:`decoder`.
+DECODERS: dict[str, Callable[[np.ndarray], Decoded]] = {}
+
+
+def decoder(name: str) -> Callable[[Callable[[np.ndarray], Decoded]], Callable[[np.ndarray], Decoded]]:
+    """Decorator: the decoder of type ``name`` (raw blocks ``(nb, nbytes)`` -> :class:`Decoded`).
+    The type's block layout is its record in oracles/quant_types.py."""
+    def deco(fn: Callable[[np.ndarray], Decoded]) -> Callable[[np.ndarray], Decoded]:
+        if name in DECODERS:
+            raise ValueError(f"two decoders for {name!r}")
+        DECODERS[name] = fn
+        return fn
+    return deco
+
+
 # ------------------------------------------------------------------ byte helpers
 
 
@@ -122,11 +140,13 @@ def _nibbles16(qs: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------ legacy 32-element formats
 
 
+@decoder("q4_0")
 def _q4_0(b: np.ndarray) -> Decoded:
     d = _f16(b, 0)
     return Decoded(_per_element(d, 32), (_nibbles16(_u8(b, 2, 16)) - 8).ravel())
 
 
+@decoder("q4_1")
 def _q4_1(b: np.ndarray) -> Decoded:
     d, m = _f16(b, 0), _f16(b, 2)
     q = _nibbles16(_u8(b, 4, 16)).ravel()
@@ -140,28 +160,34 @@ def _q5(b: np.ndarray, qh_off: int, qs_off: int) -> np.ndarray:
     return (_nibbles16(_u8(b, qs_off, 16)) | (hb << 4)).ravel()
 
 
+@decoder("q5_0")
 def _q5_0(b: np.ndarray) -> Decoded:
     return Decoded(_per_element(_f16(b, 0), 32), _q5(b, 2, 6) - 16)
 
 
+@decoder("q5_1")
 def _q5_1(b: np.ndarray) -> Decoded:
     q = _q5(b, 4, 8)
     return Decoded(_per_element(_f16(b, 0), 32), q, _per_element(_f16(b, 2), 32), np.ones_like(q), 32)
 
 
+@decoder("q8_0")
 def _q8_0(b: np.ndarray) -> Decoded:
     return Decoded(_per_element(_f16(b, 0), 32), _i8(b, 2, 32).ravel())
 
 
+@decoder("q8_1")
 def _q8_1(b: np.ndarray) -> Decoded:
     return Decoded(_per_element(_f16(b, 0), 32), _i8(b, 4, 32).ravel(), block_sums=_f16(b, 2))
 
 
+@decoder("q1_0")
 def _q1_0(b: np.ndarray) -> Decoded:
     bits = (_u8(b, 2, 16)[:, :, None] >> np.arange(8)) & 1  # element 8 * byte + bit
     return Decoded(_per_element(_f16(b, 0), 128), (2 * bits - 1).ravel())
 
 
+@decoder("mxfp4")
 def _mxfp4(b: np.ndarray) -> Decoded:
     # GGML_E8M0_TO_FP32_HALF(e) = 2^(e - 128) for every e (ggml gives 0xFF no NaN meaning).
     scale = np.ldexp(1.0, _u8(b, 0, 1)[:, 0] - 128)
@@ -169,6 +195,7 @@ def _mxfp4(b: np.ndarray) -> Decoded:
     return Decoded(_per_element(scale, 32), q.ravel())
 
 
+@decoder("iq4_nl")
 def _iq4_nl(b: np.ndarray) -> Decoded:
     return Decoded(_per_element(_f16(b, 0), 32), T.kvalues_iq4nl()[_nibbles16(_u8(b, 2, 16))].ravel())
 
@@ -178,6 +205,7 @@ def _iq4_nl(b: np.ndarray) -> Decoded:
 _E = np.arange(QK_K)
 
 
+@decoder("q2_K")
 def _q2_K(b: np.ndarray) -> Decoded:
     sc, qs = _u8(b, 0, 16), _u8(b, 16, 64)
     d, dmin = _f16(b, 80), _f16(b, 82)
@@ -196,6 +224,7 @@ def _scales_q3_K(raw: np.ndarray) -> np.ndarray:
     return low | (high << 4)
 
 
+@decoder("q3_K")
 def _q3_K(b: np.ndarray) -> Decoded:
     hmask, qs, sc = _u8(b, 0, 32), _u8(b, 32, 64), _scales_q3_K(_u8(b, 96, 12))
     k, j, l = _E // 128, (_E % 128) // 32, _E % 32
@@ -228,14 +257,17 @@ def _q45_K(b: np.ndarray, qh_off: int | None, qs_off: int) -> Decoded:
                    _per_element(dmin, QK_K), (-mn[:, sb]).ravel(), 32)
 
 
+@decoder("q4_K")
 def _q4_K(b: np.ndarray) -> Decoded:
     return _q45_K(b, None, 16)
 
 
+@decoder("q5_K")
 def _q5_K(b: np.ndarray) -> Decoded:
     return _q45_K(b, 16, 48)
 
 
+@decoder("q6_K")
 def _q6_K(b: np.ndarray) -> Decoded:
     ql, qh, sc = _u8(b, 0, 128), _u8(b, 128, 64), _i8(b, 192, 16)
     h, r = _E // 128, _E % 128
@@ -246,6 +278,7 @@ def _q6_K(b: np.ndarray) -> Decoded:
     return Decoded(_per_element(_f16(b, 208), QK_K), (sc[:, _E // 16] * q).ravel())
 
 
+@decoder("q8_K")
 def _q8_K(b: np.ndarray) -> Decoded:
     return Decoded(_per_element(_f32(b, 0), QK_K), _i8(b, 4, QK_K).ravel(),
                    bsums=np.ascontiguousarray(b[:, 260:292]).view("<i2").astype(np.int64))
@@ -254,6 +287,7 @@ def _q8_K(b: np.ndarray) -> Decoded:
 # ------------------------------------------------------------------ ternary
 
 
+@decoder("tq1_0")
 def _tq1_0(b: np.ndarray) -> Decoded:
     qs, qh = _u8(b, 0, 48), _u8(b, 48, 4)
     pow3 = np.array([1, 3, 9, 27, 81, 243], np.int64)
@@ -270,6 +304,7 @@ def _tq1_0(b: np.ndarray) -> Decoded:
     return Decoded(_per_element(_f16(b, 52), QK_K), out.ravel())
 
 
+@decoder("tq2_0")
 def _tq2_0(b: np.ndarray) -> Decoded:
     qs = _u8(b, 0, 64)
     half, l, k = _E // 128, (_E % 128) // 32, _E % 32
@@ -290,6 +325,7 @@ def _signs(sign_bytes: np.ndarray) -> np.ndarray:
     return T.sign_bits(sign_bytes).reshape(sign_bytes.shape[0], -1)
 
 
+@decoder("iq2_xxs")
 def _iq2_xxs(b: np.ndarray) -> Decoded:
     raw = _u8(b, 2, 64).reshape(-1, 8, 8)  # 8 sub-blocks: 4 grid indices, then a uint32 of signs + scale
     aux1 = _u32(b, 2, 16).reshape(-1, 8, 2)[:, :, 1]
@@ -301,6 +337,7 @@ def _iq2_xxs(b: np.ndarray) -> Decoded:
     return Decoded(_per_element(_f16(b, 0) / 8, QK_K), q.ravel())
 
 
+@decoder("iq2_xs")
 def _iq2_xs(b: np.ndarray) -> Decoded:
     q2 = _u16(b, 2, 32)  # 9-bit grid index, 7 sign bits
     sc = _u8(b, 66, 8)
@@ -311,6 +348,7 @@ def _iq2_xs(b: np.ndarray) -> Decoded:
     return Decoded(_per_element(_f16(b, 0) / 8, QK_K), q.ravel())
 
 
+@decoder("iq2_s")
 def _iq2_s(b: np.ndarray) -> Decoded:
     qs, sg, qh, sc = _u8(b, 2, 32), _u8(b, 34, 32), _u8(b, 66, 8), _u8(b, 74, 8)
     l = np.arange(32) % 4
@@ -321,6 +359,7 @@ def _iq2_s(b: np.ndarray) -> Decoded:
     return Decoded(_per_element(_f16(b, 0) / 8, QK_K), q.ravel())
 
 
+@decoder("iq3_xxs")
 def _iq3_xxs(b: np.ndarray) -> Decoded:
     q3 = _u8(b, 2, 64)
     aux = _u32(b, 66, 8)
@@ -332,6 +371,7 @@ def _iq3_xxs(b: np.ndarray) -> Decoded:
     return Decoded(_per_element(_f16(b, 0) / 4, QK_K), q.ravel())
 
 
+@decoder("iq3_s")
 def _iq3_s(b: np.ndarray) -> Decoded:
     qs, qh, sg, sc = _u8(b, 2, 64), _u8(b, 66, 8), _u8(b, 74, 32), _u8(b, 106, 4)
     i = np.arange(64)  # grid entry i: sub-block i // 8, position i % 8 (l = (i % 8) // 2)
@@ -344,6 +384,7 @@ def _iq3_s(b: np.ndarray) -> Decoded:
     return Decoded(_per_element(_f16(b, 0), QK_K), q.ravel())
 
 
+@decoder("iq1_s")
 def _iq1_s(b: np.ndarray) -> Decoded:
     qs, qh = _u8(b, 2, 32), _u16(b, 34, 8)
     l = np.arange(32) % 4
@@ -362,6 +403,7 @@ def iq1_m_scale_bits(b: np.ndarray) -> np.ndarray:
     return (sc[:, 0] >> 12) | ((sc[:, 1] >> 8) & 0xF0) | ((sc[:, 2] >> 4) & 0xF00) | (sc[:, 3] & 0xF000)
 
 
+@decoder("iq1_m")
 def _iq1_m(b: np.ndarray) -> Decoded:
     qs, qh, sc = _u8(b, 0, 32), _u8(b, 32, 16), _u16(b, 48, 4)
     i = np.arange(32)  # grid entry: sub-block ib = i // 4, l = i % 4, qh byte 2 ib + l // 2
@@ -379,6 +421,7 @@ def _iq1_m(b: np.ndarray) -> Decoded:
                    dd * IQ1_DELTA, _per_element(ls * delta, 8), 8)
 
 
+@decoder("iq4_xs")
 def _iq4_xs(b: np.ndarray) -> Decoded:
     sh, sl, qs = _u16(b, 2, 1)[:, 0], _u8(b, 4, 4), _u8(b, 8, 128)
     ib = np.arange(8)
@@ -390,33 +433,9 @@ def _iq4_xs(b: np.ndarray) -> Decoded:
 
 # ------------------------------------------------------------------ the table
 
-FORMATS: dict[str, Format] = {f.name: f for f in (
-    Format("q4_0", 32, 18, "weight", _q4_0),
-    Format("q4_1", 32, 20, "weight", _q4_1),
-    Format("q5_0", 32, 22, "weight", _q5_0),
-    Format("q5_1", 32, 24, "weight", _q5_1),
-    Format("q8_0", 32, 34, "activation", _q8_0),
-    Format("q8_1", 32, 36, "activation", _q8_1),
-    Format("q1_0", 128, 18, "weight", _q1_0),
-    Format("mxfp4", 32, 17, "weight", _mxfp4),
-    Format("iq4_nl", 32, 18, "weight", _iq4_nl),
-    Format("q2_K", QK_K, 84, "weight", _q2_K),
-    Format("q3_K", QK_K, 110, "weight", _q3_K),
-    Format("q4_K", QK_K, 144, "weight", _q4_K),
-    Format("q5_K", QK_K, 176, "weight", _q5_K),
-    Format("q6_K", QK_K, 210, "weight", _q6_K),
-    Format("q8_K", QK_K, 292, "activation", _q8_K),
-    Format("tq1_0", QK_K, 54, "weight", _tq1_0),
-    Format("tq2_0", QK_K, 66, "weight", _tq2_0),
-    Format("iq2_xxs", QK_K, 66, "weight", _iq2_xxs),
-    Format("iq2_xs", QK_K, 74, "weight", _iq2_xs),
-    Format("iq2_s", QK_K, 82, "weight", _iq2_s),
-    Format("iq3_xxs", QK_K, 98, "weight", _iq3_xxs),
-    Format("iq3_s", QK_K, 110, "weight", _iq3_s),
-    Format("iq1_s", QK_K, 50, "weight", _iq1_s),
-    Format("iq1_m", QK_K, 56, "weight", _iq1_m),
-    Format("iq4_xs", QK_K, 136, "weight", _iq4_xs),
-)}
+#: One Format per record of oracles/quant_types.py that has a decoder, in the records' order.
+FORMATS: dict[str, Format] = {r.name: Format(r.name, r.block, r.nbytes, r.kind, DECODERS[r.name])
+                              for r in QT.RECORDS if r.name in DECODERS}
 
 
 def fmt(name: str) -> Format:
@@ -424,7 +443,9 @@ def fmt(name: str) -> Format:
     try:
         return FORMATS[name]
     except KeyError:
-        raise KeyError(f"no oracle for quantization type {name!r}; known: {', '.join(FORMATS)}") from None
+        where = ("add its decoder to oracles/quants.py (@decoder)" if name in QT.BY_NAME else
+                 "add its record to oracles/quant_types.py and its decoder to oracles/quants.py")
+        raise KeyError(f"no oracle for quantization type {name!r} ({where}); known: {', '.join(FORMATS)}") from None
 
 
 def block_size(name: str) -> int:
@@ -637,6 +658,10 @@ def quantize_q8_1(x: np.ndarray, rounding: str = "half_away") -> np.ndarray:
 
 PICKS = ("first", "negative_on_tie")
 
+#: The reference quantizer (``quantize_row_<name>_ref``'s semantics) of every activation type,
+#: floats -> ``(nb, nbytes)`` blocks; filled below :func:`quantize_q8_K`.
+REFERENCE_QUANTIZERS: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
+
 
 def quantize_q8_K(x: np.ndarray, pick: str = "first") -> tuple[np.ndarray, np.ndarray]:
     """q8_K blocks of ``x`` (k % 256 == 0) as ``(nb, 292)`` uint8, and a per-block mask of the
@@ -669,3 +694,6 @@ def quantize_q8_K(x: np.ndarray, pick: str = "first") -> tuple[np.ndarray, np.nd
     out[:, 4:260] = q.astype(np.int8).view(np.uint8)
     out[:, 260:292] = q.reshape(-1, 16, 16).sum(axis=2).astype("<i2").view(np.uint8)
     return out, zero
+
+
+REFERENCE_QUANTIZERS.update({"q8_0": quantize_q8_0, "q8_1": quantize_q8_1, "q8_K": lambda x: quantize_q8_K(x)[0]})

@@ -16,7 +16,10 @@ from gguf import GGMLQuantizationType as G
 from gguf import quants as gq
 
 from cases import quant_strategies as QS
+from cases import quant_variants as V
+from harness.ggml import source
 from oracles import quant_tables as T
+from oracles import quant_types as QT
 from oracles import quants as Q
 from oracles.bounds import gamma
 
@@ -112,8 +115,6 @@ def _c_table(text: str, name: str) -> list[int]:
 
 @pytest.fixture(scope="module")
 def common_h() -> str:
-    from harness.ggml import source
-
     return (source.pinned().ggml / "src" / "ggml-common.h").read_text()
 
 
@@ -155,8 +156,7 @@ def _fraction_dot(x_name: str, x: np.ndarray, y_name: str, y: np.ndarray) -> Fra
 
 
 def _vec_dot_type(name: str) -> str:
-    return {"q4_1": "q8_1", "q5_1": "q8_1", "q4_0": "q8_0", "q5_0": "q8_0", "q8_0": "q8_0", "q1_0": "q8_0",
-            "mxfp4": "q8_0", "iq4_nl": "q8_0"}.get(name, "q8_K")
+    return QT.record(name).vec_dot_type
 
 
 @pytest.mark.parametrize("name", WEIGHTS + ["q8_0"])
@@ -191,8 +191,7 @@ def test_exact_pairs_are_exact(name: str, nb: int) -> None:
 def test_grid_sweep_reaches_every_entry(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Decode the sweep against a tagged grid (entry i holds i + 1 everywhere) with every
     sub-scale 1: the integer parts, group by group, read back 1, 2, ..., entries."""
-    grid_name = {"iq2_xxs": "iq2xxs_grid", "iq2_xs": "iq2xs_grid", "iq2_s": "iq2s_grid",
-                 "iq3_xxs": "iq3xxs_grid", "iq3_s": "iq3s_grid", "iq1_s": "iq1s_grid", "iq1_m": "iq1s_grid"}[name]
+    grid_name = QT.record(name).grid
     entries, width = T.GRIDS[grid_name][1:]
     tagged = np.repeat(np.arange(1, entries + 1, dtype=np.int64)[:, None], width, axis=1)
     real = T.grid
@@ -309,8 +308,6 @@ void quantize_row_q8_0(const float * x, void * y, long k) {
 def test_scanner_finds_new_kernels_and_dispatch(tmp_path) -> None:
     """A tree with a kernel the table does not know is seen (and so fails test_rvv_vec_dot_coverage by name);
     switch and if-chain dispatch are read per VLEN; a plain call of the generic is no RVV path."""
-    from cases import quant_variants as V
-
     (tmp_path / "arch" / "riscv").mkdir(parents=True)
     (tmp_path / "arch" / "riscv" / "quants.c").write_text(SYNTHETIC_QUANTS_C)
     found = V.scan(tmp_path)
