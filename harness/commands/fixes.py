@@ -54,6 +54,7 @@ from harness.build.toolchain import qemu
 from harness.commands import gate
 from harness.commands.bench import collect
 from harness.commands.runner import read_results, run_suite
+from harness.core import settings
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT
 from harness.core.errors import UnknownName
 from harness.core.proc import own_session_env
@@ -66,7 +67,7 @@ FIXES_DIR = PROJECT_ROOT / "fixes"
 
 def fixes_dir() -> Path:
     """``$RVVDIFF_FIXES_DIR`` if set (the project's tests use their own), else ``fixes/``."""
-    return Path(os.environ.get("RVVDIFF_FIXES_DIR") or FIXES_DIR)
+    return settings.path("FIXES_DIR") or FIXES_DIR
 
 #: The main job's matrix: every VLEN, ISA build, stress mode (narrowed by the user's options).
 MATRIX = ["--vlen", "all", "--isa", "all", "--rvv-stress", "both"]
@@ -311,7 +312,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--no-bench", action="store_true", help="skip the before / after timing")
     p.add_argument("--together", action="store_true", help="all applicable fixes at once, the whole suite")
     p.add_argument("--out", type=Path, default=PROJECT_ROOT / "reports" / "fixes")
-    p.add_argument("--workers", default=os.environ.get("RVVDIFF_WORKERS", "auto"))
+    p.add_argument("--workers", default=settings.get("WORKERS") or "auto")
     a, pytest_args = p.parse_known_args(argv)
     source = resolve(a.ggml_src)
     fixes = select(a.names)

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.commands.runner import run_suite
+from harness.core import settings
 from harness.core.config import PROJECT_ROOT
 from harness.core.errors import RvvdiffError
 from harness.core.proc import own_session_env
@@ -484,7 +485,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--allow-uncovered", default="", metavar="NAMES",
                    help="comma list of changed RVV functions / macros accepted without a test")
     p.add_argument("--out", default=str(ROOT / "reports"), help="where the reports go (default: reports/)")
-    p.add_argument("--workers", default=os.environ.get("RVVDIFF_WORKERS", "auto"),
+    p.add_argument("--workers", default=settings.get("WORKERS") or "auto",
                    help="pytest-xdist workers per run (default: $RVVDIFF_WORKERS or auto; 0: no xdist)")
     a, pytest_args = p.parse_known_args(argv)
     head_dir = Path(a.head).resolve()
