@@ -7,10 +7,12 @@ import sys
 import time
 
 from harness.build import toolchain
-from harness.build.builds import BuildError, IsaUnavailable, adapter_kernels, emulation_gap, ensure_built
+from harness.build.builds import BuildError, IsaUnavailable, adapter_kernels, ensure_built
 from harness.build.toolchain import SERVER_DIR
 from harness.core.config import ISA_BUILDS, selection_type
 from harness.core.proc import CommandError
+from harness.emulators import qemu
+from harness.emulators.qemu import emulation_gap
 from harness.ggml import mutants
 from harness.ggml.source import SourceError, resolve
 
@@ -22,9 +24,9 @@ def cmd_setup(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     src = resolve(args.ggml_src)
     print(f"ggml source: {src.describe()} ({time.perf_counter() - t0:.1f} s)")
-    for k, v in toolchain.describe().items():
+    for k, v in {**toolchain.describe(), "qemu": qemu.describe()}.items():
         print(f"{k}: {v}")
-    q = toolchain.qemu()
+    q = qemu.qemu()
     for name in args.isa:
         lacking = q.lacking(ISA_BUILDS[name].qemu)
         if lacking:

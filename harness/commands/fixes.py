@@ -187,8 +187,8 @@ def bench(fix: Fix, source: GgmlSource, out: Path, pytest_args: list[str]) -> li
     """Per bench test (VLEN x ISA build of the selection, stress off): the largest call drawn on the
     patched tree, timed inside the server on the tree and on the patched tree."""
     from harness.build.builds import ensure_built
-    from harness.build.toolchain import qemu
     from harness.commands.bench import _collect
+    from harness.emulators.qemu import qemu
 
     if not fix.bench:
         return []

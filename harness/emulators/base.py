@@ -44,6 +44,8 @@ class Emulator(ABC):
     lacking_hint: ClassVar[str] = ""
     #: Appended to "does not emulate VLEN <n>": where that VLEN runs.
     vlen_hint: ClassVar[str] = ""
+    #: Appended by ``rvvdiff repro`` to "not replayed" for a VLEN beyond :attr:`vlens`.
+    replay_hint: ClassVar[str] = ""
     #: The usage error of a --vlen beyond :attr:`vlens` (after "--vlen <list>: ").
     vlen_limit: ClassVar[str] = ""
     #: The usage error of --rvv-stress on an emulator without the stress mode.

@@ -51,7 +51,6 @@ class Qemu(Emulator):
     vlen_hint = "; VLEN 2048 and 4096 run on Spike: --emulator spike"
     vlen_limit = (f"QEMU stops at VLEN {max(VLENS)} (its vlen property's maximum); "
                   "VLEN 2048 and 4096 run on Spike: add --emulator spike (install: ci/setup.sh --spike)")
-    #: What ``rvvdiff repro`` adds when a report's VLEN is beyond QEMU's.
     replay_hint = "; replay on Spike: --emulator spike"
 
     @classmethod
