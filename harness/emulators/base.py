@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
-if TYPE_CHECKING:
-    from harness.build.builds import Build
+from harness.build.builds import Build
 
 
 class Emulator(ABC):

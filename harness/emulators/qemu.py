@@ -17,16 +17,12 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from harness.build.builds import march_extras, tree_name
+from harness.build.builds import Build, march_extras, tree_name
 from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler, write_atomically
 from harness.core.config import ISA_BUILDS, STRESS_PROPS, VLENS, cache_dir, locked
 from harness.core.proc import CommandError, run
 from harness.emulators.base import Emulator
-
-if TYPE_CHECKING:
-    from harness.build.builds import Build
 
 #: Every -cpu property the harness may ask for.
 QEMU_PROPERTIES: tuple[str, ...] = tuple(dict.fromkeys(
