@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.build import toolchain
 from harness.build.builds import Build, ensure_built
 from harness.core import config
 from harness.emulators import pool
+from harness.emulators.qemu import qemu
 from harness.ggml import source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,7 +21,7 @@ def pinned_build(isa: str = "zvfh") -> Build:
 
 
 def server(vlen: int = 128, isa: str = "zvfh", stress: bool = False) -> pool.KernelServer:
-    return pool.server(pinned_build(isa), vlen, stress, toolchain.qemu())
+    return pool.server(pinned_build(isa), vlen, stress, qemu())
 
 
 def run_suite(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:

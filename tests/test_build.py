@@ -16,21 +16,21 @@ from harness.build.builds import (
     BuildError,
     IsaUnavailable,
     _cmake_options,
-    _server_objects,
     adapter_kernels,
     build_dir,
     build_key,
     declared_options,
-    emulation_gap,
     ensure_built,
     march_extensions,
     march_extras,
     march_mismatch,
     plan_options,
+    server_objects,
 )
 from harness.build.toolchain import compiler
 from harness.core import config
 from harness.core.proc import CommandError
+from harness.emulators.qemu import emulation_gap
 from harness.ggml import mutants, source
 
 DATA = Path(__file__).parent / "data"
@@ -83,9 +83,9 @@ def test_failed_build_names_the_command_and_the_compiler_error() -> None:
 
 _BUILD = """
 import sys
+from harness.build.builds import ensure_built
 from harness.core import config
 from harness.ggml import mutants, source
-from harness.build.builds import ensure_built
 tree = mutants.apply(mutants.Mutant("harmless", mutants.Path(sys.argv[1])), source.pinned())
 print(ensure_built(tree, config.ISA_BUILDS["v"]).server)
 """
@@ -225,17 +225,17 @@ def test_an_adapter_that_does_not_compile_is_left_out_and_remembered(tmp_path: P
     assert adapter_kernels(adapter) == ("broken_kernel",)
     d = tmp_path / "build"
     d.mkdir()
-    objs, failed = _server_objects(d, compiler(), b.cflags, b.key, sources=[adapter])
+    objs, failed = server_objects(d, compiler(), b.cflags, b.key, sources=[adapter])
     assert objs == {} and list(failed) == ["k_broken.cpp"]
     assert failed["k_broken.cpp"].startswith("k_broken.cpp:2:") and "rvvdiff_no_such_symbol" in failed["k_broken.cpp"]
     assert "adapter k_broken.cpp does not compile" in (d / "rvvdiff-build.log").read_text()
     compiles = (d / "rvvdiff-build.log").read_text().count("$ ")
-    assert _server_objects(d, compiler(), b.cflags, b.key, sources=[adapter])[1] == failed  # cached, not retried
+    assert server_objects(d, compiler(), b.cflags, b.key, sources=[adapter])[1] == failed  # cached, not retried
     assert (d / "rvvdiff-build.log").read_text().count("$ ") == compiles
     core = tmp_path / "core_broken.cpp"  # not an adapter: its failure is the build's
     core.write_text(_BROKEN_ADAPTER)
     with pytest.raises(CommandError, match="rvvdiff_no_such_symbol"):
-        _server_objects(d, compiler(), b.cflags, b.key, sources=[core])
+        server_objects(d, compiler(), b.cflags, b.key, sources=[core])
 
 
 def test_a_kernel_of_a_failed_adapter_is_missing_with_the_reason() -> None:

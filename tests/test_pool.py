@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from helpers import pinned_build, server
 
-from harness.build import toolchain
 from harness.core import config
 from harness.emulators import pool
 from harness.emulators.protocol import In, InOut, Out
+from harness.emulators.qemu import qemu
 
 
 @pytest.mark.parametrize("vlen", config.VLENS)
@@ -83,7 +83,7 @@ def test_missing_extension_in_the_emulator_is_named() -> None:
     b = pinned_build("zvfh")
     lacking = dataclasses.replace(b.isa, qemu={**b.isa.qemu, "zvfh": False, "zvfhmin": False, "zfh": False,
                                                "zfhmin": False})
-    s = pool.KernelServer(dataclasses.replace(b, isa=lacking), 256, False, toolchain.qemu())
+    s = pool.KernelServer(dataclasses.replace(b, isa=lacking), 256, False, qemu())
     with pytest.raises(pool.ServerError, match="extension the emulated CPU lacks"):
         s.start()
 

@@ -25,7 +25,7 @@ import pytest
 from helpers import pinned_build, run_suite
 
 from harness.core.config import STRESS_PROPS
-from harness.emulators import pool, spike
+from harness.emulators import pool, registry, spike
 from harness.emulators import protocol as P
 from harness.ggml import mutants, source
 from harness.report.replay import Replay, spike_verdict
@@ -43,6 +43,17 @@ def test_isa_string_follows_the_build() -> None:
         "rv64gcv_zicntr_zfh_zfhmin_zfbfmin_zvfh_zvfhmin_zvfbfmin_zvfbfwma_zvl4096b"
     assert s.lacking(dict(pinned_build("zvfh").isa.qemu)) == []
     assert sorted(s.lacking(dict(STRESS_PROPS))) == sorted(STRESS_PROPS)
+
+
+def test_emulators_answer_for_themselves() -> None:
+    """--emulator's names, and what each can do, are asked of the registry (no binary needed)."""
+    assert registry.NAMES == ("qemu", "spike") and registry.DEFAULT == "qemu"
+    q, s = registry.kind("qemu"), registry.kind("spike")
+    assert q.vlens == (128, 256, 512, 1024) and s.vlens[-1] == 4096
+    assert q.has_stress and not s.has_stress
+    assert (q.timeout_factor, s.timeout_factor) == (1.0, spike.SLOWDOWN)
+    assert q.traces and not s.traces
+    assert s.header().endswith(f"(bare metal, one hart; kernel timeout x{spike.SLOWDOWN:g})")
 
 
 @pytest.mark.parametrize("args, message", [

@@ -28,13 +28,12 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.build.toolchain import QEMU_PROPERTIES, SERVER_DIR, Compiler, compiler, qemu
+from harness.build.toolchain import SERVER_DIR, Compiler, compiler
 from harness.core.config import CMAKE_OWN, COMMON_CMAKE, IsaBuild, cache_dir, locked
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError, run
@@ -251,30 +250,6 @@ def march_extras(isa: IsaBuild, march: str | None) -> tuple[str, ...]:
     return tuple(sorted(exts - _BASE - set(isa.extensions)))
 
 
-@functools.cache
-def _qemu_knows(path: str, extension: str) -> bool:
-    from harness.build.toolchain import _probe_binary
-
-    cp = subprocess.run([path, "-cpu", f"rv64,{extension}=true", str(_probe_binary())],
-                        capture_output=True, text=True, timeout=60)
-    return cp.returncode == 0
-
-
-def emulation_gap(build: Build) -> str | None:
-    """None when QEMU emulates every extension the tree's -march adds on its own (they are on by
-    default in QEMU's generic rv64 CPU when QEMU knows them), else a message that says what to do."""
-    extras = march_extras(build.isa, build.march)
-    if not extras:
-        return None
-    q = qemu()
-    lacking = [e for e in extras if (e not in q.properties if e in QEMU_PROPERTIES else not _qemu_knows(q.path, e))]
-    if not lacking:
-        return None
-    return (f"QEMU {q.version} ({q.path}) does not emulate {', '.join(lacking)}, which the CMake of "
-            f"{tree_name(build.source)} adds to ggml-cpu's -march={build.march} for ISA build {build.isa.name}: "
-            "install qemu-user 10 from bookworm-backports (ci/setup.sh) or set RVVDIFF_QEMU")
-
-
 # ------------------------------------------------------------ building
 
 def build_key(source: GgmlSource, isa: IsaBuild, cc: Compiler) -> str:
@@ -454,7 +429,7 @@ def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, j
         _log(d, f"the directory was configured with another compiler ({was}): configuring afresh")
         (d / "CMakeCache.txt").unlink(missing_ok=True)
         shutil.rmtree(d / "CMakeFiles", ignore_errors=True)
-    cmake_digest = _digest(*(p.read_bytes() for p in _cmake_files(source) if p.is_file()))
+    cmake_digest = digest(*(p.read_bytes() for p in _cmake_files(source) if p.is_file()))
     stamp = d / "rvvdiff-stamp.json"
     before = json.loads(stamp.read_text()).get("cmake_files") if stamp.exists() else cmake_digest
     if before != cmake_digest and (d / "CMakeCache.txt").exists():
@@ -526,7 +501,7 @@ def _bindings(source: GgmlSource, d: Path) -> Path:
     return out
 
 
-def _digest(*parts: bytes | str) -> str:
+def digest(*parts: bytes | str) -> str:
     h = hashlib.sha256()
     for p in parts:
         h.update(p.encode() if isinstance(p, str) else p)
@@ -557,7 +532,7 @@ def first_errors(text: str, n: int = 3) -> str:
     return "\n".join(short[:n]) or (text.strip().splitlines() or ["no compiler message"])[-1]
 
 
-def _server_objects(d: Path, cc: Compiler, cflags: tuple[str, ...], lib_key: str,
+def server_objects(d: Path, cc: Compiler, cflags: tuple[str, ...], lib_key: str,
                     sources: list[Path] | None = None) -> tuple[dict[str, Path], dict[str, str]]:
     """Compile each server source once per content; return ({source stem: object}, {failed adapter
     file: its first errors}).  An adapter's failure is cached like an object, so it is not retried
@@ -568,7 +543,7 @@ def _server_objects(d: Path, cc: Compiler, cflags: tuple[str, ...], lib_key: str
     failed: dict[str, str] = {}
     logf = d / "rvvdiff-build.log"
     for src in sources if sources is not None else server_sources():
-        tag = _digest(src.read_bytes(), *parts, " ".join(cflags), cc.identity, lib_key)
+        tag = digest(src.read_bytes(), *parts, " ".join(cflags), cc.identity, lib_key)
         obj = d / "server-obj" / f"{src.stem}-{tag}.o"
         fail = obj.with_suffix(".failed")
         if is_adapter(src) and fail.exists():
@@ -600,9 +575,9 @@ def _link_server(d: Path, cc: Compiler, cflags: tuple[str, ...], libs: tuple[Pat
     Servers are kept per content hash, so differently edited adapter files
     (e.g. two families being developed at once) do not rebuild each other.
     """
-    objs, failed = _server_objects(d, cc, cflags, lib_key)
+    objs, failed = server_objects(d, cc, cflags, lib_key)
     objs_l = list(objs.values())
-    server = d / "servers" / _digest(*(str(o) for o in objs_l), lib_key) / "rvvdiff-server"
+    server = d / "servers" / digest(*(str(o) for o in objs_l), lib_key) / "rvvdiff-server"
     if not server.exists():
         server.parent.mkdir(parents=True, exist_ok=True)
         tmp = server.with_name(f"rvvdiff-server.tmp{os.getpid()}")
@@ -616,5 +591,5 @@ def link_objects(build: Build) -> list[Path]:
     """The adapter objects and registry of a build, without the request loop (``main``):
     what a standalone reproducer links with to call an adapter directly."""
     with locked(build.dir / ".lock"):
-        objs, _ = _server_objects(build.dir, compiler(), build.cflags, build.key)
+        objs, _ = server_objects(build.dir, compiler(), build.cflags, build.key)
     return [o for stem, o in objs.items() if stem != "server"]

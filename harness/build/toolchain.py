@@ -1,23 +1,20 @@
-"""The cross compiler (zig's clang, or a user-supplied one) and the emulator (qemu-riscv64).
+"""The cross compiler for riscv64: zig's clang, or a user-supplied one.
 
-Both are discovered, checked and described here, so that the rest of the
-harness asks for "the C compiler for riscv64" or "the QEMU capabilities" and
-gets either an answer or an error that says what to install.
+It is discovered, checked and described here, so that the rest of the harness
+asks for "the C compiler for riscv64" and gets either an answer or an error
+that says what to install.  (The emulators are harness/emulators/.)
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
-import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core.config import ISA_BUILDS, STRESS_PROPS, cache_dir, locked
+from harness.core.config import cache_dir, locked
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError, run
 
@@ -81,7 +78,7 @@ def _zig_binary() -> Path:
     return zig
 
 
-def _write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
+def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tmp.write_text(text)
     tmp.chmod(mode)
@@ -111,109 +108,16 @@ def compiler() -> Compiler:
     names = {"cc": "cc", "cxx": "c++", "ar": "ar", "ranlib": "ranlib"}
     if not all((wdir / n).exists() for n in names):
         with locked(wdir / ".lock"):
-            _write_atomically(wdir / "zig-wrapper", _WRAPPER.replace("{zig}", str(zig)), 0o755)
+            write_atomically(wdir / "zig-wrapper", _WRAPPER.replace("{zig}", str(zig)), 0o755)
             for fname, tool in names.items():
-                _write_atomically(wdir / fname, f'#!/bin/sh\nexec "{wdir}/zig-wrapper" {tool} "$@"\n', 0o755)
+                write_atomically(wdir / fname, f'#!/bin/sh\nexec "{wdir}/zig-wrapper" {tool} "$@"\n', 0o755)
     return Compiler(str(wdir / "cc"), str(wdir / "cxx"), str(wdir / "ar"), str(wdir / "ranlib"),
                     f"zig {version} (clang, ziglang package) at {zig}")
 
 
-# -------------------------------------------------------------------- QEMU
-
-#: Every -cpu property the harness may ask for.
-QEMU_PROPERTIES: tuple[str, ...] = tuple(dict.fromkeys(
-    [p for b in ISA_BUILDS.values() for p in b.qemu] + list(STRESS_PROPS)))
-
-
-@dataclass(frozen=True)
-class Qemu:
-    """qemu-riscv64 and the -cpu properties it accepts."""
-
-    path: str
-    version: str
-    properties: frozenset[str]
-
-    name = "qemu"
-    #: QEMU's ``vlen`` property stops at 1024 (RVV's 65536 is beyond its register file).
-    vlens = (128, 256, 512, 1024)
-
-    def lacking(self, props: dict[str, bool]) -> list[str]:
-        """The properties among ``props`` that this QEMU does not know."""
-        return [p for p in props if p not in self.properties]
-
-    def cpu(self, vlen: int, props: dict[str, bool]) -> str:
-        """The ``-cpu`` argument for a VLEN and a set of extension / stress properties ("v" first)."""
-        items = [f"{k}={'true' if on else 'false'}" for k, on in sorted(props.items(), key=lambda kv: kv[0] != "v")]
-        return "rv64," + ",".join(items[:1] + [f"vlen={vlen}", "elen=64"] + items[1:])
-
-    def command(self, server: Path, vlen: int, props: dict[str, bool]) -> list[str]:
-        """The command that runs the kernel server ``server`` (the build's Linux binary)."""
-        return [self.path, "-cpu", self.cpu(vlen, props), str(server)]
-
-    def describe(self) -> str:
-        return f"QEMU {self.version} ({self.path})"
-
-
-def _probe_binary() -> Path:
-    cc = compiler()
-    src = SERVER_DIR / "probe.c"
-    tag = hashlib.sha256((cc.identity + src.read_text()).encode()).hexdigest()[:12]
-    out = cache_dir() / "toolchain" / f"probe-{tag}"
-    if not out.exists():
-        with locked(out.with_suffix(".lock")):
-            if not out.exists():
-                tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-                run([cc.cc, "-O1", "-static", src, "-o", tmp], timeout=600, what="building the QEMU probe")
-                tmp.replace(out)
-    return out
-
-
-@functools.cache
-def qemu() -> Qemu:
-    """Find qemu-riscv64 (``$RVVDIFF_QEMU`` or PATH), read its version and probe its -cpu properties.
-
-    The probe result is cached per binary (path, size, mtime), so it costs one
-    QEMU start per property once per machine.
-    """
-    name = os.environ.get("RVVDIFF_QEMU") or "qemu-riscv64"
-    path = shutil.which(name)
-    if path is None:
-        raise ToolchainError(
-            f"{name} not found. Run ci/setup.sh (installs qemu-user 10 from bookworm-backports), "
-            "or point RVVDIFF_QEMU at a qemu-riscv64 binary (QEMU >= 9 recommended).")
-    first = run([path, "--version"], timeout=30, what="qemu version").stdout.splitlines()[0]
-    m = re.search(r"version (\d+\.\d+(\.\d+)?)", first)
-    version = m.group(1) if m else first
-    st = os.stat(path)
-    key = hashlib.sha256(f"{path}|{st.st_size}|{st.st_mtime_ns}|{first}|{QEMU_PROPERTIES}".encode()).hexdigest()[:16]
-    cache = cache_dir() / "toolchain" / f"qemu-props-{key}.json"
-    if cache.exists():
-        props = json.loads(cache.read_text())
-    else:
-        probe = _probe_binary()
-        props = []
-        for prop in QEMU_PROPERTIES:
-            base = "v=true," if prop != "v" else ""
-            cp = subprocess.run([path, "-cpu", f"rv64,{base}{prop}=true", str(probe)],
-                                capture_output=True, text=True, timeout=60)
-            if cp.returncode == 0:
-                props.append(prop)
-        _write_atomically(cache, json.dumps(props))
-    return Qemu(path, version, frozenset(props))
-
-
 def describe() -> dict[str, str]:
     """Toolchain facts for report headers; never raises (a problem is described instead)."""
-    out: dict[str, str] = {}
     try:
-        out["compiler"] = compiler().identity
+        return {"compiler": compiler().identity}
     except (ToolchainError, CommandError) as e:
-        out["compiler"] = f"unavailable: {e}"
-    try:
-        q = qemu()
-        missing = [p for p in QEMU_PROPERTIES if p not in q.properties]
-        out["qemu"] = f"{q.path} {q.version}; -cpu properties: {', '.join(sorted(q.properties))}" + (
-            f"; lacks: {', '.join(missing)}" if missing else "")
-    except (ToolchainError, CommandError) as e:
-        out["qemu"] = f"unavailable: {e}"
-    return out
+        return {"compiler": f"unavailable: {e}"}

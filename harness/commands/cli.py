@@ -8,12 +8,14 @@ import time
 from collections.abc import Callable
 
 from harness.build import toolchain
-from harness.build.builds import BuildError, IsaUnavailable, adapter_kernels, emulation_gap, ensure_built
+from harness.build.builds import BuildError, IsaUnavailable, adapter_kernels, ensure_built
 from harness.build.toolchain import SERVER_DIR
 from harness.commands import bench, bisect, fixes, gate, mutation, repro, spikecheck, trees
 from harness.core.config import ISA_BUILDS, selection_type
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError
+from harness.emulators import qemu
+from harness.emulators.qemu import emulation_gap
 from harness.ggml import known, mutants
 from harness.ggml.source import resolve
 
@@ -25,9 +27,9 @@ def cmd_setup(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     src = resolve(args.ggml_src)
     print(f"ggml source: {src.describe()} ({time.perf_counter() - t0:.1f} s)")
-    for k, v in toolchain.describe().items():
+    for k, v in {**toolchain.describe(), "qemu": qemu.describe()}.items():
         print(f"{k}: {v}")
-    q = toolchain.qemu()
+    q = qemu.qemu()
     for name in args.isa:
         lacking = q.lacking(ISA_BUILDS[name].qemu)
         if lacking:

@@ -50,7 +50,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.build.builds import ensure_built
-from harness.build.toolchain import qemu
 from harness.commands import gate
 from harness.commands.bench import collect
 from harness.commands.runner import read_results, run_suite
@@ -59,6 +58,7 @@ from harness.core.config import ISA_BUILDS, PROJECT_ROOT
 from harness.core.errors import UnknownName
 from harness.core.proc import own_session_env
 from harness.emulators import pool
+from harness.emulators.qemu import qemu
 from harness.ggml import known, patches
 from harness.ggml.source import GgmlSource, resolve
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import shlex
 from pathlib import Path
 
+from harness.build.builds import ensure_built, link_objects
+from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler
+from harness.core.config import ISA_BUILDS
+from harness.emulators import registry
+from harness.ggml.source import resolve
 from harness.report.failure import load_case
 from harness.report.replay import replay_on, side_by_side, spike_verdict
 from harness.report.reproducer import c_reproducer, upstream_reproducer
@@ -12,21 +18,12 @@ from harness.report.reproducer import c_reproducer, upstream_reproducer
 
 def main_repro(argv: list[str]) -> int:
     """``rvvdiff repro``: replay a failure report outside pytest."""
-    import argparse
-
-    from harness.build.builds import ensure_built, link_objects
-    from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler, qemu
-    from harness.core.config import ISA_BUILDS
-    from harness.emulators.spike import emulator as emulator_named
-    from harness.emulators.spike import spike_link_args
-    from harness.ggml.source import resolve
-
     p = argparse.ArgumentParser(prog="rvvdiff repro", description=main_repro.__doc__)
     p.add_argument("report", type=Path, help="a directory under <report-dir>/cases/ (or its case.json)")
     p.add_argument("--ggml-src", help="replay against another tree (default: the recorded one)")
     p.add_argument("--vlen", type=int, help="replay at another VLEN")
     p.add_argument("--isa", choices=list(ISA_BUILDS), help="replay in another ISA build")
-    p.add_argument("--emulator", choices=("qemu", "spike"), help="replay on QEMU or on Spike (default: the one "
+    p.add_argument("--emulator", choices=registry.NAMES, help="replay on QEMU or on Spike (default: the one "
                    "that recorded the failure); spike replays on both and prints them side by side with a verdict")
     p.add_argument("--c", action="store_true", help="also write and print the standalone C++ reproducer (and, for a "
                    "vec_dot that ggml's API reaches, a ggml-only C program for an upstream report)")
@@ -34,25 +31,26 @@ def main_repro(argv: list[str]) -> int:
     case = load_case(a.report.resolve())
     t = case.data["target"]
     vlen, isa = a.vlen or t["vlen"], ISA_BUILDS[a.isa or t["isa"]]
-    on = a.emulator or t.get("emulator", "qemu")
+    on = a.emulator or t.get("emulator", registry.DEFAULT)
     src_path = a.ggml_src or case.data["ggml"]["root"]
     src = resolve(None if (not a.ggml_src and case.data["ggml"]["label"].startswith("pinned")) else src_path)
     try:
-        emulator = emulator_named(on)
+        emulator = registry.get(on)
+        reference = registry.get(registry.DEFAULT) if on != registry.DEFAULT else emulator
     except ToolchainError as e:
         print(f"rvvdiff repro: {e}")
         return 2
     build = ensure_built(src, isa)
     print(f"replaying {case.data['test']}\n  kernel {case.call['kernel']} ip={case.call['ip']} fp={case.call['fp']}\n"
           f"  on {src.describe()}")
-    if on == "spike":
-        # QEMU as recorded (a VLEN beyond QEMU's is "not run", with the reason), QEMU without stress
-        # for a stress report (what Spike, without such a mode, should match), then Spike.
-        runs = [replay_on(case, build, vlen, t["stress"], qemu()), replay_on(case, build, vlen, False, emulator)]
+    if emulator is not reference:
+        # The default emulator (QEMU) as recorded (a VLEN beyond its own is "not run", with the reason),
+        # QEMU without stress for a stress report (what Spike, without such a mode, should match), then Spike.
+        runs = [replay_on(case, build, vlen, t["stress"], reference), replay_on(case, build, vlen, False, emulator)]
         if t["stress"]:
-            runs.insert(1, replay_on(case, build, vlen, False, qemu()))
-        labels = (["QEMU, tail/mask stress (as recorded)", "QEMU, no stress", "Spike (no stress mode)"]
-                  if t["stress"] else ["QEMU", "Spike"])
+            runs.insert(1, replay_on(case, build, vlen, False, reference))
+        labels = ([f"{reference.label}, tail/mask stress (as recorded)", f"{reference.label}, no stress",
+                   f"{emulator.label} (no stress mode)"] if t["stress"] else [reference.label, emulator.label])
         for label, r in zip(labels, runs):
             state = {True: "FAILS", False: "passes", None: "not run"}[r.failing]
             print(f"\n== {label}: {state}" + (f"\n  {shlex.join(r.argv)}" if r.argv else ""))
@@ -68,31 +66,30 @@ def main_repro(argv: list[str]) -> int:
     else:
         r = replay_on(case, build, vlen, t["stress"], emulator)
         if r.failing is None:
-            print(f"rvvdiff repro: not replayed: {r.text}" + ("; replay on Spike: --emulator spike"
-                                                              if on == "qemu" and vlen not in emulator.vlens else ""))
+            print(f"rvvdiff repro: not replayed: {r.text}" + (emulator.replay_hint if vlen not in emulator.vlens else ""))
             return 2
         print(f"  {shlex.join(r.argv)}\n{r.text}")
         failing, server_argv = bool(r.failing), r.argv
     if a.c:
         prog = c_reproducer(case, case.dir / "repro.cpp")
-        exe = case.dir / ("repro-spike" if on == "spike" else "repro")
+        exe = case.dir / f"repro{emulator.suffix}"
         cc = compiler()
         objs = link_objects(build)
-        extra = spike_link_args(build) if on == "spike" else []
+        extra = emulator.link_args(build)
         build_cmd = [cc.cxx, "-O1", "-g", *build.cflags, "-I", str(SERVER_DIR), str(prog), *map(str, objs),
                      *map(str, build.libs), "-static", "-lm", "-lpthread", *extra, "-o", str(exe)]
         run_cmd = server_argv[:-1] + [str(exe)] if server_argv else [str(exe)]
         print(f"\nstandalone reproducer: {prog}\nbuild:\n  {shlex.join(build_cmd)}\nrun:\n  {shlex.join(run_cmd)}")
-        if on != "spike":
-            print(f"debug (then: gdb-multiarch {exe} -ex 'target remote :1234'):\n  "
-                  f"{shlex.join(run_cmd[:-1] + ['-g', '1234', str(exe)])}")
+        debug = emulator.debug_hint(run_cmd, exe)
+        if debug:
+            print(debug)
         up = upstream_reproducer(case, case.dir / "repro_ggml.c")
         if up is not None:
             public = [f for f in build.cflags if f.startswith("-I") and f.rstrip("/").endswith("/include")]
-            up_exe = case.dir / ("repro_ggml-spike" if on == "spike" else "repro_ggml")
+            up_exe = case.dir / f"repro_ggml{emulator.suffix}"
             up_cmd = [cc.cxx, "-O1", *[f for f in build.cflags if f.startswith(("-march", "-mabi"))], *public, str(up),
                       *map(str, build.libs), "-static", "-lm", "-lpthread", *extra, "-o", str(up_exe)]
             print(f"\nggml-only reproducer: {up}\n  (for an upstream report: only ggml's headers and libraries)\n"
                   f"build:\n  {shlex.join(up_cmd)}\nrun:\n  {shlex.join(run_cmd[:-1] + [str(up_exe)])}")
-    print("STILL FAILS" + (" on Spike" if on == "spike" else "") if failing else "PASSES now")
+    print("STILL FAILS" + (f" {emulator.named_as}" if emulator.named_as else "") if failing else "PASSES now")
     return 1 if failing else 0

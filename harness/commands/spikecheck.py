@@ -32,8 +32,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness.build.builds import ensure_built
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT
+from harness.emulators import registry
 from harness.ggml import known
+from harness.ggml.source import resolve
 from harness.report.failure import load_case
 from harness.report.ids import replay_argv
 from harness.report.replay import Replay, replay_on, spike_verdict
@@ -86,36 +89,32 @@ def check(entry: known.Known, trees: dict[str, str], work: Path, max_examples: i
         return row | {"verdict": f"not checked: the reproducer did not fail on QEMU (exit {r.returncode}: {tail[0]})"}
     case = load_case(cases[0])
     stress = case.data["target"]["stress"]
-    on_spike = None if stress else pytest(out / "spike", "--emulator", "spike")
-    from harness.build.builds import ensure_built
-    from harness.build.toolchain import qemu
-    from harness.emulators.spike import spike
-    from harness.ggml.source import resolve
-
+    spike_test = None if stress else pytest(out / "spike", "--emulator", "spike")
     t = case.data["target"]
     build = ensure_built(resolve(src), ISA_BUILDS[t["isa"]])
-    q = replay_on(case, build, t["vlen"], t["stress"], qemu())
-    plain = replay_on(case, build, t["vlen"], False, qemu()) if t["stress"] else None
-    s = replay_on(case, build, t["vlen"], False, spike())
-    return row | {"verdict": verdict(q, s, stress, plain, on_spike), "vlen": t["vlen"], "isa": t["isa"],
+    qemu, spike = registry.get("qemu"), registry.get("spike")
+    q = replay_on(case, build, t["vlen"], t["stress"], qemu)
+    plain = replay_on(case, build, t["vlen"], False, qemu) if t["stress"] else None
+    s = replay_on(case, build, t["vlen"], False, spike)
+    return row | {"verdict": verdict(q, s, stress, plain, spike_test), "vlen": t["vlen"], "isa": t["isa"],
                   "stress": stress, "qemu": _summary(q), "spike": _summary(s),
-                  "spike_test": None if on_spike is None else ("fails" if on_spike.returncode == 1 else
-                                                                f"passes (exit {on_spike.returncode})"),
+                  "spike_test": None if spike_test is None else ("fails" if spike_test.returncode == 1 else
+                                                                f"passes (exit {spike_test.returncode})"),
                   "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def verdict(q: Replay, s: Replay, stress: bool, plain: Replay | None,
-            on_spike: subprocess.CompletedProcess[str] | None) -> str:
+            spike_test: subprocess.CompletedProcess[str] | None) -> str:
     """The test's own run on Spike decides whether it reproduces (a replayed call can only be re-judged
     when its comparison was recorded element by element); the replays say how the outputs compare."""
-    if on_spike is None:  # a stress failure: Spike has no stress mode
+    if spike_test is None:  # a stress failure: Spike has no stress mode
         return spike_verdict(q, s, stress, plain)
     if s.failing is None:  # e.g. the failing case runs on several threads
         return f"not checked on Spike: its failing case cannot run there ({s.text.split(' [')[0]})"
-    if on_spike.returncode not in (0, 1):
-        tail = (on_spike.stdout + on_spike.stderr).strip().splitlines()[-1:] or ["no output"]
-        return f"not checked on Spike: the test did not run there (exit {on_spike.returncode}: {tail[0]})"
-    if on_spike.returncode == 0:
+    if spike_test.returncode not in (0, 1):
+        tail = (spike_test.stdout + spike_test.stderr).strip().splitlines()[-1:] or ["no output"]
+        return f"not checked on Spike: the test did not run there (exit {spike_test.returncode}: {tail[0]})"
+    if spike_test.returncode == 0:
         return "not reproduced on Spike (suspect the emulator: shrink the case and read the specification)"
     # Both fail (the test's verdict, not the re-judged call's): how the recorded call's outputs compare.
     return spike_verdict(dataclasses.replace(q, failing=True), dataclasses.replace(s, failing=True), stress)

@@ -1,7 +1,8 @@
 """Kernel servers running under an emulator, one per (process, build, VLEN, stress mode, emulator).
 
-The emulator is qemu-riscv64 (harness/build/toolchain.py) or Spike (harness/emulators/spike.py,
-the same server linked bare metal); both speak the same protocol on stdin/stdout.
+The emulator is any :class:`harness.emulators.base.Emulator`: qemu-riscv64 (harness/emulators/qemu.py)
+or Spike (harness/emulators/spike.py, the same server linked bare metal); both speak the same
+protocol on stdin/stdout, and the pool asks the emulator for its command, binary and limits.
 
 A server is started on first use and reused for every later request of the
 same process (so each pytest-xdist worker has its own).  Every request has a
@@ -28,10 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.build.builds import Build
-from harness.build.toolchain import Qemu
 from harness.core.config import STRESS_PROPS
 from harness.emulators import protocol as P
-from harness.emulators.spike import Spike, server_for, symbolize
+from harness.emulators.base import Emulator
 
 
 class KernelFailure(AssertionError):
@@ -79,7 +79,7 @@ class KernelServer:
     build: Build
     vlen: int
     stress: bool
-    emulator: Qemu | Spike
+    emulator: Emulator
     proc: subprocess.Popen[bytes] | None = None
     hello: dict[str, str] = field(default_factory=dict)
     #: Wall time spent in requests (Python side) and inside kernels (server side), for the time profile.
@@ -91,10 +91,6 @@ class KernelServer:
     # ------------------------------------------------------------ identity
 
     @property
-    def spike(self) -> bool:
-        return self.emulator.name == "spike"
-
-    @property
     def props(self) -> dict[str, bool]:
         props = dict(self.build.isa.qemu)
         if self.stress:
@@ -103,13 +99,13 @@ class KernelServer:
 
     @property
     def cpu(self) -> str:
-        """QEMU's -cpu argument, or Spike's --isa string."""
+        """The emulator's CPU string (QEMU's -cpu argument, Spike's --isa string)."""
         return self.emulator.cpu(self.vlen, self.props)
 
     @functools.cached_property
     def program(self) -> Path:
-        """The server binary: the build's Linux program, or its bare-metal link for Spike (linked once)."""
-        return server_for(self.build) if self.spike else self.build.server
+        """The server binary the emulator runs: the build's Linux program, or its bare-metal link for Spike (linked once)."""
+        return self.emulator.server_binary(self.build)
 
     @property
     def argv(self) -> list[str]:
@@ -117,7 +113,7 @@ class KernelServer:
 
     def describe(self) -> str:
         return (f"VLEN {self.vlen}, ISA build {self.build.isa.name}" + (", tail/mask stress" if self.stress else "")
-                + (", on Spike" if self.spike else ""))
+                + (f", {self.emulator.named_as}" if self.emulator.named_as else ""))
 
     # ---------------------------------------------------------- lifecycle
 
@@ -125,12 +121,10 @@ class KernelServer:
         lacking = self.emulator.lacking(self.props)
         if lacking:
             raise ServerError(f"{self.emulator.describe()} cannot provide {', '.join(lacking)} ({self.describe()})"
-                              + ("; Spike has no tail/mask stress mode: run stress targets on QEMU"
-                                 if self.spike else ""))
+                              + self.emulator.lacking_hint)
         if self.vlen not in self.emulator.vlens:
             raise ServerError(f"{self.emulator.describe()} does not emulate VLEN {self.vlen} (it runs "
-                              f"{', '.join(map(str, self.emulator.vlens))})"
-                              + ("; VLEN 2048 and 4096 run on Spike: --emulator spike" if not self.spike else ""))
+                              f"{', '.join(map(str, self.emulator.vlens))})" + self.emulator.vlen_hint)
         self._stderr = tempfile.TemporaryFile()
         # Appending: Spike's runtime reopens /dev/stderr, and both writers must not overwrite each other.
         fcntl.fcntl(self._stderr.fileno(), fcntl.F_SETFL, os.O_APPEND)
@@ -234,18 +228,16 @@ class KernelServer:
         except subprocess.TimeoutExpired:
             self._kill()
             rc = None
-        tail = self._stderr_tail()
-        if self.spike:
-            tail = symbolize(self.program, tail)
+        tail = self.emulator.explain(self.program, self._stderr_tail())
         self.proc = None
-        if rc is not None and self.spike and rc > 128 and (rc - 128) in signal.valid_signals():
-            rc = -(rc - 128)  # the Spike runtime exits with 128 + the signal Linux would have sent
+        if rc is not None:
+            rc = self.emulator.signal_of(rc)
         if rc is not None and rc < 0:
             sig = signal.Signals(-rc)
             meaning = _SIGNAL_MEANING.get(sig, f"the kernel server died of {sig.name}")
         else:
             meaning = f"the kernel server exited with code {rc}"
-        msg = f"{what}: {meaning} [{self.describe()}; {'--isa' if self.spike else '-cpu'} {self.cpu}]"
+        msg = f"{what}: {meaning} [{self.describe()}; {self.emulator.cpu_flag} {self.cpu}]"
         if tail:
             msg += f"\n  emulator/server stderr: {tail}"
         return KernelCrash(msg + "\n  the server is restarted for the next case")
@@ -296,7 +288,7 @@ class KernelServer:
 _POOL: dict[tuple[str, int, bool, str], KernelServer] = {}
 
 
-def server(build: Build, vlen: int, stress: bool, emulator: Qemu | Spike) -> KernelServer:
+def server(build: Build, vlen: int, stress: bool, emulator: Emulator) -> KernelServer:
     """The (lazily started) server of this process for a build, VLEN, stress mode and emulator."""
     key = (build.key + build.isa.name, vlen, stress, emulator.name)
     s = _POOL.get(key)

@@ -9,8 +9,9 @@ metal: the same objects as the QEMU server (ggml's libraries, the request loop,
 the adapters), linked with rvvdiff's runtime (``server/spike/rt.c``) at
 :data:`MEMORY`'s base, entered in machine mode, with its system calls served
 by the runtime and its stdin / stdout carried by HTIF.  The kernel server
-protocol is unchanged, so :class:`harness.emulators.pool.KernelServer`, the plugin and
-``rvvdiff repro`` drive Spike exactly as they drive QEMU.
+protocol is unchanged, and :class:`Spike` answers the questions of
+:class:`harness.emulators.base.Emulator`, so :class:`harness.emulators.pool.KernelServer`, the
+plugin and ``rvvdiff repro`` drive Spike exactly as they drive QEMU.
 
 What Spike cannot do, said where it matters: QEMU's tail/mask stress modes
 (Spike keeps tail and masked-off elements undisturbed, as the specification
@@ -28,14 +29,17 @@ import functools
 import os
 import re
 import shutil
+import signal
 import struct
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler, qemu
+from harness.build.builds import Build, digest, server_objects
+from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler
 from harness.core.config import SPIKE_VLENS, STRESS_PROPS, locked
 from harness.core.proc import run
+from harness.emulators.base import Emulator
 
 #: Spike's memory (``-m<base>:<size>``) and where the server is linked: below 2 GiB because ggml is
 #: compiled for the medlow code model; above Spike's devices (the runtime's MEM_BASE / MEM_END).
@@ -58,18 +62,43 @@ class SpikeUnavailable(ToolchainError):
 
 
 @dataclass(frozen=True)
-class Spike:
-    """A spike binary, driven like :class:`harness.build.toolchain.Qemu` (``lacking``, ``cpu``, ``command``)."""
+class Spike(Emulator):
+    """A spike binary: the kernel server linked bare metal (:func:`server_for`), one hart."""
 
     path: str
     version: str
 
     name = "spike"
+    label = "Spike"
     vlens = SPIKE_VLENS
+    has_stress = False
+    timeout_factor = SLOWDOWN
+    cpu_flag = "--isa"
+    named_as = "on Spike"
+    suffix = "-spike"
+    lacking_hint = "; Spike has no tail/mask stress mode: run stress targets on QEMU"
+    no_stress = ("Spike has no tail/mask stress mode (it keeps tail and masked-off elements undisturbed); "
+                 "run the stress targets on QEMU")
+
+    @classmethod
+    def find(cls) -> Spike:
+        return spike()
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        return available()
+
+    @classmethod
+    def header(cls) -> str:
+        why = available()
+        return f"{why or spike().describe()} (bare metal, one hart; kernel timeout x{SLOWDOWN:g})"
 
     def lacking(self, props: dict[str, bool]) -> list[str]:
         """Requested properties Spike cannot provide: QEMU's tail/mask stress modes."""
         return [p for p, on in props.items() if on and p in STRESS_PROPS]
+
+    def lacking_reason(self, lacking: list[str], target: str) -> str:
+        return f"Spike cannot provide {', '.join(lacking)} ({target})"
 
     def cpu(self, vlen: int, props: dict[str, bool]) -> str:
         """The ``--isa`` string: rv64gcv, the time counter (zicntr), the build's extensions, zvl<VLEN>b."""
@@ -79,6 +108,22 @@ class Spike:
     def command(self, server: Path, vlen: int, props: dict[str, bool]) -> list[str]:
         """The command that runs ``server`` (the Spike link of a build, :func:`server_for`)."""
         return [self.path, f"--isa={self.cpu(vlen, props)}", f"-m{MEMORY}", "--real-time-clint", str(server)]
+
+    def server_binary(self, build: Build) -> Path:
+        return server_for(build)
+
+    def link_args(self, build: Build) -> list[str]:
+        return spike_link_args(build)
+
+    def signal_of(self, returncode: int) -> int:
+        """The runtime exits with 128 + the signal Linux would have sent: that signal, negated."""
+        if returncode > 128 and (returncode - 128) in signal.valid_signals():
+            return -(returncode - 128)
+        return returncode
+
+    def explain(self, program: Path, stderr: str) -> str:
+        """The runtime's "pc 0x..." followed by the function it is in."""
+        return symbolize(program, stderr)
 
     def describe(self) -> str:
         return f"Spike {self.version} ({self.path})"
@@ -119,12 +164,6 @@ def spike() -> Spike:
     return Spike(path, version)
 
 
-def emulator(name: str):  # -> Qemu | Spike
-    """The emulator called ``name`` ("qemu" or "spike"); raises ToolchainError (with what to do) when
-    it is not installed."""
-    return spike() if name == "spike" else qemu()
-
-
 def available() -> str | None:
     """None when Spike can run, else why not (with what to do)."""
     try:
@@ -136,11 +175,10 @@ def available() -> str | None:
 
 def _runtime_object(build_dir: Path, march: str | None) -> Path:
     """rt.c compiled for a build's -march (cached by content)."""
-    from harness.build.builds import _digest
     cc = compiler()
     flags = ["-O2", *([f"-march={march}"] if march else []), "-mno-implicit-float", "-fno-vectorize",
              "-fno-slp-vectorize"]
-    obj = build_dir / "server-obj" / f"spike-rt-{_digest(RUNTIME.read_bytes(), ' '.join(flags), cc.identity)}.o"
+    obj = build_dir / "server-obj" / f"spike-rt-{digest(RUNTIME.read_bytes(), ' '.join(flags), cc.identity)}.o"
     if not obj.exists():
         obj.parent.mkdir(exist_ok=True)
         tmp = obj.with_suffix(f".tmp{os.getpid()}.o")
@@ -150,28 +188,27 @@ def _runtime_object(build_dir: Path, march: str | None) -> Path:
     return obj
 
 
-def _link_args(build) -> list[str]:
+def _link_args(build: Build) -> list[str]:
     """The runtime object, the image base and the runtime's entry point (the caller holds the build's lock)."""
     return [str(_runtime_object(build.dir, build.march)), f"-Wl,--image-base={IMAGE_BASE}",
             "-Wl,-e,rvvdiff_spike_start"]
 
 
-def spike_link_args(build) -> list[str]:  # build: harness.build.builds.Build
+def spike_link_args(build: Build) -> list[str]:
     """What turns a static link of a build's objects into a program for Spike (used for the server
     and the C reproducers)."""
     with locked(build.dir / ".lock"):
         return _link_args(build)
 
 
-def server_for(build) -> Path:  # build: harness.build.builds.Build
+def server_for(build: Build) -> Path:
     """The kernel server of ``build`` linked for Spike: the same objects and libraries as
     ``build.server``, plus the runtime, at :data:`IMAGE_BASE`, entered at the runtime's start."""
-    from harness.build.builds import _digest, _server_objects
     cc = compiler()
     with locked(build.dir / ".lock"):
-        objs, _ = _server_objects(build.dir, cc, build.cflags, build.key)
+        objs, _ = server_objects(build.dir, cc, build.cflags, build.key)
         link = _link_args(build)
-        exe = build.dir / "servers" / _digest(*map(str, objs.values()), *link, build.key) / "rvvdiff-server-spike"
+        exe = build.dir / "servers" / digest(*map(str, objs.values()), *link, build.key) / "rvvdiff-server-spike"
         if not exe.exists():
             exe.parent.mkdir(parents=True, exist_ok=True)
             tmp = exe.with_name(f"{exe.name}.tmp{os.getpid()}")

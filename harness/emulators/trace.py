@@ -50,10 +50,10 @@ def trace_call(server: KernelServer, kernel: str, ip=(), fp=(), bufs=(), *, time
     request = P.encode_hello() + P.encode_call(kernel, ip, fp, bufs) + P.encode_quit()
     with tempfile.TemporaryDirectory(prefix="rvvdiff-trace-") as d:
         log = Path(d) / "qemu.log"
-        if server.spike:
+        if not server.emulator.traces:
             raise RuntimeError("tracing the functions a call executes uses QEMU's -d logging; "
-                               "run the trace without --emulator spike")
-        argv = [server.emulator.path, "-cpu", server.cpu, "-d", "in_asm,strace", "-D", str(log), str(server.build.server)]
+                               f"run the trace without --emulator {server.emulator.name}")
+        argv = server.emulator.trace_command(server.program, server.vlen, server.props, log)
         cp = subprocess.run(argv, input=request, capture_output=True, timeout=timeout, preexec_fn=_no_core_dumps)
         if cp.returncode != 0:
             raise RuntimeError(f"traced run of {kernel} failed (exit {cp.returncode}) [{server.describe()}]: "

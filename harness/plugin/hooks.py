@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.internal import observability
 
 from harness.build.builds import (
     adapter_kernels,
@@ -30,17 +32,15 @@ from harness.build.builds import (
 )
 from harness.build.toolchain import SERVER_DIR, describe
 from harness.check import observe
-from harness.core.config import ISA_BUILDS, SPIKE_VLENS, STRESS_PROPS, VLENS
-from harness.emulators import pool
-from harness.emulators import spike as spike_mod
-from harness.emulators.spike import SLOWDOWN as SPIKE_SLOWDOWN
+from harness.core.config import ISA_BUILDS, STRESS_PROPS
+from harness.emulators import pool, registry
 from harness.ggml import known
 from harness.ggml.source import SDIST_SPEC
-from harness.plugin import budget
+from harness.plugin import budget, state
 from harness.plugin.benchlog import BenchLog
 from harness.plugin.marks import entry_points, mark_known_failures, mark_not_in_tree, requirements
 from harness.plugin.options import THOROUGH_MAX_EXAMPLES, add_options, max_examples
-from harness.plugin.targets import Target, emulator_for, reset_session, server_stats, session, session_for
+from harness.plugin.targets import Target, emulator_for, server_stats, session, session_for
 from harness.report.failure import clear as clear_reports
 from harness.report.failure import write_failure
 from harness.report.ids import parse_id, replay_argv
@@ -48,12 +48,9 @@ from harness.report.summary import write_summary
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    session.config._rvvdiff_t0 = time.time()  # type: ignore[attr-defined]
+    session.config.stash[state.T0] = time.time()
     if getattr(session.config, "workerinput", None) is None:
         clear_reports(report_dir(session.config))
-
-
-_BENCH: BenchLog | None = None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,44 +58,38 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _BENCH
+    state.begin(config)
     config.addinivalue_line("markers", "rvvdiff_kernel(name): the ggml kernel a differential test exercises")
     # Shared by the controller and its xdist workers (inherited through the environment).
     os.environ.setdefault("RVVDIFF_SESSION", uuid.uuid4().hex[:12])
     _register_hypothesis_profile(config)
-    reset_session()
-    _BENCH = None
+    config.stash[state.BENCH] = None
     if config.getoption("bench_log"):
-        from hypothesis.internal import observability
-
         # Hypothesis traces coverage of every example while observability is on; that
         # tracing (not the harness) would dominate the times measured.
         observability.OBSERVABILITY_COLLECT_COVERAGE = False
-        _BENCH = BenchLog(config.getoption("bench_log"))
-        observability.add_observability_callback(_BENCH.observe)
-    config._rvvdiff_stats = []  # type: ignore[attr-defined]
+        bench = config.stash[state.BENCH] = BenchLog(config.getoption("bench_log"))
+        observability.add_observability_callback(bench.observe)
     _resolve_emulator_options(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state.end(config)
 
 
 def _resolve_emulator_options(config: pytest.Config) -> None:
     """--vlen 'all' becomes the emulator's VLENs; what the emulator cannot do is a usage error."""
-    on_spike = config.getoption("emulator") == "spike"
+    emulator = registry.kind(config.getoption("emulator"))
     vlens = config.getoption("vlen")
     if vlens is None:
-        config.option.vlen = SPIKE_VLENS if on_spike else VLENS
-    elif not on_spike and any(v > max(VLENS) for v in vlens):
-        raise pytest.UsageError(
-            f"--vlen {','.join(map(str, vlens))}: QEMU stops at VLEN {max(VLENS)} (its vlen property's maximum); "
-            "VLEN 2048 and 4096 run on Spike: add --emulator spike (install: ci/setup.sh --spike)")
-    if on_spike and True in config.getoption("rvv_stress"):
-        raise pytest.UsageError(
-            "--rvv-stress with --emulator spike: Spike has no tail/mask stress mode (it keeps tail and masked-off "
-            "elements undisturbed); run the stress targets on QEMU")
+        config.option.vlen = emulator.vlens
+    elif any(v not in emulator.vlens for v in vlens):
+        raise pytest.UsageError(f"--vlen {','.join(map(str, vlens))}: {emulator.vlen_limit}")
+    if not emulator.has_stress and True in config.getoption("rvv_stress"):
+        raise pytest.UsageError(f"--rvv-stress with --emulator {emulator.name}: {emulator.no_stress}")
 
 
 def _register_hypothesis_profile(config: pytest.Config) -> None:
-    from hypothesis import HealthCheck, settings
-
     n = max_examples(config)
     budget.register_profiles(
         n, THOROUGH_MAX_EXAMPLES, config.getoption("example_db"), deadline=None, print_blob=True,
@@ -121,7 +112,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.hookimpl(tryfirst=True)  # before -k / -m narrow the items: coverage of changes is the whole suite's
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Apply --plan / --changes (harness/plugin/budget.py); resolve the tree and emulator once differential
-    tests are collected; skip, with the reason, targets whose ISA build or stress mode this QEMU
+    tests are collected; skip, with the reason, targets whose ISA build or stress mode the emulator
     cannot emulate."""
     targets = [it for it in items
                if isinstance(getattr(getattr(it, "callspec", None), "params", {}).get("target"), Target)]
@@ -132,21 +123,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     kept = set(items)
     targets = [it for it in targets if it in kept]
     if config.getoption("known_failures") == "apply":
-        mark_known_failures(config, sess.source, targets)
+        config.stash[state.CHANGED_KNOWN], config.stash[state.UNUSED_KNOWN] = mark_known_failures(
+            config, sess.source, targets)
     else:
-        config._rvvdiff_changed_known = config._rvvdiff_unused_known = []  # type: ignore[attr-defined]
+        config.stash[state.CHANGED_KNOWN], config.stash[state.UNUSED_KNOWN] = [], []
     mark_not_in_tree(sess.source, targets)
     q = emulator_for(config)
     for it in targets:
         t: Target = it.callspec.params["target"]
         props = dict(t.isa.qemu, **(STRESS_PROPS if t.stress else {}))
         lacking = q.lacking(props)
-        if lacking and q.name == "spike":
-            it.add_marker(pytest.mark.skip(reason=f"Spike cannot provide {', '.join(lacking)} ({t.id})"))
-        elif lacking:
-            it.add_marker(pytest.mark.skip(reason=(
-                f"QEMU {q.version} ({q.path}) does not emulate {', '.join(lacking)}, needed by "
-                f"{t.id}: install qemu-user 10 from bookworm-backports (ci/setup.sh) or set RVVDIFF_QEMU")))
+        if lacking:
+            it.add_marker(pytest.mark.skip(reason=q.lacking_reason(lacking, t.id)))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -158,12 +146,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     tools = describe()
     stress = {(False,): "off", (True,): "on", (False, True): "both"}[tuple(config.getoption("rvv_stress"))]
     lines.append(f"rvvdiff: ggml source: {src}")
-    if config.getoption("emulator") == "spike":
-        why = spike_mod.available()
-        lines.append(f"rvvdiff: emulator: {why or spike_mod.spike().describe()} (bare metal, one hart; "
-                     f"kernel timeout x{SPIKE_SLOWDOWN:g})")
-    else:
-        lines.append(f"rvvdiff: emulator: {tools['qemu']}")
+    lines.append(f"rvvdiff: emulator: {registry.kind(config.getoption('emulator')).header()}")
     lines.append(f"rvvdiff: compiler: {tools['compiler']}")
     lines.append("rvvdiff: ISA builds: " + "; ".join(
         f"{n} ({ISA_BUILDS[n].summary})" for n in config.getoption("isa")))
@@ -183,8 +166,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
                             f"Skipped: cannot run on this emulator: {call.excinfo.value}")
         rep.user_properties.extend(("rvvdiff." + k, v) for k, v in observe.take().items())
         kept = observe.take_kept()
-        if _BENCH is not None and rep.passed:
-            _BENCH.pure(item)
+        bench = item.config.stash[state.BENCH]
+        if bench is not None and rep.passed:
+            bench.pure(item)
         if rep.failed:
             cmd = replay_command(item)
             rep.sections.append(("rvvdiff: replay (Hypothesis replays the saved failing example first)", cmd))
@@ -204,10 +188,11 @@ def report_dir(config: pytest.Config) -> Path:
 def replay_command(item: pytest.Item) -> str:
     """One shell line that reruns this test, and so its shrunk failing example, from the rootdir."""
     db, src = item.config.getoption("example_db"), item.config.getoption("ggml_src")
+    emulator = item.config.getoption("emulator")
     argv = replay_argv(item.nodeid, example_db=db and str(Path(db).resolve()),
                               known_failures=item.config.getoption("known_failures"),
                               ggml_src=src and (src if SDIST_SPEC.match(src) else str(Path(src).resolve())),
-                              extra=["--emulator", "spike"] if item.config.getoption("emulator") == "spike" else ())
+                              extra=["--emulator", emulator] if emulator != registry.DEFAULT else ())
     return f"cd {shlex.quote(str(item.config.rootpath))} && {shlex.join(argv)}"
 
 
@@ -219,11 +204,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         # The build's one outcome (its error, or a skip) belongs to setup, not to a Hypothesis example.
         session().build(target.isa)
     budget.use(item)
-    if _BENCH is not None:
-        t = getattr(getattr(item, "callspec", None), "params", {}).get("target")
-        if isinstance(t, Target):
-            t.server()  # start it outside the measured examples: start-up is reported separately
-        _BENCH.start(item.nodeid)
+    bench = item.config.stash[state.BENCH]
+    if bench is not None:
+        if isinstance(target, Target):
+            target.server()  # start it outside the measured examples: start-up is reported separately
+        bench.start(item.nodeid)
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
@@ -256,10 +241,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         reason = (report.longreprtext or "").strip().splitlines()[-1:][0] if report.longreprtext else ""
     entry = {"nodeid": report.nodeid, "outcome": outcome, "reason": reason, "duration": report.duration}
     entry.update({k[len("rvvdiff."):]: v for k, v in report.user_properties if k.startswith("rvvdiff.")})
-    _RESULTS.append(entry)
-
-
-_RESULTS: list[dict[str, Any]] = []
+    config = state.current()
+    if config is not None:
+        config.stash[state.RESULTS].append(entry)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -267,15 +251,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if workeroutput is not None:
         workeroutput["rvvdiff_stats"] = json.dumps(server_stats())
         return
-    session.config._rvvdiff_stats.extend(server_stats())  # type: ignore[attr-defined]
-    outcomes = session.config._rvvdiff_builds = _build_outcomes(session.config)  # type: ignore[attr-defined]
+    session.config.stash[state.STATS].extend(server_stats())
+    outcomes = session.config.stash[state.BUILDS] = _build_outcomes(session.config)
     if os.environ.get("RVVDIFF_SESSION"):
         forget_session(os.environ["RVVDIFF_SESSION"])  # the markers served this session only
     if any(kind == "failed" for kind, _ in outcomes) and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    if any(parse_id(r["nodeid"]) for r in _RESULTS):
+    results = session.config.stash[state.RESULTS]
+    if any(parse_id(r["nodeid"]) for r in results):
         header = [line.removeprefix("rvvdiff: ") for line in pytest_report_header(session.config)]
-        write_summary(report_dir(session.config), _RESULTS, header)
+        write_summary(report_dir(session.config), results, header)
 
 
 def _build_outcomes(config: pytest.Config) -> list[tuple[str, str]]:
@@ -283,7 +268,7 @@ def _build_outcomes(config: pytest.Config) -> list[tuple[str, str]]:
     tree, or left adapters out: read from the files the session's processes (xdist workers
     included) left in the build directories (harness/build/builds.py: failure marker, session note)."""
     sid = os.environ.get("RVVDIFF_SESSION")
-    if sid is None or not any(parse_id(r["nodeid"]) for r in _RESULTS):
+    if sid is None or not any(parse_id(r["nodeid"]) for r in config.stash[state.RESULTS]):
         return []
     try:
         src = session_for(config).source
@@ -314,17 +299,17 @@ def _build_outcomes(config: pytest.Config) -> list[tuple[str, str]]:
 def pytest_testnodedown(node: Any, error: Any) -> None:
     stats = getattr(node, "workeroutput", {}).get("rvvdiff_stats")
     if stats:
-        node.config._rvvdiff_stats.extend(json.loads(stats))
+        node.config.stash[state.STATS].extend(json.loads(stats))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    for kind, line in getattr(config, "_rvvdiff_builds", []):
+    for kind, line in config.stash.get(state.BUILDS, []):
         terminalreporter.write_line(f"rvvdiff: {line}", red=kind == "failed", yellow=kind != "failed")
-    for k in getattr(config, "_rvvdiff_unused_known", []):
+    for k in config.stash.get(state.UNUSED_KNOWN, []):
         terminalreporter.write_line(f"rvvdiff: warning: known failure {k.test!r} matched no collected test "
                                     "(fixed, renamed, or not selected?)", yellow=True)
     ran = {getattr(r, "nodeid", "") for rs in terminalreporter.stats.values() for r in rs}
-    changed = getattr(config, "_rvvdiff_changed_known", None)
+    changed = config.stash.get(state.CHANGED_KNOWN, None)
     if changed is None and any(parse_id(n) for n in ran):  # an xdist controller: it did not collect
         try:
             changed = [v for v in known.judge(known.load(), session_for(config).source) if v.state == "changed"]
@@ -343,7 +328,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(f"rvvdiff: note: {older} known failure(s) of other trees (seen_in) do not apply: "
                                     "their functions changed here, so those tests are judged afresh "
                                     "(`rvvdiff known` lists them)")
-    stats = getattr(config, "_rvvdiff_stats", [])
+    stats = config.stash.get(state.STATS, [])
     reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])
                if getattr(r, "when", "") == "call" and any(k.startswith("rvvdiff.") for k, _ in r.user_properties)]
     if not reports:
@@ -371,7 +356,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     req = sum(s["wall_s"] for s in stats)
     ker = sum(s["kernel_s"] for s in stats)
     starts = sum(s["starts"] for s in stats)
-    dur = time.time() - getattr(config, "_rvvdiff_t0", time.time())
+    dur = time.time() - config.stash.get(state.T0, time.time())
     tr.write_line(f"{len(reports)} differential tests, {int(calls)} kernel calls"
                   + (f" ({calls / dur:.0f}/s over {dur:.1f} s wall)" if dur > 0 else "")
                   + f"; time in server requests {req:.1f} s (inside kernels {ker:.2f} s); {starts} emulator starts")

@@ -6,7 +6,8 @@ import fnmatch
 
 import pytest
 
-from harness.core.config import ISA_BUILDS, VLENS
+from harness.core.config import ISA_BUILDS
+from harness.emulators import registry
 from harness.ggml import known, tree
 from harness.ggml.source import GgmlSource
 
@@ -38,9 +39,13 @@ def mark_not_in_tree(source: GgmlSource, items: list[pytest.Item]) -> None:
             it.add_marker(pytest.mark.skip(reason=f"not in this tree: {', '.join(missing)} ({source.label})"))
 
 
-def mark_known_failures(config: pytest.Config, source: GgmlSource, items: list[pytest.Item]) -> None:
+def mark_known_failures(config: pytest.Config, source: GgmlSource,
+                        items: list[pytest.Item]) -> tuple[list[known.Verdict], list[known.Known]]:
     """Mark the tests of the known failures that apply to ``source`` (harness/ggml/known.py: by the
-    fingerprint of the buggy function, or the tree named by ``ggml``) as strict xfails."""
+    fingerprint of the buggy function, or the tree named by ``ggml``) as strict xfails.
+
+    Returns the verdicts of the entries whose function changed in this tree (their tests are judged
+    afresh: the summary says so) and the stale entries (none of their tests matched a full run)."""
     try:
         verdicts = known.judge(known.load(), source)  # reads each named source file once
     except (known.KnownFailuresError, ValueError, OSError) as e:
@@ -50,7 +55,7 @@ def mark_known_failures(config: pytest.Config, source: GgmlSource, items: list[p
     entries = sorted((v.entry for v in verdicts if v.applies and v.entry.emulator in ("", emulator)),
                      key=lambda k: k.emulator == "")
     # Entries whose function changed in this tree: their tests are judged afresh; say so.
-    config._rvvdiff_changed_known = [  # type: ignore[attr-defined]
+    changed = [
         v for v in verdicts if v.state == "changed" and any(v.entry.matches(it.nodeid, emulator) for it in items)]
     used: set[int] = set()
     for it in items:
@@ -61,9 +66,11 @@ def mark_known_failures(config: pytest.Config, source: GgmlSource, items: list[p
                 break
     # An entry is stale when its test file ran over the whole matrix (every VLEN, ISA build and
     # stress mode) and none of its tests matched; a narrower selection says nothing about it.
-    full = (emulator == "qemu" and tuple(config.getoption("vlen")) == VLENS
+    # (Only an emulator with the stress mode runs the whole matrix.)
+    kind = registry.kind(emulator)
+    full = (kind.has_stress and tuple(config.getoption("vlen")) == kind.vlens
             and tuple(config.getoption("isa")) == tuple(ISA_BUILDS) and tuple(config.getoption("rvv_stress")) == (False, True))
     files = {it.nodeid.split("::", 1)[0] for it in items}
-    config._rvvdiff_unused_known = [  # type: ignore[attr-defined]
-        k for i, k in enumerate(entries)
-        if full and i not in used and any(fnmatch.fnmatchcase(f, k.test.split("::", 1)[0]) for f in files)]
+    unused = [k for i, k in enumerate(entries)
+              if full and i not in used and any(fnmatch.fnmatchcase(f, k.test.split("::", 1)[0]) for f in files)]
+    return changed, unused

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, selection_type
+from harness.emulators import registry
 
 _parse_vlen_list = selection_type("--vlen", SPIKE_VLENS, "VLENs rvvdiff can emulate: 2048 and 4096 on Spike only",
                                   pytest.UsageError)
@@ -43,7 +44,7 @@ def add_options(parser: pytest.Parser) -> None:
     g.addoption("--vlen", type=parse_vlens, default=None, metavar="LIST",
                 help=f"VLENs to emulate: 'all' (default: {', '.join(map(str, VLENS))} on QEMU, also 2048 and 4096 "
                      f"on Spike) or a comma list of them")
-    g.addoption("--emulator", choices=("qemu", "spike"), default="qemu",
+    g.addoption("--emulator", choices=registry.NAMES, default=registry.DEFAULT,
                 help="qemu (default): qemu-riscv64 user mode; spike: Spike, the RISC-V reference simulator "
                      "(bare metal, one thread, no tail/mask stress; VLEN up to 4096; install: ci/setup.sh --spike)")
     g.addoption("--isa", type=parse_isas, default=tuple(ISA_BUILDS), metavar="LIST",

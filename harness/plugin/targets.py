@@ -8,18 +8,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from hypothesis import reject
+from hypothesis.control import currently_in_test_context
 
-from harness.build.builds import Build, BuildError, BuildFailedEarlier, IsaUnavailable, emulation_gap, ensure_built, failed_reason
-from harness.build.toolchain import Qemu, ToolchainError
+from harness.build.builds import Build, BuildError, BuildFailedEarlier, IsaUnavailable, ensure_built, failed_reason
+from harness.build.toolchain import ToolchainError
 from harness.check import observe
 from harness.core.config import IsaBuild
-from harness.emulators import pool
+from harness.emulators import pool, registry
 from harness.emulators import protocol as P
-from harness.emulators import spike as spike_mod
-from harness.emulators.spike import SLOWDOWN as SPIKE_SLOWDOWN
-from harness.emulators.spike import Spike
+from harness.emulators.base import Emulator
 from harness.emulators.trace import Trace, trace_call
 from harness.ggml.source import GgmlSource, SourceError, resolve
+from harness.plugin import state
 
 
 @dataclass
@@ -34,14 +35,11 @@ class Session:
 
     @property
     def timeout(self) -> float:
-        return float(self.config.getoption("kernel_timeout")) * (SPIKE_SLOWDOWN if self.on_spike else 1)
-
-    @property
-    def on_spike(self) -> bool:
-        return self.config.getoption("emulator") == "spike"
+        """--kernel-timeout, times the emulator's slowdown (Spike interprets where QEMU translates)."""
+        return float(self.config.getoption("kernel_timeout")) * registry.kind(self.config.getoption("emulator")).timeout_factor
 
     @functools.cached_property
-    def emulator(self) -> Qemu | Spike:
+    def emulator(self) -> Emulator:
         """The emulator every kernel server of this session runs under (--emulator)."""
         return emulator_for(self.config)
 
@@ -49,7 +47,7 @@ class Session:
         """The build for ``isa``, made on first use (in the test's setup, before any Hypothesis example).
 
         One outcome per ISA build and session: a tree whose CMake cannot express ``isa``, or whose
-        -march needs an extension QEMU lacks, skips the test with the reason; a build that fails
+        -march needs an extension the emulator lacks, skips the test with the reason; a build that fails
         raises its full error in the first test that needs it (in whichever process of the
         session), and every other test of that ISA build is skipped with a line pointing at it.
         """
@@ -70,7 +68,7 @@ class Session:
             pytest.fail(error, pytrace=False)
         if isa.name in self.unusable:
             pytest.skip(self.unusable[isa.name])
-        gap = emulation_gap(b)
+        gap = self.emulator.gap(b)
         if gap:
             self.unusable[isa.name] = gap
             pytest.skip(gap)
@@ -78,19 +76,12 @@ class Session:
         return b
 
 
-_SESSION: Session | None = None
-
-
-def reset_session() -> None:
-    """Forget this process's session (pytest_configure: a new pytest run in the same process)."""
-    global _SESSION
-    _SESSION = None
-
-
 def session() -> Session:
-    if _SESSION is None:
+    """The session of the pytest run in progress (for the differential test modules)."""
+    config = state.current()
+    if config is None:
         raise RuntimeError("rvvdiff: no pytest session is configured (is the plugin loaded?)")
-    return _SESSION
+    return session_for(config)
 
 
 @dataclass(frozen=True, repr=False)
@@ -145,7 +136,7 @@ class Target:
     def trace(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
               bufs: Sequence[P.Buf] = ()) -> Trace:
         """Run one call in a fresh, logging QEMU and return the functions it executed."""
-        if session().on_spike:
+        if not session().emulator.traces:
             pytest.skip("a trace of the functions a call executes needs QEMU's -d logging: this check runs on QEMU")
         return trace_call(self.server(), kernel, ip, fp, bufs, timeout=session().timeout)
 
@@ -161,28 +152,27 @@ def _cannot_run_here() -> None:
     another drawn.  Outside Hypothesis the :class:`pool.Unsupported` goes on: a fixed case of
     ``explore(after=...)`` is passed over, anything else skips its test with the reason
     (:func:`pytest_runtest_makereport`)."""
-    from hypothesis import reject
-    from hypothesis.control import currently_in_test_context
-
     observe.record("unsupported", 1)
     if currently_in_test_context():
         reject()
 
 
 def session_for(config: pytest.Config) -> Session:
-    global _SESSION
-    if _SESSION is None:
+    """The session of ``config``'s run, made on first use (the tree resolved; a bad --ggml-src is a usage error)."""
+    s = config.stash.get(state.SESSION, None)
+    if s is None:
         try:
             src = resolve(config.getoption("ggml_src"))
         except SourceError as e:
             raise pytest.UsageError(str(e)) from None
-        _SESSION = Session(config, src, {})
-    return _SESSION
+        s = config.stash[state.SESSION] = Session(config, src, {})
+    return s
 
 
-def emulator_for(config: pytest.Config) -> Qemu | Spike:
+def emulator_for(config: pytest.Config) -> Emulator:
+    """The emulator --emulator names; not installed is a usage error that says how to install it."""
     try:
-        return spike_mod.emulator(config.getoption("emulator"))
+        return registry.get(config.getoption("emulator"))
     except ToolchainError as e:
         raise pytest.UsageError(str(e)) from None
 

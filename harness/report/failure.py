@@ -6,6 +6,7 @@ import json
 import math
 import re
 import shlex
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,13 +14,12 @@ from typing import Any
 import numpy as np
 
 from harness.emulators import protocol as P
+from harness.emulators import registry
 from harness.report.ids import slug
 
 
 def clear(report_dir: Path) -> None:
     """Remove the previous run's reports (a run's report directory describes that run only)."""
-    import shutil
-
     shutil.rmtree(report_dir / "cases", ignore_errors=True)
     for name in ("summary.md", "summary.html", "results.json"):
         (report_dir / name).unlink(missing_ok=True)
@@ -65,7 +65,7 @@ def _worst(comp: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_failure(report_dir: Path, *, nodeid: str, longrepr: str, kept: dict[str, Any], target: Any,
-                  source: Any, replay: str, emulator: str = "qemu") -> Path:
+                  source: Any, replay: str, emulator: str = registry.DEFAULT) -> Path:
     """Write the report of one failed test; returns its directory."""
     d = report_dir / "cases" / slug(nodeid)
     d.mkdir(parents=True, exist_ok=True)
@@ -111,7 +111,7 @@ def write_failure(report_dir: Path, *, nodeid: str, longrepr: str, kept: dict[st
     lines = [f"# {nodeid}", "",
              f"- kernel call: `{call.get('kernel')}` ip={call.get('ip')} fp={call.get('fp')}",
              f"- target: VLEN {target.vlen}, ISA build {target.isa.name}" + (", tail/mask stress" if target.stress else "")
-             + (", on Spike" if emulator == "spike" else ""),
+             + (f", {registry.kind(emulator).named_as}" if registry.kind(emulator).named_as else ""),
              f"- ggml: {source.label}, commit {source.commit} (ggml {source.version})"]
     if comparison:
         lines.append(f"- comparison: {comparison['mode']} `{comparison['name']}` [{comparison['context']}]")

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+import ml_dtypes
 import numpy as np
 
+from harness.build.builds import Build
+from harness.emulators.base import Emulator
+from harness.emulators.pool import KernelFailure, KernelServer, ServerError
 from harness.report.failure import Case
 
 
 def decode_like(outputs: list[bytes], got: np.ndarray) -> tuple[int, np.dtype] | None:
     """Which output buffer, read as which dtype, holds the recorded ``got`` values."""
     flat = got.reshape(-1)
-    import ml_dtypes
-
     for i, o in enumerate(outputs):
         for dt in dict.fromkeys([got.dtype, np.dtype(np.float32), np.dtype(np.float16),
                                  np.dtype(ml_dtypes.bfloat16), np.dtype(np.float64)]):
@@ -71,10 +72,8 @@ class Replay:
     outputs: list[bytes] | None = None
 
 
-def replay_on(case: Case, build: Any, vlen: int, stress: bool, emulator: Any) -> Replay:
+def replay_on(case: Case, build: Build, vlen: int, stress: bool, emulator: Emulator) -> Replay:
     """Run the recorded call once on ``emulator`` and judge it as the recorded comparison would."""
-    from harness.emulators.pool import KernelFailure, KernelServer, ServerError
-
     server = KernelServer(build, vlen, stress, emulator)
     if vlen not in emulator.vlens:
         return Replay(emulator.name, [], None, f"{emulator.describe()} cannot run VLEN {vlen} "

@@ -1,0 +1,117 @@
+"""What the harness asks of an emulator, whichever it is (QEMU user mode, Spike bare metal).
+
+The kernel server pool, the pytest plugin, the failure reports and ``rvvdiff repro`` hold an
+:class:`Emulator` and ask it: which VLENs it runs, whether it has the tail/mask stress mode,
+which requested CPU properties it lacks, the command that starts a kernel server of a build
+at a VLEN (and which binary of the build that is), how much longer its kernel deadlines are,
+whether it can trace the functions a call executes, and what to say when it cannot do
+something.  The answers that need no installed binary are class attributes, so the options
+can be checked before the emulator is looked for (:func:`harness.emulators.registry.kind`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+from harness.build.builds import Build
+
+
+class Emulator(ABC):
+    """One emulator of the kernel server (an instance is a found, usable binary)."""
+
+    #: The name ``--emulator`` takes.
+    name: ClassVar[str]
+    #: How messages call it ("QEMU", "Spike").
+    label: ClassVar[str]
+    #: The VLENs it emulates.
+    vlens: ClassVar[tuple[int, ...]]
+    #: Whether it has QEMU's tail/mask stress mode (agnostic elements written with ones).
+    has_stress: ClassVar[bool]
+    #: Kernel deadlines (--kernel-timeout) are this many times longer on it.
+    timeout_factor: ClassVar[float] = 1.0
+    #: Whether it can trace the functions a call executes (:mod:`harness.emulators.trace`).
+    traces: ClassVar[bool] = False
+    #: The option its CPU string follows in a command ("-cpu", "--isa").
+    cpu_flag: ClassVar[str]
+    #: How a target on it is named after the VLEN and ISA build ("on Spike"; empty for the default).
+    named_as: ClassVar[str] = ""
+    #: File name suffix of the programs built for it (reproducers).
+    suffix: ClassVar[str] = ""
+    #: Appended to "cannot provide <properties>": what to do instead.
+    lacking_hint: ClassVar[str] = ""
+    #: Appended to "does not emulate VLEN <n>": where that VLEN runs.
+    vlen_hint: ClassVar[str] = ""
+    #: Appended by ``rvvdiff repro`` to "not replayed" for a VLEN beyond :attr:`vlens`.
+    replay_hint: ClassVar[str] = ""
+    #: The usage error of a --vlen beyond :attr:`vlens` (after "--vlen <list>: ").
+    vlen_limit: ClassVar[str] = ""
+    #: The usage error of --rvv-stress on an emulator without the stress mode.
+    no_stress: ClassVar[str] = ""
+
+    path: str
+    version: str
+
+    @classmethod
+    @abstractmethod
+    def find(cls) -> Emulator:
+        """The installed emulator (cached); raises ToolchainError saying how to install it."""
+
+    @classmethod
+    @abstractmethod
+    def unavailable(cls) -> str | None:
+        """None when it can run, else why not (with what to do); never raises."""
+
+    @classmethod
+    @abstractmethod
+    def header(cls) -> str:
+        """Its line in the report header (what it is, or why it is unusable); never raises."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Its name, version and path in one phrase."""
+
+    @abstractmethod
+    def lacking(self, props: dict[str, bool]) -> list[str]:
+        """The requested CPU properties (ISA extensions, stress modes) it cannot provide."""
+
+    @abstractmethod
+    def lacking_reason(self, lacking: list[str], target: str) -> str:
+        """The skip reason of a target (id ``target``) that needs properties it lacks."""
+
+    @abstractmethod
+    def cpu(self, vlen: int, props: dict[str, bool]) -> str:
+        """Its CPU string for a VLEN and a set of extension / stress properties."""
+
+    @abstractmethod
+    def command(self, server: Path, vlen: int, props: dict[str, bool]) -> list[str]:
+        """The command that runs ``server`` (:meth:`server_binary` of a build)."""
+
+    @abstractmethod
+    def server_binary(self, build: Build) -> Path:
+        """The kernel server of ``build`` it runs (made on first use)."""
+
+    def link_args(self, build: Build) -> list[str]:
+        """What turns a static link of a build's objects into a program it runs (C reproducers)."""
+        return []
+
+    def gap(self, build: Build) -> str | None:
+        """None when it runs every extension ``build``'s -march adds, else what to do."""
+        return None
+
+    def signal_of(self, returncode: int) -> int:
+        """The server's exit status as ``Popen.returncode`` reports it (negative: killed by a signal)."""
+        return returncode
+
+    def explain(self, program: Path, stderr: str) -> str:
+        """The server's stderr as shown in a crash message."""
+        return stderr
+
+    def debug_hint(self, run_cmd: list[str], exe: Path) -> str | None:
+        """How to debug a reproducer under it, or None when it has no debugger stub."""
+        return None
+
+    def trace_command(self, server: Path, vlen: int, props: dict[str, bool], log: Path) -> list[str]:
+        """The command that runs ``server`` logging each translated block to ``log`` (when :attr:`traces`)."""
+        raise NotImplementedError(f"{self.label} cannot trace the functions a call executes")

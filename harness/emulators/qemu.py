@@ -1,0 +1,180 @@
+"""qemu-riscv64 (user mode), the default emulator: found, its -cpu properties probed, described.
+
+QEMU runs the build's Linux kernel server with ``-cpu rv64,v=true,vlen=N,...``; it has the
+tail/mask stress mode (``rvv_ta_all_1s``, ``rvv_ma_all_1s``, ``rvv_vl_half_avl``) and its
+``-d in_asm`` log is what :mod:`harness.emulators.trace` reads.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.build.builds import Build, march_extras, tree_name
+from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler, write_atomically
+from harness.core.config import ISA_BUILDS, STRESS_PROPS, VLENS, cache_dir, locked
+from harness.core.proc import CommandError, run
+from harness.emulators.base import Emulator
+
+#: Every -cpu property the harness may ask for.
+QEMU_PROPERTIES: tuple[str, ...] = tuple(dict.fromkeys(
+    [p for b in ISA_BUILDS.values() for p in b.qemu] + list(STRESS_PROPS)))
+
+
+@dataclass(frozen=True)
+class Qemu(Emulator):
+    """qemu-riscv64 and the -cpu properties it accepts."""
+
+    path: str
+    version: str
+    properties: frozenset[str]
+
+    name = "qemu"
+    label = "QEMU"
+    #: QEMU's ``vlen`` property stops at 1024 (RVV's 65536 is beyond its register file).
+    vlens = VLENS
+    has_stress = True
+    traces = True
+    cpu_flag = "-cpu"
+    vlen_hint = "; VLEN 2048 and 4096 run on Spike: --emulator spike"
+    vlen_limit = (f"QEMU stops at VLEN {max(VLENS)} (its vlen property's maximum); "
+                  "VLEN 2048 and 4096 run on Spike: add --emulator spike (install: ci/setup.sh --spike)")
+    replay_hint = "; replay on Spike: --emulator spike"
+
+    @classmethod
+    def find(cls) -> Qemu:
+        return qemu()
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        try:
+            qemu()
+        except (ToolchainError, CommandError) as e:
+            return str(e)
+        return None
+
+    @classmethod
+    def header(cls) -> str:
+        return describe()
+
+    def lacking(self, props: dict[str, bool]) -> list[str]:
+        """The properties among ``props`` that this QEMU does not know."""
+        return [p for p in props if p not in self.properties]
+
+    def lacking_reason(self, lacking: list[str], target: str) -> str:
+        return (f"QEMU {self.version} ({self.path}) does not emulate {', '.join(lacking)}, needed by "
+                f"{target}: install qemu-user 10 from bookworm-backports (ci/setup.sh) or set RVVDIFF_QEMU")
+
+    def cpu(self, vlen: int, props: dict[str, bool]) -> str:
+        """The ``-cpu`` argument for a VLEN and a set of extension / stress properties ("v" first)."""
+        items = [f"{k}={'true' if on else 'false'}" for k, on in sorted(props.items(), key=lambda kv: kv[0] != "v")]
+        return "rv64," + ",".join(items[:1] + [f"vlen={vlen}", "elen=64"] + items[1:])
+
+    def command(self, server: Path, vlen: int, props: dict[str, bool]) -> list[str]:
+        """The command that runs the kernel server ``server`` (the build's Linux binary)."""
+        return [self.path, "-cpu", self.cpu(vlen, props), str(server)]
+
+    def trace_command(self, server: Path, vlen: int, props: dict[str, bool], log: Path) -> list[str]:
+        return [self.path, "-cpu", self.cpu(vlen, props), "-d", "in_asm,strace", "-D", str(log), str(server)]
+
+    def server_binary(self, build: Build) -> Path:
+        return build.server
+
+    def gap(self, build: Build) -> str | None:
+        """None when QEMU emulates every extension the tree's -march adds on its own (they are on by
+        default in QEMU's generic rv64 CPU when QEMU knows them), else a message that says what to do."""
+        extras = march_extras(build.isa, build.march)
+        if not extras:
+            return None
+        lacking = [e for e in extras if (e not in self.properties if e in QEMU_PROPERTIES else not _knows(self.path, e))]
+        if not lacking:
+            return None
+        return (f"QEMU {self.version} ({self.path}) does not emulate {', '.join(lacking)}, which the CMake of "
+                f"{tree_name(build.source)} adds to ggml-cpu's -march={build.march} for ISA build {build.isa.name}: "
+                "install qemu-user 10 from bookworm-backports (ci/setup.sh) or set RVVDIFF_QEMU")
+
+    def debug_hint(self, run_cmd: list[str], exe: Path) -> str | None:
+        return (f"debug (then: gdb-multiarch {exe} -ex 'target remote :1234'):\n  "
+                f"{shlex.join(run_cmd[:-1] + ['-g', '1234', str(exe)])}")
+
+    def describe(self) -> str:
+        return f"QEMU {self.version} ({self.path})"
+
+
+def _probe_binary() -> Path:
+    cc = compiler()
+    src = SERVER_DIR / "probe.c"
+    tag = hashlib.sha256((cc.identity + src.read_text()).encode()).hexdigest()[:12]
+    out = cache_dir() / "toolchain" / f"probe-{tag}"
+    if not out.exists():
+        with locked(out.with_suffix(".lock")):
+            if not out.exists():
+                tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+                run([cc.cc, "-O1", "-static", src, "-o", tmp], timeout=600, what="building the QEMU probe")
+                tmp.replace(out)
+    return out
+
+
+@functools.cache
+def _knows(path: str, extension: str) -> bool:
+    cp = subprocess.run([path, "-cpu", f"rv64,{extension}=true", str(_probe_binary())],
+                        capture_output=True, text=True, timeout=60)
+    return cp.returncode == 0
+
+
+@functools.cache
+def qemu() -> Qemu:
+    """Find qemu-riscv64 (``$RVVDIFF_QEMU`` or PATH), read its version and probe its -cpu properties.
+
+    The probe result is cached per binary (path, size, mtime), so it costs one
+    QEMU start per property once per machine.
+    """
+    name = os.environ.get("RVVDIFF_QEMU") or "qemu-riscv64"
+    path = shutil.which(name)
+    if path is None:
+        raise ToolchainError(
+            f"{name} not found. Run ci/setup.sh (installs qemu-user 10 from bookworm-backports), "
+            "or point RVVDIFF_QEMU at a qemu-riscv64 binary (QEMU >= 9 recommended).")
+    first = run([path, "--version"], timeout=30, what="qemu version").stdout.splitlines()[0]
+    m = re.search(r"version (\d+\.\d+(\.\d+)?)", first)
+    version = m.group(1) if m else first
+    st = os.stat(path)
+    key = hashlib.sha256(f"{path}|{st.st_size}|{st.st_mtime_ns}|{first}|{QEMU_PROPERTIES}".encode()).hexdigest()[:16]
+    cache = cache_dir() / "toolchain" / f"qemu-props-{key}.json"
+    if cache.exists():
+        props = json.loads(cache.read_text())
+    else:
+        probe = _probe_binary()
+        props = []
+        for prop in QEMU_PROPERTIES:
+            base = "v=true," if prop != "v" else ""
+            cp = subprocess.run([path, "-cpu", f"rv64,{base}{prop}=true", str(probe)],
+                                capture_output=True, text=True, timeout=60)
+            if cp.returncode == 0:
+                props.append(prop)
+        write_atomically(cache, json.dumps(props))
+    return Qemu(path, version, frozenset(props))
+
+
+def emulation_gap(build: Build) -> str | None:
+    """QEMU's answer to :meth:`Qemu.gap` (``rvvdiff build`` warns with it)."""
+    return qemu().gap(build)
+
+
+def describe() -> str:
+    """QEMU's line for report headers and ``rvvdiff setup``; never raises (a problem is described instead)."""
+    try:
+        q = qemu()
+    except (ToolchainError, CommandError) as e:
+        return f"unavailable: {e}"
+    missing = [p for p in QEMU_PROPERTIES if p not in q.properties]
+    return f"{q.path} {q.version}; -cpu properties: {', '.join(sorted(q.properties))}" + (
+        f"; lacks: {', '.join(missing)}" if missing else "")
