@@ -26,14 +26,13 @@ import argparse
 import dataclasses
 import re
 import shlex
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from harness.build.builds import ensure_built
-from harness.core.config import ISA_BUILDS, PROJECT_ROOT
+from harness.commands.runner import SuiteRun, run_suite
+from harness.core.config import ISA_BUILDS
 from harness.emulators import registry
 from harness.ggml import known
 from harness.ggml.source import resolve
@@ -66,27 +65,25 @@ def check(entry: known.Known, trees: dict[str, str], work: Path, max_examples: i
     out = work / f"entry{entry.number}"
     db = str(out / "examples")
 
-    def pytest(report_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    def pytest(report_dir: Path, *extra: str) -> SuiteRun:
         argv = replay_argv(nodeid, ggml_src=src, known_failures="ignore", example_db=db,
-                           extra=["--report-dir", str(report_dir), "--max-examples", str(max_examples), "-q",
-                                  "--runxfail", *extra])
-        return subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, cwd=PROJECT_ROOT,
-                              timeout=3600)
+                           extra=["--max-examples", str(max_examples), "-q", "--runxfail", *extra])
+        return run_suite(argv, report_dir=report_dir, output="capture", timeout=3600).check_timeout()
 
     t0 = time.perf_counter()
     if entry.emulator == "spike":  # a finding of Spike's: it must fail there; QEMU performs what Spike traps on
         s_run, q_run = pytest(out / "spike", "--emulator", "spike"), pytest(out / "qemu")
-        if s_run.returncode != 1:
-            return row | {"verdict": f"NOT reproduced: the test passes on Spike (exit {s_run.returncode})"}
-        other = ("fails too, through another finding in the same tests" if q_run.returncode == 1 else
-                 "passes" if q_run.returncode == 0 else f"did not run (exit {q_run.returncode})")
+        if s_run.exit != 1:
+            return row | {"verdict": f"NOT reproduced: the test passes on Spike (exit {s_run.exit})"}
+        other = ("fails too, through another finding in the same tests" if q_run.exit == 1 else
+                 "passes" if q_run.exit == 0 else f"did not run (exit {q_run.exit})")
         return row | {"verdict": f"found on Spike: the test fails there; on QEMU it {other}",
                       "seconds": round(time.perf_counter() - t0, 1)}
     r = pytest(out / "qemu")
     cases = sorted((out / "qemu").glob("cases/*/case.json"))
-    if r.returncode != 1 or not cases:
+    if r.exit != 1 or not cases:
         tail = (r.stdout + r.stderr).strip().splitlines()[-1:] or ["no output"]
-        return row | {"verdict": f"not checked: the reproducer did not fail on QEMU (exit {r.returncode}: {tail[0]})"}
+        return row | {"verdict": f"not checked: the reproducer did not fail on QEMU (exit {r.exit}: {tail[0]})"}
     case = load_case(cases[0])
     stress = case.data["target"]["stress"]
     spike_test = None if stress else pytest(out / "spike", "--emulator", "spike")
@@ -98,23 +95,23 @@ def check(entry: known.Known, trees: dict[str, str], work: Path, max_examples: i
     s = replay_on(case, build, t["vlen"], False, spike)
     return row | {"verdict": verdict(q, s, stress, plain, spike_test), "vlen": t["vlen"], "isa": t["isa"],
                   "stress": stress, "qemu": _summary(q), "spike": _summary(s),
-                  "spike_test": None if spike_test is None else ("fails" if spike_test.returncode == 1 else
-                                                                f"passes (exit {spike_test.returncode})"),
+                  "spike_test": None if spike_test is None else ("fails" if spike_test.exit == 1 else
+                                                                f"passes (exit {spike_test.exit})"),
                   "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def verdict(q: Replay, s: Replay, stress: bool, plain: Replay | None,
-            spike_test: subprocess.CompletedProcess[str] | None) -> str:
+            spike_test: SuiteRun | None) -> str:
     """The test's own run on Spike decides whether it reproduces (a replayed call can only be re-judged
     when its comparison was recorded element by element); the replays say how the outputs compare."""
     if spike_test is None:  # a stress failure: Spike has no stress mode
         return spike_verdict(q, s, stress, plain)
     if s.failing is None:  # e.g. the failing case runs on several threads
         return f"not checked on Spike: its failing case cannot run there ({s.text.split(' [')[0]})"
-    if spike_test.returncode not in (0, 1):
+    if spike_test.exit not in (0, 1):
         tail = (spike_test.stdout + spike_test.stderr).strip().splitlines()[-1:] or ["no output"]
-        return f"not checked on Spike: the test did not run there (exit {spike_test.returncode}: {tail[0]})"
-    if spike_test.returncode == 0:
+        return f"not checked on Spike: the test did not run there (exit {spike_test.exit}: {tail[0]})"
+    if spike_test.exit == 0:
         return "not reproduced on Spike (suspect the emulator: shrink the case and read the specification)"
     # Both fail (the test's verdict, not the re-judged call's): how the recorded call's outputs compare.
     return spike_verdict(dataclasses.replace(q, failing=True), dataclasses.replace(s, failing=True), stress)
