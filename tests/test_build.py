@@ -12,21 +12,9 @@ from pathlib import Path
 import helpers
 import pytest
 
-from harness.build.builds import (
-    BuildError,
-    IsaUnavailable,
-    _cmake_options,
-    adapter_kernels,
-    build_dir,
-    build_key,
-    declared_options,
-    ensure_built,
-    march_extensions,
-    march_extras,
-    march_mismatch,
-    plan_options,
-    server_objects,
-)
+from harness.build.builds import BuildError, IsaUnavailable, build_dir, build_key, ensure_built
+from harness.build.cmake import cmake_options, declared_options, march_extensions, march_extras, march_mismatch, plan_options
+from harness.build.server import adapter_kernels, server_objects
 from harness.build.toolchain import compiler
 from harness.core import config
 from harness.core.proc import CommandError
@@ -163,12 +151,12 @@ def test_the_pinned_tree_gets_every_option_it_declares_and_keeps_its_build_key()
     for isa in config.ISA_BUILDS.values():
         plan = plan_options(s, isa)
         assert plan.unavailable is None
-        assert plan.passed == {k: v for k, v in _cmake_options(isa).items() if k != "LLAMA_CURL"}
+        assert plan.passed == {k: v for k, v in cmake_options(isa).items() if k != "LLAMA_CURL"}
         assert set(plan.undeclared) == {"LLAMA_CURL"}  # a deprecated llama option there, not an option()
     # The key hashes the wanted options (what is passed follows from them and the hashed CMake files),
     # so a tree that declares them all keeps the key, and the libraries, it had before the derivation.
     isa, cc = config.ISA_BUILDS["zvfh"], compiler()
-    wanted = hashlib.sha256((s.content_hash() + json.dumps(_cmake_options(isa), sort_keys=True) + cc.identity).encode())
+    wanted = hashlib.sha256((s.content_hash() + json.dumps(cmake_options(isa), sort_keys=True) + cc.identity).encode())
     assert build_key(s, isa, cc) == wanted.hexdigest()
 
 
@@ -279,14 +267,14 @@ def test_a_failed_build_is_one_error_and_skips_the_rest_across_workers(pytester:
 _BROKEN_SERVER_CONFTEST = """
 import shutil
 from pathlib import Path
-import harness.build.builds, harness.plugin.hooks
+import harness.build.builds, harness.build.server, harness.plugin.hooks
 
 # The kernel server's sources, with k_vec.cpp broken as a tree lacking one of its names would break it.
 copy = Path(__file__).parent / "server"
 shutil.copytree(harness.build.builds.SERVER_DIR, copy, dirs_exist_ok=True)
 with open(copy / "k_vec.cpp", "a") as f:
     f.write("\\nstatic int rvvdiff_broken = rvvdiff_no_such_symbol;\\n")
-harness.build.builds.SERVER_DIR = harness.plugin.hooks.SERVER_DIR = copy
+harness.build.builds.SERVER_DIR = harness.build.server.SERVER_DIR = harness.plugin.hooks.SERVER_DIR = copy
 """
 
 _TWO_FAMILIES = """

@@ -21,7 +21,6 @@ failing is a build error.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -33,8 +32,10 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.build.cmake import CmakePlan, cmake_files, cmake_options, march_mismatch, march_of, plan_options, tree_name
+from harness.build.server import adapter_kernels, append_log, digest, first_errors, link_server, server_objects
 from harness.build.toolchain import SERVER_DIR, Compiler, compiler
-from harness.core.config import CMAKE_OWN, COMMON_CMAKE, IsaBuild, cache_dir, locked
+from harness.core.config import IsaBuild, cache_dir, locked
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError, run
 from harness.ggml.source import GgmlSource
@@ -79,7 +80,7 @@ class Build:
 
     @property
     def march(self) -> str | None:
-        return _march(self.cflags)
+        return march_of(self.cflags)
 
     def missing_kernel(self, kernel: str) -> str | None:
         """Why ``kernel`` is not in this build's server (its adapter did not compile), or None."""
@@ -91,163 +92,10 @@ class Build:
         return None
 
 
-def tree_name(source: GgmlSource) -> str:
-    """A short name of a tree for messages: ``ggml 0.9.4 at /path``."""
-    return f"ggml {source.version} at {source.root}"
-
-
-def _cmake_options(isa: IsaBuild) -> dict[str, str]:
-    """The options the harness wants for ``isa`` (what is passed is :func:`plan_options`)."""
-    return {**COMMON_CMAKE, **isa.cmake}
-
-
-def server_sources() -> list[Path]:
-    """The kernel server: its core and one adapter file per kernel family."""
-    return sorted(SERVER_DIR.glob("*.cpp"))
-
-
-def is_adapter(src: Path) -> bool:
-    """An adapter file (``k_*.cpp``): one that fails to compile costs only its own kernels."""
-    return src.name.startswith("k_")
-
-
-_KERNEL = re.compile(r'^\s*RVVDIFF_KERNEL\(\s*"([^"]+)"', re.M)
-
-
-@functools.cache
-def _kernels_of(path: Path, mtime_ns: int) -> tuple[str, ...]:
-    return tuple(_KERNEL.findall(path.read_text(errors="replace")))
-
-
-def adapter_kernels(path: Path) -> tuple[str, ...]:
-    """The kernel names an adapter registers (its ``RVVDIFF_KERNEL("name", ...)`` lines)."""
-    return _kernels_of(path, path.stat().st_mtime_ns) if path.exists() else ()
-
-
 # ------------------------------------------------------------ the tree's CMake
-
-# A CMake comment (line or bracket) outside a quoted argument; quoted arguments are kept.
-_CMAKE_COMMENT = re.compile(r'("(?:\\.|[^"\\])*")|#\[(=*)\[.*?\]\2\]|#[^\n]*', re.S)
-_OPTION = re.compile(r'\b(?:option|cmake_dependent_option)\s*\(\s*([A-Za-z_]\w*)\s+"(?:\\.|[^"\\])*"'
-                     r'(?:\s+([^\s)]+))?', re.I)
-
-
-def declared_options(cmake_text: str) -> dict[str, str]:
-    """``{name: default}`` of the ``option()`` (and ``cmake_dependent_option()``) commands in CMake text."""
-    text = _CMAKE_COMMENT.sub(lambda m: m.group(1) or "", cmake_text)
-    return {m.group(1): m.group(2) or "OFF" for m in _OPTION.finditer(text)}
-
-
-def _cmake_files(source: GgmlSource) -> list[Path]:
-    """Where a tree declares its build options (all of them part of the source's content hash)."""
-    files = [source.root / "CMakeLists.txt", source.ggml / "CMakeLists.txt",
-             source.ggml / "src" / "CMakeLists.txt", source.cpu_dir / "CMakeLists.txt"]
-    return [f for f in dict.fromkeys(files) if f.is_file()]
-
-
-def tree_options(source: GgmlSource) -> dict[str, str]:
-    """The options a tree's CMake declares, with their defaults."""
-    out: dict[str, str] = {}
-    for f in _cmake_files(source):
-        out.update(declared_options(f.read_text(errors="replace")))
-    return out
-
-
-@dataclass(frozen=True)
-class CmakePlan:
-    """What is passed to a tree's CMake for one ISA build, and whether the build can be expressed at all."""
-
-    passed: dict[str, str]
-    #: Wanted but not declared by the tree: not passed (recorded in the build log and meta).
-    undeclared: dict[str, str]
-    #: Why the ISA build cannot be expressed for this tree (an option it needs ON is not declared), or None.
-    unavailable: str | None = None
-
-
-def plan_options(source: GgmlSource, isa: IsaBuild, declared: dict[str, str] | None = None) -> CmakePlan:
-    """The -D options for ``isa`` on ``source``: the wanted ones the tree declares, plus CMake's own.
-
-    An option of the ISA build itself (``isa.cmake``) wanted ON that the tree does not declare
-    makes the build inexpressible; one wanted OFF is simply absent (the -march check after
-    configuring confirms the tree does not turn that extension on by itself).
-    """
-    declared = tree_options(source) if declared is None else declared
-    wanted = _cmake_options(isa)
-    passed = {k: v for k, v in wanted.items() if k in CMAKE_OWN or k.startswith("CMAKE_") or k in declared}
-    undeclared = {k: v for k, v in wanted.items() if k not in passed}
-    needed = [k for k, v in isa.cmake.items() if v.upper() == "ON" and k in undeclared]
-    reason = None
-    if needed:
-        reason = (f"{tree_name(source)} declares no {' / '.join(needed)} option"
-                  f"{'s' if len(needed) > 1 else ''}: its CMake cannot build {isa.name} ({isa.summary})")
-    return CmakePlan(passed, undeclared, reason)
 
 
 # ------------------------------------------------------------ -march
-
-# What "g" stands for, and the base letters: never part of an ISA build's promise, always emulated.
-_G = ("i", "m", "a", "f", "d", "zicsr", "zifencei")
-_BASE = frozenset({*_G, "g", "c"})
-
-
-def march_extensions(march: str) -> frozenset[str]:
-    """The extensions a -march string names, in either era's spelling:
-    ``rv64gc_zfh_v_zvfh_zicbop`` (2025) or ``rv64gcv_zfh_zvfh_zvfbfwma_zicbop_zihintpause`` (later)."""
-    m = re.fullmatch(r"rv(?:32|64)([a-z0-9]*)((?:_[a-z0-9]+)*)", march.strip().lower().removeprefix("-march="))
-    if not m:
-        raise ValueError(f"not a RISC-V -march string: {march!r}")
-    singles = re.sub(r"\d+(?:p\d+)?", "", m.group(1))  # drop version numbers (i2p1 ...)
-    exts = set(singles)
-    for tok in m.group(2).split("_")[1:]:
-        tok = re.sub(r"(?<=[a-z])\d+p\d+$", "", tok)  # zfh1p0 -> zfh
-        if len(tok) > 1 and not tok.startswith(("z", "s", "x")):
-            exts.update(tok)  # a run of single letters after an underscore ("_v", "_vc")
-        else:
-            exts.add(tok)
-    if "g" in exts:
-        exts.update(_G)
-    return frozenset(exts)
-
-
-def _march(cflags: tuple[str, ...] | list[str]) -> str | None:
-    found = [f.removeprefix("-march=") for f in cflags if f.startswith("-march=")]
-    return found[-1] if found else None
-
-
-def _promise(isa: IsaBuild) -> str:
-    banned = [e for e, on in isa.qemu.items() if not on and not e.endswith("min")]
-    return f"{' + '.join(isa.march)}" + (f" without {', '.join(banned)}" if banned else "")
-
-
-def march_mismatch(isa: IsaBuild, march: str | None) -> str | None:
-    """Why a -march does not give what ``isa`` promises (its ``march`` extensions, none of its
-    ``qemu`` properties that are off), or None when it does.  Extra extensions are fine here
-    (see :func:`march_extras`)."""
-    if march is None:
-        return (f"ggml-cpu is compiled without -march, so without the {isa.name} build's "
-                f"{' + '.join(isa.march)}")
-    try:
-        exts = march_extensions(march)
-    except ValueError as e:
-        return str(e)
-    missing = [e for e in isa.march if e not in exts]
-    banned = [e for e, on in isa.qemu.items() if not on and e in exts]
-    if not (missing or banned):
-        return None
-    what = "; ".join(p for p in (f"lacks {', '.join(missing)}" if missing else "",
-                                 f"has {', '.join(banned)}" if banned else "") if p)
-    return f"its CMake compiles ggml-cpu with -march={march}, which {what}; the {isa.name} build is {_promise(isa)}"
-
-
-def march_extras(isa: IsaBuild, march: str | None) -> tuple[str, ...]:
-    """Extensions the tree's -march adds beyond the base ISA and ``isa``'s own (zicbop, zihintpause, zba ...)."""
-    if march is None:
-        return ()
-    try:
-        exts = march_extensions(march)
-    except ValueError:
-        return ()
-    return tuple(sorted(exts - _BASE - set(isa.extensions)))
 
 
 # ------------------------------------------------------------ building
@@ -260,7 +108,7 @@ def build_key(source: GgmlSource, isa: IsaBuild, cc: Compiler) -> str:
     """
     h = hashlib.sha256()
     h.update(source.content_hash().encode())
-    h.update(json.dumps(_cmake_options(isa), sort_keys=True).encode())
+    h.update(json.dumps(cmake_options(isa), sort_keys=True).encode())
     h.update(cc.identity.encode())
     return h.hexdigest()
 
@@ -338,9 +186,6 @@ def _write_note(d: Path, note: dict) -> None:
     tmp.replace(p)
 
 
-def _log(d: Path, text: str) -> None:
-    with open(d / "rvvdiff-build.log", "a") as f:
-        f.write(text if text.endswith("\n") else text + "\n")
 
 
 def failure_summary(error: str) -> str:
@@ -393,7 +238,7 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, *, jobs: int | None = None) 
                 raise IsaUnavailable(why)
             cflags, libs = tuple(meta["cflags"]), tuple(Path(p) for p in meta["libs"])
             cflags += ("-I", str(_bindings(source, d)))
-            server, failed = _link_server(d, cc, cflags, libs, key)
+            server, failed = link_server(d, cc, cflags, libs, key)
         except IsaUnavailable as e:
             _write_note(d, {"isa": isa.name, "unavailable": str(e)})
             raise
@@ -419,24 +264,24 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, *, jobs: int | None = None) 
 def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, jobs: int,
                      plan: CmakePlan, key: str) -> dict:
     """Configure, check the -march the tree's CMake chose, compile; return the stamp's content."""
-    _log(d, f"=== build of {source.describe()} for {isa.name}, pid {os.getpid()}, {time.ctime()}")
+    append_log(d, f"=== build of {source.describe()} for {isa.name}, pid {os.getpid()}, {time.ctime()}")
     if plan.undeclared:
-        _log(d, "options wanted but not declared by this tree (not passed): "
+        append_log(d, "options wanted but not declared by this tree (not passed): "
                 + " ".join(f"{k}={v}" for k, v in plan.undeclared.items()))
     was = _configured_compiler(d)
     if was is not None and was != cc.cc:
         # CMake keeps the compiler of a directory's first configure whatever the toolchain file says now.
-        _log(d, f"the directory was configured with another compiler ({was}): configuring afresh")
+        append_log(d, f"the directory was configured with another compiler ({was}): configuring afresh")
         (d / "CMakeCache.txt").unlink(missing_ok=True)
         shutil.rmtree(d / "CMakeFiles", ignore_errors=True)
-    cmake_digest = digest(*(p.read_bytes() for p in _cmake_files(source) if p.is_file()))
+    cmake_digest = digest(*(p.read_bytes() for p in cmake_files(source) if p.is_file()))
     stamp = d / "rvvdiff-stamp.json"
     before = json.loads(stamp.read_text()).get("cmake_files") if stamp.exists() else cmake_digest
     if before != cmake_digest and (d / "CMakeCache.txt").exists():
         # The same directory at another revision (a bisect step, the gate's BASE slot): a cache
         # entry the old CMake files set and the new ones test (e.g. MATH_LIBRARY-NOTFOUND) would
         # survive; the cache is dropped, the compiled objects are kept.
-        _log(d, "the tree's CMake files changed since the last configure: configuring with a fresh cache")
+        append_log(d, "the tree's CMake files changed since the last configure: configuring with a fresh cache")
         (d / "CMakeCache.txt").unlink()
     tc = _toolchain_file(d, cc)
     opts = [f"-D{k}={v}" for k, v in plan.passed.items()]
@@ -448,7 +293,7 @@ def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, j
             "cmake_files": cmake_digest}
     why = _unexpressible(source, isa, cflags)
     if why:
-        _log(d, f"not built: {why}")
+        append_log(d, f"not built: {why}")
         return {**meta, "unavailable": why}
     run(["cmake", "--build", d, "--target", "ggml-cpu", "ggml-base", "-j", str(jobs)],
         timeout=3600, what=f"compiling ggml ({isa.name})", log_file=logf)
@@ -465,7 +310,7 @@ def _configured_compiler(d: Path) -> str | None:
 
 
 def _unexpressible(source: GgmlSource, isa: IsaBuild, cflags: tuple[str, ...] | list[str]) -> str | None:
-    why = march_mismatch(isa, _march(cflags))
+    why = march_mismatch(isa, march_of(cflags))
     return f"{tree_name(source)}: {why}: this tree cannot make the {isa.name} build" if why else None
 
 
@@ -499,92 +344,6 @@ def _bindings(source: GgmlSource, d: Path) -> Path:
             p.replace(dst)
     shutil.rmtree(fresh, ignore_errors=True)
     return out
-
-
-def digest(*parts: bytes | str) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(p.encode() if isinstance(p, str) else p)
-        h.update(b"\0")
-    return h.hexdigest()[:16]
-
-
-def _include_dirs(cflags: tuple[str, ...]) -> list[Path]:
-    """The ``-I`` directories of ``cflags`` that the harness generated (under the build dir)."""
-    return [Path(cflags[i + 1]) for i, f in enumerate(cflags[:-1]) if f == "-I" and Path(cflags[i + 1]).name == "bindings"]
-
-
-def _generated(cflags: tuple[str, ...]) -> bytes:
-    """The content of the generated bindings the server objects include (part of their digest)."""
-    out = []
-    for inc in _include_dirs(cflags):
-        for p in sorted(q for q in inc.rglob("*") if q.is_file()):
-            out.append(str(p.relative_to(inc)).encode() + b"\0" + p.read_bytes())
-    return b"\0".join(out)
-
-
-def first_errors(text: str, n: int = 3) -> str:
-    """The compiler's first ``n`` error lines (paths shortened to file names)."""
-    lines = ([ln.strip() for ln in text.splitlines() if re.search(r"\berror:", ln)]
-             or [ln.strip() for ln in text.splitlines()
-                 if re.search(r"(?i)\berror\b|\bnot found\b|undefined reference", ln)])
-    short = [re.sub(r"^\S*/([^/\s]+:\d+)", r"\1", ln) for ln in lines]
-    return "\n".join(short[:n]) or (text.strip().splitlines() or ["no compiler message"])[-1]
-
-
-def server_objects(d: Path, cc: Compiler, cflags: tuple[str, ...], lib_key: str,
-                    sources: list[Path] | None = None) -> tuple[dict[str, Path], dict[str, str]]:
-    """Compile each server source once per content; return ({source stem: object}, {failed adapter
-    file: its first errors}).  An adapter's failure is cached like an object, so it is not retried
-    until something it depends on changes; a core source failing raises :class:`CommandError`."""
-    headers = b"".join(p.read_bytes() for p in sorted(SERVER_DIR.glob("*.h")))
-    parts = (headers, _generated(cflags))
-    objs: dict[str, Path] = {}
-    failed: dict[str, str] = {}
-    logf = d / "rvvdiff-build.log"
-    for src in sources if sources is not None else server_sources():
-        tag = digest(src.read_bytes(), *parts, " ".join(cflags), cc.identity, lib_key)
-        obj = d / "server-obj" / f"{src.stem}-{tag}.o"
-        fail = obj.with_suffix(".failed")
-        if is_adapter(src) and fail.exists():
-            failed[src.name] = fail.read_text()
-            continue
-        if not obj.exists():
-            obj.parent.mkdir(exist_ok=True)
-            tmp = obj.with_suffix(f".tmp{os.getpid()}.o")
-            try:
-                run([cc.cxx, "-O2", *cflags, "-I", SERVER_DIR, "-c", src, "-o", tmp], timeout=1800,
-                    what=f"compiling the kernel server's {src.name}", log_file=logf)
-            except CommandError as e:
-                if not is_adapter(src):
-                    raise
-                failed[src.name] = first_errors(e.stderr + e.stdout)
-                fail.write_text(failed[src.name])
-                _log(d, f"adapter {src.name} does not compile against this tree: the server is linked without "
-                        f"it (kernels {', '.join(adapter_kernels(src)) or 'none'} are not in this build)")
-                continue
-            tmp.replace(obj)
-        objs[src.stem] = obj
-    return objs, failed
-
-
-def _link_server(d: Path, cc: Compiler, cflags: tuple[str, ...], libs: tuple[Path, ...],
-                 lib_key: str) -> tuple[Path, dict[str, str]]:
-    """Link the server from its cached objects, without adapters that do not compile.
-
-    Servers are kept per content hash, so differently edited adapter files
-    (e.g. two families being developed at once) do not rebuild each other.
-    """
-    objs, failed = server_objects(d, cc, cflags, lib_key)
-    objs_l = list(objs.values())
-    server = d / "servers" / digest(*(str(o) for o in objs_l), lib_key) / "rvvdiff-server"
-    if not server.exists():
-        server.parent.mkdir(parents=True, exist_ok=True)
-        tmp = server.with_name(f"rvvdiff-server.tmp{os.getpid()}")
-        run([cc.cxx, *objs_l, *libs, "-static", "-lm", "-lpthread", "-o", tmp], timeout=1800,
-            what="linking the kernel server", log_file=d / "rvvdiff-build.log")
-        tmp.replace(server)
-    return server, failed
 
 
 def link_objects(build: Build) -> list[Path]:

@@ -8,7 +8,8 @@ import time
 from collections.abc import Callable
 
 from harness.build import toolchain
-from harness.build.builds import BuildError, IsaUnavailable, adapter_kernels, ensure_built
+from harness.build.builds import BuildError, IsaUnavailable, ensure_built
+from harness.build.server import adapter_kernels
 from harness.build.toolchain import SERVER_DIR
 from harness.commands import bench, bisect, fixes, gate, mutation, repro, spikecheck, trees
 from harness.core.config import ISA_BUILDS, selection_type

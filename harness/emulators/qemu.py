@@ -18,7 +18,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.builds import Build, march_extras, tree_name
+from harness.build.builds import Build
+from harness.build.cmake import march_extras, tree_name
 from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler, write_atomically
 from harness.core.config import ISA_BUILDS, STRESS_PROPS, VLENS, cache_dir, locked
 from harness.core.proc import CommandError, run

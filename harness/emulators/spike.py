@@ -35,7 +35,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.builds import Build, digest, server_objects
+from harness.build.builds import Build
+from harness.build.server import digest, server_objects
 from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler
 from harness.core.config import SPIKE_VLENS, STRESS_PROPS, locked
 from harness.core.proc import run

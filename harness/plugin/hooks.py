@@ -21,15 +21,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.internal import observability
 
-from harness.build.builds import (
-    adapter_kernels,
-    build_dir,
-    failure_marker,
-    failure_summary,
-    forget_session,
-    session_note,
-    tree_name,
-)
+from harness.build.builds import build_dir, failure_marker, failure_summary, forget_session, session_note
+from harness.build.cmake import tree_name
+from harness.build.server import adapter_kernels
 from harness.build.toolchain import SERVER_DIR, describe
 from harness.check import observe
 from harness.core.config import ISA_BUILDS, STRESS_PROPS

@@ -1,0 +1,147 @@
+"""What a tree's CMake can express for an ISA build: the options it declares, the plan of options
+for an ISA build, and whether the -march ggml-cpu compiles with keeps the build's promise."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.config import CMAKE_OWN, COMMON_CMAKE, IsaBuild
+from harness.ggml.source import GgmlSource
+
+
+def cmake_options(isa: IsaBuild) -> dict[str, str]:
+    """The options the harness wants for ``isa`` (what is passed is :func:`plan_options`)."""
+    return {**COMMON_CMAKE, **isa.cmake}
+
+
+# A CMake comment (line or bracket) outside a quoted argument; quoted arguments are kept.
+_CMAKE_COMMENT = re.compile(r'("(?:\\.|[^"\\])*")|#\[(=*)\[.*?\]\2\]|#[^\n]*', re.S)
+
+
+_OPTION = re.compile(r'\b(?:option|cmake_dependent_option)\s*\(\s*([A-Za-z_]\w*)\s+"(?:\\.|[^"\\])*"'
+                     r'(?:\s+([^\s)]+))?', re.I)
+
+
+def declared_options(cmake_text: str) -> dict[str, str]:
+    """``{name: default}`` of the ``option()`` (and ``cmake_dependent_option()``) commands in CMake text."""
+    text = _CMAKE_COMMENT.sub(lambda m: m.group(1) or "", cmake_text)
+    return {m.group(1): m.group(2) or "OFF" for m in _OPTION.finditer(text)}
+
+
+def cmake_files(source: GgmlSource) -> list[Path]:
+    """Where a tree declares its build options (all of them part of the source's content hash)."""
+    files = [source.root / "CMakeLists.txt", source.ggml / "CMakeLists.txt",
+             source.ggml / "src" / "CMakeLists.txt", source.cpu_dir / "CMakeLists.txt"]
+    return [f for f in dict.fromkeys(files) if f.is_file()]
+
+
+def tree_options(source: GgmlSource) -> dict[str, str]:
+    """The options a tree's CMake declares, with their defaults."""
+    out: dict[str, str] = {}
+    for f in cmake_files(source):
+        out.update(declared_options(f.read_text(errors="replace")))
+    return out
+
+
+@dataclass(frozen=True)
+class CmakePlan:
+    """What is passed to a tree's CMake for one ISA build, and whether the build can be expressed at all."""
+
+    passed: dict[str, str]
+    #: Wanted but not declared by the tree: not passed (recorded in the build log and meta).
+    undeclared: dict[str, str]
+    #: Why the ISA build cannot be expressed for this tree (an option it needs ON is not declared), or None.
+    unavailable: str | None = None
+
+
+def plan_options(source: GgmlSource, isa: IsaBuild, declared: dict[str, str] | None = None) -> CmakePlan:
+    """The -D options for ``isa`` on ``source``: the wanted ones the tree declares, plus CMake's own.
+
+    An option of the ISA build itself (``isa.cmake``) wanted ON that the tree does not declare
+    makes the build inexpressible; one wanted OFF is simply absent (the -march check after
+    configuring confirms the tree does not turn that extension on by itself).
+    """
+    declared = tree_options(source) if declared is None else declared
+    wanted = cmake_options(isa)
+    passed = {k: v for k, v in wanted.items() if k in CMAKE_OWN or k.startswith("CMAKE_") or k in declared}
+    undeclared = {k: v for k, v in wanted.items() if k not in passed}
+    needed = [k for k, v in isa.cmake.items() if v.upper() == "ON" and k in undeclared]
+    reason = None
+    if needed:
+        reason = (f"{tree_name(source)} declares no {' / '.join(needed)} option"
+                  f"{'s' if len(needed) > 1 else ''}: its CMake cannot build {isa.name} ({isa.summary})")
+    return CmakePlan(passed, undeclared, reason)
+
+
+# What "g" stands for, and the base letters: never part of an ISA build's promise, always emulated.
+_G = ("i", "m", "a", "f", "d", "zicsr", "zifencei")
+
+
+_BASE = frozenset({*_G, "g", "c"})
+
+
+def march_extensions(march: str) -> frozenset[str]:
+    """The extensions a -march string names, in either era's spelling:
+    ``rv64gc_zfh_v_zvfh_zicbop`` (2025) or ``rv64gcv_zfh_zvfh_zvfbfwma_zicbop_zihintpause`` (later)."""
+    m = re.fullmatch(r"rv(?:32|64)([a-z0-9]*)((?:_[a-z0-9]+)*)", march.strip().lower().removeprefix("-march="))
+    if not m:
+        raise ValueError(f"not a RISC-V -march string: {march!r}")
+    singles = re.sub(r"\d+(?:p\d+)?", "", m.group(1))  # drop version numbers (i2p1 ...)
+    exts = set(singles)
+    for tok in m.group(2).split("_")[1:]:
+        tok = re.sub(r"(?<=[a-z])\d+p\d+$", "", tok)  # zfh1p0 -> zfh
+        if len(tok) > 1 and not tok.startswith(("z", "s", "x")):
+            exts.update(tok)  # a run of single letters after an underscore ("_v", "_vc")
+        else:
+            exts.add(tok)
+    if "g" in exts:
+        exts.update(_G)
+    return frozenset(exts)
+
+
+def march_of(cflags: tuple[str, ...] | list[str]) -> str | None:
+    found = [f.removeprefix("-march=") for f in cflags if f.startswith("-march=")]
+    return found[-1] if found else None
+
+
+def _promise(isa: IsaBuild) -> str:
+    banned = [e for e, on in isa.qemu.items() if not on and not e.endswith("min")]
+    return f"{' + '.join(isa.march)}" + (f" without {', '.join(banned)}" if banned else "")
+
+
+def march_mismatch(isa: IsaBuild, march: str | None) -> str | None:
+    """Why a -march does not give what ``isa`` promises (its ``march`` extensions, none of its
+    ``qemu`` properties that are off), or None when it does.  Extra extensions are fine here
+    (see :func:`march_extras`)."""
+    if march is None:
+        return (f"ggml-cpu is compiled without -march, so without the {isa.name} build's "
+                f"{' + '.join(isa.march)}")
+    try:
+        exts = march_extensions(march)
+    except ValueError as e:
+        return str(e)
+    missing = [e for e in isa.march if e not in exts]
+    banned = [e for e, on in isa.qemu.items() if not on and e in exts]
+    if not (missing or banned):
+        return None
+    what = "; ".join(p for p in (f"lacks {', '.join(missing)}" if missing else "",
+                                 f"has {', '.join(banned)}" if banned else "") if p)
+    return f"its CMake compiles ggml-cpu with -march={march}, which {what}; the {isa.name} build is {_promise(isa)}"
+
+
+def march_extras(isa: IsaBuild, march: str | None) -> tuple[str, ...]:
+    """Extensions the tree's -march adds beyond the base ISA and ``isa``'s own (zicbop, zihintpause, zba ...)."""
+    if march is None:
+        return ()
+    try:
+        exts = march_extensions(march)
+    except ValueError:
+        return ()
+    return tuple(sorted(exts - _BASE - set(isa.extensions)))
+
+
+def tree_name(source: GgmlSource) -> str:
+    """A short name of a tree for messages: ``ggml 0.9.4 at /path``."""
+    return f"ggml {source.version} at {source.root}"
