@@ -1,4 +1,7 @@
-"""The differential suite's one local hook: the coverage summary (cases/coverage.py)."""
+"""The differential suite's one local hook: the coverage summary (cases/coverage.py).
+
+The families' definition modules hold the checks their tests call (moved out of the test modules):
+pytest rewrites their asserts as it does the tests', so a failing check explains itself as before."""
 
 from __future__ import annotations
 
@@ -6,10 +9,13 @@ from typing import Any
 
 import pytest
 
+pytest.register_assert_rewrite("cases.conversions", "cases.vec_dot", "cases.vec_ops", "cases.mul_mat",
+                               "cases.flash_attn")
+
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """What the tree has that rvvdiff does not test, and what rvvdiff knows that the tree lacks."""
-    from cases import coverage
+    from cases import families
     from harness.ggml import tree
     from harness.ggml.source import SourceError, resolve
 
@@ -20,7 +26,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     except SourceError:
         return
     tr = terminalreporter
-    found = coverage.scans(tree.of(src))
+    found = families.scans(tree.of(src))
     if not any(s.uncovered or s.not_in_tree or s.notes for s in found):
         return
     tr.section("rvvdiff coverage of the tree")

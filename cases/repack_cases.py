@@ -1041,14 +1041,14 @@ def _riscv_only(fn: csource.Function) -> bool:
 
 
 @coverage.register("repack")
-def coverage_scan(inv: Tree) -> coverage.Scan:
+def coverage_scan(inv: Tree) -> coverage.FamilyScan:
     """The repack family's coverage of tree ``inv`` (cases/coverage.py).  Uncovered: a layout the
     tree's selection picks on RISC-V (either build), a ``repack<block, INTER_SIZE, NB_COLS>`` or
     ``ggml_quantize_mat_t`` specialisation of repack.cpp compiled only for RISC-V (a zvfh RVV
     build), an RVV ``ggml_gemv/gemm_*`` or ``ggml_quantize_mat_*`` of arch/riscv/repack.cpp, that
     KERNELS / QUANTIZE_MATS do not know.  Not in this tree: table entries whose ``requires`` the
     tree lacks, or without an RVV body in arch/riscv/repack.cpp."""
-    out = coverage.Scan("repack")
+    out = coverage.FamilyScan("repack")
     cpu = Path(inv.source.cpu_dir)
     known_fns = {k.entry(kind) for k in KERNELS for kind in KINDS}
     known_qm = {q.name for q in QUANTIZE_MATS}
