@@ -12,6 +12,7 @@ from hypothesis import given, settings
 
 from cases import quant_strategies as QS
 from cases import repack_cases as C
+from harness.ggml import cwalk
 from oracles import quants as Q
 from oracles import repack as RP
 
@@ -157,9 +158,9 @@ def test_selection_scan_of_the_pinned_tree() -> None:
     with_zvfh = C.scan_selection(cpu, True)
     picks = {t: {v: r for v, r in vl.items() if r} for t, vl in with_zvfh.items()}
     assert picks == {
-        "q4_0": {256: C.Rule("q4_0_16x1", 16)}, "q4_K": {256: C.Rule("q4_K_16x1", 16)},
-        "q2_K": {256: C.Rule("q2_K_16x1", 16)}, "iq4_nl": {256: C.Rule("iq4_nl_16x1", 16)},
-        "q8_0": {256: C.Rule("q8_0_16x1", 16)}, "q5_K": {}, "q6_K": {}, "mxfp4": {}, "q1_0": {},
+        "q4_0": {256: cwalk.Rule("q4_0_16x1", 16)}, "q4_K": {256: cwalk.Rule("q4_K_16x1", 16)},
+        "q2_K": {256: cwalk.Rule("q2_K_16x1", 16)}, "iq4_nl": {256: cwalk.Rule("iq4_nl_16x1", 16)},
+        "q8_0": {256: cwalk.Rule("q8_0_16x1", 16)}, "q5_K": {}, "q6_K": {}, "mxfp4": {}, "q1_0": {},
     }
     assert all(r is None for vl in C.scan_selection(cpu, False).values() for r in vl.values())
 

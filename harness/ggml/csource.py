@@ -94,7 +94,7 @@ def _match_brace(text: str, start: int) -> int:
 def closing(text: str, start: int) -> int:
     """Index just past the bracket that closes the ``(``, ``[`` or ``{`` at ``start`` (``len(text)``
     when unbalanced), in code read by this module (comments removed, literals blanked): for
-    readers of a function body's statements (cases/repack_cases.py reads the repack selection)."""
+    readers of a function body's statements (harness/ggml/cwalk.py walks the repack selection)."""
     open_, close = text[start], {"(": ")", "[": "]", "{": "}"}[text[start]]
     depth = 0
     for i in range(start, len(text)):
