@@ -19,7 +19,7 @@ from cases import (
     flash_attn,
     mul_mat,
     quant_strategies,  # quant families: moved by the quant records work
-    repack_cases,
+    repack,
     test_quantize,  # quant families: moved by the quant records work
     vec_dot,
     vec_ops,
@@ -35,7 +35,7 @@ MODULES = {
     "flash_attn": flash_attn,
     "quant_dot": quant_strategies,
     "quantize": test_quantize,
-    "repack": repack_cases,
+    "repack": repack,
 }
 
 
