@@ -193,7 +193,7 @@ def scan(inv: Tree) -> coverage.FamilyScan:
     for name, r in sorted(found.items()):
         if name not in known and name not in NOT_KERNELS:
             out.uncovered.append(coverage.Uncovered(
-                name, where(src, r.function), f"{r.describe()}; no test knows it (cases/test_conversions.py)"))
+                name, where(src, r.function), f"{r.describe()}; no test knows it (cases/conversions.py)"))
     for k in CONVERSIONS:
         if out.lacks(inv, k):
             continue

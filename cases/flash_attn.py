@@ -600,7 +600,7 @@ L.register(L.Family(
     ],
     drawn=drawn,
     notes=(
-        "Sizes of every run: `loop_shapes` in cases/test_flash_attn.py (checked by "
+        "Sizes of every run: `loop_shapes` in cases/flash_attn.py (checked by "
         "`test_flash_attn` on every run, after its drawn problems), at each VLEN.  "
         "`q_rows` is the run of query rows one call of the tiled "
         "function walks (the threads' chunks of n_q x heads rows, 4 per thread, cut at head boundaries): "
@@ -754,7 +754,7 @@ def scan(inv: Tree) -> coverage.FamilyScan:
     for name, r in sorted(found.items()):
         if name not in SIMD_GEMM_TESTED or not tiled:
             why = ("no tiled case of CASES runs in this tree" if name in SIMD_GEMM_TESTED
-                   else "the tiled cases of cases/test_flash_attn.py do not know it (SIMD_GEMM_TESTED)")
+                   else "the tiled cases of cases/flash_attn.py do not know it (SIMD_GEMM_TESTED)")
             out.uncovered.append(coverage.Uncovered(name, where(src, r.function), f"{r.describe()}; {why}"))
     if tiled and "simd_gemm" not in found and inv.has("simd_gemm"):
         out.notes.append(f"simd_gemm ({SIMD_GEMM}) has no RVV path in this tree: {', '.join(tiled)} run its "

@@ -85,7 +85,7 @@ class MatMulKernel(S.KernelSpec):
     def entry_points(self) -> tuple[str, ...]:
         """The code these tests exist to check (the PR gate runs them at the thorough budget when
         it changes; harness/ggml/changes.py): the mul_mat op and what it calls, not the vec_dot it
-        falls back to, which cases/test_vec_dot.py owns."""
+        falls back to, which cases/vec_dot.py owns."""
         return ("ggml_mul_mat",)
 
     def path(self, isa: IsaBuild, vlen: int, k: int, m: int, n: int, threads: int) -> str:
@@ -172,7 +172,7 @@ def scan(inv: Tree) -> coverage.FamilyScan:
         if fmt not in tested:
             out.uncovered.append(coverage.Uncovered(
                 f"tinyBLAS_RVV<{tb.vector}> ({tb.ta})", f"{SGEMM}:{tb.line}",
-                f"no entry of KERNELS (cases/test_mul_mat.py) has A of type {fmt}"))
+                f"no entry of KERNELS (cases/mul_mat.py) has A of type {fmt}"))
     if not every:
         out.notes.append(f"no tinyBLAS_RVV in this tree's llamafile_sgemm ({SGEMM}): every mul_mat takes the "
                          "vec_dot fallback")

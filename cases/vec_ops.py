@@ -854,7 +854,7 @@ def scan(inv: Tree) -> coverage.FamilyScan:
     for name, r in sorted(found.items()):
         if name not in RVV_FUNCTIONS:
             out.uncovered.append(coverage.Uncovered(
-                name, where(src, r.function), f"{r.describe()}; no test knows it (cases/test_vec_ops.py: VEC_OPS)"))
+                name, where(src, r.function), f"{r.describe()}; no test knows it (cases/vec_ops.py: VEC_OPS)"))
         elif name in ours and not r.intrinsics:
             out.notes.append(f"{name} ({where(src, r.function)}) {r.describe()}: tested on that path")
     for name in sorted(ours - set(found)):
