@@ -59,8 +59,7 @@ from cases import coverage
 from cases import loops as L
 from cases import strategies as S
 from cases.vec_ops import file_notes, rvv_paths, where
-from harness.check import observe
-from harness.check.compare import assert_within_bound
+from harness.check import compare, observe
 from harness.emulators.protocol import In, Out
 from harness.ggml import csource, tree
 from harness.ggml.source import GgmlSource
@@ -639,16 +638,11 @@ def run_attention(case: AttnCase, target, p: Problem, fused: bool) -> np.ndarray
     return r.output(0, np.float32).reshape(sh.n_q, sh.heads, sh.dv)
 
 
-def assert_all_within(got: np.ndarray, expected: np.ndarray, bound: np.ndarray, *, name: str, context: str,
-                      derivation: str) -> None:
+def assert_output_within(got: np.ndarray, expected: np.ndarray, bound: np.ndarray, *, name: str, context: str,
+                         derivation: str) -> None:
     """Every element of ``got`` [n_q, H, DV] within its bound; the worst one is reported (and recorded)."""
-    err = np.abs(got.astype(np.float64) - expected)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.where(bound > 0, err / np.where(bound > 0, bound, 1.0), np.where(err == 0, 0.0, np.inf))
-    ratio = np.where(np.isnan(ratio), np.inf, ratio)
-    i, h, d = np.unravel_index(np.argmax(ratio), ratio.shape)
-    assert_within_bound(float(got[i, h, d]), float(expected[i, h, d]), float(bound[i, h, d]),
-                        name=f"{name}[query {i}, head {h}, {d}]", context=context, derivation=derivation)
+    compare.assert_all_within(got, expected, bound, name=name, context=context, derivation=derivation,
+                              index=lambda at: f"query {at[0]}, head {at[1]}, {at[2]}")
 
 
 def _context(case: AttnCase, target, p: Problem, side: str) -> str:
@@ -670,8 +664,8 @@ def check_attention(case: AttnCase, target, p: Problem) -> None:
 
     # Each side is judged right after its call: a failure report replays the last call made.
     fused = run_attention(case, target, p, fused=True)
-    assert_all_within(fused, ref_f.out, bound_f, name="fused", context=_context(case, target, p, f"fused {path}"),
-                      derivation=f"oracles.attention.error_bound({arith_f}) with Q as {q_f}")
+    assert_output_within(fused, ref_f.out, bound_f, name="fused", context=_context(case, target, p, f"fused {path}"),
+                         derivation=f"oracles.attention.error_bound({arith_f}) with Q as {q_f}")
     mat = run_attention(case, target, p, fused=False)
     # Rows the materialised path defines: some position unmasked, or a sink.
     defined = (ref_m.active.any(axis=2).T | (p.opts.sinks))[:, :, None]
@@ -680,13 +674,13 @@ def check_attention(case: AttnCase, target, p: Problem) -> None:
         observe.note("materialised", "rows without terms or sinks left out (they came out "
                      + ("NaN)" if np.isnan(undefined).all() else "partly finite)"))
     mat_d = np.where(defined, mat, 0.0)
-    assert_all_within(mat_d, np.where(defined, ref_m.out, 0.0), np.where(defined, bound_m, 0.0),
-                      name="materialised", context=_context(case, target, p, "materialised"),
-                      derivation=f"oracles.attention.error_bound({arith_m}) with Q as {q_m}")
+    assert_output_within(mat_d, np.where(defined, ref_m.out, 0.0), np.where(defined, bound_m, 0.0),
+                         name="materialised", context=_context(case, target, p, "materialised"),
+                         derivation=f"oracles.attention.error_bound({arith_m}) with Q as {q_m}")
     parity = bound_f + bound_m + np.abs(ref_f.out - ref_m.out)
-    assert_all_within(np.where(defined, fused, 0.0), mat_d, np.where(defined, parity, 0.0),
-                      name="fused - materialised", context=_context(case, target, p, f"parity, fused {path}"),
-                      derivation="bound(fused) + bound(materialised) + |oracle(fused) - oracle(materialised)|")
+    assert_output_within(np.where(defined, fused, 0.0), mat_d, np.where(defined, parity, 0.0),
+                         name="fused - materialised", context=_context(case, target, p, f"parity, fused {path}"),
+                         derivation="bound(fused) + bound(materialised) + |oracle(fused) - oracle(materialised)|")
     # The cosine says something only for rows well above the flush floor: a row within 2^10 sqrt(DV)
     # floors of zero may be made of flushed or subnormal weights (1 - cos up to ~1), which the element-wise
     # bound covers; above it the floors of both sides turn it by at most 2^-9 rad together (1 - cos <= 2^-19).

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cases.strategies import KernelSpec
-from harness.check.compare import assert_bitwise_equal, assert_within_bound
+from harness.check.compare import assert_bitwise_equal
 from oracles import quants as Q
 from oracles import repack as RP
 from oracles.bounds import gamma
@@ -83,18 +83,6 @@ def assert_bytes_equal(got: np.ndarray, expected: np.ndarray, *, name: str, cont
     comparison works on 2-, 4- and 8-byte elements); byte offsets are the indices."""
     assert_bitwise_equal(np.asarray(got, np.uint8).astype(np.uint16), np.asarray(expected, np.uint8).astype(np.uint16),
                          name=name, context=context)
-
-
-def assert_matrix_within(got: np.ndarray, expected: np.ndarray, bound: np.ndarray, *, name: str, context: str,
-                         derivation: str) -> None:
-    """Every element within its bound: the element with the largest error / bound is checked (and
-    its ratio recorded) by harness.check.compare.assert_within_bound; its index is in the name."""
-    err = np.abs(got.astype(np.float64) - expected)
-    ratio = np.where(bound > 0, err / np.where(bound > 0, bound, 1), np.where(err > 0, np.inf, 0))
-    ratio = np.where(np.isnan(ratio), np.inf, ratio)
-    worst = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
-    assert_within_bound(float(got[worst]), float(expected[worst]), float(bound[worst]),
-                        name=f"{name}[{', '.join(map(str, worst))}]", context=context, derivation=derivation)
 
 
 def notes(message: str) -> dict[str, str]:

@@ -40,7 +40,7 @@ from cases import repack_selection as SEL
 from cases import repack_strategies as RS
 from cases import strategies as S
 from harness.check import observe
-from harness.check.compare import assert_bitwise_equal
+from harness.check.compare import assert_all_within, assert_bitwise_equal
 from harness.emulators.protocol import In, Out
 from oracles import repack as RP
 
@@ -76,9 +76,9 @@ def test_gemx(kernel: K.RepackKernel, kind: str, impl: str, target, request: pyt
         got = run_gemx(target, case, impl)
         lay = kernel.layout
         p = RP.products(lay.weight, case.weights, lay.activation, case.acts)
-        K.assert_matrix_within(got, p.value, kernel.bound(impl, case.n_blocks, p), name="s",
-                               context=f"{kernel.entry(kind, impl)}, {case!r}, {target.id}",
-                               derivation=kernel.describe_bound(impl, case.n_blocks))
+        assert_all_within(got, p.value, kernel.bound(impl, case.n_blocks, p), name="s",
+                          context=f"{kernel.entry(kind, impl)}, {case!r}, {target.id}",
+                          derivation=kernel.describe_bound(impl, case.n_blocks))
 
     S.explore(request, RS.gemx_cases(kernel, kind), [], check, after=RS.gemx_examples(kernel, kind))
 
@@ -134,8 +134,8 @@ def test_mul_mat(kernel: K.RepackKernel, target, request: pytest.FixtureRequest)
         assert placed == "CPU_REPACK", f"weights={placed}, but should be CPU_REPACK [{ctx}]"
         lay = kernel.layout
         p = RP.products(lay.weight, case.weights, lay.activation, case.acts)
-        K.assert_matrix_within(got, p.value, kernel.bound("rvv", case.n_blocks, p), name="Y", context=ctx,
-                               derivation=kernel.describe_bound("rvv", case.n_blocks))
+        assert_all_within(got, p.value, kernel.bound("rvv", case.n_blocks, p), name="Y", context=ctx,
+                          derivation=kernel.describe_bound("rvv", case.n_blocks))
 
     S.explore(request, RS.mul_mat_cases(kernel, exact=False), [], check, after=RS.mul_mat_examples(kernel, exact=False))
 
