@@ -1,7 +1,4 @@
-"""The differential suite's one local hook: the coverage summary (cases/coverage.py).
-
-The families' definition modules hold the checks their tests call (moved out of the test modules):
-pytest rewrites their asserts as it does the tests', so a failing check explains itself as before."""
+"""The differential suite's one local hook: the coverage summary (cases/coverage.py)."""
 
 from __future__ import annotations
 
@@ -9,16 +6,13 @@ from typing import Any
 
 import pytest
 
-pytest.register_assert_rewrite("cases.conversions", "cases.vec_dot", "cases.vec_ops", "cases.mul_mat",
-                               "cases.flash_attn")
+from cases import families
+from harness.ggml import tree
+from harness.ggml.source import SourceError, resolve
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """What the tree has that rvvdiff does not test, and what rvvdiff knows that the tree lacks."""
-    from cases import families
-    from harness.ggml import tree
-    from harness.ggml.source import SourceError, resolve
-
     if getattr(config, "workerinput", None) is not None:
         return
     try:

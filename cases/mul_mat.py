@@ -426,7 +426,7 @@ L.register(L.Family(
 
 
 @dataclass(frozen=True)
-class Case:
+class MatMulCase:
     """A shape and its operands: A [batch, m, k], B [batch * bcast, n, k] (B as stored)."""
 
     shape: Shape
@@ -435,7 +435,7 @@ class Case:
     origin: str  # "loop_shapes" or "drawn"
 
     def __repr__(self) -> str:  # printed for a failure: the shape, not megabytes of data
-        return f"Case({self.shape}, {self.origin})"
+        return f"MatMulCase({self.shape}, {self.origin})"
 
     def _repr_pretty_(self, p, cycle: bool) -> None:  # Hypothesis's printer would list every field
         p.text(repr(self))
@@ -450,7 +450,7 @@ def _nudge(kernel: MatMulKernel, b: np.ndarray, seed: int) -> np.ndarray:
 
 
 @st.composite
-def cases(draw: st.DrawFn, kernel: MatMulKernel, vlen: int, kind: str) -> Case:
+def cases(draw: st.DrawFn, kernel: MatMulKernel, vlen: int, kind: str) -> MatMulCase:
     """A random shape of ``shapes`` and operands of ``kind`` ("floats" of every value kind, or
     small "integers" whose products and sums are exact)."""
     sh = draw(shapes(vlen), label="shape")
@@ -465,10 +465,10 @@ def cases(draw: st.DrawFn, kernel: MatMulKernel, vlen: int, kind: str) -> Case:
     b = np.stack([fill(sh.n, f"b{i}") for i in range(sh.batch * sh.bcast)])
     if kind != "integers":
         b = _nudge(kernel, b, draw(st.integers(0, 2**32 - 1), label="nudge_seed"))
-    return Case(sh, a, b, "drawn")
+    return MatMulCase(sh, a, b, "drawn")
 
 
-def loop_cases(kernel: MatMulKernel, vlen: int, kind: str) -> list[Case]:
+def loop_cases(kernel: MatMulKernel, vlen: int, kind: str) -> list[MatMulCase]:
     """The shapes of ``loop_shapes`` with seeded operands of ``kind``: Gaussian values of A's
     format (B nudged off it when B's type differs), or integers in [-8, 8] without zeros (so a
     dropped or doubled k-step, tile or chunk always changes the exact result)."""
@@ -481,7 +481,7 @@ def loop_cases(kernel: MatMulKernel, vlen: int, kind: str) -> list[Case]:
         else:
             a = S.round_to(kernel.a, rng.standard_normal(dims_a))
             b = _nudge(kernel, S.round_to(kernel.a, rng.standard_normal(dims_b)), 2000 + i)
-        out.append(Case(sh, a, b, "loop_shapes"))
+        out.append(MatMulCase(sh, a, b, "loop_shapes"))
     return out
 
 
@@ -510,7 +510,7 @@ def shape_context(kernel: MatMulKernel, target, sh: Shape) -> str:
     return f"ggml_mul_mat {kernel.a} x {kernel.b}, {sh}, {target.id}, {path}"
 
 
-def check_bound(kernel: MatMulKernel, target, case: Case) -> None:
+def check_bound(kernel: MatMulKernel, target, case: MatMulCase) -> None:
     """Every element of C within the derived bound of its dot product."""
     sh, a, b = case.shape, case.a, case.b
     got = run_mul_mat(kernel, target, sh, a, b)
@@ -525,7 +525,7 @@ def assert_exact(got: np.ndarray, exact: np.ndarray, context: str) -> None:
     assert_bitwise_equal(got.ravel(), exact.astype(np.float32).ravel(), name="C.flat", context=context)
 
 
-def check_exact(kernel: MatMulKernel, target, case: Case) -> None:
+def check_exact(kernel: MatMulKernel, target, case: MatMulCase) -> None:
     """C exact (operands are small integers: every partial sum is exact in f32)."""
     got = run_mul_mat(kernel, target, case.shape, case.a, case.b)
     exact, _ = matmul(case.a, case.b, case.shape.bcast)
@@ -533,7 +533,7 @@ def check_exact(kernel: MatMulKernel, target, case: Case) -> None:
 
 
 def explore_then_loops(request: pytest.FixtureRequest, kernel: MatMulKernel, vlen: int, kind: str,
-                       check: Callable[[Case], None]) -> None:
+                       check: Callable[[MatMulCase], None]) -> None:
     """``check`` on random cases (Hypothesis draws and shrinks them), then on ``loop_cases``.
 
     The loop-crossing shapes come after the draws, not as explicit examples ahead of them: a

@@ -70,7 +70,7 @@ from harness.ggml import csource, tree
 from harness.ggml.source import GgmlSource
 from harness.ggml.tree import Tree
 from harness.plugin.targets import session
-from oracles import vec_ops as V
+from oracles import vec_ops as VO
 from oracles.bounds import gamma
 from oracles.floats import dot_exact
 from oracles.ulp import allowed_ulps, ulp_error
@@ -160,7 +160,7 @@ def scales(*, fp16_edges: bool = False) -> st.SearchStrategy[float]:
 
 
 @dataclass(frozen=True)
-class Case:
+class VecOpCase:
     """One call: what goes over the wire, and the values the oracle needs."""
 
     n: int
@@ -174,7 +174,7 @@ class Case:
         """Short, for Hypothesis's failing examples: the values, not the wire bytes."""
         vals = ", ".join(f"{k}={np.array2string(np.asarray(v), threshold=16, precision=9)}"
                          for k, v in self.values.items())
-        return f"Case(n={self.n}, ip={self.ip}, fp={self.fp}, {vals}" + (f", {self.label!r})" if self.label else ")")
+        return f"VecOpCase(n={self.n}, ip={self.ip}, fp={self.fp}, {vals}" + (f", {self.label!r})" if self.label else ")")
 
     def _repr_pretty_(self, p, cycle) -> None:  # Hypothesis's printer of failing examples
         p.text(repr(self))
@@ -188,12 +188,12 @@ class VecOp(S.KernelSpec):
     fmt: str               # format of the output array (f32 or f16)
     shape: S.VectorShape   # its RVV loop: element width, LMUL, unroll (for tail lengths)
     rvv_when: str          # extension that selects the RVV path in the pinned tree ("v": every build)
-    draw: Callable[..., st.SearchStrategy[Case]]   # (spec, n, source) -> strategy of cases
-    oracle: Callable[[Case, bool], V.Elementwise]  # (case, rvv path?) -> the output's reference
+    draw: Callable[..., st.SearchStrategy[VecOpCase]]   # (spec, n, source) -> strategy of cases
+    oracle: Callable[[VecOpCase, bool], VO.Elementwise]  # (case, rvv path?) -> the output's reference
     bound: str             # the bound and where it comes from (failure messages, docs)
-    edges: Callable[[VecOp, GgmlSource], list[Case]]   # (spec, source) -> named edge cases
-    fixed: Callable[[VecOp, int, GgmlSource], Case]    # (spec, n, source) -> seeded case of length n
-    result: Callable[[Case, np.ndarray], V.Accumulated] | None = None  # a returned double
+    edges: Callable[[VecOp, GgmlSource], list[VecOpCase]]   # (spec, source) -> named edge cases
+    fixed: Callable[[VecOp, int, GgmlSource], VecOpCase]    # (spec, n, source) -> seeded case of length n
+    result: Callable[[VecOpCase, np.ndarray], VO.Accumulated] | None = None  # a returned double
 
     @property
     def function(self) -> str:
@@ -217,7 +217,7 @@ def _storage(fmt: str, x: np.ndarray) -> np.ndarray:
 
 def elementwise_case(spec: VecOp, n: int, values: dict[str, np.ndarray], fp: Sequence[float], *,
                      inputs: Sequence[str], update: str | None = None, inplace: bool | None = None,
-                     returns: bool = False, label: str = "") -> Case:
+                     returns: bool = False, label: str = "") -> VecOpCase:
     """The buffers of a kernel over arrays of length n: ``inputs`` as In buffers in order, then
     the output -- ``update`` as an InOut buffer (y op= ...), or a fresh Out array, or with
     ``inplace`` the single input itself as InOut (y == x) -- then an 8-byte Out for a returned
@@ -236,14 +236,14 @@ def elementwise_case(spec: VecOp, n: int, values: dict[str, np.ndarray], fp: Seq
     ip = () if inplace is None else (int(inplace),)
     # The kernels take `const float` scalars: carry them as float32 values, so that the value
     # on the wire, the one the kernel sees and the one the oracle uses are the same.
-    return Case(n, ip, tuple(float(np.float32(v)) for v in fp), tuple(bufs), values, label)
+    return VecOpCase(n, ip, tuple(float(np.float32(v)) for v in fp), tuple(bufs), values, label)
 
 
-# --- per-signature draws: each returns a strategy of Case for length n
+# --- per-signature draws: each returns a strategy of VecOpCase for length n
 
 
 @st.composite
-def draw_update(draw: st.DrawFn, spec: VecOp, n: int, src: GgmlSource, *, with_x: bool) -> Case:
+def draw_update(draw: st.DrawFn, spec: VecOp, n: int, src: GgmlSource, *, with_x: bool) -> VecOpCase:
     """y op= (x *) v: mad_f32, mad_f16 (with x), scale_f32, scale_f16 (without)."""
     values = {"y": draw(rows(n, spec.fmt), label="y")}
     if with_x:
@@ -255,7 +255,7 @@ def draw_update(draw: st.DrawFn, spec: VecOp, n: int, src: GgmlSource, *, with_x
 @st.composite
 def draw_map(draw: st.DrawFn, spec: VecOp, n: int, src: GgmlSource, *, gates: bool = False, n_scalars: int = 0,
              spread: tuple[float, float] | None = None, aliasing: bool = True, returns: bool = False,
-             scalar: Callable[[np.ndarray], st.SearchStrategy[float]] | None = None) -> Case:
+             scalar: Callable[[np.ndarray], st.SearchStrategy[float]] | None = None) -> VecOpCase:
     """y = f(x[, g]; scalars): mad1_f32, silu, swiglu, soft_max, cvar; y == x drawn where ggml
     calls the kernel in place."""
     x = draw(rows(n, "f32", spread=spread), label="x")
@@ -286,7 +286,7 @@ def _near_mean(x: np.ndarray) -> st.SearchStrategy[float]:
     return st.one_of(st.just(m), st.just(m), st.floats(-1e6, 1e6, width=32), st.floats(width=32))
 
 
-def mad_unroll_case(x: np.ndarray, v: np.ndarray, y: np.ndarray, *, pad: int, vpad: int, label: str = "") -> Case:
+def mad_unroll_case(x: np.ndarray, v: np.ndarray, y: np.ndarray, *, pad: int, vpad: int, label: str = "") -> VecOpCase:
     """ggml_vec_mad_f32_unroll's buffers: the K rows of x ``pad`` floats apart beyond n (row
     stride xs), the K scales ``vpad`` floats apart (stride vs), y updated in place."""
     k, n = x.shape
@@ -296,21 +296,21 @@ def mad_unroll_case(x: np.ndarray, v: np.ndarray, y: np.ndarray, *, pad: int, vp
     vbuf[:, 0] = v
     bufs = (In(xbuf.reshape(-1)[: (k - 1) * (n + pad) + n]), In(vbuf.reshape(-1)[: (k - 1) * (1 + vpad) + 1]),
             InOut(y))
-    return Case(n, ((n + pad) * 4, (1 + vpad) * 4), (), bufs, {"x": x, "v": v, "y": y}, label)
+    return VecOpCase(n, ((n + pad) * 4, (1 + vpad) * 4), (), bufs, {"x": x, "v": v, "y": y}, label)
 
 
-def dot_unroll_case(x: np.ndarray, y: np.ndarray, *, pad: int, label: str = "") -> Case:
+def dot_unroll_case(x: np.ndarray, y: np.ndarray, *, pad: int, label: str = "") -> VecOpCase:
     """ggml_vec_dot_f16_unroll's buffers: the K fp16 rows of x ``pad`` elements apart beyond n
     (row stride xs), y, and the K float results."""
     k, n = x.shape
     xbuf = np.zeros((k, n + pad), np.uint16)
     xbuf[:, :n] = S.to_storage("f16", x)
     bufs = (In(xbuf.reshape(-1)[: (k - 1) * (n + pad) + n]), In(S.to_storage("f16", y)), Out(4 * k))
-    return Case(n, ((n + pad) * 2,), (), bufs, {"x": x, "y": y}, label)
+    return VecOpCase(n, ((n + pad) * 2,), (), bufs, {"x": x, "y": y}, label)
 
 
 @st.composite
-def draw_mad_unroll(draw: st.DrawFn, spec: VecOp, n: int, src: GgmlSource) -> Case:
+def draw_mad_unroll(draw: st.DrawFn, spec: VecOp, n: int, src: GgmlSource) -> VecOpCase:
     """ggml_vec_mad_f32_unroll: K rows of x, K scales, y; padded strides."""
     k = unroll_factor(src, "GGML_VEC_MAD_UNROLL")
     pad = draw(st.integers(0, 3), label="row_pad")
@@ -322,7 +322,7 @@ def draw_mad_unroll(draw: st.DrawFn, spec: VecOp, n: int, src: GgmlSource) -> Ca
 
 
 @st.composite
-def draw_dot_unroll(draw: st.DrawFn, spec: VecOp, n: int, src: GgmlSource) -> Case:
+def draw_dot_unroll(draw: st.DrawFn, spec: VecOp, n: int, src: GgmlSource) -> VecOpCase:
     """ggml_vec_dot_f16_unroll: K fp16 rows of x against one fp16 y.  Half the examples use small
     integers, for which every partial sum is exact (the bound becomes 0)."""
     k = unroll_factor(src, "GGML_VEC_DOT_UNROLL")
@@ -339,7 +339,7 @@ def draw_dot_unroll(draw: st.DrawFn, spec: VecOp, n: int, src: GgmlSource) -> Ca
 # --- seeded cases of a given length: the fixed cases at the loop-crossing lengths
 
 
-def fixed_update(spec: VecOp, n: int, src: GgmlSource, *, with_x: bool) -> Case:
+def fixed_update(spec: VecOp, n: int, src: GgmlSource, *, with_x: bool) -> VecOpCase:
     """y op= (x *) 0.1 over seeded spiky rows (a large value last, so a dropped or doubled tail
     shows in the bit-exact comparison)."""
     values = {"y": S.float_array(n, spec.fmt, "spiky", seed=n)}
@@ -350,7 +350,7 @@ def fixed_update(spec: VecOp, n: int, src: GgmlSource, *, with_x: bool) -> Case:
 
 
 def fixed_map(spec: VecOp, n: int, src: GgmlSource, *, gates: bool = False, aliasing: bool = True,
-              returns: bool = False, scalars: Callable[[np.ndarray], Sequence[float]] = lambda x: ()) -> Case:
+              returns: bool = False, scalars: Callable[[np.ndarray], Sequence[float]] = lambda x: ()) -> VecOpCase:
     """y = f(x[, g]; scalars) over a seeded Gaussian row of scale 4 (SiLU and exp well inside
     their range), in place where ggml calls the kernel in place; ``scalars(x)`` as ggml passes
     them (the row's maximum, its mean)."""
@@ -365,7 +365,7 @@ def _mean_fp32(x: np.ndarray) -> tuple[float]:
     return (float(np.float32(np.mean(x.astype(np.float64)))),)
 
 
-def fixed_mad_unroll(spec: VecOp, n: int, src: GgmlSource) -> Case:
+def fixed_mad_unroll(spec: VecOp, n: int, src: GgmlSource) -> VecOpCase:
     """The K rows, K scales and y of mad_f32_unroll, seeded; rows one float apart beyond n."""
     k = unroll_factor(src, "GGML_VEC_MAD_UNROLL")
     rng = np.random.default_rng(n)
@@ -374,7 +374,7 @@ def fixed_mad_unroll(spec: VecOp, n: int, src: GgmlSource) -> Case:
     return mad_unroll_case(x, v, S.float_array(n, "f32", "spiky", seed=n), pad=1, vpad=1, label=f"seeded, n={n}")
 
 
-def fixed_dot_unroll(spec: VecOp, n: int, src: GgmlSource) -> Case:
+def fixed_dot_unroll(spec: VecOp, n: int, src: GgmlSource) -> VecOpCase:
     """The K fp16 rows and y of dot_f16_unroll as small integers (exact: a lost or doubled
     element always shows), rows two elements apart beyond n."""
     k = unroll_factor(src, "GGML_VEC_DOT_UNROLL")
@@ -395,10 +395,10 @@ def unroll_factor(src: GgmlSource, macro: str) -> int:
     return int(value)
 
 
-# --- oracles adapted to Case
+# --- oracles adapted to VecOpCase
 
 
-def _dot_unroll_oracle(case: Case, rvv: bool) -> V.Elementwise:
+def _dot_unroll_oracle(case: VecOpCase, rvv: bool) -> VO.Elementwise:
     """The K dot products, each within gamma(n + 1) sum|x y| (as test_vec_dot.py derives: one fp32
     rounding per term -- the fp16 products are exact in fp32 --, any reduction order, the store),
     as ULPs of the result: (gamma(n) sum|x y| + 0.5 ulp) / ulp.  Exact (0 ULP) when all products
@@ -414,7 +414,7 @@ def _dot_unroll_oracle(case: Case, rvv: bool) -> V.Elementwise:
             integral = np.all(np.mod(row, 1) == 0) and np.all(np.mod(y, 1) == 0)
         bound.append(0.0 if integral and abs_sum < 2**24 else gamma(case.n) * abs_sum)
     ex64, b = np.array(ex), np.array(bound)
-    return V.Elementwise(ex64, np.where(b == 0, 0.0, allowed_ulps(ex64, b, "f32")), "f32", signed_zeros=False)
+    return VO.Elementwise(ex64, np.where(b == 0, 0.0, allowed_ulps(ex64, b, "f32")), "f32", signed_zeros=False)
 
 
 # --- edge cases: deterministic, named in failure messages
@@ -425,7 +425,7 @@ def _cross(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.repeat(a, b.size), np.tile(b, a.size)
 
 
-def edges_update(spec: VecOp, src: GgmlSource, *, with_x: bool) -> list[Case]:
+def edges_update(spec: VecOp, src: GgmlSource, *, with_x: bool) -> list[VecOpCase]:
     """y op= (x *) v over every special y (paired with every special x) for every special
     scale.  Expected (IEEE, as the scalar reference): NaN propagates, 0 * inf is NaN, inf - inf
     is NaN, overflow gives inf, subnormals are kept; for mad_f16 / scale_f16 on the RVV path the
@@ -437,7 +437,7 @@ def edges_update(spec: VecOp, src: GgmlSource, *, with_x: bool) -> list[Case]:
                              label=f"special values, v={v!r}") for v in SPECIAL_SCALES]
 
 
-def edges_mad1(spec: VecOp, src: GgmlSource) -> list[Case]:
+def edges_mad1(spec: VecOp, src: GgmlSource) -> list[VecOpCase]:
     """x*s + b for every special x, every special scale s and every special b, out of place and
     in place (same IEEE expectations as the fma in mad_f32)."""
     return [elementwise_case(spec, SPECIAL_F32.size, {"x": SPECIAL_F32}, [s, b], inputs=("x",), inplace=inplace,
@@ -445,7 +445,7 @@ def edges_mad1(spec: VecOp, src: GgmlSource) -> list[Case]:
             for s in SPECIAL_SCALES for b in SPECIAL_F32 for inplace in (False, True)]
 
 
-def edges_activation(spec: VecOp, src: GgmlSource, *, gates: bool) -> list[Case]:
+def edges_activation(spec: VecOp, src: GgmlSource, *, gates: bool) -> list[VecOpCase]:
     """SiLU over every special value and every float32 near the exp's regime edges (both
     signs); SwiGLU over every special x crossed with every special gate, and the edges with
     ordinary gates.  Expected (scalar reference x / (1 + expf(-x)) [* g]): silu(NaN) = NaN,
@@ -462,7 +462,7 @@ def edges_activation(spec: VecOp, src: GgmlSource, *, gates: bool) -> list[Case]
                              label="exp edges")]
 
 
-def edges_soft_max(spec: VecOp, src: GgmlSource) -> list[Case]:
+def edges_soft_max(spec: VecOp, src: GgmlSource) -> list[VecOpCase]:
     """Rows the issue names, with what the scalar reference (expf(x - max), summed in double)
     gives: -inf entries -> 0; one dominant entry -> that 1 and 0 elsewhere (exp underflows);
     all equal -> exactly 1 everywhere and a sum of exactly n; all -inf with max -inf -> NaN
@@ -492,7 +492,7 @@ def edges_soft_max(spec: VecOp, src: GgmlSource) -> list[Case]:
     return cases
 
 
-def edges_cvar(spec: VecOp, src: GgmlSource) -> list[Case]:
+def edges_cvar(spec: VecOp, src: GgmlSource) -> list[VecOpCase]:
     """Rows with what the scalar reference gives: a constant row centred on itself -> zeros and
     variance 0; special values (NaN -> NaN variance, inf -> inf); squares that overflow fp32
     (|y| > 1.8e19 -> inf) or underflow to subnormals and zero; small integers (exact)."""
@@ -510,7 +510,7 @@ def edges_cvar(spec: VecOp, src: GgmlSource) -> list[Case]:
             for label, (x, mean) in rows_.items() for inplace in (False, True)]
 
 
-def edges_mad_unroll(spec: VecOp, src: GgmlSource) -> list[Case]:
+def edges_mad_unroll(spec: VecOp, src: GgmlSource) -> list[VecOpCase]:
     """Special values in one row of x, in the scales and in y: NaN and 0 * inf give NaN, inf
     propagates, inf - inf is NaN, in row order (the fma chain's model says where)."""
     k = unroll_factor(src, "GGML_VEC_MAD_UNROLL")
@@ -527,7 +527,7 @@ def edges_mad_unroll(spec: VecOp, src: GgmlSource) -> list[Case]:
     return out
 
 
-def edges_dot_unroll(spec: VecOp, src: GgmlSource) -> list[Case]:
+def edges_dot_unroll(spec: VecOp, src: GgmlSource) -> list[VecOpCase]:
     """Small integers with one NaN / +-inf planted in a row (scalar reference: a NaN makes the dot
     NaN, an infinity times a non-zero finite makes it +-inf; the other row stays exact), at a
     length with a tail at every VLEN."""
@@ -548,21 +548,21 @@ VEC_OPS = [
     # vfmadd.vf at e32/m8 in one vsetvl loop, every build.
     VecOp("mad_f32", "f32", S.VectorShape(32, (8,)), "v",
           draw=lambda spec, n, src: draw_update(spec, n, src, with_x=True),
-          oracle=lambda c, rvv: V.mad_f32(c.values["x"], c.values["y"], c.fp[0]),
+          oracle=lambda c, rvv: VO.mad_f32(c.values["x"], c.values["y"], c.fp[0]),
           bound="0.5 ULP, bit-exact: one fused multiply-add per element",
           fixed=lambda spec, n, src: fixed_update(spec, n, src, with_x=True),
           edges=lambda spec, src: edges_update(spec, src, with_x=True)),
     # vfmadd.vf onto a splat of b at e32/m8; ggml calls it in place (ops.cpp, scale with a bias).
     VecOp("mad1_f32", "f32", S.VectorShape(32, (8,)), "v",
           draw=lambda spec, n, src: draw_map(spec, n, src, n_scalars=2),
-          oracle=lambda c, rvv: V.mad1_f32(c.values["x"], c.fp[0], c.fp[1]),
+          oracle=lambda c, rvv: VO.mad1_f32(c.values["x"], c.fp[0], c.fp[1]),
           bound="0.5 ULP, bit-exact: one fused multiply-add per element",
           fixed=lambda spec, n, src: fixed_map(spec, n, src, scalars=lambda x: (0.75, -1.5)),
           edges=edges_mad1),
     # vfmul.vf at e32/m8.
     VecOp("scale_f32", "f32", S.VectorShape(32, (8,)), "v",
           draw=lambda spec, n, src: draw_update(spec, n, src, with_x=False),
-          oracle=lambda c, rvv: V.scale_f32(c.values["y"], c.fp[0]),
+          oracle=lambda c, rvv: VO.scale_f32(c.values["y"], c.fp[0]),
           bound="0.5 ULP, bit-exact: one multiply per element",
           fixed=lambda spec, n, src: fixed_update(spec, n, src, with_x=False),
           edges=lambda spec, src: edges_update(spec, src, with_x=False)),
@@ -570,7 +570,7 @@ VEC_OPS = [
     # without zvfh a scalar loop in fp32.
     VecOp("mad_f16", "f16", S.VectorShape(16, (4,), 2), "zvfh",
           draw=lambda spec, n, src: draw_update(spec, n, src, with_x=True),
-          oracle=lambda c, rvv: V.mad_f16(c.values["x"], c.values["y"], c.fp[0], fp16_arith=rvv),
+          oracle=lambda c, rvv: VO.mad_f16(c.values["x"], c.values["y"], c.fp[0], fp16_arith=rvv),
           bound="zvfh: 0.5 ULP of y + x*fp16(v), bit-exact (the scale rounded to fp16, one fp16 fma); "
                 "scalar: one fp16 rounding of an fp32 intermediate within u32 (|xv| + |y + xv|), "
                 "bit-exact with or without contraction",
@@ -579,13 +579,13 @@ VEC_OPS = [
     # zvfh: scale rounded to fp16, vfmul.vf at e16/m4, unrolled by two, then a tail loop.
     VecOp("scale_f16", "f16", S.VectorShape(16, (4,), 2), "zvfh",
           draw=lambda spec, n, src: draw_update(spec, n, src, with_x=False),
-          oracle=lambda c, rvv: V.scale_f16(c.values["y"], c.fp[0], fp16_arith=rvv),
+          oracle=lambda c, rvv: VO.scale_f16(c.values["y"], c.fp[0], fp16_arith=rvv),
           bound="zvfh: 0.5 ULP of y*fp16(v), bit-exact; scalar: fp16(fp32(y*v)), bit-exact",
           fixed=lambda spec, n, src: fixed_update(spec, n, src, with_x=False),
           edges=lambda spec, src: edges_update(spec, src, with_x=False)),
     # e32/m8 vsetvl loop; y stays in a register across the K fmas.
     VecOp("mad_f32_unroll", "f32", S.VectorShape(32, (8,)), "v", draw=draw_mad_unroll,
-          oracle=lambda c, rvv: V.mad_f32_unroll(c.values["x"], c.values["v"], c.values["y"]),
+          oracle=lambda c, rvv: VO.mad_f32_unroll(c.values["x"], c.values["v"], c.values["y"]),
           bound="bit-exact chain of K fmas in row order; gamma(K-1) (|y| + sum|x_k v_k|) + 0.5 ULP",
           fixed=fixed_mad_unroll,
           edges=edges_mad_unroll),
@@ -599,7 +599,7 @@ VEC_OPS = [
     # e32/m2 vsetvl loop around ggml_v_silu_m2; ggml calls it in place (ggml_silu_inplace).
     VecOp("silu_f32", "f32", S.VectorShape(32, (2,)), "v",
           draw=lambda spec, n, src: draw_map(spec, n, src, spread=(-110.0, 100.0)),
-          oracle=lambda c, rvv: V.silu(c.values["x"], EXPF_ULPS),
+          oracle=lambda c, rvv: VO.silu(c.values["x"], EXPF_ULPS),
           bound=f"(0.5 ulp + eta |s|) / ulp(s): eta from the exp's {EXPF_ULPS:.6g} ULP, 1 + E and the "
                 "division (oracles/vec_ops.py: silu)",
           fixed=fixed_map,
@@ -607,7 +607,7 @@ VEC_OPS = [
     # e32/m2 vsetvl loop: vfmul(ggml_v_silu_m2(x), g).  ggml never calls it in place.
     VecOp("swiglu_f32", "f32", S.VectorShape(32, (2,)), "v",
           draw=lambda spec, n, src: draw_map(spec, n, src, gates=True, spread=(-110.0, 100.0), aliasing=False),
-          oracle=lambda c, rvv: V.swiglu(c.values["x"], c.values["g"], EXPF_ULPS),
+          oracle=lambda c, rvv: VO.swiglu(c.values["x"], c.values["g"], EXPF_ULPS),
           bound="SiLU's error scaled by |g|, then one multiply (0.5 ULP) (oracles/vec_ops.py: swiglu)",
           fixed=lambda spec, n, src: fixed_map(spec, n, src, gates=True, aliasing=False),
           edges=lambda spec, src: edges_activation(spec, src, gates=True)),
@@ -616,26 +616,26 @@ VEC_OPS = [
     VecOp("soft_max_f32", "f32", S.VectorShape(32, (2,)), "v",
           draw=lambda spec, n, src: draw_map(spec, n, src, n_scalars=1, spread=(-120.0, 10.0), returns=True,
                                              scalar=_row_max),
-          oracle=lambda c, rvv: V.soft_max(c.values["x"], c.fp[0], EXPF_ULPS),
+          oracle=lambda c, rvv: VO.soft_max(c.values["x"], c.fp[0], EXPF_ULPS),
           bound=f"y: {EXPF_ULPS:.6g} ULP of exp(fp32(x - max)), the polynomial exp's bound; "
                 "returned sum: gamma(n-1) sum|y| (u = 2^-53) of the returned y, exact for integer y",
           fixed=lambda spec, n, src: fixed_map(spec, n, src, returns=True, scalars=lambda x: (float(np.max(x)),)),
-          edges=edges_soft_max, result=lambda c, y: V.double_sum(y)),
+          edges=edges_soft_max, result=lambda c, y: VO.double_sum(y)),
     # e32/m2 vsetvl loop: vfsub, store, vfmul, vfwredusum into f64; ggml calls it in place (norm).
     VecOp("cvar_f32", "f32", S.VectorShape(32, (2,)), "v",
           draw=lambda spec, n, src: draw_map(spec, n, src, n_scalars=1, returns=True, scalar=_near_mean),
-          oracle=lambda c, rvv: V.cvar(c.values["x"], c.fp[0])[0],
+          oracle=lambda c, rvv: VO.cvar(c.values["x"], c.fp[0])[0],
           bound="y: 0.5 ULP, bit-exact fp32 subtraction; returned variance: gamma(n) S/n (u = 2^-53, "
                 "S = sum of the fp32 squares), exact for small integers",
           fixed=lambda spec, n, src: fixed_map(spec, n, src, returns=True, scalars=_mean_fp32),
-          edges=edges_cvar, result=lambda c, y: V.cvar(c.values["x"], c.fp[0])[1]),
+          edges=edges_cvar, result=lambda c, y: VO.cvar(c.values["x"], c.fp[0])[1]),
 ]
 
 
 # ------------------------------------------------------------------ running and checking
 
 
-def run(spec: VecOp, target, case: Case) -> tuple[np.ndarray, float | None]:
+def run(spec: VecOp, target, case: VecOpCase) -> tuple[np.ndarray, float | None]:
     """Call the kernel; return its output array as float64 values and the returned double, if any."""
     r = target.call(f"vec_{spec.name}", [case.n, *case.ip], list(case.fp), list(case.bufs))
     if spec.fmt == "f16":
@@ -646,7 +646,7 @@ def run(spec: VecOp, target, case: Case) -> tuple[np.ndarray, float | None]:
     return got, ret
 
 
-def check(spec: VecOp, target, case: Case) -> None:
+def check(spec: VecOp, target, case: VecOpCase) -> None:
     """Run ``case``; hold the output to the oracle's ULP bound and, where the arithmetic is
     determined, to its bit-exact model; hold a returned double to its accumulation bound."""
     rvv = spec.rvv(session().source, target.isa)
@@ -697,13 +697,13 @@ ids = [k.name for k in VEC_OPS]
 
 
 @st.composite
-def vec_op_cases(draw: st.DrawFn, spec: VecOp, src: GgmlSource) -> Case:
+def vec_op_cases(draw: st.DrawFn, spec: VecOp, src: GgmlSource) -> VecOpCase:
     """A random length (``S.lengths``: small ones first), then the kernel's own draw."""
     n = draw(S.lengths(spec.shape), label="n")
     return draw(spec.draw(spec, n, src), label="case")
 
 
-def crossing_cases(spec: VecOp, vlen: int, src: GgmlSource) -> list[Case]:
+def crossing_cases(spec: VecOp, vlen: int, src: GgmlSource) -> list[VecOpCase]:
     """The kernel's seeded case at every length of ``S.crossing_lengths`` for this VLEN,
     smallest first: the fixed cases of every run."""
     return [spec.fixed(spec, n, src) for n in S.crossing_lengths(spec.shape, vlen)]
