@@ -14,7 +14,7 @@ from cases import quant_strategies as QS
 from cases import repack_kernels as K
 from cases import repack_selection as SEL
 from cases import repack_strategies as RS
-from harness.ggml import cwalk
+from harness.ggml import cwalk, source
 from oracles import quants as Q
 from oracles import repack as RP
 
@@ -154,8 +154,6 @@ def test_exact_cases_are_exact(name: str) -> None:
 
 def test_selection_scan_of_the_pinned_tree() -> None:
     """The pinned tree picks the five 16x1 layouts at VLEN 256 for row counts divisible by 16, with zvfh only."""
-    from harness.ggml import source
-
     cpu = source.pinned().cpu_dir
     with_zvfh = SEL.scan_selection(cpu, True)
     picks = {t: {v: r for v, r in vl.items() if r} for t, vl in with_zvfh.items()}
