@@ -9,18 +9,20 @@ import pytest
 
 from cases import strategies as S
 from cases.flash_attn import (
-    BLOCK_BYTES,
-    CASES,
-    IDS,
     PROBES,
-    AttnCase,
-    Options,
     attention_call,
     check_attention,
     executed_path,
     finding_problems,
-    fused_path,
     loop_problems,
+)
+from cases.flash_attn_problems import (
+    BLOCK_BYTES,
+    CASES,
+    IDS,
+    AttnCase,
+    Options,
+    fused_path,
     make_problem,
     problems,
 )
