@@ -30,7 +30,7 @@ from cases import coverage
 from cases import loops as L
 from cases import strategies as S
 from cases.vec_dot import STORAGE_TYPE
-from cases.vec_ops import file_notes, rvv_path, rvv_paths, where
+from cases.vec_source import file_notes, rvv_path, rvv_paths, where
 from harness.check import observe
 from harness.check.compare import assert_bitwise_equal
 from harness.core.config import IsaBuild

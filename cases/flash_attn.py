@@ -75,7 +75,7 @@ from cases.flash_attn_problems import (
     fused_path,
     make_problem,
 )
-from cases.vec_ops import file_notes, rvv_paths, where
+from cases.vec_source import file_notes, rvv_paths, where
 from harness.check import compare, observe
 from harness.emulators.protocol import In, Out
 from harness.ggml import tree

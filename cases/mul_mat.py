@@ -50,7 +50,7 @@ from hypothesis import strategies as st
 from cases import coverage
 from cases import loops as L
 from cases import strategies as S
-from cases.vec_ops import ALL_EXTENSIONS, HEADERS, file_notes
+from cases.vec_source import ALL_EXTENSIONS, HEADERS, file_notes
 from harness.check import observe
 from harness.check.compare import assert_all_within, assert_bitwise_equal
 from harness.core.config import ISA_BUILDS, IsaBuild

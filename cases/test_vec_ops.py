@@ -7,13 +7,15 @@ import os
 import pytest
 
 from cases import strategies as S
+from cases.vec_op_cases import (
+    VecOp,
+    elementwise_case,
+)
 from cases.vec_ops import (
     EXPF_STRIDE,
     VEC_OPS,
-    VecOp,
     check,
     crossing_cases,
-    elementwise_case,
     expf_sweep_inputs,
     ids,
     vec_op_cases,

@@ -43,7 +43,7 @@ from hypothesis import strategies as st
 from cases import coverage
 from cases import loops as L
 from cases import strategies as S
-from cases.vec_ops import VEC_FILES, rvv_path, rvv_paths, where
+from cases.vec_source import VEC_FILES, rvv_path, rvv_paths, where
 from harness.check import observe
 from harness.check.compare import assert_bitwise_equal, assert_within_bound
 from harness.core.config import IsaBuild
