@@ -20,7 +20,7 @@ against what its source declares, and the activation quantizers of the repacked 
   ``ggml_repack_get_optimal_repack_type`` for this VLEN and build (none where it must not
   repack), the device supports the mul_mat exactly then, sizes and alignment are as the buffer
   type declares, and the repacked bytes are the NumPy layout.  The types swept are those of
-  ``SEL.sweep_types`` (the tree's; the ones left out are noted).  The table is recorded
+  ``sweep_types`` in cases/repack_selection.py (the tree's; the ones left out are noted).  The table is recorded
   (``python -m cases.repack_selection`` prints it).
 * :func:`test_quantize_mat` -- ``ggml_quantize_mat_<q8>_4x<blocklen>`` (the GEMM's activations)
   equal the reference quantizer's rows interleaved by :func:`oracles.repack.pack_activations`,
