@@ -1,4 +1,5 @@
-"""The flash_attn family's tests; its kernel table, strategies and checks are in cases/flash_attn.py."""
+"""The flash_attn family's tests; the family (bounds, loops, checks) is cases/flash_attn.py, its table and
+problems cases/flash_attn_problems.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The mul_mat family's tests; its kernel table, strategies and checks are in cases/mul_mat.py."""
+"""The mul_mat family's tests; the family (table, bounds, checks) is cases/mul_mat.py, its shapes
+cases/mul_mat_shapes.py."""
 
 from __future__ import annotations
 

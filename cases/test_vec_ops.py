@@ -1,4 +1,5 @@
-"""The vec_ops family's tests; its kernel table, strategies and checks are in cases/vec_ops.py."""
+"""The vec_ops family's tests; the family (table, checks, loops) is cases/vec_ops.py, its cases and
+strategies cases/vec_op_cases.py."""
 
 from __future__ import annotations
 
