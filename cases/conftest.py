@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
+from cases import families
+from harness.ggml import tree
+from harness.ggml.source import SourceError, resolve
+
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """What the tree has that rvvdiff does not test, and what rvvdiff knows that the tree lacks."""
-    from cases import coverage
-    from harness.ggml import tree
-    from harness.ggml.source import SourceError, resolve
-
     if getattr(config, "workerinput", None) is not None:
         return
     try:
@@ -20,7 +20,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     except SourceError:
         return
     tr = terminalreporter
-    found = coverage.scans(tree.of(src))
+    found = families.scans(tree.of(src))
     if not any(s.uncovered or s.not_in_tree or s.notes for s in found):
         return
     tr.section("rvvdiff coverage of the tree")

@@ -1,7 +1,7 @@
 """Coverage of the tree under test: what it has that rvvdiff does not test, and what rvvdiff knows
 that the tree does not have.
 
-Each kernel family registers one scan (:func:`register`): given the tree's inventory
+Each kernel family registers one scan (:func:`register`; cases/families.py runs them all): given the tree's inventory
 (harness/ggml/tree.py, read with harness/ggml/csource.py), it returns
 
 * **uncovered** - RVV entry points the tree has and the family's table does not know (a new type's
@@ -32,7 +32,9 @@ class Uncovered:
 
 
 @dataclass
-class Scan:
+class FamilyScan:
+    """What one family's coverage scan found in a tree."""
+
     family: str
     uncovered: list[Uncovered] = field(default_factory=list)
     not_in_tree: list[str] = field(default_factory=list)
@@ -48,31 +50,27 @@ class Scan:
         return bool(missing)
 
 
-ScanFn = Callable[[Tree], Scan]
+ScanFn = Callable[[Tree], FamilyScan]
 _SCANS: dict[str, ScanFn] = {}
 
 
 def register(family: str) -> Callable[[ScanFn], ScanFn]:
-    """Decorator: ``@register("quant_dot") def scan(tree) -> Scan``."""
+    """Decorator: ``@register("quant_dot") def scan(tree) -> FamilyScan``."""
     def deco(fn: ScanFn) -> ScanFn:
         _SCANS[family] = fn
         return fn
     return deco
 
 
-def scans(tree: Tree) -> list[Scan]:
-    """Every registered family's scan of ``tree`` (importing the families registers them)."""
-    import importlib
-
-    from cases.loops import MODULES
-
-    for mod in dict.fromkeys(MODULES.values()):
-        importlib.import_module(mod)
+def run_registered(tree: Tree) -> list[FamilyScan]:
+    """Every registered family's scan of ``tree``, by family name; a scan that raises is reported
+    as broken (``error``), not as covered.  Which families are registered is cases/families.py's
+    business (it imports them): use ``families.scans``."""
     out = []
     for family, fn in sorted(_SCANS.items()):
         try:
             out.append(fn(tree))
         except Exception as e:  # noqa: BLE001 - a scan that breaks is reported, not raised at collection
             msg = f"the {family} scan failed: {type(e).__name__}: {e}"
-            out.append(Scan(family, notes=[msg], error=msg))
+            out.append(FamilyScan(family, notes=[msg], error=msg))
     return out

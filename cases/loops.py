@@ -16,16 +16,14 @@ iterations.  Real models' sizes (hidden 2048-8192, FFN 5632-14336, head dim
 64-256, ...) must be drawn at least occasionally: the random range or a size
 of every run reaches the smallest of them.
 
-``python -m cases.loops`` prints every family's table; ``--write`` puts each
-into its docs page between ``<!-- loops:FAMILY -->`` and ``<!-- /loops -->``.
+``python -m cases.loops`` (cases/families.py's ``main``, which knows every family) prints every
+family's table; ``--write`` puts each into its docs page between ``<!-- loops:FAMILY -->`` and ``<!-- /loops -->``.
 ``tests/test_loops.py`` fails when a loop is not reached at some VLEN, when no
 real-model size is drawn, or when a docs table is out of date.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -177,35 +175,9 @@ FAMILIES: dict[str, Family] = {}
 
 
 def register(family: Family) -> Family:
-    """Called by a family module on its ``Family`` (so the table and tests find it)."""
+    """Called by a family's definition module on its ``Family``; cases/families.py imports every one."""
     FAMILIES[family.name] = family
     return family
-
-
-#: Every family and the module that declares (registers) it.
-MODULES: dict[str, str] = {
-    "conversions": "cases.test_conversions",
-    "vec_dot": "cases.test_vec_dot",
-    "vec_ops": "cases.test_vec_ops",
-    "mul_mat": "cases.test_mul_mat",
-    "flash_attn": "cases.test_flash_attn",
-    "quant_dot": "cases.quant_dot",
-    "quantize": "cases.quantize",
-    "repack": "cases.repack_cases",
-}
-
-
-def families(names: Sequence[str] | None = None) -> dict[str, Family]:
-    """The named families (default: all), importing only the modules that declare them."""
-    names = list(MODULES) if names is None else list(names)
-    unknown = [n for n in names if n not in MODULES]
-    if unknown:
-        raise KeyError(f"unknown families {unknown}; known: {', '.join(MODULES)}")
-    for n in names:
-        importlib.import_module(MODULES[n])
-        if n not in FAMILIES:
-            raise KeyError(f"{MODULES[n]} does not register family {n!r} (cases.loops.register)")
-    return {n: FAMILIES[n] for n in names}
 
 
 _BLOCK = re.compile(r"(<!-- loops:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /loops -->)", re.S)
@@ -228,36 +200,8 @@ def doc_blocks(text: str) -> list[str]:
     return [m.group("name") for m in _BLOCK.finditer(text)]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cases.loops", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--write", action="store_true", help="rewrite the tables in the docs pages")
-    ap.add_argument("family", nargs="*", help=f"families (default: all of {', '.join(MODULES)})")
-    a = ap.parse_args(argv)
-    fams = families(a.family or None)
-    if a.write:
-        for page in sorted({f.doc for f in fams.values()}):
-            p = ROOT / page
-            text = p.read_text()
-            missing = [f.name for f in fams.values() if f.doc == page and f.name not in doc_blocks(text)]
-            if missing:
-                text += "".join(f"\n## Loop sizes: {n}\n\n<!-- loops:{n} -->\n<!-- /loops -->\n" for n in missing)
-            new = render_doc(text, fams, only=True)
-            if new != text or missing:
-                p.write_text(new)
-                print(f"wrote {page}")
-        return 0
-    bad = []
-    for name in fams:
-        f = fams[name]
-        print(f"## {name} ({f.doc})\n\n{table(f)}")
-        bad += problems(f)
-    for b in bad:
-        print(f"GAP: {b}", file=sys.stderr)
-    return 1 if bad else 0
-
-
 if __name__ == "__main__":
-    # Run as a script this file is ``__main__``; families register into ``cases.loops``.
-    from cases import loops
+    # The command lives with the registry of families (which imports this module through them).
+    from cases import families
 
-    sys.exit(loops.main())
+    sys.exit(families.main())

@@ -401,7 +401,7 @@ L.register(L.Family(
 
 
 @coverage.register("quant_dot")
-def _coverage(inv: Tree) -> coverage.Scan:
+def _coverage(inv: Tree) -> coverage.FamilyScan:
     """The quantized dot products' scan of the tree: its RVV ``ggml_vec_dot_<type>_<q8>`` and their
     ``_vlN`` variants against DOTS (:func:`cases.quant_variants.dot_coverage`)."""
     return V.dot_coverage(inv, DOTS)

@@ -76,7 +76,7 @@ class EntryPoint:
 
 
 @dataclass(frozen=True)
-class Scan:
+class VariantScan:
     """Everything :func:`scan` found in one quants.c."""
 
     path: Path
@@ -86,7 +86,7 @@ class Scan:
     notes: tuple[str, ...] = ()
 
 
-def scan(cpu_dir: Path) -> Scan:
+def scan(cpu_dir: Path) -> VariantScan:
     """Read ``<cpu_dir>/arch/riscv/quants.c`` of the tree under test, as a ``__riscv_v`` build
     compiles it (harness/ggml/csource.py; read again when the file changes)."""
     path = Path(cpu_dir) / "arch" / "riscv" / "quants.c"
@@ -94,7 +94,7 @@ def scan(cpu_dir: Path) -> Scan:
 
 
 @cache
-def _scan(path: Path, mtime: float) -> Scan:
+def _scan(path: Path, mtime: float) -> VariantScan:
     cfile = csource.read(path)
     macros = csource.rvv_macros()
     funcs = cfile.functions(macros)
@@ -122,7 +122,7 @@ def _scan(path: Path, mtime: float) -> Scan:
                        {v: g.noinline for v, g in variants.items()}, dispatch, f.where(),
                        {v: g.where() for v, g in variants.items()}, why)
         (dots if m else quantizers)[e.type] = e
-    return Scan(path, dots, quantizers, tuple(notes))
+    return VariantScan(path, dots, quantizers, tuple(notes))
 
 
 def _affected(cfile: csource.CFile, macros: dict[str, int]) -> list[tuple[csource.Note, list[str]]]:
@@ -146,12 +146,12 @@ def _vlen(variant: str) -> int:
     return int(_VARIANT.search(variant).group(1))
 
 
-def _read(tree: Tree, family: str) -> tuple[Scan, coverage.Scan]:
-    out = coverage.Scan(family)
+def _read(tree: Tree, family: str) -> tuple[VariantScan, coverage.FamilyScan]:
+    out = coverage.FamilyScan(family)
     try:
         found = scan(tree.source.cpu_dir)
     except FileNotFoundError as e:
-        found = Scan(Path(tree.source.cpu_dir) / "arch" / "riscv" / "quants.c", {}, {})
+        found = VariantScan(Path(tree.source.cpu_dir) / "arch" / "riscv" / "quants.c", {}, {})
         out.notes.append(f"{found.path}: {e.strerror}: the tree has no RISC-V quantized kernels")
     out.notes += found.notes
     return found, out
@@ -163,7 +163,7 @@ _ADD_TYPE = ("add {t}'s record to oracles/quant_types.py (block layout, largest 
              "tests/test_quant_types.py names whatever is still missing")
 
 
-def dot_coverage(tree: Tree, dots: Iterable) -> coverage.Scan:
+def dot_coverage(tree: Tree, dots: Iterable) -> coverage.FamilyScan:
     """The ``quant_dot`` scan: ``dots`` is cases/quant_dot.py's DOTS (``entry``, ``name``,
     ``variants``, ``requires``).  Uncovered: an RVV vec_dot of the tree the table does not know,
     a VLEN variant of a known one whose arithmetic the bound was not derived from.  Not in this
@@ -194,7 +194,7 @@ def dot_coverage(tree: Tree, dots: Iterable) -> coverage.Scan:
     return out
 
 
-def quantizer_coverage(tree: Tree, quantizers: Iterable) -> coverage.Scan:
+def quantizer_coverage(tree: Tree, quantizers: Iterable) -> coverage.FamilyScan:
     """The ``quantize`` scan: ``quantizers`` is cases/quantize.py's QUANTIZERS (``name``,
     ``requires``).  Uncovered: an RVV ``quantize_row_<q8>`` of the tree the table does not know;
     not in this tree: a table entry the tree lacks, or that quants.c has no RVV body for."""

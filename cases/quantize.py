@@ -248,7 +248,7 @@ def edge_rows(block: int) -> list[tuple[int, tuple[str, ...], int]]:
 
 
 @coverage.register("quantize")
-def coverage_scan(inv: tree.Tree) -> coverage.Scan:
+def coverage_scan(inv: tree.Tree) -> coverage.FamilyScan:
     """The activation quantizers' scan of the tree (:func:`cases.quant_variants.quantizer_coverage`)."""
     return V.quantizer_coverage(inv, QUANTIZERS)
 

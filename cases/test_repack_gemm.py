@@ -1,11 +1,11 @@
 """Repacked GEMV / GEMM parity: the kernels of arch/riscv/repack.cpp (and their generic twins)
 called directly on weights in the NumPy layout, and ggml_mul_mat with its weights in the
 CPU_REPACK buffer, against the float64 oracle (oracles/repack.py ``products``) and against the
-same mul_mat with un-repacked weights.  Tables, bounds and strategies: cases/repack_cases.py.
+same mul_mat with un-repacked weights.  Tables, bounds and strategies: cases/repack.py and the modules it names.
 
 * :func:`test_gemx` -- every layout x GEMV / GEMM x {RVV entry point, generic twin}, at every
   VLEN where it can run (:meth:`RepackKernel.unavailable` says where not, and why): drawn
-  shapes, then on every run the shapes of ``C.gemx_shapes`` (3 column tiles x 3 GEMM row groups
+  shapes, then on every run the shapes of ``RS.gemx_shapes`` (3 column tiles x 3 GEMM row groups
   x 3 blocks; the longest real k, 448 blocks or 56 super-blocks; 256 columns, as one call gets
   in a real model's mul_mat).  Drawn: 16 / 32 / 48 (or 8 / 16 / 24) columns, 1-7 blocks along K or a
   real model's count, GEMV 1-5 rows, GEMM 4-12 rows; weights from raw
@@ -14,7 +14,7 @@ same mul_mat with un-repacked weights.  Tables, bounds and strategies: cases/rep
 * :func:`test_gemx_variant` -- which function the q4_0 8x8 entry points (the only ones that
   dispatch on VLEN) actually ran, from a QEMU trace.
 * :func:`test_mul_mat` -- mul_mat where ggml repacks (VLEN 256, zvfh builds): drawn shapes,
-  then on every run the shapes of ``C.mul_mat_shapes`` (2 GEMM row groups and 3 GEMV rows; 8
+  then on every run the shapes of ``RS.mul_mat_shapes`` (2 GEMM row groups and 3 GEMV rows; 8
   threads' chunks of 34 rows rounded to tiles, 2 planes; the longest real k; 4096 rows on 4
   threads).  Drawn:
   16-64 weight rows, 1-13 activation rows (those beyond a multiple of 4 go through GEMV), 1-7
@@ -35,64 +35,66 @@ import numpy as np
 import pytest
 
 from cases import quant_strategies as QS
-from cases import repack_cases as C
+from cases import repack_kernels as K
+from cases import repack_selection as SEL
+from cases import repack_strategies as RS
 from cases import strategies as S
 from harness.check import observe
-from harness.check.compare import assert_bitwise_equal
+from harness.check.compare import assert_all_within, assert_bitwise_equal
 from harness.emulators.protocol import In, Out
 from oracles import repack as RP
 
-GEMX = [(k, kind) for k in C.KERNELS for kind in C.KINDS]
+GEMX = [(k, kind) for k in K.KERNELS for kind in K.KINDS]
 GEMX_IDS = [f"{k.name}-{kind}" for k, kind in GEMX]
 #: The layouts ggml selects on RISC-V (test_build_info checks the source agrees): the 16x1 ones.
-MUL_MAT = [k for k in C.KERNELS if k.layout.ncols == 16]
+MUL_MAT = [k for k in K.KERNELS if k.layout.ncols == 16]
 MUL_MAT_IDS = [k.name for k in MUL_MAT]
 
 
-def run_gemx(target, case: C.GemxCase, impl: str) -> np.ndarray:
+def run_gemx(target, case: RS.GemxCase, impl: str) -> np.ndarray:
     """The kernel on ``case``: weights packed by the NumPy layout, activations as rows (GEMV) or
     4-row interleaved blocks (GEMM); returns ``(nr, nc)``."""
     lay = case.kernel.layout
     vx = RP.pack_matrix(lay, case.weights)
     vy = case.acts if case.kind == "gemv" else RP.pack_activations(lay.activation, case.acts, lay.activation_blocklen)
-    ip = [C.type_id(target, lay.weight), lay.blocklen, lay.ncols, C.IMPLS.index(impl), C.KINDS.index(case.kind),
+    ip = [K.type_id(target, lay.weight), lay.blocklen, lay.ncols, K.IMPLS.index(impl), K.KINDS.index(case.kind),
           case.k, case.nr, case.nc]
     r = target.call("repack_gemx", ip, [], [In(vx), In(vy), Out(4 * case.nr * case.nc)])
     return r.output(0, np.float32).reshape(case.nr, case.nc)
 
 
-@pytest.mark.parametrize("impl", C.IMPLS)
+@pytest.mark.parametrize("impl", K.IMPLS)
 @pytest.mark.parametrize("kernel,kind", GEMX, ids=GEMX_IDS)
-def test_gemx(kernel: C.RepackKernel, kind: str, impl: str, target, request: pytest.FixtureRequest) -> None:
+def test_gemx(kernel: K.RepackKernel, kind: str, impl: str, target, request: pytest.FixtureRequest) -> None:
     """s[r][c] = activation row r . weight row c for every element, within the kernel's bound;
-    drawn shapes, then the shapes of ``C.gemx_shapes`` (every loop crossed three times, the
+    drawn shapes, then the shapes of ``RS.gemx_shapes`` (every loop crossed three times, the
     longest real k, a real call's 256 columns)."""
     if reason := kernel.unavailable(target, impl):
         pytest.skip(reason)
 
-    def check(case: C.GemxCase) -> None:
+    def check(case: RS.GemxCase) -> None:
         got = run_gemx(target, case, impl)
         lay = kernel.layout
         p = RP.products(lay.weight, case.weights, lay.activation, case.acts)
-        C.assert_matrix_within(got, p.value, kernel.bound(impl, case.n_blocks, p), name="s",
-                               context=f"{kernel.entry(kind, impl)}, {case!r}, {target.id}",
-                               derivation=kernel.describe_bound(impl, case.n_blocks))
+        assert_all_within(got, p.value, kernel.bound(impl, case.n_blocks, p), name="s",
+                          context=f"{kernel.entry(kind, impl)}, {case!r}, {target.id}",
+                          derivation=kernel.describe_bound(impl, case.n_blocks))
 
-    S.explore(request, C.gemx_cases(kernel, kind), [], check, after=C.gemx_examples(kernel, kind))
+    S.explore(request, RS.gemx_cases(kernel, kind), [], check, after=RS.gemx_examples(kernel, kind))
 
 
 def test_gemx_variant(target) -> None:
     """ggml_gemv/gemm_q4_0_8x8_q8_0 run their RVV body from VLEN 256 (vlenb >= QK4_0) and call
     their generic twin below, as the trace of one call shows."""
-    kernel = C.BY_NAME["q4_0_8x8"]
+    kernel = K.BY_NAME["q4_0_8x8"]
     lay = kernel.layout
     rng = np.random.default_rng(3)
-    for kind in C.KINDS:
-        case = C.GemxCase(kernel, kind, C.weight_matrix("q4_0", 8, 1, QS.RowRecipe(1, ("normal",), "random", "random")),
+    for kind in K.KINDS:
+        case = RS.GemxCase(kernel, kind, RS.weight_matrix("q4_0", 8, 1, QS.RowRecipe(1, ("normal",), "random", "random")),
                           np.stack([QS.activation_row("q8_0", 1, int(rng.integers(1 << 30)), ("normal",), "random")
                                     for _ in range(4)]))
         vy = case.acts if kind == "gemv" else RP.pack_activations("q8_0", case.acts, lay.activation_blocklen)
-        ip = [C.type_id(target, "q4_0"), lay.blocklen, lay.ncols, 0, C.KINDS.index(kind), case.k, case.nr, case.nc]
+        ip = [K.type_id(target, "q4_0"), lay.blocklen, lay.ncols, 0, K.KINDS.index(kind), case.k, case.nr, case.nc]
         calls = target.trace("repack_gemx", ip, [], [In(RP.pack_matrix(lay, case.weights)), In(vy),
                                                      Out(4 * case.nr * case.nc)]).call
         entry = kernel.entry(kind)
@@ -102,49 +104,49 @@ def test_gemx_variant(target) -> None:
         assert ran == expected, f"ran={ran}, but should be {expected} [{entry} at VLEN {target.vlen}]"
 
 
-def _selected_or_skip(kernel: C.RepackKernel, target) -> None:
-    if C.expected_layout(target, kernel.layout.weight, 16) != kernel.name:
+def _selected_or_skip(kernel: K.RepackKernel, target) -> None:
+    if SEL.expected_layout(target, kernel.layout.weight, 16) != kernel.name:
         pytest.skip(f"ggml does not repack {kernel.layout.weight} on {target.id} (its selection picks {kernel.name} "
                     "only at VLEN 256 in zvfh builds: test_selection); mul_mat then runs "
                     f"ggml_vec_dot_{kernel.layout.weight}_{kernel.layout.activation} (cases/test_quant_dot.py), and "
                     "the repacked kernels are tested here by direct calls (test_gemx)")
 
 
-def run_mul_mat(target, case: C.MulMatCase, placement: int) -> tuple[np.ndarray, str]:
+def run_mul_mat(target, case: RS.MulMatCase, placement: int) -> tuple[np.ndarray, str]:
     """mul_mat(W, X) with the weights placed as llama.cpp places them (1) or in the CPU buffer (0):
     ``(batch * n, m)`` and where the weights were."""
     lay = case.kernel.layout
-    ip = [C.type_id(target, lay.weight), case.k, case.m, case.n, case.batch, placement, case.threads]
+    ip = [K.type_id(target, lay.weight), case.k, case.m, case.n, case.batch, placement, case.threads]
     r = target.call("repack_mul_mat", ip, [], [In(case.weights), In(case.x), Out(4 * case.batch * case.n * case.m)])
-    return r.output(0, np.float32).reshape(case.batch * case.n, case.m), C.notes(r.message)["weights"]
+    return r.output(0, np.float32).reshape(case.batch * case.n, case.m), K.notes(r.message)["weights"]
 
 
 @pytest.mark.parametrize("kernel", MUL_MAT, ids=MUL_MAT_IDS)
-def test_mul_mat(kernel: C.RepackKernel, target, request: pytest.FixtureRequest) -> None:
+def test_mul_mat(kernel: K.RepackKernel, target, request: pytest.FixtureRequest) -> None:
     """mul_mat with repacked weights: every element within the RVV kernel's bound of the oracle;
-    drawn shapes, then the shapes of ``C.mul_mat_shapes`` (row groups and leftovers, chunks wider than a tile
+    drawn shapes, then the shapes of ``RS.mul_mat_shapes`` (row groups and leftovers, chunks wider than a tile
     on 2 threads and 2 planes, the longest real k, 4096 rows on 4 threads)."""
     _selected_or_skip(kernel, target)
 
-    def check(case: C.MulMatCase) -> None:
+    def check(case: RS.MulMatCase) -> None:
         got, placed = run_mul_mat(target, case, 1)
         ctx = f"ggml_mul_mat, {case!r}, {target.id}"
         assert placed == "CPU_REPACK", f"weights={placed}, but should be CPU_REPACK [{ctx}]"
         lay = kernel.layout
         p = RP.products(lay.weight, case.weights, lay.activation, case.acts)
-        C.assert_matrix_within(got, p.value, kernel.bound("rvv", case.n_blocks, p), name="Y", context=ctx,
-                               derivation=kernel.describe_bound("rvv", case.n_blocks))
+        assert_all_within(got, p.value, kernel.bound("rvv", case.n_blocks, p), name="Y", context=ctx,
+                          derivation=kernel.describe_bound("rvv", case.n_blocks))
 
-    S.explore(request, C.mul_mat_cases(kernel, exact=False), [], check, after=C.mul_mat_examples(kernel, exact=False))
+    S.explore(request, RS.mul_mat_cases(kernel, exact=False), [], check, after=RS.mul_mat_examples(kernel, exact=False))
 
 
 @pytest.mark.parametrize("kernel", MUL_MAT, ids=MUL_MAT_IDS)
-def test_mul_mat_parity(kernel: C.RepackKernel, target, request: pytest.FixtureRequest) -> None:
+def test_mul_mat_parity(kernel: K.RepackKernel, target, request: pytest.FixtureRequest) -> None:
     """Exact by construction: repacked mul_mat = un-repacked mul_mat = oracle, bit for bit; drawn
-    shapes, then the shapes of ``C.mul_mat_shapes``."""
+    shapes, then the shapes of ``RS.mul_mat_shapes``."""
     _selected_or_skip(kernel, target)
 
-    def check(case: C.MulMatCase) -> None:
+    def check(case: RS.MulMatCase) -> None:
         lay = kernel.layout
         exact = RP.products(lay.weight, case.weights, lay.activation, case.acts).value.astype(np.float32).ravel()
         for placement, want in ((1, "CPU_REPACK"), (0, "CPU")):
@@ -153,7 +155,7 @@ def test_mul_mat_parity(kernel: C.RepackKernel, target, request: pytest.FixtureR
             assert placed == want, f"weights={placed}, but should be {want} [{ctx}]"
             assert_bitwise_equal(got.ravel(), exact, name="Y.flat (row j of plane b at (b * n + j) * m)", context=ctx)
 
-    S.explore(request, C.mul_mat_cases(kernel, exact=True), [], check, after=C.mul_mat_examples(kernel, exact=True))
+    S.explore(request, RS.mul_mat_cases(kernel, exact=True), [], check, after=RS.mul_mat_examples(kernel, exact=True))
 
 
 #: Shape classes of the path probes: (weight rows m, activation rows n, planes, threads).
@@ -161,21 +163,21 @@ PROBES = [(32, 1, 1, 1), (16, 6, 1, 2), (48, 4, 2, 3), (24, 5, 1, 1)]
 
 
 @pytest.mark.parametrize("kernel", MUL_MAT, ids=MUL_MAT_IDS)
-def test_mul_mat_path(kernel: C.RepackKernel, target) -> None:
+def test_mul_mat_path(kernel: K.RepackKernel, target) -> None:
     """The functions QEMU saw mul_mat execute are the ones selection and chunking prescribe: the
     16x1 GEMM for the first n - n % 4 rows and GEMV for the rest with the 4x1 quantizer, or the
     type's vec_dot where ggml does not repack (rows not a multiple of 16, other VLENs / builds).
     Where ggml never repacks only one probe runs (the selection sweep covers the rest)."""
     lay = kernel.layout
-    probes = PROBES if C.expected_layout(target, lay.weight, 16) else PROBES[1:2]
+    probes = PROBES if SEL.expected_layout(target, lay.weight, 16) else PROBES[1:2]
     for i, (m, n, batch, threads) in enumerate(probes):
-        case = C.exact_mul_mat_case(kernel, m, n, batch, threads, n_blocks=2, seed=i)
-        layout = C.expected_layout(target, lay.weight, m)
-        ip = [C.type_id(target, lay.weight), case.k, m, n, batch, 1, threads]
+        case = RS.exact_mul_mat_case(kernel, m, n, batch, threads, n_blocks=2, seed=i)
+        layout = SEL.expected_layout(target, lay.weight, m)
+        ip = [K.type_id(target, lay.weight), case.k, m, n, batch, 1, threads]
         bufs = [In(case.weights), In(case.x), Out(4 * batch * n * m)]
         calls = target.trace("repack_mul_mat", ip, [], bufs).call
-        ran, quant = C.executed_path(calls), C.executed_quantizers(calls)
-        want, want_quant = C.expected_path(kernel, layout, n), C.expected_quantizers(kernel, layout, n)
+        ran, quant = SEL.executed_path(calls), SEL.executed_quantizers(calls)
+        want, want_quant = SEL.expected_path(kernel, layout, n), SEL.expected_quantizers(kernel, layout, n)
         ctx = f"probe m={m}, n={n}, planes={batch}, threads={threads}, {target.id}"
         observe.note("variant", f"m={m} n={n}: {ran}")
         assert ran == want, f"path={ran!r}, but should be {want!r} [{ctx}]"

@@ -6,7 +6,7 @@ against what its source declares, and the activation quantizers of the repacked 
   (16x1 only with zvfh; a layout whose ``requires`` the tree lacks is not in this tree), each
   interleaved block as large as the blocks it holds, and the CPU device lists the CPU_REPACK
   buffer type; RISC-V repack code of the tree the table does not know fails it (the ``repack``
-  scan of cases/coverage.py: :func:`cases.repack_cases.coverage_scan`).
+  scan of cases/coverage.py: :func:`cases.repack.coverage_scan`).
 * :func:`test_layout` -- ggml's ``repack<block, INTER_SIZE, NB_COLS>`` (called directly, so every
   layout is checked at every VLEN, selected there or not; 1-3 interleaves x 1-7 blocks or a real
   count drawn, then on every run 3 interleaves x 3 blocks and one interleave x the longest real k) writes exactly
@@ -16,12 +16,12 @@ against what its source declares, and the activation quantizers of the repacked 
   byte permutation (plus q4_0's XOR and q4_K's scale re-encoding).
 * :func:`test_selection` -- through the backend API (CPU_REPACK found in the CPU device's extra
   buffer types, a tensor allocated there, ``ggml_backend_tensor_set``): the traits ggml attaches
-  are the layout :func:`cases.repack_cases.scan_selection` reads from the tree's
+  are the layout :func:`cases.repack_selection.scan_selection` reads from the tree's
   ``ggml_repack_get_optimal_repack_type`` for this VLEN and build (none where it must not
   repack), the device supports the mul_mat exactly then, sizes and alignment are as the buffer
   type declares, and the repacked bytes are the NumPy layout.  The types swept are those of
-  ``C.sweep_types`` (the tree's; the ones left out are noted).  The table is recorded
-  (``python -m cases.repack_cases`` prints it).
+  ``sweep_types`` in cases/repack_selection.py (the tree's; the ones left out are noted).  The table is recorded
+  (``python -m cases.repack_selection`` prints it).
 * :func:`test_quantize_mat` -- ``ggml_quantize_mat_<q8>_4x<blocklen>`` (the GEMM's activations)
   equal the reference quantizer's rows interleaved by :func:`oracles.repack.pack_activations`,
   bit for bit: q8_0 rounds half away from zero (``roundf``; the RVV 4x8 uses the RMM rounding
@@ -37,7 +37,10 @@ import pytest
 from hypothesis import strategies as st
 
 from cases import quant_strategies as QS
-from cases import repack_cases as C
+from cases import repack as R
+from cases import repack_kernels as K
+from cases import repack_selection as SEL
+from cases import repack_strategies as RS
 from cases import strategies as S
 from harness.check import observe
 from harness.emulators.protocol import In, Out
@@ -53,22 +56,22 @@ def test_build_info(target) -> None:
     GEMV / GEMM or activation quantizer of the tree's RISC-V code that the table does not know
     fails (the repack scan of cases/coverage.py, with file:line)."""
     inv = tree.of(session().source)
-    scan = C.coverage_scan(inv)
-    assert not scan.uncovered, ("the tree has RISC-V repack code cases/repack_cases.py does not know:\n  " +
+    scan = R.coverage_scan(inv)
+    assert not scan.uncovered, ("the tree has RISC-V repack code cases/repack_kernels.py does not know:\n  " +
                                 "\n  ".join(f"{u.name} ({u.where}): {u.why}" for u in scan.uncovered))
     if scan.not_in_tree:
         observe.note("not_in_tree", "; ".join(scan.not_in_tree))
-    info = C.build_info(target)
+    info = K.build_info(target)
     zvfh = bool(target.features.get("zvfh"))
-    expected = {k.name for k in C.KERNELS if (zvfh or not k.zvfh_only) and not inv.missing(k.requires)}
+    expected = {k.name for k in K.KERNELS if (zvfh or not k.zvfh_only) and not inv.missing(k.requires)}
     assert set(info.layouts) == expected, (f"layouts={sorted(info.layouts)}, but should be {sorted(expected)} "
                                            f"[repack_info, {target.id}]")
     for name, (tid, inter, cols, size) in info.layouts.items():
         lay = RP.layout(name)
         got = (tid, inter, cols, size)
-        want = (C.type_id(target, lay.weight), lay.blocklen, lay.ncols, lay.block_bytes)
+        want = (K.type_id(target, lay.weight), lay.blocklen, lay.ncols, lay.block_bytes)
         assert got == want, f"layout {name}: (type, INTER_SIZE, NB_COLS, sizeof)={got}, but should be {want}"
-    want_qm = {q.name for q in C.QUANTIZE_MATS if (zvfh or not q.zvfh_only) and not inv.missing(q.requires)}
+    want_qm = {q.name for q in K.QUANTIZE_MATS if (zvfh or not q.zvfh_only) and not inv.missing(q.requires)}
     assert info.quantize_mats == want_qm, f"quantize_mat={sorted(info.quantize_mats)}, but should be {sorted(want_qm)}"
     assert info.buft == "CPU_REPACK", f"buft={info.buft!r}, but should be 'CPU_REPACK' [ggml_backend_dev_get_extra_bufts]"
 
@@ -88,22 +91,22 @@ class RawMatrix:
 
 
 @st.composite
-def _raw_matrices(draw: st.DrawFn, kernel: C.RepackKernel) -> RawMatrix:
+def _raw_matrices(draw: st.DrawFn, kernel: K.RepackKernel) -> RawMatrix:
     """Whole interleaves (1-3) or, half the time, a row count that is not a multiple of the
     interleave; 1-7 blocks or a real model's count."""
     lay = kernel.layout
     whole = draw(st.booleans(), label="whole")
-    rows = lay.ncols * draw(st.integers(*C.GEMX_TILES), label="interleaves")
+    rows = lay.ncols * draw(st.integers(*RS.GEMX_TILES), label="interleaves")
     if not whole:
         rows += draw(st.integers(1, lay.ncols - 1), label="extra_rows")
-    return RawMatrix(rows, draw(C.block_counts(Q.block_size(lay.weight)), label="n_blocks"),
+    return RawMatrix(rows, draw(RS.block_counts(Q.block_size(lay.weight)), label="n_blocks"),
                      draw(st.integers(0, 2**32 - 1), label="seed"), whole)
 
 
-@pytest.mark.parametrize("kernel", C.KERNELS, ids=C.IDS)
-def test_layout(kernel: C.RepackKernel, target, request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("kernel", K.KERNELS, ids=K.IDS)
+def test_layout(kernel: K.RepackKernel, target, request: pytest.FixtureRequest) -> None:
     """ggml's repack of random blocks = the NumPy layout, exactly; its inverse restores the blocks;
-    first the shapes of ``C.layout_shapes`` (3 interleaves x 3 blocks, the longest real k)."""
+    first the shapes of ``R.layout_shapes`` (3 interleaves x 3 blocks, the longest real k)."""
     if reason := kernel.not_compiled(target):
         pytest.skip(reason)
     lay = kernel.layout
@@ -112,20 +115,20 @@ def test_layout(kernel: C.RepackKernel, target, request: pytest.FixtureRequest) 
         raw, whole = case.raw(lay.weight), case.whole
         rows, nb = raw.shape[:2]
         ctx = f"ggml::cpu::repack::repack<{lay.weight}, {lay.blocklen}, {lay.ncols}> of {rows} x {nb} blocks, {target.id}"
-        r = target.call("repack_layout", [C.type_id(target, lay.weight), lay.blocklen, lay.ncols, rows,
+        r = target.call("repack_layout", [K.type_id(target, lay.weight), lay.blocklen, lay.ncols, rows,
                                           nb * Q.block_size(lay.weight)], [], [In(raw), Out(raw.size)])
         got = r.output(0, np.uint8)
-        rc = int(C.notes(r.message)["rc"])
+        rc = int(K.notes(r.message)["rc"])
         if not whole:
             assert rc == -1, f"rc={rc}, but should be -1 ({rows} rows is not a multiple of {lay.ncols}) [{ctx}]"
-            C.assert_bytes_equal(got, np.full(raw.size, 0xA5, np.uint8), name="out (must stay unwritten)", context=ctx)
+            K.assert_bytes_equal(got, np.full(raw.size, 0xA5, np.uint8), name="out (must stay unwritten)", context=ctx)
             return
         assert rc == 0, f"rc={rc}, but should be 0 [{ctx}]"
-        C.assert_bytes_equal(got, RP.pack_matrix(lay, raw).ravel(), name="repacked bytes", context=ctx)
-        C.assert_bytes_equal(RP.unpack_matrix(lay, got, nb).ravel(), raw.ravel(), name="unpacked blocks",
+        K.assert_bytes_equal(got, RP.pack_matrix(lay, raw).ravel(), name="repacked bytes", context=ctx)
+        K.assert_bytes_equal(RP.unpack_matrix(lay, got, nb).ravel(), raw.ravel(), name="unpacked blocks",
                              context=f"oracles.repack.unpack_matrix of {ctx}")
 
-    examples = [RawMatrix(s.interleaves * lay.ncols, s.n_blocks, i, True) for i, s in enumerate(C.layout_shapes(kernel))]
+    examples = [RawMatrix(s.interleaves * lay.ncols, s.n_blocks, i, True) for i, s in enumerate(R.layout_shapes(kernel))]
     S.explore(request, _raw_matrices(kernel), [], check, after=examples)
 
 
@@ -135,19 +138,19 @@ def test_selection(target) -> None:
     alignment and repacked bytes are as declared; the table is recorded."""
     rng = np.random.default_rng(5)
     table: dict[str, dict[int, str | None]] = {}
-    sweep, left_out = C.sweep_types(tree.of(session().source))
+    sweep, left_out = SEL.sweep_types(tree.of(session().source))
     if left_out:
         observe.note("not_swept", ", ".join(left_out))
     for weight in sweep:
         table[weight] = {}
-        for rows in C.SWEEP_ROWS:
+        for rows in K.SWEEP_ROWS:
             nb = 1 + rows % 3
             raw = rng.integers(0, 256, (rows, nb, Q.block_bytes(weight)), dtype=np.uint8)
-            r = target.call("repack_buffer", [C.type_id(target, weight), rows, nb * Q.block_size(weight)], [],
+            r = target.call("repack_buffer", [K.type_id(target, weight), rows, nb * Q.block_size(weight)], [],
                             [In(raw), Out(raw.size)])
-            n = C.notes(r.message)
-            chosen = C.chosen_layout(n["traits"])
-            expected = C.expected_layout(target, weight, rows)
+            n = K.notes(r.message)
+            chosen = SEL.chosen_layout(n["traits"])
+            expected = SEL.expected_layout(target, weight, rows)
             table[weight][rows] = chosen
             ctx = f"{weight}, {rows} rows x {nb} blocks in CPU_REPACK, {target.id}"
             assert chosen == expected, (f"layout={chosen}, but should be {expected} [{ctx}; "
@@ -161,9 +164,9 @@ def test_selection(target) -> None:
                 f"alignment={align}, misalignment={n['misalignment']}, but should be a power of two >= 32 "
                 f"(TENSOR_ALIGNMENT) and 0 [{ctx}]")
             if chosen:
-                C.assert_bytes_equal(r.output(0, np.uint8), RP.pack_matrix(RP.layout(chosen), raw).ravel(),
+                K.assert_bytes_equal(r.output(0, np.uint8), RP.pack_matrix(RP.layout(chosen), raw).ravel(),
                                      name="repacked bytes (tensor->data)", context=ctx)
-    C.record_selection(target, table)
+    SEL.record_selection(target, table)
     picked = sorted({f"{t}->{lay}" for t, rows in table.items() for lay in rows.values() if lay})
     observe.note("selection", ", ".join(picked) or "nothing repacked")
 
@@ -194,28 +197,28 @@ class FloatRows:
 @st.composite
 def _float_row_cases(draw: st.DrawFn, act: str) -> FloatRows:
     """1-7 blocks or a real model's count, a kind of float data, a seed."""
-    return FloatRows(draw(C.block_counts(Q.block_size(act)), label="n_blocks"),
+    return FloatRows(draw(RS.block_counts(Q.block_size(act)), label="n_blocks"),
                      draw(st.sampled_from(FLOAT_KINDS), label="kind"), draw(st.integers(0, 2**32 - 1), label="seed"))
 
 
-@pytest.mark.parametrize("qm", C.QUANTIZE_MATS, ids=[q.name for q in C.QUANTIZE_MATS])
-def test_quantize_mat(qm: C.QuantizeMat, target, request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("qm", K.QUANTIZE_MATS, ids=[q.name for q in K.QUANTIZE_MATS])
+def test_quantize_mat(qm: K.QuantizeMat, target, request: pytest.FixtureRequest) -> None:
     """ggml_quantize_mat_<name> = the reference quantizer's 4 rows, interleaved, bit for bit; first
-    the block counts of ``C.quantize_mat_blocks`` (3, the longest real k), then drawn ones."""
+    the block counts of ``R.quantize_mat_blocks`` (3, the longest real k), then drawn ones."""
     name, act, inter = qm.name, qm.act, qm.inter
-    if name not in C.build_info(target).quantize_mats:
+    if name not in K.build_info(target).quantize_mats:
         pytest.skip(f"{qm.function} is compiled only with zvfh (repack.h); build {target.isa.name} has none")
     blk = Q.block_size(act)
 
     def check(case: FloatRows) -> None:
         nb, kind = case.n_blocks, case.kind
         x = _float_rows(kind, nb * blk, case.seed, blk)
-        r = target.call("repack_quantize_mat", [C.type_id(target, act), inter, nb * blk], [],
+        r = target.call("repack_quantize_mat", [K.type_id(target, act), inter, nb * blk], [],
                         [In(x), Out(4 * Q.row_bytes(act, nb * blk))])
         ref = np.stack([Q.quantize_q8_0(row) if act == "q8_0" else Q.quantize_q8_K(row, "first")[0] for row in x])
-        C.assert_bytes_equal(r.output(0, np.uint8), RP.pack_activations(act, ref, inter).ravel(),
+        K.assert_bytes_equal(r.output(0, np.uint8), RP.pack_activations(act, ref, inter).ravel(),
                              name="interleaved blocks", context=f"ggml_quantize_mat_{name}, k={nb * blk}, {kind} rows, "
                              f"{target.id}; reference: quantize_row_{act}_ref semantics")
 
-    examples = [FloatRows(nb, "gaussian", i) for i, nb in enumerate(C.quantize_mat_blocks(act))]
+    examples = [FloatRows(nb, "gaussian", i) for i, nb in enumerate(R.quantize_mat_blocks(act))]
     S.explore(request, _float_row_cases(act), [], check, after=examples)

@@ -11,7 +11,7 @@ head of query head h: ``h // (H / H_kv)`` (GQA).  A row whose every position is 
 has no terms: ggml defines its output as 0 (S = 0 gives 1/S := 0).
 
 Bounds (derived in :func:`error_bound`; the kernel-side facts -- which rounding each
-path applies -- are stated with the test table in cases/test_flash_attn.py):
+path applies -- are stated with the test table in cases/flash_attn.py):
 
 * every score may be off by at most Delta (dot-product rounding, the rounding of Q to
   the K type's dot-product format where the oracle cannot reproduce it exactly, the

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from cases import families
 from cases import loops as L
 
-FAMILIES = L.families()
+FAMILIES = families.families()
 
 
 def _toy(every_run: tuple[int, ...], hi: int, *, remainder: bool = True) -> L.Family:
@@ -32,7 +33,7 @@ def test_problems_name_each_unreached_vlen_and_undrawn_real_sizes() -> None:
 
 
 def test_every_family_is_registered() -> None:
-    assert sorted(FAMILIES) == sorted(L.MODULES)
+    assert sorted(FAMILIES) == sorted(families.MODULES)
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))

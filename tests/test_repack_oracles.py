@@ -11,7 +11,10 @@ import pytest
 from hypothesis import given, settings
 
 from cases import quant_strategies as QS
-from cases import repack_cases as C
+from cases import repack_kernels as K
+from cases import repack_selection as SEL
+from cases import repack_strategies as RS
+from harness.ggml import cwalk, source
 from oracles import quants as Q
 from oracles import repack as RP
 
@@ -54,7 +57,7 @@ def test_read_packed_matches_dequantize(name: str) -> None:
     """The element-wise reading of the packed bytes gives the values oracles.quants decodes from the rows."""
     lay = RP.layout(name)
     for seed, classes in [(5, ("normal",)), (6, ("subnormal", "zero", "max")), (7, ("pow2", "negative"))]:
-        rows = C.weight_matrix(lay.weight, 2 * lay.ncols, 3, QS.RowRecipe(seed, classes, "random", "random"))
+        rows = RS.weight_matrix(lay.weight, 2 * lay.ncols, 3, QS.RowRecipe(seed, classes, "random", "random"))
         got = RP.read_packed(lay, RP.pack_matrix(lay, rows), len(rows), 3)
         want = np.stack([Q.dequantize(lay.weight, r) for r in rows])
         assert np.array_equal(got, want), f"{name}: {np.sum(got != want)} elements differ"
@@ -123,7 +126,7 @@ def test_activations_round_trip(act: str, blocklen: int) -> None:
 def test_products_match_exact_dot(weight: str, act: str) -> None:
     """products(): value within its float64 error of oracles.quants.dot, the same magnitudes."""
     nb = 2
-    w = C.weight_matrix(weight, 5, nb, QS.RowRecipe(11, ("normal", "subnormal"), "random", "random"))
+    w = RS.weight_matrix(weight, 5, nb, QS.RowRecipe(11, ("normal", "subnormal"), "random", "random"))
     a = np.stack([QS.activation_row(act, nb * Q.block_size(weight) // Q.block_size(act), 12 + r, ("normal",), "random")
                   for r in range(3)])
     p = RP.products(weight, w, act, a)
@@ -135,14 +138,14 @@ def test_products_match_exact_dot(weight: str, act: str) -> None:
             assert p.int_magnitude[r, c] == d.int_magnitude
 
 
-@pytest.mark.parametrize("name", sorted(C.BY_NAME))
+@pytest.mark.parametrize("name", sorted(K.BY_NAME))
 def test_exact_cases_are_exact(name: str) -> None:
     """The exact mul_mat cases keep every sum within 2^24 units (the premise of bit-exact parity)."""
-    kernel = C.BY_NAME[name]
+    kernel = K.BY_NAME[name]
 
     @settings(max_examples=20, deadline=None, database=None)
-    @given(case=C.mul_mat_cases(kernel, exact=True))
-    def check(case: C.MulMatCase) -> None:
+    @given(case=RS.mul_mat_cases(kernel, exact=True))
+    def check(case: RS.MulMatCase) -> None:
         p = RP.products(kernel.layout.weight, case.weights, kernel.layout.activation, case.acts)
         assert np.all(p.magnitude <= 2.0 ** 24 * case.units[:, None])
 
@@ -151,19 +154,17 @@ def test_exact_cases_are_exact(name: str) -> None:
 
 def test_selection_scan_of_the_pinned_tree() -> None:
     """The pinned tree picks the five 16x1 layouts at VLEN 256 for row counts divisible by 16, with zvfh only."""
-    from harness.ggml import source
-
     cpu = source.pinned().cpu_dir
-    with_zvfh = C.scan_selection(cpu, True)
+    with_zvfh = SEL.scan_selection(cpu, True)
     picks = {t: {v: r for v, r in vl.items() if r} for t, vl in with_zvfh.items()}
     assert picks == {
-        "q4_0": {256: C.Rule("q4_0_16x1", 16)}, "q4_K": {256: C.Rule("q4_K_16x1", 16)},
-        "q2_K": {256: C.Rule("q2_K_16x1", 16)}, "iq4_nl": {256: C.Rule("iq4_nl_16x1", 16)},
-        "q8_0": {256: C.Rule("q8_0_16x1", 16)}, "q5_K": {}, "q6_K": {}, "mxfp4": {}, "q1_0": {},
+        "q4_0": {256: cwalk.Rule("q4_0_16x1", 16)}, "q4_K": {256: cwalk.Rule("q4_K_16x1", 16)},
+        "q2_K": {256: cwalk.Rule("q2_K_16x1", 16)}, "iq4_nl": {256: cwalk.Rule("iq4_nl_16x1", 16)},
+        "q8_0": {256: cwalk.Rule("q8_0_16x1", 16)}, "q5_K": {}, "q6_K": {}, "mxfp4": {}, "q1_0": {},
     }
-    assert all(r is None for vl in C.scan_selection(cpu, False).values() for r in vl.values())
+    assert all(r is None for vl in SEL.scan_selection(cpu, False).values() for r in vl.values())
 
 
 def test_chosen_layout_parses_ggml_traits() -> None:
-    assert C.chosen_layout("ggml::cpu::repack::tensor_traits<block_q4_K, 1l, 16l, (ggml_type)15>") == "q4_K_16x1"
-    assert C.chosen_layout("none") is None
+    assert SEL.chosen_layout("ggml::cpu::repack::tensor_traits<block_q4_K, 1l, 16l, (ggml_type)15>") == "q4_K_16x1"
+    assert SEL.chosen_layout("none") is None

@@ -192,10 +192,10 @@ def test_a_kernel_added_to_a_tree_is_uncovered_by_name_and_line(tmp_path: Path) 
     cases/test_coverage.py then fails), and the pinned tree itself has nothing uncovered."""
     import shutil
 
-    from cases import coverage
+    from cases import families
 
     src = _pinned()
-    for s in coverage.scans(tree.of(src)):
+    for s in families.scans(tree.of(src)):
         assert not s.uncovered, (s.family, s.uncovered)
     root = tmp_path / "ggml"
     shutil.copytree(src.ggml, root, ignore=shutil.ignore_patterns("ggml-cuda", "ggml-vulkan", "ggml-sycl",
@@ -206,7 +206,7 @@ def test_a_kernel_added_to_a_tree_is_uncovered_by_name_and_line(tmp_path: Path) 
     text = vec_h.read_text()
     at = text.rindex("#ifdef __cplusplus")  # before the closing extern "C" block
     vec_h.write_text(text[:at] + NEW_VEC_OP + text[at:])
-    found = {s.family: s for s in coverage.scans(tree.of(source.resolve(root)))}
+    found = {s.family: s for s in families.scans(tree.of(source.resolve(root)))}
     dots = {u.name: u.where for u in found["quant_dot"].uncovered}
     assert list(dots) == ["ggml_vec_dot_q9_0_q8_0"], found["quant_dot"]
     assert dots["ggml_vec_dot_q9_0_q8_0"].endswith(f"arch/riscv/quants.c:{quants.read_text().count(chr(10)) - 5}")
@@ -215,13 +215,13 @@ def test_a_kernel_added_to_a_tree_is_uncovered_by_name_and_line(tmp_path: Path) 
 
 
 def test_a_scan_that_breaks_is_reported_as_broken_not_as_covered(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cases import coverage
+    from cases import coverage, families
 
     def broken(inv: tree.Tree) -> coverage.Scan:
         raise ValueError("cannot read")
 
-    coverage.scans(tree.of(_pinned()))  # registers the families
+    families.scans(tree.of(_pinned()))  # registers the families
     monkeypatch.setitem(coverage._SCANS, "quant_dot", broken)
-    found = {s.family: s for s in coverage.scans(tree.of(_pinned()))}
+    found = {s.family: s for s in families.scans(tree.of(_pinned()))}
     assert found["quant_dot"].error == "the quant_dot scan failed: ValueError: cannot read"
     assert not found["vec_ops"].error

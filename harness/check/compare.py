@@ -9,6 +9,8 @@ Two kinds of check, named by what they guarantee:
 * :func:`assert_within_bound` -- ``|got - expected| <= bound`` where the bound
   is derived from the kernel's arithmetic; the observed error is recorded as a
   fraction of the bound, so reports show how close each kernel comes to it.
+  :func:`assert_all_within` applies it to every element of an array, each
+  with its own bound (a matrix, an attention output).
 
 Messages follow ``name=actual, but should be expected [context]`` and give
 the mismatch count, the first indices and the worst element, in the manner
@@ -16,6 +18,8 @@ of numpy.testing.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -83,6 +87,40 @@ def assert_within_bound(got: float, expected: float, bound: float, *, name: str,
             f"{name}={g!r}, but should be {e!r} within {bound:.6g} [{context}]\n"
             f"  |error|={err:.6g} is {ratio:.3g} x the bound ({derivation})")
     return ratio
+
+
+def _index(idx: tuple[int, ...]) -> str:
+    return ", ".join(map(str, idx))
+
+
+def assert_all_within(got: np.ndarray, expected: np.ndarray, bound: np.ndarray, *, name: str, context: str,
+                      derivation: str, index: Callable[[tuple[int, ...]], str] = _index) -> float:
+    """Every element of ``got`` within its own ``bound`` of ``expected`` (arrays of one shape); return
+    the worst ratio error / bound.
+
+    The element with the largest error / bound is checked by :func:`assert_within_bound` (so its
+    ratio is recorded and its failure message is the one raised), named ``name[index(i, j, ...)]``
+    (default ``name[i, j]``).  An element equal to its expected value (both infinite, both NaN) is
+    exact; a NaN on one side, or any error where the bound is 0, is infinitely far.  When the worst
+    fails, the message adds how many elements exceed their bound and what share of all.
+    """
+    got, expected, bound = np.asarray(got), np.asarray(expected), np.asarray(bound)
+    g, e = got.astype(np.float64), np.asarray(expected, np.float64)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        err = np.abs(g - e)
+        ratio = np.where(bound > 0, err / np.where(bound > 0, bound, 1.0), np.where(err == 0, 0.0, np.inf))
+        same = (g == e) | (np.isnan(g) & np.isnan(e))
+    ratio = np.where(same, 0.0, np.where(np.isnan(ratio), np.inf, ratio))
+    if ratio.size == 0:
+        return 0.0
+    worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(ratio)), ratio.shape))
+    beyond = int(np.count_nonzero(ratio > 1))
+    try:
+        return assert_within_bound(float(got[worst]), float(expected[worst]), float(bound[worst]),
+                                   name=f"{name}[{index(worst)}]", context=context, derivation=derivation)
+    except AssertionError as failed:
+        raise AssertionError(f"{failed}\n  {beyond} of {ratio.size} elements ({100 * beyond / ratio.size:.3g}%) "
+                             "beyond their bound") from None
 
 
 def assert_within_ulps(got: np.ndarray, expected: np.ndarray, ulps: np.ndarray, allowed: np.ndarray | float, *,

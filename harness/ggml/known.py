@@ -100,51 +100,10 @@ class KnownFailuresError(RvvdiffError, ValueError):
 
 # ------------------------------------------------------------------ fingerprints of a tree
 
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"[^\n]*$', re.M)
-
-
-def _included(path: Path, macros: dict[str, int]) -> list[Path]:
-    """The local headers (``#include "..."``) ``path`` includes in the branches a build with
-    ``macros`` compiles, in order.  Each include line is turned into a code line naming it before
-    preprocessing, so only those of compiled branches survive.  Headers are looked up as the
-    compiler would for ggml-cpu: next to ``path``, then the ggml-cpu, src and include directories."""
-    text = csource.read(path).text
-    names: list[str] = []
-
-    def mark(m: re.Match[str]) -> str:
-        names.append(m.group(1))
-        return f"__rvvdiff_include_{len(names) - 1}__;"
-
-    pp = csource.preprocess(_INCLUDE.sub(mark, text), macros, path)
-    ggml = next((p for p in path.parents if (p / "src" / "ggml-cpu").is_dir()), path.parent)
-    dirs = (path.parent, ggml / "src" / "ggml-cpu", ggml / "src", ggml / "include")
-    out = []
-    for i in re.findall(r"__rvvdiff_include_(\d+)__;", pp.text):
-        found = next((d / names[int(i)] for d in dirs if (d / names[int(i)]).is_file()), None)
-        if found is not None:
-            out.append(found.resolve())
-    return out
-
-
-def _macros(path: Path, macros: dict[str, int], seen: set[Path]) -> dict[str, int]:
-    """``macros`` after the local headers ``path`` includes (recursively, each header once, as with
-    ``#pragma once``): their object-like ``#define`` in compiled branches followed.  ggml's headers
-    decide what a kernel file compiles (simd-mappings.h defines ``GGML_SIMD`` in an RVV build, and
-    vec.h's RVV paths sit inside ``#if defined(GGML_SIMD)``).  An approximation of the real
-    preprocessor: a header's defines apply to the whole including file."""
-    for h in _included(path, macros):
-        if h in seen:
-            continue
-        seen.add(h)
-        macros = _macros(h, macros, seen)
-        macros = csource.read(h).defines(macros)
-    return macros
-
-
 @functools.lru_cache(maxsize=64)
 def _compiled(path: Path, mtime_ns: int) -> tuple[dict[str, csource.Function], tuple[csource.Note, ...]]:
     f = csource.read(path)
-    funcs = f.functions(_macros(path, dict(FINGERPRINT_MACROS), {path.resolve()}))
+    funcs = f.functions(csource.with_includes(path, FINGERPRINT_MACROS))
     return funcs, tuple(n for n in f.notes if n.file == path)
 
 
