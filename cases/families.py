@@ -4,7 +4,7 @@ Each family's definition module (its kernel table, strategies and checks, beside
 registers its loop levels with cases/loops.py (``loops.register``) and its coverage scan with
 cases/coverage.py (``coverage.register``); those two stay low-level and import no family.  This
 module imports every definition module, so ``families()`` and ``scans()`` see all of them, and
-carries the ``python -m cases.loops`` command (which needs every family).
+carries the ``python -m cases.families`` command (which needs every family).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def scans(tree: coverage.Tree) -> list[coverage.FamilyScan]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cases.loops", description=L.__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m cases.families", description=L.__doc__.split("\n\n")[0])
     ap.add_argument("--write", action="store_true", help="rewrite the tables in the docs pages")
     ap.add_argument("family", nargs="*", help=f"families (default: all of {', '.join(MODULES)})")
     a = ap.parse_args(argv)

@@ -16,7 +16,7 @@ iterations.  Real models' sizes (hidden 2048-8192, FFN 5632-14336, head dim
 64-256, ...) must be drawn at least occasionally: the random range or a size
 of every run reaches the smallest of them.
 
-``python -m cases.loops`` (cases/families.py's ``main``, which knows every family) prints every
+``python -m cases.families`` (cases/families.py's ``main``, which knows every family) prints every
 family's table; ``--write`` puts each into its docs page between ``<!-- loops:FAMILY -->`` and ``<!-- /loops -->``.
 ``tests/test_loops.py`` fails when a loop is not reached at some VLEN, when no
 real-model size is drawn, or when a docs table is out of date.
@@ -25,7 +25,6 @@ real-model size is drawn, or when a docs table is out of date.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,9 +198,3 @@ def render_doc(text: str, fams: Mapping[str, Family], *, only: bool = False) -> 
 def doc_blocks(text: str) -> list[str]:
     return [m.group("name") for m in _BLOCK.finditer(text)]
 
-
-if __name__ == "__main__":
-    # The command lives with the registry of families (which imports this module through them).
-    from cases import families
-
-    sys.exit(families.main())
