@@ -83,3 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for b in bad:
         print(f"GAP: {b}", file=sys.stderr)
     return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
