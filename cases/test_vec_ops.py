@@ -3,8 +3,6 @@ strategies cases/vec_op_cases.py."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from cases import strategies as S
@@ -22,6 +20,7 @@ from cases.vec_ops import (
     vec_op_cases,
 )
 from harness.check import observe
+from harness.core import settings
 from harness.plugin.targets import session
 
 
@@ -49,7 +48,7 @@ def test_expf_sweep(spec: VecOp, target) -> None:
     every float32 near the regime edges (EXP_EDGES), against float64 exp: within EXPF_ULPS,
     with fp32 expf's overflow to +inf, NaN to NaN, -inf to 0.  The summary's worst ULP figure
     is the measurement."""
-    stride = 1 if os.environ.get("RVVDIFF_EXPF_EXHAUSTIVE") == "1" else EXPF_STRIDE
+    stride = 1 if settings.get("EXPF_EXHAUSTIVE") == "1" else EXPF_STRIDE
     observe.note("stride", str(stride))
     for i, x in enumerate(expf_sweep_inputs(stride)):
         case = elementwise_case(spec, x.size, {"x": x}, [0.0], inputs=("x",), inplace=False, returns=True,

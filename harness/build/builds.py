@@ -35,6 +35,7 @@ from pathlib import Path
 from harness.build.cmake import CmakePlan, cmake_files, cmake_options, march_mismatch, march_of, plan_options, tree_name
 from harness.build.server import adapter_kernels, append_log, digest, first_errors, link_server, server_objects
 from harness.build.toolchain import SERVER_DIR, Compiler, compiler
+from harness.core import settings
 from harness.core.config import IsaBuild, cache_dir, locked
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError, run
@@ -155,7 +156,7 @@ def _libs(d: Path) -> tuple[Path, ...]:
 
 def session_id() -> str | None:
     """The pytest session this process belongs to (set by the controlling process), or None outside pytest."""
-    return os.environ.get("RVVDIFF_SESSION")
+    return settings.get("SESSION")
 
 
 def failure_marker(d: Path, session: str | None = None) -> Path:

@@ -14,6 +14,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core import settings
 from harness.core.config import cache_dir, locked
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError, run
@@ -88,7 +89,7 @@ def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
 @functools.cache
 def compiler() -> Compiler:
     """The cross compiler: ``$RVVDIFF_CC``/``$RVVDIFF_CXX`` if set, else zig's clang behind a wrapper."""
-    user_cc, user_cxx = os.environ.get("RVVDIFF_CC"), os.environ.get("RVVDIFF_CXX")
+    user_cc, user_cxx = settings.get("CC"), settings.get("CXX")
     if user_cc or user_cxx:
         if not (user_cc and user_cxx):
             raise ToolchainError("set both RVVDIFF_CC and RVVDIFF_CXX "
@@ -97,8 +98,8 @@ def compiler() -> Compiler:
             if shutil.which(tool) is None:
                 raise ToolchainError(f"compiler {tool!r} (from RVVDIFF_CC/RVVDIFF_CXX) is not on PATH")
         version = run([user_cc, "--version"], timeout=60, what="compiler version").stdout.splitlines()[0]
-        ar = os.environ.get("RVVDIFF_AR") or shutil.which("ar") or "ar"
-        ranlib = os.environ.get("RVVDIFF_RANLIB") or shutil.which("ranlib") or "ranlib"
+        ar = settings.get("AR") or shutil.which("ar") or "ar"
+        ranlib = settings.get("RANLIB") or shutil.which("ranlib") or "ranlib"
         return Compiler(user_cc, user_cxx, ar, ranlib, version)
 
     zig = _zig_binary()

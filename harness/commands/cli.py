@@ -97,7 +97,7 @@ COMMANDS_ELSEWHERE = {
     "trees": "run the suite on several ggml trees and print one table of the outcomes (docs/trees.md)",
     "gate": "judge a HEAD tree against its BASE: regressions block, old bugs do not, fixes are named (docs/gate.md)",
     "bisect": "find the first commit of a git history at which a failure report's shrunk case fails",
-    "fixes": "list the fixes of the findings (fixes/) on a tree, or check them: each patch verified by the "
+    "fixes": "list the fixes of the findings (harness/data/fixes/) on a tree, or check them: each patch verified by the "
              "gate and timed, or all together through the whole suite (docs/fixes.md)",
     "spike-check": "re-check every known failure on Spike: fail it on QEMU, replay its report on Spike, "
                    "print the verdict (docs/spike.md)",

@@ -1,9 +1,9 @@
 """``rvvdiff fixes``: a verified patch for every finding, checked against any tree it applies to.
 
-``fixes/<name>.patch`` fixes one finding of docs/findings.md (header: ``rvvdiff fix:`` title,
+``harness/data/fixes/<name>.patch`` fixes one finding of docs/findings.md (header: ``rvvdiff fix:`` title,
 ``finding``, ``functions``, ``tests``, ``bench``, ``vector-path``; then the diff, llama.cpp paths,
 ``patch -p1`` from a llama.cpp root, ``-p2`` from a ggml repository: harness/ggml/patches.py), and
-``fixes/<name>.md`` is its upstream-ready report.  The entries of known_failures.toml that name
+``harness/data/fixes/<name>.md`` is its upstream-ready report.  The entries of known_failures.toml that name
 the fix (``fix = "<name>"``) are the finding's expected failures.
 
 ``rvvdiff fixes list [--ggml-src TREE]``
@@ -54,7 +54,7 @@ from harness.commands import gate
 from harness.commands.bench import collect
 from harness.commands.runner import read_results, run_suite
 from harness.core import settings
-from harness.core.config import ISA_BUILDS, PROJECT_ROOT
+from harness.core.config import DATA_DIR, ISA_BUILDS, PROJECT_ROOT
 from harness.core.errors import UnknownName
 from harness.core.proc import own_session_env
 from harness.emulators import pool
@@ -62,11 +62,11 @@ from harness.emulators.qemu import qemu
 from harness.ggml import known, patches
 from harness.ggml.source import GgmlSource, resolve
 
-FIXES_DIR = PROJECT_ROOT / "fixes"
+FIXES_DIR = DATA_DIR / "fixes"
 
 
 def fixes_dir() -> Path:
-    """``$RVVDIFF_FIXES_DIR`` if set (the project's tests use their own), else ``fixes/``."""
+    """``$RVVDIFF_FIXES_DIR`` if set (the project's tests use their own), else ``harness/data/fixes/``."""
     return settings.path("FIXES_DIR") or FIXES_DIR
 
 #: The main job's matrix: every VLEN, ISA build, stress mode (narrowed by the user's options).
@@ -306,7 +306,7 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="rvvdiff fixes", allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("action", choices=("list", "check", "bench"),
                    help="list: where each fix stands on the tree; check: verify (and time) each; bench: only time each")
-    p.add_argument("names", nargs="*", help="fixes (default: all in fixes/)")
+    p.add_argument("names", nargs="*", help="fixes (default: all in harness/data/fixes/)")
     p.add_argument("--ggml-src", help="the tree to check against (default: the pinned tree)")
     p.add_argument("--full", action="store_true", help="run every test on each patched tree, not only those reaching the change")
     p.add_argument("--no-bench", action="store_true", help="skip the before / after timing")

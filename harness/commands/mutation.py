@@ -1,6 +1,6 @@
 """``rvvdiff mutants``: how well the suite finds planted bugs, and ``rvvdiff audit``: how often it cries wolf.
 
-Detection: for each mutant in ``mutants/`` (a patch with a ``select:`` line
+Detection: for each mutant in ``harness/data/mutants/`` (a patch with a ``select:`` line
 naming the pytest arguments that should catch it), build the patched tree,
 run that selection at every VLEN with the default example budget in one
 process, and record whether it was caught, at which VLENs and ISA builds, the

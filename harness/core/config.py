@@ -129,6 +129,8 @@ def selection_type(option: str, allowed: Sequence[str | int], what: str, error: 
 
 #: rvvdiff's own directory (pytest's rootdir: cases/, reports/, docs/).
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: The project's data, installed with the package: the known failures, the fixes of the findings, the mutants.
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
 
 def cache_dir() -> Path:

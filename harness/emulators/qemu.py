@@ -21,6 +21,7 @@ from pathlib import Path
 from harness.build.builds import Build
 from harness.build.cmake import march_extras, tree_name
 from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler, write_atomically
+from harness.core import settings
 from harness.core.config import ISA_BUILDS, STRESS_PROPS, VLENS, cache_dir, locked
 from harness.core.proc import CommandError, run
 from harness.emulators.base import Emulator
@@ -138,7 +139,7 @@ def qemu() -> Qemu:
     The probe result is cached per binary (path, size, mtime), so it costs one
     QEMU start per property once per machine.
     """
-    name = os.environ.get("RVVDIFF_QEMU") or "qemu-riscv64"
+    name = settings.get("QEMU") or "qemu-riscv64"
     path = shutil.which(name)
     if path is None:
         raise ToolchainError(

@@ -38,6 +38,7 @@ from pathlib import Path
 from harness.build.builds import Build
 from harness.build.server import digest, server_objects
 from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler
+from harness.core import settings
 from harness.core.config import SPIKE_VLENS, STRESS_PROPS, locked
 from harness.core.proc import run
 from harness.emulators.base import Emulator
@@ -131,7 +132,7 @@ class Spike(Emulator):
 
 
 def _binary() -> str:
-    env = os.environ.get("RVVDIFF_SPIKE")
+    env = settings.get("SPIKE")
     if env:
         if not (shutil.which(env) or Path(env).is_file()):
             raise SpikeUnavailable(f"RVVDIFF_SPIKE={env}: no such program; {INSTALL}")

@@ -1,6 +1,6 @@
 """Known failures: real kernel bugs (findings), expected to fail wherever the buggy code is.
 
-``known_failures.toml`` at the project root (or ``$RVVDIFF_KNOWN_FAILURES``) holds entries::
+``harness/data/known_failures.toml`` (package data: found on any install; or ``$RVVDIFF_KNOWN_FAILURES``) holds entries::
 
     [[known]]
     test = "cases/test_vec_dot.py::test_vec_dot*[[]bf16-vlen*-zvfbfwma-stress]"  # fnmatch on node ids
@@ -10,7 +10,7 @@
     reason = "what is wrong, in one line"
     reproducer = "the shortest command or file that shows it"
     # ggml = ["0c1e570", "ggml-0.25.3", "*"]  # optional: trees named explicitly
-    # fix = "q4_K_int16_subblock_sum"      # optional: fixes/<fix>.patch fixes it (`rvvdiff fixes`)
+    # fix = "q4_K_int16_subblock_sum"      # optional: harness/data/fixes/<fix>.patch fixes it (`rvvdiff fixes`)
     # emulator = "spike"                    # optional: only on this emulator (default: every one)
 
 **When an entry applies.**  An entry describes a bug, not a commit: it applies to the tree under
@@ -65,18 +65,18 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import functools
-import os
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from harness.core.config import ISA_BUILDS
+from harness.core import settings
+from harness.core.config import DATA_DIR, ISA_BUILDS
 from harness.core.errors import RvvdiffError
 from harness.ggml import csource
 from harness.ggml.source import GgmlSource
 
-KNOWN_FILE = Path(__file__).resolve().parents[2] / "known_failures.toml"
+KNOWN_FILE = DATA_DIR / "known_failures.toml"
 
 #: The ISA build whose RVV code the fingerprints are taken of: the one with the most extensions.
 FINGERPRINT_BUILD = max(ISA_BUILDS.values(), key=lambda b: len(b.extensions)).name
@@ -91,7 +91,7 @@ _FINGERPRINT = re.compile(r"[0-9a-f]{16}")
 
 def known_file() -> Path:
     """``$RVVDIFF_KNOWN_FAILURES`` if set (e.g. a CI job's own list), else the project's file."""
-    return Path(os.environ.get("RVVDIFF_KNOWN_FAILURES") or KNOWN_FILE)
+    return settings.path("KNOWN_FAILURES") or KNOWN_FILE
 
 
 class KnownFailuresError(RvvdiffError, ValueError):
@@ -159,7 +159,7 @@ class Known:
     #: Trees other than the pinned one where the bug was seen (e.g. "ggml 2026-08-21 (d99724f2)"):
     #: an entry without it is a finding of the pinned tree and must apply to it (tests/test_known.py).
     seen_in: tuple[str, ...] = ()
-    #: The patch that fixes the bug: ``fixes/<fix>.patch`` (harness/commands/fixes.py verifies it).
+    #: The patch that fixes the bug: ``harness/data/fixes/<fix>.patch`` (harness/commands/fixes.py verifies it).
     fix: str = ""
     #: Only on this emulator ("spike", "qemu"); empty: on every emulator.  For a kernel that relies on
     #: behaviour the specification leaves to the hart, and only one emulator chooses the failing side
@@ -289,13 +289,15 @@ def _entry(e: object, number: int, path: Path) -> Known:
 
 def load(path: Path | None = None) -> list[Known]:
     """The entries of ``path`` (default :func:`known_file`); raises KnownFailuresError on any problem."""
-    explicit = path is not None or bool(os.environ.get("RVVDIFF_KNOWN_FAILURES"))
+    explicit = path is not None or settings.get("KNOWN_FAILURES") is not None
     path = path or known_file()
     if not path.exists():
         if explicit:
             raise KnownFailuresError(f"{path}: no such known-failures file (set by RVVDIFF_KNOWN_FAILURES or "
                                      "given); point it at a file, or unset it to use the project's")
-        return []
+        raise KnownFailuresError(f"{path}: the project's known-failures file is missing from this install of rvvdiff "
+                                 "(it is package data of harness/data/): reinstall rvvdiff, point RVVDIFF_KNOWN_FAILURES "
+                                 "at a copy, or run with --known-failures ignore")
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:

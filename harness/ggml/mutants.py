@@ -1,4 +1,4 @@
-"""Planted bugs: small patches (``mutants/*.patch``) applied to a copy of a ggml tree.
+"""Planted bugs: small patches (``harness/data/mutants/*.patch``) applied to a copy of a ggml tree.
 
 A mutant tree is a hard-linked copy of the source with only the patched
 files replaced (harness/ggml/patches.py), so making one costs a second or two and
@@ -9,14 +9,13 @@ bug (class, family, which test should catch it) before the diff itself.
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from harness.core.config import DATA_DIR
 from harness.core.errors import UnknownName
 from harness.ggml import patches
 from harness.ggml.patches import Patch as Mutant
 from harness.ggml.source import GgmlSource
 
-MUTANTS_DIR = Path(__file__).resolve().parents[2] / "mutants"
+MUTANTS_DIR = DATA_DIR / "mutants"
 
 
 def catalogue() -> dict[str, Mutant]:

@@ -1,4 +1,4 @@
-"""Patches to a ggml tree: planted bugs (``mutants/``) and fixes of findings (``fixes/``).
+"""Patches to a ggml tree: planted bugs (``harness/data/mutants/``) and fixes of findings (``harness/data/fixes/``).
 
 A patch file starts with ``key: value`` lines describing it, then a unified diff whose paths are
 those of a llama.cpp checkout (``a/ggml/src/...``): ``patch -p1`` applies it from a llama.cpp root.

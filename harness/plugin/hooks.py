@@ -10,7 +10,6 @@ VLEN or build.  Builds and servers are made lazily, in whichever process
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import time
 import uuid
@@ -26,6 +25,7 @@ from harness.build.cmake import tree_name
 from harness.build.server import adapter_kernels
 from harness.build.toolchain import SERVER_DIR, describe
 from harness.check import observe
+from harness.core import settings as env_settings
 from harness.core.config import ISA_BUILDS, STRESS_PROPS
 from harness.emulators import pool, registry
 from harness.ggml import known
@@ -55,7 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state.begin(config)
     config.addinivalue_line("markers", "rvvdiff_kernel(name): the ggml kernel a differential test exercises")
     # Shared by the controller and its xdist workers (inherited through the environment).
-    os.environ.setdefault("RVVDIFF_SESSION", uuid.uuid4().hex[:12])
+    env_settings.set_default("SESSION", uuid.uuid4().hex[:12])
     _register_hypothesis_profile(config)
     config.stash[state.BENCH] = None
     if config.getoption("bench_log"):
@@ -146,6 +146,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"{n} ({ISA_BUILDS[n].summary})" for n in config.getoption("isa")))
     lines.append(f"rvvdiff: VLENs: {', '.join(map(str, config.getoption('vlen')))}; tail/mask stress: {stress}; "
                  f"examples per test: {max_examples(config)}")
+    if shown := env_settings.shown():
+        lines.append(f"rvvdiff: settings: {'; '.join(shown)}")
     return lines
 
 
@@ -247,8 +249,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     session.config.stash[state.STATS].extend(server_stats())
     outcomes = session.config.stash[state.BUILDS] = _build_outcomes(session.config)
-    if os.environ.get("RVVDIFF_SESSION"):
-        forget_session(os.environ["RVVDIFF_SESSION"])  # the markers served this session only
+    if sid := env_settings.get("SESSION"):
+        forget_session(sid)  # the markers served this session only
     if any(kind == "failed" for kind, _ in outcomes) and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     results = session.config.stash[state.RESULTS]
@@ -261,7 +263,7 @@ def _build_outcomes(config: pytest.Config) -> list[tuple[str, str]]:
     """(kind, line) for each ISA build of this session that failed, could not be expressed for the
     tree, or left adapters out: read from the files the session's processes (xdist workers
     included) left in the build directories (harness/build/builds.py: failure marker, session note)."""
-    sid = os.environ.get("RVVDIFF_SESSION")
+    sid = env_settings.get("SESSION")
     if sid is None or not any(parse_id(r["nodeid"]) for r in config.stash[state.RESULTS]):
         return []
     try:
