@@ -52,6 +52,7 @@ import numpy as np
 
 from cases import coverage
 from cases import loops as L
+from cases import quant_blocks as QB
 from cases import quant_strategies as QS
 from cases import quant_variants as V
 from cases.strategies import KernelSpec
@@ -108,7 +109,7 @@ DOTS = [QuantDot(r.name, r.vec_dot_type, r.bound.depth, r.bound.derivation, r.bo
 
 BY_NAME = {k.name: k for k in DOTS}
 IDS = [k.name for k in DOTS]
-GRID_DOTS = [k for k in DOTS if k.name in QS.GRID_SWEEPS]
+GRID_DOTS = [k for k in DOTS if k.name in QB.GRID_SWEEPS]
 
 # ------------------------------------------------------------------ running
 
@@ -236,7 +237,7 @@ def _row(name: str, nb: int = 1, *, fill: dict[int, int] | None = None) -> np.nd
     b = np.zeros((nb, f.nbytes), np.uint8)
     for off, v in (fill or {}).items():
         b[:, off] = v
-    lay = QS.LAYOUTS[name]
+    lay = QB.LAYOUTS[name]
     one16 = np.float16(1.0).view(np.uint16)
     if lay.fp32:
         b[:, lay.fp32[0]:lay.fp32[0] + 4] = np.array([1.0], np.float32).view(np.uint8)
@@ -245,7 +246,7 @@ def _row(name: str, nb: int = 1, *, fill: dict[int, int] | None = None) -> np.nd
     if lay.e8m0:
         b[:, lay.e8m0[0]] = 128
     if lay.iq1_m_scale:
-        QS.set_iq1_m_scale(b, np.full(nb, one16, np.uint16))
+        QB.set_iq1_m_scale(b, np.full(nb, one16, np.uint16))
     return b
 
 
@@ -259,7 +260,7 @@ def _activations(name: str, n: int, lo: int, hi: int, q: int = 1) -> np.ndarray:
     qs[lo:hi] = q
     f = Q.fmt(name)
     y = _row(name, n // f.block)
-    QS.write_quants(QT.record(name), y, qs.reshape(-1, f.block), np.ones(y.shape[0], np.float32))
+    QB.write_quants(QT.record(name), y, qs.reshape(-1, f.block), np.ones(y.shape[0], np.float32))
     return y
 
 

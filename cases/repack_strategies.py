@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import strategies as st
 
-from cases import quant_strategies as QS
+from cases import quant_blocks as QB
 from cases.repack_kernels import RepackKernel
 from oracles import quants as Q
 
@@ -75,18 +75,18 @@ class GemxCase:
         p.text(repr(self))
 
 
-def weight_matrix(name: str, rows: int, n_blocks: int, recipe: QS.RowRecipe) -> np.ndarray:
+def weight_matrix(name: str, rows: int, n_blocks: int, recipe: QB.RowRecipe) -> np.ndarray:
     """``rows`` weight rows of ``name`` from one recipe, as ``(rows, n_blocks, block_bytes)``."""
-    return QS.weight_row(name, rows * n_blocks, recipe).reshape(rows, n_blocks, -1)
+    return QB.weight_row(name, rows * n_blocks, recipe).reshape(rows, n_blocks, -1)
 
 
 @st.composite
 def activation_rows(draw: st.DrawFn, name: str, rows: int, n_blocks: int) -> np.ndarray:
     """``rows`` raw activation rows of ``name`` (consistent q8_K bsums): drawn scale classes and quant mode."""
-    classes = draw(st.lists(st.sampled_from(QS.SCALE_CLASSES), min_size=1, max_size=3, unique=True), label="a_scales")
-    qs_mode = draw(st.sampled_from(QS.QS_MODES), label="a_qs")
+    classes = draw(st.lists(st.sampled_from(QB.SCALE_CLASSES), min_size=1, max_size=3, unique=True), label="a_scales")
+    qs_mode = draw(st.sampled_from(QB.QS_MODES), label="a_qs")
     seed = draw(st.integers(0, 2**32 - 1), label="a_seed")
-    return np.stack([QS.activation_row(name, n_blocks, seed + r, classes, qs_mode) for r in range(rows)])
+    return np.stack([QB.activation_row(name, n_blocks, seed + r, classes, qs_mode) for r in range(rows)])
 
 
 @st.composite
@@ -101,7 +101,7 @@ def gemx_cases(draw: st.DrawFn, kernel: RepackKernel, kind: str) -> GemxCase:
     nc = lay.ncols * draw(st.integers(GEMX_TILES[0], GEMX_TILES[1] if small else 1), label="interleaves")
     nr = (draw(st.integers(1, 5 if small else 1), label="rows") if kind == "gemv"
           else 4 * draw(st.integers(GEMM_GROUPS[0], GEMM_GROUPS[1] if small else 1), label="row_groups"))
-    w = weight_matrix(lay.weight, nc, nb, draw(QS.recipes(), label="w_recipe"))
+    w = weight_matrix(lay.weight, nc, nb, draw(QB.recipes(), label="w_recipe"))
     a = draw(activation_rows(lay.activation, nr, nb), label="acts")
     return GemxCase(kernel, kind, w, a)
 
@@ -137,9 +137,9 @@ def gemx_examples(kernel: RepackKernel, kind: str) -> list[GemxCase]:
     lay = kernel.layout
     out = []
     for i, s in enumerate(gemx_shapes(kernel, kind)):
-        recipe = QS.RowRecipe(i, ("normal",), "random", "random")
+        recipe = QB.RowRecipe(i, ("normal",), "random", "random")
         w = weight_matrix(lay.weight, s.interleaves * lay.ncols, s.n_blocks, recipe)
-        a = np.stack([QS.activation_row(lay.activation, s.n_blocks, 1000 * i + r, ("normal",), "random")
+        a = np.stack([QB.activation_row(lay.activation, s.n_blocks, 1000 * i + r, ("normal",), "random")
                       for r in range(s.nr)])
         out.append(GemxCase(kernel, kind, w, a))
     return out
@@ -205,7 +205,7 @@ def quantizable_rows(act: str, rows: int, n_blocks: int, seed: int, max_q: int, 
 def quantize_rows(act: str, x: np.ndarray) -> np.ndarray:
     """Rows of floats -> their q8 rows (the reference quantizer), ``(rows, n_blocks, block_bytes)``;
     asserts the premise that they quantize without rounding."""
-    rows = np.stack([QS.quantized_activation_row(act, r) for r in x])
+    rows = np.stack([QB.quantized_activation_row(act, r) for r in x])
     back = np.stack([Q.dequantize(act, r) for r in rows])
     if not np.array_equal(back, x.astype(np.float64)):
         raise AssertionError(f"quantizable_rows premise broken: {act} rows do not quantize exactly")
@@ -216,7 +216,7 @@ def _pow2_scales(name: str, w: np.ndarray, e: int, rng: np.random.Generator) -> 
     """``w`` with every fp16 scale set to +-2^e (random signs)."""
     flat = w.reshape(-1, w.shape[-1]).copy()
     mag = np.float16(2.0 ** e).view(np.uint16)
-    for off in QS.LAYOUTS[name].fp16:
+    for off in QB.LAYOUTS[name].fp16:
         signs = np.where(rng.random(len(flat)) < 0.5, 0, 0x8000).astype(np.uint16)
         flat[:, off:off + 2] = (mag | signs).reshape(-1, 1).view(np.uint8)
     return flat.reshape(w.shape)
@@ -230,7 +230,7 @@ def exact_mul_mat_case(kernel: RepackKernel, m: int, n: int, batch: int, threads
     rng = np.random.default_rng(seed)
     rows, k = batch * n, n_blocks * Q.block_size(lay.weight)
     e = int(rng.integers(-4, 5))
-    w = weight_matrix(lay.weight, m, n_blocks, QS.RowRecipe(seed, ("pow2",), payload, subscales))
+    w = weight_matrix(lay.weight, m, n_blocks, QB.RowRecipe(seed, ("pow2",), payload, subscales))
     w = _pow2_scales(lay.weight, w, e, rng)
     n_act = k // Q.block_size(lay.activation)
     max_q = int(np.clip((2 ** 24 // kernel.max_int - 127 * n_act) // max(1, k - n_act), 0, 127))
@@ -241,7 +241,7 @@ def exact_mul_mat_case(kernel: RepackKernel, m: int, n: int, batch: int, threads
 
 
 def random_mul_mat_case(kernel: RepackKernel, m: int, n: int, batch: int, threads: int, n_blocks: int, seed: int,
-                        recipe: QS.RowRecipe) -> MulMatCase:
+                        recipe: QB.RowRecipe) -> MulMatCase:
     """Weights with edge encodings; activations with one exponent per block in [-8, 4]."""
     lay = kernel.layout
     rows, k = batch * n, n_blocks * Q.block_size(lay.weight)
@@ -264,9 +264,9 @@ def mul_mat_cases(draw: st.DrawFn, kernel: RepackKernel, *, exact: bool) -> MulM
     threads = draw(st.one_of(st.just(1), st.integers(2, MUL_MAT_THREADS[1])), label="threads")
     seed = draw(st.integers(0, 2**32 - 1), label="seed")
     if exact:
-        return exact_mul_mat_case(kernel, m, n, batch, threads, nb, seed, draw(st.sampled_from(QS.PAYLOAD_MODES),
-                                  label="payload"), draw(st.sampled_from(QS.SUBSCALE_MODES), label="subscales"))
-    return random_mul_mat_case(kernel, m, n, batch, threads, nb, seed, draw(QS.recipes(), label="w_recipe"))
+        return exact_mul_mat_case(kernel, m, n, batch, threads, nb, seed, draw(st.sampled_from(QB.PAYLOAD_MODES),
+                                  label="payload"), draw(st.sampled_from(QB.SUBSCALE_MODES), label="subscales"))
+    return random_mul_mat_case(kernel, m, n, batch, threads, nb, seed, draw(QB.recipes(), label="w_recipe"))
 
 
 @dataclass(frozen=True)
@@ -304,7 +304,7 @@ def mul_mat_examples(kernel: RepackKernel, *, exact: bool) -> list[MulMatCase]:
             out.append(exact_mul_mat_case(kernel, s.m, s.n, s.batch, s.threads, s.n_blocks, seed=i))
         else:
             out.append(random_mul_mat_case(kernel, s.m, s.n, s.batch, s.threads, s.n_blocks, seed=i,
-                                           recipe=QS.RowRecipe(i, ("normal",), "random", "random")))
+                                           recipe=QB.RowRecipe(i, ("normal",), "random", "random")))
     return out
 
 

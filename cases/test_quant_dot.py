@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from cases import quant_blocks as QB
 from cases import quant_strategies as QS
 from cases import quant_variants as V
 from cases import strategies as S
@@ -99,7 +100,7 @@ def test_vec_dot_exact(kernel: QuantDot, target, request: pytest.FixtureRequest)
 def test_vec_dot_grid(kernel: QuantDot, target, y_seed: int) -> None:
     """Every grid entry of the IQ type (and every sign pattern, sub-scale and delta), in one row
     against power-of-two activations with small quants: exact, so one wrong entry shows."""
-    x = QS.grid_sweep_row(kernel.name, seed=y_seed)
+    x = QB.grid_sweep_row(kernel.name, seed=y_seed)
     n = x.shape[0] * Q.fmt(kernel.name).block
     y = QS.exact_activation_row(kernel.vec_dot_type, n // Q.fmt(kernel.vec_dot_type).block, y_seed, max_q=1)
     check_dot(kernel, target, QS.Pair(kernel.name, kernel.vec_dot_type, x, y), exact=True)
@@ -117,8 +118,8 @@ def test_vec_dot_weights(kernel: QuantDot, target) -> None:
     for key in sorted(corpus):
         x = Q.blocks(kernel.name, corpus[key])
         n = x.shape[0] * Q.fmt(kernel.name).block
-        for seed, kind in enumerate(QS.FLOAT_KINDS):
-            y = QS.quantized_activation_row(kernel.vec_dot_type, QS.activation_floats(kind, n, seed))
+        for seed, kind in enumerate(QB.FLOAT_KINDS):
+            y = QB.quantized_activation_row(kernel.vec_dot_type, QB.activation_floats(kind, n, seed))
             observe.note("weights", f"{key[0]} x {key[1]} blocks")
             check_dot(kernel, target, QS.Pair(kernel.name, kernel.vec_dot_type, x, y))
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cases import quant_strategies as QS
+from cases import quant_blocks as QB
 from cases import repack_kernels as K
 from cases import repack_selection as SEL
 from cases import repack_strategies as RS
@@ -90,8 +90,8 @@ def test_gemx_variant(target) -> None:
     lay = kernel.layout
     rng = np.random.default_rng(3)
     for kind in K.KINDS:
-        case = RS.GemxCase(kernel, kind, RS.weight_matrix("q4_0", 8, 1, QS.RowRecipe(1, ("normal",), "random", "random")),
-                          np.stack([QS.activation_row("q8_0", 1, int(rng.integers(1 << 30)), ("normal",), "random")
+        case = RS.GemxCase(kernel, kind, RS.weight_matrix("q4_0", 8, 1, QB.RowRecipe(1, ("normal",), "random", "random")),
+                          np.stack([QB.activation_row("q8_0", 1, int(rng.integers(1 << 30)), ("normal",), "random")
                                     for _ in range(4)]))
         vy = case.acts if kind == "gemv" else RP.pack_activations("q8_0", case.acts, lay.activation_blocklen)
         ip = [K.type_id(target, "q4_0"), lay.blocklen, lay.ncols, 0, K.KINDS.index(kind), case.k, case.nr, case.nc]

@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from cases import quant_strategies as QS
+from cases import quant_blocks as QB
 from cases import repack as R
 from cases import repack_kernels as K
 from cases import repack_selection as SEL
@@ -171,14 +171,14 @@ def test_selection(target) -> None:
     observe.note("selection", ", ".join(picked) or "nothing repacked")
 
 
-FLOAT_KINDS = (*QS.FLOAT_KINDS, "ties")
+FLOAT_KINDS = (*QB.FLOAT_KINDS, "ties")
 
 
 def _float_rows(kind: str, k: int, seed: int, block: int) -> np.ndarray:
     """4 rows of k floats; ``ties``: per block the maximum is 127 * 2^e and every other element
     (j + 1/2) * 2^e, so that every scaled value is an exact tie between two integers."""
     if kind != "ties":
-        return np.stack([QS.activation_floats(kind, k, seed + r) for r in range(4)])
+        return np.stack([QB.activation_floats(kind, k, seed + r) for r in range(4)])
     rng = np.random.default_rng(seed)
     v = rng.integers(-127, 127, (4, k // block, block)) + 0.5
     v[:, :, 0] = np.where(rng.random((4, k // block)) < 0.5, 127, -127)

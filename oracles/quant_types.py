@@ -5,7 +5,7 @@ A record (:class:`QuantType`) says
 
 * the **block layout**: elements per block, and the struct's fields in order (name, bytes, role),
   as ``ggml-common.h`` declares them -- the byte offsets of float scales and integer sub-scales
-  that the strategies (``cases/quant_strategies.py``) write are derived from it;
+  that the strategies (``cases/quant_blocks.py``) write are derived from it;
 * the **largest integer** one element's product holds (``max_int``; exact-by-construction rows);
 * for a weight type, its **dot product's row**: the activation type the CPU backend pairs it
   with (``vec_dot_type``) and the error bound of ``ggml_vec_dot_<type>_<q8>`` (:class:`DotBound`,

@@ -15,6 +15,7 @@ import pytest
 from gguf import GGMLQuantizationType as G
 from gguf import quants as gq
 
+from cases import quant_blocks as QB
 from cases import quant_strategies as QS
 from cases import quant_variants as V
 from harness.ggml import source
@@ -29,7 +30,7 @@ GGUF_TYPES = [n for n in WEIGHTS + ["q8_0"] if n != "q1_0"]
 
 def _random_rows(name: str, nb: int, seed: int) -> np.ndarray:
     """Random blocks with every float scale class (finite)."""
-    return QS.weight_row(name, nb, QS.RowRecipe(seed, QS.SCALE_CLASSES, "random", "random"))
+    return QB.weight_row(name, nb, QB.RowRecipe(seed, QB.SCALE_CLASSES, "random", "random"))
 
 
 # ------------------------------------------------------------------ dequantization vs gguf-py
@@ -167,7 +168,7 @@ def test_dot_is_correctly_rounded(name: str) -> None:
     unit = int(np.lcm(Q.fmt(name).block, Q.fmt(yn).block))
     for seed in range(3):
         x = _random_rows(name, unit // Q.fmt(name).block * 2, seed)
-        y = QS.activation_row(yn, unit // Q.fmt(yn).block * 2, seed, ("normal", "pow2"), "random")
+        y = QB.activation_row(yn, unit // Q.fmt(yn).block * 2, seed, ("normal", "pow2"), "random")
         e = Q.dot(name, x, yn, y)
         exact = _fraction_dot(name, x, yn, y)
         assert e.value == float(exact), f"{name}: {e.value!r} != {float(exact)!r}"
@@ -187,7 +188,7 @@ def test_exact_pairs_are_exact(name: str, nb: int) -> None:
         assert float(np.float32(e.value)) == e.value
 
 
-@pytest.mark.parametrize("name", sorted(QS.GRID_SWEEPS))
+@pytest.mark.parametrize("name", sorted(QB.GRID_SWEEPS))
 def test_grid_sweep_reaches_every_entry(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Decode the sweep against a tagged grid (entry i holds i + 1 everywhere) with every
     sub-scale 1: the integer parts, group by group, read back 1, 2, ..., entries."""
@@ -196,7 +197,7 @@ def test_grid_sweep_reaches_every_entry(name: str, monkeypatch: pytest.MonkeyPat
     tagged = np.repeat(np.arange(1, entries + 1, dtype=np.int64)[:, None], width, axis=1)
     real = T.grid
     monkeypatch.setattr(T, "grid", lambda g: tagged if g == grid_name else real(g))
-    raw = QS.grid_sweep_row(name, seed=0, subscale=0)  # sub-scale field 0 -> ls = 1
+    raw = QB.grid_sweep_row(name, seed=0, subscale=0)  # sub-scale field 0 -> ls = 1
     q = np.abs(Q.decode(name, raw).q).reshape(-1, width)
     assert np.array_equal(q[:, 0], np.arange(1, entries + 1)), f"{name}: entries read back {q[:12, 0].tolist()}..."
     assert np.all(q == q[:, :1])

@@ -5,7 +5,7 @@ Adding a type takes its record (oracles/quant_types.py: block layout, largest in
 vec_dot_type and bound) and its decoder (oracles/quants.py, ``@decoder``); the strategies, the
 test tables (cases/quant_dot.py, cases/quantize.py) and docs/quants.md's type table follow from
 the record.  Only what cannot be derived is asked for separately: an IQ type's grid
-(oracles/quant_tables.py) and grid-sweep encoder (cases/quant_strategies.py), an activation
+(oracles/quant_tables.py) and grid-sweep encoder (cases/quant_blocks.py), an activation
 type's quantizers (oracles/quants.py, cases/quantize.py)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as G
 
+from cases import quant_blocks as QB
 from cases import quant_strategies as QS
 from cases.quant_dot import DOTS
 from cases.quantize import ORACLES, QUANTIZERS
@@ -71,9 +72,9 @@ def test_record_is_consistent(name: str) -> None:
     where = f"{name}'s record in oracles/quant_types.py"
     problems = [f"{where}: field {f.name} has role {f.role!r}, not one of {QT.ROLES}"
                 for f in r.fields if f.role not in QT.ROLES]
-    problems += [f"{name}: field {f.name} has role {f.role!r}, whose bytes cases/quant_strategies.py does not draw -- "
+    problems += [f"{name}: field {f.name} has role {f.role!r}, whose bytes cases/quant_blocks.py does not draw -- "
                  "add a drawer for it (Layout, _write_scales, exact_pair's power-of-two scales) and the role to ROLES there"
-                 for f in r.fields if f.role in QT.ROLES and f.role not in QS.ROLES]
+                 for f in r.fields if f.role in QT.ROLES and f.role not in QB.ROLES]
     if r.kind not in ("weight", "activation"):
         problems.append(f"{where}: kind {r.kind!r} is neither 'weight' nor 'activation'")
     g = getattr(G, name.upper(), None)
@@ -125,10 +126,10 @@ def test_every_dot_row_has_a_table_entry_and_strategies() -> None:
                                 "ggml-common.h)")
                 continue
             try:
-                QS.grid_sweep_row(r.name, seed=0)
+                QB.grid_sweep_row(r.name, seed=0)
             except ValueError:
                 problems.append(f"{r.name}: no grid-sweep encoder -- add a branch for it to grid_sweep_row in "
-                                "cases/quant_strategies.py (the inverse of its decoder)")
+                                "cases/quant_blocks.py (the inverse of its decoder)")
     _fail(problems, "dot rows without a table entry or strategies")
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from cases import quant_strategies as QS
+from cases import quant_blocks as QB
 from cases import repack_kernels as K
 from cases import repack_selection as SEL
 from cases import repack_strategies as RS
@@ -57,7 +57,7 @@ def test_read_packed_matches_dequantize(name: str) -> None:
     """The element-wise reading of the packed bytes gives the values oracles.quants decodes from the rows."""
     lay = RP.layout(name)
     for seed, classes in [(5, ("normal",)), (6, ("subnormal", "zero", "max")), (7, ("pow2", "negative"))]:
-        rows = RS.weight_matrix(lay.weight, 2 * lay.ncols, 3, QS.RowRecipe(seed, classes, "random", "random"))
+        rows = RS.weight_matrix(lay.weight, 2 * lay.ncols, 3, QB.RowRecipe(seed, classes, "random", "random"))
         got = RP.read_packed(lay, RP.pack_matrix(lay, rows), len(rows), 3)
         want = np.stack([Q.dequantize(lay.weight, r) for r in rows])
         assert np.array_equal(got, want), f"{name}: {np.sum(got != want)} elements differ"
@@ -110,7 +110,7 @@ def test_worked_example_q2_K_16x1() -> None:
 
 @pytest.mark.parametrize("act,blocklen", [("q8_0", 1), ("q8_0", 8), ("q8_K", 1)])
 def test_activations_round_trip(act: str, blocklen: int) -> None:
-    rows = np.stack([QS.activation_row(act, 3, 9 + r, ("normal",), "random") for r in range(8)])
+    rows = np.stack([QB.activation_row(act, 3, 9 + r, ("normal",), "random") for r in range(8)])
     packed = RP.pack_activations(act, rows, blocklen)
     assert packed.shape == (2 * 3, RP.activation_block_bytes(act))
     assert np.array_equal(RP.unpack_activations(act, packed, 3, blocklen), rows)
@@ -126,8 +126,8 @@ def test_activations_round_trip(act: str, blocklen: int) -> None:
 def test_products_match_exact_dot(weight: str, act: str) -> None:
     """products(): value within its float64 error of oracles.quants.dot, the same magnitudes."""
     nb = 2
-    w = RS.weight_matrix(weight, 5, nb, QS.RowRecipe(11, ("normal", "subnormal"), "random", "random"))
-    a = np.stack([QS.activation_row(act, nb * Q.block_size(weight) // Q.block_size(act), 12 + r, ("normal",), "random")
+    w = RS.weight_matrix(weight, 5, nb, QB.RowRecipe(11, ("normal", "subnormal"), "random", "random"))
+    a = np.stack([QB.activation_row(act, nb * Q.block_size(weight) // Q.block_size(act), 12 + r, ("normal",), "random")
                   for r in range(3)])
     p = RP.products(weight, w, act, a)
     for r in range(3):
