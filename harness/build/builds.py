@@ -32,6 +32,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.build import bindings
 from harness.build.cmake import CmakePlan, cmake_files, cmake_options, march_mismatch, march_of, plan_options, tree_name
 from harness.build.server import adapter_kernels, append_log, digest, first_errors, link_server, server_objects
 from harness.build.toolchain import SERVER_DIR, Compiler, compiler
@@ -317,9 +318,7 @@ def _unexpressible(source: GgmlSource, isa: IsaBuild, cflags: tuple[str, ...] | 
 
 def _bindings(source: GgmlSource, d: Path) -> Path:
     """Generate the server's bindings for ``source`` into ``d/bindings`` (harness/build/bindings.py)."""
-    from harness.build import bindings as gen
-
-    write = gen.write
+    write = bindings.write
     out = d / "bindings"
     fresh = d / f"bindings.tmp{os.getpid()}"
     shutil.rmtree(fresh, ignore_errors=True)

@@ -30,14 +30,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+from harness.ggml.changes import Diff, Reach
 
 BUDGETS = ("default", "thorough", "replay")
 
 
 def register_profiles(n_default: int, n_thorough: int, database_dir: str | None, **common: Any) -> None:
-    from hypothesis import Phase, settings
-    from hypothesis.database import DirectoryBasedExampleDatabase
-
     if database_dir:
         common["database"] = DirectoryBasedExampleDatabase(database_dir)
     settings.register_profile("rvvdiff", max_examples=n_default, **common)
@@ -48,8 +49,6 @@ def register_profiles(n_default: int, n_thorough: int, database_dir: str | None,
 
 def use(item: pytest.Item) -> None:
     """Load the item's budget as Hypothesis's default settings (before the test runs)."""
-    from hypothesis import settings
-
     budget = getattr(item, "_rvvdiff_budget", "default")
     if item.config.getoption("hypothesis_profile", None):
         return
@@ -60,8 +59,6 @@ def use(item: pytest.Item) -> None:
 
 
 def done(item: pytest.Item) -> None:
-    from hypothesis import settings
-
     if not item.config.getoption("hypothesis_profile", None):
         settings.load_profile("rvvdiff")
 
@@ -95,8 +92,6 @@ def select(config: pytest.Config, items: list[pytest.Item], requirements, entry_
         if config.getoption("changed_only"):
             raise pytest.UsageError("--changed-only needs --changes FILE (rvvdiff gate writes it)")
         return
-    from harness.ggml.changes import Diff, Reach
-
     diff = Diff.from_json(_load_json(changes_path, "--changes"))
     reach = Reach(source)
     changed = diff.names
