@@ -311,3 +311,15 @@ def test_an_entry_can_be_limited_to_one_emulator(tree: GgmlSource, tmp_path: Pat
     assert any_emulator.matches("cases/x.py::test_toy[a]", "spike") and any_emulator.matches("cases/x.py::test_toy[a]")
     with pytest.raises(known.KnownFailuresError, match='"qemu" or "spike"'):
         load(tmp_path, toy_entry(tree, emulator="gem5"))
+
+
+def test_a_missing_project_file_is_an_error_not_an_empty_list(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An install without its package data must not run the suite as if nothing were known to fail."""
+    monkeypatch.delenv("RVVDIFF_KNOWN_FAILURES", raising=False)
+    monkeypatch.setattr(known, "KNOWN_FILE", tmp_path / "known_failures.toml")
+    with pytest.raises(known.KnownFailuresError, match="missing from this install.*--known-failures ignore"):
+        known.load()
+
+
+def test_the_project_file_is_package_data() -> None:
+    assert known.KNOWN_FILE.is_file() and known.KNOWN_FILE.parent.name == "data", known.KNOWN_FILE
