@@ -40,7 +40,7 @@ def mark_not_in_tree(source: GgmlSource, items: list[pytest.Item]) -> None:
 
 
 def mark_known_failures(config: pytest.Config, source: GgmlSource,
-                        items: list[pytest.Item]) -> tuple[list[known.Verdict], list[known.Known]]:
+                        items: list[pytest.Item]) -> tuple[list[known.KnownState], list[known.Known]]:
     """Mark the tests of the known failures that apply to ``source`` (harness/ggml/known.py: by the
     fingerprint of the buggy function, or the tree named by ``ggml``) as strict xfails.
 

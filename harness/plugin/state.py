@@ -8,17 +8,17 @@ call without a config at hand.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-if TYPE_CHECKING:
-    pass
+from harness.ggml.known import Known
 
-#: What every differential test of this process shares (made on first use).
-SESSION = pytest.StashKey["Session"]()
-#: The per-example time log of `rvvdiff bench` (--bench-log), or None.
-BENCH = pytest.StashKey["BenchLog | None"]()
+#: What every differential test of this process shares (a :class:`harness.plugin.targets.Session`,
+#: made on first use; typed Any here because targets.py reads this module).
+SESSION = pytest.StashKey[Any]()
+#: The per-example time log of `rvvdiff bench` (a :class:`harness.plugin.benchlog.BenchLog`), or None.
+BENCH = pytest.StashKey[Any]()
 #: Each differential test's outcome, for the summary (in the controlling process).
 RESULTS = pytest.StashKey[list[dict[str, Any]]]()
 #: When the session started (time.time()).
@@ -28,9 +28,9 @@ STATS = pytest.StashKey[list[dict[str, Any]]]()
 #: (kind, line) per ISA build that failed, could not be expressed, or left adapters out.
 BUILDS = pytest.StashKey[list[tuple[str, str]]]()
 #: Known failures whose function changed in this tree (None: not judged in this process).
-CHANGED_KNOWN = pytest.StashKey["list[Verdict]"]()
+CHANGED_KNOWN = pytest.StashKey["list[KnownState] | None"]()
 #: Known failures that matched no test of a full run of their file.
-UNUSED_KNOWN = pytest.StashKey[list[Any]]()
+UNUSED_KNOWN = pytest.StashKey[list[Known]]()
 #: The config of the run this one interrupted (a pytest run inside a test), restored at its end.
 _OUTER = pytest.StashKey["pytest.Config | None"]()
 
