@@ -1,10 +1,12 @@
-"""The pytest plugin: options, targets (VLEN x ISA build x stress mode), report header and summary.
+"""The pytest plugin's hooks (its entry point): configure, collect, run, report and summarise.
 
 A differential test asks for the ``target`` argument; the plugin
 parametrizes it over the selected VLENs, ISA builds and stress modes, so test
 ids read ``test_vec_dot[f16-vlen512-zvfh]`` and ``-k`` selects by kernel,
 VLEN or build.  Builds and servers are made lazily, in whichever process
-(pytest-xdist worker) first needs them, under a file lock.
+(pytest-xdist worker) first needs them, under a file lock.  The options are
+harness/plugin/options.py's, the targets and session harness/plugin/targets.py's, the
+marks harness/plugin/marks.py's, the state (config.stash) harness/plugin/state.py's.
 """
 
 from __future__ import annotations

@@ -1,4 +1,17 @@
-"""The failure report a failing differential test leaves (case.json, inputs.npz, README.md)."""
+"""The failure report a failing differential test leaves, in ``--report-dir``::
+
+    <report-dir>/cases/<test id>/case.json    what ran and what was expected (kernel, VLEN, ISA build,
+                                               stress, ggml source and commit, emulator command, comparison)
+    <report-dir>/cases/<test id>/inputs.npz   the minimal case: every buffer of the failing call,
+                                               the failing outputs and the expected values
+    <report-dir>/cases/<test id>/README.md    the short version a person reads first
+
+It is written by the process that ran the test (an xdist worker) as soon as the test fails, so a
+later crash of that worker loses nothing.  After shrinking, Hypothesis runs the minimal failing
+example last: the call and the comparison recorded then are the minimal case.  ``rvvdiff repro
+<dir>`` replays it (harness/commands/repro.py, harness/report/replay.py), ``--c`` as a standalone
+program (harness/report/reproducer.py).
+"""
 
 from __future__ import annotations
 

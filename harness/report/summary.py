@@ -1,29 +1,11 @@
-"""Failure reports, replay, standalone C reproducers, and the run's summary matrix.
+"""The run's summary matrix, written by the controlling process at the end of a run.
 
-A failing differential test leaves a directory in ``--report-dir``::
-
-    <report-dir>/cases/<test id>/case.json    what ran and what was expected (kernel, VLEN, ISA build,
-                                               stress, ggml source and commit, QEMU command, comparison)
-    <report-dir>/cases/<test id>/inputs.npz   the minimal case: every buffer of the failing call,
-                                               the failing outputs and the expected values
-    <report-dir>/cases/<test id>/README.md    the short version a person reads first
-
-It is written by the process that ran the test (an xdist worker) as soon as
-the test fails, so a later crash of that worker loses nothing.  After
-shrinking, Hypothesis runs the minimal failing example last: the call and the
-comparison recorded then are the minimal case.
-
-``rvvdiff repro <dir>`` reruns the recorded call in QEMU (same or another
-tree, VLEN, ISA build), prints the comparison and exits 1 while it still
-fails; ``--c`` also writes a standalone C++ program with the inputs as
-literals that calls the kernel adapter directly, and prints the commands that
-build it with the harness's toolchain and run it under qemu-riscv64 (or wait
-for gdb with ``-g PORT``).
-
-At the end of a run, the controlling process writes ``summary.md`` (a matrix
-kernel x VLEN x ISA build: pass, fail, known failure, skipped with its reason),
-``summary.html`` (the same, with a plot of error/bound ratios per kernel and
-VLEN) and ``results.json``.  JUnit XML comes from pytest's ``--junitxml``.
+``summary.md`` (a matrix kernel x VLEN x ISA build: pass, fail, known failure, skipped with its
+reason), ``summary.html`` (the same, with a plot of error/bound ratios per kernel and VLEN) and
+``results.json`` (one entry per test: outcome, reason, duration, observations) -- the file every
+command reads back through harness/commands/runner.py.  JUnit XML comes from pytest's
+``--junitxml``.  A failing test's own report is harness/report/failure.py's; ``rvvdiff repro``
+replays it (harness/commands/repro.py).
 """
 
 from __future__ import annotations
