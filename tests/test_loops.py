@@ -4,6 +4,9 @@ current tables."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from cases import families
@@ -33,7 +36,16 @@ def test_problems_name_each_unreached_vlen_and_undrawn_real_sizes() -> None:
 
 
 def test_every_family_is_registered() -> None:
+    """A definition module that registers loop levels or a coverage scan is one of cases/families.py's
+    families (a module it does not import would have no loop check, no coverage scan, no docs table)."""
     assert sorted(FAMILIES) == sorted(families.MODULES)
+    cases = Path(families.__file__).parent
+    registering = {p.stem for p in cases.glob("*.py")
+                   if re.search(r"\b(?:L|loops|coverage)\.register\(", p.read_text())}
+    imported = {m.__name__.rsplit(".", 1)[-1] for m in families.MODULES.values()}
+    missing = sorted(registering - imported)
+    assert not missing, (f"cases/{missing[0]}.py registers a family that cases/families.py does not import: "
+                         "add it to the imports and to MODULES there")
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))

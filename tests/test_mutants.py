@@ -9,11 +9,12 @@ the float dot family with the full report / replay path.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from harness.commands.mutation import detect
+from harness.commands.mutation import _merged, detect
 from harness.ggml import mutants
 
 #: mutant -> extra pytest arguments narrowing its selection for CI.
@@ -41,3 +42,13 @@ def test_every_mutant_names_its_selection() -> None:
             assert key in meta, f"{name}: header lacks {key}:"
         assert m.files, f"{name}: the patch touches no file"
     assert len(mutants.catalogue()) >= 12
+
+
+def test_only_replaces_its_rows_and_keeps_the_others(tmp_path: Path) -> None:
+    """`rvvdiff mutants run --only NAME` updates NAME's row of the saved table, not the whole table."""
+    saved = tmp_path / "mutants.json"
+    saved.write_text(json.dumps({"meta": {"machine": "m", "wall": "500 s"},
+                                 "rows": [{"mutant": "a", "caught": True}, {"mutant": "b", "caught": True}]}))
+    rows, meta = _merged(saved, [{"mutant": "b", "caught": False}], {"machine": "n", "wall": "4 s"}, ["a", "b", "c"])
+    assert rows == [{"mutant": "a", "caught": True}, {"mutant": "b", "caught": False}]
+    assert meta["machine"] == "m" and "b re-run with --only (n, 4 s)" in meta["re-run"]

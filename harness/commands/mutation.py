@@ -98,6 +98,19 @@ def detect(m: mutants.Mutant, *, max_examples: int | None, out: Path, timeout: f
     }
 
 
+def _merged(saved: Path, rows: list[dict[str, Any]], meta: dict[str, Any],
+            order: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``--only``: the re-run rows replace theirs in the saved table; the other mutants' rows stay."""
+    if not saved.exists():
+        return rows, meta
+    old = json.loads(saved.read_text())
+    fresh = {r["mutant"]: r for r in rows}
+    kept = {r["mutant"]: r for r in old.get("rows", []) if r["mutant"] not in fresh}
+    merged = [r for n in order for r in [fresh.get(n) or kept.get(n)] if r is not None]
+    note = f"{', '.join(fresh)} re-run with --only ({meta['machine']}, {meta['wall']})"
+    return merged, {**old.get("meta", {}), "re-run": note}
+
+
 def table(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = ["# Planted bugs: detection", "",
              "Regenerate with `.venv/bin/rvvdiff mutants run` (every mutant) or `--only NAME`.", "",
@@ -148,6 +161,7 @@ def main_mutants(argv: list[str]) -> int:
         rows.append(row)
     meta = {"machine": f"{os.uname().nodename}, {os.cpu_count()} cores", "ggml": resolve(None).describe(),
             "examples per test": a.max_examples or "default", "wall": f"{time.perf_counter() - t0:.0f} s"}
+    rows, meta = _merged(a.out.with_suffix(".json"), rows, meta, list(cat)) if a.only else (rows, meta)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(table(rows, meta))
     a.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
