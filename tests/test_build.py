@@ -71,10 +71,11 @@ def test_failed_build_names_the_command_and_the_compiler_error() -> None:
 
 _BUILD = """
 import sys
+from pathlib import Path
 from harness.build.builds import ensure_built
 from harness.core import config
 from harness.ggml import mutants, source
-tree = mutants.apply(mutants.Mutant("harmless", mutants.Path(sys.argv[1])), source.pinned())
+tree = mutants.apply(mutants.Mutant("harmless", Path(sys.argv[1])), source.pinned())
 print(ensure_built(tree, config.ISA_BUILDS["v"]).server)
 """
 
