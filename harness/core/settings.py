@@ -39,6 +39,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KNOWN_FAILURES", "the known-failures file instead of the project's", "harness/data/known_failures.toml"),
     Setting("FIXES_DIR", "the directory of fix patches `rvvdiff fixes` verifies", "harness/data/fixes"),
     Setting("WORKERS", "default of `--workers` for `rvvdiff gate` and `rvvdiff fixes`", "auto"),
+    Setting("MAX_WORKERS", "the most pytest-xdist workers `-n` starts (0: no cap; harness/plugin/workers.py)",
+            "the usable cores"),
     Setting("EXPF_EXHAUSTIVE", "1: the expf test checks every float32 input instead of a stride", "0"),
     Setting("SESSION", "the id that ties a pytest run's xdist workers together (build-failure markers)",
             "a fresh id per run", internal=True),

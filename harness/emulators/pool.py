@@ -286,15 +286,24 @@ class KernelServer:
 
 
 _POOL: dict[tuple[str, int, bool, str], KernelServer] = {}
+#: The most servers this process keeps running (None: no limit).  An xdist worker that runs its
+#: tests target by target (harness/plugin/workers.py) keeps one: the server of the target it is on;
+#: a server it leaves is stopped, and started again (counted) only if its target comes back.
+LIVE_LIMIT: int | None = None
 
 
 def server(build: Build, vlen: int, stress: bool, emulator: Emulator) -> KernelServer:
     """The (lazily started) server of this process for a build, VLEN, stress mode and emulator."""
     key = (build.key + build.isa.name, vlen, stress, emulator.name)
-    s = _POOL.get(key)
+    s = _POOL.pop(key, None)
     if s is None or s.build.server != build.server:
-        s = _POOL[key] = KernelServer(build, vlen, stress, emulator)
+        s = KernelServer(build, vlen, stress, emulator)
+    _POOL[key] = s  # the most recently used last
     if not s.alive():
+        if LIVE_LIMIT is not None:
+            live = [o for o in _POOL.values() if o is not s and o.alive()]
+            for idle in live[:max(0, len(live) - LIVE_LIMIT + 1)]:
+                idle.stop()
         s.start()
     return s
 

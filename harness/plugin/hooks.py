@@ -32,7 +32,7 @@ from harness.core.config import ISA_BUILDS, STRESS_PROPS
 from harness.emulators import pool, registry
 from harness.ggml import known
 from harness.ggml.source import SDIST_SPEC
-from harness.plugin import budget, state
+from harness.plugin import budget, state, workers
 from harness.plugin.benchlog import BenchLog
 from harness.plugin.marks import entry_points, mark_known_failures, mark_not_in_tree, requirements
 from harness.plugin.options import THOROUGH_MAX_EXAMPLES, add_options, max_examples
@@ -53,8 +53,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+@pytest.hookimpl(wrapper=True)  # a wrapper runs before xdist's own hook reads -n and --maxprocesses
+def pytest_cmdline_main(config: pytest.Config) -> Any:
+    workers.cap_workers(config)
+    return (yield)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # xdist hooks: unknown under -p no:xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return workers.TargetScheduling(config, log) if workers.target_scheduling(config) else None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    if workers.target_scheduling(node.config):
+        node.workerinput["rvvdiff_live_servers"] = 1
+
+
 def pytest_configure(config: pytest.Config) -> None:
     state.begin(config)
+    pool.LIVE_LIMIT = workers.worker_live_limit(config)
     config.addinivalue_line("markers", "rvvdiff_kernel(name): the ggml kernel a differential test exercises")
     # Shared by the controller and its xdist workers (inherited through the environment).
     env_settings.set_default("SESSION", uuid.uuid4().hex[:12])
@@ -148,6 +166,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"{n} ({ISA_BUILDS[n].summary})" for n in config.getoption("isa")))
     lines.append(f"rvvdiff: VLENs: {', '.join(map(str, config.getoption('vlen')))}; tail/mask stress: {stress}; "
                  f"examples per test: {max_examples(config)}")
+    if line := workers.describe(config):
+        lines.append(f"rvvdiff: {line}")
     if shown := env_settings.shown():
         lines.append(f"rvvdiff: settings: {'; '.join(shown)}")
     return lines
@@ -214,8 +234,9 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect each differential test's outcome for the summary (in the controlling process)."""
-    if report.when != "call" and not (report.when == "setup" and not report.passed):
+    """Collect each differential test's outcome for the summary (in the controlling process); a
+    test whose xdist worker died under it is reported by xdist with ``when == "???"``: a failure."""
+    if report.when not in ("call", "???") and not (report.when == "setup" and not report.passed):
         return
     if report.passed and getattr(report, "wasxfail", None) is not None:
         outcome = "xpassed"
