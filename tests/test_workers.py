@@ -113,3 +113,16 @@ def test_servers_are_per_target_not_per_worker(pytester: pytest.Pytester, monkey
     r.assert_outcomes(passed=48)
     starts = int(re.search(r"(\d+) emulator starts", r.stdout.str()).group(1))
     assert starts <= 2 * 8, r.stdout.str()
+
+
+def test_more_workers_than_cores_are_capped_and_the_header_says_so(pytester: pytest.Pytester,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RVVDIFF_MAX_WORKERS", raising=False)
+    pytester.makepyfile(test_echo=ECHO)
+    cores = workers.usable_cores()
+    asked = cores + 2
+    r = pytester.runpytest_subprocess("--vlen", "128,256", "--isa", "zvfh", "-n", str(asked), "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=12)
+    out = r.stdout.str()
+    assert f"rvvdiff: workers: {cores} (-n {asked} capped at {cores}: the usable cores" in out, out
+    assert f"created: {cores}/{cores} workers" in out, out

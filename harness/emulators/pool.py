@@ -5,7 +5,8 @@ or Spike (harness/emulators/spike.py, the same server linked bare metal); both s
 protocol on stdin/stdout, and the pool asks the emulator for its command, binary and limits.
 
 A server is started on first use and reused for every later request of the
-same process (so each pytest-xdist worker has its own).  Every request has a
+same process (so each pytest-xdist worker has its own; under rvvdiff's target
+scheduling a worker keeps only the server of the target it is on, :data:`LIVE_LIMIT`).  Every request has a
 deadline.  When the kernel crashes or hangs, the request raises an exception
 that names the kernel, the signal or the timeout, and the server is restarted
 on the next request: one bad kernel costs one case, never the session.
