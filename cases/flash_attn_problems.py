@@ -123,7 +123,7 @@ class AttnCase(S.KernelSpec):
     @property
     def requires(self) -> tuple[str, ...]:
         """What the kernel server's adapter calls (both sides), the function of the fused path
-        and the K type's vec_dot (harness/plugin/ skips the case as "not in this tree" when the
+        and the K type's vec_dot (harness/plugin/marks.py skips the case as "not in this tree" when the
         tree lacks one: the tiled and split paths are younger than the one-chunk path)."""
         types = dict.fromkeys(f"GGML_TYPE_{t.upper()}" for t in ("f32", "f16", self.k, self.v))
         return (*ADAPTER_CALLS, *types, *PATH_FUNCTIONS[self.path], vec_dot(self.k))

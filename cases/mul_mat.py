@@ -97,7 +97,7 @@ class MatMulKernel(S.KernelSpec):
 
     @property
     def requires(self) -> tuple[str, ...]:
-        """What the kernel server's adapter and the fallback call (harness/plugin/ skips the
+        """What the kernel server's adapter and the fallback call (harness/plugin/marks.py skips the
         kernel as "not in this tree" when the tree lacks one)."""
         return ("ggml_mul_mat", *dict.fromkeys(enumerator(t) for t in (self.a, self.b)), f"ggml_vec_dot_{self.a}")
 

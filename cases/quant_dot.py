@@ -85,7 +85,7 @@ class QuantDot(KernelSpec):
 
     @property
     def requires(self) -> tuple[str, ...]:
-        """What the tree must have for this kernel's tests (harness/plugin/ skips them as "not in
+        """What the tree must have for this kernel's tests (harness/plugin/marks.py skips them as "not in
         this tree" otherwise): both ggml types and the entry point."""
         return f"GGML_TYPE_{self.name.upper()}", f"GGML_TYPE_{self.vec_dot_type.upper()}", self.entry
 

@@ -145,7 +145,7 @@ class RepackKernel(KernelSpec):
 
     @property
     def requires(self) -> tuple[str, ...]:
-        """What the tree must have for this layout's tests (harness/plugin/ skips them as "not
+        """What the tree must have for this layout's tests (harness/plugin/marks.py skips them as "not
         in this tree" otherwise): the weight and activation types, the interleaved block, the GEMV
         / GEMM entry points and the GEMM's activation quantizer."""
         lay = self.layout

@@ -77,7 +77,7 @@ class DotKernel(S.KernelSpec):
 
     @property
     def requires(self) -> tuple[str, ...]:
-        """What the kernel server's adapter calls (harness/plugin/ skips the kernel as "not in
+        """What the kernel server's adapter calls (harness/plugin/marks.py skips the kernel as "not in
         this tree" when the tree lacks it)."""
         return (self.function,) + ((STORAGE_TYPE[self.fmt],) if self.fmt != "f32" else ())
 

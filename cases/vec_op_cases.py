@@ -150,7 +150,7 @@ class VecOp(S.KernelSpec):
 
     @property
     def requires(self) -> tuple[str, ...]:
-        """What the kernel server's adapter calls (harness/plugin/ skips the kernel as "not in
+        """What the kernel server's adapter calls (harness/plugin/marks.py skips the kernel as "not in
         this tree" when the tree lacks it)."""
         return (self.function,)
 
