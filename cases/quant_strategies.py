@@ -166,7 +166,7 @@ def pairs(draw: st.DrawFn, x_type: str, y_type: str, *, n_blocks: int | None = N
     return Pair(x_type, y_type, x, y)
 
 
-def _fixed_pair(x_type: str, y_type: str, nb: int, recipe: QB.RowRecipe, qs_mode: str,
+def fixed_pair(x_type: str, y_type: str, nb: int, recipe: QB.RowRecipe, qs_mode: str,
                 classes: Sequence[str] = ("normal",)) -> Pair:
     """A fixed pair of ``nb`` units (the lcm of both block sizes) made by ``recipe``."""
     fy = Q.fmt(y_type)
@@ -183,12 +183,12 @@ def edge_pairs(x_type: str, y_type: str) -> list[Pair]:
     set, activations all +127 or all -127: the largest same-sign integer sums), and every scale
     class in one row."""
     unit = pair_unit(x_type, y_type)
-    out = [_fixed_pair(x_type, y_type, nb, QB.RowRecipe(nb, ("normal",), "random", "random"), "random")
+    out = [fixed_pair(x_type, y_type, nb, QB.RowRecipe(nb, ("normal",), "random", "random"), "random")
            for nb in every_run_counts(unit) if nb <= EDGE_BLOCKS]
     for qs_mode in ("max", "min"):
-        out.append(_fixed_pair(x_type, y_type, 1, QB.RowRecipe(7, ("normal",), "ones", "ones"), qs_mode))
-        out.append(_fixed_pair(x_type, y_type, 1, QB.RowRecipe(8, ("normal",), "zeros", "ones"), qs_mode))
-    out.append(_fixed_pair(x_type, y_type, 2, QB.RowRecipe(9, QB.SCALE_CLASSES, "random", "alternate"), "extreme",
+        out.append(fixed_pair(x_type, y_type, 1, QB.RowRecipe(7, ("normal",), "ones", "ones"), qs_mode))
+        out.append(fixed_pair(x_type, y_type, 1, QB.RowRecipe(8, ("normal",), "zeros", "ones"), qs_mode))
+    out.append(fixed_pair(x_type, y_type, 2, QB.RowRecipe(9, QB.SCALE_CLASSES, "random", "alternate"), "extreme",
                            QB.SCALE_CLASSES))
     return out
 
@@ -198,7 +198,7 @@ def loop_pairs(x_type: str, y_type: str) -> list[Pair]:
     :func:`every_run_counts` above EDGE_BLOCKS (five blocks: a loop over block pairs crossed twice
     plus its leftover; and a real model's row length)."""
     unit = pair_unit(x_type, y_type)
-    return [_fixed_pair(x_type, y_type, nb, QB.RowRecipe(nb, ("normal",), "random", "random"), "random")
+    return [fixed_pair(x_type, y_type, nb, QB.RowRecipe(nb, ("normal",), "random", "random"), "random")
             for nb in every_run_counts(unit) if nb > EDGE_BLOCKS]
 
 

@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ["core", "ggml", "build", "emulators", "check", "report", "plugin", "commands"]
-PACKAGES = ("harness", "oracles", "cases")
+PACKAGES = ("harness", "oracles", "cases", "costs")
 
 
 def _modules() -> dict[str, Path]:

@@ -33,6 +33,8 @@ class Emulator(ABC):
     timeout_factor: ClassVar[float] = 1.0
     #: Whether it can trace the functions a call executes (:mod:`harness.emulators.trace`).
     traces: ClassVar[bool] = False
+    #: Whether it counts the instructions a call retires, exactly (:mod:`harness.emulators.cost`).
+    counts: ClassVar[bool] = False
     #: The option its CPU string follows in a command ("-cpu", "--isa").
     cpu_flag: ClassVar[str]
     #: How a target on it is named after the VLEN and ISA build ("on Spike"; empty for the default).

@@ -7,7 +7,8 @@ Request::
     u32 magic 'RVDQ'  u16 version  u16 op            (op: 0 hello, 1 call, 2 quit)
     -- call only --
     u32 name_len  name[name_len]                       kernel name, e.g. "vec_dot_f16"
-    u32 repeat                                         calls in a row (timing); outputs are from the last
+    u32 repeat                                         calls in a row (timing); outputs are from the last;
+                                                       top bit set: note the counters of the last (cost)
     u32 n_ip   i64 ip[n_ip]                            integer parameters
     u32 n_fp   f64 fp[n_fp]                            float parameters
     u32 n_bufs { u32 kind  u32 fill  u64 size  [data] } kind 0 in, 1 out, 2 in/out; data for in and in/out;
@@ -97,8 +98,17 @@ def encode_quit() -> bytes:
     return struct.pack("<IHH", REQUEST_MAGIC, VERSION, Op.QUIT)
 
 
-def encode_call(name: str, ip: Sequence[int], fp: Sequence[float], bufs: Sequence[Buf], repeat: int = 1) -> bytes:
+#: The top bit of a CALL's repeat count: the server notes ``cost.instret`` / ``cost.cycles``, the
+#: counters around the last repetition (harness/emulators/cost.py; exact on Spike only).
+REPEAT_MEASURE = 1 << 31
+
+
+def encode_call(name: str, ip: Sequence[int], fp: Sequence[float], bufs: Sequence[Buf], repeat: int = 1,
+                *, measure: bool = False) -> bytes:
     nb = name.encode()
+    if not 0 < repeat < REPEAT_MEASURE:
+        raise ValueError(f"repeat {repeat}: between 1 and {REPEAT_MEASURE - 1}")
+    repeat |= REPEAT_MEASURE if measure else 0
     parts = [struct.pack("<IHHI", REQUEST_MAGIC, VERSION, Op.CALL, len(nb)), nb,
              struct.pack(f"<II{len(ip)}q", repeat, len(ip), *ip),
              struct.pack(f"<I{len(fp)}d", len(fp), *fp),
@@ -123,3 +133,28 @@ class Response:
 
 
 RESPONSE_HEADER = struct.Struct("<IIQI")
+
+
+def decode_responses(data: bytes) -> list[Response]:
+    """The responses in a whole captured stdout of a server (a run fed its requests at once)."""
+    out: list[Response] = []
+    pos = 0
+    while pos < len(data):
+        if len(data) - pos < RESPONSE_HEADER.size:
+            raise ValueError(f"truncated response header at byte {pos} of {len(data)}")
+        magic, status, ns, msg_len = RESPONSE_HEADER.unpack_from(data, pos)
+        if magic != RESPONSE_MAGIC:
+            raise ValueError(f"bad response magic {magic:#x} at byte {pos}")
+        pos += RESPONSE_HEADER.size
+        msg = data[pos:pos + msg_len].decode(errors="replace")
+        pos += msg_len
+        (n_out,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        outs = []
+        for _ in range(n_out):
+            (size,) = struct.unpack_from("<Q", data, pos)
+            pos += 8
+            outs.append(data[pos:pos + size])
+            pos += size
+        out.append(Response(Status(status), ns, msg, outs))
+    return out

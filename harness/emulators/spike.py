@@ -74,6 +74,7 @@ class Spike(Emulator):
     label = "Spike"
     vlens = SPIKE_VLENS
     has_stress = False
+    counts = True
     timeout_factor = SLOWDOWN
     cpu_flag = "--isa"
     named_as = "on Spike"

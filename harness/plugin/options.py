@@ -64,6 +64,8 @@ def add_options(parser: pytest.Parser) -> None:
     g.addoption("--bench-log", default=None, metavar="FILE",
                 help="(used by `rvvdiff bench`) append one JSON line per Hypothesis example with its time split, "
                      "and per test the largest call timed again, repeated, inside the server")
+    g.addoption("--cost-log", default=None, metavar="FILE",
+                help="(used by `rvvdiff cost`) append one JSON line per cost case (costs/) with its counts under Spike")
     g.addoption("--example-db", default=None, metavar="DIR",
                 help="Hypothesis's example database (default: .hypothesis/ under the rootdir); a failing example "
                      "saved there replays first on the next run, on any tree")

@@ -18,6 +18,8 @@ from harness.core.config import IsaBuild
 from harness.emulators import pool, registry
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
+from harness.emulators.cost import Cost
+from harness.emulators.cost import measure as measure_call
 from harness.emulators.trace import Trace, trace_call
 from harness.ggml.source import GgmlSource, SourceError, resolve
 from harness.plugin import state
@@ -132,6 +134,22 @@ class Target:
             observe.record("calls", 1)
             observe.record("request_s", srv.wall_s - w0)
             observe.record("kernel_s", srv.kernel_s - k0)
+
+    def measure(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
+                bufs: Sequence[P.Buf] = ()) -> tuple[P.Response, Cost]:
+        """One call counted by the emulator (harness/emulators/cost.py): its warm response and cost."""
+        emu = session().emulator
+        if not emu.counts:
+            raise pytest.UsageError(f"the cost measure counts instructions under Spike; {emu.label} cannot: "
+                                    "run with --emulator spike (install: ci/setup.sh --spike)")
+        build = session().build(self.isa)
+        missing = build.missing_kernel(kernel)
+        if missing:
+            pytest.skip(missing)
+        if self.vlen not in emu.vlens:
+            pytest.skip(f"{emu.label} does not emulate VLEN {self.vlen}")
+        return measure_call(emu, build, self.vlen, (kernel, list(ip), list(fp), list(bufs)),
+                            timeout=session().timeout, what=f"{kernel} [{self.id}, {emu.named_as or emu.label}]")
 
     def trace(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
               bufs: Sequence[P.Buf] = ()) -> Trace:

@@ -35,6 +35,27 @@ constexpr uint16_t PROTOCOL_VERSION = 1;
 
 enum Op : uint16_t { OP_HELLO = 0, OP_CALL = 1, OP_QUIT = 2 };
 
+// The top bit of a CALL's repeat count asks for the instruction and cycle counters around the
+// last repetition (rvvdiff's cost measure, harness/emulators/cost.py): exact on Spike, where
+// every instruction retires in one cycle; host-time-based under QEMU, which the harness never uses.
+constexpr uint32_t REPEAT_MEASURE = 1u << 31;
+
+#if defined(__riscv)
+inline uint64_t read_instret() {
+    uint64_t v;
+    __asm__ volatile("rdinstret %0" : "=r"(v));
+    return v;
+}
+inline uint64_t read_cycle() {
+    uint64_t v;
+    __asm__ volatile("rdcycle %0" : "=r"(v));
+    return v;
+}
+#else
+inline uint64_t read_instret() { return 0; }
+inline uint64_t read_cycle() { return 0; }
+#endif
+
 int out_fd = 1;
 
 bool read_exact(void * dst, size_t n) {
@@ -215,11 +236,28 @@ void serve_call() {
         respond(ST_UNKNOWN_KERNEL, "unknown kernel: " + c.name, 0, nullptr);
         return;
     }
+    const bool measure = (repeat & REPEAT_MEASURE) != 0;
+    repeat &= ~REPEAT_MEASURE;
     if (repeat == 0) repeat = 1;
     const uint64_t t0 = now_ns();
     uint32_t st = ST_OK;
-    for (uint32_t r = 0; r < repeat && st == ST_OK; ++r) st = k->fn(c);
+    uint64_t instret = 0, cycles = 0;
+    for (uint32_t r = 0; r < repeat && st == ST_OK; ++r) {
+        if (measure) {
+            const uint64_t i0 = read_instret(), c0 = read_cycle();
+            st = k->fn(c);
+            const uint64_t c1 = read_cycle(), i1 = read_instret();
+            instret = i1 - i0;
+            cycles = c1 - c0;
+        } else {
+            st = k->fn(c);
+        }
+    }
     const uint64_t ns = now_ns() - t0;
+    if (measure && st == ST_OK) {
+        c.note("cost.instret", std::to_string(instret));
+        c.note("cost.cycles", std::to_string(cycles));
+    }
     if (st != ST_OK) {
         respond(st, c.err, ns, nullptr);
         return;

@@ -1,0 +1,45 @@
+"""The cost cases: one record per measured call, each family's in a module of its own (costs/<family>.py).
+
+A :class:`CostCase` names the call (a family's own run function, fed fixed seeded inputs at a real
+model's size), what one unit of its work is (an element, a weight-activation product), the ggml
+code it exists to measure (``entry_points``: the gate's change selection, harness/ggml/changes.py)
+and, for an RVV entry point, the case of its scalar twin (the ``*_generic`` function of the same
+build) that its cost is compared with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+#: Implementations a case measures: the entry point ggml calls (RVV where the build has it), or its
+#: scalar ``*_generic`` twin.
+IMPLS = ("rvv", "generic")
+
+
+@dataclass(frozen=True, repr=False)
+class CostCase:
+    family: str  # the differential family (cases/families.py names)
+    name: str  # the kernel, in the family's words (a type, a layout, an op)
+    size: str  # the size label (k4096, 4096x4096x8, ...)
+    impl: str  # one of IMPLS
+    kernel: str  # the kernel server's name for the call that is measured
+    function: str  # the ggml function measured (what the report names)
+    units: int  # units of work in the call
+    unit: str  # what a unit is ("element", "MAC", "row element")
+    run: Callable[[Any], None]  # makes the call on a (metered) target
+    entry_points: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return f"{self.family}-{self.name}-{self.size}" + ("" if self.impl == "rvv" else f"-{self.impl}")
+
+    @property
+    def twin_id(self) -> str | None:
+        """The case of the scalar twin this one is compared with (None for a twin itself)."""
+        return f"{self.family}-{self.name}-{self.size}-generic" if self.impl == "rvv" else None
+
+    def __repr__(self) -> str:
+        return f"CostCase({self.id!r})"

@@ -1,0 +1,314 @@
+"""The cost of one kernel call, counted by Spike: deterministic, per VLEN, independent of the host.
+
+QEMU wall time models no RVV hardware and varies from run to run; Spike retires every instruction
+in one step and can say exactly which ones.  One call is measured by two runs of the kernel server
+under Spike that differ in one thing only: the call is repeated once (run A) or twice (run B).
+
+* **instret**: the instructions the server's counter (``rdinstret``, readable because the Spike
+  runtime runs in machine mode) counted around the last repetition in run B -- the warm call,
+  after whatever the first call initialised (ggml's tables, malloc's arena).  ``cycles`` is
+  ``rdcycle`` at the same points; Spike retires one instruction a cycle, so the two agree up to
+  the counter reads themselves, and say nothing of a real core's pipeline.
+* **vector instructions, vector work**: Spike's PC histogram (``-g``) of run B minus that of
+  run A is exactly one more repetition of the call (the request streams are byte-identical
+  otherwise).  Each executed PC is decoded from the server binary: vector instructions are the
+  OP-V major opcode (arithmetic and ``vset*``) and the vector loads and stores.  The *vector work*
+  of an instruction is the number of vector registers it processes: the LMUL of the ``vtype``
+  in force (at least 1 for fractional LMUL), and for loads and stores the EMUL of their data
+  (LMUL x EEW / SEW, times the fields of a segment access; a whole-register access moves its
+  ``nf`` registers).  ``vset*`` instructions count as vector instructions with no work.
+
+Where the vtype comes from: the ``vsetvli`` / ``vsetivli`` that precedes the instruction in the
+function's code (address order).  Compilers place a ``vset*`` wherever the vtype changes on some
+path, so this is the vtype in force everywhere but after a join of paths with different vtypes;
+an instruction governed by a register-form ``vsetvl`` (vtype not in the code) is counted as LMUL 1
+and reported in ``vtype_unknown``.
+
+What the figures ignore: caches, memory latency and bandwidth, pipelines, issue width, the cost
+of one instruction against another (a ``vrgather`` and a ``vadd`` are one instruction each), and
+VL (an instruction at vl = 1 is as much work as one at VLMAX).  They are a machine-independent
+count of what the code asks a core to do, exact and repeatable; docs/cost.md says how to read them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import struct
+import subprocess
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.build.builds import Build
+from harness.emulators import protocol as P
+from harness.emulators.base import Emulator
+from harness.emulators.spike import _functions
+
+
+class CostError(AssertionError):
+    """A call could not be measured (it trapped, hung or was rejected); the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one warm kernel call cost on Spike (module docstring)."""
+
+    instret: int
+    cycles: int
+    #: Instructions of one more repetition by the PC histogram (instret plus the repeat loop's few).
+    executed: int
+    vector: int
+    vector_work: int
+    #: Vector instructions by class: config (vset*), load, store, arith.
+    vector_kinds: dict[str, int] = field(default_factory=dict)
+    #: Instructions of the call per function (from the PC histogram difference), largest first.
+    functions: dict[str, int] = field(default_factory=dict)
+    #: Vector instructions whose vtype the code does not say (register-form vsetvl).
+    vtype_unknown: int = 0
+
+    def as_dict(self) -> dict:
+        return {"instret": self.instret, "cycles": self.cycles, "executed": self.executed, "vector": self.vector,
+                "vector_work": self.vector_work, "vector_kinds": dict(self.vector_kinds),
+                "functions": dict(self.functions), "vtype_unknown": self.vtype_unknown}
+
+
+# ------------------------------------------------------------------ decoding
+
+
+_EEW = {0: 8, 5: 16, 6: 32, 7: 64}  # width field of a vector load / store
+
+
+@dataclass(frozen=True)
+class VInsn:
+    """A vector instruction at one address: its class and the registers it processes."""
+
+    kind: str  # "config", "load", "store", "arith"
+    work: int
+    known: bool  # False: governed by a vtype the code does not say
+
+
+def _lmul_regs(vlmul: int) -> float:
+    """Registers per group for a vlmul field (fractional LMULs are fractions here)."""
+    return 2.0 ** vlmul if vlmul < 4 else 2.0 ** (vlmul - 8)
+
+
+def _sew(vtype: int) -> int:
+    return 8 << ((vtype >> 3) & 7)
+
+
+def _config_vtype(w: int) -> int | None:
+    """The vtype a vset* instruction sets when it is in the code (vsetvli, vsetivli), else None (vsetvl)."""
+    if (w >> 31) == 0:
+        return (w >> 20) & 0x7FF  # vsetvli
+    if (w >> 30) == 3:
+        return (w >> 20) & 0x3FF  # vsetivli
+    return None  # vsetvl: the vtype is in a register
+
+
+def classify(w: int, vtype: int | None) -> VInsn | None:
+    """The vector instruction of the 32-bit word ``w`` under ``vtype`` (None: unknown), or None for a
+    scalar one."""
+    op = w & 0x7F
+    funct3 = (w >> 12) & 7
+    if op == 0x57:
+        if funct3 == 7:
+            return VInsn("config", 0, True)
+        regs = _lmul_regs(vtype & 7) if vtype is not None else 1.0
+        return VInsn("arith", max(1, int(regs)), vtype is not None)
+    if op in (0x07, 0x27) and funct3 in _EEW:
+        nf = ((w >> 29) & 7) + 1
+        mop = (w >> 26) & 3
+        lumop = (w >> 20) & 0x1F
+        kind = "load" if op == 0x07 else "store"
+        if mop == 0 and lumop == 0b01000:  # whole-register load / store: nf registers
+            return VInsn(kind, nf, True)
+        if mop == 0 and lumop == 0b01011:  # mask load / store: one register
+            return VInsn(kind, 1, True)
+        if vtype is None:
+            return VInsn(kind, nf, False)
+        lmul = _lmul_regs(vtype & 7)
+        emul = lmul if mop in (1, 3) else lmul * _EEW[funct3] / _sew(vtype)  # indexed: data at SEW
+        return VInsn(kind, nf * max(1, int(emul)), True)
+    return None
+
+
+@dataclass(frozen=True)
+class Image:
+    """The loadable segments and function symbols of a server binary."""
+
+    segments: tuple[tuple[int, bytes], ...]  # (vaddr, bytes)
+    starts: tuple[int, ...]
+    names: tuple[str, ...]
+
+    def word(self, pc: int) -> tuple[int, int] | None:
+        """(the instruction at ``pc``, its length in bytes), or None outside the image."""
+        for base, data in self.segments:
+            off = pc - base
+            if 0 <= off < len(data) - 1:
+                half = data[off] | data[off + 1] << 8
+                if half & 3 != 3:
+                    return half, 2
+                if off + 4 <= len(data):
+                    return struct.unpack_from("<I", data, off)[0], 4
+        return None
+
+    maps: dict[int, dict[int, VInsn]] = field(default_factory=dict, compare=False)
+
+    def function_of(self, pc: int) -> tuple[int, str] | None:
+        i = bisect.bisect_right(self.starts, pc) - 1
+        return (self.starts[i], self.names[i]) if i >= 0 else None
+
+    def vector_map(self, start: int) -> dict[int, VInsn]:
+        """The vector instructions of the function at ``start``, decoded in address order with the
+        vtype of the nearest preceding vset* (module docstring)."""
+        if start in self.maps:
+            return self.maps[start]
+        i = self.starts.index(start)
+        end = self.starts[i + 1] if i + 1 < len(self.starts) else start + (1 << 20)
+        out: dict[int, VInsn] = {}
+        pc, vtype = start, None
+        while pc < end:
+            got = self.word(pc)
+            if got is None:
+                break
+            w, size = got
+            if size == 4:
+                v = classify(w, vtype)
+                if v is not None:
+                    out[pc] = v
+                    if v.kind == "config":
+                        vtype = _config_vtype(w)
+            pc += size
+        self.maps[start] = out
+        return out
+
+
+@functools.lru_cache(maxsize=8)
+def _image(exe: Path, mtime_ns: int) -> Image:
+    data = exe.read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        raise CostError(f"{exe}: not a 64-bit ELF file")
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    segs = []
+    for i in range(phnum):
+        p_type, p_flags, p_off, p_vaddr, _pa, p_filesz, _memsz, _al = struct.unpack_from(
+            "<IIQQQQQQ", data, phoff + i * phentsize)
+        if p_type == 1 and p_flags & 1:  # PT_LOAD, executable
+            segs.append((p_vaddr, data[p_off:p_off + p_filesz]))
+    starts, names = _functions(exe, mtime_ns)
+    return Image(tuple(segs), tuple(starts), tuple(names))
+
+
+def image(exe: Path) -> Image:
+    return _image(exe, exe.stat().st_mtime_ns)
+
+
+# ------------------------------------------------------------------ measuring
+
+
+def parse_histogram(stderr: str) -> tuple[Counter[int], str]:
+    """Spike's ``-g`` histogram (``<pc hex> <count>`` lines after "PC Histogram size:"), and the rest
+    of stderr (what the server itself printed)."""
+    hist: Counter[int] = Counter()
+    rest: list[str] = []
+    in_hist = False
+    for line in stderr.splitlines():
+        if line.startswith("PC Histogram size:"):
+            in_hist = True
+            continue
+        if in_hist:
+            parts = line.split()
+            if len(parts) == 2:
+                try:
+                    hist[int(parts[0], 16)] += int(parts[1])
+                    continue
+                except ValueError:
+                    pass
+        rest.append(line)
+    return hist, "\n".join(rest)
+
+
+def _notes(message: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in message.splitlines() if "=" in line)
+
+
+def spike_argv(emu: Emulator, exe: Path, vlen: int, props: dict[str, bool]) -> list[str]:
+    """Spike with its PC histogram, without the real-time clock (nothing of the run depends on the host)."""
+    argv = emu.command(exe, vlen, props)
+    return [argv[0], "-g", *(a for a in argv[1:] if a != "--real-time-clint")]
+
+
+def _run(argv: list[str], stream: bytes, timeout: float, what: str, exe: Path,
+         emu: Emulator) -> tuple[list[P.Response], Counter[int]]:
+    try:
+        cp = subprocess.run(argv, input=stream, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CostError(f"{what}: no answer within {timeout:.0f} s under Spike (a hang, or raise "
+                        "--kernel-timeout for a call this large)") from None
+    hist, rest = parse_histogram(cp.stderr.decode(errors="replace"))
+    try:
+        responses = P.decode_responses(cp.stdout)
+    except (ValueError, struct.error) as e:
+        responses = []
+        rest += f"\n(unreadable answer: {e})"
+    rc = emu.signal_of(cp.returncode)
+    if rc != 0 or len(responses) < 2:
+        tail = emu.explain(exe, rest.strip()[-1500:])
+        how = f"died of signal {-rc}" if rc < 0 else f"exited with code {rc}"
+        raise CostError(f"{what}: the kernel server {how} under Spike before answering"
+                        + (f"\n  server stderr: {tail}" if tail else ""))
+    return responses, hist
+
+
+def measure(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], list[float], list[P.Buf]],
+            *, timeout: float, what: str = "") -> tuple[P.Response, Cost]:
+    """Measure one call (kernel, ip, fp, bufs) of ``build`` at ``vlen`` (module docstring); returns the
+    response of the warm call and its :class:`Cost`.  Raises :class:`CostError` naming what failed."""
+    kernel, ip, fp, bufs = call
+    what = what or f"{kernel} (VLEN {vlen}, ISA build {build.isa.name}, on Spike)"
+    exe = emu.server_binary(build)
+    argv = spike_argv(emu, exe, vlen, dict(build.isa.qemu))
+    runs = []
+    for repeat in (1, 2):
+        stream = (P.encode_hello() + P.encode_call(kernel, ip, fp, bufs, repeat, measure=True) + P.encode_quit())
+        responses, hist = _run(argv, stream, timeout, what, exe, emu)
+        r = responses[1]
+        if r.status != P.Status.OK:
+            raise CostError(f"{what}: the kernel server answered {P.Status(r.status).name}: {r.message}")
+        runs.append((r, hist))
+    (_, hist_a), (r_b, hist_b) = runs
+    notes = _notes(r_b.message)
+    if "cost.instret" not in notes:
+        raise CostError(f"{what}: the kernel server did not note its counters (a server built before the "
+                        "cost measure? rebuild with `rvvdiff build`)")
+    diff: Counter[int] = Counter()
+    for pc, n in hist_b.items():
+        d = n - hist_a.get(pc, 0)
+        if d:
+            diff[pc] = d
+    if any(n < 0 for n in diff.values()) or any(pc not in hist_b for pc in hist_a):
+        raise CostError(f"{what}: run B executed fewer instructions than run A at some address: the call "
+                        "is not deterministic (it depends on the host or on time)")
+    return r_b, tally(image(exe), diff, int(notes["cost.instret"]), int(notes["cost.cycles"]))
+
+
+def tally(img: Image, diff: Counter[int], instret: int, cycles: int) -> Cost:
+    """A :class:`Cost` from the executed-PC counts of one call."""
+    kinds: Counter[str] = Counter()
+    per_fn: Counter[str] = Counter()
+    work = unknown = 0
+    for pc, n in diff.items():
+        fn = img.function_of(pc)
+        per_fn[fn[1] if fn else "?"] += n
+        if fn is None:
+            continue
+        v = img.vector_map(fn[0]).get(pc)
+        if v is None:
+            continue
+        kinds[v.kind] += n
+        work += v.work * n
+        unknown += 0 if v.known else n
+    return Cost(instret, cycles, sum(diff.values()), sum(kinds.values()), work, dict(kinds.most_common()),
+                dict(per_fn.most_common(12)), unknown)
