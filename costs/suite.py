@@ -4,7 +4,8 @@ A :class:`CostCase` names the call (a family's own run function, fed fixed seede
 model's size), what one unit of its work is (an element, a weight-activation product), the ggml
 code it exists to measure (``entry_points``: the gate's change selection, harness/ggml/changes.py)
 and, for an RVV entry point, the case of its scalar twin (the ``*_generic`` function of the same
-build) that its cost is compared with.
+build) that its cost is compared with -- unless the case says it has none (``has_twin=False``: the FP
+vector kernels, whose scalar loop an RVV build does not compile as a function of its own).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class CostCase:
     run: Callable[[Any], None]  # makes the call on a (metered) target
     entry_points: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
+    has_twin: bool = True  # False: no callable scalar twin in an RVV build (twin_id is None)
 
     @property
     def id(self) -> str:
@@ -38,8 +40,9 @@ class CostCase:
 
     @property
     def twin_id(self) -> str | None:
-        """The case of the scalar twin this one is compared with (None for a twin itself)."""
-        return f"{self.family}-{self.name}-{self.size}-generic" if self.impl == "rvv" else None
+        """The case of the scalar twin this one is compared with (None for a twin itself, and for a case
+        without one)."""
+        return f"{self.family}-{self.name}-{self.size}-generic" if self.impl == "rvv" and self.has_twin else None
 
     def __repr__(self) -> str:
         return f"CostCase({self.id!r})"

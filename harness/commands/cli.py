@@ -11,7 +11,7 @@ from harness.build import toolchain
 from harness.build.builds import BuildError, IsaUnavailable, ensure_built
 from harness.build.server import adapter_kernels
 from harness.build.toolchain import SERVER_DIR
-from harness.commands import bench, bisect, fixes, gate, mutation, repro, spikecheck, trees
+from harness.commands import bench, bisect, cost, fixes, gate, mutation, repro, spikecheck, trees
 from harness.core.config import ISA_BUILDS, selection_type
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError
@@ -92,6 +92,7 @@ def cmd_known(args: argparse.Namespace) -> int:
 COMMANDS_ELSEWHERE = {
     "repro": "replay a failure report outside pytest; --c writes a standalone C reproducer",
     "bench": "where the suite's time goes, per representative kernel and VLEN",
+    "cost": "what each kernel costs at every VLEN: instructions under Spike, HEAD against --base (docs/cost.md)",
     "mutants": "list the planted bugs, or `run` the detection table (docs/mutants.md)",
     "audit": "run the full suite with several seeds and list unexplained failures (docs/audit.md)",
     "trees": "run the suite on several ggml trees and print one table of the outcomes (docs/trees.md)",
@@ -108,6 +109,7 @@ def _elsewhere(name: str) -> Callable[[list[str]], int]:
     """The ``main`` of a sub-command with its own argument parser."""
     return {"trees": trees.main, "bisect": bisect.main, "gate": gate.main, "fixes": fixes.main,
             "spike-check": spikecheck.main, "repro": repro.main_repro, "bench": bench.main,
+            "cost": cost.main,
             "mutants": mutation.main_mutants, "audit": mutation.main_audit}[name]
 
 
