@@ -32,8 +32,12 @@ count of what the code asks a core to do, exact and repeatable; docs/cost.md say
 
 from __future__ import annotations
 
+import base64
 import bisect
 import functools
+import hashlib
+import json
+import os
 import struct
 import subprocess
 from collections import Counter
@@ -41,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.build.builds import Build
+from harness.core import settings
+from harness.core.config import cache_dir
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
 from harness.emulators.spike import _functions
@@ -270,6 +276,10 @@ def measure(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], 
     what = what or f"{kernel} (VLEN {vlen}, ISA build {build.isa.name}, on Spike)"
     exe = emu.server_binary(build)
     argv = spike_argv(emu, exe, vlen, dict(build.isa.qemu))
+    key = _cache_key(exe, argv, P.encode_call(kernel, ip, fp, bufs))
+    kept = _cached(key)
+    if kept is not None:
+        return kept
     runs = []
     for repeat in (1, 2):
         stream = (P.encode_hello() + P.encode_call(kernel, ip, fp, bufs, repeat, measure=True) + P.encode_quit())
@@ -291,7 +301,49 @@ def measure(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], 
     if any(n < 0 for n in diff.values()) or any(pc not in hist_b for pc in hist_a):
         raise CostError(f"{what}: run B executed fewer instructions than run A at some address: the call "
                         "is not deterministic (it depends on the host or on time)")
-    return r_b, tally(image(exe), diff, int(notes["cost.instret"]), int(notes["cost.cycles"]))
+    result = r_b, tally(image(exe), diff, int(notes["cost.instret"]), int(notes["cost.cycles"]))
+    _keep(key, *result)
+    return result
+
+
+# ------------------------------------------------------------------ the cache
+
+
+def _cache_key(exe: Path, argv: list[str], request: bytes) -> str | None:
+    """What a measurement depends on: the server binary (its path names the digest of its objects; size
+    and mtime guard a relink), Spike and its options, and the request's bytes.  None: no cache."""
+    if settings.get("COST_CACHE") == "0":
+        return None
+    st = exe.stat()
+    h = hashlib.sha256(f"{exe}|{st.st_size}|{st.st_mtime_ns}|{' '.join(argv[:-1])}".encode())
+    h.update(request)
+    return h.hexdigest()
+
+
+def _cache_file(key: str) -> Path:
+    return cache_dir() / "cost" / key[:2] / f"{key}.json"
+
+
+def _cached(key: str | None) -> tuple[P.Response, Cost] | None:
+    if key is None:
+        return None
+    try:
+        d = json.loads(_cache_file(key).read_text())
+        r = P.Response(P.Status(d["status"]), d["kernel_ns"], d["message"], [base64.b64decode(o) for o in d["outputs"]])
+        return r, Cost(**d["cost"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _keep(key: str | None, r: P.Response, c: Cost) -> None:
+    if key is None:
+        return
+    f = _cache_file(key)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    tmp = f.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"status": int(r.status), "kernel_ns": r.kernel_ns, "message": r.message,
+                               "outputs": [base64.b64encode(o).decode() for o in r.outputs], "cost": c.as_dict()}))
+    tmp.replace(f)
 
 
 def is_csr_access(w: int) -> bool:
