@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from costs.registry import CASES
+from harness.emulators.cost import CostError
 from harness.plugin.costlog import Metered, record
 
 #: Instructions the histogram of one more repetition may count beyond the counter around the call:
@@ -22,7 +23,10 @@ LOOP_OVERHEAD = 16
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_cost(case, target, request):
     m = Metered(target, case.kernel)
-    case.run(m)
+    try:
+        case.run(m)
+    except CostError as e:  # the whole message, then the one line the report lists (the last)
+        pytest.fail(f"{e}\n{e.summary()}", pytrace=False)
     assert m.cost is not None, f"harness: cost case {case.id} made no {case.kernel} call"
     c = m.cost
     extra = c.executed - c.instret

@@ -11,7 +11,8 @@ not be measured (one line each).
 ``--changed-only`` (with ``--base``): only the cases whose code the change reaches (the gate's diff,
 harness/ggml/changes.py) are measured, on both trees.
 
-Exit status: 0 when the report is complete; 1 when a case could not be measured on HEAD, or with
+Exit status: 0 when both runs completed (cases that could not be measured are listed, one line per
+reason: a kernel that traps under Spike, a build that fails, a tree without the kernel); 1 with
 ``--block-slower PCT`` when a case is slower than that; 2 when a run did not complete.
 """
 
@@ -107,8 +108,6 @@ def main(argv: list[str]) -> int:
     for line in R.grouped(missing):
         print(f"  not measured: {line}")
     status = 0
-    if any(k.startswith("head: ") for k in missing):
-        status = 1
     if args.block_slower is not None and any(m.ratio > 1 + args.block_slower / 100 for m in slower):
         print(f"rvvdiff cost: blocking: a case is slower by more than {args.block_slower:g} %", file=sys.stderr)
         status = 1

@@ -55,6 +55,12 @@ from harness.emulators.spike import _functions
 class CostError(AssertionError):
     """A call could not be measured (it trapped, hung or was rejected); the message says which and why."""
 
+    def summary(self) -> str:
+        """One line: the first of the message, with what the server said last (the trap and its function)."""
+        lines = str(self).splitlines()
+        said = [ln.split("server stderr:", 1)[1].strip() for ln in lines if "server stderr:" in ln]
+        return (lines[0] if lines else "") + (f" -- {said[-1][:300]}" if said else "")
+
 
 @dataclass(frozen=True)
 class Cost:

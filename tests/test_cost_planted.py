@@ -1,0 +1,96 @@
+"""The cost path end to end under Spike, on a few kernels: two runs count the same; a planted slowdown
+(ggml_vec_dot_q4_0_q8_0 with a discarded second pass: harness/data/cost/) is listed slower, the
+reverse change faster; a kernel the change does not reach is not measured; a kernel that traps or
+hangs is one clear line.
+
+``rvvdiff cost`` runs as a user runs it (its own pytest, ``--changed-only``) on the pinned tree and
+on the planted one, at VLEN 128 and 1024 of the zvfh build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.build.builds import ensure_built
+from harness.core.config import DATA_DIR, ISA_BUILDS, PROJECT_ROOT
+from harness.emulators import protocol as P
+from harness.emulators import spike
+from harness.emulators.cost import CostError, measure
+from harness.ggml import patches
+from harness.ggml.source import resolve
+
+WHY_NOT = spike.available()
+pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"SKIPPED: the cost checks did not run: {WHY_NOT}")
+
+PLANTED = DATA_DIR / "cost" / "slowdown_q4_0_extra_pass.patch"
+SELECT = ["--isa", "zvfh", "--vlen", "128,1024", "-n", "2"]
+#: HEAD and BASE for the planted change, every quantized dot selected: only q4_0's is reached.
+CHANGED = ["--changed-only", "-k", "quant_dot"]
+
+
+def _cost(tmp: Path, *args: str, cache: bool = True) -> tuple[int, dict, str]:
+    env = dict(os.environ, **({} if cache else {"RVVDIFF_COST_CACHE": "0"}))
+    cp = subprocess.run([sys.executable, "-m", "harness.commands.cli", "cost", *args, *SELECT, "--out", str(tmp)],
+                        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=3600, env=env)
+    data = json.loads((tmp / "cost.json").read_text()) if (tmp / "cost.json").is_file() else {}
+    return cp.returncode, data, cp.stdout + cp.stderr
+
+
+@pytest.fixture(scope="module")
+def trees() -> tuple[str, str]:
+    pinned = resolve(None)
+    planted = patches.apply([patches.Patch(PLANTED.stem, PLANTED)], pinned, "cost-plant")
+    return str(pinned.root), str(planted.root)
+
+
+def test_two_runs_count_the_same(tmp_path: Path) -> None:
+    runs = []
+    for i in (1, 2):
+        code, data, out = _cost(tmp_path / str(i), "-k", "quant_dot and q4_0", cache=False)
+        assert code == 0, out
+        runs.append(sorted((r["case"], r["vlen"], r["instret"], r["vector"], r["vector_work"], json.dumps(r["functions"]))
+                           for r in data["head"]))
+    assert runs[0] == runs[1] and len(runs[0]) == 2 * 2 * 2  # k4096 / k14336, RVV / twin, two VLENs
+
+
+def test_planted_slowdown_is_slower_and_unreached_kernels_are_not_measured(tmp_path: Path, trees) -> None:
+    pinned, planted = trees
+    code, data, out = _cost(tmp_path, "--ggml-src", planted, "--base", pinned, *CHANGED)
+    assert code == 0, out
+    slower = {(m["case"], m["vlen"]) for m in data["slower"]}
+    assert slower == {(f"quant_dot-q4_0-k{k}", v) for k in (4096, 14336) for v in (128, 1024)}, out
+    assert not data["faster"], out
+    measured = {r["case"] for r in data["head"]} | {r["case"] for r in data["base"]}
+    assert measured == {"quant_dot-q4_0-k4096", "quant_dot-q4_0-k14336"}, (
+        f"only the kernel the change reaches is measured (not its generic twin, not q8_0 ...): {sorted(measured)}")
+    assert all(m["ratio"] > 1.2 for m in data["slower"]), data["slower"]
+
+
+def test_planted_speedup_is_faster(tmp_path: Path, trees) -> None:
+    pinned, planted = trees
+    code, data, out = _cost(tmp_path, "--ggml-src", pinned, "--base", planted, *CHANGED, "--block-slower", "0")
+    assert code == 0, out  # nothing slower: --block-slower 0 does not block
+    assert {(m["case"], m["vlen"]) for m in data["faster"]} == {
+        (f"quant_dot-q4_0-k{k}", v) for k in (4096, 14336) for v in (128, 1024)}, out
+    assert not data["slower"]
+
+
+def test_a_slower_case_blocks_with_block_slower(tmp_path: Path, trees) -> None:
+    pinned, planted = trees
+    code, _, out = _cost(tmp_path, "--ggml-src", planted, "--base", pinned, *CHANGED, "--block-slower", "5")
+    assert code == 1 and "blocking: a case is slower by more than 5 %" in out, out
+
+
+@pytest.mark.parametrize(("kernel", "says"), [("selftest_sigill", "died of signal 4"),
+                                              ("selftest_hang", "no answer within 5 s")])
+def test_a_kernel_that_traps_or_hangs_is_one_clear_line(kernel: str, says: str) -> None:
+    build = ensure_built(resolve(None), ISA_BUILDS["zvfh"])
+    with pytest.raises(CostError) as e:
+        measure(spike.spike(), build, 128, (kernel, [], [], [P.Out(4)]), timeout=5)
+    assert says in str(e.value) and "under Spike" in str(e.value), str(e.value)
