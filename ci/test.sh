@@ -3,6 +3,6 @@
 # missing first.  Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ci/setup.sh
+ci/setup.sh --spike   # Spike: the cost checks (tests/test_cost_planted.py) and the Spike checks
 .venv/bin/ruff check .   # the house style (pyproject.toml [tool.ruff])
 exec .venv/bin/pytest tests -rs "$@"
