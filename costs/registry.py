@@ -1,11 +1,16 @@
-"""Every cost case, family by family (one module each, beside this one)."""
+"""Every cost case, family by family (one module per family group, beside this one)."""
 
 from __future__ import annotations
 
-from costs import quant_dot
+from costs import quant_dot, vec
 from costs.suite import CostCase
 
-FAMILIES = {"quant_dot": quant_dot.CASES}
+FAMILIES = {
+    "quant_dot": quant_dot.CASES,
+    "vec_ops": vec.VEC_OPS,
+    "vec_dot": vec.DOTS,
+    "conversions": vec.CONVERSIONS,
+}
 
 CASES: list[CostCase] = [c for cases in FAMILIES.values() for c in cases]
 BY_ID = {c.id: c for c in CASES}
