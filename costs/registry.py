@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from costs import quant_dot, repack, vec
+from costs import quant_dot, quantize, repack, vec
 from costs.suite import CostCase
 
 FAMILIES = {
     "quant_dot": quant_dot.CASES,
+    "quantize": quantize.CASES,
     "repack": repack.CASES,
     "vec_ops": vec.VEC_OPS,
     "vec_dot": vec.DOTS,
