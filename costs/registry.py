@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from costs import quant_dot, quantize, repack, vec
+from costs import graph, quant_dot, quantize, repack, vec
 from costs.suite import CostCase
 
 FAMILIES = {
@@ -12,6 +12,8 @@ FAMILIES = {
     "vec_ops": vec.VEC_OPS,
     "vec_dot": vec.DOTS,
     "conversions": vec.CONVERSIONS,
+    "mul_mat": graph.MUL_MAT,
+    "flash_attn": graph.FLASH_ATTN,
 }
 
 CASES: list[CostCase] = [c for cases in FAMILIES.values() for c in cases]
