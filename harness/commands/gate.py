@@ -26,13 +26,24 @@ Each result lands in one list:
 * **fixed** - fails on BASE, passes on HEAD, BASE's example included - reported, with the
   known-failures entry to remove.
 
+**Cost** (after the three runs; ``--no-cost`` skips it): the cost cases (costs/) the change reaches
+are measured under Spike on HEAD and on BASE (harness/commands/cost.py, ``--changes`` and
+``--changed-only`` with the gate's own diff; a case whose code did not change is not measured), at
+the gate's ``--vlen`` / ``--isa`` (:func:`cost_targets`).  A case whose instructions per call
+moved beyond ``--cost-threshold`` (2 %) is listed **slower** or **faster**; a case measured on HEAD
+only (a new kernel) is named, not compared.  Slower cases block only with ``--block-slower PCT``
+(beyond PCT).  Without Spike, or when a tree's cost run cannot measure, the summary says so in one
+line and the verdict is the correctness runs' alone.
+
 A changed RVV function or macro that no collected test reaches, or whose selected tests all
 ended without a verdict on HEAD (skipped, or their ISA build failed), is an **uncovered change**
 and blocks too (``--allow-uncovered NAME`` accepts one, for a change a reviewer judged harmless).
-The exit status is 1 exactly when something blocks, 0 otherwise, 2 when the gate could not judge
-(bad arguments, a run that did not complete).  ``<out>/gate/summary.md`` (appended to
-``$GITHUB_STEP_SUMMARY``), ``summary.html`` and ``gate.json`` lead with the lists; each run's own
-reports are in ``<out>/head``, ``<out>/base`` and ``<out>/head-replay``.
+The exit status is 1 exactly when something blocks (with ``--block-slower``, a slower cost case
+too), 0 otherwise, 2 when the gate could not judge (bad arguments, a correctness run that did not
+complete).  ``<out>/gate/summary.md`` (appended to
+``$GITHUB_STEP_SUMMARY``), ``summary.html`` and ``gate.json`` lead with the lists (the cost lists
+among them); each run's own reports are in ``<out>/head``, ``<out>/base`` and ``<out>/head-replay``,
+the cost step's in ``<out>/gate/cost``.
 
 A failure found on both trees with different shrunk inputs is judged by HEAD's example: if it
 fails on BASE the failure is pre-existing, even when HEAD also fails elsewhere for a new reason
@@ -56,13 +67,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.commands import cost as cost_cmd
 from harness.commands.runner import run_suite
 from harness.core import settings
-from harness.core.config import PROJECT_ROOT
+from harness.core.config import ISA_BUILDS, PROJECT_ROOT, SPIKE_VLENS, VLENS, parse_selection
 from harness.core.errors import RvvdiffError
 from harness.core.proc import own_session_env
+from harness.emulators import spike as spike_emu
 from harness.ggml import changes, gitrev, known
 from harness.ggml.source import resolve
+from harness.report import cost as R
 from harness.report.html import cells, page
 from harness.report.ids import parse_id, replay_argv, slug
 
@@ -252,6 +266,201 @@ def _broken_builds(results: dict[str, dict[str, Any]]) -> dict[str, str]:
     return out
 
 
+# ------------------------------------------------------------------ cost (Spike)
+
+#: HEAD / BASE beyond this many percent is listed as slower or faster (``--cost-threshold``).
+COST_THRESHOLD = R.THRESHOLD * 100
+#: The VLENs the cost step measures when the gate is given no ``--vlen`` (docs/gate.md: the figures).
+COST_VLENS: tuple[int, ...] = SPIKE_VLENS
+#: Deadline of one measured call, as ``rvvdiff cost``'s (Spike's slowdown applies on top).
+COST_KERNEL_TIMEOUT = 120.0
+#: Where a gate without Spike is told to get it.
+INSTALL_SPIKE = "install with ci/setup.sh --spike"
+
+
+@dataclass
+class CostLists:
+    """The cost step: the cost cases (costs/) the change reaches, measured on HEAD and BASE under
+    Spike (harness/commands/cost.py), slower / faster beyond ``threshold`` % of BASE's instructions.
+
+    ``note`` is one line when something was not measured (no Spike, a run that did not complete,
+    BASE not measurable, nothing reached); the rest of the gate is unaffected by it."""
+
+    measured: bool = False  # HEAD's cost run completed
+    note: str = ""
+    threshold: float = COST_THRESHOLD  # percent
+    block_slower: float | None = None  # percent; None: slower never blocks
+    vlens: list[int] = field(default_factory=list)
+    isas: list[str] = field(default_factory=list)
+    slower: list[R.Move] = field(default_factory=list)
+    faster: list[R.Move] = field(default_factory=list)
+    head_only: list[str] = field(default_factory=list)  # "case (n targets)": no BASE figure, not compared
+    unmeasured: list[str] = field(default_factory=list)  # one line per reason
+    measurements: dict[str, int] = field(default_factory=dict)  # tree -> rows
+    seconds: float = 0.0
+    report: str = ""  # cost.md of the step
+
+    @property
+    def blocking(self) -> list[R.Move]:
+        """The slower cases beyond ``--block-slower`` (none without it)."""
+        if self.block_slower is None:
+            return []
+        return [m for m in self.slower if m.ratio > 1 + self.block_slower / 100]
+
+    def headline(self) -> str:
+        """The summary's one line about cost."""
+        if not self.measured:
+            return self.note
+        block = "" if self.block_slower is None else f"; {len(self.blocking)} beyond --block-slower " \
+                                                     f"{self.block_slower:g} % (block)"
+        return (f"cost (Spike, HEAD / BASE instructions beyond {self.threshold:g} %): {len(self.slower)} slower, "
+                f"{len(self.faster)} faster{block}" + (f"; {self.note}" if self.note else ""))
+
+    def as_json(self) -> dict[str, Any]:
+        return {**{k: v for k, v in asdict(self).items() if k not in ("slower", "faster")},
+                "slower": [m.as_dict() for m in self.slower], "faster": [m.as_dict() for m in self.faster],
+                "blocking": [m.as_dict() for m in self.blocking]}
+
+
+def not_measured(why: str) -> str:
+    """The one line a gate without a usable Spike prints: why, and how to install it."""
+    first = why.strip().splitlines()[0] if why.strip() else "Spike is not available"
+    first = first.split(": install it with")[0].split("; install it with")[0].rstrip(" .;:")
+    return f"cost not measured: {first}" + ("" if "ci/setup.sh --spike" in first else f"; {INSTALL_SPIKE}")
+
+
+def _build_failure(why: str) -> bool:
+    return "ISA build" in why and ("failed" in why or "does not build" in why)
+
+
+def _collapse(unmeasured: dict[str, str]) -> dict[str, list[str]]:
+    """Tree ("head", "base") -> one line per reason (harness/report/cost.grouped), and one line for
+    all the cases the ISA builds that did not build left unmeasured (the first test of a build
+    carries its error, the others are skipped pointing to it): a BASE that does not build is one line."""
+    builds: dict[str, dict[str, Any]] = {}
+    rest: dict[str, dict[str, str]] = defaultdict(dict)
+    for key, why in unmeasured.items():
+        tree, _, case = key.partition(": ")
+        if _build_failure(why):
+            b = builds.setdefault(tree, {"isas": set(), "cases": 0, "why": ""})
+            b["isas"].add(case.rsplit("-", 1)[-1])
+            b["cases"] += 1
+            if why.startswith("error") and not b["why"].startswith("error"):
+                b["why"] = why  # the build's own error, not a skip that points to it
+            b["why"] = b["why"] or why
+        else:
+            rest[tree][key] = why
+    out: dict[str, list[str]] = defaultdict(list)
+    for tree, b in builds.items():
+        out[tree].append(f"{tree}: ISA build {', '.join(sorted(b['isas']))} did not build, {b['cases']} measurements "
+                         f"missing ({' '.join(b['why'].split())[:240]})")
+    for tree, why in rest.items():
+        out[tree] += R.grouped(why)
+    return out
+
+
+def cost_lists(table: R.CostTable, *, block_slower: float | None = None, vlens: tuple[int, ...] = (),
+               isas: tuple[str, ...] = (), seconds: float = 0.0, note: str = "", report: str = "") -> CostLists:
+    """The gate's cost section from a table of HEAD's and BASE's rows.  A case measured on HEAD only
+    (a new kernel, or BASE could not run it) is not compared: it is named, never slower or faster."""
+    slower, faster = table.moves()
+    only: dict[str, int] = defaultdict(int)
+    for key in table.head:
+        if key not in table.base:
+            only[key[0]] += 1
+    lines = _collapse(table.unmeasured)
+    if table.head and not table.base and not note:  # BASE measured nothing: that is the news, in one line
+        why = lines.pop("base", [])
+        note = (f"BASE not measured ({'; '.join(why)})" if why else "BASE not measured (no row)") + \
+            "; HEAD's figures only"
+    return CostLists(True, note, table.threshold * 100, block_slower, list(vlens), list(isas), slower, faster,
+                     [f"{c} ({n} target{'s' if n > 1 else ''})" for c, n in only.items()],
+                     [x for tree in sorted(lines, key=lambda t: t != "head") for x in lines[tree]],
+                     {"head": len(table.head), "base": len(table.base)}, seconds, report)
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _reached_nothing(report_dir: Path) -> bool:
+    """The cost run selected no case: its collection found none that reaches the change (covers.json)."""
+    try:
+        return not json.loads((report_dir / "covers.json").read_text()).get("covers")
+    except (OSError, ValueError):
+        return False
+
+
+def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, ...], isas: tuple[str, ...],
+                 workers: str, threshold: float = COST_THRESHOLD, block_slower: float | None = None) -> CostLists:
+    """Run the cost cases the change reaches (``g/changes.json``, ``--changed-only``) on HEAD and on
+    BASE under Spike; write ``g/cost/cost.md``, ``cost.json``, ``cost.html``; the lists.  Never raises
+    for a run that could not measure: the section's note says what happened, in one line."""
+    t0 = time.perf_counter()
+    plain = CostLists(False, "", threshold, block_slower, list(vlens), list(isas))
+    why = spike_emu.available()
+    if why:
+        plain.note = not_measured(why)
+        return plain
+    out = g / "cost"
+    out.mkdir(parents=True, exist_ok=True)
+    args = argparse.Namespace(vlen=vlens, isa=isas, workers=workers, kernel_timeout=COST_KERNEL_TIMEOUT, k=None)
+    extra = ["--changes", str(g / "changes.json"), "--changed-only"]
+    try:
+        head, missing, _ = cost_cmd.run_costs(head_tree, out, "head", args, extra)
+    except cost_cmd.CostRunError as e:
+        plain.seconds = time.perf_counter() - t0
+        plain.note = ("cost: no cost case (costs/) reaches the change; nothing to measure"
+                      if _reached_nothing(out / "head-report") else f"cost not measured: {_first_line(e)}")
+        return plain
+    note = ""
+    base: dict[R.Key, dict[str, Any]] = {}
+    try:
+        base, missing_base, _ = cost_cmd.run_costs(base_tree, out, "base", args, extra)
+        missing.update(missing_base)
+    except cost_cmd.CostRunError as e:
+        note = f"BASE not measured ({_first_line(e)}); HEAD's figures only"
+    table = R.CostTable(head, base, missing, threshold / 100)
+    seconds = time.perf_counter() - t0
+    md = table.markdown()
+    (out / "cost.md").write_text(md)
+    (out / "cost.json").write_text(json.dumps({**table.as_json(), "seconds": round(seconds, 1)}, indent=1))
+    (out / "cost.html").write_text(table.html(md))
+    return cost_lists(table, block_slower=block_slower, vlens=vlens, isas=isas, seconds=seconds, note=note,
+                      report=str(out / "cost.md"))
+
+
+def _last_option(args: list[str], *names: str) -> str | None:
+    """The value of the last of ``names`` in a pytest command line (``--vlen 256`` or ``--vlen=256``)."""
+    value = None
+    for i, a in enumerate(args):
+        for n in names:
+            if a == n and i + 1 < len(args):
+                value = args[i + 1]
+            elif a.startswith(n + "="):
+                value = a[len(n) + 1:]
+            elif n.startswith("-") and not n.startswith("--") and a.startswith(n) and len(a) > len(n):
+                value = a[len(n):]  # -n2
+    return value
+
+
+def cost_targets(pytest_args: list[str], vlen: str | None = None, isa: str | None = None
+                 ) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The VLENs and ISA builds the cost step measures: ``--cost-vlen`` / ``--cost-isa``, else the
+    gate's own ``--vlen`` / ``--isa`` (its pytest options), else every ISA build and
+    :data:`COST_VLENS`.  A selection that includes QEMU's longest VLEN also measures the longer ones
+    only Spike runs (2048, 4096): no shard of the differential suite has them."""
+    chosen = vlen or _last_option(pytest_args, "--vlen")
+    if chosen is None or chosen.strip() == "all":
+        vlens: tuple[int, ...] = COST_VLENS if chosen is None else SPIKE_VLENS
+    else:
+        vlens = parse_selection("--vlen", chosen, SPIKE_VLENS)
+        if vlen is None and VLENS[-1] in vlens:
+            vlens = tuple(dict.fromkeys([*vlens, *(v for v in SPIKE_VLENS if v > VLENS[-1])]))
+    isas = parse_selection("--isa", isa or _last_option(pytest_args, "--isa") or "all", tuple(ISA_BUILDS))
+    return tuple(sorted(vlens)), isas
+
+
 # ------------------------------------------------------------------ the gate
 
 
@@ -282,13 +491,18 @@ class GateVerdict:
     notes: list[str]
     seconds: dict[str, float]
     runs: dict[str, dict[str, Any]]
+    cost: CostLists | None = None  # None: --no-cost
 
     def of(self, kind: str) -> list[Line]:
         return [ln for ln in self.lines if ln.list == kind]
 
     @property
     def blocking(self) -> bool:
-        return bool(self.of("regression") or self.of("new kernel failing") or self.uncovered)
+        return bool(self.of("regression") or self.of("new kernel failing") or self.uncovered
+                    or (self.cost and self.cost.blocking))
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self), "cost": self.cost.as_json() if self.cost else None, "blocking": self.blocking}
 
 
 def _groups(nodeids: list[str]) -> list[str]:
@@ -306,6 +520,7 @@ def summary_md(v: GateVerdict) -> str:
     out = [f"# rvvdiff gate: {status}", "",
            f"- HEAD: {v.head}", f"- BASE: {v.base}",
            "- " + ", ".join(f"{k}: {len(v.of(k))}" for k in LISTS) + f", uncovered changes: {len(v.uncovered)}",
+           "- " + (v.cost.headline() if v.cost else "cost not measured (--no-cost)"),
            "- time: " + ", ".join(f"{k} {s:.0f} s" for k, s in v.seconds.items()), ""]
     titles = {"regression": "Regressions (block)", "new kernel failing": "New kernels failing (block)",
               "pre-existing": "Pre-existing failures (do not block)", "fixed": "Fixed (do not block)"}
@@ -334,6 +549,8 @@ def summary_md(v: GateVerdict) -> str:
                    f"{why}; or, once a reviewer judged it harmless, pass --allow-uncovered {n}")
     for n in v.accepted:
         out.append(f"- `{n}`: uncovered, accepted with --allow-uncovered")
+    if v.cost and v.cost.measured:
+        out += ["", *cost_md(v.cost)]
     out += ["", f"## Changed functions and macros: {len(v.changes)}", ""]
     for c in v.changes:
         own = sorted(t for t, names in v.owns.items() if c["name"] in names and t in ran)
@@ -354,6 +571,43 @@ def summary_md(v: GateVerdict) -> str:
     return "\n".join(out)
 
 
+#: Rows of each cost list in the summary (the rest are in cost.json).
+COST_ROWS = 40
+
+
+def cost_md(c: CostLists) -> list[str]:
+    """The summary's cost section: the slower and faster lists as one table."""
+    block = (f"; slower beyond {c.block_slower:g} % blocks (--block-slower)" if c.block_slower is not None
+             else "; they do not block (--block-slower PCT makes a slower one block)")
+    out = [f"## Cost: {len(c.slower)} slower, {len(c.faster)} faster"
+           + (f", {len(c.blocking)} beyond --block-slower (block)" if c.blocking else ""), "",
+           f"Instructions retired per call under Spike, HEAD against BASE, for the cost cases the change reaches "
+           f"(VLEN {', '.join(map(str, c.vlens))}; ISA build {', '.join(c.isas)}; "
+           f"{c.measurements.get('head', 0)} measurements on HEAD, {c.measurements.get('base', 0)} on BASE; "
+           f"{c.seconds:.0f} s). Listed beyond {c.threshold:g} %{block}."
+           + (f" Full table: `{c.report}`." if c.report else "")]
+    if c.note:
+        out += ["", c.note]
+    if c.slower or c.faster:
+        blocking = set(c.blocking)
+        out += ["", "| list | function | case | VLEN | ISA build | BASE | HEAD | change |", "|---|---|---|---|---|---|---|---|"]
+        for what, moves in (("slower", c.slower), ("faster", c.faster)):
+            for m in moves[:COST_ROWS]:
+                tag = "slower (blocks)" if m in blocking else what
+                out.append(f"| {tag} | `{m.function}` | {m.case} | {m.vlen} | {m.isa} | {m.base} | {m.head} | "
+                           f"{(m.ratio - 1) * 100:+.1f} % |")
+            if len(moves) > COST_ROWS:
+                out.append(f"| {what} | ... and {len(moves) - COST_ROWS} more (cost.json) | | | | | | |")
+    else:
+        out += ["", "No case moved beyond the threshold."]
+    if c.head_only:
+        out += ["", f"Measured on HEAD only, not compared ({len(c.head_only)}): " + ", ".join(c.head_only[:20])
+                + (" ..." if len(c.head_only) > 20 else "")]
+    if c.unmeasured:
+        out += ["", "Not measured (one line each):"] + [f"- {x}" for x in c.unmeasured]
+    return out
+
+
 def summary_html(v: GateVerdict, md: str) -> str:
     rows = []
     for kind in (*LISTS,):
@@ -365,9 +619,17 @@ def summary_html(v: GateVerdict, md: str) -> str:
     for n in v.uncovered:
         rows.append(f"<tr><td>uncovered change</td><td>{html.escape(n)}</td>" + "<td></td>" * 7 + "</tr>")
     head = cells("th", ("list", "test", "kernel", "VLEN", "ISA build", "stress", "why", "known failure", "replay"))
+    cost = [f"<h2>Cost</h2><p>{html.escape(v.cost.headline() if v.cost else 'cost not measured (--no-cost)')}</p>"]
+    if v.cost and (v.cost.slower or v.cost.faster):
+        blocking = set(v.cost.blocking)
+        crows = ["<tr>" + cells("td", ("slower (blocks)" if m in blocking else what, m.function, m.case, m.vlen, m.isa,
+                                       m.base, m.head, f"{(m.ratio - 1) * 100:+.1f} %")) + "</tr>"
+                 for what, moves in (("slower", v.cost.slower), ("faster", v.cost.faster)) for m in moves]
+        chead = cells("th", ("list", "function", "case", "VLEN", "ISA build", "BASE", "HEAD", "change"))
+        cost.append(f"<table><tr>{chead}</tr>{''.join(crows)}</table>")
     return page("rvvdiff gate", "body{font-family:sans-serif}td{vertical-align:top;border-top:1px solid #ccc;padding:3px}"
                 "code{font-size:80%}", [f"<h1>rvvdiff gate: {'BLOCKS' if v.blocking else 'passes'}</h1>",
-                                        f"<table><tr>{head}</tr>{''.join(rows)}</table>",
+                                        f"<table><tr>{head}</tr>{''.join(rows)}</table>", *cost,
                                         f"<h2>Summary</h2><pre>{html.escape(md)}</pre>"])
 
 
@@ -391,9 +653,11 @@ def resolve_base(head_dir: Path, base: str | None, target_branch: str | None) ->
 
 def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: list[str], *,
          changed_only: bool = False, allow_uncovered: tuple[str, ...] = (), also: tuple[str, ...] = (),
-         workers: str = "auto") -> GateVerdict:
-    """The three runs and the verdict.  ``also``: node-id globs that run on HEAD whatever they reach
-    and on BASE whenever they ran on HEAD (a finding's tests, when a fix is judged)."""
+         workers: str = "auto", cost: dict[str, Any] | None = None) -> GateVerdict:
+    """The three runs, the cost step and the verdict.  ``also``: node-id globs that run on HEAD
+    whatever they reach and on BASE whenever they ran on HEAD (a finding's tests, when a fix is
+    judged).  ``cost``: :func:`measure_cost`'s options (``vlens``, ``isas``, ``threshold``,
+    ``block_slower``); None skips the step."""
     head_src, base_src = resolve(str(head_dir)), resolve(base_dir)
     g = out / "gate"
     if g.exists():
@@ -441,6 +705,20 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
         if back:
             again = planned("head-replay", str(head_src.root), back, "base")
 
+    lists = None
+    if cost is not None:
+        print(f"\n=== rvvdiff gate: cost (Spike), HEAD and BASE, the cost cases the change reaches: VLEN "
+              f"{','.join(map(str, cost['vlens']))}, ISA build {','.join(cost['isas'])}", flush=True)
+        t_cost = time.perf_counter()
+        cost_workers = _last_option(pytest_args, "-n", "--numprocesses") or workers
+        lists = measure_cost(str(head_src.root), str(base_src.root), g, workers=cost_workers, **cost)
+        seconds["cost"] = time.perf_counter() - t_cost
+        print(f"rvvdiff gate: {lists.headline()} ({seconds['cost']:.0f} s)", flush=True)
+        for m in lists.slower[:COST_ROWS]:
+            print(f"    slower{' (blocks)' if m in lists.blocking else ''}: {m.describe()}")
+        for m in lists.faster[:COST_ROWS]:
+            print(f"    faster: {m.describe()}")
+
     entries = known.load()
     verdicts_head, verdicts_base = known.judge(entries, head_src), known.judge(entries, base_src)
     lines = classify(head, base, again, [x.entry for x in verdicts_head if x.applies],
@@ -455,7 +733,7 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
     return GateVerdict(head_src.describe(), f"{base_src.describe()} ({base_how})", lines, cov.get("changes", []),
                    cov.get("covers", {}), cov.get("owns", {}), uncovered,
                    [n for n in cov.get("uncovered", []) if n in allow_uncovered],
-                   diff.outside, diff.notes, seconds, runs)
+                   diff.outside, diff.notes, seconds, runs, lists)
 
 
 def write(v: GateVerdict, out: Path) -> Path:
@@ -463,7 +741,7 @@ def write(v: GateVerdict, out: Path) -> Path:
     md = summary_md(v)
     (g / "summary.md").write_text(md)
     (g / "summary.html").write_text(summary_html(v, md))
-    (g / "gate.json").write_text(json.dumps({**asdict(v), "blocking": v.blocking}, indent=1, default=str))
+    (g / "gate.json").write_text(json.dumps(v.as_json(), indent=1, default=str))
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
             f.write(md + "\n")
@@ -487,15 +765,36 @@ def main(argv: list[str]) -> int:
     p.add_argument("--out", default=str(ROOT / "reports"), help="where the reports go (default: reports/)")
     p.add_argument("--workers", default=settings.get("WORKERS") or "auto",
                    help="pytest-xdist workers per run (default: $RVVDIFF_WORKERS or auto; 0: no xdist)")
+    c = p.add_argument_group("cost (docs/gate.md: the cost lists)")
+    c.add_argument("--no-cost", action="store_true",
+                   help="skip the cost step (instructions under Spike, HEAD against BASE, of the cost cases the "
+                        "change reaches)")
+    c.add_argument("--cost-threshold", type=float, default=COST_THRESHOLD, metavar="PCT",
+                   help="list a cost case as slower / faster when HEAD / BASE moves beyond PCT %% (default: 2)")
+    c.add_argument("--block-slower", type=float, default=None, metavar="PCT",
+                   help="block (exit 1) when a cost case is slower on HEAD than on BASE by more than PCT %% "
+                        "(default: slower cases are listed, never block)")
+    c.add_argument("--cost-vlen", default=None, metavar="LIST",
+                   help="VLENs the cost step measures (default: the gate's --vlen, plus 2048 and 4096 when it "
+                        "includes 1024; without --vlen: " + ",".join(map(str, COST_VLENS)) + ")")
+    c.add_argument("--cost-isa", default=None, metavar="LIST",
+                   help="ISA builds the cost step measures (default: the gate's --isa, else all)")
     a, pytest_args = p.parse_known_args(argv)
     head_dir = Path(a.head).resolve()
     try:
         if not head_dir.is_dir():
             raise GateError(f"HEAD {a.head}: no such directory (give a llama.cpp or ggml checkout)")
+        cost = None
+        if not a.no_cost:
+            try:
+                vlens, isas = cost_targets(pytest_args, a.cost_vlen, a.cost_isa)
+            except ValueError as e:
+                raise GateError(str(e)) from None
+            cost = {"vlens": vlens, "isas": isas, "threshold": a.cost_threshold, "block_slower": a.block_slower}
         base_dir, how = resolve_base(head_dir, a.base, a.target_branch)
         out = Path(a.out).resolve()
         v = gate(head_dir, base_dir, how, out, pytest_args, changed_only=a.changed_only,
-                 allow_uncovered=tuple(x for x in a.allow_uncovered.split(",") if x), workers=a.workers)
+                 allow_uncovered=tuple(x for x in a.allow_uncovered.split(",") if x), workers=a.workers, cost=cost)
     except RvvdiffError as e:
         print(f"rvvdiff gate: {e}", file=sys.stderr)
         return 2
