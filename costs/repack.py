@@ -7,8 +7,9 @@ imports a test module), with k = 4096 (a 7-8B model's hidden size) along every r
 * GEMM: 1024 weight rows and 8 activation rows (two of the 4-row groups mul_mat hands it in a
   prompt).  The whole 4096 x 4096 weight is too long under Spike: 85 s per measurement for
   ggml_gemm_q4_0_16x1_q8_0_generic at VLEN 128 with 8 rows, 89 s for the q4_K twin with 4
-  rows; a quarter of it stays under a minute (the column-tile loop makes a quarter of its trips,
-  each the same work; every other loop runs as on the whole weight).
+  rows; on a quarter of it the slowest case (the q4_K twin at VLEN 128) takes 34 s of Spike's
+  CPU time.  The column-tile loop makes a quarter of its trips, each the same work; every other
+  loop runs as on the whole weight.
 
 Units: weight elements x activation rows (MAC).
 
