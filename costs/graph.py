@@ -6,8 +6,8 @@ kernels it dispatches to.
 * mul_mat: A (weights) of M = 64 rows x K = 4096 (a 7-8B model's hidden size), B of N = 64 rows (a
   prompt chunk of 64 tokens).  Every dimension is on tinyBLAS_RVV's path at every VLEN where the
   build has it (K a multiple of VLEN / 8, M of 16: ``gemm<2,2,8>``, N >= 2), else on the type's
-  vec_dot (f16 without zvfh, bf16 without zvfbfwma); a 64 x 64 output tile is a few seconds per
-  measurement under Spike, where a 4096-row A would be minutes.  Units: M x N x K (MAC).
+  vec_dot (f16 without zvfh, bf16 without zvfbfwma); a 64 x 64 output tile takes 4-7 s of Spike's
+  CPU time per measurement, where a 4096-row A would take minutes.  Units: M x N x K (MAC).
 * flash attention: one head (DK = DV = 128, the head size of Llama / Mistral / Qwen) over a KV cache
   of ``N_KV`` = 1024 positions, a causal mask, for each case's path: decode (1 query: the split-KV
   path of f32 / f16 K and V, the one-chunk path of the others) and prefill (64 queries: a tile of

@@ -23,7 +23,7 @@ from cases import vec_ops as VO
 from costs.suite import CostCase
 from harness.plugin.targets import session
 
-#: A hidden size, and the same with a tail below every loop step.
+#: A hidden size, and the same with an odd tail (every loop ends on a partial trip).
 SIZES = (4096, 4096 + 13)
 
 
