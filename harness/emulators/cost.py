@@ -40,6 +40,7 @@ import json
 import os
 import struct
 import subprocess
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -254,9 +255,16 @@ def spike_argv(emu: Emulator, exe: Path, vlen: int, props: dict[str, bool]) -> l
 
 def _run(argv: list[str], stream: bytes, timeout: float, what: str, exe: Path,
          emu: Emulator) -> tuple[list[P.Response], Counter[int]]:
-    try:
-        cp = subprocess.run(argv, input=stream, capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
+    # The requests come from a file, not a pipe: a pipe delivers them in pieces that depend on the
+    # host's timing, and the server's read loop (counted in the histogram) with them.
+    with tempfile.TemporaryFile() as f:
+        f.write(stream)
+        f.seek(0)
+        try:
+            cp = subprocess.run(argv, stdin=f, capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            cp = None
+    if cp is None:
         raise CostError(f"{what}: no answer within {timeout:.0f} s under Spike (a hang, or raise "
                         "--kernel-timeout for a call this large)") from None
     hist, rest = parse_histogram(cp.stderr.decode(errors="replace"))

@@ -243,6 +243,7 @@ void serve_call() {
     uint32_t st = ST_OK;
     uint64_t instret = 0, cycles = 0;
     for (uint32_t r = 0; r < repeat && st == ST_OK; ++r) {
+        c.info.clear();  // every repetition notes afresh: what follows the loop is the same for any repeat
         if (measure) {
             const uint64_t i0 = read_instret(), c0 = read_cycle();
             st = k->fn(c);
