@@ -29,11 +29,12 @@ Each result lands in one list:
 **Cost** (after the three runs; ``--no-cost`` skips it): the cost cases (costs/) the change reaches
 are measured under Spike on HEAD and on BASE (harness/commands/cost.py, ``--changes`` and
 ``--changed-only`` with the gate's own diff; a case whose code did not change is not measured), at
-the gate's ``--vlen`` / ``--isa`` (:func:`cost_targets`).  A case whose instructions per call
-moved beyond ``--cost-threshold`` (2 %) is listed **slower** or **faster**; a case measured on HEAD
-only (a new kernel) is named, not compared.  Slower cases block only with ``--block-slower PCT``
-(beyond PCT).  Without Spike, or when a tree's cost run cannot measure, the summary says so in one
-line and the verdict is the correctness runs' alone.
+the gate's ``--vlen`` / ``--isa`` (:func:`cost_targets`; without them every Spike VLEN, ISA build
+zvfh).  A case whose instructions per call moved beyond ``--cost-threshold`` (2 %) is listed
+**slower** or **faster**; a case measured on HEAD only (a new kernel) is named, not compared.
+Slower cases block only with ``--block-slower PCT`` (beyond PCT).  Without Spike, or when a tree's
+cost run cannot measure, the summary says so in one line and the verdict is the correctness runs'
+alone.
 
 A changed RVV function or macro that no collected test reaches, or whose selected tests all
 ended without a verdict on HEAD (skipped, or their ISA build failed), is an **uncovered change**
@@ -270,8 +271,11 @@ def _broken_builds(results: dict[str, dict[str, Any]]) -> dict[str, str]:
 
 #: HEAD / BASE beyond this many percent is listed as slower or faster (``--cost-threshold``).
 COST_THRESHOLD = R.THRESHOLD * 100
-#: The VLENs the cost step measures when the gate is given no ``--vlen`` (docs/gate.md: the figures).
+#: What the cost step measures when the gate is given no ``--vlen`` / ``--isa``: every VLEN Spike runs
+#: (where the RVV kernels dispatch differently) in ggml's default riscv64 build only.  Every ISA build
+#: too took 27 min for a one-function change on 2 cores, this 8 (docs/gate.md: the cost lists).
 COST_VLENS: tuple[int, ...] = SPIKE_VLENS
+COST_ISAS: tuple[str, ...] = ("zvfh",)
 #: Deadline of one measured call, as ``rvvdiff cost``'s (Spike's slowdown applies on top).
 COST_KERNEL_TIMEOUT = 120.0
 #: Where a gate without Spike is told to get it.
@@ -447,9 +451,9 @@ def _last_option(args: list[str], *names: str) -> str | None:
 def cost_targets(pytest_args: list[str], vlen: str | None = None, isa: str | None = None
                  ) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """The VLENs and ISA builds the cost step measures: ``--cost-vlen`` / ``--cost-isa``, else the
-    gate's own ``--vlen`` / ``--isa`` (its pytest options), else every ISA build and
-    :data:`COST_VLENS`.  A selection that includes QEMU's longest VLEN also measures the longer ones
-    only Spike runs (2048, 4096): no shard of the differential suite has them."""
+    gate's own ``--vlen`` / ``--isa`` (its pytest options; ``all``: every one Spike runs), else
+    :data:`COST_VLENS` / :data:`COST_ISAS`.  A ``--vlen`` that includes QEMU's longest VLEN also
+    measures the longer ones only Spike runs (2048, 4096): no shard of the differential suite has them."""
     chosen = vlen or _last_option(pytest_args, "--vlen")
     if chosen is None or chosen.strip() == "all":
         vlens: tuple[int, ...] = COST_VLENS if chosen is None else SPIKE_VLENS
@@ -457,7 +461,8 @@ def cost_targets(pytest_args: list[str], vlen: str | None = None, isa: str | Non
         vlens = parse_selection("--vlen", chosen, SPIKE_VLENS)
         if vlen is None and VLENS[-1] in vlens:
             vlens = tuple(dict.fromkeys([*vlens, *(v for v in SPIKE_VLENS if v > VLENS[-1])]))
-    isas = parse_selection("--isa", isa or _last_option(pytest_args, "--isa") or "all", tuple(ISA_BUILDS))
+    chosen = isa or _last_option(pytest_args, "--isa")
+    isas = COST_ISAS if chosen is None else parse_selection("--isa", chosen, tuple(ISA_BUILDS))
     return tuple(sorted(vlens)), isas
 
 
@@ -778,7 +783,8 @@ def main(argv: list[str]) -> int:
                    help="VLENs the cost step measures (default: the gate's --vlen, plus 2048 and 4096 when it "
                         "includes 1024; without --vlen: " + ",".join(map(str, COST_VLENS)) + ")")
     c.add_argument("--cost-isa", default=None, metavar="LIST",
-                   help="ISA builds the cost step measures (default: the gate's --isa, else all)")
+                   help="ISA builds the cost step measures (default: the gate's --isa, else "
+                        + ",".join(COST_ISAS) + ")")
     a, pytest_args = p.parse_known_args(argv)
     head_dir = Path(a.head).resolve()
     try:
