@@ -60,7 +60,7 @@ class CostError(AssertionError):
         """One line: the first of the message, with what the server said last (the trap and its function)."""
         lines = str(self).splitlines()
         said = [ln.split("server stderr:", 1)[1].strip() for ln in lines if "server stderr:" in ln]
-        return (lines[0] if lines else "") + (f" -- {said[-1][:300]}" if said else "")
+        return (lines[0] if lines else "") + (f" -- {said[-1][:400]}" if said else "")
 
 
 @dataclass(frozen=True)

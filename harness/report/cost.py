@@ -281,7 +281,7 @@ def unmeasured(results: dict[str, dict[str, Any]], prefix: str = "") -> dict[str
         if "test_cost[" not in nodeid or r.get("outcome") == "passed":
             continue
         why = (r.get("reason") or r.get("outcome", "")).strip().splitlines()
-        out[prefix + nodeid.split("[", 1)[1].rstrip("]")] = f"{r.get('outcome')}: {why[0] if why else ''}"[:300]
+        out[prefix + nodeid.split("[", 1)[1].rstrip("]")] = f"{r.get('outcome')}: {why[0] if why else ''}"[:600]
     return out
 
 
