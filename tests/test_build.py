@@ -13,7 +13,16 @@ import helpers
 import pytest
 
 from harness.build.builds import BuildError, IsaUnavailable, build_dir, build_key, ensure_built
-from harness.build.cmake import cmake_options, declared_options, march_extensions, march_extras, march_mismatch, plan_options
+from harness.build.cmake import (
+    cmake_files,
+    cmake_options,
+    declared_options,
+    march_extensions,
+    march_extras,
+    march_mismatch,
+    plan_options,
+    read_variables,
+)
 from harness.build.server import adapter_kernels, server_objects
 from harness.build.toolchain import compiler
 from harness.core import config
@@ -138,13 +147,71 @@ def test_an_isa_build_needing_an_undeclared_option_is_unavailable(tmp_path: Path
         assert "GGML_RV_ZVFBFWMA" in plans[n].undeclared and "GGML_RV_ZVFBFWMA" not in plans[n].passed
         assert plans[n].passed["GGML_RV_ZVFH"] == config.ISA_BUILDS[n].cmake["GGML_RV_ZVFH"]
         assert plans[n].passed["CMAKE_BUILD_TYPE"] == "Release"  # CMake's own: always passed
-        assert "GGML_CPU_REPACK" in plans[n].undeclared  # wanted, not declared here: not passed
+        assert "GGML_CPU_REPACK" in plans[n].undeclared  # wanted, neither declared nor read here: not passed
     assert plans["zvfbfwma"].unavailable == (
-        f"ggml 0.9.4 at {tmp_path} declares no GGML_RV_ZVFBFWMA option: its CMake cannot build zvfbfwma "
-        f"({config.ISA_BUILDS['zvfbfwma'].summary})")
+        f"no CMake file of ggml 0.9.4 at {tmp_path} reads GGML_RV_ZVFBFWMA (no option(), no if() or ${{}} of it "
+        f"outside comments): its CMake cannot build zvfbfwma ({config.ISA_BUILDS['zvfbfwma'].summary})")
     monkeypatch.setenv("RVVDIFF_CACHE", str(tmp_path / "cache"))
-    with pytest.raises(IsaUnavailable, match="declares no GGML_RV_ZVFBFWMA option"):
+    with pytest.raises(IsaUnavailable, match="no CMake file of .* reads GGML_RV_ZVFBFWMA"):
         ensure_built(tree, config.ISA_BUILDS["zvfbfwma"])
+
+
+_CPU_CMAKE = """
+if (GGML_RVV)
+    set(MARCH_STR "rv64gc_v")
+    if (GGML_RV_ZVFH AND (NOT GGML_XTHEADVECTOR OR (DEFINED GGML_NESTED)))
+        string(APPEND MARCH_STR "_zvfh")
+    endif()
+    %s
+    list(APPEND ARCH_FLAGS "-march=${MARCH_STR}" $<$<BOOL:${GGML_GENEX}>:-DX>)
+elseif ($CACHE{GGML_CACHED})
+    message(STATUS "GGML_IN_A_MESSAGE only")
+endif()
+while (GGML_LOOP)
+endwhile()
+"""
+
+
+def test_read_variables_are_tests_and_expansions_outside_comments() -> None:
+    names = read_variables(_CMAKE + _CPU_CMAKE % '# if (GGML_RV_ZVFBFWMA) string(APPEND MARCH_STR "_zvfbfwma")')
+    assert {"GGML_RVV", "GGML_RV_ZVFH", "GGML_XTHEADVECTOR", "GGML_NESTED", "MARCH_STR", "GGML_GENEX",
+            "GGML_CACHED", "GGML_LOOP", "GGML_LLAMAFILE_DEFAULT"} <= names
+    assert not {"GGML_RV_ZVFBFWMA", "GGML_IN_A_MESSAGE", "GGML_COMMENTED_OUT", "GGML_IN_BRACKET_COMMENT",
+                "GGML_RV_ZFH", "GGML_NO_DEFAULT"} & names  # comments, quoted text and option() alone are no reads
+
+
+def _tree_with_cpu(tmp_path: Path, cpu_cmake: str) -> source.GgmlSource:
+    tree = _tree(tmp_path, _CMAKE)
+    (tree.cpu_dir).mkdir(parents=True)
+    (tree.cpu_dir / "CMakeLists.txt").write_text(cpu_cmake)
+    return tree
+
+
+def test_an_option_read_but_not_declared_is_passed(tmp_path: Path) -> None:
+    """A tree of 2026-02: ggml-cpu's CMake appends _zvfbfwma under if (GGML_RV_ZVFBFWMA), but no
+    option() declares it; -DGGML_RV_ZVFBFWMA=ON builds zvfbfwma there (the -march check judges the rest)."""
+    tree = _tree_with_cpu(tmp_path, _CPU_CMAKE % 'if (GGML_RV_ZVFBFWMA)\n string(APPEND MARCH_STR "_zvfbfwma")\nendif()')
+    plans = {n: plan_options(tree, i) for n, i in config.ISA_BUILDS.items()}
+    for n, isa in config.ISA_BUILDS.items():
+        assert plans[n].unavailable is None
+        assert plans[n].passed["GGML_RV_ZVFBFWMA"] == isa.cmake["GGML_RV_ZVFBFWMA"]
+        assert plans[n].read_only == {"GGML_RV_ZVFBFWMA": "src/ggml-cpu/CMakeLists.txt"}
+        assert "GGML_CPU_REPACK" in plans[n].undeclared  # neither declared nor read: still not passed
+
+
+def test_a_comment_only_mention_is_not_a_read(tmp_path: Path) -> None:
+    tree = _tree_with_cpu(tmp_path, _CPU_CMAKE % '#[[ if (GGML_RV_ZVFBFWMA) ]] # ${GGML_RV_ZVFBFWMA}')
+    plan = plan_options(tree, config.ISA_BUILDS["zvfbfwma"])
+    assert plan.unavailable is not None and plan.unavailable.startswith(
+        f"no CMake file of ggml 0.9.4 at {tmp_path} reads GGML_RV_ZVFBFWMA")
+    assert "GGML_RV_ZVFBFWMA" in plan.undeclared and not plan.read_only
+
+
+def test_the_cmake_files_read_are_covered_by_the_content_hash() -> None:
+    s = source.pinned()
+    files = cmake_files(s)
+    assert s.cpu_dir / "CMakeLists.txt" in files and s.ggml / "src" / "CMakeLists.txt" in files
+    assert set(files) <= set(source._hashed_files(s.root, s.ggml))
 
 
 def test_the_pinned_tree_gets_every_option_it_declares_and_keeps_its_build_key() -> None:

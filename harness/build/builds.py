@@ -8,7 +8,7 @@ objects and binary are cached by content on top of them.  Builds run under a
 file lock, so concurrent pytest-xdist workers build once.
 
 The build follows the tree's era.  Of the options the harness wants
-(harness/core/config.py), only those the tree's CMake declares are passed; an ISA
+(harness/core/config.py), only those the tree's CMake declares or reads are passed; an ISA
 build that needs an option the tree lacks, or whose -march (as the tree's
 CMake wrote it into ggml-cpu's flags) names other extensions than the build
 promises, "cannot be expressed for this tree": :class:`IsaUnavailable`, which
@@ -48,7 +48,7 @@ class BuildError(RvvdiffError, RuntimeError):
 
 
 class IsaUnavailable(BuildError):
-    """The tree's CMake cannot make this ISA build: an option it does not declare, or a -march
+    """The tree's CMake cannot make this ISA build: an option it neither declares nor reads, or a -march
     that does not match what the build promises.  Not a failure: its tests are skipped with the reason."""
 
 
@@ -73,7 +73,7 @@ class Build:
     #: Adapters (``k_*.cpp`` file name) that did not compile against this tree, with the compiler's
     #: first error lines; the server was linked without them.
     failed_adapters: dict[str, str] = field(default_factory=dict)
-    #: Options the harness wanted that the tree's CMake does not declare (and so were not passed).
+    #: Options the harness wanted that the tree's CMake neither declares nor reads (and so were not passed).
     cmake_undeclared: tuple[str, ...] = ()
 
     @property
@@ -268,8 +268,11 @@ def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, j
     """Configure, check the -march the tree's CMake chose, compile; return the stamp's content."""
     append_log(d, f"=== build of {source.describe()} for {isa.name}, pid {os.getpid()}, {time.ctime()}")
     if plan.undeclared:
-        append_log(d, "options wanted but not declared by this tree (not passed): "
+        append_log(d, "options wanted but neither declared nor read by this tree (not passed): "
                 + " ".join(f"{k}={v}" for k, v in plan.undeclared.items()))
+    if plan.read_only:
+        append_log(d, "passed without an option() in this tree, as its CMake reads them: "
+                + " ".join(f"{k}={plan.passed[k]} ({f})" for k, f in plan.read_only.items()))
     was = _configured_compiler(d)
     if was is not None and was != cc.cc:
         # CMake keeps the compiler of a directory's first configure whatever the toolchain file says now.

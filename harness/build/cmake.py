@@ -1,10 +1,10 @@
-"""What a tree's CMake can express for an ISA build: the options it declares, the plan of options
+"""What a tree's CMake can express for an ISA build: the options it declares or reads, the plan of options
 for an ISA build, and whether the -march ggml-cpu compiles with keeps the build's promise."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.config import CMAKE_OWN, COMMON_CMAKE, IsaBuild
@@ -20,20 +20,45 @@ def cmake_options(isa: IsaBuild) -> dict[str, str]:
 _CMAKE_COMMENT = re.compile(r'("(?:\\.|[^"\\])*")|#\[(=*)\[.*?\]\2\]|#[^\n]*', re.S)
 
 
+def _uncommented(cmake_text: str) -> str:
+    return _CMAKE_COMMENT.sub(lambda m: m.group(1) or "", cmake_text)
+
+
 _OPTION = re.compile(r'\b(?:option|cmake_dependent_option)\s*\(\s*([A-Za-z_]\w*)\s+"(?:\\.|[^"\\])*"'
                      r'(?:\s+([^\s)]+))?', re.I)
 
 
 def declared_options(cmake_text: str) -> dict[str, str]:
     """``{name: default}`` of the ``option()`` (and ``cmake_dependent_option()``) commands in CMake text."""
-    text = _CMAKE_COMMENT.sub(lambda m: m.group(1) or "", cmake_text)
-    return {m.group(1): m.group(2) or "OFF" for m in _OPTION.finditer(text)}
+    return {m.group(1): m.group(2) or "OFF" for m in _OPTION.finditer(_uncommented(cmake_text))}
+
+
+# How CMake code reads a variable: ``${VAR}`` / ``$CACHE{VAR}`` anywhere (quoted or not), or a bare
+# word of an ``if()`` / ``elseif()`` / ``while()`` condition (up to two levels of nested parentheses).
+_REFERENCE = re.compile(r"\$(?:CACHE)?\{([A-Za-z_]\w*)\}")
+_PARENS = r"\((?:[^()]|\([^()]*\))*\)"
+_CONDITION = re.compile(rf"\b(?:if|elseif|while)\s*\(((?:[^()]|{_PARENS})*)\)", re.I)
+_QUOTED = re.compile(r'"(?:\\.|[^"\\])*"')
+_WORD = re.compile(r"(?<![\w${])[A-Za-z_]\w*")
+
+
+def read_variables(cmake_text: str) -> set[str]:
+    """The variables CMake text tests or expands, outside comments (``option()`` alone is not a read)."""
+    text = _uncommented(cmake_text)
+    names = set(_REFERENCE.findall(text))
+    for cond in _CONDITION.finditer(text):
+        names.update(_WORD.findall(_QUOTED.sub(" ", cond.group(1))))
+    return names
 
 
 def cmake_files(source: GgmlSource) -> list[Path]:
-    """Where a tree declares its build options (all of them part of the source's content hash)."""
-    files = [source.root / "CMakeLists.txt", source.ggml / "CMakeLists.txt",
-             source.ggml / "src" / "CMakeLists.txt", source.cpu_dir / "CMakeLists.txt"]
+    """The CMake files a tree's ggml-base / ggml-cpu build reads: the top-level CMakeLists.txt, ggml's,
+    ggml/src's, ggml/cmake/*.cmake and ggml-cpu's CMakeLists.txt / *.cmake.  All of them are part of
+    the source's content hash (harness/ggml/source.py), so what is passed changes only with the key."""
+    files = [source.root / "CMakeLists.txt", source.ggml / "CMakeLists.txt", source.ggml / "src" / "CMakeLists.txt"]
+    for d in (source.ggml / "cmake", source.cpu_dir):
+        if d.is_dir():
+            files += sorted(p for p in d.rglob("*") if p.name == "CMakeLists.txt" or p.suffix == ".cmake")
     return [f for f in dict.fromkeys(files) if f.is_file()]
 
 
@@ -45,34 +70,52 @@ def tree_options(source: GgmlSource) -> dict[str, str]:
     return out
 
 
+def tree_reads(source: GgmlSource) -> dict[str, str]:
+    """``{variable: the first file that reads it}`` over the CMake files under ggml/ (the build's own)."""
+    out: dict[str, str] = {}
+    for f in cmake_files(source):
+        if f.is_relative_to(source.ggml):
+            for name in sorted(read_variables(f.read_text(errors="replace"))):
+                out.setdefault(name, str(f.relative_to(source.root)))
+    return out
+
+
 @dataclass(frozen=True)
 class CmakePlan:
     """What is passed to a tree's CMake for one ISA build, and whether the build can be expressed at all."""
 
     passed: dict[str, str]
-    #: Wanted but not declared by the tree: not passed (recorded in the build log and meta).
+    #: Wanted but neither declared nor read by the tree: not passed (recorded in the build log and meta).
     undeclared: dict[str, str]
-    #: Why the ISA build cannot be expressed for this tree (an option it needs ON is not declared), or None.
+    #: Why the ISA build cannot be expressed for this tree (an option it needs ON is neither declared nor read), or None.
     unavailable: str | None = None
+    #: Passed without an ``option()`` because the tree's CMake reads them: ``{name: the file that reads it}``.
+    read_only: dict[str, str] = field(default_factory=dict)
 
 
-def plan_options(source: GgmlSource, isa: IsaBuild, declared: dict[str, str] | None = None) -> CmakePlan:
-    """The -D options for ``isa`` on ``source``: the wanted ones the tree declares, plus CMake's own.
+def plan_options(source: GgmlSource, isa: IsaBuild, declared: dict[str, str] | None = None,
+                 read: dict[str, str] | None = None) -> CmakePlan:
+    """The -D options for ``isa`` on ``source``: the wanted ones the tree honours, plus CMake's own.
 
-    An option of the ISA build itself (``isa.cmake``) wanted ON that the tree does not declare
-    makes the build inexpressible; one wanted OFF is simply absent (the -march check after
-    configuring confirms the tree does not turn that extension on by itself).
+    The tree honours an option it declares (``option()``) or whose variable a CMake file of its
+    ggml build reads (:func:`read_variables`): ``if (GGML_RV_ZVFBFWMA)`` takes ``-DGGML_RV_ZVFBFWMA=ON``
+    with or without an ``option()``.  An option of the ISA build itself (``isa.cmake``) wanted ON that
+    the tree does not honour makes the build inexpressible; one wanted OFF is simply absent.  Either
+    way the -march check after configuring (:func:`march_mismatch`) judges what the build got.
     """
     declared = tree_options(source) if declared is None else declared
+    read = tree_reads(source) if read is None else read
     wanted = cmake_options(isa)
-    passed = {k: v for k, v in wanted.items() if k in CMAKE_OWN or k.startswith("CMAKE_") or k in declared}
+    passed = {k: v for k, v in wanted.items()
+              if k in CMAKE_OWN or k.startswith("CMAKE_") or k in declared or k in read}
     undeclared = {k: v for k, v in wanted.items() if k not in passed}
+    read_only = {k: read[k] for k in passed if k in read and k not in declared and k not in CMAKE_OWN}
     needed = [k for k, v in isa.cmake.items() if v.upper() == "ON" and k in undeclared]
     reason = None
     if needed:
-        reason = (f"{tree_name(source)} declares no {' / '.join(needed)} option"
-                  f"{'s' if len(needed) > 1 else ''}: its CMake cannot build {isa.name} ({isa.summary})")
-    return CmakePlan(passed, undeclared, reason)
+        reason = (f"no CMake file of {tree_name(source)} reads {' / '.join(needed)} (no option(), no if() or "
+                  f"${{}} of it outside comments): its CMake cannot build {isa.name} ({isa.summary})")
+    return CmakePlan(passed, undeclared, reason, read_only)
 
 
 # What "g" stands for, and the base letters: never part of an ISA build's promise, always emulated.

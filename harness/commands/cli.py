@@ -61,7 +61,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"{name}: {b.server} ({time.perf_counter() - t:.1f} s; -march={b.march})")
         ggml_undeclared = [o for o in b.cmake_undeclared if o.startswith("GGML_")]
         if ggml_undeclared:
-            print(f"  options this tree does not declare (not passed): {', '.join(ggml_undeclared)}")
+            print(f"  options this tree neither declares nor reads (not passed): {', '.join(ggml_undeclared)}")
         for adapter, err in b.failed_adapters.items():
             print(f"  adapter {adapter} does not compile against this tree; left out of the server, so its kernels "
                   f"({', '.join(adapter_kernels(SERVER_DIR / adapter)) or 'none'}) are skipped:")
