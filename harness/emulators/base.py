@@ -35,6 +35,8 @@ class Emulator(ABC):
     traces: ClassVar[bool] = False
     #: Whether it counts the instructions a call retires, exactly (:mod:`harness.emulators.cost`).
     counts: ClassVar[bool] = False
+    #: Whether it logs the instructions its programs execute (--rvv-coverage, :mod:`harness.emulators.executed`).
+    logs_exec: ClassVar[bool] = False
     #: The option its CPU string follows in a command ("-cpu", "--isa").
     cpu_flag: ClassVar[str]
     #: How a target on it is named after the VLEN and ISA build ("on Spike"; empty for the default).
@@ -117,3 +119,7 @@ class Emulator(ABC):
     def trace_command(self, server: Path, vlen: int, props: dict[str, bool], log: Path) -> list[str]:
         """The command that runs ``server`` logging each translated block to ``log`` (when :attr:`traces`)."""
         raise NotImplementedError(f"{self.label} cannot trace the functions a call executes")
+
+    def exec_log_command(self, server: Path, vlen: int, props: dict[str, bool], log: Path) -> list[str]:
+        """The command that runs ``server`` logging the instructions it executes to ``log`` (when :attr:`logs_exec`)."""
+        raise NotImplementedError(f"{self.label} cannot log the instructions a server executes")

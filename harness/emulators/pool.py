@@ -31,6 +31,7 @@ from pathlib import Path
 
 from harness.build.builds import Build
 from harness.core.config import STRESS_PROPS
+from harness.emulators import executed
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
 
@@ -126,10 +127,15 @@ class KernelServer:
         if self.vlen not in self.emulator.vlens:
             raise ServerError(f"{self.emulator.describe()} does not emulate VLEN {self.vlen} (it runs "
                               f"{', '.join(map(str, self.emulator.vlens))})" + self.emulator.vlen_hint)
+        argv = self.argv
+        log = executed.log_for(self.program, self.vlen, self.build.isa.name, self.stress, self.starts + 1) \
+            if self.emulator.logs_exec else None
+        if log is not None:
+            argv = self.emulator.exec_log_command(self.program, self.vlen, self.props, log)
         self._stderr = tempfile.TemporaryFile()
         # Appending: Spike's runtime reopens /dev/stderr, and both writers must not overwrite each other.
         fcntl.fcntl(self._stderr.fileno(), fcntl.F_SETFL, os.O_APPEND)
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._stderr, preexec_fn=_no_core_dumps)
         self.starts += 1
         os.set_blocking(self.proc.stdin.fileno(), False)

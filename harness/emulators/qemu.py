@@ -45,6 +45,7 @@ class Qemu(Emulator):
     vlens = VLENS
     has_stress = True
     traces = True
+    logs_exec = True
     cpu_flag = "-cpu"
     vlen_hint = "; VLEN 2048 and 4096 run on Spike: --emulator spike"
     vlen_limit = (f"QEMU stops at VLEN {max(VLENS)} (its vlen property's maximum); "
@@ -86,6 +87,9 @@ class Qemu(Emulator):
 
     def trace_command(self, server: Path, vlen: int, props: dict[str, bool], log: Path) -> list[str]:
         return [self.path, "-cpu", self.cpu(vlen, props), "-d", "in_asm,strace", "-D", str(log), str(server)]
+
+    def exec_log_command(self, server: Path, vlen: int, props: dict[str, bool], log: Path) -> list[str]:
+        return [self.path, "-cpu", self.cpu(vlen, props), "-d", "in_asm", "-D", str(log), str(server)]
 
     def server_binary(self, build: Build) -> Path:
         return build.server

@@ -16,15 +16,19 @@ VLEN, not for every example.
 
 from __future__ import annotations
 
+import itertools
 import re
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.emulators import executed
 from harness.emulators import protocol as P
 from harness.emulators.pool import KernelServer, _no_core_dumps
 
+_TRACES = itertools.count(1)
 _IN = re.compile(r"^IN: (\S+)")
 _WRITE = re.compile(r"^\d+ write\((\d+),")
 
@@ -58,6 +62,10 @@ def trace_call(server: KernelServer, kernel: str, ip=(), fp=(), bufs=(), *, time
         if cp.returncode != 0:
             raise RuntimeError(f"traced run of {kernel} failed (exit {cp.returncode}) [{server.describe()}]: "
                                f"{cp.stderr.decode(errors='replace')[-500:]}")
+        keep = executed.log_for(server.program, server.vlen, server.build.isa.name, server.stress,
+                                f"trace{next(_TRACES)}")
+        if keep is not None:  # --rvv-coverage: what the traced call executed counts too
+            shutil.copyfile(log, keep)
         sections: list[set[str]] = [set()]
         with open(log, errors="replace") as f:
             for line in f:

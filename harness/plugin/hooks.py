@@ -32,7 +32,7 @@ from harness.core.config import ISA_BUILDS, STRESS_PROPS
 from harness.emulators import pool, registry
 from harness.ggml import known
 from harness.ggml.source import SDIST_SPEC
-from harness.plugin import budget, state, workers
+from harness.plugin import budget, linecov, state, workers
 from harness.plugin.benchlog import BenchLog
 from harness.plugin.marks import entry_points, mark_known_failures, mark_not_in_tree, requirements
 from harness.plugin.options import THOROUGH_MAX_EXAMPLES, add_options, max_examples
@@ -85,6 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
         bench = config.stash[state.BENCH] = BenchLog(config.getoption("bench_log"))
         observability.add_observability_callback(bench.observe)
     _resolve_emulator_options(config)
+    linecov.configure(config, report_dir(config))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -269,6 +270,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput["rvvdiff_stats"] = json.dumps(server_stats())
+        linecov.finish(session, report_dir(session.config), emulator_logs=True)
         return
     session.config.stash[state.STATS].extend(server_stats())
     outcomes = session.config.stash[state.BUILDS] = _build_outcomes(session.config)
@@ -280,6 +282,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if any(parse_id(r["nodeid"]) for r in results):
         header = [line.removeprefix("rvvdiff: ") for line in pytest_report_header(session.config)]
         write_summary(report_dir(session.config), results, header)
+    linecov.finish(session, report_dir(session.config),
+                   emulator_logs=registry.kind(session.config.getoption("emulator")).logs_exec)
 
 
 def _build_outcomes(config: pytest.Config) -> list[tuple[str, str]]:
@@ -324,6 +328,8 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     for kind, line in config.stash.get(state.BUILDS, []):
         terminalreporter.write_line(f"rvvdiff: {line}", red=kind == "failed", yellow=kind != "failed")
+    for line in linecov.terminal_lines(config):
+        terminalreporter.write_line(f"rvvdiff: {line}")
     for k in config.stash.get(state.UNUSED_KNOWN, []):
         terminalreporter.write_line(f"rvvdiff: warning: known failure {k.test!r} matched no collected test "
                                     "(fixed, renamed, or not selected?)", yellow=True)

@@ -83,6 +83,10 @@ def add_options(parser: pytest.Parser) -> None:
     g.addoption("--plan", default=None, metavar="FILE",
                 help='run only the tests a JSON plan names, each at its budget: {"tests": {"<node id>": '
                      '"default" | "thorough" | "replay"}} (replay: no new examples, the saved ones and the fixed cases)')
+    g.addoption("--rvv-coverage", action="store_true",
+                help="RVV line coverage measured from QEMU's log of the code the kernel servers execute: an lcov "
+                     "tracefile per target and merged, a matrix per function and an HTML view in "
+                     "<report-dir>/coverage/ (docs/coverage.md); off by default")
     g.addoption("--kernel-timeout", type=_positive(float, "--kernel-timeout"), default=120.0, metavar="SECONDS",
                 help="deadline of one kernel call before it counts as hung (default: 120)")
 

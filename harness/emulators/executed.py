@@ -1,0 +1,92 @@
+"""Which guest instructions the kernel servers executed: QEMU's translation log, per target.
+
+With ``--rvv-coverage`` the plugin sets :data:`DIR`; every kernel server then starts under
+``qemu-riscv64 -d in_asm -D <log>`` (:meth:`harness.emulators.base.Emulator.exec_log_command`).
+QEMU translates a block of guest code the first time it is about to run it and logs each of its
+instructions (``0x<pc>:  <encoding>  <mnemonic>``); a block ends at a branch, so every logged
+instruction ran at least once.  The log grows with the code translated, not with the calls, so the
+pooled server is not slowed per call (the overhead is measured in docs/coverage.md).  What it does
+not give is how often an instruction ran: a line is executed or not.
+
+One log per server start, ``DIR/<target>/<pid>-<start>.log`` (the one-shot servers of the path
+checks, harness/emulators/trace.py, add theirs), beside a ``.json`` naming the
+program (the server binary whose DWARF maps the PCs to lines: harness/report/coverage.py); xdist
+workers write their own files, the controlling process reads them all (:func:`collect`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Where the servers of this process log the code they execute (None: coverage is off).
+DIR: Path | None = None
+
+
+def target_name(vlen: int, isa: str, stress: bool) -> str:
+    """The target as test ids name it (``vlen256-zvfh``, ``vlen512-v-stress``)."""
+    return f"vlen{vlen}-{isa}" + ("-stress" if stress else "")
+
+
+def log_for(program: Path, vlen: int, isa: str, stress: bool, start: int | str) -> Path | None:
+    """A fresh log path for one server start (None when coverage is off); its ``.json`` is written now."""
+    if DIR is None:
+        return None
+    d = DIR / target_name(vlen, isa, stress)
+    d.mkdir(parents=True, exist_ok=True)
+    log = d / f"{os.getpid()}-{start}.log"
+    log.with_suffix(".json").write_text(json.dumps({"program": str(program), "vlen": vlen, "isa": isa,
+                                                    "stress": stress}))
+    return log
+
+
+def read_pcs(log: Path) -> set[int]:
+    """The addresses of the instructions a QEMU ``-d in_asm`` log shows translated (so executed)."""
+    pcs: set[int] = set()
+    with open(log, "rb") as f:
+        for line in f:
+            if line.startswith(b"0x"):
+                colon = line.find(b":")
+                if colon > 2:
+                    try:
+                        pcs.add(int(line[2:colon], 16))
+                    except ValueError:
+                        pass
+    return pcs
+
+
+@dataclass
+class Executed:
+    """What one target's servers executed: the program, its instruction addresses, the logs read."""
+
+    target: str
+    vlen: int
+    isa: str
+    stress: bool
+    program: Path
+    pcs: set[int] = field(default_factory=set)
+    logs: int = 0
+    #: Other programs the same target ran (a server rebuilt during the run): not mapped, named.
+    others: set[Path] = field(default_factory=set)
+
+
+def collect(d: Path) -> dict[str, Executed]:
+    """Every target's executed PCs under ``d`` (the logs of this process and of its xdist workers)."""
+    out: dict[str, Executed] = {}
+    for meta in sorted(d.glob("*/*.json")):
+        log = meta.with_suffix(".log")
+        if not log.exists():
+            continue
+        j = json.loads(meta.read_text())
+        target = meta.parent.name
+        e = out.get(target)
+        if e is None:
+            e = out[target] = Executed(target, j["vlen"], j["isa"], j["stress"], Path(j["program"]))
+        if Path(j["program"]) != e.program:
+            e.others.add(Path(j["program"]))
+            continue
+        e.pcs |= read_pcs(log)
+        e.logs += 1
+    return out

@@ -1,0 +1,79 @@
+"""``--rvv-coverage``: the kernel servers log the code they execute, and the run ends with RVV line coverage.
+
+Off by default.  :func:`configure` points :data:`harness.emulators.executed.DIR` at
+``<report-dir>/coverage/raw`` (the controlling process clears ``<report-dir>/coverage`` first);
+:func:`finish` stops this process's servers, so QEMU closes its logs, and in the controlling
+process maps every target's PCs to lines (harness/report/coverage.py), writes the tracefiles, the
+matrix and the HTML view into ``<report-dir>/coverage/`` and appends the matrix to ``summary.md``.
+It changes no outcome: whatever goes wrong is one line in the terminal summary.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.emulators import executed, pool
+from harness.report import coverage
+
+#: The lines the terminal summary prints for the coverage of this run.
+LINES = pytest.StashKey[list[str]]()
+
+
+def configure(config: pytest.Config, report_dir: Path) -> None:
+    executed.DIR = None
+    if not config.getoption("rvv_coverage"):
+        return
+    out = report_dir / "coverage"
+    if getattr(config, "workerinput", None) is None:
+        shutil.rmtree(out, ignore_errors=True)
+    executed.DIR = out / "raw"
+
+
+def finish(session: pytest.Session, report_dir: Path, emulator_logs: bool) -> None:
+    """Stop this process's servers (their logs complete); in the controlling process, write the coverage."""
+    config = session.config
+    if not config.getoption("rvv_coverage"):
+        return
+    for s in pool.servers():
+        s.stop()
+    if getattr(config, "workerinput", None) is not None:
+        return
+    lines = config.stash[LINES] = []
+    if not emulator_logs:
+        lines.append(f"--rvv-coverage: {config.getoption('emulator')} logs no executed instructions here; "
+                     "line coverage is measured on QEMU only (not measured)")
+        return
+    t0 = time.perf_counter()
+    out = report_dir / "coverage"
+    try:
+        cov = coverage.measure(executed.collect(out / "raw"))
+        coverage.write(cov, out)
+    except Exception as e:  # an optional report: it must not cost the run its results
+        lines.append(f"RVV line coverage not written: {type(e).__name__}: {e}")
+        return
+    shutil.rmtree(out / "raw", ignore_errors=True)
+    summary = report_dir / "summary.md"
+    if summary.exists() and cov.targets:
+        try:
+            with open(summary, "a") as f:
+                f.write("\n## RVV line coverage (--rvv-coverage)\n\n" + "\n".join(
+                    [*[f"- {t}" for t in coverage.totals(cov)], "", *coverage.matrix_md(cov, only_run=True)]) + "\n")
+        except OSError as e:
+            cov.problems.append(f"cannot append the coverage matrix to {summary}: {e.strerror or e}")
+    took = time.perf_counter() - t0
+    if not cov.targets and not cov.problems:
+        lines.append("RVV line coverage: no kernel server ran, nothing measured")
+    for t in coverage.totals(cov):
+        lines.append(f"RVV line coverage {t}")
+    if cov.targets:
+        lines.append(f"RVV line coverage: {out}/index.html, merged.info, coverage.md ({took:.1f} s to map and write)")
+    lines += cov.problems
+
+
+def terminal_lines(config: pytest.Config) -> list[str]:
+    return config.stash.get(LINES, [])
+

@@ -1,0 +1,372 @@
+"""RVV line coverage: executed PCs mapped to source lines through the server binary's DWARF line table.
+
+The PCs come from the emulator (harness/emulators/executed.py: QEMU's translation log of the
+pooled servers); the code under test is the code that ships: the build is not instrumented, the
+line table is the one zig's clang writes into every object anyway (``with debug_info``; the kernel
+server is a static, non-PIE binary, so a logged PC is a link address).  The scope is the RVV code
+under test and its generic twins, by DWARF file name under ``ggml-cpu/`` (:data:`SCOPE`); a line is
+executable in a target when the line table maps an address of that target's binary to it, and
+executed when QEMU translated one of those addresses.
+
+Per target (VLEN x ISA build x stress mode) an lcov tracefile (``<target>.info``: TN, SF, DA, LF,
+LH, end_of_record; a hit count is 1, as the log says whether an instruction ran, not how often),
+``merged.info`` (a line's count is the number of targets that ran it), ``coverage.md`` (the matrix:
+per function, lines executed / executable per target) and ``index.html`` with one page per source
+file showing at which targets each line ran (harness/report/coverage_html.py).  Problems
+(a binary without a line table, PCs outside the binary, a file that cannot be written) are
+one line each in :attr:`Coverage.problems`; they never change a test's outcome.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+import shutil
+import subprocess
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+from harness.core.errors import RvvdiffError
+from harness.emulators.executed import Executed
+from harness.report.coverage_html import write_html
+
+#: What is measured: (path under ggml-cpu/, a regex the function's name must match or None).  The RVV
+#: kernels (arch/riscv/*, vec.h / vec.cpp, simd-mappings.h, llamafile's tinyBLAS_RVV, flash attention's
+#: simd_gemm and ops) and their generic twins (quants.c, repack.cpp).
+SCOPE: tuple[tuple[str, str | None], ...] = (
+    ("arch/riscv/", None),
+    ("vec.h", None),
+    ("vec.cpp", None),
+    ("simd-mappings.h", None),
+    ("simd-gemm.h", None),
+    ("quants.c", None),
+    ("repack.cpp", None),
+    ("llamafile/sgemm.cpp", None),
+    ("ops.cpp", "flash_attn"),
+)
+
+
+class CoverageError(RvvdiffError):
+    """Line coverage cannot be measured for a binary (no line table, not an ELF file)."""
+
+
+def in_scope(path: str) -> str | None:
+    """The function-name regex of the scope entry ``path`` (a source path) falls in ('' for any
+    function), or None when it is out of scope."""
+    i = path.rfind("/ggml-cpu/")
+    if i < 0:
+        return None
+    rel = path[i + len("/ggml-cpu/"):]
+    for name, fn in SCOPE:
+        if rel == name or (name.endswith("/") and rel.startswith(name)):
+            return fn or ""
+    return None
+
+
+@dataclass(frozen=True)
+class LineTable:
+    """A binary's address ranges that map to in-scope source lines, and its executable sections."""
+
+    program: Path
+    #: Sorted, disjoint address ranges [start, end) and the (file, line, function) each maps to.
+    starts: tuple[int, ...]
+    ends: tuple[int, ...]
+    keys: tuple[tuple[str, int, str], ...]
+    #: The executable sections' address ranges (a PC outside them is outside the mapped program).
+    text: tuple[tuple[int, int], ...]
+
+    def executable(self) -> set[tuple[str, int, str]]:
+        return set(self.keys)
+
+    def outside(self, pc: int) -> bool:
+        return not any(lo <= pc < hi for lo, hi in self.text)
+
+    def lines(self, pcs: Iterable[int]) -> tuple[set[tuple[str, int, str]], int]:
+        """The in-scope (file, line, function) keys the PCs executed, and how many PCs lie outside
+        the program's executable sections."""
+        hit: set[tuple[str, int, str]] = set()
+        outside = 0
+        for pc in pcs:
+            i = bisect.bisect_right(self.starts, pc) - 1
+            if i >= 0 and pc < self.ends[i]:
+                hit.add(self.keys[i])
+            elif self.outside(pc):
+                outside += 1
+        return hit, outside
+
+
+_TABLES: dict[tuple[str, int, int], LineTable] = {}
+
+
+def line_table(program: Path) -> LineTable:
+    """The in-scope line table of ``program`` (read once per file content); :class:`CoverageError`
+    when it has none."""
+    st = program.stat()
+    key = (str(program), st.st_size, st.st_mtime_ns)
+    if key in _TABLES:
+        return _TABLES[key]
+    try:
+        with open(program, "rb") as f:
+            elf = ELFFile(f)
+            text = tuple((s["sh_addr"], s["sh_addr"] + s["sh_size"]) for s in elf.iter_sections()
+                         if s["sh_flags"] & 0x4 and s["sh_size"])  # SHF_EXECINSTR
+            if not elf.has_dwarf_info() or elf.get_section_by_name(".debug_line") is None:
+                raise CoverageError(f"{program} has no DWARF line table (built without -g): "
+                                    "its lines cannot be measured")
+            symbols = _functions(elf)
+            ranges = _ranges(elf.get_dwarf_info())
+    except ELFError as e:
+        raise CoverageError(f"{program} is not an ELF file pyelftools can read ({e})") from None
+    names = [a for a, _, _ in symbols]
+    out: list[tuple[int, int, tuple[str, int, str]]] = []
+    for lo, hi, path, line in ranges:
+        fn_re = in_scope(path)
+        if fn_re is None:
+            continue
+        i = bisect.bisect_right(names, lo) - 1
+        fn = symbols[i][2] if i >= 0 and lo < symbols[i][1] else "?"
+        if fn_re and not re.search(fn_re, fn):
+            continue
+        out.append((lo, hi, (path, line, fn)))
+    out.sort()
+    t = LineTable(program, tuple(o[0] for o in out), tuple(o[1] for o in out), tuple(o[2] for o in out), text)
+    _TABLES[key] = t
+    return t
+
+
+def _functions(elf) -> list[tuple[int, int, str]]:
+    """(start, end, name) of the binary's functions, sorted, names demangled when c++filt is there."""
+    symtab = elf.get_section_by_name(".symtab")
+    if symtab is None:
+        return []
+    syms = sorted({(s["st_value"], s["st_value"] + s["st_size"], s.name) for s in symtab.iter_symbols()
+                   if s["st_info"]["type"] == "STT_FUNC" and s["st_size"] > 0})
+    names = demangle([n for _, _, n in syms])
+    return [(lo, hi, names[i]) for i, (lo, hi, _) in enumerate(syms)]
+
+
+def demangle(names: list[str]) -> list[str]:
+    """C++ names demangled by binutils' c++filt when it is on PATH (the mangled names otherwise)."""
+    tool = shutil.which("c++filt")
+    if not tool or not any(n.startswith("_Z") for n in names):
+        return names
+    cp = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=120)
+    out = cp.stdout.splitlines()
+    return out if cp.returncode == 0 and len(out) == len(names) else names
+
+
+def _ranges(dwarf) -> list[tuple[int, int, str, int]]:
+    """(start, end, source path, line) of every row of the line programs of ggml-cpu's and the
+    kernel server's compilation units (vec.h is inlined into both)."""
+    out = []
+    for cu in dwarf.iter_CUs():
+        top = cu.get_top_DIE()
+        name = top.attributes.get("DW_AT_name")
+        cu_name = name.value.decode(errors="replace") if name else ""
+        if "/ggml-cpu/" not in cu_name and "/server/" not in cu_name:
+            continue  # libc, libc++, ggml-base: nothing in scope is compiled there
+        comp = top.attributes.get("DW_AT_comp_dir")
+        comp_dir = comp.value.decode(errors="replace") if comp else ""
+        lp = dwarf.line_program_for_CU(cu)
+        if lp is None:
+            continue
+        files = _file_names(lp, comp_dir)
+        prev = None
+        for entry in lp.get_entries():
+            s = entry.state
+            if s is None:
+                continue
+            if prev is not None and s.address > prev.address and prev.line > 0:
+                path = files.get(prev.file)
+                if path is not None:
+                    out.append((prev.address, s.address, path, prev.line))
+            prev = None if s.end_sequence else s
+    return out
+
+
+def _file_names(lp, comp_dir: str) -> dict[int, str]:
+    """The line program's file index -> normalised path (DWARF 4 counts from 1, DWARF 5 from 0)."""
+    hdr = lp.header
+    v5 = hdr.version >= 5
+    dirs = [d.decode(errors="replace") if isinstance(d, bytes) else d.DW_LNCT_path.decode(errors="replace")
+            for d in hdr.include_directory]
+    out = {}
+    for i, fe in enumerate(hdr.file_entry):
+        name = fe.name.decode(errors="replace") if isinstance(fe.name, bytes) else str(fe.name)
+        di = fe.dir_index
+        if v5:
+            base = dirs[di] if di < len(dirs) else comp_dir
+        else:
+            base = dirs[di - 1] if 0 < di <= len(dirs) else comp_dir
+        path = os.path.normpath(os.path.join(comp_dir, base, name))
+        out[i if v5 else i + 1] = path
+    return out
+
+
+# ------------------------------------------------------------------ lcov
+
+
+def lcov(test_name: str, lines: dict[str, dict[int, int]]) -> str:
+    """An lcov tracefile: per source file ``SF``, ``DA:<line>,<count>``, ``LF``, ``LH``, ``end_of_record``."""
+    out = [f"TN:{re.sub(r'[^A-Za-z0-9_]', '_', test_name)}"]
+    for path in sorted(lines):
+        da = lines[path]
+        out.append(f"SF:{path}")
+        out += [f"DA:{ln},{n}" for ln, n in sorted(da.items())]
+        out += [f"LF:{len(da)}", f"LH:{sum(1 for n in da.values() if n > 0)}", "end_of_record"]
+    return "\n".join(out) + "\n"
+
+
+def read_lcov(text: str) -> dict[str, dict[int, int]]:
+    """The ``DA`` records of an lcov tracefile, per source file."""
+    out: dict[str, dict[int, int]] = defaultdict(dict)
+    sf = None
+    for line in text.splitlines():
+        if line.startswith("SF:"):
+            sf = line[3:]
+        elif line.startswith("DA:") and sf is not None:
+            ln, n = line[3:].split(",")[:2]
+            out[sf][int(ln)] = out[sf].get(int(ln), 0) + int(n)
+        elif line == "end_of_record":
+            sf = None
+    return dict(out)
+
+
+def merge(tracefiles: Iterable[dict[str, dict[int, int]]]) -> dict[str, dict[int, int]]:
+    """Tracefiles merged: a line of any of them, its counts summed (here: the targets that ran it)."""
+    out: dict[str, dict[int, int]] = defaultdict(dict)
+    for t in tracefiles:
+        for path, da in t.items():
+            for ln, n in da.items():
+                out[path][ln] = out[path].get(ln, 0) + n
+    return dict(out)
+
+
+# ------------------------------------------------------------------ one run
+
+
+@dataclass
+class TargetLines:
+    """One target's executable and executed in-scope (file, line, function) keys."""
+
+    target: str
+    vlen: int
+    isa: str
+    stress: bool
+    executable: set[tuple[str, int, str]]
+    executed: set[tuple[str, int, str]]
+
+    def tracefile(self) -> dict[str, dict[int, int]]:
+        out: dict[str, dict[int, int]] = defaultdict(dict)
+        for path, ln, _ in self.executable:
+            out[path].setdefault(ln, 0)
+        for path, ln, _ in self.executed:
+            out[path][ln] = 1
+        return dict(out)
+
+
+@dataclass
+class Coverage:
+    targets: list[TargetLines] = field(default_factory=list)
+    #: One line per problem (a binary without a line table, PCs outside it, a file not written).
+    problems: list[str] = field(default_factory=list)
+
+
+def measure(executed: dict[str, Executed]) -> Coverage:
+    """Each target's PCs mapped to in-scope lines; a target that cannot be mapped is one problem line."""
+    cov = Coverage()
+    for name in sorted(executed, key=lambda t: (executed[t].isa, executed[t].vlen, executed[t].stress)):
+        e = executed[name]
+        try:
+            table = line_table(e.program)
+        except (CoverageError, OSError) as err:
+            cov.problems.append(f"{name}: no line coverage: {err}")
+            continue
+        hit, outside = table.lines(e.pcs)
+        if outside:
+            cov.problems.append(f"{name}: {outside} executed PC(s) outside {e.program.name}'s code sections "
+                                "(not mapped to any line; ignored)")
+        if e.others:
+            cov.problems.append(f"{name}: the logs of {len(e.others)} other server binary(ies) of this target "
+                                f"(rebuilt during the run) are not counted: {', '.join(sorted(map(str, e.others)))}")
+        cov.targets.append(TargetLines(name, e.vlen, e.isa, e.stress, table.executable(), hit))
+    return cov
+
+
+def functions(cov: Coverage) -> dict[str, dict[str, tuple[int, int]]]:
+    """{function: {target: (lines executed, lines executable)}} (a function is the symbol holding the
+    code: an inlined helper counts in its caller)."""
+    out: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)
+    for t in cov.targets:
+        total: dict[str, set] = defaultdict(set)
+        ran: dict[str, set] = defaultdict(set)
+        for path, ln, fn in t.executable:
+            total[fn].add((path, ln))
+        for path, ln, fn in t.executed:
+            ran[fn].add((path, ln))
+        for fn in total:
+            out[fn][t.target] = (len(ran[fn]), len(total[fn]))
+    return dict(out)
+
+
+def matrix_md(cov: Coverage, *, only_run: bool = False) -> list[str]:
+    """The matrix as markdown: per function, ``executed/executable`` per target (``-``: not in that
+    build); ``only_run``: the functions some target executed, the others counted in one line."""
+    fns = functions(cov)
+    cols = [t.target for t in cov.targets]
+    md = ["| function | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    never = []
+    for fn in sorted(fns):
+        cells = fns[fn]
+        if only_run and not any(h for h, _ in cells.values()):
+            never.append(fn)
+            continue
+        md.append(f"| `{fn}` | " + " | ".join(f"{cells[c][0]}/{cells[c][1]}" if c in cells else "-" for c in cols) + " |")
+    if never:
+        md += ["", f"{len(never)} in-scope function(s) executed at no target (listed in coverage/coverage.md)."]
+    return md
+
+
+def totals(cov: Coverage) -> list[str]:
+    """One line per target: in-scope lines executed / executable."""
+    out = []
+    for t in cov.targets:
+        lines = {(p, ln) for p, ln, _ in t.executable}
+        ran = {(p, ln) for p, ln, _ in t.executed}
+        out.append(f"{t.target}: {len(ran)}/{len(lines)} lines ({100 * len(ran) / max(1, len(lines)):.1f} %)")
+    return out
+
+
+def write(cov: Coverage, out: Path) -> list[Path]:
+    """``<target>.info`` per target, ``merged.info``, ``coverage.md`` and the HTML view into ``out``;
+    a file that cannot be written is a problem line (the others are still written)."""
+    written = []
+
+    def put(p: Path, text: str) -> None:
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+            written.append(p)
+        except OSError as e:
+            cov.problems.append(f"cannot write {p}: {e.strerror or e}")
+
+    traces = {t.target: t.tracefile() for t in cov.targets}
+    for name, tf in traces.items():
+        put(out / f"{name}.info", lcov(name, tf))
+    put(out / "merged.info", lcov("merged", merge(traces.values())))
+    md = ["# RVV line coverage", "", "Lines executed / executable per target (docs/coverage.md).", "",
+          *[f"- {line}" for line in totals(cov)], "", *matrix_md(cov)]
+    if cov.problems:
+        md += ["", "## Problems", "", *[f"- {p}" for p in cov.problems]]
+    put(out / "coverage.md", "\n".join(md) + "\n")
+    try:
+        written += write_html(cov, out, functions(cov), totals(cov))
+    except OSError as e:
+        cov.problems.append(f"cannot write the HTML view in {out}: {e.strerror or e}")
+    return written
