@@ -1,0 +1,137 @@
+"""RVV line coverage (--rvv-coverage, docs/coverage.md): QEMU's log of the executed code mapped to source
+lines through the kernel server's DWARF line table, the lcov files, their merge, and each problem as one
+line.  (cases/test_coverage.py is another thing: the RVV functions no test knows.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from elftools.elf.elffile import ELFFile
+from helpers import pinned_build, run_suite
+
+from harness.emulators import executed, pool
+from harness.emulators.executed import Executed
+from harness.emulators.protocol import In, Out
+from harness.emulators.qemu import qemu
+from harness.report import coverage
+
+
+def _line_of(path: Path, text: str, after: str) -> int:
+    """The number of the first line holding ``text`` after the first line holding ``after``."""
+    lines = path.read_text().splitlines()
+    start = next(i for i, ln in enumerate(lines) if after in ln)
+    return next(i for i in range(start, len(lines)) if text in lines[i]) + 1
+
+
+def test_a_call_maps_to_the_lines_of_its_kernel(tmp_path: Path) -> None:
+    build = pinned_build("zvfh")
+    executed.DIR = tmp_path
+    try:
+        s = pool.KernelServer(build, 256, False, qemu())
+        x = np.ones(37, np.float16)
+        r = s.call("vec_dot_f16", [37], [], [In(x.view(np.uint16)), In(x.view(np.uint16)), Out(4)])
+        assert r.output(0, np.float32)[0] == 37.0
+        s.stop()  # QEMU closes its log
+    finally:
+        executed.DIR = None
+    got = executed.collect(tmp_path)
+    assert list(got) == ["vlen256-zvfh"] and got["vlen256-zvfh"].program == build.server
+    cov = coverage.measure(got)
+    assert cov.problems == []
+    [t] = cov.targets
+    vec_cpp = build.source.cpu_dir / "vec.cpp"
+    fma = _line_of(vec_cpp, "__riscv_vfwmacc_vv_f32m2_tu(vsum, ax, ay, vl)", "void ggml_vec_dot_f16(")
+    ran = {(p, ln) for p, ln, _ in t.executed}
+    assert (str(vec_cpp), fma) in ran  # the zvfh strip-mined loop of ggml_vec_dot_f16 ran
+    fns = coverage.functions(cov)
+    assert fns["ggml_vec_dot_f16"]["vlen256-zvfh"][0] > 0
+    assert fns["ggml_vec_dot_q4_0_q8_0"]["vlen256-zvfh"][0] == 0  # executable, not called
+    assert all(coverage.in_scope(p) is not None for p, _, _ in t.executable)
+
+
+def _target(name: str, executable: set, ran: set) -> coverage.TargetLines:
+    return coverage.TargetLines(name, 256, "zvfh", False, executable, ran)
+
+
+def test_lcov_tracefile_records() -> None:
+    t = _target("vlen256-zvfh", {("/s/ggml-cpu/vec.cpp", 3, "f"), ("/s/ggml-cpu/vec.cpp", 5, "f"),
+                                 ("/s/ggml-cpu/vec.h", 9, "g")}, {("/s/ggml-cpu/vec.cpp", 5, "f")})
+    assert coverage.lcov(t.target, t.tracefile()) == (
+        "TN:vlen256_zvfh\n"
+        "SF:/s/ggml-cpu/vec.cpp\nDA:3,0\nDA:5,1\nLF:2\nLH:1\nend_of_record\n"
+        "SF:/s/ggml-cpu/vec.h\nDA:9,0\nLF:1\nLH:0\nend_of_record\n")
+    assert coverage.read_lcov(coverage.lcov(t.target, t.tracefile())) == t.tracefile()
+
+
+def test_merge_counts_the_targets_that_ran_a_line() -> None:
+    a = {"/s/ggml-cpu/vec.cpp": {3: 1, 5: 0}}
+    b = {"/s/ggml-cpu/vec.cpp": {3: 1, 5: 1, 7: 0}, "/s/ggml-cpu/vec.h": {1: 0}}
+    assert coverage.merge([a, b]) == {"/s/ggml-cpu/vec.cpp": {3: 2, 5: 1, 7: 0}, "/s/ggml-cpu/vec.h": {1: 0}}
+
+
+def test_scope_is_the_rvv_code_and_its_generic_twins() -> None:
+    assert coverage.in_scope("/t/ggml/src/ggml-cpu/arch/riscv/quants.c") == ""
+    assert coverage.in_scope("/t/ggml/src/ggml-cpu/quants.c") == ""
+    assert coverage.in_scope("/t/ggml/src/ggml-cpu/ops.cpp") == "flash_attn"
+    assert coverage.in_scope("/t/ggml/src/ggml-cpu/arch/x86/quants.c") is None
+    assert coverage.in_scope("/t/ggml/src/ggml.c") is None
+
+
+def test_a_pc_outside_the_program_is_one_line() -> None:
+    build = pinned_build("zvfh")
+    e = Executed("vlen256-zvfh", 256, "zvfh", False, build.server, {0x10, 0x20})
+    cov = coverage.measure({"vlen256-zvfh": e})
+    assert cov.problems == [f"vlen256-zvfh: 2 executed PC(s) outside {build.server.name}'s code sections "
+                            "(not mapped to any line; ignored)"]
+    assert len(cov.targets) == 1 and cov.targets[0].executed == set()
+
+
+def _without_debug_sections(program: Path, out: Path) -> Path:
+    """A copy of ``program`` whose ``.debug_*`` sections are renamed away (zig's objcopy cannot strip
+    RISC-V): to an ELF reader it is a binary built without -g."""
+    data = bytearray(program.read_bytes())
+    with open(program, "rb") as f:
+        elf = ELFFile(f)
+        names = elf.get_section(elf["e_shstrndx"])
+        lo, hi = names["sh_offset"], names["sh_offset"] + names["sh_size"]
+    data[lo:hi] = bytes(data[lo:hi]).replace(b".debug_", b".nodbg_")
+    out.write_bytes(bytes(data))
+    return out
+
+
+def test_a_binary_without_debug_info_is_one_line(tmp_path: Path) -> None:
+    stripped = _without_debug_sections(pinned_build("zvfh").server, tmp_path / "rvvdiff-server")
+    other = tmp_path / "not-elf"
+    other.write_text("hello")
+    cov = coverage.measure({"vlen256-zvfh": Executed("vlen256-zvfh", 256, "zvfh", False, stripped, {0x10}),
+                            "vlen512-zvfh": Executed("vlen512-zvfh", 512, "zvfh", False, other, {0x10})})
+    assert cov.targets == []
+    assert cov.problems == [
+        f"vlen256-zvfh: no line coverage: {stripped} has no DWARF line table (built without -g): "
+        "its lines cannot be measured",
+        f"vlen512-zvfh: no line coverage: {other} is not an ELF file pyelftools can read "
+        "(Magic number does not match)"]
+
+
+def test_a_file_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    blocked = tmp_path / "coverage"
+    blocked.write_text("a file where the directory should be")
+    cov = coverage.Coverage([_target("vlen256-zvfh", {("/s/ggml-cpu/vec.cpp", 3, "f")}, set())])
+    assert coverage.write(cov, blocked) == []
+    assert cov.problems[0].startswith(f"cannot write {blocked}/vlen256-zvfh.info: ")
+    assert cov.problems[-1].startswith(f"cannot write the HTML view in {blocked}: ")
+
+
+def test_rvv_coverage_run_end_to_end(tmp_path: Path) -> None:
+    args = ["cases/test_vec_dot.py", "-k", "test_vec_dot and f16", "--vlen", "256", "--isa", "zvfh",
+            "--max-examples", "3", "-p", "no:xdist", "--report-dir", str(tmp_path)]
+    cp = run_suite(*args, "--rvv-coverage")
+    assert cp.returncode == 0, cp.stdout[-2000:]
+    assert "rvvdiff: RVV line coverage vlen256-zvfh: " in cp.stdout
+    out = tmp_path / "coverage"
+    assert {p.name for p in out.iterdir()} == {"vlen256-zvfh.info", "merged.info", "coverage.md", "index.html", "files"}
+    info = coverage.read_lcov((out / "merged.info").read_text())
+    assert any(n for da in info.values() for n in da.values())
+    assert "| `ggml_vec_dot_f16` | " in (tmp_path / "summary.md").read_text()
+    assert "RVV line coverage" not in run_suite(*args).stdout  # off by default
