@@ -44,6 +44,7 @@ def test_a_call_maps_to_the_lines_of_its_kernel(tmp_path: Path) -> None:
     fma = _line_of(vec_cpp, "__riscv_vfwmacc_vv_f32m2_tu(vsum, ax, ay, vl)", "void ggml_vec_dot_f16(")
     ran = {(p, ln) for p, ln, _ in t.executed}
     assert (str(vec_cpp), fma) in ran  # the zvfh strip-mined loop of ggml_vec_dot_f16 ran
+    assert coverage.source_function(str(vec_cpp), fma) == "ggml_vec_dot_f16"
     fns = coverage.functions(cov)
     assert fns["ggml_vec_dot_f16"]["vlen256-zvfh"][0] > 0
     assert fns["ggml_vec_dot_q4_0_q8_0"]["vlen256-zvfh"][0] == 0  # executable, not called

@@ -170,6 +170,11 @@ class CFile:
             out.setdefault(f.name, f)
         return out
 
+    def definitions(self) -> list[Function]:
+        """Every top-level definition of every preprocessor branch, in file order (a name defined in
+        two branches appears twice): which function a source line belongs to (RVV line coverage)."""
+        return _definitions(self.preprocessed(None), self.path)
+
     def defines(self, macros: Mapping[str, int]) -> dict[str, int]:
         """``macros`` after a build with them reads this file: its object-like ``#define`` /
         ``#undef`` in the compiled branches followed (a header's effect on what includes it,

@@ -20,6 +20,7 @@ one line each in :attr:`Coverage.problems`; they never change a test's outcome.
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import re
 import shutil
@@ -34,6 +35,7 @@ from elftools.elf.elffile import ELFFile
 
 from harness.core.errors import RvvdiffError
 from harness.emulators.executed import Executed
+from harness.ggml import csource
 from harness.report.coverage_html import write_html
 
 #: What is measured: (path under ggml-cpu/, a regex the function's name must match or None).  The RVV
@@ -129,8 +131,10 @@ def line_table(program: Path) -> LineTable:
         fn_re = in_scope(path)
         if fn_re is None:
             continue
-        i = bisect.bisect_right(names, lo) - 1
-        fn = symbols[i][2] if i >= 0 and lo < symbols[i][1] else "?"
+        fn = source_function(path, line)
+        if fn is None:
+            i = bisect.bisect_right(names, lo) - 1
+            fn = symbols[i][2] if i >= 0 and lo < symbols[i][1] else "?"
         if fn_re and not re.search(fn_re, fn):
             continue
         out.append((lo, hi, (path, line, fn)))
@@ -138,6 +142,26 @@ def line_table(program: Path) -> LineTable:
     t = LineTable(program, tuple(o[0] for o in out), tuple(o[1] for o in out), tuple(o[2] for o in out), text)
     _TABLES[key] = t
     return t
+
+
+def source_function(path: str, line: int) -> str | None:
+    """The function whose definition holds ``path:line``, as rvvdiff's C reader finds it (the innermost
+    top-level definition of any preprocessor branch), or None (a method inside a class body, a file
+    that cannot be read): then the line counts under the symbol holding its code."""
+    starts, defs = _spans(path)
+    i = bisect.bisect_right(starts, line) - 1
+    if i >= 0 and defs[i][0] <= line <= defs[i][1]:
+        return defs[i][2]
+    return None
+
+
+@functools.cache
+def _spans(path: str) -> tuple[list[int], list[tuple[int, int, str]]]:
+    try:
+        defs = sorted((f.line, f.end, f.name) for f in csource.read(Path(path)).definitions())
+    except OSError:
+        defs = []
+    return [d[0] for d in defs], defs
 
 
 def _functions(elf) -> list[tuple[int, int, str]]:
@@ -300,8 +324,9 @@ def measure(executed: dict[str, Executed]) -> Coverage:
 
 
 def functions(cov: Coverage) -> dict[str, dict[str, tuple[int, int]]]:
-    """{function: {target: (lines executed, lines executable)}} (a function is the symbol holding the
-    code: an inlined helper counts in its caller)."""
+    """{function: {target: (lines executed, lines executable)}}: a line belongs to the function whose
+    source holds it (:func:`source_function`; an inlined copy counts for the function it was written
+    in), else to the symbol holding its code (class members: tinyBLAS_RVV, repack's tensor_traits)."""
     out: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)
     for t in cov.targets:
         total: dict[str, set] = defaultdict(set)
