@@ -101,6 +101,13 @@ def _without_debug_sections(program: Path, out: Path) -> Path:
     return out
 
 
+def test_the_line_table_is_kept_between_runs() -> None:
+    program = pinned_build("zvfh").server
+    first = coverage.line_table(program)
+    coverage._TABLES.clear()  # a new run: read from the cache, not from DWARF
+    assert coverage.line_table(program) == first
+
+
 def test_a_binary_without_debug_info_is_one_line(tmp_path: Path) -> None:
     stripped = _without_debug_sections(pinned_build("zvfh").server, tmp_path / "rvvdiff-server")
     other = tmp_path / "not-elf"

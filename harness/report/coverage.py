@@ -6,7 +6,8 @@ line table is the one zig's clang writes into every object anyway (``with debug_
 server is a static, non-PIE binary, so a logged PC is a link address).  The scope is the RVV code
 under test and its generic twins, by DWARF file name under ``ggml-cpu/`` (:data:`SCOPE`); a line is
 executable in a target when the line table maps an address of that target's binary to it, and
-executed when QEMU translated one of those addresses.
+executed when QEMU translated one of those addresses.  The in-scope table of a binary is kept in the
+cache (``coverage/lines-*.json``), so only the first run with a new server reads its DWARF.
 
 Per target (VLEN x ISA build x stress mode) an lcov tracefile (``<target>.info``: TN, SF, DA, LF,
 LH, end_of_record; a hit count is 1, as the log says whether an instruction ran, not how often),
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import bisect
 import functools
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -33,6 +36,7 @@ from pathlib import Path
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
+from harness.core.config import cache_dir
 from harness.core.errors import RvvdiffError
 from harness.emulators.executed import Executed
 from harness.ggml import csource
@@ -113,6 +117,15 @@ def line_table(program: Path) -> LineTable:
     key = (str(program), st.st_size, st.st_mtime_ns)
     if key in _TABLES:
         return _TABLES[key]
+    stored = _stored(program, st)
+    if stored.exists():
+        try:
+            j = json.loads(stored.read_text())
+            t = _TABLES[key] = LineTable(program, tuple(j["starts"]), tuple(j["ends"]),
+                                         tuple(tuple(k) for k in j["keys"]), tuple(tuple(r) for r in j["text"]))
+            return t
+        except (OSError, ValueError, KeyError):
+            pass  # read afresh below
     try:
         with open(program, "rb") as f:
             elf = ELFFile(f)
@@ -141,7 +154,25 @@ def line_table(program: Path) -> LineTable:
     out.sort()
     t = LineTable(program, tuple(o[0] for o in out), tuple(o[1] for o in out), tuple(o[2] for o in out), text)
     _TABLES[key] = t
+    try:
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        tmp = stored.with_name(f"{stored.name}.tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"starts": t.starts, "ends": t.ends, "keys": t.keys, "text": t.text}))
+        tmp.replace(stored)
+    except OSError:
+        pass  # the next run reads the binary again
     return t
+
+
+#: Part of the stored tables' key: change it when what a table holds changes.
+_TABLE_FORMAT = "1"
+
+
+def _stored(program: Path, st: os.stat_result) -> Path:
+    """Where the in-scope line table of a binary is kept between runs (the cache, keyed by the binary's
+    path, size and mtime, the scope and the format): a warm run maps its PCs without reading DWARF."""
+    h = hashlib.sha256(json.dumps([str(program), st.st_size, st.st_mtime_ns, SCOPE, _TABLE_FORMAT]).encode())
+    return cache_dir() / "coverage" / f"lines-{h.hexdigest()[:16]}.json"
 
 
 def source_function(path: str, line: int) -> str | None:
