@@ -14,6 +14,7 @@ from harness.emulators import executed, pool
 from harness.emulators.executed import Executed
 from harness.emulators.protocol import In, Out
 from harness.emulators.qemu import qemu
+from harness.emulators.trace import trace_call
 from harness.report import coverage
 
 
@@ -49,6 +50,21 @@ def test_a_call_maps_to_the_lines_of_its_kernel(tmp_path: Path) -> None:
     assert fns["ggml_vec_dot_f16"]["vlen256-zvfh"][0] > 0
     assert fns["ggml_vec_dot_q4_0_q8_0"]["vlen256-zvfh"][0] == 0  # executable, not called
     assert all(coverage.in_scope(p) is not None for p, _, _ in t.executable)
+
+
+def test_a_path_check_trace_counts_too(tmp_path: Path) -> None:
+    s = pool.KernelServer(pinned_build("zvfh"), 512, False, qemu())
+    x = np.ones(9, np.float16).view(np.uint16)
+    executed.DIR = tmp_path
+    try:
+        t = trace_call(s, "vec_dot_f16", [9], [], [In(x), In(x), Out(4)])
+    finally:
+        executed.DIR = None
+    assert t.ran("ggml_vec_dot_f16")
+    [log] = (tmp_path / "vlen512-zvfh").glob("*-trace*.log")
+    got = executed.collect(tmp_path)["vlen512-zvfh"]
+    assert got.logs == 1 and got.pcs == executed.read_pcs(log)
+    assert coverage.functions(coverage.measure({"vlen512-zvfh": got}))["ggml_vec_dot_f16"]["vlen512-zvfh"][0] > 0
 
 
 def _target(name: str, executable: set, ran: set) -> coverage.TargetLines:
