@@ -87,6 +87,19 @@ def test_merge_counts_the_targets_that_ran_a_line() -> None:
     assert coverage.merge([a, b]) == {"/s/ggml-cpu/vec.cpp": {3: 2, 5: 1, 7: 0}, "/s/ggml-cpu/vec.h": {1: 0}}
 
 
+def test_runs_merge_into_one_matrix(tmp_path: Path) -> None:
+    vec = "/s/ggml-cpu/vec.cpp"
+    a = coverage.TargetLines("vlen256-zvfh", 256, "zvfh", False, {(vec, 3, "f"), (vec, 5, "g")}, {(vec, 3, "f")})
+    b = coverage.TargetLines("vlen1024-zvfh", 1024, "zvfh", False, {(vec, 3, "f"), (vec, 5, "g")}, {(vec, 5, "g")})
+    for name, t in (("r256", a), ("r1024", b)):
+        coverage.write(coverage.Coverage([t]), tmp_path / name)
+    assert coverage.main(["merge", str(tmp_path / "all"), str(tmp_path / "r256"), str(tmp_path / "r1024")]) == 0
+    assert [t.target for t in coverage.load(tmp_path / "all")] == ["vlen256-zvfh", "vlen1024-zvfh"]
+    md = (tmp_path / "all" / "coverage.md").read_text()
+    assert "| `f` | 1/1 | 0/1 |" in md and "| `g` | 0/1 | 1/1 |" in md
+    assert coverage.read_lcov((tmp_path / "all" / "merged.info").read_text()) == {vec: {3: 1, 5: 1}}
+
+
 def test_scope_is_the_rvv_code_and_its_generic_twins() -> None:
     assert coverage.in_scope("/t/ggml/src/ggml-cpu/arch/riscv/quants.c") == ""
     assert coverage.in_scope("/t/ggml/src/ggml-cpu/quants.c") == ""

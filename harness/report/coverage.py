@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -416,6 +417,9 @@ def write(cov: Coverage, out: Path) -> list[Path]:
     for name, tf in traces.items():
         put(out / f"{name}.info", lcov(name, tf))
     put(out / "merged.info", lcov("merged", merge(traces.values())))
+    put(out / "targets.json", json.dumps([{"target": t.target, "vlen": t.vlen, "isa": t.isa, "stress": t.stress,
+                                            "executable": sorted(t.executable), "executed": sorted(t.executed)}
+                                           for t in cov.targets]))
     md = ["# RVV line coverage", "", "Lines executed / executable per target (docs/coverage.md).", "",
           *[f"- {line}" for line in totals(cov)], "", *matrix_md(cov)]
     if cov.problems:
@@ -426,3 +430,50 @@ def write(cov: Coverage, out: Path) -> list[Path]:
     except OSError as e:
         cov.problems.append(f"cannot write the HTML view in {out}: {e.strerror or e}")
     return written
+
+
+# ------------------------------------------------------------------ several runs
+
+
+def load(d: Path) -> list[TargetLines]:
+    """The targets a run's coverage directory holds (its ``targets.json``)."""
+    return [TargetLines(j["target"], j["vlen"], j["isa"], j["stress"], {tuple(k) for k in j["executable"]},
+                        {tuple(k) for k in j["executed"]}) for j in json.loads((d / "targets.json").read_text())]
+
+
+def combine(runs: Iterable[list[TargetLines]]) -> Coverage:
+    """Several runs' targets in one coverage; a target of two runs is their union."""
+    by: dict[str, TargetLines] = {}
+    for targets in runs:
+        for t in targets:
+            if t.target in by:
+                by[t.target].executable |= t.executable
+                by[t.target].executed |= t.executed
+            else:
+                by[t.target] = TargetLines(t.target, t.vlen, t.isa, t.stress, set(t.executable), set(t.executed))
+    return Coverage(sorted(by.values(), key=lambda t: (t.isa, t.vlen, t.stress)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.report.coverage merge OUT RUN...``: the coverage of several runs (their
+    ``<report-dir>/coverage`` directories, e.g. one VLEN each) in one set of files and one matrix."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m harness.report.coverage", description=main.__doc__)
+    ap.add_argument("action", choices=["merge"])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("runs", type=Path, nargs="+")
+    args = ap.parse_args(argv)
+    try:
+        cov = combine(load(r) for r in args.runs)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"coverage merge: cannot read a run's targets.json: {e}", file=sys.stderr)
+        return 2
+    write(cov, args.out)
+    for line in [*totals(cov), f"written: {args.out}/index.html, merged.info, coverage.md", *cov.problems]:
+        print(line)
+    return 1 if cov.problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
