@@ -167,7 +167,8 @@ def test_rvv_coverage_run_end_to_end(tmp_path: Path) -> None:
     assert cp.returncode == 0, cp.stdout[-2000:]
     assert "rvvdiff: RVV line coverage vlen256-zvfh: " in cp.stdout
     out = tmp_path / "coverage"
-    assert {p.name for p in out.iterdir()} == {"vlen256-zvfh.info", "merged.info", "coverage.md", "index.html", "files"}
+    assert {p.name for p in out.iterdir()} == {"vlen256-zvfh.info", "merged.info", "targets.json", "coverage.md",
+                                              "index.html", "files"}
     info = coverage.read_lcov((out / "merged.info").read_text())
     assert any(n for da in info.values() for n in da.values())
     assert "| `ggml_vec_dot_f16` | " in (tmp_path / "summary.md").read_text()
