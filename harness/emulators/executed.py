@@ -10,12 +10,14 @@ not give is how often an instruction ran: a line is executed or not.
 
 One log per server start, ``DIR/<target>/<pid>-<start>.log`` (the one-shot servers of the path
 checks, harness/emulators/trace.py, add theirs), beside a ``.json`` naming the
-program (the server binary whose DWARF maps the PCs to lines: harness/report/coverage.py); xdist
-workers write their own files, the controlling process reads them all (:func:`collect`).
+program (the server binary whose DWARF maps the PCs to lines: harness/report/coverage.py).  A server
+that stops compacts its log into its PCs (:func:`compact`); xdist workers write their own files, the
+controlling process reads them all (:func:`collect`).
 """
 
 from __future__ import annotations
 
+import array
 import json
 import os
 from dataclasses import dataclass, field
@@ -57,6 +59,31 @@ def read_pcs(log: Path) -> set[int]:
     return pcs
 
 
+def compact(log: Path) -> None:
+    """Replace a finished log by its PCs (``.pcs``: sorted 64-bit addresses), about a tenth of its size, so
+    a long run keeps one live log per server on disk, not every log it wrote."""
+    try:
+        pcs = array.array("Q", sorted(read_pcs(log)))
+        tmp = log.with_suffix(".pcs.tmp")
+        with open(tmp, "wb") as f:
+            pcs.tofile(f)
+        tmp.replace(log.with_suffix(".pcs"))
+        log.unlink()
+    except OSError:
+        pass  # the log stays; collect() reads it
+
+
+def _pcs_of(meta: Path) -> set[int] | None:
+    """The PCs of one server start: its compacted ``.pcs`` or its ``.log`` (None when neither is there)."""
+    packed = meta.with_suffix(".pcs")
+    if packed.exists():
+        a = array.array("Q")
+        a.frombytes(packed.read_bytes())
+        return set(a)
+    log = meta.with_suffix(".log")
+    return read_pcs(log) if log.exists() else None
+
+
 @dataclass
 class Executed:
     """What one target's servers executed: the program, its instruction addresses, the logs read."""
@@ -76,8 +103,8 @@ def collect(d: Path) -> dict[str, Executed]:
     """Every target's executed PCs under ``d`` (the logs of this process and of its xdist workers)."""
     out: dict[str, Executed] = {}
     for meta in sorted(d.glob("*/*.json")):
-        log = meta.with_suffix(".log")
-        if not log.exists():
+        pcs = _pcs_of(meta)
+        if pcs is None:
             continue
         j = json.loads(meta.read_text())
         target = meta.parent.name
@@ -87,6 +114,6 @@ def collect(d: Path) -> dict[str, Executed]:
         if Path(j["program"]) != e.program:
             e.others.add(Path(j["program"]))
             continue
-        e.pcs |= read_pcs(log)
+        e.pcs |= pcs
         e.logs += 1
     return out

@@ -132,6 +132,7 @@ class KernelServer:
             if self.emulator.logs_exec else None
         if log is not None:
             argv = self.emulator.exec_log_command(self.program, self.vlen, self.props, log)
+        self._log = log
         self._stderr = tempfile.TemporaryFile()
         # Appending: Spike's runtime reopens /dev/stderr, and both writers must not overwrite each other.
         fcntl.fcntl(self._stderr.fileno(), fcntl.F_SETFL, os.O_APPEND)
@@ -170,12 +171,20 @@ class KernelServer:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+        self._compact_log()
+
+    def _compact_log(self) -> None:
+        """--rvv-coverage: the stopped server's execution log becomes its PCs (harness/emulators/executed.py)."""
+        log, self._log = getattr(self, "_log", None), None
+        if log is not None:
+            executed.compact(log)
 
     def _kill(self) -> None:
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
+            self._compact_log()
 
     def _stderr_tail(self, n: int = 2000) -> str:
         try:

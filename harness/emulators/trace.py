@@ -66,6 +66,7 @@ def trace_call(server: KernelServer, kernel: str, ip=(), fp=(), bufs=(), *, time
                                 f"trace{next(_TRACES)}")
         if keep is not None:  # --rvv-coverage: what the traced call executed counts too
             shutil.copyfile(log, keep)
+            executed.compact(keep)
         sections: list[set[str]] = [set()]
         with open(log, errors="replace") as f:
             for line in f:

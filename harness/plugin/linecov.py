@@ -55,6 +55,7 @@ def finish(session: pytest.Session, report_dir: Path, emulator_logs: bool) -> No
     except Exception as e:  # an optional report: it must not cost the run its results
         lines.append(f"RVV line coverage not written: {type(e).__name__}: {e}")
         return
+    logged = sum(f.stat().st_size for f in (out / "raw").glob("*/*") if f.suffix in (".log", ".pcs"))
     shutil.rmtree(out / "raw", ignore_errors=True)
     summary = report_dir / "summary.md"
     if summary.exists() and cov.targets:
@@ -70,7 +71,8 @@ def finish(session: pytest.Session, report_dir: Path, emulator_logs: bool) -> No
     for t in coverage.totals(cov):
         lines.append(f"RVV line coverage {t}")
     if cov.targets:
-        lines.append(f"RVV line coverage: {out}/index.html, merged.info, coverage.md ({took:.1f} s to map and write)")
+        lines.append(f"RVV line coverage: {out}/index.html, merged.info, coverage.md ({took:.1f} s to map and write "
+                     f"{logged / 1e6:.1f} MB of execution logs left on disk)")
     lines += cov.problems
 
 
