@@ -71,8 +71,8 @@ def finish(session: pytest.Session, report_dir: Path, emulator_logs: bool) -> No
     for t in coverage.totals(cov):
         lines.append(f"RVV line coverage {t}")
     if cov.targets:
-        lines.append(f"RVV line coverage: {out}/index.html, merged.info, coverage.md ({took:.1f} s to map and write "
-                     f"{logged / 1e6:.1f} MB of execution logs left on disk)")
+        lines.append(f"RVV line coverage: {out}/index.html, merged.info, coverage.md ({took:.1f} s to map and write; "
+                     f"the execution logs took {logged / 1e6:.1f} MB on disk until now)")
     lines += cov.problems
 
 
