@@ -72,6 +72,19 @@ def _target(name: str, executable: set, ran: set) -> coverage.TargetLines:
     return coverage.TargetLines(name, 256, "zvfh", False, executable, ran)
 
 
+def test_an_uncalled_out_of_line_copy_leaves_no_untested_lines() -> None:
+    # f inlined into its dispatcher d (0x100-0x200, entered) and also kept out of line (0x300-0x400, never
+    # entered): f's prologue line 1 has code only in the uncalled copy; line 3 is a branch of f not taken.
+    q = "/s/ggml-cpu/arch/riscv/quants.c"
+    t = coverage.LineTable(Path("x"), (0x100, 0x110, 0x120, 0x300, 0x310), (0x110, 0x120, 0x130, 0x310, 0x320),
+                           ((q, 2, "f"), (q, 3, "f"), (q, 9, "d"), (q, 1, "f"), (q, 2, "f")), ((0x100, 0x400),),
+                           ((0x100, 0x200), (0x100, 0x200), (0x100, 0x200), (0x300, 0x400), (0x300, 0x400)))
+    hit, outside = t.lines([0x100, 0x120])
+    assert hit == {(q, 2, "f"), (q, 9, "d")} and outside == 0
+    assert t.executable([0x100, 0x120], {"f", "d"}) == {(q, 2, "f"), (q, 3, "f"), (q, 9, "d")}
+    assert t.executable() == {(q, 1, "f"), (q, 2, "f"), (q, 3, "f"), (q, 9, "d")}  # f not run: every line counts
+
+
 def test_lcov_tracefile_records() -> None:
     t = _target("vlen256-zvfh", {("/s/ggml-cpu/vec.cpp", 3, "f"), ("/s/ggml-cpu/vec.cpp", 5, "f"),
                                  ("/s/ggml-cpu/vec.h", 9, "g")}, {("/s/ggml-cpu/vec.cpp", 5, "f")})

@@ -87,9 +87,27 @@ class LineTable:
     keys: tuple[tuple[str, int, str], ...]
     #: The executable sections' address ranges (a PC outside them is outside the mapped program).
     text: tuple[tuple[int, int], ...]
+    #: Per range, the [start, end) of the symbol (function as linked) holding it; (0, 0) for none.
+    owners: tuple[tuple[int, int], ...] = ()
 
-    def executable(self) -> set[tuple[str, int, str]]:
-        return set(self.keys)
+    def executable(self, pcs: Iterable[int] = (), ran: set[str] = frozenset()) -> set[tuple[str, int, str]]:
+        """The in-scope keys with code.  A range in a symbol that no PC of ``pcs`` entered, of a function
+        in ``ran`` (a function that ran through another copy: an out-of-line copy of a function inlined
+        where it ran), does not count: its line counts only if it has code in a copy that was entered,
+        so the prologue and epilogue of an uncalled copy are not reported as untested lines."""
+        if not ran:
+            return set(self.keys)
+        entered: dict[tuple[int, int], bool] = {}
+        sorted_pcs = sorted(pcs)
+
+        def was_entered(owner: tuple[int, int]) -> bool:
+            if owner not in entered:
+                i = bisect.bisect_left(sorted_pcs, owner[0])
+                entered[owner] = i < len(sorted_pcs) and sorted_pcs[i] < owner[1]
+            return entered[owner]
+
+        return {k for k, owner in zip(self.keys, self.owners or [(0, 0)] * len(self.keys))
+                if k[2] not in ran or owner == (0, 0) or was_entered(owner)}
 
     def outside(self, pc: int) -> bool:
         return not any(lo <= pc < hi for lo, hi in self.text)
@@ -123,7 +141,8 @@ def line_table(program: Path) -> LineTable:
         try:
             j = json.loads(stored.read_text())
             t = _TABLES[key] = LineTable(program, tuple(j["starts"]), tuple(j["ends"]),
-                                         tuple(tuple(k) for k in j["keys"]), tuple(tuple(r) for r in j["text"]))
+                                         tuple(tuple(k) for k in j["keys"]), tuple(tuple(r) for r in j["text"]),
+                                         tuple(tuple(o) for o in j["owners"]))
             return t
         except (OSError, ValueError, KeyError):
             pass  # read afresh below
@@ -145,20 +164,21 @@ def line_table(program: Path) -> LineTable:
         fn_re = in_scope(path)
         if fn_re is None:
             continue
-        fn = source_function(path, line)
-        if fn is None:
-            i = bisect.bisect_right(names, lo) - 1
-            fn = symbols[i][2] if i >= 0 and lo < symbols[i][1] else "?"
+        i = bisect.bisect_right(names, lo) - 1
+        owner = (symbols[i][0], symbols[i][1]) if i >= 0 and lo < symbols[i][1] else (0, 0)
+        fn = source_function(path, line) or (symbols[i][2] if owner != (0, 0) else "?")
         if fn_re and not re.search(fn_re, fn):
             continue
-        out.append((lo, hi, (path, line, fn)))
+        out.append((lo, hi, (path, line, fn), owner))
     out.sort()
-    t = LineTable(program, tuple(o[0] for o in out), tuple(o[1] for o in out), tuple(o[2] for o in out), text)
+    t = LineTable(program, tuple(o[0] for o in out), tuple(o[1] for o in out), tuple(o[2] for o in out), text,
+                  tuple(o[3] for o in out))
     _TABLES[key] = t
     try:
         stored.parent.mkdir(parents=True, exist_ok=True)
         tmp = stored.with_name(f"{stored.name}.tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"starts": t.starts, "ends": t.ends, "keys": t.keys, "text": t.text}))
+        tmp.write_text(json.dumps({"starts": t.starts, "ends": t.ends, "keys": t.keys, "text": t.text,
+                                   "owners": t.owners}))
         tmp.replace(stored)
     except OSError:
         pass  # the next run reads the binary again
@@ -166,7 +186,7 @@ def line_table(program: Path) -> LineTable:
 
 
 #: Part of the stored tables' key: change it when what a table holds changes.
-_TABLE_FORMAT = "1"
+_TABLE_FORMAT = "2"
 
 
 def _stored(program: Path, st: os.stat_result) -> Path:
@@ -351,7 +371,8 @@ def measure(executed: dict[str, Executed]) -> Coverage:
         if e.others:
             cov.problems.append(f"{name}: the logs of {len(e.others)} other server binary(ies) of this target "
                                 f"(rebuilt during the run) are not counted: {', '.join(sorted(map(str, e.others)))}")
-        cov.targets.append(TargetLines(name, e.vlen, e.isa, e.stress, table.executable(), hit))
+        cov.targets.append(TargetLines(name, e.vlen, e.isa, e.stress,
+                                       table.executable(e.pcs, {fn for _, _, fn in hit}), hit))
     return cov
 
 
