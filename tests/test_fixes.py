@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from costs import registry
 from harness.commands import fixes
+from harness.core.config import ISA_BUILDS, SPIKE_VLENS
 from harness.ggml import known, mutants, patches, source
 
 ROOT = Path(__file__).resolve().parent.parent
-HEADER_KEYS = ("rvvdiff fix", "finding", "functions", "tests", "bench", "vector-path")
+HEADER_KEYS = ("rvvdiff fix", "finding", "functions", "tests", "cost", "wrong-vlens", "vector-path")
 REPORT_SECTIONS = ("## Affected", "## Impact on real models", "## Reproducer", "## Expected vs got",
                    "## Root cause", "## Patch", "## Verification")
 MUTANT = "vec_dot_f16_drops_tail"
@@ -52,6 +54,10 @@ def test_each_fix_applies_to_the_pinned_tree_and_has_its_report(name: str) -> No
     assert f.files and all(p.startswith("ggml/") for p in f.files), f"{f.patch}: paths are llama.cpp paths (ggml/...)"
     for fn in (x.strip() for x in f.meta["functions"].split(",")):
         assert re.search(rf"^[+-].*\b{re.escape(fn)}\b|^@@.*\b{re.escape(fn)}\b|\b{re.escape(fn)}\b", f.text, re.M), fn
+    assert f.cost_isas and set(f.cost_isas) <= set(ISA_BUILDS), f"{f.patch}: cost names ISA builds: {f.cost_isas}"
+    wrong = [v.strip() for v in f.meta["wrong-vlens"].split(",")]
+    assert wrong == ["all"] or set(wrong) <= {str(v) for v in SPIKE_VLENS}, f"{f.patch}: wrong-vlens: {wrong}"
+    assert set(f.cost_with) <= set(fixes.catalogue()) - {name}, f"{f.patch}: cost-with names no other fix"
     s = fixes.standing(f, source.pinned())
     assert s.state == "applies", s.describe()
     assert all("does not apply" not in e for e in s.entries), s.entries  # the finding is in the pinned tree
@@ -84,8 +90,7 @@ def _reversed(m: mutants.Mutant, tree: source.GgmlSource, to: Path, *, header: s
 
 
 HEADER = ("rvvdiff fix: {title}\nfinding: planted ({mutant})\nfunctions: ggml_vec_dot_f16\n"
-          "tests: cases/test_vec_dot.py::test_vec_dot*[[]f16-*\nbench: cases/test_vec_dot.py::test_vec_dot[f16-\n"
-          "vector-path: kept\n")
+          "tests: cases/test_vec_dot.py::test_vec_dot*[[]f16-*\ncost: zvfh\nwrong-vlens: all\nvector-path: kept\n")
 
 
 @pytest.fixture(scope="module")
@@ -164,17 +169,29 @@ def _check(fix_dir: Path, tree: source.GgmlSource, out: Path, *extra: str) -> tu
     return cp.returncode, data
 
 
-def test_check_verifies_the_fix_names_the_finding_fixed_and_times_it(fix_dir: Path, mutant_tree: source.GgmlSource,
-                                                                     tmp_path: Path) -> None:
+def test_check_verifies_the_fix_names_the_finding_fixed_and_measures_its_cost(
+        fix_dir: Path, mutant_tree: source.GgmlSource, tmp_path: Path) -> None:
     code, data = _check(fix_dir, mutant_tree, tmp_path / "out")
     c = data["checks"]["f16_tail"]
-    assert code == 0 and c["result"] == "verified", c
+    assert c["result"] == "verified", c
     assert "cases/test_vec_dot.py::test_vec_dot[f16-vlen128-zvfh]" in c["fixed"]
     assert c["changes"] == ["ggml_vec_dot_f16"]
-    rows = data["bench"]["f16_tail"]
-    assert rows and all(r["vlen"] == 128 and r["isa"] == "zvfh" and r["before_us"] > 0 and r["after_us"] > 0 for r in rows)
     summary = (tmp_path / "out" / "summary.md").read_text()
-    assert "**verified**" in summary and "before (us/call)" in summary
+    assert "**verified**" in summary
+    if not any(case.function == "ggml_vec_dot_f16" for case in registry.CASES):  # the cost suite lacks the kernel
+        assert code == 3 and "no case of the cost suite" in data["cost_errors"]["f16_tail"], data["cost_errors"]
+        return
+    assert code == 0, data.get("cost_errors")
+    rows = data["cost"]["f16_tail"]["rows"]
+    # Spike at the selection's VLEN and build, every cost case reaching ggml_vec_dot_f16 on both trees (the
+    # planted bug's loop happens to retire more instructions than the fix's); the header's wrong-vlens is
+    # "all", so nothing is listed as costlier where the replaced code was right
+    assert rows and all(r["vlen"] == 128 and r["isa"] == "zvfh" and r["fixed"] > 0 and r["replaced"] > 0 for r in rows)
+    assert {"vec_dot-f16-n4096", "vec_dot-f16-n4109"} <= {r["case"] for r in rows}
+    assert all(r["fixed_over_replaced"] == round(r["fixed"] / r["replaced"], 4) and r["replaced_wrong"] for r in rows)
+    assert any(r["fixed"] != r["replaced"] for r in rows if r["function"] == "ggml_vec_dot_f16")
+    assert not data["cost"]["f16_tail"]["costlier_where_right"]
+    assert "fixed / replaced" in summary and "## Cost" in summary
 
 
 def test_check_fails_a_fix_that_breaks_the_kernel_another_way(fix_dir: Path, mutant_tree: source.GgmlSource,
@@ -185,7 +202,7 @@ def test_check_fails_a_fix_that_breaks_the_kernel_another_way(fix_dir: Path, mut
               edit=lambda text: text.replace("vsum = __riscv_vfwmacc_vv_f32m2_tu(vsum, ax, ay, vl);",
                                              "vsum = __riscv_vfwnmsac_vv_f32m2_tu(vsum, ax, ay, vl);"))
     assert "+                vsum = __riscv_vfwnmsac_vv_f32m2_tu" in (fix_dir / "f16_bad.patch").read_text()
-    code, data = _check(fix_dir, mutant_tree, tmp_path / "out", "--no-bench")
+    code, data = _check(fix_dir, mutant_tree, tmp_path / "out", "--no-cost")
     c = data["checks"]["f16_bad"]
     assert code == 1 and c["result"] == "failed", c
     assert any(p.startswith(("regression", "finding test still fails")) for p in c["problems"]), c["problems"]
@@ -204,7 +221,58 @@ def test_check_does_not_verify_a_fix_that_fixes_nothing(fix_dir: Path, mutant_tr
     cp = subprocess.run(["diff", "-u", "--label", f"a/{rel}", "--label", f"b/{rel}", str(mutant_tree.root / rel), str(fixed)],
                         capture_output=True, text=True)
     (fix_dir / "f16_noop.patch").write_text(HEADER.format(title="nothing", mutant=MUTANT) + "\n" + cp.stdout)
-    code, data = _check(fix_dir, mutant_tree, tmp_path / "out", "--no-bench")
+    code, data = _check(fix_dir, mutant_tree, tmp_path / "out", "--no-cost")
     c = data["checks"]["f16_noop"]
     assert code == 1 and c["result"] == "failed", c
     assert any(p.startswith("finding test still fails") for p in c["problems"]), c["problems"]
+
+
+# ------------------------------------------------------------------ the cost step, on made-up measurements
+
+
+def test_cost_compares_fixed_with_replaced_and_twin_and_lists_costlier_where_the_code_was_right(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``fixes cost`` on canned ``rvvdiff cost`` output: the ratios, the twin run, the VLENs where a fix
+    may cost more (its ``wrong-vlens``) and where it may not."""
+    patch = tmp_path / "t_fix.patch"
+    patch.write_text("rvvdiff fix: t\nfinding: none\nfunctions: ggml_vec_dot_t\ntests: x\ncost: v, zvfh\n"
+                     "wrong-vlens: 512\ncost-k: quant_dot\nvector-path: kept\n\n--- a/ggml/x\n+++ b/ggml/x\n")
+    fix = fixes.Fix("t_fix", patch)
+    calls: list[list[str]] = []
+
+    def row(case: str, vlen: int, instret: int, twin: str | None) -> dict:
+        return {"case": case, "function": "ggml_vec_dot_t" + ("_generic" if twin is None else ""), "vlen": vlen,
+                "isa": "zvfh", "instret": instret, "twin": twin, "impl": "rvv" if twin else "generic"}
+
+    def fake_cost(argv: list[str]) -> int:
+        calls.append(argv)
+        out = Path(argv[argv.index("--out") + 1])
+        out.mkdir(parents=True)
+        if "--changed-only" not in argv:  # the twins, on the patched tree
+            head, base = [row("t-k4096-generic", v, 4000, None) for v in (256, 512)], []
+        else:
+            head = [row("t-k4096", 256, 1010, "t-k4096-generic"), row("t-k4096", 512, 2000, "t-k4096-generic")]
+            base = [row("t-k4096", 256, 1000, "t-k4096-generic"), row("t-k4096", 512, 1000, "t-k4096-generic")]
+        (out / "cost.json").write_text(json.dumps({"head": head, "base": base, "unmeasured": {}, "seconds": 2.0}))
+        return 0
+
+    monkeypatch.setattr(fixes.cost_command, "main", fake_cost)
+    monkeypatch.setattr(fixes.patches, "apply", lambda ps, src, kind, name=None: src)
+    c = fixes.cost(fix, source.pinned(), tmp_path / "out", "2", (256, 512), ("zvfh", "zvfbfwma"), "t")
+    assert calls[0][calls[0].index("--isa") + 1] == "zvfh" and "--changed-only" in calls[0]
+    assert calls[0][calls[0].index("-k") + 1] == "(quant_dot) and (t)"
+    assert calls[1][calls[1].index("-k") + 1] == "t-k4096-generic"
+    by = {r["vlen"]: r for r in c["rows"]}
+    assert by[256]["fixed_over_replaced"] == 1.01 and by[256]["fixed_over_twin"] == round(1010 / 4000, 4)
+    assert by[512]["fixed_over_replaced"] == 2.0 and by[512]["replaced_wrong"] and not by[256]["replaced_wrong"]
+    assert c["costlier_where_right"] == ["t-k4096 at VLEN 256, zvfh: x1.010 (1000 -> 1010 instructions)"]
+    md = "\n".join(fixes.cost_md("t_fix", c))
+    assert "| fixed / replaced | 1.010 | 2.000 |" in md and "VLEN 512*" in md and "costlier than the replaced" in md
+    with pytest.raises(fixes.CostStepError, match="not in the selection"):
+        fixes.cost(fix, source.pinned(), tmp_path / "out2", "2", (256,), ("zvfbfwma",))
+
+
+def test_cost_selection_takes_vlen_and_isa_from_the_pytest_options() -> None:
+    assert fixes.cost_selection([]) == (SPIKE_VLENS, tuple(ISA_BUILDS), None)
+    assert fixes.cost_selection(["-k", "x", "--vlen", "128,4096", "--isa", "zvfh", "--rvv-stress", "off"]) == \
+        ((128, 4096), ("zvfh",), "x")

@@ -1,7 +1,7 @@
 """``rvvdiff fixes``: a verified patch for every finding, checked against any tree it applies to.
 
 ``harness/data/fixes/<name>.patch`` fixes one finding of docs/findings.md (header: ``rvvdiff fix:`` title,
-``finding``, ``functions``, ``tests``, ``bench``, ``vector-path``; then the diff, llama.cpp paths,
+``finding``, ``functions``, ``tests``, ``cost``, ``wrong-vlens``, ``vector-path``; then the diff, llama.cpp paths,
 ``patch -p1`` from a llama.cpp root, ``-p2`` from a ggml repository: harness/ggml/patches.py), and
 ``harness/data/fixes/<name>.md`` is its upstream-ready report.  The entries of known_failures.toml that name
 the fix (``fix = "<name>"``) are the finding's expected failures.
@@ -11,28 +11,36 @@ the fix (``fix = "<name>"``) are the finding's expected failures.
     (and then whether the buggy code is still there -- the patch needs rebasing -- or changed:
     fixed upstream or moved).
 
-``rvvdiff fixes check [NAME ...] [--ggml-src TREE] [--full] [--no-bench] [pytest options]``
+``rvvdiff fixes check [NAME ...] [--ggml-src TREE] [--full] [--no-cost] [pytest options]``
     for each fix that applies: the PR gate (harness/commands/gate.py) with BASE = the tree and HEAD = the tree
     plus the patch, over every VLEN, ISA build and stress mode (``--vlen`` / ``--isa`` /
     ``--rvv-stress`` narrow it).  The tests that reach the change run (``--full``: every test),
     the thorough budget for those that own it and for the finding's tests.  A fix is *verified*
     when the gate blocks nothing (no regression, no failing new kernel, no uncovered change), the
     finding's tests ran, none fails on HEAD and at least one is named fixed (it failed on BASE),
-    and the finding's known-failure entries apply to BASE and no longer to HEAD.  Then the speed:
-    the largest call of each ``bench`` test (drawn on the patched tree) is timed inside the kernel
-    server on both builds, alternately, the minimum of several rounds of repeated calls.
+    and the finding's known-failure entries apply to BASE and no longer to HEAD.  Then its cost,
+    as ``fixes cost`` measures it.
 
-``rvvdiff fixes bench [NAME ...] [--ggml-src TREE] [pytest options]``
-    only the speed, as ``check`` measures it (run it on a quiet machine).
+``rvvdiff fixes cost [NAME ...] [--ggml-src TREE] [--vlen LIST] [--isa LIST] [-k EXPR]``
+    only the cost: ``rvvdiff cost --changed-only`` (harness/commands/cost.py; instructions under
+    Spike, deterministic) with HEAD = the patched tree and BASE = the tree, in the ISA builds the
+    header's ``cost`` names, at every Spike VLEN (128 to 4096), and the scalar twins of the cases
+    it measured; per case, ISA build and VLEN: fixed / replaced and fixed / twin.  A fix that costs
+    more than the code it replaces at a VLEN where that code was right (outside the header's
+    ``wrong-vlens``) is listed.  The header's ``cost-with`` names fixes applied to both trees first
+    (the replaced code cannot be measured without them: it traps on Spike), its ``cost-k`` a pytest
+    ``-k`` narrowing the cases (``-k`` on the command line narrows them further; in ``check`` it
+    selects the gate's tests, and the cost step takes only ``--vlen`` and ``--isa`` from the options).
 
 ``rvvdiff fixes check --together [--ggml-src TREE] [pytest options]``
     every fix that applies, applied together; the whole suite (every VLEN, ISA build, stress mode)
     with the known failures applied must pass with no expected failure left and no entry applying.
 
 Reports: ``reports/fixes/summary.md`` and ``fixes.json``; per fix the gate's reports under
-``reports/fixes/<name>/``.  Exit status: 0 when every fix checked is verified (or the tree already
-has it), 1 when one fails its verification, 3 when none failed but one could not be checked (it
-no longer applies, the selection does not reach the finding, or its timing failed).
+``reports/fixes/<name>/`` (the cost runs' cost.md / cost.json / cost.html under ``<name>/cost/``).
+Exit status: 0 when every fix checked is verified (or the tree already has it), 1 when one fails its
+verification, 3 when none failed but one could not be checked (it no longer applies, the selection
+does not reach the finding, or its cost could not be measured).
 """
 
 from __future__ import annotations
@@ -42,25 +50,22 @@ import fnmatch
 import functools
 import json
 import os
-import pickle
-import statistics
+import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.build.builds import ensure_built
+from harness.commands import cost as cost_command
 from harness.commands import gate
-from harness.commands.bench import collect
 from harness.commands.runner import read_results, run_suite
 from harness.core import settings
-from harness.core.config import DATA_DIR, ISA_BUILDS, PROJECT_ROOT
-from harness.core.errors import UnknownName
+from harness.core.config import DATA_DIR, ISA_BUILDS, PROJECT_ROOT, SPIKE_VLENS, selection_type
+from harness.core.errors import RvvdiffError, UnknownName
 from harness.core.proc import own_session_env
-from harness.emulators import pool
-from harness.emulators.qemu import qemu
 from harness.ggml import known, patches
 from harness.ggml.source import GgmlSource, resolve
+from harness.report import cost as cost_report
 
 FIXES_DIR = DATA_DIR / "fixes"
 
@@ -71,9 +76,8 @@ def fixes_dir() -> Path:
 
 #: The main job's matrix: every VLEN, ISA build, stress mode (narrowed by the user's options).
 MATRIX = ["--vlen", "all", "--isa", "all", "--rvv-stress", "both"]
-BENCH_EXAMPLES = 100  # examples per bench test: enough to draw the sizes real models use
-BENCH_ROUNDS = 5  # alternating before / after measurements; the minimum of each counts
-BENCH_SECONDS = 0.02  # target time of one measurement (repeated calls inside the server)
+#: Fixed / replaced above this is "costlier" (the cost is exact: only rounding is forgiven).
+COSTLIER = 1.0005
 
 
 class Fix(patches.Patch):
@@ -95,9 +99,30 @@ class Fix(patches.Patch):
         own = [t.strip() for t in self.meta.get("tests", "").split(",") if t.strip()]
         return list(dict.fromkeys([e.test for e in self.entries] + own))
 
+    def _list(self, key: str) -> list[str]:
+        return [t.strip() for t in self.meta.get(key, "").split(",") if t.strip()]
+
     @property
-    def bench(self) -> list[str]:
-        return [t.strip() for t in self.meta.get("bench", "").split(",") if t.strip()]
+    def cost_isas(self) -> list[str]:
+        """The ISA builds whose code the patch changes (header ``cost``): the cost runs measure these."""
+        return self._list("cost")
+
+    @property
+    def cost_with(self) -> list[str]:
+        """Fixes applied to both trees before the cost is measured (header ``cost-with``)."""
+        return self._list("cost-with")
+
+    @property
+    def cost_k(self) -> str:
+        """A pytest -k expression narrowing the cost cases the change reaches (header ``cost-k``): the
+        reach of a graph op (mul_mat dispatches to every repacked kernel) is wider than what it runs."""
+        return self.meta.get("cost-k", "").strip()
+
+    def wrong_at(self, vlen: int) -> bool:
+        """Whether the replaced code is wrong at ``vlen`` (header ``wrong-vlens``: ``all`` or a list):
+        there the fix may cost more than it."""
+        vlens = self._list("wrong-vlens")
+        return "all" in vlens or str(vlen) in vlens
 
     def is_finding_test(self, nodeid: str) -> bool:
         return any(fnmatch.fnmatchcase(nodeid, g) or nodeid.startswith(g) for g in self.tests)
@@ -185,45 +210,113 @@ def verify(fix: Fix, source: GgmlSource, out: Path, pytest_args: list[str], *, f
             "summary": str(out / "gate" / "summary.md")}
 
 
-def bench(fix: Fix, source: GgmlSource, out: Path, pytest_args: list[str]) -> list[dict[str, Any]]:
-    """Per bench test (VLEN x ISA build of the selection, stress off): the largest call drawn on the
-    patched tree, timed inside the server on the tree and on the patched tree."""
-    if not fix.bench:
-        return []
-    patched = patches.apply([fix], source, "fix")
-    log = out / "bench" / "examples.jsonl"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.unlink(missing_ok=True)
-    args = [*MATRIX, *pytest_args, "--rvv-stress", "off", "--ggml-src", str(patched.root)]
-    ids = [i for i in collect(args) if any(i.startswith(b) for b in fix.bench)]
-    if not ids:
-        raise RuntimeError(f"{fix.name}: no test matches its bench prefixes {fix.bench} in this selection")
-    cp = run_suite([*ids, "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *args, "--max-examples", str(BENCH_EXAMPLES),
-                    "--bench-log", str(log), "--example-db", str(out / "bench" / "db"), "--known-failures", "ignore"],
-                   report_dir=out / "bench" / "run", output="capture", env=own_session_env())
-    if cp.exit not in (0, 1) or not log.is_file():
-        raise RuntimeError(f"the bench run of {fix.name} did not complete (pytest exit {cp.exit}):\n"
-                           f"{cp.stdout[-2000:]}{cp.stderr[-2000:]}")
-    rows = []
-    pure = [json.loads(x) for x in log.read_text().splitlines() if '"kind": "pure"' in x]
-    for p in pure:
-        call = pickle.loads(Path(p["request"]).read_bytes())
-        isa = ISA_BUILDS[call["isa"]]
-        servers = {name: pool.server(ensure_built(src, isa), call["vlen"], False, qemu())
-                   for name, src in (("before", source), ("after", patched))}
-        single = max(p["single_s"], 1e-7)
-        repeat = max(3, min(2000, int(BENCH_SECONDS / single)))
-        times: dict[str, list[float]] = {"before": [], "after": []}
-        for _ in range(BENCH_ROUNDS):
-            for name, srv in servers.items():
-                r = srv.call(call["kernel"], call["ip"], call["fp"], call["bufs"], repeat=repeat, timeout=600)
-                times[name].append(r.kernel_ns * 1e-9 / repeat)
-        before, after = min(times["before"]), min(times["after"])
-        rows.append({"nodeid": p["nodeid"], "vlen": call["vlen"], "isa": call["isa"], "kernel": call["kernel"],
-                     "ip": call["ip"], "bytes": p["bytes"], "repeat": repeat,
-                     "before_us": before * 1e6, "after_us": after * 1e6, "ratio": after / before if before else None,
-                     "spread": max(statistics.pstdev(t) / min(t) for t in times.values() if min(t) > 0)})
-    return rows
+class CostStepError(RvvdiffError):
+    """The cost of a fix could not be measured (no ISA build selected, a cost run did not complete)."""
+
+
+def cost(fix: Fix, source: GgmlSource, out: Path, workers: str, vlens: tuple[int, ...] = SPIKE_VLENS,
+         isas: tuple[str, ...] = tuple(ISA_BUILDS), k: str | None = None) -> dict[str, Any]:
+    """The fix's cost (module docstring, ``fixes cost``): ``rvvdiff cost --changed-only`` between the
+    tree and the patched tree in the fix's ISA builds, then the scalar twins of the cases it measured."""
+    selected, isas = isas, tuple(i for i in fix.cost_isas if i in isas)
+    if not isas:
+        raise CostStepError(f"{fix.name}: its ISA builds ({', '.join(fix.cost_isas) or 'none: the header has no cost'})"
+                            f" are not in the selection ({', '.join(selected)})")
+    before = select(fix.cost_with) if fix.cost_with else []
+    base = patches.apply(before, source, "fix") if before else source
+    patched = patches.apply([*before, fix], source, "fix")
+    common = ["--vlen", ",".join(map(str, vlens)), "--isa", ",".join(isas), "-n", str(workers)]
+    expr = " and ".join(f"({e})" for e in (fix.cost_k, k) if e)
+    argv = ["--ggml-src", str(patched.root), "--base", str(base.root), "--changed-only", *common,
+            *(["-k", expr] if expr else []), "--out", str(out / "cost")]
+    cost_command.main(argv)  # its exit status says "a case was not measured": judged below, per case
+    data = json.loads((out / "cost" / "cost.json").read_text())
+    if not data["head"] and not data["unmeasured"]:
+        raise CostStepError(f"{fix.name}: no case of the cost suite (costs/) reaches the change "
+                            f"({', '.join(fix.meta.get('functions', '?').split(', '))}) in {', '.join(isas)}: "
+                            "the cost suite lacks a case calling it")
+    rows = {(r["case"], r["vlen"], r["isa"]): r for r in data["head"]}
+    base_rows = {(r["case"], r["vlen"], r["isa"]): r for r in data["base"]}
+    seconds = data.get("seconds", 0.0)
+    twins = sorted({r["twin"] for r in rows.values() if r.get("twin")} - {key[0] for key in rows})
+    commands = [shlex.join(["rvvdiff", "cost", *argv])]
+    if twins:
+        targv = ["--ggml-src", str(patched.root), "-k", " or ".join(twins), *common, "--out", str(out / "cost-twins")]
+        cost_command.main(targv)
+        tdata = json.loads((out / "cost-twins" / "cost.json").read_text())
+        rows.update({(r["case"], r["vlen"], r["isa"]): r for r in tdata["head"]})
+        data["unmeasured"].update(tdata["unmeasured"])
+        seconds += tdata.get("seconds", 0.0)
+        commands.append(shlex.join(["rvvdiff", "cost", *targv]))
+    table = []
+    twins_of = {r["twin"] for r in data["head"] if r.get("twin")}
+    for r in sorted(data["head"], key=lambda r: (r["case"], r["isa"], r["vlen"])):
+        case, vlen, isa = r["case"], r["vlen"], r["isa"]
+        b = base_rows.get((case, vlen, isa))
+        if b is None and case in twins_of:  # a twin measured for the ratio (the patch does not change it)
+            continue
+        t = rows.get((r["twin"], vlen, isa)) if r.get("twin") else None
+        table.append({"case": case, "function": r["function"], "vlen": vlen, "isa": isa,
+                      "fixed": r["instret"], "replaced": b["instret"] if b else None,
+                      "twin": t["instret"] if t else None,
+                      "fixed_over_replaced": round(r["instret"] / b["instret"], 4) if b and b["instret"] else None,
+                      "fixed_over_twin": round(r["instret"] / t["instret"], 4) if t and t["instret"] else None,
+                      "replaced_wrong": fix.wrong_at(vlen)})
+    costlier = [f"{x['case']} at VLEN {x['vlen']}, {x['isa']}: x{x['fixed_over_replaced']:.3f} ({x['replaced']} -> "
+                f"{x['fixed']} instructions)" for x in table
+                if x["fixed_over_replaced"] and x["fixed_over_replaced"] > COSTLIER and not x["replaced_wrong"]]
+    return {"rows": table, "unmeasured": data["unmeasured"], "costlier_where_right": costlier,
+            "isas": list(isas), "vlens": list(vlens), "with": fix.cost_with, "seconds": round(seconds, 1),
+            "commands": commands, "report": str(out / "cost" / "cost.md")}
+
+
+def cost_summary(rows: list[dict[str, Any]], vlens: list[int]) -> dict[int, dict[str, tuple[float, float] | None]]:
+    """Per VLEN: the range (min, max) of fixed / replaced and of fixed / twin over the cases and ISA builds."""
+    out: dict[int, dict[str, tuple[float, float] | None]] = {}
+    for v in vlens:
+        at = [x for x in rows if x["vlen"] == v]
+        out[v] = {}
+        for k in ("fixed_over_replaced", "fixed_over_twin"):
+            vals = [x[k] for x in at if x[k] is not None]
+            out[v][k] = (min(vals), max(vals)) if vals else None
+    return out
+
+
+def _span(r: tuple[float, float] | None) -> str:
+    if r is None:
+        return "-"
+    lo, hi = (f"{x:.3f}" for x in r)
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def cost_md(name: str, c: dict[str, Any]) -> list[str]:
+    """The cost section of one fix in summary.md: per VLEN the ranges, then per case and build."""
+    vlens = c["vlens"]
+    lines = ["", f"Cost ({', '.join(c['isas'])}; {c['seconds']:.0f} s): fixed / replaced, fixed / scalar twin, "
+             "instructions under Spike; * = a VLEN where the replaced code is wrong."
+             + (f" Both trees have {', '.join(c['with'])}." if c["with"] else ""), "",
+             "| | " + " | ".join(f"VLEN {v}" + ("*" if any(x["replaced_wrong"] for x in c["rows"] if x["vlen"] == v)
+                                              else "") for v in vlens) + " |",
+             "|---|" + "---|" * len(vlens)]
+    summ = cost_summary(c["rows"], vlens)
+    lines.append("| fixed / replaced | " + " | ".join(_span(summ[v]["fixed_over_replaced"]) for v in vlens) + " |")
+    lines.append("| fixed / twin | " + " | ".join(_span(summ[v]["fixed_over_twin"]) for v in vlens) + " |")
+    lines += ["", "| case | ISA | " + " | ".join(str(v) for v in vlens) + " |", "|---|---|" + "---|" * len(vlens)]
+    by: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
+    for x in c["rows"]:
+        by.setdefault((x["case"], x["isa"]), {})[x["vlen"]] = x
+
+    def cell(x: dict[str, Any] | None) -> str:
+        if x is None:
+            return "-"
+        r, t = x["fixed_over_replaced"], x["fixed_over_twin"]
+        return (f"{r:.3f}" if r is not None else "n/a") + (f" (x{t:.2f} twin)" if t is not None else "")
+    for (case, isa), per in sorted(by.items()):
+        lines.append(f"| `{case}` | {isa} | " + " | ".join(cell(per.get(v)) for v in vlens) + " |")
+    lines += [f"- costlier than the replaced code where it was right: {m}" for m in c["costlier_where_right"]]
+    lines += [f"- not measured: {line}" for line in cost_report.grouped(dict(sorted(c["unmeasured"].items())))]
+    lines += [f"- command: `{cmd}`" for cmd in c["commands"]]
+    return lines
 
 
 # ------------------------------------------------------------------ all fixes together
@@ -259,7 +352,7 @@ def together(fixes: list[Fix], source: GgmlSource, out: Path, pytest_args: list[
 
 
 def summary_md(source: GgmlSource, standings: list[Standing], checks: dict[str, dict[str, Any]],
-               benches: dict[str, list[dict[str, Any]]], together_run: dict[str, Any] | None, argv: list[str]) -> str:
+               costs: dict[str, dict[str, Any]], together_run: dict[str, Any] | None, argv: list[str]) -> str:
     lines = ["# rvvdiff fixes", "", f"Tree: {source.describe()}", f"Command: `rvvdiff fixes {' '.join(argv)}`",
              f"Machine: {os.uname().nodename}, {os.cpu_count()} cores", ""]
     if together_run:
@@ -269,6 +362,19 @@ def summary_md(source: GgmlSource, standings: list[Standing], checks: dict[str, 
                   f"{', '.join(t['left_out']) or 'none'}. Outcomes: "
                   + ", ".join(f"{v} {k}" for k, v in sorted(t["outcomes"].items())) + f"; {t['seconds']:.0f} s.", ""]
         lines += [f"- {p}" for p in t["problems"]] + [""]
+    if costs:
+        vlens = sorted({v for c in costs.values() for v in c["vlens"]})
+        lines += ["## Cost", "", "Instructions under Spike (`rvvdiff cost`), per VLEN over the cases the patch reaches and "
+                  "its ISA builds: fixed / replaced, then in brackets fixed / scalar twin; * = the replaced code is "
+                  "wrong at that VLEN.", "", "| fix | " + " | ".join(f"VLEN {v}" for v in vlens) + " |",
+                  "|---|" + "---|" * len(vlens)]
+        for name, c in costs.items():
+            summ = cost_summary(c["rows"], vlens)
+            wrong = {x["vlen"] for x in c["rows"] if x["replaced_wrong"]}
+            lines.append(f"| `{name}` | " + " | ".join(
+                f"{_span(summ[v]['fixed_over_replaced'])}{'*' if v in wrong else ''} ({_span(summ[v]['fixed_over_twin'])})"
+                for v in vlens) + " |")
+        lines.append("")
     lines += ["## Per fix", "", "| fix | on this tree | verification | finding tests fixed | other changes | time |",
               "|---|---|---|---|---|---|"]
     for s in standings:
@@ -292,28 +398,25 @@ def summary_md(source: GgmlSource, standings: list[Standing], checks: dict[str, 
             if len(c["fixed"]) > 40:
                 lines.append(f"- ... and {len(c['fixed']) - 40} more fixed")
             lines += [f"- also fixed: `{n}`" for n in c["also_fixed"]]
-        rows = benches.get(s.fix)
-        if rows:
-            lines += ["", "| bench test | VLEN | ISA | call (ip) | before (us/call) | after (us/call) | after / before |",
-                      "|---|---|---|---|---|---|---|"]
-            for r in sorted(rows, key=lambda r: (r["nodeid"].split("[")[0], r["isa"], r["vlen"])):
-                lines.append(f"| `{r['nodeid'].split('::')[-1].split('-vlen')[0]}]` | {r['vlen']} | {r['isa']} | {r['ip']} | "
-                             f"{r['before_us']:.2f} | {r['after_us']:.2f} | {r['ratio']:.3f} |")
+        if s.fix in costs:
+            lines += cost_md(s.fix, costs[s.fix])
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="rvvdiff fixes", allow_abbrev=False, description=__doc__.split("\n\n")[0])
-    p.add_argument("action", choices=("list", "check", "bench"),
-                   help="list: where each fix stands on the tree; check: verify (and time) each; bench: only time each")
+    p.add_argument("action", choices=("list", "check", "cost"),
+                   help="list: where each fix stands on the tree; check: verify each (and measure its cost); "
+                        "cost: only measure each fix's cost under Spike")
     p.add_argument("names", nargs="*", help="fixes (default: all in harness/data/fixes/)")
     p.add_argument("--ggml-src", help="the tree to check against (default: the pinned tree)")
     p.add_argument("--full", action="store_true", help="run every test on each patched tree, not only those reaching the change")
-    p.add_argument("--no-bench", action="store_true", help="skip the before / after timing")
+    p.add_argument("--no-cost", action="store_true", help="check: skip the cost (instructions under Spike, `fixes cost`)")
     p.add_argument("--together", action="store_true", help="all applicable fixes at once, the whole suite")
     p.add_argument("--out", type=Path, default=PROJECT_ROOT / "reports" / "fixes")
     p.add_argument("--workers", default=settings.get("WORKERS") or "auto")
     a, pytest_args = p.parse_known_args(argv)
+    vlens, isas, k = cost_selection(pytest_args)
     source = resolve(a.ggml_src)
     fixes = select(a.names)
     standings = [standing(f, source) for f in fixes]
@@ -325,8 +428,8 @@ def main(argv: list[str]) -> int:
         return 0
     a.out.mkdir(parents=True, exist_ok=True)
     checks: dict[str, dict[str, Any]] = {}
-    benches: dict[str, list[dict[str, Any]]] = {}
-    bench_errors: dict[str, str] = {}
+    costs: dict[str, dict[str, Any]] = {}
+    cost_errors: dict[str, str] = {}
     together_run = None
     if a.together:
         together_run = together(fixes, source, a.out / "together", pytest_args, a.workers)
@@ -338,26 +441,44 @@ def main(argv: list[str]) -> int:
                 checks[f.name] = verify(f, source, a.out / f.name, [*MATRIX, *pytest_args], full=a.full,
                                         workers=a.workers)
                 print(f"rvvdiff fixes: {f.name}: {checks[f.name]['result']}", flush=True)
-            if not a.no_bench and checks.get(f.name, {}).get("result") != "failed":
+            if not a.no_cost and checks.get(f.name, {}).get("result") != "failed":
                 try:
-                    benches[f.name] = bench(f, source, a.out / f.name, pytest_args)
-                except (RuntimeError, pool.KernelFailure) as e:  # the timing is lost, not the verdict
-                    bench_errors[f.name] = str(e)
-                    print(f"rvvdiff fixes: {f.name}: the timing failed: {e}", file=sys.stderr)
-    md = summary_md(source, standings, checks, benches, together_run, argv)
-    md += "".join(f"\nThe timing of {n} failed: {e}\n" for n, e in bench_errors.items())
+                    # -k selects tests for check's gate, cost cases only for the cost action
+                    costs[f.name] = cost(f, source, a.out / f.name, a.workers, vlens, isas,
+                                         k if a.action == "cost" else None)
+                except (RvvdiffError, OSError, KeyError, ValueError) as e:  # the cost is lost, not the verdict
+                    cost_errors[f.name] = str(e)
+                    print(f"rvvdiff fixes: {f.name}: the cost could not be measured: {e}", file=sys.stderr)
+                    continue
+                for m in costs[f.name]["costlier_where_right"]:
+                    print(f"rvvdiff fixes: {f.name}: costlier than the replaced code where it was right: {m}")
+    md = summary_md(source, standings, checks, costs, together_run, argv)
+    md += "".join(f"\nThe cost of {n} could not be measured: {e}\n" for n, e in cost_errors.items())
     (a.out / "summary.md").write_text(md)
     (a.out / "fixes.json").write_text(json.dumps({"tree": source.describe(), "standings": [s.__dict__ for s in standings],
-                                                  "checks": checks, "bench": benches, "bench_errors": bench_errors,
+                                                  "checks": checks, "cost": costs, "cost_errors": cost_errors,
                                                   "together": together_run},
                                                  indent=1, default=str))
     print("\n" + md)
     results = [c["result"] for c in checks.values()] + ([together_run["result"]] if together_run else [])
     if "failed" in results:
         return 1
-    if "inconclusive" in results or bench_errors or any(s.state == "conflict" for s in standings):
+    if "inconclusive" in results or cost_errors or any(s.state == "conflict" for s in standings):
         return 3
     return 0
+
+
+def cost_selection(pytest_args: list[str]) -> tuple[tuple[int, ...], tuple[str, ...], str | None]:
+    """The VLENs (Spike's: 128 to 4096), ISA builds and cost cases (``-k``) the cost step measures:
+    every one, or what ``--vlen`` / ``--isa`` / ``-k`` among the pytest options select."""
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    p.add_argument("--vlen", type=selection_type("--vlen", SPIKE_VLENS, "VLENs Spike runs", argparse.ArgumentTypeError),
+                   default=SPIKE_VLENS)
+    p.add_argument("--isa", type=selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", argparse.ArgumentTypeError),
+                   default=tuple(ISA_BUILDS))
+    p.add_argument("-k", default=None)
+    known_args, _ = p.parse_known_args(pytest_args)
+    return tuple(known_args.vlen), tuple(known_args.isa), known_args.k
 
 
 if __name__ == "__main__":
