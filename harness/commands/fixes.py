@@ -96,10 +96,10 @@ class Fix(patches.Patch):
     @functools.cached_property
     def tests(self) -> list[str]:
         """The finding's tests: its known-failure entries' globs and the header's ``tests``."""
-        own = [t.strip() for t in self.meta.get("tests", "").split(",") if t.strip()]
-        return list(dict.fromkeys([e.test for e in self.entries] + own))
+        return list(dict.fromkeys([e.test for e in self.entries] + self._list("tests")))
 
     def _list(self, key: str) -> list[str]:
+        """A comma-separated header value as a list."""
         return [t.strip() for t in self.meta.get(key, "").split(",") if t.strip()]
 
     @property
