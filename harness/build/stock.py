@@ -1,0 +1,374 @@
+"""Building ggml and a small C program for riscv64 with a stock toolchain, and running it under QEMU.
+
+Reports meant for ggml maintainers print commands they can run without rvvdiff: Debian
+bookworm's clang-22 (bookworm-security) with the GNU cross sysroot, or rvvdiff's own zig
+(harness/build/toolchain.py), configuring ggml with ggml's own CMake, linking a program
+statically and running it under ``qemu-riscv64``.  Verified on Debian bookworm, see
+docs/upstream-toolchain.md.  Why not the older compilers: bookworm's GCC 12 cross compiler
+has no RVV intrinsics (no ``riscv_vector.h``, ``__riscv_v_intrinsic`` undefined), and
+bookworm's clang-19 rejects ggml's inline assembly (``vsetivli zero, 16, e8, m1`` without
+ta/ma; with ``-fno-integrated-as``, binutils 2.40 does not know zvfh).
+
+:func:`build_commands`, :func:`link_command` and :func:`run_command` return shell command
+lines (for a report); :func:`build_program` and :func:`run_program` run them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.build.cmake import march_mismatch
+from harness.core.config import COMMON_CMAKE, ISA_BUILDS, VLENS, IsaBuild
+from harness.core.errors import RvvdiffError
+from harness.core.proc import CommandError, run
+
+TOOLCHAINS: tuple[str, ...] = ("clang", "zig")
+
+#: The stock clang: Debian bookworm's clang-22 (from bookworm-security).
+CLANG_VERSION = 22
+CLANG = f"clang-{CLANG_VERSION}"
+CLANGXX = f"clang++-{CLANG_VERSION}"
+TARGET = "riscv64-linux-gnu"
+SYSROOT = Path("/usr") / TARGET
+
+#: What the clang toolchain needs, as (Debian package, file or program that proves it is installed).
+CLANG_PACKAGES: tuple[tuple[str, str], ...] = (
+    (CLANG, CLANG),
+    ("libc6-dev-riscv64-cross", str(SYSROOT / "include" / "stdio.h")),
+    ("libstdc++-12-dev-riscv64-cross", str(SYSROOT / "include" / "c++" / "12" / "vector")),
+    ("binutils-riscv64-linux-gnu", f"{TARGET}-ld"),
+)
+#: Needed by either toolchain.
+COMMON_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("cmake", "cmake"),
+    ("qemu-user", "qemu-riscv64"),
+)
+APT_INSTALL = "apt-get install -y " + " ".join(p for p, _ in CLANG_PACKAGES)
+
+#: QEMU's tail/mask stress properties (rvvdiff's --rvv-stress adds rvv_vl_half_avl, see half_avl).
+STRESS: dict[str, bool] = {"rvv_ta_all_1s": True, "rvv_ma_all_1s": True}
+
+#: The public-API program the end-to-end check links: a 1x1 ggml_mul_mat of a q4_0 row (256
+#: values) by a q8_0 row, whose inputs quantize exactly, so the result is the integer
+#: :data:`TINY_EXPECTED`; it prints ggml_cpu_get_rvv_vlen() and the CPU device's extra buffer types.
+TINY_PROGRAM = r"""/* rvvdiff stock-toolchain check: a 1x1 ggml_mul_mat of a q4_0 row by a q8_0 row through
+ * ggml's public API; the inputs quantize exactly (scales 1), so the result is an integer. */
+#include "ggml.h"
+#include "ggml-cpu.h"
+#include "ggml-backend.h"
+#include <stdio.h>
+
+#define K 256
+
+int main(void) {
+    static float a[K], b[K];
+    long expect = 0;
+    for (int i = 0; i < K; i++) {
+        a[i] = (float)(i % 16 - 8);                              /* q4_0: d = 1 */
+        b[i] = i % 32 == 0 ? 127.0f : (float)((i * 5) % 17 - 8); /* q8_0: d = 1 */
+        expect += (long)a[i] * (long)b[i];
+    }
+    ggml_cpu_init();
+    struct ggml_init_params ip = { 1 << 20, NULL, false };
+    struct ggml_context * ctx = ggml_init(ip);
+    struct ggml_tensor * ta = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, K, 1);
+    struct ggml_tensor * tb = ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_0, K, 1);
+    ggml_quantize_chunk(GGML_TYPE_Q4_0, a, ta->data, 0, 1, K, NULL);
+    ggml_quantize_chunk(GGML_TYPE_Q8_0, b, tb->data, 0, 1, K, NULL);
+    struct ggml_tensor * tc = ggml_mul_mat(ctx, ta, tb);
+    struct ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, tc);
+    ggml_backend_t be = ggml_backend_cpu_init();
+    if (be == NULL || ggml_backend_graph_compute(be, gf) != GGML_STATUS_SUCCESS) {
+        fprintf(stderr, "graph compute failed\n");
+        return 2;
+    }
+    float got = ((float *) tc->data)[0];
+    ggml_backend_reg_t reg = ggml_backend_cpu_reg();
+    ggml_backend_dev_get_extra_bufts_t get_extra = (ggml_backend_dev_get_extra_bufts_t)
+        ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+    printf("rvv_vlen_bytes %d\n", ggml_cpu_get_rvv_vlen());
+    printf("mul_mat_q4_0_q8_0 %.1f expected %ld\n", got, expect);
+    printf("extra_bufts");
+    if (get_extra) {
+        for (ggml_backend_buffer_type_t * p = get_extra(ggml_backend_reg_dev_get(reg, 0)); p && *p; p++) {
+            printf(" %s", ggml_backend_buft_name(*p));
+        }
+    }
+    printf("\n");
+    ggml_backend_free(be);
+    ggml_free(ctx);
+    return got == (float) expect ? 0 : 1;
+}
+"""
+TINY_EXPECTED = sum((i % 16 - 8) * (127 if i % 32 == 0 else (i * 5) % 17 - 8) for i in range(256))
+
+
+class StockToolchainError(RvvdiffError, RuntimeError):
+    """The stock toolchain is missing or a step failed; the message is one line that says what to do."""
+
+
+def missing(toolchain: str) -> str | None:
+    """None when ``toolchain`` and QEMU are installed, else one line naming what is missing and how to install it."""
+    _check_toolchain(toolchain)
+    wanted = (CLANG_PACKAGES if toolchain == "clang" else ()) + COMMON_PACKAGES
+    absent = [(pkg, proof) for pkg, proof in wanted
+              if not (Path(proof).exists() if proof.startswith("/") else shutil.which(proof))]
+    if toolchain == "zig":
+        try:
+            import ziglang  # type: ignore[import-untyped]  # noqa: F401
+        except ImportError:
+            return "the zig toolchain needs the ziglang package: run ci/setup.sh (or pip install ziglang==0.17.1)"
+    if not absent:
+        return None
+    pkgs = " ".join(p for p, _ in absent)
+    what = ", ".join(f"{proof} (package {pkg})" for pkg, proof in absent)
+    hint = "ci/setup.sh --stock, or as root: " + (
+        "apt-get install -y -t bookworm-backports qemu-user" if pkgs == "qemu-user" else f"apt-get install -y {pkgs}")
+    if "clang-" in pkgs:
+        hint += f" ({CLANG} comes from bookworm-security)"
+    if "qemu-user" in pkgs and pkgs != "qemu-user":
+        hint += "; qemu-user 10 from bookworm-backports"
+    return f"stock {toolchain} toolchain incomplete: missing {what}; install with {hint}"
+
+
+def _check_toolchain(toolchain: str) -> None:
+    if toolchain not in TOOLCHAINS:
+        raise ValueError(f"toolchain {toolchain!r}: use one of {', '.join(TOOLCHAINS)}")
+
+
+def _isa(isa: str | IsaBuild) -> IsaBuild:
+    if isinstance(isa, IsaBuild):
+        return isa
+    try:
+        return ISA_BUILDS[isa]
+    except KeyError:
+        raise ValueError(f"ISA build {isa!r}: use one of {', '.join(ISA_BUILDS)}") from None
+
+
+# ------------------------------------------------------------------ where things are
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where CMake is pointed for a tree and where the static libraries come out."""
+
+    #: The directory given to ``cmake -S``.
+    source: Path
+    #: ggml's own directory (include/, src/).
+    ggml: Path
+    #: The libraries' directory relative to the build directory.
+    libdir: str
+    #: Whether the CMake project is llama.cpp's (then its LLAMA_* options are turned off).
+    llama: bool
+
+
+def layout(tree: Path) -> Layout:
+    """ggml's own CMake project when it can be configured alone, else the llama.cpp root.
+
+    A llama.cpp tree's ``ggml/`` cannot be configured alone when it lacks ``ggml.pc.in`` (the pinned
+    tree: "CMake Error: File .../ggml/ggml.pc.in does not exist", configure_file at CMakeLists.txt:351):
+    then the llama.cpp root is configured with everything of llama.cpp off.
+    """
+    tree = Path(tree)
+    if (tree / "ggml" / "CMakeLists.txt").is_file():
+        if (tree / "ggml" / "ggml.pc.in").is_file():
+            return Layout(tree / "ggml", tree / "ggml", "src", False)
+        return Layout(tree, tree / "ggml", "ggml/src", True)
+    if (tree / "include" / "ggml.h").is_file() and (tree / "CMakeLists.txt").is_file():
+        return Layout(tree, tree, "src", False)
+    raise ValueError(f"{tree} is neither a llama.cpp tree (ggml/CMakeLists.txt) nor a ggml tree (include/ggml.h)")
+
+
+def libraries(tree: Path, build_dir: Path) -> list[Path]:
+    """The static libraries the program links, in link order."""
+    d = Path(build_dir) / layout(tree).libdir
+    return [d / "libggml-cpu.a", d / "libggml-base.a"]
+
+
+def _zig_tools() -> tuple[str, str, str, str]:
+    """The wrapper scripts rvvdiff writes around zig (cc, c++, ar, ranlib)."""
+    from harness.build.toolchain import compiler
+    cc = compiler()
+    return cc.cc, cc.cxx, cc.ar, cc.ranlib
+
+
+# ------------------------------------------------------------------ the command lines
+
+
+def cmake_options(tree: Path, isa: str | IsaBuild) -> dict[str, str]:
+    """ggml's options for an ISA build: rvvdiff's common options and the build's own (LLAMA_* only
+    when the llama.cpp root is configured)."""
+    lay = layout(tree)
+    opts = {k: v for k, v in COMMON_CMAKE.items() if lay.llama or not k.startswith("LLAMA_")}
+    return {**opts, **_isa(isa).cmake, "CMAKE_EXPORT_COMPILE_COMMANDS": "ON"}
+
+
+def _toolchain_options(toolchain: str) -> dict[str, str]:
+    _check_toolchain(toolchain)
+    cross = {"CMAKE_SYSTEM_NAME": "Linux", "CMAKE_SYSTEM_PROCESSOR": "riscv64"}
+    if toolchain == "clang":
+        return {**cross, "CMAKE_C_COMPILER": CLANG, "CMAKE_CXX_COMPILER": CLANGXX,
+                "CMAKE_C_COMPILER_TARGET": TARGET, "CMAKE_CXX_COMPILER_TARGET": TARGET}
+    cc, cxx, ar, ranlib = _zig_tools()
+    return {**cross, "CMAKE_C_COMPILER": cc, "CMAKE_CXX_COMPILER": cxx, "CMAKE_AR": ar, "CMAKE_RANLIB": ranlib}
+
+
+def build_argvs(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path, jobs: int = 2,
+                nice: int | None = None) -> list[list[str]]:
+    """The configure and build commands as argument lists (see :func:`build_commands`)."""
+    lay = layout(tree)
+    opts = {**_toolchain_options(toolchain), **cmake_options(tree, isa)}
+    configure = ["cmake", "-S", str(lay.source), "-B", str(build_dir), *(f"-D{k}={v}" for k, v in opts.items())]
+    build = ["cmake", "--build", str(build_dir), "--target", "ggml-cpu", "ggml-base", f"-j{jobs}"]
+    if nice is not None:
+        build = ["nice", "-n", str(nice), *build]
+    return [configure, build]
+
+
+def build_commands(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path, jobs: int = 2,
+                   nice: int | None = None) -> list[str]:
+    """Shell command lines that configure ggml of ``tree`` for ISA build ``isa`` with ``toolchain``
+    ("clang": Debian's clang-22 and the GNU cross sysroot; "zig": rvvdiff's zig wrapper) in
+    ``build_dir`` and build its static libraries libggml-cpu.a and libggml-base.a."""
+    return [shlex.join(a) for a in build_argvs(tree, isa, toolchain, build_dir, jobs, nice)]
+
+
+def link_argv(program: Path, exe: Path, *, tree: Path, build_dir: Path, toolchain: str) -> list[str]:
+    """The command that compiles ``program`` and links it statically with the libraries of ``build_dir``."""
+    _check_toolchain(toolchain)
+    inc = layout(tree).ggml / "include"
+    libs = [str(p) for p in libraries(tree, build_dir)]
+    if toolchain == "clang":
+        head = [CLANGXX, f"--target={TARGET}", "-x", "c"]
+        tail = ["-x", "none", *libs, "-static", "-lm", "-lpthread"]
+    else:
+        head = [_zig_tools()[1], "-x", "c"]
+        tail = ["-x", "none", *libs, "-static", "-lm", "-lpthread"]
+    return [*head, "-O2", "-I", str(inc), str(program), *tail, "-o", str(exe)]
+
+
+def link_command(program: Path, exe: Path, *, tree: Path, build_dir: Path, toolchain: str) -> str:
+    """Shell command line: compile the C file ``program`` and link ``exe`` statically with ggml's
+    libraries from ``build_dir`` (the C++ driver links the C++ runtime ggml-cpu needs)."""
+    return shlex.join(link_argv(program, exe, tree=tree, build_dir=build_dir, toolchain=toolchain))
+
+
+def qemu_cpu(vlen: int, isa: str | IsaBuild, stress: bool = False, half_avl: bool = False) -> str:
+    """QEMU's ``-cpu`` value for an ISA build at a VLEN, spelled as harness/emulators/qemu.py spells it:
+    exactly the build's extensions on, the others it knows off."""
+    if vlen not in VLENS:
+        raise ValueError(f"VLEN {vlen}: QEMU emulates {', '.join(map(str, VLENS))}")
+    props = dict(_isa(isa).qemu)
+    if stress:
+        props.update(STRESS)
+    if half_avl:
+        props["rvv_vl_half_avl"] = True
+    items = [f"{k}={'true' if on else 'false'}" for k, on in sorted(props.items(), key=lambda kv: kv[0] != "v")]
+    return "rv64," + ",".join(items[:1] + [f"vlen={vlen}", "elen=64"] + items[1:])
+
+
+def run_argv(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
+             qemu: str = "qemu-riscv64") -> list[str]:
+    return [qemu, "-cpu", qemu_cpu(vlen, isa, stress, half_avl), str(exe)]
+
+
+def run_command(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
+                qemu: str = "qemu-riscv64") -> str:
+    """Shell command line running the static ``exe`` under qemu-riscv64 at ``vlen`` with the ISA
+    build's extensions; ``stress``: tail/mask-agnostic elements written as all ones
+    (``rvv_ta_all_1s``, ``rvv_ma_all_1s``); ``half_avl``: also rvvdiff's ``rvv_vl_half_avl``."""
+    return shlex.join(run_argv(exe, vlen, isa, stress, half_avl=half_avl, qemu=qemu))
+
+
+# ------------------------------------------------------------------ running them
+
+
+def ggml_cpu_march(build_dir: Path) -> str | None:
+    """The -march CMake gave ggml-cpu's sources (from compile_commands.json), if any."""
+    f = Path(build_dir) / "compile_commands.json"
+    if not f.is_file():
+        return None
+    for e in json.loads(f.read_text()):
+        if "ggml-cpu" in e.get("file", "") and "/arch/riscv/" in e["file"]:
+            m = re.search(r"-march=(\S+)", e.get("command") or " ".join(e.get("arguments", [])))
+            if m:
+                return m.group(1)
+    return None
+
+
+def _step(argv: list[str], what: str, timeout: float, log_file: Path | None = None) -> None:
+    try:
+        run(argv, timeout=timeout, what=what, log_file=log_file)
+    except CommandError as e:
+        status = "timed out" if e.returncode is None else f"failed (exit {e.returncode})"
+        err = next((ln.strip() for ln in (e.stderr + "\n" + e.stdout).splitlines()
+                    if re.search(r"error|Error", ln)), "")
+        where = f"; log {log_file}" if log_file else ""
+        raise StockToolchainError(f"{what} {status}: {err or shlex.join(argv)}{where}") from e
+
+
+def build_libraries(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path, *,
+                    jobs: int = 2, nice: int = 5, timeout: float = 3600) -> float:
+    """Configure and build ggml's libraries (see :func:`build_commands`); return the seconds the
+    build step took.  Checks that ggml-cpu got the -march of the ISA build."""
+    why = missing(toolchain)
+    if why:
+        raise StockToolchainError(why)
+    b = _isa(isa)
+    build_dir = Path(build_dir)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    log_file = build_dir / "rvvdiff-stock.log"
+    configure, build = build_argvs(tree, b, toolchain, build_dir, jobs, nice)
+    _step(configure, f"CMake configure of ggml ({toolchain}, {b.name})", 600, log_file)
+    march = ggml_cpu_march(build_dir)
+    if march is None:
+        raise StockToolchainError(f"no -march for ggml-cpu's RVV sources in {build_dir}/compile_commands.json")
+    bad = march_mismatch(b, march)
+    if bad:
+        raise StockToolchainError(f"{bad} (ISA build {b.name}, {build_dir})")
+    t0 = time.monotonic()
+    _step(build, f"building ggml's libraries ({toolchain}, {b.name})", timeout, log_file)
+    return time.monotonic() - t0
+
+
+def build_program(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path,
+                  program: Path | None = None, exe: Path | None = None, *, jobs: int = 2,
+                  nice: int = 5, timeout: float = 3600) -> Path:
+    """Build ggml's libraries and link ``program`` (default: :data:`TINY_PROGRAM`, written into
+    ``build_dir``) statically; return the executable's path."""
+    build_dir = Path(build_dir)
+    build_libraries(tree, isa, toolchain, build_dir, jobs=jobs, nice=nice, timeout=timeout)
+    if program is None:
+        program = build_dir / "rvvdiff-tiny.c"
+        if not program.is_file() or program.read_text() != TINY_PROGRAM:
+            program.write_text(TINY_PROGRAM)
+    exe = Path(exe) if exe is not None else build_dir / (Path(program).stem + ".riscv64")
+    tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
+    _step(link_argv(Path(program), tmp, tree=tree, build_dir=build_dir, toolchain=toolchain),
+          f"linking {program} ({toolchain})", 600, build_dir / "rvvdiff-stock.log")
+    tmp.replace(exe)
+    return exe
+
+
+def run_program(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
+                qemu: str | None = None, timeout: float = 300) -> str:
+    """Run ``exe`` under QEMU (see :func:`run_command`); return its standard output."""
+    q = qemu or shutil.which("qemu-riscv64")
+    if q is None:
+        raise StockToolchainError("qemu-riscv64 is missing: install qemu-user 10 from bookworm-backports "
+                                  "(ci/setup.sh, or as root: apt-get install -y -t bookworm-backports qemu-user)")
+    argv = run_argv(exe, vlen, isa, stress, half_avl=half_avl, qemu=q)
+    try:
+        return run(argv, timeout=timeout, what="the program under QEMU").stdout
+    except CommandError as e:
+        status = "timed out" if e.returncode is None else f"exited with {e.returncode}"
+        sig = " (SIGILL: the program used an extension the emulated CPU lacks)" if e.returncode == 132 else ""
+        raise StockToolchainError(f"{shlex.join(argv)} {status}{sig}: {e.stderr.strip()[-300:]}") from e

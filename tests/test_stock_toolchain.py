@@ -1,0 +1,140 @@
+"""harness/build/stock.py: the commands that build ggml with a stock toolchain (clang-22 and the GNU
+cross sysroot, or rvvdiff's zig) and run a program under QEMU, and one end-to-end check."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from harness.build import stock
+from harness.core.config import ISA_BUILDS, cache_dir
+from harness.emulators.qemu import Qemu
+from harness.ggml import source
+
+
+@pytest.fixture
+def llama_tree(tmp_path: Path) -> Path:
+    """A llama.cpp-shaped tree whose ggml/ lacks ggml.pc.in (like the pinned one)."""
+    (tmp_path / "ggml" / "include").mkdir(parents=True)
+    (tmp_path / "ggml" / "CMakeLists.txt").write_text("")
+    (tmp_path / "CMakeLists.txt").write_text("")
+    return tmp_path
+
+
+def test_layout_prefers_ggml_alone_and_falls_back_to_the_llama_root(llama_tree: Path) -> None:
+    lay = stock.layout(llama_tree)
+    assert lay.source == llama_tree and lay.llama and lay.libdir == "ggml/src"
+    (llama_tree / "ggml" / "ggml.pc.in").write_text("")
+    lay = stock.layout(llama_tree)
+    assert lay.source == llama_tree / "ggml" and not lay.llama and lay.libdir == "src"
+    with pytest.raises(ValueError, match="neither a llama.cpp tree"):
+        stock.layout(llama_tree / "ggml" / "include")
+
+
+@pytest.mark.parametrize("isa", list(ISA_BUILDS))
+def test_clang_build_commands_are_well_formed(llama_tree: Path, isa: str, tmp_path: Path) -> None:
+    bd = tmp_path / "build dir"  # a space: the lines must quote it
+    lines = stock.build_commands(llama_tree, isa, "clang", bd, jobs=2, nice=5)
+    assert len(lines) == 2
+    configure, build = (shlex.split(ln) for ln in lines)
+    assert configure[:5] == ["cmake", "-S", str(llama_tree), "-B", str(bd)]
+    defs = dict(a[2:].split("=", 1) for a in configure[5:])
+    assert all(a.startswith("-D") for a in configure[5:])
+    assert defs["CMAKE_C_COMPILER"] == "clang-22" and defs["CMAKE_CXX_COMPILER"] == "clang++-22"
+    assert defs["CMAKE_C_COMPILER_TARGET"] == defs["CMAKE_CXX_COMPILER_TARGET"] == "riscv64-linux-gnu"
+    assert defs["CMAKE_SYSTEM_NAME"] == "Linux" and defs["CMAKE_SYSTEM_PROCESSOR"] == "riscv64"
+    assert defs["BUILD_SHARED_LIBS"] == "OFF" and defs["GGML_NATIVE"] == "OFF" and defs["GGML_RVV"] == "ON"
+    for k, v in ISA_BUILDS[isa].cmake.items():
+        assert defs[k] == v
+    assert defs["CMAKE_EXPORT_COMPILE_COMMANDS"] == "ON"
+    assert defs["LLAMA_BUILD_TOOLS"] == "OFF"  # the llama.cpp root is configured: llama.cpp off
+    assert build == ["nice", "-n", "5", "cmake", "--build", str(bd), "--target", "ggml-cpu", "ggml-base", "-j2"]
+
+
+def test_ggml_alone_gets_no_llama_options(llama_tree: Path, tmp_path: Path) -> None:
+    (llama_tree / "ggml" / "ggml.pc.in").write_text("")
+    configure = shlex.split(stock.build_commands(llama_tree, "zvfh", "clang", tmp_path)[0])
+    assert configure[2] == str(llama_tree / "ggml")
+    assert not [a for a in configure if a.startswith("-DLLAMA_")]
+    assert shlex.split(stock.build_commands(llama_tree, "zvfh", "clang", tmp_path)[1])[0] == "cmake"
+
+
+def test_zig_build_commands_use_rvvdiffs_wrapper(llama_tree: Path, tmp_path: Path) -> None:
+    from harness.build.toolchain import compiler
+    cc = compiler()
+    defs = dict(a[2:].split("=", 1) for a in shlex.split(stock.build_commands(llama_tree, "v", "zig", tmp_path)[0])
+                if a.startswith("-D"))
+    assert (defs["CMAKE_C_COMPILER"], defs["CMAKE_CXX_COMPILER"], defs["CMAKE_AR"], defs["CMAKE_RANLIB"]) == (
+        cc.cc, cc.cxx, cc.ar, cc.ranlib)
+    link = shlex.split(stock.link_command(tmp_path / "p.c", tmp_path / "p", tree=llama_tree, build_dir=tmp_path,
+                                          toolchain="zig"))
+    assert link[0] == cc.cxx
+
+
+def test_link_command(llama_tree: Path, tmp_path: Path) -> None:
+    argv = shlex.split(stock.link_command(tmp_path / "p.c", tmp_path / "p", tree=llama_tree,
+                                          build_dir=tmp_path / "b", toolchain="clang"))
+    assert argv[:2] == ["clang++-22", "--target=riscv64-linux-gnu"]
+    assert ["-x", "c"] == argv[2:4] and "-static" in argv and argv[-2:] == ["-o", str(tmp_path / "p")]
+    assert argv.index(str(tmp_path / "p.c")) < argv.index(str(tmp_path / "b" / "ggml/src/libggml-cpu.a")) \
+        < argv.index(str(tmp_path / "b" / "ggml/src/libggml-base.a"))
+    assert argv[argv.index("-I") + 1] == str(llama_tree / "ggml" / "include")
+
+
+@pytest.mark.parametrize("isa", list(ISA_BUILDS))
+@pytest.mark.parametrize("stress", [False, True])
+def test_run_command_spells_the_cpu_as_the_harness_does(isa: str, stress: bool) -> None:
+    argv = shlex.split(stock.run_command(Path("/x/prog"), 256, isa, stress))
+    assert argv[0] == "qemu-riscv64" and argv[1] == "-cpu" and argv[3] == "/x/prog" and len(argv) == 4
+    props = dict(ISA_BUILDS[isa].qemu)
+    if stress:
+        props.update({"rvv_ta_all_1s": True, "rvv_ma_all_1s": True})
+    assert argv[2] == Qemu.cpu(None, 256, props)  # type: ignore[arg-type]  # cpu() reads no field
+    assert argv[2].startswith("rv64,v=true,vlen=256,elen=64,")
+    assert ("rvv_ta_all_1s=true,rvv_ma_all_1s=true" in argv[2]) == stress
+    assert "rvv_vl_half_avl=true" in stock.run_command(Path("/x"), 128, isa, True, half_avl=True)
+
+
+def test_bad_arguments_say_what_is_allowed(llama_tree: Path) -> None:
+    with pytest.raises(ValueError, match="use one of clang, zig"):
+        stock.build_commands(llama_tree, "v", "gcc", Path("/b"))
+    with pytest.raises(ValueError, match="use one of v, zvfh, zvfbfwma"):
+        stock.build_commands(llama_tree, "rv", "clang", Path("/b"))
+    with pytest.raises(ValueError, match="QEMU emulates 128, 256, 512, 1024"):
+        stock.run_command(Path("/x"), 2048, "v")
+
+
+def test_missing_toolchain_is_one_line_naming_package_and_apt_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stock.shutil, "which", lambda name: None if name == "clang-22" else f"/usr/bin/{name}")
+    monkeypatch.setattr(stock, "CLANG_PACKAGES", stock.CLANG_PACKAGES[:1])
+    why = stock.missing("clang")
+    assert why is not None and "\n" not in why
+    assert "clang-22 (package clang-22)" in why and "apt-get install -y clang-22" in why
+    assert "bookworm-security" in why and "ci/setup.sh --stock" in why
+    with pytest.raises(stock.StockToolchainError, match="apt-get install -y clang-22"):
+        stock.build_libraries(Path("/nonexistent"), "v", "clang", Path("/nonexistent/b"))
+
+
+def test_tiny_program_expectation() -> None:
+    assert stock.TINY_EXPECTED == -8173
+
+
+_MISSING = stock.missing("clang")
+
+
+@pytest.mark.skipif(_MISSING is not None, reason=f"end-to-end stock build skipped: {_MISSING}")
+def test_clang_builds_ggml_and_the_program_runs_under_qemu() -> None:
+    """Builds the v build of the pinned tree with clang-22 (about 40 s on two cores, reused later),
+    links the tiny program statically, runs it at VLEN 128 and 256."""
+    tree = source.pinned().root
+    exe = stock.build_program(tree, "v", "clang", cache_dir() / "stock" / "clang-v")
+    for vlen in (128, 256):
+        out = stock.run_program(exe, vlen, "v").splitlines()
+        assert out[0] == f"rvv_vlen_bytes {vlen // 8}"
+        assert out[1] == f"mul_mat_q4_0_q8_0 {stock.TINY_EXPECTED:.1f} expected {stock.TINY_EXPECTED}"
+        assert out[2] == "extra_bufts CPU_REPACK"
+    assert "rvv_ta_all_1s" in stock.run_command(exe, 256, "v", True)
+    assert stock.run_program(exe, 256, "v", stress=True).splitlines()[1].startswith(
+        f"mul_mat_q4_0_q8_0 {stock.TINY_EXPECTED:.1f}")
