@@ -11,7 +11,7 @@ from harness.build import toolchain
 from harness.build.builds import BuildError, IsaUnavailable, ensure_built
 from harness.build.server import adapter_kernels
 from harness.build.toolchain import SERVER_DIR
-from harness.commands import bench, bisect, cost, fixes, gate, mutation, repro, spikecheck, trees
+from harness.commands import bench, bisect, cost, fixes, gate, mutation, report, repro, spikecheck, trees
 from harness.core.config import ISA_BUILDS, selection_type
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError
@@ -91,6 +91,8 @@ def cmd_known(args: argparse.Namespace) -> int:
 #: Sub-commands with their own argument parsers (``rvvdiff NAME --help``).
 COMMANDS_ELSEWHERE = {
     "repro": "replay a failure report outside pytest; --c writes a standalone C reproducer",
+    "report": "a failure report as an upstream issue: --upstream writes issue.md and a public-API program, run at "
+              "every VLEN and build (and on the fixed tree)",
     "bench": "where the suite's time goes, per representative kernel and VLEN",
     "cost": "what each kernel costs at every VLEN: instructions under Spike, HEAD against --base (docs/cost.md)",
     "mutants": "list the planted bugs, or `run` the detection table (docs/mutants.md)",
@@ -108,7 +110,7 @@ COMMANDS_ELSEWHERE = {
 def _elsewhere(name: str) -> Callable[[list[str]], int]:
     """The ``main`` of a sub-command with its own argument parser."""
     return {"trees": trees.main, "bisect": bisect.main, "gate": gate.main, "fixes": fixes.main,
-            "spike-check": spikecheck.main, "repro": repro.main_repro, "bench": bench.main,
+            "spike-check": spikecheck.main, "repro": repro.main_repro, "report": report.main, "bench": bench.main,
             "cost": cost.main,
             "mutants": mutation.main_mutants, "audit": mutation.main_audit}[name]
 
