@@ -194,7 +194,8 @@ def libraries(tree: Path, build_dir: Path) -> list[Path]:
 
 
 def _zig_tools() -> tuple[str, str, str, str]:
-    """The wrapper scripts rvvdiff writes around zig (cc, c++, ar, ranlib)."""
+    """The wrapper scripts rvvdiff writes around zig (cc, c++, ar, ranlib); with RVVDIFF_CC/RVVDIFF_CXX
+    set, the compiler the harness itself builds with (harness/build/toolchain.py)."""
     from harness.build.toolchain import compiler
     cc = compiler()
     return cc.cc, cc.cxx, cc.ar, cc.ranlib
