@@ -119,6 +119,10 @@ def assert_all_within(got: np.ndarray, expected: np.ndarray, bound: np.ndarray, 
         return assert_within_bound(float(got[worst]), float(expected[worst]), float(bound[worst]),
                                    name=f"{name}[{index(worst)}]", context=context, derivation=derivation)
     except AssertionError as failed:
+        # The report keeps every element (a reproducer checks them all), the worst one first in its name.
+        observe.keep("comparison", {"mode": "bound", "name": f"{name}[{index(worst)}]", "context": context,
+                                    "got": got, "expected": e, "bound": np.broadcast_to(bound, got.shape).astype(float),
+                                    "derivation": derivation})
         raise AssertionError(f"{failed}\n  {beyond} of {ratio.size} elements ({100 * beyond / ratio.size:.3g}%) "
                              "beyond their bound") from None
 

@@ -47,6 +47,8 @@ def main(argv: list[str]) -> int:
                    default=VLENS, metavar="LIST", help="'all' (default) or a comma list")
     p.add_argument("--isa", type=selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", argparse.ArgumentTypeError),
                    default=None, metavar="LIST", help="'all' (default) or a comma list")
+    p.add_argument("--no-stock", action="store_true",
+                   help="do not build the program with the stock toolchain's commands (Debian's clang, ggml's CMake)")
     p.add_argument("--out", type=Path, default=None, help="default: CASE/upstream")
     a = p.parse_args(argv)
     case = load_case(a.case.resolve())
@@ -85,13 +87,20 @@ def main(argv: list[str]) -> int:
     cause = _paragraph(fix_md, "Root cause") or (re.sub(r"\s*\((docs|see)[^)]*\)", "", entry.reason) if entry else "")
     impact = _paragraph(fix_md, "Who hits it")
     fixed = [v for v in verdicts if v.tree == "fixed"]
-    isa_ex = ISA_BUILDS[tgt["isa"]]
-    text = U.issue(case, pub, prog.read_text(), verdicts, stress=stress, isa_example=isa_ex,
-                   vlen_example=tgt["vlen"], cause=cause, impact=impact, fix=fix_name)
+    wrong = next((v for v in verdicts if v.tree != "fixed" and v.failing), None)
+    isa_ex, vl_ex = (ISA_BUILDS[wrong.isa], wrong.vlen) if wrong else (ISA_BUILDS[tgt["isa"]], tgt["vlen"])
+    stock_runs = [] if a.no_stock else [U.verify_stock(t, label, isa_ex, vl_ex, stress, prog, out)
+                                        for label, t in trees.items()]
+    for v in stock_runs:
+        print(f"  {v.tree:6} {v.isa:9} VLEN {v.vlen:5}, built with the stock commands: "
+              + {True: "WRONG", False: "ok", None: f"not run ({v.text})"}[v.failing])
+    text = U.issue(case, pub, prog.read_text(), verdicts, stress=stress, isa_example=isa_ex, vlen_example=vl_ex,
+                   tree=src, stock_runs=stock_runs, cause=cause, impact=impact, fix=fix_name)
     (out / "issue.md").write_text(text)
     print(f"rvvdiff report: {out / 'issue.md'} ({len(text.splitlines())} lines), {prog}")
     at = [v for v in verdicts if v.tree != "fixed" and v.isa == tgt["isa"] and v.vlen == tgt["vlen"]]
-    true = bool(at and at[0].failing) and all(v.failing is False for v in fixed)
+    true = (bool(at and at[0].failing) and all(v.failing is False for v in fixed)
+            and all(v.failing is (v.tree != "fixed") for v in stock_runs))
     if not true:
         print("rvvdiff report: the program does not fail at the recorded target, or the fixed tree still fails: "
               "the issue would not be true as written (table above)")

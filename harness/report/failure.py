@@ -72,8 +72,9 @@ def _worst(comp: dict[str, Any]) -> dict[str, Any]:
     i = int(np.argmax(score))
     out = {"index": i, "got": got[i], "expected": exp[i], "abs_error": diff[i]}
     if comp["mode"] == "bound":
-        out["bound"] = comp["bound"]
-        out["error/bound"] = diff[i] / comp["bound"] if comp["bound"] > 0 else math.inf
+        b = np.asarray(comp["bound"], np.float64).reshape(-1)
+        out["bound"] = float(b[i] if b.size > 1 else b[0])
+        out["error/bound"] = diff[i] / out["bound"] if out["bound"] > 0 else math.inf
     return out
 
 
@@ -99,7 +100,8 @@ def write_failure(report_dir: Path, *, nodeid: str, longrepr: str, kept: dict[st
         for k in ("bound", "ulps", "allowed"):
             if k in comp:
                 arrays[k] = np.asarray(comp[k])
-        comparison = {k: v for k, v in comp.items() if k not in ("got", "expected", "ulps", "allowed")}
+        comparison = {k: v for k, v in comp.items() if k not in ("got", "expected", "ulps", "allowed")
+                      and not (k == "bound" and np.asarray(v).size > 1)}
         comparison["worst"] = jsonable(_worst(comp))
         comparison["expected_dtype"] = str(np.asarray(comp["expected"]).dtype)
         comparison["got_dtype"] = str(np.asarray(comp["got"]).dtype)

@@ -24,6 +24,7 @@ says why, and the report says so instead of pretending.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import shlex
 import textwrap
@@ -32,9 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.build import stock
 from harness.build.builds import Build, ensure_built
 from harness.build.toolchain import compiler
-from harness.core.config import ISA_BUILDS, STRESS_PROPS, IsaBuild
+from harness.core.config import ISA_BUILDS, STRESS_PROPS, IsaBuild, cache_dir
 from harness.core.errors import RvvdiffError
 from harness.core.proc import run
 from harness.emulators import qemu as Q
@@ -230,23 +232,28 @@ def program(pub: Public, title: str) -> str:
     ta = f"GGML_TYPE_{TYPE_NAMES[pub.a_type]}"
     b_type = (f"GGML_TYPE_{TYPE_NAMES[pub.b_type]}" if pub.b_type is not None
               else "ggml_get_type_traits_cpu(a->type)->vec_dot_type")
+    b_make = f"tensor(ctx, {b_type}, {k}, {pub.n}, B_HEX)"
     if pub.repack:
+        # As llama.cpp places a weight: in CPU_REPACK when the device runs the op from there, else in CPU memory.
         a_make = (
-            "    // A in the CPU backend's extra buffer type CPU_REPACK, as llama.cpp places weights\n"
-            "    ggml_backend_reg_t reg = ggml_backend_cpu_reg();\n"
+            "    ggml_backend_reg_t reg = ggml_backend_cpu_reg();  ggml_backend_dev_t dev = ggml_backend_reg_dev_get(reg, 0);\n"
             "    typedef ggml_backend_buffer_type_t * (*extra_t)(ggml_backend_dev_t);\n"
             "    extra_t extra = (extra_t) ggml_backend_reg_get_proc_address(reg, \"ggml_backend_dev_get_extra_bufts\");\n"
             "    ggml_backend_buffer_type_t buft = NULL;\n"
-            "    for (ggml_backend_buffer_type_t * t = extra(ggml_backend_reg_dev_get(reg, 0)); t && *t; ++t)\n"
+            "    for (ggml_backend_buffer_type_t * t = extra(dev); t && *t; ++t)\n"
             "        if (!strcmp(ggml_backend_buft_name(*t), \"CPU_REPACK\")) buft = *t;\n"
             "    struct ggml_init_params wp = { ggml_tensor_overhead(), NULL, true };\n"
             "    struct ggml_context * wctx = ggml_init(wp);\n"
-            f"    struct ggml_tensor * a = ggml_new_tensor_2d(wctx, {ta}, {k}, {pub.m});\n"
+            f"    struct ggml_tensor * w = ggml_new_tensor_2d(wctx, {ta}, {k}, {pub.m});\n"
             "    if (!buft || !ggml_backend_alloc_ctx_tensors_from_buft(wctx, buft)) return 2;\n"
-            f"    struct ggml_tensor * host = tensor(ctx, {ta}, {k}, {pub.m}, A_HEX);\n"
-            "    ggml_backend_tensor_set(a, host->data, 0, ggml_nbytes(a));  // repacks\n")
+            f"    struct ggml_tensor * a = tensor(ctx, {ta}, {k}, {pub.m}, A_HEX), * b = {b_make};\n"
+            "    struct ggml_tensor * c = ggml_mul_mat(ctx, w, b);\n"
+            "    int repacked = ggml_backend_dev_supports_op(dev, c);\n"
+            "    if (repacked) ggml_backend_tensor_set(w, a->data, 0, ggml_nbytes(w)); else c = ggml_mul_mat(ctx, a, b);\n"
+            "    printf(\"weights in %s\\n\", repacked ? \"CPU_REPACK\" : \"CPU memory (CPU_REPACK does not take them)\");\n")
     else:
-        a_make = f"    struct ggml_tensor * a = tensor(ctx, {ta}, {k}, {pub.m}, A_HEX);\n"
+        a_make = (f"    struct ggml_tensor * a = tensor(ctx, {ta}, {k}, {pub.m}, A_HEX);\n"
+                  f"    struct ggml_tensor * c = ggml_mul_mat(ctx, a, {b_make});\n")
     return f"""// {title}: {pub.what}. ggml's public API only; exit status 1 while the result is wrong.
 #include "ggml.h"
 #include "ggml-cpu.h"
@@ -268,8 +275,7 @@ static struct ggml_tensor * tensor(struct ggml_context * ctx, enum ggml_type t, 
 }}
 int main(void) {{
     struct ggml_init_params p = {{ 16u << 20, NULL, false }};  struct ggml_context * ctx = ggml_init(p);
-{a_make}    struct ggml_tensor * c = ggml_mul_mat(ctx, a, tensor(ctx, {b_type}, {k}, {pub.n}, B_HEX));
-    struct ggml_cgraph * g = ggml_new_graph(ctx);  ggml_build_forward_expand(g, c);
+{a_make}    struct ggml_cgraph * g = ggml_new_graph(ctx);  ggml_build_forward_expand(g, c);
     ggml_backend_t cpu = ggml_backend_cpu_init();  ggml_backend_cpu_set_n_threads(cpu, 1);  ggml_backend_graph_compute(cpu, g);
     int bad = 0;
     for (int i = 0; i < {size}; ++i) {{
@@ -392,21 +398,52 @@ def first_wrong(verdicts: list[Verdict]) -> tuple[Verdict | None, list[str]]:
     return None, []
 
 
-def build_lines(isa: IsaBuild, vlen: int, stress: bool) -> list[str]:
-    """Commands that build ggml with its own CMake and the program with a stock riscv64 clang, and run it."""
-    march = "rv64gcv" + "".join(f"_{e}" for e in isa.march if e != "v")
-    props = {k: on for k, on in {**isa.qemu, **(STRESS_PROPS if stress else {})}.items() if on}
-    opts = " ".join(f"-D{k}={v}" for k, v in isa.cmake.items() if v == "ON")
-    tc = "-DCMAKE_{0}_COMPILER={1} -DCMAKE_{0}_COMPILER_TARGET=riscv64-linux-gnu"
-    return [
-        "```sh",
-        f"cmake -S ggml -B rv -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=riscv64 -DGGML_NATIVE=OFF {opts} \\",
-        f"  -DBUILD_SHARED_LIBS=OFF {tc.format('C', 'clang-19')} {tc.format('CXX', 'clang++-19')} && cmake --build rv -j",
-        f"clang-19 --target=riscv64-linux-gnu -march={march} -Iggml/include -c repro.c && clang++-19 \\",
-        "  --target=riscv64-linux-gnu repro.o rv/src/libggml.a rv/src/libggml-cpu.a rv/src/libggml-base.a -static -o repro",
-        f"qemu-riscv64 -cpu {Q.qemu().cpu(vlen, props)} ./repro",
-        "```",
-    ]
+def _wrapped(argv: list[str], width: int = 112) -> list[str]:
+    lines, cur = [], ""
+    for w in argv:
+        w = shlex.quote(w)
+        if cur and len(cur) + 1 + len(w) > width:
+            lines.append(cur + " \\")
+            cur = "  " + w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    return lines + [cur]
+
+
+def build_lines(tree: GgmlSource, isa: IsaBuild, vlen: int, stress: bool) -> list[str]:
+    """The stock-toolchain commands (harness/build/stock.py, as verified by :func:`verify_stock`) with
+    the tree named ``llama.cpp`` (or ``ggml``) and the build directory ``rv``."""
+    name = "llama.cpp" if tree.ggml != tree.root else "ggml"
+
+    def rel(argv: list[str]) -> list[str]:
+        return [a.replace(str(tree.root), name) for a in argv if a != "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"]
+
+    configure, build = stock.build_argvs(tree.root, isa, "clang", Path("rv"))
+    link = stock.link_argv(Path("repro.c"), Path("repro"), tree=tree.root, build_dir=Path("rv"), toolchain="clang")
+    run_ = stock.run_argv(Path("./repro"), vlen, isa, stress, half_avl=stress, qemu="qemu-riscv64")
+    return ["```sh", *_wrapped(rel(configure)), *_wrapped(rel(build)), *_wrapped(rel(link)),
+            *_wrapped(run_, 400), "```"]
+
+
+def verify_stock(tree: GgmlSource, label: str, isa: IsaBuild, vlen: int, stress: bool, src: Path,
+                 work: Path) -> Verdict:
+    """The program built with the stock toolchain's commands (Debian's clang, ggml's CMake) and run once."""
+    import subprocess
+
+    why = stock.missing("clang")
+    if why:
+        return Verdict(label, isa.name, vlen, None, why)
+    key = hashlib.sha256(str(tree.root).encode()).hexdigest()[:12]
+    try:
+        exe = stock.build_program(tree.root, isa, "clang", cache_dir() / "stock" / f"{key}-{isa.name}", src,
+                                  work / f"repro-{label}-{isa.name}-clang")
+    except RvvdiffError as e:
+        return Verdict(label, isa.name, vlen, None, f"not built with {stock.CLANG}: {str(e).splitlines()[0]}")
+    r = subprocess.run(stock.run_argv(exe, vlen, isa, stress, half_avl=stress), capture_output=True, text=True,
+                       timeout=300)
+    if r.returncode not in (0, 1):
+        return Verdict(label, isa.name, vlen, None, f"exit {r.returncode}: {(r.stdout + r.stderr).strip()[-200:]}")
+    return Verdict(label, isa.name, vlen, r.returncode == 1, r.stdout.strip())
 
 
 def _sentence(s: str) -> str:
@@ -415,7 +452,8 @@ def _sentence(s: str) -> str:
 
 
 def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, stress: bool, isa_example: IsaBuild,
-          vlen_example: int, cause: str = "", impact: str = "", fix: str = "") -> str:
+          vlen_example: int, tree: GgmlSource, stock_runs: list[Verdict] = (), cause: str = "", impact: str = "",
+          fix: str = "") -> str:
     """The issue text (markdown): :data:`MAX_LINES` at most with the program inline, else the program is
     named as an attachment (``repro.c``)."""
     ggml = case.data["ggml"]
@@ -432,8 +470,14 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
     head += ["", f"Tree: {ggml['label']}, commit {ggml['commit']}. The program: {pub.what}, "
                  "with the inputs of a shrunk case (ggml's public API only):"]
     prog = ["", "```c", *src_text.rstrip("\n").splitlines(), "```"]
-    tail = ["Build and run (Debian bookworm: `clang-19 libstdc++-12-dev-riscv64-cross qemu-user` >= 10):",
-            *build_lines(isa_example, vlen_example, stress)]
+    tail = [f"Build and run (Debian bookworm: `{stock.APT_INSTALL.split(' -y ')[1]}`, qemu-user >= 10):",
+            *build_lines(tree, isa_example, vlen_example, stress)]
+    said = {True: "wrong", False: "right", None: "not run"}
+    if stock_runs:
+        tail.append("These commands, run here: " + "; ".join(
+            f"{v.tree} tree {said[v.failing]}" + (f" (`{' / '.join(v.text.splitlines()[:3])}`)" if v.text else "")
+            for v in stock_runs) + ".")
+        wrong = None  # its output is in that line
     tail += [(f"Output at VLEN {wrong.vlen}, {wrong.isa} build: `" + " / ".join(out[:3]) + "`. " if wrong else "")
              + f"Run here (QEMU {Q.qemu().version}), the program at every VLEN and ISA build"
              + (f" (fixed: with the patch `{fix}`)" if fix and any(v.tree == "fixed" for v in verdicts) else "") + ":",
