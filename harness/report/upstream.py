@@ -369,7 +369,7 @@ def title_of(function: str, verdicts: list[Verdict], stress: bool) -> str:
     mine = [v for v in verdicts if v.tree != "fixed"]
     bad = [v for v in mine if v.failing]
     builds = sorted({v.isa for v in bad}, key=list(ISA_BUILDS).index)
-    where = ("every RVV build" if set(builds) == {v.isa for v in mine} else "/".join(builds)
+    where = ("every RVV build" if set(builds) == set(ISA_BUILDS) else "/".join(builds)
              + (" builds" if len(builds) > 1 else " build"))
     return (f"{function} (RISC-V RVV): wrong result at {_vlens([v.vlen for v in bad], [v.vlen for v in mine])}, "
             f"{where}" + (", when tail-agnostic elements are written with ones" if stress else ""))
@@ -398,7 +398,7 @@ def first_wrong(verdicts: list[Verdict]) -> tuple[Verdict | None, list[str]]:
     return None, []
 
 
-def _wrapped(argv: list[str], width: int = 112) -> list[str]:
+def _wrapped(argv: list[str], width: int = 124) -> list[str]:
     lines, cur = [], ""
     for w in argv:
         w = shlex.quote(w)
@@ -420,7 +420,7 @@ def build_lines(tree: GgmlSource, isa: IsaBuild, vlen: int, stress: bool) -> lis
 
     configure, build = stock.build_argvs(tree.root, isa, "clang", Path("rv"))
     link = stock.link_argv(Path("repro.c"), Path("repro"), tree=tree.root, build_dir=Path("rv"), toolchain="clang")
-    run_ = stock.run_argv(Path("./repro"), vlen, isa, stress, half_avl=stress, qemu="qemu-riscv64")
+    run_ = [*stock.run_argv(Path("repro"), vlen, isa, stress, half_avl=stress, qemu="qemu-riscv64")[:-1], "./repro"]
     return ["```sh", *_wrapped(rel(configure)), *_wrapped(rel(build)), *_wrapped(rel(link)),
             *_wrapped(run_, 400), "```"]
 
@@ -469,7 +469,7 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
         head += ["", f"**Who hits it.** {impact}"]
     head += ["", f"Tree: {ggml['label']}, commit {ggml['commit']}. The program: {pub.what}, "
                  "with the inputs of a shrunk case (ggml's public API only):"]
-    prog = ["", "```c", *src_text.rstrip("\n").splitlines(), "```"]
+    prog = ["```c", *src_text.rstrip("\n").splitlines(), "```"]
     tail = [f"Build and run (Debian bookworm: `{stock.APT_INSTALL.split(' -y ')[1]}`, qemu-user >= 10):",
             *build_lines(tree, isa_example, vlen_example, stress)]
     said = {True: "wrong", False: "right", None: "not run"}
@@ -484,7 +484,7 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
              "", *verdict_table(verdicts)]
     text = head + prog + tail
     if len(text) > MAX_LINES:
-        text = head + ["", f"The program, `repro.c` ({len(prog) - 3} lines), is attached."] + tail
+        text = head + [f"The program, `repro.c` ({len(prog) - 2} lines), is attached."] + tail
     return "\n".join(text).rstrip() + "\n"
 
 

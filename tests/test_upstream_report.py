@@ -1,0 +1,110 @@
+"""``rvvdiff report CASE --upstream``: the issue text for ggml's maintainers and its public-API program.
+
+End to end: a finding of the pinned tree (iq4_nl drops the last block of an odd count) and a planted bug
+in repacked code (the mutant ``repack_q8_0_16x1_swapped_columns``, reached through the CPU_REPACK buffer
+at VLEN 256 only): the program is built against the builds, run under QEMU, fails exactly where the
+kernel is wrong and passes on the fixed tree; the issue names those VLENs and stays within 60 lines.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.commands import report
+from harness.ggml import mutants, source
+from harness.report import upstream as U
+from harness.report.failure import load_case
+
+ROOT = Path(__file__).resolve().parent.parent
+PUBLIC = {"ggml.h", "ggml-cpu.h", "ggml-backend.h", "math.h", "stdio.h", "string.h"}
+
+
+def test_encode_round_trips() -> None:
+    rng = np.random.default_rng(1)
+    for data in (b"", b"\x00", bytes(300), rng.bytes(257), b"\x01\x02\x02\x02" * 50, rng.bytes(33) + bytes(40)):
+        text = U.encode(data)
+        assert U.decode(text) == data
+        body = "".join(re.findall(r'"([^"]*)"', U._hex_lines("X", data)))
+        assert U.decode(body) == data
+    assert U.encode(bytes([0x0F] * 128)) == "0f*128"
+
+
+def test_title_and_table_name_exactly_the_failing_targets() -> None:
+    v = [U.Verdict("pinned", i, vl, vl >= 256 and i != "v", "") for i in ("v", "zvfh") for vl in (128, 256, 512)]
+    v += [U.Verdict("fixed", i, vl, False, "") for i in ("v", "zvfh") for vl in (128, 256, 512)]
+    title = U.title_of("ggml_f", v, stress=False)
+    assert "VLEN 256, 512, zvfh build" in title and "128" not in title
+    table = U.verdict_table(v)
+    assert "| pinned | v | ok | ok | ok |" in table and "| pinned | zvfh | ok | wrong | wrong |" in table
+    assert "| fixed | v, zvfh | ok | ok | ok |" in table
+    every = [U.Verdict("pinned", i, vl, True, "") for i in ("v", "zvfh", "zvfbfwma") for vl in (128, 256)]
+    assert "every VLEN (128-256), every RVV build" in U.title_of("ggml_f", every, stress=True)
+
+
+def test_calls_without_a_public_form_say_why(tmp_path: Path) -> None:
+    case = U.Case(tmp_path, {"call": {"kernel": "quant_vec_dot", "ip": [20, 32, 1], "buffers": []}}, {})
+    with pytest.raises(U.NoPublicForm, match="generic twin"):
+        U.public_form(case)
+    case.data["call"] = {"kernel": "repack_gemx", "ip": [2, 8, 8, 0, 0, 32, 1, 8], "buffers": []}
+    with pytest.raises(U.NoPublicForm, match="repack.h"):
+        U.public_form(case)
+
+
+def _failing_case(test: str, out: Path, *extra: str) -> Path:
+    r = subprocess.run([sys.executable, "-m", "pytest", test, "-p", "no:xdist", "-q", "--report-dir", str(out),
+                        "--runxfail", "-p", "no:cacheprovider", *extra], cwd=ROOT, capture_output=True, text=True,
+                       timeout=1800)
+    assert r.returncode == 1, r.stdout[-2000:]
+    (case,) = (out / "cases").iterdir()
+    return case
+
+
+def _report(case: Path, *args: str) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = report.main([str(case), "--upstream", "--no-stock", *args])
+    issue = (case / "upstream" / "issue.md").read_text() if (case / "upstream" / "issue.md").exists() else ""
+    return code, buf.getvalue(), issue
+
+
+def _public_only(program: str) -> None:
+    includes = set(re.findall(r'#include [<"]([^>"]+)[>"]', program))
+    assert includes <= PUBLIC, includes - PUBLIC
+
+
+def test_finding_issue_fails_on_the_tree_and_passes_with_the_fix(tmp_path: Path) -> None:
+    case = _failing_case("cases/test_quant_dot.py::test_vec_dot_finding[iq4_nl_odd_block_dropped-vlen128-zvfh]",
+                         tmp_path / "r", "--vlen", "128", "--isa", "zvfh")
+    code, said, issue = _report(case, "--isa", "zvfh", "--vlen", "128,256")
+    assert code == 0, said
+    lines = issue.splitlines()
+    assert len(lines) <= U.MAX_LINES
+    assert lines[0].startswith("### ggml_vec_dot_iq4_nl_q8_0 (RISC-V RVV): wrong result at every VLEN (128-256), zvfh build")
+    assert "| pinned | zvfh | wrong | wrong |" in lines and "| fixed | zvfh | ok | ok |" in lines
+    assert "```c" in issue  # the program fits inline
+    _public_only((case / "upstream" / "repro.c").read_text())
+    assert "C[0] = 0, expected 32" in said or "C[0] = 0, expected 32" in issue
+
+
+def test_planted_repack_bug_is_shown_through_the_cpu_repack_buffer(tmp_path: Path) -> None:
+    mutant = mutants.apply(mutants.get("repack_q8_0_16x1_swapped_columns"), source.pinned())
+    case = _failing_case("cases/test_repack_gemm.py::test_mul_mat[q8_0_16x1-vlen256-zvfh]", tmp_path / "r",
+                         "--vlen", "256", "--isa", "zvfh", "--ggml-src", str(mutant.root))
+    assert load_case(case).call["kernel"] == "repack_mul_mat"
+    code, said, issue = _report(case, "--isa", "zvfh", "--vlen", "128,256", "--fixed", str(source.pinned().root))
+    assert code == 0, said
+    program = (case / "upstream" / "repro.c").read_text()
+    _public_only(program)
+    assert "CPU_REPACK" in program and "ggml_backend_dev_get_extra_bufts" in program
+    # ggml repacks q8_0 16x1 only at VLEN 256 (zvfh): the program is wrong there and only there.
+    assert "| tree | zvfh | ok | wrong |" in issue.splitlines() and "| fixed | zvfh | ok | ok |" in issue.splitlines()
+    assert "wrong result at VLEN 256, zvfh build" in issue.splitlines()[0]
