@@ -15,10 +15,16 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 from harness.commands import fixes as F
-from harness.core.config import ISA_BUILDS, VLENS, selection_type
+from harness.core.config import ISA_BUILDS, VLENS, cache_dir, selection_type
+from harness.core.errors import RvvdiffError
 from harness.ggml import known, patches
 from harness.ggml.source import resolve
 from harness.report import upstream as U
@@ -35,10 +41,52 @@ def _paragraph(md: str, label: str) -> str:
     return " ".join(m.group(1).split()) if m else ""
 
 
+def finding_case(fix: str, work: Path) -> Path:
+    """The failure report of a fix's finding on the pinned tree: its known-failure entry's reproducer
+    command (a pytest selection), run with ``--runxfail`` into ``work``."""
+    entries = [e for e in known.load() if e.fix == fix and not e.seen_in]
+    if not entries:
+        raise RvvdiffError(f"no known-failure entry of the pinned tree names the fix {fix}")
+    words = shlex.split(entries[0].reproducer.split("  (")[0])
+    if words[:1] != ["pytest"]:
+        raise RvvdiffError(f"entry #{entries[0].number}: its reproducer is not a pytest command: {entries[0].reproducer}")
+    out = work / fix
+    shutil.rmtree(out, ignore_errors=True)
+    argv = [sys.executable, "-m", "pytest", *words[1:], "--runxfail", "-q", "-p", "no:cacheprovider",
+            "--report-dir", str(out)]
+    r = subprocess.run(argv, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=3600)
+    cases = sorted((out / "cases").glob("*/case.json")) if (out / "cases").is_dir() else []
+    if not cases:
+        raise RvvdiffError(f"{fix}: its finding's test did not fail ({shlex.join(argv)}; exit {r.returncode}):\n"
+                           + r.stdout[-800:])
+    return cases[0].parent
+
+
+def _reason(entry: known.Known | None) -> str:
+    """An entry's reason without its pointers into rvvdiff's docs."""
+    return re.sub(r"\s*\((docs|see)[^)]*\)", "", entry.reason) if entry else ""
+
+
+def no_public_issue(case_data: dict, reason: str, entry: known.Known | None) -> str:
+    """The issue text of a finding no public op reaches: what, where, why no public program, how to see it."""
+    t, g = case_data["target"], case_data["ggml"]
+    fn = entry.functions[0] if entry and entry.functions else case_data["call"].get("kernel")
+    what = _reason(entry)
+    return "\n".join([
+        f"### {fn} (RISC-V RVV): wrong result at VLEN {t['vlen']}, {t['isa']} build (not reached through the public API)",
+        "", f"**What goes wrong.** {what}",
+        "", f"**Why no public reproducer.** {reason}.",
+        "", f"Tree: {g['label']}, commit {g['commit']}. To see it (rvvdiff calls the function as the tree declares it):",
+        "```sh", case_data["replay"].replace(" && ", " &&\n  "), "```", ""])
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="rvvdiff report", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("case", type=Path, help="a directory under <report-dir>/cases/")
+    p.add_argument("case", type=Path, nargs="?", help="a directory under <report-dir>/cases/")
+    p.add_argument("--fix", default=None, metavar="NAME",
+                   help="instead of CASE: the finding of a fix of harness/data/fixes/ (its known-failure entry's "
+                        "reproducer is run with --runxfail to make the case)")
     p.add_argument("--upstream", action="store_true", required=True,
                    help="write the issue text and the public-API program (the only form so far)")
     p.add_argument("--fixed", default=None, metavar="TREE",
@@ -51,11 +99,24 @@ def main(argv: list[str]) -> int:
                    help="do not build the program with the stock toolchain's commands (Debian's clang, ggml's CMake)")
     p.add_argument("--out", type=Path, default=None, help="default: CASE/upstream")
     a = p.parse_args(argv)
-    case = load_case(a.case.resolve())
+    if (a.case is None) == (a.fix is None):
+        p.error("give a case directory or --fix NAME")
+    if a.fix:
+        if a.fix not in F.catalogue():
+            p.error(f"--fix {a.fix}: no such fix ({', '.join(F.catalogue())})")
+        case_dir = finding_case(a.fix, cache_dir() / "upstream-cases")
+    else:
+        case_dir = a.case.resolve()
+    case = load_case(case_dir)
+    out = (a.out or case.dir / "upstream").resolve()
     try:
         pub = U.public_form(case)
     except U.NoPublicForm as e:
         print(f"rvvdiff report: no public-API program for {case.data['test']}: {e}")
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "repro.c").unlink(missing_ok=True)
+        (out / "issue.md").write_text(no_public_issue(case.data, str(e), _entry(case.data["test"], "qemu")))
+        print(f"rvvdiff report: {out / 'issue.md'} (no public program)")
         return 2
     tgt = case.data["target"]
     stress = bool(tgt.get("stress"))
@@ -75,21 +136,21 @@ def main(argv: list[str]) -> int:
             fix_name = fx.name
             md = fx.patch.with_suffix(".md")
             fix_md = md.read_text() if md.exists() else ""
-    out = (a.out or case.dir / "upstream").resolve()
     out.mkdir(parents=True, exist_ok=True)
     title = pub.function
     prog = out / "repro.c"
     prog.write_text(U.program(pub, title))
-    verdicts = U.verify(prog, trees, isas, list(a.vlen), stress, out)
+    work = Path(tempfile.mkdtemp(prefix="rvvdiff-upstream-"))  # the executables; out keeps the texts only
+    verdicts = U.verify(prog, trees, isas, list(a.vlen), stress, work)
     for v in verdicts:
         state = {True: "WRONG", False: "ok", None: "not run"}[v.failing]
         print(f"  {v.tree:6} {v.isa:9} VLEN {v.vlen:5}: {state}" + ("" if v.failing is not None else f" ({v.text})"))
-    cause = _paragraph(fix_md, "Root cause") or (re.sub(r"\s*\((docs|see)[^)]*\)", "", entry.reason) if entry else "")
+    cause = _paragraph(fix_md, "Root cause") or _reason(entry)
     impact = _paragraph(fix_md, "Who hits it")
     fixed = [v for v in verdicts if v.tree == "fixed"]
     wrong = next((v for v in verdicts if v.tree != "fixed" and v.failing), None)
     isa_ex, vl_ex = (ISA_BUILDS[wrong.isa], wrong.vlen) if wrong else (ISA_BUILDS[tgt["isa"]], tgt["vlen"])
-    stock_runs = [] if a.no_stock else [U.verify_stock(t, label, isa_ex, vl_ex, stress, prog, out)
+    stock_runs = [] if a.no_stock else [U.verify_stock(t, label, isa_ex, vl_ex, stress, prog, work)
                                         for label, t in trees.items()]
     for v in stock_runs:
         print(f"  {v.tree:6} {v.isa:9} VLEN {v.vlen:5}, built with the stock commands: "
