@@ -1,0 +1,182 @@
+"""``rvvdiff series``: the fixes of the findings as pull-request-sized series, one per bug class.
+
+``harness/data/series.toml`` groups the fixes (harness/data/fixes/) by bug class, in order.  For each
+series this command
+
+- checks that its patches apply in that order to the pinned tree and to every ``--ggml-src`` tree
+  (``patch --dry-run`` on the tree with the earlier patches of the series applied), and says for each
+  tree which patch does not apply and why (the buggy code is gone, or moved);
+- writes ``<out>/<n>-<name>.md``, the pull-request description (at most :data:`MAX_LINES` lines): what,
+  why, the evidence per VLEN (the upstream program's verdicts on the tree and with the fix, from
+  ``docs/upstream/<fix>/issue.md``, and the fix's cost per VLEN, fixed / replaced instructions under
+  Spike, from ``docs/findings/<fix>.md``), the patches in order, the regression test for ggml's own
+  suite (``harness/data/ggml-tests/*.patch`` naming the series' fixes) and the trees it applies to;
+- writes ``<out>/<n>-<name>.patch``: the series' diffs in order (``patch -p1 < file``).
+
+Exit status: 0 when every series applies to the pinned tree; 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.commands import fixes as F
+from harness.core.config import DATA_DIR, PROJECT_ROOT, VLENS
+from harness.core.errors import RvvdiffError
+from harness.ggml import patches
+from harness.ggml.source import GgmlSource, resolve
+
+SERIES_FILE = DATA_DIR / "series.toml"
+TESTS_DIR = DATA_DIR / "ggml-tests"
+MAX_LINES = 40
+
+
+@dataclass
+class Series:
+    number: int
+    name: str
+    title: str
+    fixes: list[F.Fix]
+
+    @property
+    def stem(self) -> str:
+        return f"{self.number}-{self.name}"
+
+
+def load(path: Path = SERIES_FILE) -> list[Series]:
+    cat = F.catalogue()
+    out = []
+    for i, s in enumerate(tomllib.loads(path.read_text())["series"], 1):
+        unknown = [f for f in s["fixes"] if f not in cat]
+        if unknown:
+            raise RvvdiffError(f"{path}: series {s['name']} names fixes that harness/data/fixes/ lacks: {unknown}")
+        out.append(Series(i, s["name"], s["title"], [cat[f] for f in s["fixes"]]))
+    listed = [f.name for s in out for f in s.fixes]
+    missing = sorted(set(cat) - set(listed))
+    if missing or len(listed) != len(set(listed)):
+        raise RvvdiffError(f"{path}: every fix must be in exactly one series (missing: {missing})")
+    return out
+
+
+def applies_in_order(series: Series, tree: GgmlSource) -> tuple[bool, str]:
+    """Whether the series' patches apply one after the other to ``tree`` (nothing of ``tree`` is written)."""
+    done: list[F.Fix] = []
+    for fx in series.fixes:
+        base = patches.apply(done, tree, "fix", "+".join(f.name for f in done)) if done else tree
+        state, said = patches.applies(fx, base)
+        if state != "applies":
+            why = ("the tree already has this change" if state == "applied"
+                   else F.standing(fx, base).detail or " ".join(said.split())[:200])
+            return False, f"{fx.name} does not apply ({why})"
+        done.append(fx)
+    return True, "applies"
+
+
+def ggml_test(series: Series) -> Path | None:
+    """The regression-test patch for ggml's suite whose header ``fixes`` names a fix of the series."""
+    names = {f.name for f in series.fixes}
+    for p in sorted(TESTS_DIR.glob("*.patch")) if TESTS_DIR.is_dir() else []:
+        m = re.search(r"^fixes:\s*(.+)$", p.read_text(), re.M)
+        if m and names & {x.strip() for x in m.group(1).split(",")}:
+            return p
+    return None
+
+
+def _upstream_row(fix: str) -> dict[str, dict[int, str]]:
+    """tree -> VLEN -> the worst verdict over the builds, from docs/upstream/<fix>/issue.md's table."""
+    f = PROJECT_ROOT / "docs" / "upstream" / fix / "issue.md"
+    rows = [ln for ln in (f.read_text().splitlines() if f.is_file() else []) if ln.startswith("| ")]
+    if not rows:
+        return {}
+    vlens = [int(c.split()[-1]) for c in rows[0].strip("|").split("|")[2:]]
+    out: dict[str, dict[int, str]] = {}
+    for ln in rows[1:]:
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        for vl, v in zip(vlens, cells[2:]):
+            cur = out.setdefault(cells[0], {}).get(vl)
+            out[cells[0]][vl] = "wrong" if "wrong" in (cur, v) else v
+    return out
+
+
+def _cost_row(fix: str) -> str:
+    """The fix's 'fixed / replaced' row per VLEN from its long report's Cost section, or ''."""
+    f = PROJECT_ROOT / "docs" / "findings" / f"{fix}.md"
+    m = re.search(r"^\| fixed / replaced \|(.+)\|$", f.read_text(), re.M) if f.is_file() else None
+    return m.group(1).strip() if m else ""
+
+
+def _first_paragraph(md: str, label: str) -> str:
+    m = re.search(rf"^\*\*{re.escape(label)}\.\*\*\s*(.+?)(?:\n\s*\n|\Z)", md, re.M | re.S)
+    return " ".join(m.group(1).split()) if m else ""
+
+
+def _first_sentence(text: str) -> str:
+    m = re.match(r"(.+?[.!?])(\s|$)", text)
+    return m.group(1) if m else text
+
+
+def description(series: Series, trees: dict[str, tuple[bool, str]]) -> str:
+    """The pull-request description (markdown, at most :data:`MAX_LINES` lines)."""
+    lines = [f"## {series.title}", "", "**What.**"]
+    for fx in series.fixes:
+        md = fx.report.read_text() if fx.report.is_file() else ""
+        head = md.splitlines()[0].lstrip("# ").strip() if md else fx.title
+        lines.append(f"- {head} (`{fx.name}.patch`).")
+    why = [_first_sentence(_first_paragraph(fx.report.read_text(), "Who hits it"))
+           for fx in series.fixes if fx.report.is_file()]
+    lines += ["", "**Why.** " + " ".join(dict.fromkeys(w for w in why if w)), ""]
+    lines += ["**Evidence** (QEMU 10, the public-API program of `docs/upstream/<fix>/issue.md`: wrong / ok on the tree"
+              " -> with the fix; cost = instructions of the fixed / replaced code under Spike, `rvvdiff fixes cost`):", "",
+              "| fix | " + " | ".join(f"VLEN {v}" for v in VLENS) + " | cost per VLEN (128 .. 4096) |",
+              "|---|" + "---|" * (len(VLENS) + 1)]
+    for fx in series.fixes:
+        up = _upstream_row(fx.name)
+        cells = [f"{up['pinned'].get(v, '?')} -> {up.get('fixed', {}).get(v, '?')}" if "pinned" in up else "no public program"
+                 for v in VLENS]
+        cost = _cost_row(fx.name).replace(" | ", " / ") or "not measured yet"
+        lines.append(f"| `{fx.name}` | " + " | ".join(cells) + f" | {cost} |")
+    test = ggml_test(series)
+    lines += ["", "**Patches, in order:** " + ", ".join(f"`{fx.name}.patch`" for fx in series.fixes)
+              + f" (combined: `{series.stem}.patch`).",
+              "**Regression test for ggml's suite:** " + (f"`{test.relative_to(PROJECT_ROOT)}`." if test else "none yet."),
+              "**Applies to:** " + "; ".join(f"{t}: {'yes' if ok else why}" for t, (ok, why) in trees.items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def combined_patch(series: Series) -> str:
+    out = [f"# {series.title}\n"]
+    for fx in series.fixes:
+        out.append(fx.text[fx.text.index("\n--- a/") + 1:])
+    return "\n".join(out)
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="rvvdiff series", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ggml-src", action="append", default=[], metavar="TREE",
+                   help="another tree to check the series against (repeatable)")
+    p.add_argument("--out", type=Path, default=PROJECT_ROOT / "docs" / "upstream" / "series",
+                   help="where the descriptions and combined patches go (default: docs/upstream/series)")
+    a = p.parse_args(argv)
+    pinned = resolve(None)
+    others = {t: resolve(t) for t in a.ggml_src}
+    a.out.mkdir(parents=True, exist_ok=True)
+    status = 0
+    for s in load():
+        trees = {f"pinned ({pinned.label}, {pinned.commit})": applies_in_order(s, pinned)}
+        trees.update({f"{src.label} (ggml {src.version})": applies_in_order(s, src) for src in others.values()})
+        ok = next(iter(trees.values()))[0]
+        status |= 0 if ok else 1
+        text = description(s, trees)
+        (a.out / f"{s.stem}.md").write_text(text)
+        (a.out / f"{s.stem}.patch").write_text(combined_patch(s))
+        n = len(text.splitlines())
+        print(f"{s.stem}: {len(s.fixes)} patches; " + "; ".join(f"{t}: {'applies' if v[0] else v[1]}"
+                                                                 for t, v in trees.items())
+              + f"; {a.out / (s.stem + '.md')} ({n} lines{'' if n <= MAX_LINES else ', TOO LONG'})")
+        status |= 0 if n <= MAX_LINES else 1
+    return status
