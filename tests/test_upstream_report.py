@@ -108,3 +108,61 @@ def test_planted_repack_bug_is_shown_through_the_cpu_repack_buffer(tmp_path: Pat
     # ggml repacks q8_0 16x1 only at VLEN 256 (zvfh): the program is wrong there and only there.
     assert "| tree | zvfh | ok | wrong |" in issue.splitlines() and "| fixed | zvfh | ok | ok |" in issue.splitlines()
     assert "wrong result at VLEN 256, zvfh build" in issue.splitlines()[0]
+
+
+# ------------------------------------------------------------------ the findings' upstream texts (docs/upstream/)
+
+def _table(issue: str) -> dict[tuple[str, str], dict[int, str]]:
+    """(tree, build) -> VLEN -> verdict, from an issue's verdict table."""
+    lines = [ln for ln in issue.splitlines() if ln.startswith("| ")]
+    if not lines:
+        return {}
+    vlens = [int(c.split()[-1]) for c in lines[0].strip("|").split("|")[2:]]
+    out = {}
+    for ln in lines[1:]:
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        for isa in cells[1].split(", "):
+            out[(cells[0], isa)] = dict(zip(vlens, cells[2:]))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "harness/data/fixes").glob("*.patch")))
+def test_each_findings_upstream_text_says_exactly_where_it_fails(name: str) -> None:
+    """docs/upstream/<fix>/issue.md (``rvvdiff report --fix NAME --upstream``): at most 60 lines; where it has a
+    public program, the VLENs and builds its table shows wrong on the pinned tree are exactly the fix's
+    ``wrong-vlens`` (those QEMU runs) and ``cost`` builds, and the fixed tree is right everywhere."""
+    from harness.commands import fixes
+    from harness.core.config import VLENS
+
+    issue_file = ROOT / "docs/upstream" / name / "issue.md"
+    assert issue_file.is_file(), f"run: rvvdiff report --fix {name} --upstream --out docs/upstream/{name}"
+    issue = issue_file.read_text()
+    assert len(issue.splitlines()) <= U.MAX_LINES
+    table = _table(issue)
+    if not table:
+        assert "**Why no public reproducer.**" in issue
+        return
+    _public_only((issue_file.parent / "repro.c").read_text())
+    fx = fixes.catalogue()[name]
+    want = fx.meta["wrong-vlens"].strip()
+    want_vlens = set(VLENS) if want == "all" else {int(v) for v in want.split(",")} & set(VLENS)
+    pinned = {k: v for k, v in table.items() if k[0] == "pinned"}
+    wrong_vlens = {vl for row in pinned.values() for vl, verdict in row.items() if verdict == "wrong"}
+    wrong_builds = {isa for (_, isa), row in pinned.items() if "wrong" in row.values()}
+    assert wrong_vlens == want_vlens, (wrong_vlens, want)
+    assert wrong_builds == set(fx.cost_isas), (wrong_builds, fx.cost_isas)
+    fixed = [verdict for (tree, _), row in table.items() if tree == "fixed" for verdict in row.values()]
+    assert fixed and set(fixed) == {"ok"}, table
+
+
+def test_a_finding_without_public_form_gets_a_text_that_says_why(tmp_path: Path) -> None:
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()) as said:
+        code = report.main(["--fix", "vec_dot_f16_unroll_tail_agnostic", "--upstream", "--no-stock",
+                            "--out", str(tmp_path / "up")])
+    assert code == 2, said.getvalue()
+    issue = (tmp_path / "up" / "issue.md").read_text()
+    assert "**Why no public reproducer.**" in issue and "ggml_vec_dot_f16_unroll" in issue.splitlines()[0]
+    assert not (tmp_path / "up" / "repro.c").exists()

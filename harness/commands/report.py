@@ -67,6 +67,21 @@ def _reason(entry: known.Known | None) -> str:
     return re.sub(r"\s*\((docs|see)[^)]*\)", "", entry.reason) if entry else ""
 
 
+def callers(tree: Path, function: str) -> list[str]:
+    """Where ``tree``'s ggml sources name ``function`` other than defining it (file:line)."""
+    out = []
+    name = re.compile(rf"\b{re.escape(function)}\b")
+    # a declaration or definition: type words before the name at the start of the line ("return" is no type)
+    decl = re.compile(rf"^\s*(?!return\b)(?:[A-Za-z_]\w*[\s*]+)+{re.escape(function)}\s*\(")
+    for f in sorted((tree / "src").rglob("*")):
+        if f.suffix not in (".c", ".cpp", ".h", ".inc") or not f.is_file():
+            continue
+        for i, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
+            if name.search(line) and not decl.search(line):
+                out.append(f"{f.relative_to(tree)}:{i}")
+    return out
+
+
 def no_public_issue(case_data: dict, reason: str, entry: known.Known | None) -> str:
     """The issue text of a finding no public op reaches: what, where, why no public program, how to see it."""
     t, g = case_data["target"], case_data["ggml"]
@@ -74,8 +89,8 @@ def no_public_issue(case_data: dict, reason: str, entry: known.Known | None) -> 
     what = _reason(entry)
     return "\n".join([
         f"### {fn} (RISC-V RVV): wrong result at VLEN {t['vlen']}, {t['isa']} build (not reached through the public API)",
-        "", f"**What goes wrong.** {what}",
-        "", f"**Why no public reproducer.** {reason}.",
+        "", f"**What goes wrong.** {U._sentence(what)}",
+        "", f"**Why no public reproducer.** {U._sentence(reason[:1].upper() + reason[1:])}",
         "", f"Tree: {g['label']}, commit {g['commit']}. To see it (rvvdiff calls the function as the tree declares it):",
         "```sh", case_data["replay"].replace(" && ", " &&\n  "), "```", ""])
 
@@ -112,10 +127,16 @@ def main(argv: list[str]) -> int:
     try:
         pub = U.public_form(case)
     except U.NoPublicForm as e:
-        print(f"rvvdiff report: no public-API program for {case.data['test']}: {e}")
+        why = str(e)
+        entry = _entry(case.data["test"], "qemu")
+        ggml = resolve(None if case.data["ggml"]["label"].startswith("pinned") else case.data["ggml"]["root"]).ggml
+        if entry and entry.functions and not any(callers(ggml, f) for f in entry.functions):
+            why = (f"no code of this tree calls {', '.join(entry.functions)} (only its declaration and definition "
+                   "name it), so no op reaches it; it is wrong for any future caller")
+        print(f"rvvdiff report: no public-API program for {case.data['test']}: {why}")
         out.mkdir(parents=True, exist_ok=True)
         (out / "repro.c").unlink(missing_ok=True)
-        (out / "issue.md").write_text(no_public_issue(case.data, str(e), _entry(case.data["test"], "qemu")))
+        (out / "issue.md").write_text(no_public_issue(case.data, why, entry))
         print(f"rvvdiff report: {out / 'issue.md'} (no public program)")
         return 2
     tgt = case.data["target"]
