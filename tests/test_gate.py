@@ -346,3 +346,34 @@ def test_a_change_whose_tests_never_ran_to_a_verdict_is_uncovered() -> None:
     assert gate.untested(cov, results) == ["ggml_vec_dot_q1_0_q8_0"]
     # deselected (not in the results at all): not this rule's business
     assert gate.untested(cov, {_id("q4_0"): {"outcome": "passed"}}) == []
+
+
+# ------------------------------------------------------------------ --lines (harness/report/linegate.py)
+
+def test_changed_lines_no_target_executed_are_listed_by_function(tmp_path: Path) -> None:
+    from harness.ggml.source import GgmlSource
+    from harness.report import linegate
+    from harness.report.coverage import TargetLines
+
+    def tree(name: str, body: list[str]) -> GgmlSource:
+        f = tmp_path / name / "ggml" / "src" / "ggml-cpu" / "arch" / "riscv" / "quants.c"
+        f.parent.mkdir(parents=True)
+        f.write_text("\n".join(body) + "\n")
+        return GgmlSource(tmp_path / name, tmp_path / name / "ggml", name, name)
+
+    base = tree("base", ["int f(int n) {", "    return n;", "}", "// end"])
+    head = tree("head", ["int f(int n) {", "    if (n > 4096) n = 0;  // new", "    return n + 1;", "}",
+                         "// a comment", "// end"])
+    changed = linegate.changed_lines(base, head)
+    assert changed == {"ggml-cpu/arch/riscv/quants.c": {2, 3, 5}}
+    src = str(head.ggml / "src" / "ggml-cpu" / "arch" / "riscv" / "quants.c")
+    t = TargetLines("vlen128-zvfh", 128, "zvfh", False, {(src, 1, "f"), (src, 2, "f"), (src, 3, "f")},
+                    {(src, 1, "f"), (src, 3, "f")})
+    v = linegate.judge(changed, [t])
+    assert [x[:2] for x in v.uncovered] == [("ggml-cpu/arch/riscv/quants.c", 2)]
+    assert [x[:2] for x in v.covered] == [("ggml-cpu/arch/riscv/quants.c", 3)]
+    assert v.not_compiled == [("ggml-cpu/arch/riscv/quants.c", 5)]  # a comment: no target has code for it
+    assert v.describe() == ["ggml-cpu/arch/riscv/quants.c:2 (f)"] and v.describe(("f",)) == []
+    # another target executing line 2 covers it
+    t2 = TargetLines("vlen1024-zvfh", 1024, "zvfh", False, {(src, 2, "f")}, {(src, 2, "f")})
+    assert linegate.judge(changed, [t, t2]).uncovered == []

@@ -76,8 +76,9 @@ from harness.core.errors import RvvdiffError
 from harness.core.proc import own_session_env
 from harness.emulators import spike as spike_emu
 from harness.ggml import changes, gitrev, known
-from harness.ggml.source import resolve
+from harness.ggml.source import GgmlSource, resolve
 from harness.report import cost as R
+from harness.report import coverage, linegate
 from harness.report.html import cells, page
 from harness.report.ids import parse_id, replay_argv, slug
 
@@ -497,6 +498,11 @@ class GateVerdict:
     seconds: dict[str, float]
     runs: dict[str, dict[str, Any]]
     cost: CostLists | None = None  # None: --no-cost
+    #: --lines: the changed lines no target executed (``file:lines (function)``, one per function), those
+    #: accepted with --allow-uncovered, the counts, and why the lines could not be judged ("" when they were).
+    uncovered_lines: list[str] = field(default_factory=list)
+    line_counts: dict[str, int] | None = None  # None: not judged (no --lines)
+    line_problem: str = ""
 
     def of(self, kind: str) -> list[Line]:
         return [ln for ln in self.lines if ln.list == kind]
@@ -504,7 +510,7 @@ class GateVerdict:
     @property
     def blocking(self) -> bool:
         return bool(self.of("regression") or self.of("new kernel failing") or self.uncovered
-                    or (self.cost and self.cost.blocking))
+                    or self.uncovered_lines or self.line_problem or (self.cost and self.cost.blocking))
 
     def as_json(self) -> dict[str, Any]:
         return {**asdict(self), "cost": self.cost.as_json() if self.cost else None, "blocking": self.blocking}
@@ -524,7 +530,8 @@ def summary_md(v: GateVerdict) -> str:
     status = "BLOCKS" if v.blocking else "passes"
     out = [f"# rvvdiff gate: {status}", "",
            f"- HEAD: {v.head}", f"- BASE: {v.base}",
-           "- " + ", ".join(f"{k}: {len(v.of(k))}" for k in LISTS) + f", uncovered changes: {len(v.uncovered)}",
+           "- " + ", ".join(f"{k}: {len(v.of(k))}" for k in LISTS) + f", uncovered changes: {len(v.uncovered)}"
+           + (f", uncovered lines: {len(v.uncovered_lines)} functions" if v.line_counts is not None else ""),
            "- " + (v.cost.headline() if v.cost else "cost not measured (--no-cost)"),
            "- time: " + ", ".join(f"{k} {s:.0f} s" for k, s in v.seconds.items()), ""]
     titles = {"regression": "Regressions (block)", "new kernel failing": "New kernels failing (block)",
@@ -554,6 +561,14 @@ def summary_md(v: GateVerdict) -> str:
                    f"{why}; or, once a reviewer judged it harmless, pass --allow-uncovered {n}")
     for n in v.accepted:
         out.append(f"- `{n}`: uncovered, accepted with --allow-uncovered")
+    if v.line_counts is not None:
+        out += ["", f"## Uncovered lines (block): {len(v.uncovered_lines)} functions", "",
+                "Changed lines that a build run compiles and no test executed at any target (--lines; "
+                + ", ".join(f"{k}: {n}" for k, n in v.line_counts.items()) + "):", ""]
+        out += [f"- {d}" for d in v.uncovered_lines] + ([f"- {v.line_problem}"] if v.line_problem else [])
+        if v.uncovered_lines:
+            out.append("- widen the tests that reach these functions (docs/coverage.md), or, once a reviewer judged "
+                       "the lines harmless, pass --allow-uncovered FUNCTION")
     if v.cost and v.cost.measured:
         out += ["", *cost_md(v.cost)]
     out += ["", f"## Changed functions and macros: {len(v.changes)}", ""]
@@ -658,7 +673,7 @@ def resolve_base(head_dir: Path, base: str | None, target_branch: str | None) ->
 
 def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: list[str], *,
          changed_only: bool = False, allow_uncovered: tuple[str, ...] = (), also: tuple[str, ...] = (),
-         workers: str = "auto", cost: dict[str, Any] | None = None) -> GateVerdict:
+         workers: str = "auto", cost: dict[str, Any] | None = None, line_coverage: bool = False) -> GateVerdict:
     """The three runs, the cost step and the verdict.  ``also``: node-id globs that run on HEAD
     whatever they reach and on BASE whenever they ran on HEAD (a finding's tests, when a fix is
     judged).  ``cost``: :func:`measure_cost`'s options (``vlens``, ``isas``, ``threshold``,
@@ -681,7 +696,7 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
 
     head = _pytest(Run("head", str(head_src.root), out / "head", g / "db-head"),
                    ["--changes", str(g / "changes.json"), *(["--changed-only"] if changed_only else []),
-                    *(x for a in also for x in ("--also-run", a))],
+                    *(x for a in also for x in ("--also-run", a)), *(["--rvv-coverage"] if line_coverage else [])],
                    pytest_args, workers)
     seconds["head"] = head.seconds
     cov_path = head.report_dir / "covers.json"
@@ -730,6 +745,9 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
                      [x.entry for x in verdicts_base if x.applies])
     uncovered = [n for n in cov.get("uncovered", []) if n not in allow_uncovered]
     uncovered += [n for n in untested(cov, head.results) if n not in allow_uncovered and n not in uncovered]
+    line_extra: dict[str, Any] = {}
+    if line_coverage:
+        line_extra = judge_lines(base_src, head_src, head.report_dir / "coverage", allow_uncovered)
     seconds["total"] = time.perf_counter() - t0
     runs = {r.name: {"tree": r.tree, "report_dir": str(r.report_dir), "seconds": r.seconds, "exit": r.exit,
                      "tests": len(r.results),
@@ -738,7 +756,22 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
     return GateVerdict(head_src.describe(), f"{base_src.describe()} ({base_how})", lines, cov.get("changes", []),
                    cov.get("covers", {}), cov.get("owns", {}), uncovered,
                    [n for n in cov.get("uncovered", []) if n in allow_uncovered],
-                   diff.outside, diff.notes, seconds, runs, lists)
+                   diff.outside, diff.notes, seconds, runs, lists, **line_extra)
+
+
+def judge_lines(base: GgmlSource, head: GgmlSource, cov_dir: Path, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """--lines: HEAD's changed in-scope lines against the coverage of HEAD's run (harness/report/linegate.py)."""
+    changed = linegate.changed_lines(base, head)
+    if not (cov_dir / "targets.json").is_file():
+        why = "" if not changed else (f"the HEAD run wrote no line coverage ({cov_dir}/targets.json is missing; see "
+                                      "its report's coverage problems): the changed lines could not be judged")
+        return {"line_counts": {"changed": sum(map(len, changed.values()))}, "line_problem": why}
+    lv = linegate.judge(changed, coverage.load(cov_dir))
+    (cov_dir / "gate-lines.json").write_text(json.dumps(lv.as_json(), indent=1))
+    return {"uncovered_lines": lv.describe(allowed),
+            "line_counts": {"changed": sum(map(len, changed.values())), "covered": len(lv.covered),
+                            "uncovered": len(lv.uncovered), "not compiled by a target run": len(lv.not_compiled),
+                            "targets": lv.targets}}
 
 
 def write(v: GateVerdict, out: Path) -> Path:
@@ -766,7 +799,11 @@ def main(argv: list[str]) -> int:
                                            "origin/$GITHUB_BASE_REF, else the first of origin/master, origin/main, master, main)")
     p.add_argument("--changed-only", action="store_true", help="run only the tests that reach a change")
     p.add_argument("--allow-uncovered", default="", metavar="NAMES",
-                   help="comma list of changed RVV functions / macros accepted without a test")
+                   help="comma list of changed RVV functions / macros accepted without a test (or, with --lines, "
+                        "with uncovered lines)")
+    p.add_argument("--lines", action="store_true",
+                   help="run HEAD with --rvv-coverage and block on changed RVV lines no test executed at any "
+                        "target that compiles them (docs/gate.md)")
     p.add_argument("--out", default=str(ROOT / "reports"), help="where the reports go (default: reports/)")
     p.add_argument("--workers", default=settings.get("WORKERS") or "auto",
                    help="pytest-xdist workers per run (default: $RVVDIFF_WORKERS or auto; 0: no xdist)")
@@ -800,7 +837,8 @@ def main(argv: list[str]) -> int:
         base_dir, how = resolve_base(head_dir, a.base, a.target_branch)
         out = Path(a.out).resolve()
         v = gate(head_dir, base_dir, how, out, pytest_args, changed_only=a.changed_only,
-                 allow_uncovered=tuple(x for x in a.allow_uncovered.split(",") if x), workers=a.workers, cost=cost)
+                 allow_uncovered=tuple(x for x in a.allow_uncovered.split(",") if x), workers=a.workers, cost=cost,
+                 line_coverage=a.lines)
     except RvvdiffError as e:
         print(f"rvvdiff gate: {e}", file=sys.stderr)
         return 2
