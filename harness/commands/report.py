@@ -22,9 +22,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.build.toolchain import ToolchainError
 from harness.commands import fixes as F
-from harness.core.config import ISA_BUILDS, VLENS, cache_dir, selection_type
+from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, cache_dir, selection_type
 from harness.core.errors import RvvdiffError
+from harness.emulators import registry
 from harness.ggml import known, patches
 from harness.ggml.source import resolve
 from harness.report import upstream as U
@@ -110,6 +112,8 @@ def main(argv: list[str]) -> int:
                    default=VLENS, metavar="LIST", help="'all' (default) or a comma list")
     p.add_argument("--isa", type=selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", argparse.ArgumentTypeError),
                    default=None, metavar="LIST", help="'all' (default) or a comma list")
+    p.add_argument("--spike", action="store_true",
+                   help="also run the program under Spike at VLEN 2048 and 4096 (ci/setup.sh --spike)")
     p.add_argument("--no-stock", action="store_true",
                    help="do not build the program with the stock toolchain's commands (Debian's clang, ggml's CMake)")
     p.add_argument("--out", type=Path, default=None, help="default: CASE/upstream")
@@ -163,6 +167,13 @@ def main(argv: list[str]) -> int:
     prog.write_text(U.program(pub, title))
     work = Path(tempfile.mkdtemp(prefix="rvvdiff-upstream-"))  # the executables; out keeps the texts only
     verdicts = U.verify(prog, trees, isas, list(a.vlen), stress, work)
+    if a.spike:
+        try:
+            spike = registry.get("spike")
+        except ToolchainError as e:
+            print(f"rvvdiff report: --spike: {e}")
+            return 2
+        verdicts += U.verify(prog, trees, isas, [v for v in SPIKE_VLENS if v not in VLENS], stress, work, spike)
     for v in verdicts:
         state = {True: "WRONG", False: "ok", None: "not run"}[v.failing]
         print(f"  {v.tree:6} {v.isa:9} VLEN {v.vlen:5}: {state}" + ("" if v.failing is not None else f" ({v.text})"))

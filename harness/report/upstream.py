@@ -40,6 +40,7 @@ from harness.core.config import ISA_BUILDS, STRESS_PROPS, IsaBuild, cache_dir
 from harness.core.errors import RvvdiffError
 from harness.core.proc import run
 from harness.emulators import qemu as Q
+from harness.emulators.base import Emulator
 from harness.ggml.source import GgmlSource
 from harness.report.failure import Case
 
@@ -309,28 +310,31 @@ def public_includes(build: Build) -> list[str]:
     return [f for f in build.cflags if f.startswith("-I") and f.rstrip("/").endswith("/include")]
 
 
-def build_program(src: Path, build: Build, out: Path) -> Path:
+def build_program(src: Path, build: Build, out: Path, emulator: Emulator | None = None) -> Path:
     """Compile ``src`` with rvvdiff's compiler against the build's static libraries (C, then a C++ link:
-    ggml-cpu has C++ objects)."""
+    ggml-cpu has C++ objects); for Spike, linked with its runtime."""
     cc = compiler()
     march = [f for f in build.cflags if f.startswith(("-march", "-mabi"))]
     obj = out.with_suffix(".o")
     run([cc.cc, "-O1", *march, *public_includes(build), "-c", str(src), "-o", str(obj)], timeout=300,
         what=f"compiling {src.name} for the {build.isa.name} build")
-    run([cc.cxx, str(obj), *map(str, build.libs), "-static", "-lm", "-lpthread", "-o", str(out)], timeout=300,
-        what=f"linking {out.name}")
+    extra = emulator.link_args(build) if emulator is not None else []
+    run([cc.cxx, str(obj), *map(str, build.libs), "-static", "-lm", "-lpthread", *extra, "-o", str(out)],
+        timeout=300, what=f"linking {out.name}")
     return out
 
 
-def run_command(exe: Path, isa: IsaBuild, vlen: int, stress: bool) -> list[str]:
-    props = {**isa.qemu, **(STRESS_PROPS if stress else {})}
-    return Q.qemu().command(exe, vlen, props)
-
-
-def run_program(exe: Path, isa: IsaBuild, vlen: int, stress: bool, timeout: float = 120) -> tuple[bool | None, str]:
+def run_program(exe: Path, isa: IsaBuild, vlen: int, stress: bool, emulator: Emulator | None = None,
+                timeout: float = 300) -> tuple[bool | None, str]:
+    """Run the program under QEMU (default) or ``emulator``: (wrong?, its output); None: no verdict."""
     import subprocess
 
-    argv = run_command(exe, isa, vlen, stress)
+    emu = emulator or Q.qemu()
+    props = {**isa.qemu, **(STRESS_PROPS if stress else {})}
+    lacking = emu.lacking(props)
+    if lacking:
+        return None, emu.lacking_reason(lacking, f"VLEN {vlen}, {isa.name}")
+    argv = emu.command(exe, vlen, props)
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -342,21 +346,23 @@ def run_program(exe: Path, isa: IsaBuild, vlen: int, stress: bool, timeout: floa
 
 
 def verify(src: Path, trees: dict[str, GgmlSource], isas: list[str], vlens: list[int], stress: bool,
-           work: Path) -> list[Verdict]:
-    """The program built against each tree x ISA build and run at each VLEN (one QEMU run each)."""
+           work: Path, emulator: Emulator | None = None) -> list[Verdict]:
+    """The program built against each tree x ISA build and run at each VLEN (one run each, under QEMU
+    or ``emulator``)."""
     out = []
+    tag = f"-{emulator.name}" if emulator is not None else ""
     for label, tree in trees.items():
         for name in isas:
             isa = ISA_BUILDS[name]
             try:
                 build = ensure_built(tree, isa)
-                exe = build_program(src, build, work / f"repro-{label}-{name}")
+                exe = build_program(src, build, work / f"repro-{label}-{name}{tag}", emulator)
             except RvvdiffError as e:  # one line per build that cannot make the program
                 msg = str(e).strip().splitlines()
                 out += [Verdict(label, name, v, None, f"not built: {msg[0] if msg else type(e).__name__}") for v in vlens]
                 continue
             for v in vlens:
-                failing, text = run_program(exe, isa, v, stress)
+                failing, text = run_program(exe, isa, v, stress, emulator)
                 out.append(Verdict(label, name, v, failing, text))
     return out
 
@@ -484,8 +490,9 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
             f"{v.tree} tree {said[v.failing]}" + (f" (`{' / '.join(v.text.splitlines()[:3])}`)" if v.text else "")
             for v in stock_runs) + ". "
         wrong = None  # its output is in that line
+    spike = " (VLEN 2048 and 4096 under Spike)" if any(v.vlen > 1024 for v in verdicts) else ""
     tail += [ran + (f"Output at VLEN {wrong.vlen}, {wrong.isa} build: `" + " / ".join(out[:3]) + "`. " if wrong else "")
-             + f"Run here (QEMU {Q.qemu().version}), the program at every VLEN and ISA build"
+             + f"Run here (QEMU {Q.qemu().version}{spike}), the program at every VLEN and ISA build"
              + (f" (fixed: with the patch `{fix}`)" if fix and any(v.tree == "fixed" for v in verdicts) else "") + ":",
              "", *verdict_table(verdicts)]
     text = head + prog + tail
