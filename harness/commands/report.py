@@ -90,7 +90,8 @@ def no_public_issue(case_data: dict, reason: str, entry: known.Known | None) -> 
     fn = entry.functions[0] if entry and entry.functions else case_data["call"].get("kernel")
     what = _reason(entry)
     return "\n".join([
-        f"### {fn} (RISC-V RVV): wrong result at VLEN {t['vlen']}, {t['isa']} build (not reached through the public API)",
+        f"### {fn} (RISC-V RVV): {'wrong result' if case_data.get('comparison') else 'fails'} at VLEN {t['vlen']}, "
+        f"{t['isa']} build, in rvvdiff's test (not reached through the public API)",
         "", f"**What goes wrong.** {U._sentence(what)}",
         "", f"**Why no public reproducer.** {U._sentence(reason[:1].upper() + reason[1:])}",
         "", f"Tree: {g['label']}, commit {g['commit']}. To see it (rvvdiff calls the function as the tree declares it):",
@@ -149,6 +150,8 @@ def main(argv: list[str]) -> int:
     isas = list(a.isa) if a.isa else names
     src = resolve(None if case.data["ggml"]["label"].startswith("pinned") else case.data["ggml"]["root"])
     entry = _entry(case.data["test"], tgt.get("emulator", "qemu"))
+    if entry and entry.functions:  # the function the finding is about, not the op the test called
+        pub.function = entry.functions[0]
     trees = {"pinned" if src.label.startswith("pinned") else "tree": src}
     fix_name = a.fixed or ""
     fix_md = ""
