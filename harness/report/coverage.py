@@ -411,6 +411,45 @@ def matrix_md(cov: Coverage, *, only_run: bool = False) -> list[str]:
     return md
 
 
+def missed(cov: Coverage) -> dict[tuple[str, str], dict[int, set[str]]]:
+    """The lines a target dispatches to and does not execute: for each (file, function) some target
+    entered (executed at least one of its lines), {line: the targets that entered the function, have
+    code for the line, and did not execute it}.  A function a target never entered (the ``_vl1024``
+    variant at VLEN 128) is not dispatched there and counts nothing."""
+    out: dict[tuple[str, str], dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for t in cov.targets:
+        entered = {fn for _, _, fn in t.executed}
+        ran = {(p, ln) for p, ln, _ in t.executed}
+        for path, ln, fn in t.executable:
+            if fn in entered and (path, ln) not in ran:
+                out[(path, fn)][ln].add(t.target)
+    return {k: dict(v) for k, v in out.items()}
+
+
+def missed_md(cov: Coverage) -> list[str]:
+    """:func:`missed` as markdown, one row per function: the lines (ranges) and at how many targets."""
+    rows = []
+    for (path, fn), lines in sorted(missed(cov).items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        by: dict[frozenset[str], list[int]] = defaultdict(list)
+        for ln, targets in lines.items():
+            by[frozenset(targets)].append(ln)
+        where = "; ".join(f"{_line_ranges(lns)} at {len(ts)} target(s)" + (f" ({', '.join(sorted(ts))})" if len(ts) <= 3 else "")
+                          for ts, lns in sorted(by.items(), key=lambda kv: min(kv[1])))
+        rows.append(f"| `{fn}` | {path.split('/ggml-cpu/')[-1]} | {len(lines)} | {where} |")
+    return ["| function | file | lines missed | lines: targets that entered the function and did not run them |",
+            "|---|---|---|---|", *rows]
+
+
+def _line_ranges(lines: list[int]) -> str:
+    lines = sorted(lines)
+    out, start = [], lines[0]
+    for a, b in zip(lines, [*lines[1:], None]):
+        if b != a + 1:
+            out.append(f"{start}" if start == a else f"{start}-{a}")
+            start = b
+    return ",".join(out)
+
+
 def totals(cov: Coverage) -> list[str]:
     """One line per target: in-scope lines executed / executable."""
     out = []
@@ -481,7 +520,9 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m harness.report.coverage", description=main.__doc__)
-    ap.add_argument("action", choices=["merge"])
+    ap.add_argument("action", choices=["merge", "missed"],
+                    help="merge: one set of files from several runs; missed: the lines each target dispatches to "
+                         "and does not run (missed.md in OUT)")
     ap.add_argument("out", type=Path)
     ap.add_argument("runs", type=Path, nargs="+")
     args = ap.parse_args(argv)
@@ -490,6 +531,12 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError) as e:
         print(f"coverage merge: cannot read a run's targets.json: {e}", file=sys.stderr)
         return 2
+    if args.action == "missed":
+        args.out.mkdir(parents=True, exist_ok=True)
+        md = ["# Lines dispatched to and not executed", "", *totals(cov), "", *missed_md(cov)]
+        (args.out / "missed.md").write_text("\n".join(md) + "\n")
+        print(f"{len(missed(cov))} functions with missed lines: {args.out / 'missed.md'}")
+        return 0
     write(cov, args.out)
     for line in [*totals(cov), f"written: {args.out}/index.html, merged.info, coverage.md", *cov.problems]:
         print(line)
