@@ -187,3 +187,18 @@ def test_rvv_coverage_run_end_to_end(tmp_path: Path) -> None:
     assert any(n for da in info.values() for n in da.values())
     assert "| `ggml_vec_dot_f16` | " in (tmp_path / "summary.md").read_text()
     assert "RVV line coverage" not in run_suite(*args).stdout  # off by default
+
+
+def test_missed_counts_only_functions_a_target_entered() -> None:
+    from harness.report.coverage import Coverage, TargetLines, missed, missed_md
+
+    q = "/t/ggml/src/ggml-cpu/arch/riscv/quants.c"
+    exe = {(q, 10, "f"), (q, 11, "f"), (q, 12, "f"), (q, 20, "f_vl1024"), (q, 21, "f_vl1024")}
+    t128 = TargetLines("vlen128-zvfh", 128, "zvfh", False, exe, {(q, 10, "f"), (q, 12, "f")})
+    t1024 = TargetLines("vlen1024-zvfh", 1024, "zvfh", False, exe, {(q, 10, "f"), (q, 20, "f_vl1024")})
+    m = missed(Coverage([t128, t1024]))
+    # f: line 11 missed at both targets, 12 only at 1024; f_vl1024 is not dispatched at 128
+    assert m == {(q, "f"): {11: {"vlen128-zvfh", "vlen1024-zvfh"}, 12: {"vlen1024-zvfh"}},
+                 (q, "f_vl1024"): {21: {"vlen1024-zvfh"}}}
+    md = "\n".join(missed_md(Coverage([t128, t1024])))
+    assert "| `f` | arch/riscv/quants.c | 2 | 11 at 2 target(s)" in md
