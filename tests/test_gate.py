@@ -329,10 +329,12 @@ def test_the_github_workflow_runs_the_gate_against_the_merge_base() -> None:
     run = next(s["run"] for n, s in steps.items() if n.startswith("rvvdiff gate"))
     assert run.startswith("rvvdiff/ci/gate.sh llama.cpp ")
     args = run.split()[2:]
-    assert args == ["--vlen", "${{", "matrix.vlen", "}}", "--isa", "${{", "matrix.isa", "}}"]
+    assert args == ["--lines-defer", "--vlen", "${{", "matrix.vlen", "}}", "--isa", "${{", "matrix.isa", "}}"]
+    lines = wf["jobs"]["lines"]
+    assert lines["needs"] == "rvvdiff" and any("linegate merge" in st.get("run", "") for st in lines["steps"])
     uploaded = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
     assert "rvvdiff/reports/gate" in uploaded["with"]["path"]
-    assert wf["jobs"]["verdict"]["needs"] == "rvvdiff"
+    assert wf["jobs"]["verdict"]["needs"] == ["rvvdiff", "lines"]
 
 
 def test_a_change_whose_tests_never_ran_to_a_verdict_is_uncovered() -> None:
@@ -377,3 +379,25 @@ def test_changed_lines_no_target_executed_are_listed_by_function(tmp_path: Path)
     # another target executing line 2 covers it
     t2 = TargetLines("vlen1024-zvfh", 1024, "zvfh", False, {(src, 2, "f")}, {(src, 2, "f")})
     assert linegate.judge(changed, [t, t2]).uncovered == []
+
+
+def test_lines_are_judged_over_the_union_of_the_shards(tmp_path: Path) -> None:
+    """A line one shard compiles but does not run, and another shard runs, is covered; a line every shard that
+    compiles it leaves unrun blocks; the merge CLI exits 1 on it and 0 once its function is allowed."""
+    import json as _json
+
+    from harness.report import linegate
+
+    q = "ggml-cpu/arch/riscv/quants.c"
+    s128 = {"targets": 1, "covered": [[q, 10, "f"]], "uncovered": [[q, 20, "f_vl1024"], [q, 30, "g"]],
+            "not_compiled": [[q, 40]]}
+    s1024 = {"targets": 1, "covered": [[q, 10, "f"], [q, 20, "f_vl1024"]], "uncovered": [[q, 30, "g"]],
+             "not_compiled": [[q, 40]]}
+    v = linegate.merge([s128, s1024])
+    assert [x[1] for x in v.covered] == [10, 20] and v.uncovered == [(q, 30, "g")] and v.not_compiled == [(q, 40)]
+    for i, rec in enumerate((s128, s1024)):
+        (tmp_path / f"shard{i}" / "head" / "coverage").mkdir(parents=True)
+        (tmp_path / f"shard{i}" / "head" / "coverage" / "gate-lines.json").write_text(_json.dumps(rec))
+    assert linegate.main(["merge", str(tmp_path)]) == 1
+    assert linegate.main(["merge", str(tmp_path), "--allow-uncovered", "g"]) == 0
+    assert linegate.main(["merge", str(tmp_path / "none")]) == 2

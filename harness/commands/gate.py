@@ -673,7 +673,7 @@ def resolve_base(head_dir: Path, base: str | None, target_branch: str | None) ->
 
 def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: list[str], *,
          changed_only: bool = False, allow_uncovered: tuple[str, ...] = (), also: tuple[str, ...] = (),
-         workers: str = "auto", cost: dict[str, Any] | None = None, line_coverage: bool = False) -> GateVerdict:
+         workers: str = "auto", cost: dict[str, Any] | None = None, line_coverage: str = "") -> GateVerdict:
     """The three runs, the cost step and the verdict.  ``also``: node-id globs that run on HEAD
     whatever they reach and on BASE whenever they ran on HEAD (a finding's tests, when a fix is
     judged).  ``cost``: :func:`measure_cost`'s options (``vlens``, ``isas``, ``threshold``,
@@ -747,7 +747,8 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
     uncovered += [n for n in untested(cov, head.results) if n not in allow_uncovered and n not in uncovered]
     line_extra: dict[str, Any] = {}
     if line_coverage:
-        line_extra = judge_lines(base_src, head_src, head.report_dir / "coverage", allow_uncovered)
+        line_extra = judge_lines(base_src, head_src, head.report_dir / "coverage", allow_uncovered,
+                                 defer=line_coverage == "defer")
     seconds["total"] = time.perf_counter() - t0
     runs = {r.name: {"tree": r.tree, "report_dir": str(r.report_dir), "seconds": r.seconds, "exit": r.exit,
                      "tests": len(r.results),
@@ -759,8 +760,10 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
                    diff.outside, diff.notes, seconds, runs, lists, **line_extra)
 
 
-def judge_lines(base: GgmlSource, head: GgmlSource, cov_dir: Path, allowed: tuple[str, ...]) -> dict[str, Any]:
-    """--lines: HEAD's changed in-scope lines against the coverage of HEAD's run (harness/report/linegate.py)."""
+def judge_lines(base: GgmlSource, head: GgmlSource, cov_dir: Path, allowed: tuple[str, ...],
+                defer: bool = False) -> dict[str, Any]:
+    """--lines: HEAD's changed in-scope lines against the coverage of HEAD's run (harness/report/linegate.py);
+    ``defer`` (a shard of a CI matrix): recorded in ``gate-lines.json`` for the merge over shards, not blocking."""
     changed = linegate.changed_lines(base, head)
     if not (cov_dir / "targets.json").is_file():
         why = "" if not changed else (f"the HEAD run wrote no line coverage ({cov_dir}/targets.json is missing; see "
@@ -768,10 +771,9 @@ def judge_lines(base: GgmlSource, head: GgmlSource, cov_dir: Path, allowed: tupl
         return {"line_counts": {"changed": sum(map(len, changed.values()))}, "line_problem": why}
     lv = linegate.judge(changed, coverage.load(cov_dir))
     (cov_dir / "gate-lines.json").write_text(json.dumps(lv.as_json(), indent=1))
-    return {"uncovered_lines": lv.describe(allowed),
-            "line_counts": {"changed": sum(map(len, changed.values())), "covered": len(lv.covered),
-                            "uncovered": len(lv.uncovered), "not compiled by a target run": len(lv.not_compiled),
-                            "targets": lv.targets}}
+    if defer:
+        return {"line_counts": {**lv.counts(), "judged over the shards (linegate merge)": 1}}
+    return {"uncovered_lines": lv.describe(allowed), "line_counts": lv.counts()}
 
 
 def write(v: GateVerdict, out: Path) -> Path:
@@ -801,9 +803,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--allow-uncovered", default="", metavar="NAMES",
                    help="comma list of changed RVV functions / macros accepted without a test (or, with --lines, "
                         "with uncovered lines)")
-    p.add_argument("--lines", action="store_true",
+    p.add_argument("--lines", action="store_const", const="block", default="",
                    help="run HEAD with --rvv-coverage and block on changed RVV lines no test executed at any "
                         "target that compiles them (docs/gate.md)")
+    p.add_argument("--lines-defer", dest="lines", action="store_const", const="defer",
+                   help="a shard of a CI matrix: record the changed lines' coverage (gate-lines.json) for "
+                        "`python -m harness.report.linegate merge`, which judges them over all shards")
     p.add_argument("--out", default=str(ROOT / "reports"), help="where the reports go (default: reports/)")
     p.add_argument("--workers", default=settings.get("WORKERS") or "auto",
                    help="pytest-xdist workers per run (default: $RVVDIFF_WORKERS or auto; 0: no xdist)")

@@ -13,11 +13,20 @@ DWARF line table) and those its kernel servers executed.  A line HEAD adds or mo
   blocking, since no test could execute it here.
 
 Files are matched by their path below ``ggml-cpu/`` (the coverage scope, harness/report/coverage.py).
+
+Sharded (a CI matrix over VLEN x ISA build), no shard sees every target: each writes its
+:func:`record` (``gate-lines.json``: the changed lines, and which of them its targets compile and
+execute) and ``python -m harness.report.linegate merge SHARD...`` judges their union: a line is
+uncovered when some shard compiles it and none executes it.
 """
 
 from __future__ import annotations
 
+import argparse
 import difflib
+import json
+import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,8 +85,14 @@ class LineVerdict:
         return [f"{path}:{_ranges(lines)} ({fn})" for (path, fn), lines in sorted(by.items())]
 
     def as_json(self) -> dict:
-        return {"targets": self.targets, "covered": len(self.covered), "uncovered": [list(k) for k in self.uncovered],
-                "not_compiled": [list(k) for k in self.not_compiled]}
+        """The verdict and the record a merge over shards needs (:func:`record`)."""
+        return {"targets": self.targets, "covered": [list(k) for k in self.covered],
+                "uncovered": [list(k) for k in self.uncovered], "not_compiled": [list(k) for k in self.not_compiled]}
+
+    def counts(self) -> dict[str, int]:
+        return {"changed": len(self.covered) + len(self.uncovered) + len(self.not_compiled), "covered": len(self.covered),
+                "uncovered": len(self.uncovered), "not compiled by a target run": len(self.not_compiled),
+                "targets": self.targets}
 
 
 def _ranges(lines: list[int]) -> str:
@@ -88,6 +103,58 @@ def _ranges(lines: list[int]) -> str:
             out.append(f"{start}" if start == a else f"{start}-{a}")
             start = b
     return ",".join(out)
+
+
+def merge(verdicts: list[dict]) -> LineVerdict:
+    """Shards' verdicts (:meth:`LineVerdict.as_json`) as one: covered where any shard executed the line,
+    uncovered where some shard compiles it and none executed it, not compiled where no shard has code."""
+    covered: dict[tuple[str, int], str] = {}
+    compiled: dict[tuple[str, int], str] = {}
+    lines: set[tuple[str, int]] = set()
+    targets = 0
+    for v in verdicts:
+        targets += v["targets"]
+        for path, ln, fn in v["covered"]:
+            covered[(path, ln)] = fn
+        for path, ln, fn in v["uncovered"]:
+            compiled[(path, ln)] = fn
+        lines |= {(p, ln) for p, ln, *_ in v["covered"] + v["uncovered"] + v["not_compiled"]}
+    out = LineVerdict(targets=targets)
+    for key in sorted(lines):
+        if key in covered:
+            out.covered.append((*key, covered[key]))
+        elif key in compiled:
+            out.uncovered.append((*key, compiled[key]))
+        else:
+            out.not_compiled.append(key)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.report.linegate merge [--allow-uncovered NAMES] SHARD...``: the uncovered changed
+    lines over every shard's ``gate-lines.json`` (a file, or a directory searched for it); exit 1 when some
+    remain, 2 when no shard recorded lines."""
+    ap = argparse.ArgumentParser(prog="python -m harness.report.linegate", description=main.__doc__)
+    ap.add_argument("action", choices=["merge"])
+    ap.add_argument("shards", type=Path, nargs="+")
+    ap.add_argument("--allow-uncovered", default="", metavar="NAMES")
+    a = ap.parse_args(argv)
+    files = [f for s in a.shards for f in ([s] if s.is_file() else sorted(s.rglob("gate-lines.json")))]
+    if not files:
+        print("linegate merge: no gate-lines.json under " + ", ".join(map(str, a.shards))
+              + " (did the shards run the gate with --lines-defer?)", file=sys.stderr)
+        return 2
+    v = merge([json.loads(f.read_text()) for f in files])
+    allowed = tuple(x for x in a.allow_uncovered.split(",") if x)
+    rows = v.describe(allowed)
+    md = [f"## rvvdiff: uncovered lines over {len(files)} shards (block): {len(rows)} functions", "",
+          ", ".join(f"{k}: {n}" for k, n in v.counts().items()), "", *[f"- {r}" for r in rows]]
+    print("\n".join(md))
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
+            f.write("\n".join(md) + "\n")
+    return 1 if rows else 0
+
 
 
 def judge(changed: dict[str, set[int]], targets: list[TargetLines]) -> LineVerdict:
@@ -113,3 +180,7 @@ def judge(changed: dict[str, set[int]], targets: list[TargetLines]) -> LineVerdi
             else:
                 v.not_compiled.append((path, ln))
     return v
+
+
+if __name__ == "__main__":
+    sys.exit(main())
