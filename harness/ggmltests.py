@@ -1,0 +1,362 @@
+"""ggml's own tests, patched so that they catch the RVV findings of the pinned tree.
+
+For each bug class, ``harness/data/ggml-tests/<class>.patch`` changes llama.cpp's
+``tests/test-quantize-fns.cpp`` (the test of the CPU backend's quantize / vec_dot functions) so that
+it fails on the pinned tree under ``qemu-riscv64`` at the VLENs concerned and passes once the
+class's fixes (``harness/data/fixes/<name>.patch``) are applied.  :func:`run_class` checks that:
+
+1. a copy of the pinned tree (``cp -al``, hard links broken for every file a patch changes; the
+   cached tree itself is never written), with the test patch and optionally the fixes applied;
+2. ggml's / llama.cpp's own CMake with Debian's clang-22 (``harness/build/stock.py``), GGML_RVV=ON,
+   static, LLAMA_BUILD_TESTS=ON, target ``test-quantize-fns`` only;
+3. the test executable under ``qemu-riscv64 -cpu rv64,v=true,vlen=<V>,...`` at each VLEN of the
+   class: exit status 0 is a pass.
+
+The pinned and the fixed variants share one tree copy and one build directory (under
+``/work/runs/ggmltests`` or ``$RVVDIFF_GGMLTESTS_DIR``): only the patched files change between them,
+so the second build recompiles ``quants.c`` and the test and relinks.  A lock file serialises callers.
+
+    python -m harness.ggmltests odd_block_count          # verdict table (pinned, fixed) and the commands
+    python -m harness.ggmltests --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.build import stock
+
+HERE = Path(__file__).resolve().parent
+TEST_PATCHES = HERE / "data" / "ggml-tests"
+FIX_PATCHES = HERE / "data" / "fixes"
+DEFAULT_WORK = Path("/work/runs/ggmltests")
+
+#: CMake options on top of stock.build_argvs' (which turns everything of llama.cpp off): the tests
+#: need llama-common (and so llama); executables are linked statically for qemu-riscv64.
+TEST_CMAKE: dict[str, str] = {
+    "LLAMA_BUILD_TESTS": "ON",
+    "LLAMA_BUILD_COMMON": "ON",
+    "CMAKE_EXE_LINKER_FLAGS": "-static",
+}
+
+
+@dataclass(frozen=True)
+class TestClass:
+    """One bug class: the test patch, the fixes that make it pass, where it fails."""
+
+    name: str
+    title: str
+    #: Fix names (harness/data/fixes/<name>.patch) that make the patched test pass.
+    fixes: tuple[str, ...]
+    #: VLENs at which the pinned tree fails the patched test.
+    vlens: tuple[int, ...]
+    target: str = "test-quantize-fns"
+    isa: str = "v"
+    #: QEMU writes ones into tail/mask-agnostic elements (rvv_ta_all_1s, rvv_ma_all_1s).
+    stress: bool = False
+    #: False: the unmodified test already fails (no test patch).
+    patched: bool = True
+    args: tuple[str, ...] = ()
+
+    @property
+    def patch(self) -> Path | None:
+        return TEST_PATCHES / f"{self.name}.patch" if self.patched else None
+
+    def fix_patches(self) -> list[Path]:
+        return [FIX_PATCHES / f"{f}.patch" for f in self.fixes]
+
+
+CLASSES: dict[str, TestClass] = {c.name: c for c in (
+    TestClass("odd_block_count", "vec_dot with an odd number of blocks",
+              ("iq4_nl_odd_block_dropped", "mxfp4_odd_block_dropped"), (128, 256, 512, 1024)),
+    TestClass("iq_subblock_layout", "i-quant vec_dot at VLEN 512 / 1024: sub-block offsets and sub-scale nibbles",
+              ("iq2_xxs_vl512_subblock_offsets", "iq3_xxs_vl1024_subblock_offsets",
+               "iq2_s_vl1024_scale_nibbles_swapped"), (512, 1024)),
+    TestClass("int16_overflow", "vec_dot of rows with large sub-block sums (int16 partial sums)",
+              ("q4_K_int16_subblock_sum",), (256, 512, 1024)),
+)}
+
+
+# ------------------------------------------------------------------ patches and the tree copy
+
+
+def patched_files(patch: Path) -> list[str]:
+    """The files (llama.cpp paths) a unified diff changes, as ``patch -p1`` resolves them."""
+    out = []
+    for line in Path(patch).read_text().splitlines():
+        if line.startswith("+++ "):
+            path = line[4:].split("\t")[0].strip()
+            out.append(path.split("/", 1)[1])
+    return out
+
+
+def all_patches() -> list[Path]:
+    """Every test patch and every fix patch a class uses."""
+    seen: dict[Path, None] = {}
+    for c in CLASSES.values():
+        for p in ([c.patch] if c.patch else []) + c.fix_patches():
+            seen[p] = None
+    return list(seen)
+
+
+def pinned_root() -> Path:
+    from harness.ggml import source
+    return source.pinned().root
+
+
+def patch_argv(patch: Path, tree: Path, dry_run: bool = False) -> list[str]:
+    return ["patch", "-p1", "--batch", "--forward", "-s", "-d", str(tree), "-i", str(patch)] + (
+        ["--dry-run"] if dry_run else [])
+
+
+def check_applies(patch: Path, tree: Path | None = None) -> str | None:
+    """None when ``patch`` applies cleanly to ``tree`` (default: the pinned tree), else patch's output."""
+    cp = subprocess.run(patch_argv(patch, tree or pinned_root(), dry_run=True), capture_output=True, text=True,
+                        timeout=60)
+    return None if cp.returncode == 0 and "offset" not in cp.stdout and "fuzz" not in cp.stdout \
+        else (cp.stdout + cp.stderr).strip() or f"exit {cp.returncode}"
+
+
+def _write_replacing(path: Path, data: bytes) -> None:
+    """Write through a new inode (temp file + rename): a hard link into the cached tree is broken, never written."""
+    tmp = path.with_name(f".{path.name}.ggmltests{os.getpid()}")
+    tmp.write_bytes(data)
+    os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
+    os.replace(tmp, path)
+
+
+def prepare_tree(tree: Path, patches: Sequence[Path], pinned: Path | None = None) -> list[str]:
+    """Make ``tree`` (a ``cp -al`` copy of the pinned tree, created if missing) the pinned tree plus
+    ``patches``; every file any known patch touches is reset to the pinned content first.  Files whose
+    content does not change are left alone (their mtime too, so builds stay incremental).  Returns the
+    files rewritten."""
+    pinned = Path(pinned or pinned_root())
+    tree = Path(tree)
+    if not tree.exists():
+        tmp = tree.with_name(tree.name + f".tmp{os.getpid()}")
+        subprocess.run(["cp", "-al", str(pinned), str(tmp)], check=True, timeout=600)
+        os.replace(tmp, tree)
+    files = sorted({f for p in [*all_patches(), *patches] for f in patched_files(p)})
+    with tempfile.TemporaryDirectory(prefix="ggmltests-") as d:
+        stage = Path(d)
+        for f in files:
+            (stage / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(pinned / f, stage / f)
+        for p in patches:
+            cp = subprocess.run(patch_argv(p, stage), capture_output=True, text=True, timeout=60)
+            if cp.returncode != 0:
+                raise RuntimeError(f"{p.name} does not apply to {pinned}: {(cp.stdout + cp.stderr).strip()}")
+        changed = []
+        for f in files:
+            want = (stage / f).read_bytes()
+            if not (tree / f).exists() or (tree / f).read_bytes() != want:
+                _write_replacing(tree / f, want)
+                changed.append(f)
+    return changed
+
+
+@contextmanager
+def _locked(work: Path) -> Iterator[None]:
+    work.mkdir(parents=True, exist_ok=True)
+    with open(work / ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# ------------------------------------------------------------------ build and run
+
+
+def configure_argv(tree: Path, build_dir: Path, isa: str = "v") -> list[str]:
+    """stock.build_argvs' configure line (clang-22, ggml's options) with the tests turned on."""
+    configure = stock.build_argvs(tree, isa, "clang", build_dir)[0]
+    keep = [a for a in configure if not any(a.startswith(f"-D{k}=") for k in TEST_CMAKE)]
+    return keep + [f"-D{k}={v}" for k, v in TEST_CMAKE.items()]
+
+
+def build_argv(build_dir: Path, target: str, jobs: int = 2, nice: int = 5) -> list[str]:
+    return ["nice", "-n", str(nice), "cmake", "--build", str(build_dir), "--target", target, f"-j{jobs}"]
+
+
+def executable(build_dir: Path, target: str) -> Path:
+    return Path(build_dir) / "bin" / target
+
+
+def run_argv(c: TestClass, build_dir: Path, vlen: int) -> list[str]:
+    return [*stock.run_argv(executable(build_dir, c.target), vlen, c.isa, c.stress), *c.args]
+
+
+def build(tree: Path, build_dir: Path, target: str, isa: str = "v", *, jobs: int = 2,
+          timeout: float = 7200) -> float:
+    """Configure (once) and build ``target``; return the seconds configure + build took."""
+    why = stock.missing("clang")
+    if why:
+        raise stock.StockToolchainError(why)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    log = build_dir / "ggmltests-build.log"
+    t0 = time.monotonic()
+    steps = [] if (build_dir / "CMakeCache.txt").is_file() else [configure_argv(tree, build_dir, isa)]
+    steps.append(build_argv(build_dir, target, jobs))
+    with open(log, "a") as fh:
+        for argv in steps:
+            fh.write(f"$ {shlex.join(argv)}\n")
+            fh.flush()
+            cp = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout)
+            if cp.returncode != 0:
+                raise stock.StockToolchainError(f"{shlex.join(argv[:6])} ... failed (exit {cp.returncode}); log {log}")
+    return time.monotonic() - t0
+
+
+@dataclass
+class Run:
+    vlen: int
+    passed: bool
+    returncode: int
+    seconds: float
+    #: The test's lines that say FAILED (at most 12).
+    failures: list[str] = field(default_factory=list)
+
+
+def run_test(c: TestClass, build_dir: Path, vlen: int, timeout: float = 1800) -> Run:
+    argv = run_argv(c, build_dir, vlen)
+    t0 = time.monotonic()
+    try:
+        cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, errors="replace")
+        rc, out = cp.returncode, cp.stdout + cp.stderr
+    except subprocess.TimeoutExpired:
+        rc, out = -1, "timed out"
+    fails = [ln.strip() for ln in out.splitlines() if "FAILED" in ln or "timed out" in ln or "Assert" in ln][:12]
+    if rc not in (0, 1) and not fails:
+        fails = [f"exit status {rc}: " + " | ".join(out.strip().splitlines()[-3:])]
+    return Run(vlen, rc == 0, rc, time.monotonic() - t0, fails)
+
+
+@dataclass
+class Variant:
+    name: str  # "pinned" or "fixed"
+    patches: list[Path]
+    build_seconds: float
+    rebuilt: list[str]
+    runs: list[Run]
+
+
+@dataclass
+class Result:
+    cls: TestClass
+    tree: Path
+    build_dir: Path
+    variants: list[Variant]
+
+    def ok(self) -> bool:
+        """The pinned tree fails at every VLEN, the fixed tree passes at every VLEN."""
+        by = {v.name: v for v in self.variants}
+        return (all(not r.passed for r in by["pinned"].runs) if "pinned" in by else True) and \
+            (all(r.passed for r in by["fixed"].runs) if "fixed" in by else True)
+
+
+def work_dir(work: Path | None = None) -> Path:
+    return Path(work or os.environ.get("RVVDIFF_GGMLTESTS_DIR") or DEFAULT_WORK)
+
+
+def run_class(name: str, *, fixed: bool = True, pinned: bool = True, vlens: Sequence[int] | None = None,
+              work: Path | None = None, jobs: int = 2) -> Result:
+    """Build and run the class's patched test on the pinned tree and/or with its fixes; pass/fail per VLEN.
+
+    test-quantize-fns takes about 2.5 min per run under QEMU (ggml_quantize_init of the i-quants,
+    every type quantized): the VLENs run ``jobs`` at a time."""
+    c = CLASSES[name]
+    work = work_dir(work)
+    tree, build_dir = work / "tree", work / f"build-{c.isa}"
+    base = [c.patch] if c.patch else []
+    todo = ([("pinned", base)] if pinned else []) + ([("fixed", base + c.fix_patches())] if fixed else [])
+    variants = []
+    with _locked(work):
+        for vname, patches in todo:
+            changed = prepare_tree(tree, patches)
+            secs = build(tree, build_dir, c.target, c.isa, jobs=jobs)
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                runs = list(pool.map(lambda v: run_test(c, build_dir, v), vlens or c.vlens))
+            variants.append(Variant(vname, patches, secs, changed, runs))
+    return Result(c, tree, build_dir, variants)
+
+
+# ------------------------------------------------------------------ the report
+
+
+def commands(name: str, work: Path | None = None) -> list[str]:
+    """Shell commands that reproduce the class's verdicts by hand (pinned, then with the fixes)."""
+    c = CLASSES[name]
+    work = work_dir(work)
+    tree, build_dir = work / "tree", work / f"build-{c.isa}"
+    pin = pinned_root()
+    q = shlex.quote
+    lines = [f"rm -rf {q(str(tree))} && cp -r {q(str(pin))} {q(str(tree))}"]
+    if c.patch:
+        lines.append(shlex.join(["patch", "-p1", "-d", str(tree), "-i", str(c.patch)]))
+    lines += [shlex.join(configure_argv(tree, build_dir, c.isa)), shlex.join(build_argv(build_dir, c.target))]
+    lines += [shlex.join(run_argv(c, build_dir, v)) + "   # pinned: fails" for v in c.vlens]
+    lines += [shlex.join(["patch", "-p1", "-d", str(tree), "-i", str(p)]) for p in c.fix_patches()]
+    lines.append(shlex.join(build_argv(build_dir, c.target)))
+    lines += [shlex.join(run_argv(c, build_dir, v)) + "   # fixed: passes" for v in c.vlens]
+    return lines
+
+
+def table(res: Result) -> str:
+    c = res.cls
+    vl = [r.vlen for r in res.variants[0].runs] if res.variants else list(c.vlens)
+    head = f"{'tree':<8} {'build':>8} " + " ".join(f"{'VLEN ' + str(v):>10}" for v in vl)
+    lines = [f"{c.name}: {c.title}", f"  fixes: {', '.join(c.fixes)}",
+             f"  test: {c.target} ({c.isa} build{', QEMU stress' if c.stress else ''})", "", head]
+    for v in res.variants:
+        lines.append(f"{v.name:<8} {v.build_seconds:>7.0f}s " +
+                     " ".join(f"{'pass' if r.passed else 'FAIL':>10}" for r in v.runs))
+    for v in res.variants:
+        for r in v.runs:
+            for f in r.failures:
+                lines.append(f"  {v.name} VLEN {r.vlen}: {f}")
+    lines.append("")
+    lines.append("verdict: " + ("as expected (pinned fails, fixed passes)" if res.ok() else "NOT as expected"))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.ggmltests", description=__doc__.split("\n\n")[0])
+    ap.add_argument("cls", nargs="?", choices=sorted(CLASSES), help="bug class")
+    ap.add_argument("--list", action="store_true", help="list the classes")
+    ap.add_argument("--vlen", type=int, action="append", help="VLEN (repeatable; default: the class's)")
+    ap.add_argument("--pinned-only", action="store_true")
+    ap.add_argument("--fixed-only", action="store_true")
+    ap.add_argument("--commands", action="store_true", help="only print the commands")
+    ap.add_argument("--work", type=Path, help=f"tree copy and build directory (default {DEFAULT_WORK})")
+    a = ap.parse_args(argv)
+    if a.list or not a.cls:
+        for c in CLASSES.values():
+            print(f"{c.name:<20} VLEN {','.join(map(str, c.vlens)):<16} fixes: {', '.join(c.fixes)}")
+        return 0
+    if not a.commands:
+        res = run_class(a.cls, pinned=not a.fixed_only, fixed=not a.pinned_only, vlens=a.vlen, work=a.work)
+        print(table(res))
+        print()
+    print("commands:")
+    for ln in commands(a.cls, a.work):
+        print("  " + ln)
+    return 0 if a.commands or res.ok() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""harness/ggmltests.py and harness/data/ggml-tests/*.patch: patches to ggml's own test-quantize-fns that fail
+on the pinned tree under QEMU and pass with the fixes (docs/ggml-tests.md)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+
+from harness import ggmltests
+from harness.build import stock
+
+HEADER_KEYS = ("rvvdiff ggml-test:", "class:", "fixes:", "vlens:")
+
+
+def _pinned() -> Path | None:
+    try:
+        root = ggmltests.pinned_root()
+    except Exception:  # noqa: BLE001 - no cached tree: the dry runs are skipped, with the reason
+        return None
+    return root if (root / "tests" / "test-quantize-fns.cpp").is_file() else None
+
+
+PINNED = _pinned()
+needs_tree = pytest.mark.skipif(PINNED is None, reason="the pinned llama.cpp tree is not in rvvdiff's cache")
+
+
+def test_every_class_has_its_patch_with_a_header() -> None:
+    on_disk = {p.stem for p in ggmltests.TEST_PATCHES.glob("*.patch")}
+    assert on_disk == {c.name for c in ggmltests.CLASSES.values() if c.patched}
+    for c in ggmltests.CLASSES.values():
+        assert c.patch is not None
+        head = c.patch.read_text().split("\n--- a/", 1)[0]
+        for key in HEADER_KEYS:
+            assert any(line.startswith(key) for line in head.splitlines()), (c.name, key)
+        assert f"class: {c.name}" in head
+        assert f"fixes: {', '.join(c.fixes)}" in head
+        assert ggmltests.patched_files(c.patch) == ["tests/test-quantize-fns.cpp"]
+        for f in c.fix_patches():
+            assert f.is_file(), f
+        # No harness jargon in the C++ itself.
+        added = [ln for ln in c.patch.read_text().splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+        assert added and not [ln for ln in added if "rvvdiff" in ln.lower()]
+
+
+@needs_tree
+@pytest.mark.parametrize("name", sorted(ggmltests.CLASSES))
+def test_patch_applies_to_the_pinned_tree(name: str) -> None:
+    patch = ggmltests.CLASSES[name].patch
+    assert patch is not None
+    assert ggmltests.check_applies(patch, PINNED) is None
+
+
+@needs_tree
+@pytest.mark.parametrize("name", sorted(ggmltests.CLASSES))
+def test_fixes_apply_on_top_of_the_test_patch(name: str, tmp_path: Path) -> None:
+    """prepare_tree on a copy: the test patch and the fixes together, the cached tree untouched."""
+    c = ggmltests.CLASSES[name]
+    assert PINNED is not None and c.patch is not None
+    files = sorted({f for p in ggmltests.all_patches() for f in ggmltests.patched_files(p)})
+    mini = tmp_path / "pinned"
+    for f in files:
+        (mini / f).parent.mkdir(parents=True, exist_ok=True)
+        (mini / f).write_bytes((PINNED / f).read_bytes())
+    before = {f: (mini / f).stat().st_ino for f in files}
+    tree = tmp_path / "tree"
+    changed = ggmltests.prepare_tree(tree, [c.patch, *c.fix_patches()], pinned=mini)
+    assert "tests/test-quantize-fns.cpp" in changed
+    assert all((mini / f).read_bytes() == (PINNED / f).read_bytes() for f in files)  # the source is never written
+    assert all((mini / f).stat().st_ino == before[f] for f in files)
+    assert all((tree / f).stat().st_ino != (mini / f).stat().st_ino for f in changed)  # hard links broken
+    # Back to the pinned test alone: every file is the pinned one again.
+    ggmltests.prepare_tree(tree, [c.patch], pinned=mini)
+    for f in files:
+        if f != "tests/test-quantize-fns.cpp":
+            assert (tree / f).read_bytes() == (PINNED / f).read_bytes()
+
+
+def test_commands_build_the_test_with_the_stock_toolchain(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"  # llama.cpp-shaped, ggml/ without ggml.pc.in (like the pinned tree)
+    (tree / "ggml" / "include").mkdir(parents=True)
+    (tree / "ggml" / "CMakeLists.txt").write_text("")
+    (tree / "CMakeLists.txt").write_text("")
+    configure = ggmltests.configure_argv(tree, tmp_path / "b")
+    assert configure[:5] == ["cmake", "-S", str(tree), "-B", str(tmp_path / "b")]
+    defs = dict(a[2:].split("=", 1) for a in configure if a.startswith("-D"))
+    assert defs["CMAKE_C_COMPILER"] == "clang-22" and defs["GGML_RVV"] == "ON"
+    assert defs["LLAMA_BUILD_TESTS"] == "ON" and defs["LLAMA_BUILD_COMMON"] == "ON"
+    assert defs["CMAKE_EXE_LINKER_FLAGS"] == "-static"
+    assert sum(a.startswith("-DLLAMA_BUILD_TESTS=") for a in configure) == 1
+    c = ggmltests.CLASSES["odd_block_count"]
+    argv = ggmltests.run_argv(c, tmp_path / "b", 256)
+    assert argv[:2] == ["qemu-riscv64", "-cpu"] and argv[2].startswith("rv64,v=true,vlen=256,elen=64,")
+    assert argv[3] == str(tmp_path / "b" / "bin" / "test-quantize-fns")
+    assert ggmltests.build_argv(tmp_path / "b", c.target) == [
+        "nice", "-n", "5", "cmake", "--build", str(tmp_path / "b"), "--target", "test-quantize-fns", "-j2"]
+
+
+_MISSING = stock.missing("clang")
+
+
+@needs_tree
+@pytest.mark.skipif(_MISSING is not None, reason=f"end-to-end ggml test build skipped: {_MISSING}")
+@pytest.mark.skipif(os.environ.get("RVVDIFF_SKIP_GGMLTESTS_E2E") == "1", reason="RVVDIFF_SKIP_GGMLTESTS_E2E=1")
+def test_odd_block_count_fails_on_the_pinned_tree_and_passes_with_the_fixes() -> None:
+    """End to end: builds llama.cpp's test-quantize-fns with clang-22 (the first build of llama + common
+    takes about 15 min on two cores; the work directory is reused, later builds take about 1 min),
+    runs it at VLEN 128 and 256."""
+    res = ggmltests.run_class("odd_block_count", vlens=(128, 256))
+    pinned, fixed = res.variants
+    assert [r.passed for r in pinned.runs] == [False, False], ggmltests.table(res)
+    assert [r.passed for r in fixed.runs] == [True, True], ggmltests.table(res)
+    for r in pinned.runs:
+        names = {f.split()[0] for f in r.failures}
+        assert names == {"iq4_nl", "mxfp4"}, r.failures
+    assert "tests/test-quantize-fns.cpp" not in fixed.rebuilt  # only the fixes changed between the two
+    assert all(shlex.split(ln.split("   #")[0]) for ln in ggmltests.commands("odd_block_count"))
