@@ -145,7 +145,7 @@ def test_each_findings_upstream_text_says_exactly_where_it_fails(name: str) -> N
     _public_only((issue_file.parent / "repro.c").read_text())
     fx = fixes.catalogue()[name]
     want = fx.meta["wrong-vlens"].strip()
-    ran = {vl for row in table.values() for vl in row}
+    ran = {vl for row in table.values() for vl, verdict in row.items() if verdict in ("ok", "wrong")}
     want_vlens = (set(VLENS) | ran) if want == "all" else {int(v) for v in want.split(",")} & ran
     pinned = {k: v for k, v in table.items() if k[0] == "pinned"}
     wrong_vlens = {vl for row in pinned.values() for vl, verdict in row.items() if verdict == "wrong"}
@@ -153,7 +153,7 @@ def test_each_findings_upstream_text_says_exactly_where_it_fails(name: str) -> N
     assert wrong_vlens == want_vlens, (wrong_vlens, want)
     assert wrong_builds == set(fx.cost_isas), (wrong_builds, fx.cost_isas)
     fixed = [verdict for (tree, _), row in table.items() if tree == "fixed" for verdict in row.values()]
-    assert fixed and set(fixed) == {"ok"}, table
+    assert "ok" in fixed and "wrong" not in fixed, table
 
 
 def test_a_finding_without_public_form_gets_a_text_that_says_why(tmp_path: Path) -> None:
