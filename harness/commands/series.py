@@ -154,6 +154,26 @@ def combined_patch(series: Series) -> str:
     return "\n".join(out)
 
 
+def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, str]]]) -> str:
+    """``<out>/README.md``: the series in order, each fix with its upstream issue text and what it shows."""
+    lines = ["# The findings as pull-request series", "",
+             "Written by `rvvdiff series` from harness/data/series.toml; each fix's issue text and public-API program",
+             "by `rvvdiff report --fix NAME --upstream` (docs/upstream/<fix>/).", ""]
+    for s in all_series:
+        trees = "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in verdicts[s.name].items())
+        lines += [f"## {s.number}. {s.title}", "", f"[{s.stem}.md]({s.stem}.md), [{s.stem}.patch]({s.stem}.patch). "
+                  f"Applies to {trees}.", ""]
+        for fx in s.fixes:
+            issue = PROJECT_ROOT / "docs" / "upstream" / fx.name / "issue.md"
+            text = issue.read_text() if issue.is_file() else ""
+            head = text.splitlines()[0].lstrip("# ") if text else "no issue text yet"
+            kind = ("public-API program" if "```c" in text or "is attached" in text
+                    else "no public program (says why)" if text else "")
+            lines.append(f"- [{fx.name}](../{fx.name}/issue.md) ({len(text.splitlines())} lines, {kind}): {head}")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="rvvdiff series", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -166,9 +186,12 @@ def main(argv: list[str]) -> int:
     others = {t: resolve(t) for t in a.ggml_src}
     a.out.mkdir(parents=True, exist_ok=True)
     status = 0
-    for s in load():
+    every = load()
+    verdicts: dict[str, dict[str, tuple[bool, str]]] = {}
+    for s in every:
         trees = {f"pinned ({pinned.label}, {pinned.commit})": applies_in_order(s, pinned)}
         trees.update({f"{src.label} (ggml {src.version})": applies_in_order(s, src) for src in others.values()})
+        verdicts[s.name] = trees
         ok = next(iter(trees.values()))[0]
         status |= 0 if ok else 1
         text = description(s, trees)
@@ -179,4 +202,5 @@ def main(argv: list[str]) -> int:
                                                                  for t, v in trees.items())
               + f"; {a.out / (s.stem + '.md')} ({n} lines{'' if n <= MAX_LINES else ', TOO LONG'})")
         status |= 0 if n <= MAX_LINES else 1
+    (a.out / "README.md").write_text(index(every, verdicts))
     return status
