@@ -33,8 +33,11 @@ from harness.report import upstream as U
 from harness.report.failure import load_case
 
 
-def _entry(nodeid: str, emulator: str) -> known.Known | None:
-    return next((k for k in known.load() if k.matches(nodeid, emulator)), None)
+def _entry(nodeid: str, emulator: str, fix: str | None = None) -> known.Known | None:
+    """The known-failure entry of a test: the one of ``fix`` if given, else one of this emulator only, else any."""
+    found = [k for k in known.load() if k.matches(nodeid, emulator)]
+    return next((k for k in found if fix and k.fix == fix), None) or next(
+        (k for k in found if k.emulator == emulator), None) or (found[0] if found else None)
 
 
 def _paragraph(md: str, label: str) -> str:
@@ -91,7 +94,7 @@ def no_public_issue(case_data: dict, reason: str, entry: known.Known | None) -> 
     what = _reason(entry)
     return "\n".join([
         f"### {fn} (RISC-V RVV): {'wrong result' if case_data.get('comparison') else 'fails'} at VLEN {t['vlen']}, "
-        f"{t['isa']} build, in rvvdiff's test (not reached through the public API)",
+        f"{t['isa']} build, in rvvdiff's test (no public-API program: below, why)",
         "", f"**What goes wrong.** {U._sentence(what)}",
         "", f"**Why no public reproducer.** {U._sentence(reason[:1].upper() + reason[1:])}",
         "", f"Tree: {g['label']}, commit {g['commit']}. To see it (rvvdiff calls the function as the tree declares it):",
@@ -133,7 +136,7 @@ def main(argv: list[str]) -> int:
         pub = U.public_form(case)
     except U.NoPublicForm as e:
         why = str(e)
-        entry = _entry(case.data["test"], "qemu")
+        entry = _entry(case.data["test"], case.data["target"].get("emulator", "qemu"), a.fix)
         ggml = resolve(None if case.data["ggml"]["label"].startswith("pinned") else case.data["ggml"]["root"]).ggml
         if entry and entry.functions and not any(callers(ggml, f) for f in entry.functions):
             why = (f"no code of this tree calls {', '.join(entry.functions)} (only its declaration and definition "
@@ -149,7 +152,7 @@ def main(argv: list[str]) -> int:
     names = list(ISA_BUILDS)
     isas = list(a.isa) if a.isa else names
     src = resolve(None if case.data["ggml"]["label"].startswith("pinned") else case.data["ggml"]["root"])
-    entry = _entry(case.data["test"], tgt.get("emulator", "qemu"))
+    entry = _entry(case.data["test"], tgt.get("emulator", "qemu"), a.fix)
     if entry and entry.functions:  # the function the finding is about, not the op the test called
         pub.function = entry.functions[0]
     trees = {"pinned" if src.label.startswith("pinned") else "tree": src}

@@ -129,14 +129,16 @@ def description(series: Series, trees: dict[str, tuple[bool, str]]) -> str:
     why = [_first_sentence(_first_paragraph(fx.report.read_text(), "Who hits it"))
            for fx in series.fixes if fx.report.is_file()]
     lines += ["", "**Why.** " + " ".join(dict.fromkeys(w for w in why if w)), ""]
-    lines += ["**Evidence** (QEMU 10, the public-API program of `docs/upstream/<fix>/issue.md`: wrong / ok on the tree"
+    rows = [_upstream_row(fx.name) for fx in series.fixes]
+    vlens = sorted({v for r in rows for t in r.values() for v in t} | set(VLENS))
+    lines += ["**Evidence** (QEMU 10 to VLEN 1024, Spike above, the public-API program of `docs/upstream/<fix>/issue.md`: wrong / ok on the tree"
               " -> with the fix; cost = instructions of the fixed / replaced code under Spike, `rvvdiff fixes cost`):", "",
-              "| fix | " + " | ".join(f"VLEN {v}" for v in VLENS) + " | cost per VLEN (128 .. 4096) |",
-              "|---|" + "---|" * (len(VLENS) + 1)]
+              "| fix | " + " | ".join(f"VLEN {v}" for v in vlens) + " | cost per VLEN (128 .. 4096) |",
+              "|---|" + "---|" * (len(vlens) + 1)]
     for fx in series.fixes:
         up = _upstream_row(fx.name)
         cells = [f"{up['pinned'].get(v, '?')} -> {up.get('fixed', {}).get(v, '?')}" if "pinned" in up else "no public program"
-                 for v in VLENS]
+                 for v in vlens]
         cost = _cost_row(fx.name).replace(" | ", " / ") or "not measured yet"
         lines.append(f"| `{fx.name}` | " + " | ".join(cells) + f" | {cost} |")
     test = ggml_test(series)

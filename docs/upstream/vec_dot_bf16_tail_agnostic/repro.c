@@ -1,4 +1,4 @@
-// ggml_mul_mat bf16 x bf16: mul_mat of 4 BF16 rows and 2 BF16 rows, k = 15. ggml's public API only; exit status 1 while the result is wrong.
+// ggml_vec_dot_bf16: mul_mat of 4 BF16 rows and 2 BF16 rows, k = 15. ggml's public API only; exit status 1 while the result is wrong.
 #include "ggml.h"
 #include "ggml-cpu.h"
 #include "ggml-backend.h"
