@@ -131,8 +131,9 @@ def description(series: Series, trees: dict[str, tuple[bool, str]]) -> str:
     lines += ["", "**Why.** " + " ".join(dict.fromkeys(w for w in why if w)), ""]
     rows = [_upstream_row(fx.name) for fx in series.fixes]
     vlens = sorted({v for r in rows for t in r.values() for v in t} | set(VLENS))
-    lines += ["**Evidence** (QEMU 10 to VLEN 1024, Spike above, the public-API program of `docs/upstream/<fix>/issue.md`: wrong / ok on the tree"
-              " -> with the fix; cost = instructions of the fixed / replaced code under Spike, `rvvdiff fixes cost`):", "",
+    lines += ["**Evidence** (the public-API program of `docs/upstream/<fix>/issue.md`, QEMU 10 up to VLEN 1024 and Spike"
+              " above: wrong / ok on the tree -> with the fix; cost = instructions of the fixed / replaced code under Spike,"
+              " `rvvdiff fixes cost`):", "",
               "| fix | " + " | ".join(f"VLEN {v}" for v in vlens) + " | cost per VLEN (128 .. 4096) |",
               "|---|" + "---|" * (len(vlens) + 1)]
     for fx in series.fixes:
