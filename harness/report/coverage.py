@@ -433,14 +433,15 @@ def missed_md(cov: Coverage) -> list[str]:
         by: dict[frozenset[str], list[int]] = defaultdict(list)
         for ln, targets in lines.items():
             by[frozenset(targets)].append(ln)
-        where = "; ".join(f"{_line_ranges(lns)} at {len(ts)} target(s)" + (f" ({', '.join(sorted(ts))})" if len(ts) <= 3 else "")
+        where = "; ".join(f"{line_ranges(lns)} at {len(ts)} target(s)" + (f" ({', '.join(sorted(ts))})" if len(ts) <= 3 else "")
                           for ts, lns in sorted(by.items(), key=lambda kv: min(kv[1])))
         rows.append(f"| `{fn}` | {path.split('/ggml-cpu/')[-1]} | {len(lines)} | {where} |")
     return ["| function | file | lines missed | lines: targets that entered the function and did not run them |",
             "|---|---|---|---|", *rows]
 
 
-def _line_ranges(lines: list[int]) -> str:
+def line_ranges(lines: list[int]) -> str:
+    """Sorted line numbers as ranges: ``3-5,9``."""
     lines = sorted(lines)
     out, start = [], lines[0]
     for a, b in zip(lines, [*lines[1:], None]):

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.ggml.source import GgmlSource
-from harness.report.coverage import TargetLines, in_scope
+from harness.report.coverage import TargetLines, in_scope, line_ranges
 
 
 def scope_key(path: str) -> str | None:
@@ -82,7 +82,7 @@ class LineVerdict:
         for path, ln, fn in self.uncovered:
             if fn not in allowed:
                 by.setdefault((path, fn), []).append(ln)
-        return [f"{path}:{_ranges(lines)} ({fn})" for (path, fn), lines in sorted(by.items())]
+        return [f"{path}:{line_ranges(lines)} ({fn})" for (path, fn), lines in sorted(by.items())]
 
     def as_json(self) -> dict:
         """The verdict and the record a merge over shards needs (:func:`record`)."""
@@ -93,16 +93,6 @@ class LineVerdict:
         return {"changed": len(self.covered) + len(self.uncovered) + len(self.not_compiled), "covered": len(self.covered),
                 "uncovered": len(self.uncovered), "not compiled by a target run": len(self.not_compiled),
                 "targets": self.targets}
-
-
-def _ranges(lines: list[int]) -> str:
-    lines = sorted(set(lines))
-    out, start = [], lines[0]
-    for a, b in zip(lines, lines[1:] + [None]):
-        if b != a + 1:
-            out.append(f"{start}" if start == a else f"{start}-{a}")
-            start = b
-    return ",".join(out)
 
 
 def merge(verdicts: list[dict]) -> LineVerdict:
