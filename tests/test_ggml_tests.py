@@ -31,7 +31,9 @@ def test_every_class_has_its_patch_with_a_header() -> None:
     on_disk = {p.stem for p in ggmltests.TEST_PATCHES.glob("*.patch")}
     assert on_disk == {c.name for c in ggmltests.CLASSES.values() if c.patched}
     for c in ggmltests.CLASSES.values():
-        assert c.patch is not None
+        if c.patch is None:  # the unmodified test already fails
+            assert not c.patched and c.fixes
+            continue
         head = c.patch.read_text().split("\n--- a/", 1)[0]
         for key in HEADER_KEYS:
             assert any(line.startswith(key) for line in head.splitlines()), (c.name, key)
@@ -45,8 +47,11 @@ def test_every_class_has_its_patch_with_a_header() -> None:
         assert added and not [ln for ln in added if "rvvdiff" in ln.lower()]
 
 
+PATCHED = sorted(c.name for c in ggmltests.CLASSES.values() if c.patched)
+
+
 @needs_tree
-@pytest.mark.parametrize("name", sorted(ggmltests.CLASSES))
+@pytest.mark.parametrize("name", PATCHED)
 def test_patch_applies_to_the_pinned_tree(name: str) -> None:
     patch = ggmltests.CLASSES[name].patch
     assert patch is not None
@@ -54,7 +59,7 @@ def test_patch_applies_to_the_pinned_tree(name: str) -> None:
 
 
 @needs_tree
-@pytest.mark.parametrize("name", sorted(ggmltests.CLASSES))
+@pytest.mark.parametrize("name", PATCHED)
 def test_fixes_apply_on_top_of_the_test_patch(name: str, tmp_path: Path) -> None:
     """prepare_tree on a copy: the test patch and the fixes together, the cached tree untouched."""
     c = ggmltests.CLASSES[name]
@@ -115,5 +120,5 @@ def test_odd_block_count_fails_on_the_pinned_tree_and_passes_with_the_fixes() ->
     for r in pinned.runs:
         names = {f.split()[0] for f in r.failures}
         assert names == {"iq4_nl", "mxfp4"}, r.failures
-    assert "tests/test-quantize-fns.cpp" not in fixed.rebuilt  # only the fixes changed between the two
+    assert "ggml/src/ggml-cpu/arch/riscv/quants.c" in fixed.rebuilt and pinned.build_seconds >= 0
     assert all(shlex.split(ln.split("   #")[0]) for ln in ggmltests.commands("odd_block_count"))
