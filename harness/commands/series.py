@@ -41,6 +41,7 @@ class Series:
     name: str
     title: str
     fixes: list[F.Fix]
+    test_note: str = ""
 
     @property
     def stem(self) -> str:
@@ -54,7 +55,7 @@ def load(path: Path = SERIES_FILE) -> list[Series]:
         unknown = [f for f in s["fixes"] if f not in cat]
         if unknown:
             raise RvvdiffError(f"{path}: series {s['name']} names fixes that harness/data/fixes/ lacks: {unknown}")
-        out.append(Series(i, s["name"], s["title"], [cat[f] for f in s["fixes"]]))
+        out.append(Series(i, s["name"], s["title"], [cat[f] for f in s["fixes"]], s.get("test_note", "")))
     listed = [f.name for s in out for f in s.fixes]
     missing = sorted(set(cat) - set(listed))
     if missing or len(listed) != len(set(listed)):
@@ -145,7 +146,8 @@ def description(series: Series, trees: dict[str, tuple[bool, str]]) -> str:
     test = ggml_test(series)
     lines += ["", "**Patches, in order:** " + ", ".join(f"`{fx.name}.patch`" for fx in series.fixes)
               + f" (combined: `{series.stem}.patch`).",
-              "**Regression test for ggml's suite:** " + (f"`{test.relative_to(PROJECT_ROOT)}`." if test else "none yet."),
+              "**Regression test for ggml's suite:** " + (f"`{test.relative_to(PROJECT_ROOT)}` (docs/ggml-tests.md)." if test
+                                                        else (series.test_note or "none yet") + "."),
               "**Applies to:** " + "; ".join(f"{t}: {'yes' if ok else why}" for t, (ok, why) in trees.items()) + "."]
     return "\n".join(lines) + "\n"
 
