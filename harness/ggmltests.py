@@ -13,7 +13,7 @@ class's fixes (``harness/data/fixes/<name>.patch``) are applied.  :func:`run_cla
    class: exit status 0 is a pass.
 
 The pinned and the fixed variants share one tree copy and one build directory (under
-``/work/runs/ggmltests`` or ``$RVVDIFF_GGMLTESTS_DIR``): only the patched files change between them,
+``$RVVDIFF_CACHE/ggmltests`` or ``$RVVDIFF_GGMLTESTS_DIR``): only the patched files change between them,
 so the second build recompiles ``quants.c`` and the test and relinks.  A lock file serialises callers.
 
     python -m harness.ggmltests odd_block_count          # verdict table (pinned, fixed) and the commands
@@ -38,11 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.build import stock
+from harness.core import settings
+from harness.core.config import cache_dir
 
 HERE = Path(__file__).resolve().parent
 TEST_PATCHES = HERE / "data" / "ggml-tests"
 FIX_PATCHES = HERE / "data" / "fixes"
-DEFAULT_WORK = Path("/work/runs/ggmltests")
+DEFAULT_WORK = "$RVVDIFF_CACHE/ggmltests"  # said in --help; the path is work_dir()
 
 #: CMake options on top of stock.build_argvs' (which turns everything of llama.cpp off): the tests
 #: need llama-common (and so llama); executables are linked statically for qemu-riscv64.
@@ -273,7 +275,7 @@ class Result:
 
 
 def work_dir(work: Path | None = None) -> Path:
-    return Path(work or os.environ.get("RVVDIFF_GGMLTESTS_DIR") or DEFAULT_WORK)
+    return Path(work or settings.path("GGMLTESTS_DIR") or cache_dir() / "ggmltests")
 
 
 def run_class(name: str, *, fixed: bool = True, pinned: bool = True, vlens: Sequence[int] | None = None,
