@@ -171,7 +171,16 @@ def main(argv: list[str]) -> int:
     title = pub.function
     prog = out / "repro.c"
     prog.write_text(U.program(pub, title))
-    work = Path(tempfile.mkdtemp(prefix="rvvdiff-upstream-"))  # the executables; out keeps the texts only
+    with tempfile.TemporaryDirectory(prefix="rvvdiff-upstream-") as tmp:  # the executables; out keeps the texts
+        return _judge(a, case, pub, prog, out, trees, isas, stress, fix_name, fix_md, Path(tmp))
+
+
+def _judge(a: argparse.Namespace, case, pub: U.Public, prog: Path, out: Path, trees: dict, isas: list[str],
+           stress: bool, fix_name: str, fix_md: str, work: Path) -> int:
+    """Build and run the program everywhere, write the issue text; 0 when it is true as written."""
+    tgt = case.data["target"]
+    src = next(iter(trees.values()))
+    entry = _entry(case.data["test"], tgt.get("emulator", "qemu"), a.fix)
     verdicts = U.verify(prog, trees, isas, list(a.vlen), stress, work)
     if a.spike:
         try:
