@@ -40,12 +40,6 @@ def _entry(nodeid: str, emulator: str, fix: str | None = None) -> known.Known | 
         (k for k in found if k.emulator == emulator), None) or (found[0] if found else None)
 
 
-def _paragraph(md: str, label: str) -> str:
-    """The paragraph of a fix report that starts with ``**label.**`` (the short reports' convention)."""
-    m = re.search(rf"^\*\*{re.escape(label)}\.\*\*\s*(.+?)(?:\n\s*\n|\Z)", md, re.M | re.S)
-    return " ".join(m.group(1).split()) if m else ""
-
-
 def finding_case(fix: str, work: Path) -> Path:
     """The failure report of a fix's finding on the pinned tree: its known-failure entry's reproducer
     command (a pytest selection), run with ``--runxfail`` into ``work``."""
@@ -165,8 +159,7 @@ def main(argv: list[str]) -> int:
         if fx is not None and patches.applies(fx, src)[0] == "applies":
             trees["fixed"] = patches.apply([fx], src, "fix", fx.name)
             fix_name = fx.name
-            md = fx.patch.with_suffix(".md")
-            fix_md = md.read_text() if md.exists() else ""
+            fix_md = fx.report.read_text() if fx.report.exists() else ""
     out.mkdir(parents=True, exist_ok=True)
     title = pub.function
     prog = out / "repro.c"
@@ -192,8 +185,8 @@ def _judge(a: argparse.Namespace, case, pub: U.Public, prog: Path, out: Path, tr
     for v in verdicts:
         state = {True: "WRONG", False: "ok", None: "not run"}[v.failing]
         print(f"  {v.tree:6} {v.isa:9} VLEN {v.vlen:5}: {state}" + ("" if v.failing is not None else f" ({v.text})"))
-    cause = _paragraph(fix_md, "Root cause") or _reason(entry)
-    impact = _paragraph(fix_md, "Who hits it")
+    cause = U.paragraph(fix_md, "Root cause") or _reason(entry)
+    impact = U.paragraph(fix_md, "Who hits it")
     fixed = [v for v in verdicts if v.tree == "fixed"]
     wrong = next((v for v in verdicts if v.tree != "fixed" and v.failing), None)
     isa_ex, vl_ex = (ISA_BUILDS[wrong.isa], wrong.vlen) if wrong else (ISA_BUILDS[tgt["isa"]], tgt["vlen"])

@@ -29,6 +29,7 @@ from harness.core.config import DATA_DIR, PROJECT_ROOT, VLENS
 from harness.core.errors import RvvdiffError
 from harness.ggml import patches
 from harness.ggml.source import GgmlSource, resolve
+from harness.report.upstream import paragraph
 
 SERIES_FILE = DATA_DIR / "series.toml"
 TESTS_DIR = DATA_DIR / "ggml-tests"
@@ -110,11 +111,6 @@ def _cost_row(fix: str) -> str:
     return m.group(1).strip() if m else ""
 
 
-def _first_paragraph(md: str, label: str) -> str:
-    m = re.search(rf"^\*\*{re.escape(label)}\.\*\*\s*(.+?)(?:\n\s*\n|\Z)", md, re.M | re.S)
-    return " ".join(m.group(1).split()) if m else ""
-
-
 def _first_sentence(text: str) -> str:
     m = re.match(r"(.+?[.!?])(\s|$)", text)
     return m.group(1) if m else text
@@ -127,7 +123,7 @@ def description(series: Series, trees: dict[str, tuple[bool, str]]) -> str:
         md = fx.report.read_text() if fx.report.is_file() else ""
         head = md.splitlines()[0].lstrip("# ").strip() if md else fx.title
         lines.append(f"- {head} (`{fx.name}.patch`).")
-    why = [_first_sentence(_first_paragraph(fx.report.read_text(), "Who hits it"))
+    why = [_first_sentence(paragraph(fx.report.read_text(), "Who hits it"))
            for fx in series.fixes if fx.report.is_file()]
     lines += ["", "**Why.** " + " ".join(dict.fromkeys(w for w in why if w)), ""]
     rows = [_upstream_row(fx.name) for fx in series.fixes]

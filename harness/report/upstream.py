@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import shlex
 import textwrap
 from dataclasses import dataclass, field
@@ -456,6 +457,12 @@ def verify_stock(tree: GgmlSource, label: str, isa: IsaBuild, vlen: int, stress:
     if r.returncode not in (0, 1):
         return Verdict(label, isa.name, vlen, None, f"exit {r.returncode}: {(r.stdout + r.stderr).strip()[-200:]}")
     return Verdict(label, isa.name, vlen, r.returncode == 1, r.stdout.strip())
+
+
+def paragraph(md: str, label: str) -> str:
+    """The paragraph of a short fix report that starts with ``**label.**``, on one line ('' if none)."""
+    m = re.search(rf"^\*\*{re.escape(label)}\.\*\*\s*(.+?)(?:\n\s*\n|\Z)", md, re.M | re.S)
+    return " ".join(m.group(1).split()) if m else ""
 
 
 def _sentence(s: str) -> str:
