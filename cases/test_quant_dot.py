@@ -11,6 +11,7 @@ from cases import quant_blocks as QB
 from cases import quant_strategies as QS
 from cases import quant_variants as V
 from cases import strategies as S
+from cases import subscales
 from cases.quant_dot import (
     BY_NAME,
     DOTS,
@@ -134,6 +135,22 @@ def test_vec_dot_finding(finding: Finding, target) -> None:
     known_failures.toml) and must pass everywhere else, and everywhere once fixed."""
     check_dot(BY_NAME[finding.kernel], target, finding.pair(), exact=True)
     observe.note("finding", f"{finding.name}: right at {target.id}")
+
+
+# ------------------------------------------------------------------ sub-scales: which elements each one scales
+
+
+@pytest.mark.parametrize("kernel", [BY_NAME[n] for n in subscales.FIELDS], ids=list(subscales.FIELDS))
+def test_vec_dot_subscales(kernel: QuantDot, target) -> None:
+    """Each integer sub-scale of a block moved alone (cases/subscales.py): the result must move by the
+    oracle's amount, exactly, in a one-block row and in the second block of two.  A failure names the
+    sub-scales the kernel applies to the wrong elements."""
+    lines = []
+    for block, n_blocks in ((0, 1), (1, 2)):
+        responses = subscales.probe(kernel.name, target, block=block, n_blocks=n_blocks)
+        if any(r.differs for r in responses):
+            lines.append(f"block {block} of {n_blocks}: {subscales.summary(responses)}")
+    assert not lines, f"{kernel.entry} at {target.id}:\n" + "\n".join(lines)
 
 
 # ------------------------------------------------------------------ which variant ran
