@@ -29,10 +29,14 @@ needs_tree = pytest.mark.skipif(PINNED is None, reason="the pinned llama.cpp tre
 
 def test_every_class_has_its_patch_with_a_header() -> None:
     on_disk = {p.stem for p in ggmltests.TEST_PATCHES.glob("*.patch")}
-    assert on_disk == {c.name for c in ggmltests.CLASSES.values() if c.patched}
+    assert on_disk == {c.patch.stem for c in ggmltests.CLASSES.values() if c.patch}
     for c in ggmltests.CLASSES.values():
         if c.patch is None:  # the unmodified test already fails
             assert not c.patched and c.fixes
+            continue
+        if c.test_patch:  # another class's patch: that class's fixes too, and its own bug must show
+            owner = ggmltests.CLASSES[c.test_patch]
+            assert set(owner.fixes) <= set(c.fixes) and c.must_fail, c.name
             continue
         head = c.patch.read_text().split("\n--- a/", 1)[0]
         for key in HEADER_KEYS:
