@@ -202,3 +202,72 @@ def test_missed_counts_only_functions_a_target_entered() -> None:
                  (q, "f_vl1024"): {21: {"vlen1024-zvfh"}}}
     md = "\n".join(missed_md(Coverage([t128, t1024])))
     assert "| `f` | arch/riscv/quants.c | 2 | 11 at 2 target(s)" in md
+
+
+_SWITCH_SOURCE = """\
+void f(int n) {
+    int a = n; /* case 1024: in a comment is no label */
+    switch (__riscv_vlenb() * 8) {
+        case 128:
+            f_vl128(n, "{");
+            break;
+        case 256:
+            prep(n);
+        default:
+            f_vl512(n);
+            break;
+    }
+    a += 1;
+}
+"""
+
+
+def test_arms_drop_the_other_vlens_arms(tmp_path: Path) -> None:
+    from harness.report.coverage import Arm, Coverage, TargetLines, arms, arms_md, missed, vlen_switches
+
+    q = tmp_path / "ggml" / "src" / "ggml-cpu" / "arch" / "riscv" / "quants.c"
+    q.parent.mkdir(parents=True)
+    q.write_text(_SWITCH_SOURCE)
+    p = str(q)
+    [sw] = vlen_switches(p)
+    # case 256 has no break: it falls through into default, so VLEN 256 dispatches to lines 7-11
+    assert (sw.line, sw.end) == (3, 12)
+    assert sw.arms == (Arm(128, 4, 6, False), Arm(256, 7, 8, True), Arm(None, 9, 11, False))
+    assert sw.dispatched(128) == {4, 5, 6} and sw.dispatched(256) == set(range(7, 12))
+    assert sw.dispatched(512) == {9, 10, 11} and sw.others(512) == set(range(4, 9))
+    exe = {(p, ln, "f") for ln in (2, 3, 5, 6, 8, 10, 11, 13)} | {(p, 20, "g")}
+    t128 = TargetLines("vlen128-zvfh", 128, "zvfh", False, exe, {(p, ln, "f") for ln in (2, 3, 5, 6)})
+    t256 = TargetLines("vlen256-zvfh", 256, "zvfh", False, exe, {(p, ln, "f") for ln in (2, 3, 8, 11, 13)})
+    cov = Coverage([t128, t256])
+    # per function, 128 misses the arms of 256 / default, and 256 the arm of 128 ...
+    assert missed(cov)[(p, "f")] == {5: {"vlen256-zvfh"}, 6: {"vlen256-zvfh"}, 8: {"vlen128-zvfh"},
+                                     10: {"vlen128-zvfh", "vlen256-zvfh"}, 11: {"vlen128-zvfh"},
+                                     13: {"vlen128-zvfh"}}
+    # ... per arm, only the lines each VLEN dispatches to: 13 (after the switch) at 128, and the default
+    # arm's line 10 at 256, reached by the fall-through; g, never entered, counts nowhere
+    assert missed(arms(cov)) == {(p, "f"): {13: {"vlen128-zvfh"}, 10: {"vlen256-zvfh"}}}
+    assert {t.target: len(t.executable) for t in arms(cov).targets} == {"vlen128-zvfh": 5, "vlen256-zvfh": 6}
+    md = "\n".join(arms_md(cov))
+    assert "1 `switch (__riscv_vlenb() * 8)` in the scope: arch/riscv/quants.c 3." in md
+    assert "| zvfh | 4/5 (80.0 %) | 5/6 (83.3 %) |" in md
+    assert "executed there: 0 " in md
+    assert "| arch/riscv/quants.c | `f` | 10 | VLEN 256: zvfh |" in md
+    assert "| arch/riscv/quants.c | `f` | 13 | VLEN 128: zvfh |" in md
+
+
+def test_arms_command_reads_a_run(tmp_path: Path) -> None:
+    q = tmp_path / "ggml-cpu" / "arch" / "riscv" / "quants.c"
+    q.parent.mkdir(parents=True)
+    q.write_text(_SWITCH_SOURCE)
+    p = str(q)
+    exe = {(p, ln, "f") for ln in (5, 10)}
+    plain = coverage.TargetLines("vlen128-v", 128, "v", False, exe, {(p, 5, "f")})
+    stress = coverage.TargetLines("vlen128-v-stress", 128, "v", True, exe, {(p, 5, "f"), (p, 10, "f")})
+    coverage.write(coverage.Coverage([plain, stress]), tmp_path / "run")
+    out = tmp_path / "arms.md"
+    assert coverage.main(["arms", str(tmp_path / "run"), "--out", str(out)]) == 0
+    md = out.read_text()
+    # line 10 is the default arm: not dispatched at 128, so it ran where it should not (the stress target)
+    assert "| v | 1/1 (100.0 %) / 1/1 (100.0 %) |" in md and "without / with `--rvv-stress`" in md
+    assert "executed there: 1 " in md
+    assert "0 lines, 0 groups" in md

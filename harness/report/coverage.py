@@ -430,14 +430,19 @@ def missed_md(cov: Coverage) -> list[str]:
     """:func:`missed` as markdown, one row per function: the lines (ranges) and at how many targets."""
     rows = []
     for (path, fn), lines in sorted(missed(cov).items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        by: dict[frozenset[str], list[int]] = defaultdict(list)
-        for ln, targets in lines.items():
-            by[frozenset(targets)].append(ln)
         where = "; ".join(f"{line_ranges(lns)} at {len(ts)} target(s)" + (f" ({', '.join(sorted(ts))})" if len(ts) <= 3 else "")
-                          for ts, lns in sorted(by.items(), key=lambda kv: min(kv[1])))
+                          for ts, lns in by_targets(lines))
         rows.append(f"| `{fn}` | {path.split('/ggml-cpu/')[-1]} | {len(lines)} | {where} |")
     return ["| function | file | lines missed | lines: targets that entered the function and did not run them |",
             "|---|---|---|---|", *rows]
+
+
+def by_targets(lines: dict[int, set[str]]) -> list[tuple[frozenset[str], list[int]]]:
+    """{line: targets} grouped: (targets, their lines) per distinct set of targets, by first line."""
+    by: dict[frozenset[str], list[int]] = defaultdict(list)
+    for ln, targets in sorted(lines.items()):
+        by[frozenset(targets)].append(ln)
+    return sorted(by.items(), key=lambda kv: min(kv[1]))
 
 
 def line_ranges(lines: list[int]) -> str:
@@ -449,6 +454,193 @@ def line_ranges(lines: list[int]) -> str:
             out.append(f"{start}" if start == a else f"{start}-{a}")
             start = b
     return ",".join(out)
+
+
+# ------------------------------------------------------------------ per arm of a VLEN switch
+
+_VLEN_SWITCH = re.compile(r"\bswitch\s*\(\s*__riscv_vlenb\s*\(\s*\)\s*\*\s*8\s*\)\s*\{")
+_LABEL = re.compile(r"\b(?:case\s+\(?\s*(\d+)\s*\)?|default)\s*:(?!:)")
+_NESTED_SWITCH = re.compile(r"\bswitch\s*\([^{;]*\)\s*\{")
+#: A statement after which control does not reach the next label.
+_LEAVES_ARM = re.compile(r"(?:break|continue|return\b.*|goto\s+\w+|(?:GGML_ABORT|GGML_UNREACHABLE|abort|__builtin_unreachable)"
+                         r"\s*\(.*)", re.S)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One label of a VLEN switch and the code up to the next label: ``vlen`` None for ``default:``;
+    ``first``..``last`` its lines (the label's line to its last code); ``falls_through`` when control
+    reaches the next label (an empty arm, or code whose last statement is not a break / return)."""
+
+    vlen: int | None
+    first: int
+    last: int
+    falls_through: bool
+
+
+@dataclass(frozen=True)
+class VlenSwitch:
+    """A ``switch (__riscv_vlenb() * 8)`` of a source file: its line, the line of its closing brace, its arms."""
+
+    path: str
+    line: int
+    end: int
+    arms: tuple[Arm, ...]
+
+    def dispatched(self, vlen: int) -> set[int]:
+        """The lines of the arm ``vlen`` dispatches to (``case vlen``, else ``default``), and of the
+        arms it falls through into."""
+        i = next((k for k, a in enumerate(self.arms) if a.vlen == vlen), None)
+        if i is None:
+            i = next((k for k, a in enumerate(self.arms) if a.vlen is None), len(self.arms))
+        out: set[int] = set()
+        for a in self.arms[i:]:
+            out.update(range(a.first, a.last + 1))
+            if not a.falls_through:
+                break
+        return out
+
+    def others(self, vlen: int) -> set[int]:
+        """The lines of the arms ``vlen`` does not dispatch to (a line shared with its arm is not one)."""
+        every = {ln for a in self.arms for ln in range(a.first, a.last + 1)}
+        return every - self.dispatched(vlen)
+
+
+@functools.cache
+def vlen_switches(path: str) -> tuple[VlenSwitch, ...]:
+    """The ``switch (__riscv_vlenb() * 8)`` of a source file (none when it cannot be read), read from
+    its text with comments and literals blanked: the switch's braces matched, its ``case N:`` /
+    ``default:`` labels (not those of a switch nested in an arm) and each arm's lines."""
+    try:
+        raw = csource.read(Path(path)).text
+    except OSError:
+        return ()
+    if "__riscv_vlenb" not in raw:
+        return ()
+    text = csource.strip_comments(raw)
+
+    def line(i: int) -> int:
+        return text.count("\n", 0, i) + 1
+
+    out = []
+    for m in _VLEN_SWITCH.finditer(text):
+        close = csource.closing(text, m.end() - 1) - 1  # the switch's closing brace
+        body = list(text[m.end():close])
+        for n in _NESTED_SWITCH.finditer(text, m.end(), close):  # their labels are not this switch's
+            inner = csource.closing(text, n.end() - 1) - 1
+            for i in range(n.end(), inner):
+                if body[i - m.end()] != "\n":
+                    body[i - m.end()] = " "
+        block = "".join(body)
+        labels = list(_LABEL.finditer(block))
+        arms = []
+        for k, lab in enumerate(labels):
+            stop = labels[k + 1].start() if k + 1 < len(labels) else len(block)
+            code = block[lab.end():stop]
+            last = lab.end() + len(code.rstrip()) - 1
+            code = re.sub(r"[\s}]+$", "", code)  # the closing braces of the arm's blocks
+            leaves = code.endswith(";") and _LEAVES_ARM.fullmatch(re.split(r"[;{}]", code[:-1])[-1].strip())
+            arms.append(Arm(int(lab.group(1)) if lab.group(1) else None, line(m.end() + lab.start()),
+                            line(m.end() + last), not leaves))
+        out.append(VlenSwitch(path, line(m.start()), line(close), tuple(arms)))
+    return tuple(out)
+
+
+@functools.cache
+def other_arms(path: str, vlen: int) -> frozenset[int]:
+    """The lines of ``path`` in an arm of a VLEN switch that ``vlen`` does not dispatch to."""
+    return frozenset(ln for sw in vlen_switches(path) for ln in sw.others(vlen))
+
+
+def in_arm(t: TargetLines) -> TargetLines:
+    """``t`` with its executable lines narrowed to the functions it entered, without the lines of the
+    VLEN switch arms its VLEN does not dispatch to (those run at their own VLEN; a line outside any
+    switch stays).  Its executed lines are kept, so :func:`missed` sees the same functions entered."""
+    entered = {fn for _, _, fn in t.executed}
+    return TargetLines(t.target, t.vlen, t.isa, t.stress,
+                       {k for k in t.executable if k[2] in entered and k[1] not in other_arms(k[0], t.vlen)},
+                       set(t.executed))
+
+
+def arms(cov: Coverage) -> Coverage:
+    """Each target of ``cov`` narrowed to the arms its VLEN dispatches to (:func:`in_arm`):
+    :func:`missed` of it lists the in-arm lines a target did not execute."""
+    return Coverage([in_arm(t) for t in cov.targets], list(cov.problems))
+
+
+def arm_counts(t: TargetLines) -> tuple[int, int, int]:
+    """Of a target narrowed by :func:`in_arm`: (lines executed, lines executable) in the functions it
+    entered, and the executed lines of another VLEN's arm (0 unless a switch was misread)."""
+    lines = {(p, ln) for p, ln, _ in t.executable}
+    ran = {(p, ln) for p, ln, _ in t.executed}
+    wrong = {(p, ln) for p, ln in ran if ln in other_arms(p, t.vlen)}
+    return len(ran & lines), len(lines), len(wrong)
+
+
+def describe_targets(targets: Iterable[str], cov: Coverage) -> str:
+    """A set of target names, read: VLENs with the same builds together, ``(stress only)`` / ``(plain
+    only)`` where the other stress mode of that build x VLEN is in ``cov`` and not in the set."""
+    by_name = {t.target: t for t in cov.targets}
+    modes = defaultdict(set)
+    for t in cov.targets:
+        modes[(t.isa, t.vlen)].add(t.stress)
+    got: dict[tuple[str, int], set[bool]] = defaultdict(set)
+    for name in targets:
+        t = by_name[name]
+        got[(t.isa, t.vlen)].add(t.stress)
+    builds: dict[int, list[str]] = defaultdict(list)
+    for (isa, vlen), stress in sorted(got.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        only = "" if stress == modes[(isa, vlen)] else (" (stress only)" if True in stress else " (plain only)")
+        builds[vlen].append(isa + only)
+    by_builds: dict[str, list[int]] = defaultdict(list)
+    for vlen, isas in sorted(builds.items()):
+        by_builds[", ".join(isas)].append(vlen)
+    return "; ".join(f"VLEN {', '.join(map(str, vlens))}: {isas}" for isas, vlens in by_builds.items())
+
+
+def arms_md(cov: Coverage) -> list[str]:
+    """The per-arm statement as markdown: per build x VLEN, the lines executed / executable in the
+    dispatched arms of the functions the target entered; then each in-arm line not executed, with the
+    targets where it was not."""
+    narrowed = arms(cov)
+    switches = sorted({(p.split("/ggml-cpu/")[-1], sw.line) for p in {k[0] for t in cov.targets for k in t.executable}
+                       for sw in vlen_switches(p)})
+    files = defaultdict(list)
+    for f, ln in switches:
+        files[f].append(str(ln))
+    md = [f"{len(switches)} `switch (__riscv_vlenb() * 8)` in the scope: "
+          + "; ".join(f"{f} {', '.join(lns)}" for f, lns in files.items()) + ".", ""]
+    cells: dict[tuple[str, int], dict[bool, tuple[tuple[int, int, int], TargetLines]]] = defaultdict(dict)
+    for t in narrowed.targets:
+        cells[(t.isa, t.vlen)][t.stress] = (arm_counts(t), t)
+    vlens = sorted({v for _, v in cells})
+    merged = all(len(c) == 1 or (c[False][1].executable == c[True][1].executable
+                                 and c[False][1].executed == c[True][1].executed) for c in cells.values())
+
+    def cell(isa: str, vlen: int) -> str:
+        c = cells.get((isa, vlen))
+        if not c:
+            return "-"
+        shown = [c[s][0] for s in sorted(c)][:1 if merged else 2]
+        return " / ".join(f"{h}/{n} ({100 * h / max(1, n):.1f} %)" for h, n, _ in shown)
+
+    isas = list(dict.fromkeys(t.isa for t in narrowed.targets))
+    md += ["| build | " + " | ".join(f"VLEN {v}" for v in vlens) + " |", "|---|" + "---|" * len(vlens),
+           *[f"| {isa} | " + " | ".join(cell(isa, v) for v in vlens) + " |" for isa in isas], ""]
+    md.append("Stress modes merged: each build x VLEN ran the same lines with and without `--rvv-stress`."
+              if merged else "A cell with two figures: without / with `--rvv-stress` (they differ).")
+    wrong = sum(c[0][2] for cs in cells.values() for c in cs.values())
+    md += ["", f"Lines of an arm the target's VLEN does not dispatch to, executed there: {wrong} "
+           "(0 unless a switch was misread).", ""]
+    rows = []
+    lines = set()
+    for (path, fn), missed_lines in sorted(missed(narrowed).items()):
+        for targets, lns in by_targets(missed_lines):
+            lines.update((path, ln) for ln in lns)
+            rows.append(f"| {path.split('/ggml-cpu/')[-1]} | `{fn}` | {line_ranges(lns)} | {describe_targets(targets, cov)} |")
+    md += [f"In-arm lines not executed at a target that entered their function: {len(lines)} lines, "
+           f"{len(rows)} groups.", "", "| file | function | lines | not executed at |", "|---|---|---|---|", *rows]
+    return md
 
 
 def totals(cov: Coverage) -> list[str]:
@@ -517,29 +709,46 @@ def combine(runs: Iterable[list[TargetLines]]) -> Coverage:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m harness.report.coverage merge OUT RUN...``: the coverage of several runs (their
-    ``<report-dir>/coverage`` directories, e.g. one VLEN each) in one set of files and one matrix."""
+    ``<report-dir>/coverage`` directories, e.g. one VLEN each) in one set of files and one matrix.
+    ``missed OUT RUN...``: the lines each target dispatches to and does not run (``OUT/missed.md``).
+    ``arms RUN... [--out FILE.md]``: the same narrowed to the arm of each ``switch (__riscv_vlenb() * 8)``
+    the target's VLEN dispatches to (printed, or written to FILE.md)."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m harness.report.coverage", description=main.__doc__)
-    ap.add_argument("action", choices=["merge", "missed"],
+    ap.add_argument("action", choices=["merge", "missed", "arms"],
                     help="merge: one set of files from several runs; missed: the lines each target dispatches to "
-                         "and does not run (missed.md in OUT)")
-    ap.add_argument("out", type=Path)
-    ap.add_argument("runs", type=Path, nargs="+")
+                         "and does not run (missed.md in OUT); arms: those of the VLEN switch arms it dispatches to")
+    ap.add_argument("paths", type=Path, nargs="+", metavar="OUT RUN", help="merge, missed: OUT RUN...; arms: RUN...")
+    ap.add_argument("--out", type=Path, help="arms: write the report to this file (default: print it)")
     args = ap.parse_args(argv)
+    if args.action == "arms":
+        out, runs = args.out, args.paths
+    elif len(args.paths) < 2 or args.out:
+        ap.error(f"{args.action} takes OUT RUN... (no --out)")
+    else:
+        out, runs = args.paths[0], args.paths[1:]
     try:
-        cov = combine(load(r) for r in args.runs)
+        cov = combine(load(r) for r in runs)
     except (OSError, ValueError, KeyError) as e:
-        print(f"coverage merge: cannot read a run's targets.json: {e}", file=sys.stderr)
+        print(f"coverage {args.action}: cannot read a run's targets.json: {e}", file=sys.stderr)
         return 2
-    if args.action == "missed":
-        args.out.mkdir(parents=True, exist_ok=True)
-        md = ["# Lines dispatched to and not executed", "", *totals(cov), "", *missed_md(cov)]
-        (args.out / "missed.md").write_text("\n".join(md) + "\n")
-        print(f"{len(missed(cov))} functions with missed lines: {args.out / 'missed.md'}")
+    if args.action == "arms":
+        md = "\n".join(["# Per arm: the lines each VLEN dispatches to", "", *arms_md(cov)]) + "\n"
+        if out is None:
+            print(md, end="")
+        else:
+            out.write_text(md)
+            print(f"{len(missed(arms(cov)))} functions with in-arm lines not executed: {out}")
         return 0
-    write(cov, args.out)
-    for line in [*totals(cov), f"written: {args.out}/index.html, merged.info, coverage.md", *cov.problems]:
+    if args.action == "missed":
+        out.mkdir(parents=True, exist_ok=True)
+        md = ["# Lines dispatched to and not executed", "", *totals(cov), "", *missed_md(cov)]
+        (out / "missed.md").write_text("\n".join(md) + "\n")
+        print(f"{len(missed(cov))} functions with missed lines: {out / 'missed.md'}")
+        return 0
+    write(cov, out)
+    for line in [*totals(cov), f"written: {out}/index.html, merged.info, coverage.md", *cov.problems]:
         print(line)
     return 1 if cov.problems else 0
 
