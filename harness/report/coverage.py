@@ -510,7 +510,9 @@ class VlenSwitch:
 def vlen_switches(path: str) -> tuple[VlenSwitch, ...]:
     """The ``switch (__riscv_vlenb() * 8)`` of a source file (none when it cannot be read), read from
     its text with comments and literals blanked: the switch's braces matched, its ``case N:`` /
-    ``default:`` labels (not those of a switch nested in an arm) and each arm's lines."""
+    ``default:`` labels (not those of a switch nested in an arm) and each arm's lines.  Whether an arm
+    falls through is read from its last statement, its closing braces aside: a reader of text, not a C
+    parser (an arm ending with a loop whose last statement is a ``break`` reads as leaving the switch)."""
     try:
         raw = csource.read(Path(path)).text
     except OSError:
