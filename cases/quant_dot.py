@@ -57,7 +57,7 @@ from cases import quant_strategies as QS
 from cases import quant_variants as V
 from cases.strategies import KernelSpec
 from harness.check import observe
-from harness.check.compare import assert_within_bound
+from harness.check.compare import assert_within_bound, note_expected
 from harness.core.config import cache_dir, locked
 from harness.emulators.protocol import In, Out
 from harness.ggml.tree import Tree
@@ -142,6 +142,8 @@ def check_dot(kernel: QuantDot, target, pair: QS.Pair, *, exact: bool = False) -
     # The failure report (and `rvvdiff repro`, --c) replays the example's last call: the twin runs
     # first, so that the last call is the RVV kernel's unless only the twin is wrong (run again below).
     twin = run_dot(kernel, target, pair, 1)
+    note_expected(expected.value, bound, name=f"{kernel.entry}(x, y)", context=f"{kernel.entry}, n={pair.n}, "
+                  f"{target.id}; {_hex_rows(pair)}", derivation=derivation)  # kept if the RVV call crashes
     got = run_dot(kernel, target, pair, 0)
     ok_rvv = abs(got - expected.value) <= bound
     ok_twin = abs(twin - expected.value) <= bound

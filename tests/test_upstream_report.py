@@ -47,6 +47,18 @@ def test_title_and_table_name_exactly_the_failing_targets() -> None:
     assert "every VLEN (128-256), every RVV build" in U.title_of("ggml_f", every, stress=True)
 
 
+def test_a_trap_finding_is_judged_by_the_trap_with_spike_rows_of_its_own() -> None:
+    """A finding that is a trap (the call crashed under Spike): cells say trap / runs, and Spike's runs at VLENs
+    QEMU also ran get rows of their own instead of being hidden behind QEMU's."""
+    v = [U.Verdict("pinned", "zvfh", vl, False, "ran to the end (exit 1)") for vl in (256, 512)]
+    v += [U.Verdict("pinned", "zvfh", vl, vl >= 512, "", "spike") for vl in (256, 512, 2048)]
+    v += [U.Verdict("fixed", "zvfh", vl, False, "", "spike") for vl in (256, 512, 2048)]
+    table = U.verdict_table(v, trap=True)
+    assert "| pinned | zvfh | runs | runs | not run |" in table
+    assert "| pinned (spike) | zvfh | runs | trap | trap |" in table and "| fixed (spike) | zvfh | runs | runs | runs |" in table
+    assert "traps at VLEN 512, 2048 under Spike, zvfh build" in U.title_of("ggml_f", v, stress=False, trap=True)
+
+
 def test_calls_without_a_public_form_say_why(tmp_path: Path) -> None:
     case = U.Case(tmp_path, {"call": {"kernel": "quant_vec_dot", "ip": [20, 32, 1], "buffers": []}}, {})
     with pytest.raises(U.NoPublicForm, match="generic twin"):
@@ -145,15 +157,17 @@ def test_each_findings_upstream_text_says_exactly_where_it_fails(name: str) -> N
     _public_only((issue_file.parent / "repro.c").read_text())
     fx = fixes.catalogue()[name]
     want = fx.meta["wrong-vlens"].strip()
-    ran = {vl for row in table.values() for vl, verdict in row.items() if verdict in ("ok", "wrong")}
+    # A trap finding's table says trap / runs (its Spike rows are "pinned (spike)", "fixed (spike)").
+    bad, good = ("trap", "runs") if "trap" in {c for row in table.values() for c in row.values()} else ("wrong", "ok")
+    ran = {vl for row in table.values() for vl, verdict in row.items() if verdict in (good, bad)}
     want_vlens = (set(VLENS) | ran) if want == "all" else {int(v) for v in want.split(",")} & ran
-    pinned = {k: v for k, v in table.items() if k[0] == "pinned"}
-    wrong_vlens = {vl for row in pinned.values() for vl, verdict in row.items() if verdict == "wrong"}
-    wrong_builds = {isa for (_, isa), row in pinned.items() if "wrong" in row.values()}
+    pinned = {k: v for k, v in table.items() if k[0].startswith("pinned")}
+    wrong_vlens = {vl for row in pinned.values() for vl, verdict in row.items() if verdict == bad}
+    wrong_builds = {isa for (_, isa), row in pinned.items() if bad in row.values()}
     assert wrong_vlens == want_vlens, (wrong_vlens, want)
     assert wrong_builds == set(fx.cost_isas), (wrong_builds, fx.cost_isas)
-    fixed = [verdict for (tree, _), row in table.items() if tree == "fixed" for verdict in row.values()]
-    assert "ok" in fixed and "wrong" not in fixed, table
+    fixed = [verdict for (tree, _), row in table.items() if tree.startswith("fixed") for verdict in row.values()]
+    assert good in fixed and bad not in fixed, table
 
 
 def test_a_finding_without_public_form_gets_a_text_that_says_why(tmp_path: Path) -> None:

@@ -63,6 +63,16 @@ def assert_bitwise_equal(got: np.ndarray, expected: np.ndarray, *, name: str, co
     raise AssertionError("\n".join(lines))
 
 
+def note_expected(expected: float, bound: float, *, name: str, context: str, derivation: str) -> None:
+    """What the oracle expects of the kernel call about to run, kept for the failure report: a call that
+    crashes (a trap only one emulator or one hart raises) then still leaves the expected value and its
+    bound (``rvvdiff report --upstream`` writes its program from them).  The comparison recorded after a
+    call that returns replaces it."""
+    observe.keep("comparison", None)
+    observe.keep("oracle", {"mode": "bound", "name": name, "context": context, "expected": np.float64(expected),
+                            "bound": float(bound), "derivation": derivation})
+
+
 def assert_within_bound(got: float, expected: float, bound: float, *, name: str, context: str,
                         derivation: str) -> float:
     """``|got - expected| <= bound``; return and record the ratio error / bound.

@@ -174,29 +174,34 @@ def _judge(a: argparse.Namespace, case, pub: U.Public, prog: Path, out: Path, tr
     tgt = case.data["target"]
     src = next(iter(trees.values()))
     entry = _entry(case.data["test"], tgt.get("emulator", "qemu"), a.fix)
-    verdicts = U.verify(prog, trees, isas, list(a.vlen), stress, work)
+    # A finding that is a trap (the call crashed where the test ran, the oracle's value kept): every run is
+    # judged by whether it traps, and Spike, where such traps show, runs every VLEN.
+    trap = bool((case.data.get("comparison") or {}).get("crashed"))
+    verdicts = U.verify(prog, trees, isas, list(a.vlen), stress, work, trap=trap)
     if a.spike:
         try:
             spike = registry.get("spike")
         except ToolchainError as e:
             print(f"rvvdiff report: --spike: {e}")
             return 2
-        verdicts += U.verify(prog, trees, isas, [v for v in SPIKE_VLENS if v not in VLENS], stress, work, spike)
+        verdicts += U.verify(prog, trees, isas, [v for v in SPIKE_VLENS if trap or v not in VLENS], stress, work, spike,
+                             trap=trap)
     for v in verdicts:
-        state = {True: "WRONG", False: "ok", None: "not run"}[v.failing]
+        state = {True: "TRAP" if trap else "WRONG", False: "runs" if trap else "ok", None: "not run"}[v.failing]
         print(f"  {v.tree:6} {v.isa:9} VLEN {v.vlen:5}: {state}" + ("" if v.failing is not None else f" ({v.text})"))
     cause = U.paragraph(fix_md, "Root cause") or _reason(entry)
     impact = U.paragraph(fix_md, "Who hits it")
     fixed = [v for v in verdicts if v.tree == "fixed"]
     wrong = next((v for v in verdicts if v.tree != "fixed" and v.failing), None)
     isa_ex, vl_ex = (ISA_BUILDS[wrong.isa], wrong.vlen) if wrong else (ISA_BUILDS[tgt["isa"]], tgt["vlen"])
-    stock_runs = [] if a.no_stock else [U.verify_stock(t, label, isa_ex, vl_ex, stress, prog, work)
+    # (the stock commands run the program under QEMU, which lets a trap finding's access through)
+    stock_runs = [] if a.no_stock or trap else [U.verify_stock(t, label, isa_ex, vl_ex, stress, prog, work)
                                         for label, t in trees.items()]
     for v in stock_runs:
         print(f"  {v.tree:6} {v.isa:9} VLEN {v.vlen:5}, built with the stock commands: "
               + {True: "WRONG", False: "ok", None: f"not run ({v.text})"}[v.failing])
     text = U.issue(case, pub, prog.read_text(), verdicts, stress=stress, isa_example=isa_ex, vlen_example=vl_ex,
-                   tree=src, stock_runs=stock_runs, cause=cause, impact=impact, fix=fix_name)
+                   tree=src, stock_runs=stock_runs, cause=cause, impact=impact, fix=fix_name, trap=trap)
     (out / "issue.md").write_text(text)
     print(f"rvvdiff report: {out / 'issue.md'} ({len(text.splitlines())} lines), {prog}")
     at = [v for v in verdicts if v.tree != "fixed" and v.isa == tgt["isa"] and v.vlen == tgt["vlen"]]

@@ -84,7 +84,8 @@ def write_failure(report_dir: Path, *, nodeid: str, longrepr: str, kept: dict[st
     d = report_dir / "cases" / slug(nodeid)
     d.mkdir(parents=True, exist_ok=True)
     call = kept.get("call") or {}
-    comp = kept.get("comparison")
+    # A call that returned is judged by its comparison; one that crashed leaves what the oracle expected.
+    comp = kept.get("comparison") or kept.get("oracle")
     arrays: dict[str, np.ndarray] = {}
     bufs = []
     for i, b in enumerate(call.get("bufs", [])):
@@ -96,15 +97,17 @@ def write_failure(report_dir: Path, *, nodeid: str, longrepr: str, kept: dict[st
     comparison = None
     if comp is not None:
         arrays["expected"] = np.asarray(comp["expected"])
-        arrays["got"] = np.asarray(comp["got"])
-        for k in ("bound", "ulps", "allowed"):
+        for k in ("got", "bound", "ulps", "allowed"):
             if k in comp:
                 arrays[k] = np.asarray(comp[k])
         comparison = {k: v for k, v in comp.items() if k not in ("got", "expected", "ulps", "allowed")
                       and not (k == "bound" and np.asarray(v).size > 1)}
-        comparison["worst"] = jsonable(_worst(comp))
         comparison["expected_dtype"] = str(np.asarray(comp["expected"]).dtype)
-        comparison["got_dtype"] = str(np.asarray(comp["got"]).dtype)
+        if "got" in comp:
+            comparison["worst"] = jsonable(_worst(comp))
+            comparison["got_dtype"] = str(np.asarray(comp["got"]).dtype)
+        else:
+            comparison["crashed"] = True  # the call returned nothing: only the oracle's side is known
     np.savez_compressed(d / "inputs.npz", **arrays)
     blob = re.search(r"@reproduce_failure\(([^)]*)\)", longrepr)
     case = {

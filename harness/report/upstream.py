@@ -306,6 +306,7 @@ class Verdict:
     vlen: int
     failing: bool | None  # None: not built / not run (``text`` says why)
     text: str
+    emulator: str = "qemu"
 
 
 def public_includes(build: Build) -> list[str]:
@@ -327,8 +328,10 @@ def build_program(src: Path, build: Build, out: Path, emulator: Emulator | None 
 
 
 def run_program(exe: Path, isa: IsaBuild, vlen: int, stress: bool, emulator: Emulator | None = None,
-                timeout: float = 300) -> tuple[bool | None, str]:
-    """Run the program under QEMU (default) or ``emulator``: (wrong?, its output); None: no verdict."""
+                timeout: float = 300, trap: bool = False) -> tuple[bool | None, str]:
+    """Run the program under QEMU (default) or ``emulator``: (wrong?, its output); None: no verdict.
+    ``trap``: the finding is a trap, not a number: the verdict is whether the program stopped abnormally
+    (a signal under QEMU, a trap under Spike) instead of exiting with 0 or 1."""
     import subprocess
 
     emu = emulator or Q.qemu()
@@ -342,17 +345,22 @@ def run_program(exe: Path, isa: IsaBuild, vlen: int, stress: bool, emulator: Emu
     except subprocess.TimeoutExpired:
         return None, f"did not finish in {timeout:g} s"
     text = (r.stdout + r.stderr).strip()
+    if trap:
+        lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("***")]
+        return r.returncode not in (0, 1), (f"exit {r.returncode}: " + " / ".join(lines[-2:]) if r.returncode not in (0, 1)
+                                             else f"ran to the end (exit {r.returncode})")
     if r.returncode not in (0, 1):
         return None, f"exit {r.returncode}: {text.splitlines()[-1] if text else 'no output'}"
     return r.returncode == 1, text
 
 
 def verify(src: Path, trees: dict[str, GgmlSource], isas: list[str], vlens: list[int], stress: bool,
-           work: Path, emulator: Emulator | None = None) -> list[Verdict]:
+           work: Path, emulator: Emulator | None = None, trap: bool = False) -> list[Verdict]:
     """The program built against each tree x ISA build and run at each VLEN (one run each, under QEMU
-    or ``emulator``)."""
+    or ``emulator``; ``trap``: judged by whether it traps, :func:`run_program`)."""
     out = []
     tag = f"-{emulator.name}" if emulator is not None else ""
+    emu = emulator.name if emulator is not None else "qemu"
     for label, tree in trees.items():
         for name in isas:
             isa = ISA_BUILDS[name]
@@ -361,11 +369,12 @@ def verify(src: Path, trees: dict[str, GgmlSource], isas: list[str], vlens: list
                 exe = build_program(src, build, work / f"repro-{label}-{name}{tag}", emulator)
             except RvvdiffError as e:  # one line per build that cannot make the program
                 msg = str(e).strip().splitlines()
-                out += [Verdict(label, name, v, None, f"not built: {msg[0] if msg else type(e).__name__}") for v in vlens]
+                out += [Verdict(label, name, v, None, f"not built: {msg[0] if msg else type(e).__name__}",
+                                emu) for v in vlens]
                 continue
             for v in vlens:
-                failing, text = run_program(exe, isa, v, stress, emulator)
-                out.append(Verdict(label, name, v, failing, text))
+                failing, text = run_program(exe, isa, v, stress, emulator, trap=trap)
+                out.append(Verdict(label, name, v, failing, text, emu))
     return out
 
 
@@ -378,27 +387,37 @@ def _vlens(found: list[int], tested: list[int]) -> str:
     return "VLEN " + (", ".join(map(str, found)) or "none")
 
 
-def title_of(function: str, verdicts: list[Verdict], stress: bool) -> str:
+def title_of(function: str, verdicts: list[Verdict], stress: bool, trap: bool = False) -> str:
     mine = [v for v in verdicts if v.tree != "fixed"]
     bad = [v for v in mine if v.failing]
     builds = sorted({v.isa for v in bad}, key=list(ISA_BUILDS).index)
     where = ("every RVV build" if set(builds) == set(ISA_BUILDS) else "/".join(builds)
              + (" builds" if len(builds) > 1 else " build"))
-    return (f"{function} (RISC-V RVV): wrong result at {_vlens([v.vlen for v in bad], [v.vlen for v in mine])}, "
+    spike = f" under {bad[0].emulator.capitalize()}" if bad and len({v.emulator for v in bad}) == 1 and \
+        bad[0].emulator != "qemu" else ""
+    return (f"{function} (RISC-V RVV): {'traps' if trap else 'wrong result'} at "
+            f"{_vlens([v.vlen for v in bad], [v.vlen for v in mine])}{spike}, "
             f"{where}" + (", when tail-agnostic elements are written with ones" if stress else ""))
 
 
-def verdict_table(verdicts: list[Verdict]) -> list[str]:
-    """One row per tree and group of builds with the same verdicts."""
+def verdict_table(verdicts: list[Verdict], trap: bool = False) -> list[str]:
+    """One row per tree and group of builds with the same verdicts (``trap``: "trap" / "runs")."""
     vlens = sorted({v.vlen for v in verdicts})
     rows = ["| tree | builds | " + " | ".join(f"VLEN {v}" for v in vlens) + " |", "|" + "---|" * (2 + len(vlens))]
-    for t in dict.fromkeys(v.tree for v in verdicts):
+    # Another emulator that ran VLENs QEMU ran too (a trap finding under Spike) gets rows of its own.
+    both = {v.vlen for v in verdicts if v.emulator == "qemu"} & {v.vlen for v in verdicts if v.emulator != "qemu"}
+
+    def row_of(v: Verdict) -> str:
+        return f"{v.tree} ({v.emulator})" if both and v.emulator != "qemu" else v.tree
+
+    for t in dict.fromkeys(row_of(v) for v in verdicts):
         groups: dict[tuple[str, ...], list[str]] = {}
-        for i in sorted({v.isa for v in verdicts if v.tree == t}, key=list(ISA_BUILDS).index):
+        for i in sorted({v.isa for v in verdicts if row_of(v) == t}, key=list(ISA_BUILDS).index):
             cells = []
             for vl in vlens:
-                m = [x for x in verdicts if x.tree == t and x.isa == i and x.vlen == vl]
-                cells.append("wrong" if m and m[0].failing else "ok" if m and m[0].failing is False else "not run")
+                m = [x for x in verdicts if row_of(x) == t and x.isa == i and x.vlen == vl]
+                cells.append(("trap" if trap else "wrong") if m and m[0].failing else
+                             ("runs" if trap else "ok") if m and m[0].failing is False else "not run")
             groups.setdefault(tuple(cells), []).append(i)
         rows += [f"| {t} | {', '.join(isas)} | " + " | ".join(cells) + " |" for cells, isas in groups.items()]
     return rows
@@ -472,18 +491,21 @@ def _sentence(s: str) -> str:
 
 def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, stress: bool, isa_example: IsaBuild,
           vlen_example: int, tree: GgmlSource, stock_runs: list[Verdict] = (), cause: str = "", impact: str = "",
-          fix: str = "") -> str:
+          fix: str = "", trap: bool = False) -> str:
     """The issue text (markdown): :data:`MAX_LINES` at most with the program inline, else the program is
     named as an attachment (``repro.c``)."""
     ggml = case.data["ggml"]
     wrong, out = first_wrong(verdicts)
     if wrong is not None:
         isa_example, vlen_example = ISA_BUILDS[wrong.isa], wrong.vlen
-    head = [f"### {title_of(pub.function, verdicts, stress)}",
+    head = [f"### {title_of(pub.function, verdicts, stress, trap)}",
             f"**What goes wrong.** {_sentence(cause or (case.data.get('comparison') or {}).get('name', ''))}"
             + (" It depends on what the hart writes into tail-agnostic elements: QEMU shows it with "
                "`rvv_ta_all_1s=true,rvv_ma_all_1s=true` (real chips may write ones); with QEMU's default it passes."
-               if stress else "")]
+               if stress else "")
+            + (" The program stops with a trap where the hart refuses the access: Spike does (its table below); "
+               "QEMU lets the access through, so under QEMU the program runs to the end and checks its numbers."
+               if trap else "")]
     if impact:
         head += ["", f"**Who hits it.** {impact}"]
     head += ["", f"Tree: {ggml['label']}, commit {ggml['commit']}. The program: {pub.what}, "
@@ -491,7 +513,11 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
     prog = ["```c", *src_text.rstrip("\n").splitlines(), "```"]
     tail = [f"Build and run (Debian bookworm: `{stock.APT_INSTALL.split(' -y ')[1]}`, qemu-user >= 10):",
             *build_lines(tree, isa_example, vlen_example, stress)]
-    said = {True: "wrong", False: "right", None: "not run"}
+    if trap:
+        tail += ["Under QEMU this runs to the end (QEMU does not trap on the access); the trap shows on a hart that "
+                 "refuses it, such as Spike (the table's Spike runs link the same program with rvvdiff's bare-metal "
+                 "runtime: `rvvdiff report --upstream --spike`)."]
+    said = {True: "trap" if trap else "wrong", False: "no trap" if trap else "right", None: "not run"}
     ran = ""
     if stock_runs:
         ran = "These commands, run here: " + "; ".join(
@@ -502,7 +528,7 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
     tail += [ran + (f"Output at VLEN {wrong.vlen}, {wrong.isa} build: `" + " / ".join(out[:3]) + "`. " if wrong else "")
              + f"Run here (QEMU {Q.qemu().version}{spike}), the program at every VLEN and ISA build"
              + (f" (fixed: with the patch `{fix}`)" if fix and any(v.tree == "fixed" for v in verdicts) else "") + ":",
-             "", *verdict_table(verdicts)]
+             "", *verdict_table(verdicts, trap)]
     text = head + prog + tail
     if len(text) > MAX_LINES:
         text = head + [f"The program, `repro.c` ({len(prog) - 2} lines), is attached."] + tail
