@@ -204,7 +204,8 @@ def _judge(a: argparse.Namespace, case, pub: U.Public, prog: Path, out: Path, tr
                    tree=src, stock_runs=stock_runs, cause=cause, impact=impact, fix=fix_name, trap=trap)
     (out / "issue.md").write_text(text)
     print(f"rvvdiff report: {out / 'issue.md'} ({len(text.splitlines())} lines), {prog}")
-    at = [v for v in verdicts if v.tree != "fixed" and v.isa == tgt["isa"] and v.vlen == tgt["vlen"]]
+    at = [v for v in verdicts if v.tree != "fixed" and v.isa == tgt["isa"] and v.vlen == tgt["vlen"]
+          and v.emulator == tgt.get("emulator", "qemu")]
     # "not run" cells (Spike has no stress mode; a kernel that traps there) say so in the table and judge nothing
     true = (bool(at and at[0].failing) and not any(v.failing for v in fixed)
             and (not fixed or any(v.failing is False for v in fixed))

@@ -96,11 +96,13 @@ def _upstream_row(fix: str) -> dict[str, dict[int, str]]:
         return {}
     vlens = [int(c.split()[-1]) for c in rows[0].strip("|").split("|")[2:]]
     out: dict[str, dict[int, str]] = {}
+    rank = {"wrong": 4, "trap": 4, "ok": 2, "runs": 2, "not run": 0}  # the worst verdict wins; one run beats none
     for ln in rows[1:]:
         cells = [c.strip() for c in ln.strip("|").split("|")]
+        tree = cells[0].split(" (")[0]  # "pinned (spike)": Spike's own rows of a trap finding
         for vl, v in zip(vlens, cells[2:]):
-            cur = out.setdefault(cells[0], {}).get(vl)
-            out[cells[0]][vl] = "wrong" if "wrong" in (cur, v) else v
+            cur = out.setdefault(tree, {}).get(vl)
+            out[tree][vl] = v if cur is None or rank.get(v, 1) > rank.get(cur, 1) else cur
     return out
 
 

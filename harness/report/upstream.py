@@ -524,7 +524,9 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
             f"{v.tree} tree {said[v.failing]}" + (f" (`{' / '.join(v.text.splitlines()[:3])}`)" if v.text else "")
             for v in stock_runs) + ". "
         wrong = None  # its output is in that line
-    spike = " (VLEN 2048 and 4096 under Spike)" if any(v.vlen > 1024 for v in verdicts) else ""
+    on_spike = sorted({v.vlen for v in verdicts if v.emulator != "qemu"})
+    spike = ("" if not on_spike else f" and Spike at VLEN {on_spike[0]}-{on_spike[-1]}, rows of their own"
+             if on_spike[0] <= 1024 else f" (VLEN {', '.join(map(str, on_spike))} under Spike)")
     tail += [ran + (f"Output at VLEN {wrong.vlen}, {wrong.isa} build: `" + " / ".join(out[:3]) + "`. " if wrong else "")
              + f"Run here (QEMU {Q.qemu().version}{spike}), the program at every VLEN and ISA build"
              + (f" (fixed: with the patch `{fix}`)" if fix and any(v.tree == "fixed" for v in verdicts) else "") + ":",
