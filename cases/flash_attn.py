@@ -116,6 +116,12 @@ def _dims(case: AttnCase, vlen: int) -> tuple[int, int]:
     return dk, dv
 
 
+#: The split path cuts the KV range into ceil(n_kv / threads) positions per thread: with more threads than
+#: that leaves chunks, the last threads get none.  600 positions on 64 threads (SG2042's core count):
+#: chunks of 10, threads 60-63 empty.
+EMPTY_CHUNK_KV, EMPTY_CHUNK_THREADS = 600, 64
+
+
 def loop_shapes(case: AttnCase, vlen: int) -> list[Shape]:
     """The shapes every run checks (after ``test_flash_attn``'s drawn problems), so that each
     loop level of the case's path runs two full iterations and a remainder at ``vlen``:
@@ -124,7 +130,9 @@ def loop_shapes(case: AttnCase, vlen: int) -> list[Shape]:
       (two full KV tiles and 7); then one tile with DV = 2.5 x KN (simd_gemm's column loop of
       the P.V product twice and a remainder: DV 40 / 80 / 160 / 320 at VLEN 128 ... 1024);
     * split: a decode of 4099 positions on 4 threads (three full chunks of 1025 and one of
-      1024, ~1M multiply-adds), then 515 positions on 3 threads with the crossing head sizes;
+      1024, ~1M multiply-adds), then 515 positions on 3 threads with the crossing head sizes,
+      then 600 positions on 64 threads (a 64-core server, SG2042): chunks of 10, so threads 60-63
+      get no KV position (the branch for an empty chunk, and the reduction skipping it);
     * one-chunk: two queries, 67 positions, with DK / DV crossing the K type's vec_dot and
       V's accumulation (``_dims``).
     """
@@ -133,7 +141,8 @@ def loop_shapes(case: AttnCase, vlen: int) -> list[Shape]:
         n = crossing(gemm_n_step(vlen), F32_EPR)
         return [Shape(2 * Q_TILE + 5, 2 * KV_TILE + 7, 64, 64, 1, 1, 1), Shape(Q_TILE, KV_TILE, 64, n, 1, 1, 1)]
     if case.path == "split":
-        return [Shape(1, 4099, 128, 128, 1, 1, 4), Shape(1, 515, dk, dv, 1, 1, 3)]
+        return [Shape(1, 4099, 128, 128, 1, 1, 4), Shape(1, 515, dk, dv, 1, 1, 3),
+                Shape(1, EMPTY_CHUNK_KV, 64, 64, 2, 1, EMPTY_CHUNK_THREADS)]
     return [Shape(2, 67, dk, dv, 2, 1, 2)]
 
 
@@ -269,7 +278,9 @@ L.register(L.Family(
         "the fp16 running error bound does not hold much further); the every-run decode of 4099 positions "
         "on 4 threads has 1025 per accumulator.",
         "Split chunks: the every-run decode (4099 positions, 4 threads) has three full chunks of 1025 and a "
-        "shorter last one of 1024; 515 positions on 3 threads give 172, 172, 171.",
+        "shorter last one of 1024; 515 positions on 3 threads give 172, 172, 171; 600 positions on 64 threads "
+        "give 60 chunks of 10 and 4 threads without a chunk (drawn problems use 1-4 threads, where every "
+        "thread has positions).",
     )))
 
 

@@ -42,6 +42,7 @@ from cases import strategies as S
 from harness.check import observe
 from harness.check.compare import assert_all_within, assert_bitwise_equal
 from harness.emulators.protocol import In, Out
+from oracles import quants as Q
 from oracles import repack as RP
 
 GEMX = [(k, kind) for k in K.KERNELS for kind in K.KINDS]
@@ -185,3 +186,51 @@ def test_mul_mat_path(kernel: K.RepackKernel, target) -> None:
         got, _ = run_mul_mat(target, case, 1)
         exact = RP.products(lay.weight, case.weights, lay.activation, case.acts).value.astype(np.float32)
         assert_bitwise_equal(got.ravel(), exact.ravel(), name="Y.flat", context=f"{ctx}, {case!r}")
+
+
+# ------------------------------------------------------------------ mixture of experts: mul_mat_id
+
+#: Every-run mul_mat_id shapes (llama.cpp's ffn_*_exps): (weight rows per expert m, experts, used per
+#: token, activation rows per token (1: up / gate, shared by the token's experts; n_used: down), tokens,
+#: threads, blocks).  Some experts unused (no rows: skipped), a thread whose row range is empty (3
+#: threads over two 16-row tiles), every expert used, a real model's k.
+MOE_SHAPES = [(32, 8, 2, 1, 3, 2, 2), (32, 4, 2, 2, 5, 3, 1), (16, 4, 4, 4, 2, 1, 3), (16, 4, 2, 1, 2, 2, None)]
+
+
+def run_mul_mat_id(target, kernel: K.RepackKernel, case: RS.MulMatCase, n_expert: int, ids: np.ndarray,
+                   placement: int) -> tuple[np.ndarray, str]:
+    """mul_mat_id(W, X, ids) with the experts' weights placed as llama.cpp places them (1) or in the
+    CPU buffer (0): ``(tokens, used, m)`` and where the weights were."""
+    m, (n_tokens, n_used), x_rows = case.m // n_expert, ids.shape, case.n
+    ip = [K.type_id(target, kernel.layout.weight), case.k, m, n_expert, n_used, x_rows, n_tokens, placement,
+          case.threads]
+    r = target.call("repack_mul_mat_id", ip, [], [In(case.weights), In(case.x), In(ids.astype(np.int32)),
+                                                 Out(4 * n_tokens * n_used * m)])
+    return r.output(0, np.float32).reshape(n_tokens, n_used, m), K.notes(r.message)["weights"]
+
+
+@pytest.mark.parametrize("kernel", MUL_MAT, ids=MUL_MAT_IDS)
+def test_mul_mat_id_parity(kernel: K.RepackKernel, target) -> None:
+    """Mixture-of-experts products, exact by construction: mul_mat_id with the experts' weights where
+    llama.cpp puts them (CPU_REPACK, forward_mul_mat_id's GEMV per row, where ggml repacks; the CPU
+    buffer and ggml_vec_dot elsewhere), with them in the CPU buffer, and the oracle agree bit for bit:
+    Y[t][u] = W[ids[t][u]] . X[t][u % x_rows]."""
+    lay = kernel.layout
+    for i, (m, n_expert, n_used, x_rows, n_tokens, threads, nb) in enumerate(MOE_SHAPES):
+        nb = nb or RS.real_blocks(Q.block_size(lay.weight))[-1]
+        case = RS.exact_mul_mat_case(kernel, n_expert * m, x_rows, n_tokens, threads, nb, seed=100 + i)
+        rng = np.random.default_rng(i)
+        ids = np.stack([rng.permutation(n_expert)[:n_used] for _ in range(n_tokens)])
+        p = RP.products(lay.weight, case.weights, lay.activation, case.acts).value.astype(np.float32)
+        rows = np.arange(n_tokens)[:, None] * x_rows + np.arange(n_used)[None, :] % x_rows
+        want = np.stack([p[rows[t, u], ids[t, u] * m:(ids[t, u] + 1) * m] for t in range(n_tokens)
+                         for u in range(n_used)]).reshape(n_tokens, n_used, m)
+        repacks = SEL.expected_layout(target, lay.weight, m) == kernel.name
+        for placement, where in ((1, "CPU_REPACK" if repacks else "CPU"), (0, "CPU")):
+            got, placed = run_mul_mat_id(target, kernel, case, n_expert, ids, placement)
+            ctx = (f"ggml_mul_mat_id with weights in {placed}, m={m} x {n_expert} experts, {n_used} used, x_rows={x_rows}, "
+                   f"{n_tokens} tokens, {nb} blocks, {threads} threads, ids={ids.tolist()}, {target.id}")
+            assert placed == where, f"weights={placed}, but should be {where} [{ctx}]"
+            assert_bitwise_equal(got.ravel(), want.ravel(), name="Y.flat (token t, used u at (t * used + u) * m)",
+                                 context=ctx)
+        observe.note("mul_mat_id", f"{'repacked' if repacks else 'not repacked'} at {target.id}")

@@ -81,8 +81,8 @@ void Call::note(const char * key, const std::string & value) {
 extern "C" const int rvvdiff_spike_harts __attribute__((weak));
 
 uint32_t check_threads(Call & c, int64_t n_threads) {
-    if (n_threads < 1 || n_threads > 4) {
-        return c.bad("%s: n_threads=%lld, expected 1..4", c.name.c_str(), (long long)n_threads);
+    if (n_threads < 1 || n_threads > MAX_THREADS) {
+        return c.bad("%s: n_threads=%lld, expected 1..%d", c.name.c_str(), (long long)n_threads, MAX_THREADS);
     }
     if (&rvvdiff_spike_harts != nullptr && n_threads > rvvdiff_spike_harts) {
         c.err = c.name + ": " + std::to_string(n_threads) +
@@ -93,8 +93,8 @@ uint32_t check_threads(Call & c, int64_t n_threads) {
 }
 
 ggml_threadpool * threadpool_for(int n_threads) {
-    static ggml_threadpool * pools[5] = {};
-    if (n_threads < 1 || n_threads > 4) return nullptr;
+    static ggml_threadpool * pools[MAX_THREADS + 1] = {};
+    if (n_threads < 1 || n_threads > MAX_THREADS) return nullptr;
     if (!pools[n_threads]) {
         ggml_threadpool_params p = ggml_threadpool_params_default(n_threads);
         p.poll = 0;

@@ -1,4 +1,4 @@
-// Kernel family: small ggml graphs computed by the CPU backend, on 1 to 4 threads.
+// Kernel family: small ggml graphs computed by the CPU backend, on 1 to MAX_THREADS threads.
 //
 //   mul_mat    ggml_mul_mat of float matrices: ggml-cpu.c hands it to tinyBLAS_RVV
 //              (llamafile/sgemm.cpp) when the shape allows, else to the type's vec_dot.
@@ -57,7 +57,7 @@ class Graph {
     }
 
     // Gives every tensor still without memory a guarded scratch allocation, computes the
-    // graph ending in `out` on n_threads (1..4) threads, and checks the scratch guards.
+    // graph ending in `out` on n_threads (1..MAX_THREADS) threads, and checks the scratch guards.
     uint32_t compute(Call & c, ggml_tensor * out, int n_threads) {
         ggml_cgraph * gf = ggml_new_graph(ctx_);
         ggml_build_forward_expand(gf, out);

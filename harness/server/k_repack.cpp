@@ -5,11 +5,12 @@
 //
 // Three ways in, from the most to the least like llama.cpp:
 //
-//   repack_buffer / repack_mul_mat  the CPU_REPACK extra buffer type, found through the backend
+//   repack_buffer / repack_mul_mat / repack_mul_mat_id  the CPU_REPACK extra buffer type, found through the backend
 //       registry (ggml_backend_dev_get_extra_bufts): allocating a tensor there runs ggml's own
 //       selection (ggml_repack_get_optimal_repack_type, through the buffer's init_tensor), and
 //       ggml_backend_tensor_set runs its repack.  mul_mat then dispatches to the repacked
-//       GEMV / GEMM through the extra buffer's tensor traits, as in a model.
+//       GEMV / GEMM through the extra buffer's tensor traits, as in a model (mul_mat_id, the
+//       mixture-of-experts product, through forward_mul_mat_id's GEMV per expert row).
 //   repack_layout  ggml's repack code for one layout, called directly: the explicit
 //       specialisations ggml::cpu::repack::repack<block, INTER_SIZE, NB_COLS> have external
 //       linkage, so a layout the selection never picks at this VLEN (or at any: q4_0 8x8 on
@@ -144,22 +145,24 @@ struct Weights {
         if (buffer) ggml_backend_buffer_free(buffer);
     }
 
-    // Allocates in CPU_REPACK and reports the selection; false with c.err set on failure.
-    bool place(Call & call, ggml_type type, int64_t k, int64_t m, ggml_backend_buffer_type_t buft) {
-        t = ggml_new_tensor_2d(c.ctx, type, k, m);
+    // Allocates in CPU_REPACK and reports the selection; false with c.err set on failure.  With
+    // n_expert > 0 the tensor is a mixture-of-experts weight [k, m, n_expert], asked for mul_mat_id.
+    bool place(Call & call, ggml_type type, int64_t k, int64_t m, ggml_backend_buffer_type_t buft, int64_t n_expert = 0) {
+        t = n_expert > 0 ? ggml_new_tensor_3d(c.ctx, type, k, m, n_expert) : ggml_new_tensor_2d(c.ctx, type, k, m);
         buffer = ggml_backend_alloc_ctx_tensors_from_buft(c.ctx, buft);
         if (!buffer) {
             call.bad("%s: allocating a %s tensor in %s failed", call.name.c_str(), ggml_type_name(type), ggml_backend_buft_name(buft));
             return false;
         }
         Ctx probe(4);
-        ggml_tensor * x = ggml_new_tensor_2d(probe.ctx, GGML_TYPE_F32, k, 1);
-        ggml_tensor * op = ggml_mul_mat(probe.ctx, t, x);
+        ggml_tensor * x = ggml_new_tensor_3d(probe.ctx, GGML_TYPE_F32, k, 1, 1);
+        ggml_tensor * op = n_expert > 0 ? ggml_mul_mat_id(probe.ctx, t, x, ggml_new_tensor_2d(probe.ctx, GGML_TYPE_I32, 1, 1))
+                                        : ggml_mul_mat(probe.ctx, t, x);
         supported = ggml_backend_dev_supports_op(ggml_backend_buft_get_device(buft), op);
         const size_t align = ggml_backend_buft_get_alignment(buft);
         call.note("buft", ggml_backend_buft_name(buft));
         call.note("traits", traits_name(t));
-        call.note("supports_mul_mat", supported ? "1" : "0");
+        call.note(n_expert > 0 ? "supports_mul_mat_id" : "supports_mul_mat", supported ? "1" : "0");
         call.note("alignment", std::to_string(align));
         call.note("alloc_size", std::to_string(ggml_backend_buft_get_alloc_size(buft, t)));
         call.note("nbytes", std::to_string(ggml_nbytes(t)));
@@ -280,9 +283,57 @@ uint32_t k_repack_quantize_mat(Call & c) {
     return ST_OK;
 }
 
-// ip = {type, k, m, n, batch, placement, n_threads}: placement 0 keeps the weights in the plain
-// CPU buffer, 1 places them as llama.cpp does (CPU_REPACK when the device supports the mul_mat
-// there, else the CPU buffer).
+// One mul_mat / mul_mat_id request: the weights (buffer 0: m rows of k elements of `type`, per
+// expert) placed as llama.cpp places them (placement 1: CPU_REPACK when the device supports the op
+// there, else the CPU buffer; 0: the CPU buffer) and copied into guarded memory; `build` makes the
+// op on the weight tensor (its other inputs and result bound to the request's buffers); the graph
+// runs on n_threads and the guards of the weights and the work buffer are checked.
+template <typename Build>
+uint32_t run_weights_op(Call & c, ggml_type type, int64_t k, int64_t m, int64_t n_expert, int64_t placement,
+                        int64_t n_threads, Build build) {
+    const size_t wbytes = ggml_row_size(type, k) * m * (n_expert > 0 ? n_expert : 1);
+    Weights w;
+    Buffer wmem;  // the weights' bytes between guards, repacked or not
+    if (!wmem.allocate(wbytes, GUARD_BYTE_IN)) return c.bad("%s: out of memory", c.name.c_str());
+    if (placement == 1) {
+        ggml_backend_buffer_type_t buft = repack_buft();
+        if (!buft) return c.bad("%s: the CPU device lists no CPU_REPACK buffer type", c.name.c_str());
+        if (!w.place(c, type, k, m, buft, n_expert)) return ST_BAD_REQUEST;
+    }
+    Ctx g(8);
+    ggml_tensor * wt;
+    const bool repacked = w.traits && w.supported;
+    if (repacked) {
+        ggml_backend_tensor_set(w.t, c.buf<const void>(0), 0, wbytes);
+        memcpy(wmem.data(), w.t->data, wbytes);
+        wt = w.t;  // still in the CPU_REPACK buffer: the op dispatches through its traits
+    } else {
+        memcpy(wmem.data(), c.buf<const void>(0), wbytes);
+        wt = n_expert > 0 ? ggml_new_tensor_3d(g.ctx, type, k, m, n_expert) : ggml_new_tensor_2d(g.ctx, type, k, m);
+    }
+    wt->data = wmem.data();
+    c.note("weights", repacked ? "CPU_REPACK" : "CPU");
+
+    ggml_tensor * y = build(g.ctx, wt);
+    ggml_cgraph * gf = ggml_new_graph(g.ctx);
+    ggml_build_forward_expand(gf, y);
+    ggml_cplan plan = ggml_graph_plan(gf, (int)n_threads, threadpool_for((int)n_threads));
+    Buffer work;
+    if (plan.work_size > 0) {
+        if (!work.allocate(plan.work_size, GUARD_BYTE_OUT)) return c.bad("%s: out of memory", c.name.c_str());
+        plan.work_data = work.data();
+    }
+    const ggml_status st = ggml_graph_compute(gf, &plan);
+    if (st != GGML_STATUS_SUCCESS) return c.bad("%s: ggml_graph_compute returned %d", c.name.c_str(), (int)st);
+    long where = 0;
+    if (!wmem.guards_intact(where) || (plan.work_size > 0 && !work.guards_intact(where))) {
+        c.err = c.name + " wrote outside the weights or the work buffer (offset " + std::to_string(where) + ")";
+        return ST_GUARD;
+    }
+    return ST_OK;
+}
+
+// ip = {type, k, m, n, batch, placement, n_threads}: placement as run_weights_op.
 // bufs = {W: m rows of k elements of `type` in, X: batch x n x k floats in, Y: batch x n x m floats out}.
 // Y = mul_mat(W, X): Y[b][j][i] = W[i] . X[b][j].
 uint32_t k_repack_mul_mat(Call & c) {
@@ -294,53 +345,54 @@ uint32_t k_repack_mul_mat(Call & c) {
         return c.bad("repack_mul_mat: bad parameters");
     }
     if (const uint32_t st = check_threads(c, n_threads)) return st;
-    const size_t wbytes = ggml_row_size((ggml_type)type, k) * m;
-    if (!c.size_is(0, wbytes) || !c.size_is(1, sizeof(float) * batch * n * k) || !c.size_is(2, sizeof(float) * batch * n * m)) {
+    if (!c.size_is(0, ggml_row_size((ggml_type)type, k) * m) || !c.size_is(1, sizeof(float) * batch * n * k) ||
+        !c.size_is(2, sizeof(float) * batch * n * m)) {
         return ST_BAD_REQUEST;
     }
+    return run_weights_op(c, (ggml_type)type, k, m, 0, placement, n_threads, [&](ggml_context * ctx, ggml_tensor * wt) {
+        ggml_tensor * x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, k, n, batch);
+        x->data = c.buf<void>(1);
+        ggml_tensor * y = ggml_mul_mat(ctx, wt, x);
+        y->data = c.buf<void>(2);
+        return y;
+    });
+}
 
-    Weights w;
-    Buffer wmem;  // the weights' bytes between guards, repacked or not
-    if (!wmem.allocate(wbytes, GUARD_BYTE_IN)) return c.bad("repack_mul_mat: out of memory");
-    if (placement == 1) {
-        ggml_backend_buffer_type_t buft = repack_buft();
-        if (!buft) return c.bad("repack_mul_mat: the CPU device lists no CPU_REPACK buffer type");
-        if (!w.place(c, (ggml_type)type, k, m, buft)) return ST_BAD_REQUEST;
+// ip = {type, k, m, n_expert, n_used, x_rows, n_tokens, placement, n_threads}: a mixture-of-experts
+// layer, as llama.cpp's ffn_*_exps: x_rows is 1 (one activation row per token, shared by its
+// experts: up / gate) or n_used (one row per used expert: down).
+// bufs = {W: n_expert x m rows of k elements of `type` in, X: n_tokens x x_rows x k floats in,
+//         ids: n_tokens x n_used int32 in (the experts of each token), Y: n_tokens x n_used x m floats out}.
+// Y = mul_mat_id(W, X, ids): Y[t][u] = W[ids[t][u]] . X[t][u % x_rows].
+uint32_t k_repack_mul_mat_id(Call & c) {
+    if (!c.shape(9, 0, 4)) return ST_BAD_REQUEST;
+    const int64_t type = c.ip[0], k = c.ip[1], m = c.ip[2], n_expert = c.ip[3], n_used = c.ip[4], x_rows = c.ip[5];
+    const int64_t n_tokens = c.ip[6], placement = c.ip[7], n_threads = c.ip[8];
+    if (!valid_type(type) || k < 1 || k % ggml_blck_size((ggml_type)type) != 0 || m < 1 || n_expert < 1 ||
+        n_used < 1 || n_used > n_expert || (x_rows != 1 && x_rows != n_used) || n_tokens < 1 || placement < 0 ||
+        placement > 1) {
+        return c.bad("repack_mul_mat_id: bad parameters");
     }
-    Ctx g(8);
-    ggml_tensor * wt;
-    const bool repacked = w.traits && w.supported;
-    if (repacked) {
-        ggml_backend_tensor_set(w.t, c.buf<const void>(0), 0, wbytes);
-        memcpy(wmem.data(), w.t->data, wbytes);
-        wt = w.t;  // still in the CPU_REPACK buffer: mul_mat dispatches through its traits
-    } else {
-        memcpy(wmem.data(), c.buf<const void>(0), wbytes);
-        wt = ggml_new_tensor_2d(g.ctx, (ggml_type)type, k, m);
+    if (const uint32_t st = check_threads(c, n_threads)) return st;
+    if (!c.size_is(0, ggml_row_size((ggml_type)type, k) * m * n_expert) ||
+        !c.size_is(1, sizeof(float) * n_tokens * x_rows * k) || !c.size_is(2, sizeof(int32_t) * n_tokens * n_used) ||
+        !c.size_is(3, sizeof(float) * n_tokens * n_used * m)) {
+        return ST_BAD_REQUEST;
     }
-    wt->data = wmem.data();
-    c.note("weights", repacked ? "CPU_REPACK" : "CPU");
-
-    ggml_tensor * x = ggml_new_tensor_3d(g.ctx, GGML_TYPE_F32, k, n, batch);
-    x->data = c.buf<void>(1);
-    ggml_tensor * y = ggml_mul_mat(g.ctx, wt, x);
-    y->data = c.buf<void>(2);
-    ggml_cgraph * gf = ggml_new_graph(g.ctx);
-    ggml_build_forward_expand(gf, y);
-    ggml_cplan plan = ggml_graph_plan(gf, (int)n_threads, threadpool_for((int)n_threads));
-    Buffer work;
-    if (plan.work_size > 0) {
-        if (!work.allocate(plan.work_size, GUARD_BYTE_OUT)) return c.bad("repack_mul_mat: out of memory");
-        plan.work_data = work.data();
+    const int32_t * ids_in = c.buf<const int32_t>(2);
+    for (int64_t i = 0; i < n_tokens * n_used; ++i) {
+        if (ids_in[i] < 0 || ids_in[i] >= n_expert) return c.bad("repack_mul_mat_id: expert id %d out of range", ids_in[i]);
     }
-    const ggml_status st = ggml_graph_compute(gf, &plan);
-    if (st != GGML_STATUS_SUCCESS) return c.bad("repack_mul_mat: ggml_graph_compute returned %d", (int)st);
-    long where = 0;
-    if (!wmem.guards_intact(where) || (plan.work_size > 0 && !work.guards_intact(where))) {
-        c.err = "repack_mul_mat wrote outside the weights or the work buffer (offset " + std::to_string(where) + ")";
-        return ST_GUARD;
-    }
-    return ST_OK;
+    return run_weights_op(c, (ggml_type)type, k, m, n_expert, placement, n_threads,
+                          [&](ggml_context * ctx, ggml_tensor * wt) {
+        ggml_tensor * x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, k, x_rows, n_tokens);
+        x->data = c.buf<void>(1);
+        ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, n_used, n_tokens);
+        ids->data = c.buf<void>(2);
+        ggml_tensor * y = ggml_mul_mat_id(ctx, wt, x, ids);
+        y->data = c.buf<void>(3);
+        return y;
+    });
 }
 
 RVVDIFF_KERNEL("repack_info", k_repack_info);
@@ -349,5 +401,6 @@ RVVDIFF_KERNEL("repack_buffer", k_repack_buffer);
 RVVDIFF_KERNEL("repack_gemx", k_repack_gemx);
 RVVDIFF_KERNEL("repack_quantize_mat", k_repack_quantize_mat);
 RVVDIFF_KERNEL("repack_mul_mat", k_repack_mul_mat);
+RVVDIFF_KERNEL("repack_mul_mat_id", k_repack_mul_mat_id);
 
 }  // namespace

@@ -85,12 +85,17 @@ struct Kernel {
 
 std::vector<Kernel> & registry();
 
-// One persistent ggml thread pool per thread count (1..4), as llama.cpp keeps one:
+// The most threads a graph request may ask for: 64, the core count of the largest RISC-V
+// servers (SG2042).  The drawn cases use 1..4; fixed cases need more (a split-KV flash
+// attention with more threads than KV chunks leaves some threads without positions).
+constexpr int MAX_THREADS = 64;
+
+// One persistent ggml thread pool per thread count (1..MAX_THREADS), as llama.cpp keeps one:
 // creating threads for every graph costs more under QEMU than a small graph does.
 // poll = 0: idle workers sleep instead of spinning between requests.
 ::ggml_threadpool * threadpool_for(int n_threads);
 
-// Checks a request's thread count: ST_OK for 1..4 threads where the server
+// Checks a request's thread count: ST_OK for 1..MAX_THREADS threads where the server
 // can start them; ST_UNSUPPORTED for more than one thread on Spike (the
 // bare-metal runtime, harness/server/spike/rt.c, has one hart and no clone);
 // ST_BAD_REQUEST otherwise.  Fills err when not OK.
