@@ -25,6 +25,7 @@ FAST = {
     "mm_tinyblas_2x1_wrong_row": ["--isa", "zvfh", "--vlen", "256"],          # mul_mat: tinyBLAS edge block
     "mm_tinyblas_k_panel_overwrite": ["--isa", "v", "--vlen", "128"],         # mul_mat: past four k-steps only
     "fa_tiled_gemm_drops_row_tail": ["--isa", "zvfh", "--vlen", "128"],       # flash attention: GEMM row tail
+    "repack_mul_mat_id_shared_row": ["--isa", "zvfh", "--vlen", "256"],       # mixture of experts: mul_mat_id
 }
 
 
