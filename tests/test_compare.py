@@ -48,3 +48,31 @@ def test_a_nan_is_beyond_any_bound_and_the_index_is_named_by_the_caller() -> Non
                           index=lambda at: f"query {at[0]}, head {at[1]}, {at[2]}")
     assert str(e.value) == ("out[query 0, head 1, 2]=nan, but should be 0.0 [ctx]\n"
                             "  1 of 6 elements (16.7%) beyond their bound")
+
+
+def test_a_crashed_call_leaves_the_oracles_value_in_its_failure_report(tmp_path) -> None:
+    """note_expected before a kernel call: when the call crashes (no comparison follows), the failure
+    report still holds the expected value and its bound, marked as a crash (rvvdiff report --upstream
+    writes its trap program from them); a comparison recorded after a call that returns replaces it."""
+    from types import SimpleNamespace
+
+    from harness.check import observe
+    from harness.check.compare import assert_within_bound, note_expected
+    from harness.report.failure import load_case, write_failure
+
+    observe.take_kept()
+    observe.keep("comparison", {"stale": True})  # from an earlier call: must not survive the next one
+    note_expected(32.0, 0.0, name="f(x, y)", context="ctx", derivation="exact")
+    target = SimpleNamespace(vlen=512, isa=SimpleNamespace(name="zvfh", cmake={}, qemu={}), stress=False)
+    source = SimpleNamespace(root=tmp_path, label="t", commit="c", version="0")
+    d = write_failure(tmp_path / "r", nodeid="t::crash", longrepr="crashed", kept=observe.take_kept(),
+                      target=target, source=source, replay="pytest t")
+    case = load_case(d)
+    assert case.data["comparison"]["crashed"] is True and case.data["comparison"]["name"] == "f(x, y)"
+    assert float(case.arrays["expected"]) == 32.0 and float(case.arrays["bound"]) == 0.0 and "got" not in case.arrays
+
+    note_expected(32.0, 1.0, **KW, name="f(x, y)")
+    assert_within_bound(32.5, 32.0, 1.0, name="f(x, y)", **KW)
+    d = write_failure(tmp_path / "r2", nodeid="t::ok", longrepr="", kept=observe.take_kept(), target=target,
+                      source=source, replay="pytest t")
+    assert "crashed" not in load_case(d).data["comparison"] and float(load_case(d).arrays["got"]) == 32.5
