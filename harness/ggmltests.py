@@ -105,6 +105,13 @@ CLASSES: dict[str, TestClass] = {c.name: c for c in (
               ("vec_dot_bf16_tail_agnostic", "iq4_nl_odd_block_dropped", "mxfp4_odd_block_dropped",
                "k_quants_vl512_agnostic_accumulator"), (128, 256, 512, 1024), isa="zvfbfwma", stress=True,
               test_patch="odd_block_count", must_fail=("bf16",)),
+    # Latent on this tree: the selection never picks these layouts where they are wrong, so the patches call the
+    # kernels directly (ggml::cpu::repack::repack, the GEMV / GEMM and 4-row quantizers of repack.h) and compare
+    # them with vec_dot.  zvfh build: ggml-cpu compiles the 16x1 layouts only with zvfh.
+    TestClass("repack_vlen512", "repacked q4_0 8x8 / q4_K 16x1 GEMV and GEMM at VLEN 512 / 1024, called directly",
+              ("repack_q4_0_8x8_vlen512", "repack_q4_K_16x1_vlen512"), (512, 1024), isa="zvfh"),
+    TestClass("generic_gemm_layout", "generic q2_K 16x1 GEMM on 4x1-quantized activations, called directly",
+              ("repack_q2_K_16x1_generic_gemm_layout",), (128, 256), isa="zvfh"),
 )}
 
 
