@@ -232,7 +232,7 @@ def weight_corpus(target, name: str) -> dict[tuple[str, int], np.ndarray]:
 # ------------------------------------------------------------------ findings: minimal reproducers
 
 
-def _row(name: str, nb: int = 1, *, fill: dict[int, int] | None = None) -> np.ndarray:
+def block_row(name: str, nb: int = 1, *, fill: dict[int, int] | None = None) -> np.ndarray:
     """``nb`` blocks of ``name``: bytes from ``fill`` (offset -> value, in every block), zero
     elsewhere, and the block scale d = 1 (its other float scales 0)."""
     f = Q.fmt(name)
@@ -261,7 +261,7 @@ def _activations(name: str, n: int, lo: int, hi: int, q: int = 1) -> np.ndarray:
     qs = np.zeros(n, np.int64)
     qs[lo:hi] = q
     f = Q.fmt(name)
-    y = _row(name, n // f.block)
+    y = block_row(name, n // f.block)
     QB.write_quants(QT.record(name), y, qs.reshape(-1, f.block), np.ones(y.shape[0], np.float32))
     return y
 
@@ -288,31 +288,31 @@ FINDINGS = [
     # The three below hold under default QEMU and fail under --rvv-stress: x = 1 everywhere,
     # y = 1: 256 (iq1_m: x = -1 + 1/8, -224).
     Finding("q3_K_vl512_agnostic_accumulator", "q3_K",  # VLEN 512, 1024, stress only
-            lambda: _pair("q3_K", _row("q3_K", fill={**_fill(0, 32, 0xFF), **_fill(32, 96, 0x55),
+            lambda: _pair("q3_K", block_row("q3_K", fill={**_fill(0, 32, 0xFF), **_fill(32, 96, 0x55),
                                                      **_fill(96, 104, 0x11), **_fill(104, 108, 0xAA)}), 0, 256)),
     Finding("q6_K_vl512_agnostic_accumulator", "q6_K",  # VLEN 512, 1024, stress only
-            lambda: _pair("q6_K", _row("q6_K", fill={**_fill(0, 128, 0x11), **_fill(128, 192, 0xAA),
+            lambda: _pair("q6_K", block_row("q6_K", fill={**_fill(0, 128, 0x11), **_fill(128, 192, 0xAA),
                                                      **_fill(192, 208, 1)}), 0, 256)),
     Finding("iq1_m_vl512_agnostic_accumulator", "iq1_m",  # VLEN 512, 1024, stress only
-            lambda: _pair("iq1_m", _row("iq1_m"), 0, 256)),
+            lambda: _pair("iq1_m", block_row("iq1_m"), 0, 256)),
     # One block (an odd count): x = 2 everywhere (E8M0 128, nibbles 2), y = 1: 64; RVV gives 0.
     Finding("mxfp4_odd_block_dropped", "mxfp4",  # every VLEN
-            lambda: _pair("mxfp4", _row("mxfp4", fill={i: 0x22 for i in range(1, 17)}), 0, 32)),
+            lambda: _pair("mxfp4", block_row("mxfp4", fill={i: 0x22 for i in range(1, 17)}), 0, 32)),
     # One block: x = 1 (d 1, nibbles 8 -> kvalue 1), y = 1: 32; RVV gives 0.
     Finding("iq4_nl_odd_block_dropped", "iq4_nl",  # every VLEN
-            lambda: _pair("iq4_nl", _row("iq4_nl", fill={i: 0x88 for i in range(2, 18)}), 0, 32)),
+            lambda: _pair("iq4_nl", block_row("iq4_nl", fill={i: 0x88 for i in range(2, 18)}), 0, 32)),
     # Sub-block 0: scale 1, nibbles 15, y = 69: sum 32 * 15 * 69 = 33120 > 32767; RVV gives -32416.
     Finding("q4_K_int16_subblock_sum", "q4_K",  # VLEN 256, 512, 1024 (vl256)
-            lambda: _pair("q4_K", _row("q4_K", fill={4: 1, **{16 + i: 0x0F for i in range(128)}}), 0, 32, 69)),
+            lambda: _pair("q4_K", block_row("q4_K", fill={4: 1, **{16 + i: 0x0F for i in range(128)}}), 0, 32, 69)),
     # Every element 1 (grid entry 0 = 8s, scale 2*0+1, d/8), y = 1 on sub-block 2 only: 32.
     Finding("iq2_xxs_vl512_subblock_offsets", "iq2_xxs",  # VLEN 512, 1024 (vl512)
-            lambda: _pair("iq2_xxs", _row("iq2_xxs"), 64, 96)),
+            lambda: _pair("iq2_xxs", block_row("iq2_xxs"), 64, 96)),
     # Sub-block 0: low nibble scale 0 (ls 1) for elements 0-15, high nibble 1 (ls 3) for 16-31; y = 1 on 0-15: 16.
     Finding("iq2_s_vl1024_scale_nibbles_swapped", "iq2_s",  # VLEN 1024
-            lambda: _pair("iq2_s", _row("iq2_s", fill={74: 0x10}), 0, 16)),
+            lambda: _pair("iq2_s", block_row("iq2_s", fill={74: 0x10}), 0, 16)),
     # Every element 1 (grid entry 0 = 4s, scale 1, d/4), y = 1 on sub-block 2 only: 32.
     Finding("iq3_xxs_vl1024_subblock_offsets", "iq3_xxs",  # VLEN 1024
-            lambda: _pair("iq3_xxs", _row("iq3_xxs"), 64, 96)),
+            lambda: _pair("iq3_xxs", block_row("iq3_xxs"), 64, 96)),
 ]
 
 

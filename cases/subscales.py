@@ -95,7 +95,7 @@ class Response:
 
 def activations(n_blocks: int = 1, seed: int = 0) -> np.ndarray:
     """q8_K activations, d = 1, quants seeded random in [-127, 127]."""
-    y = QD._row("q8_K", n_blocks)
+    y = QD.block_row("q8_K", n_blocks)
     qs = np.random.default_rng(seed).integers(-127, 128, size=(n_blocks, 256))
     QB.write_quants(QT.record("q8_K"), y, qs, np.ones(n_blocks, np.float32))
     return y
@@ -115,7 +115,7 @@ def probe(name: str, target, *, seed: int = 0, block: int = 0, n_blocks: int = 1
         bound = 0.0 if expected.exact else kernel.bound(n_blocks, expected)
         return QD.run_dot(kernel, target, pair, 0), expected.value, bound
 
-    x0 = QD._row(name, n_blocks)
+    x0 = QD.block_row(name, n_blocks)
     k0, o0, b0 = both(x0)
     out = []
     for f in FIELDS[name]:

@@ -187,7 +187,8 @@ def _judge(a: argparse.Namespace, case, pub: U.Public, prog: Path, out: Path, tr
         verdicts += U.verify(prog, trees, isas, [v for v in SPIKE_VLENS if trap or v not in VLENS], stress, work, spike,
                              trap=trap)
     for v in verdicts:
-        state = {True: "TRAP" if trap else "WRONG", False: "runs" if trap else "ok", None: "not run"}[v.failing]
+        word = U.verdict_word(v.failing, trap)
+        state = word.upper() if v.failing else word
         print(f"  {v.tree:6} {v.isa:9} VLEN {v.vlen:5}: {state}" + ("" if v.failing is not None else f" ({v.text})"))
     cause = U.paragraph(fix_md, "Root cause") or _reason(entry)
     impact = U.paragraph(fix_md, "Who hits it")

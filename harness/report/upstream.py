@@ -400,6 +400,11 @@ def title_of(function: str, verdicts: list[Verdict], stress: bool, trap: bool = 
             f"{where}" + (", when tail-agnostic elements are written with ones" if stress else ""))
 
 
+def verdict_word(failing: bool | None, trap: bool = False) -> str:
+    """A verdict in the tables: wrong / ok (trap / runs for a trap finding), or not run."""
+    return ("trap" if trap else "wrong") if failing else ("runs" if trap else "ok") if failing is False else "not run"
+
+
 def verdict_table(verdicts: list[Verdict], trap: bool = False) -> list[str]:
     """One row per tree and group of builds with the same verdicts (``trap``: "trap" / "runs")."""
     vlens = sorted({v.vlen for v in verdicts})
@@ -416,8 +421,7 @@ def verdict_table(verdicts: list[Verdict], trap: bool = False) -> list[str]:
             cells = []
             for vl in vlens:
                 m = [x for x in verdicts if row_of(x) == t and x.isa == i and x.vlen == vl]
-                cells.append(("trap" if trap else "wrong") if m and m[0].failing else
-                             ("runs" if trap else "ok") if m and m[0].failing is False else "not run")
+                cells.append(verdict_word(m[0].failing if m else None, trap))
             groups.setdefault(tuple(cells), []).append(i)
         rows += [f"| {t} | {', '.join(isas)} | " + " | ".join(cells) + " |" for cells, isas in groups.items()]
     return rows
