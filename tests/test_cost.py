@@ -28,7 +28,7 @@ def _vsetvli(sew: int, lmul_field: int) -> int:
 
 def test_config_instructions_carry_their_vtype() -> None:
     v = C.classify(VSETIVLI_E64_M1, None)
-    assert v == C.VInsn("config", 0, True)
+    assert v == C.VInsn("config", 0, True, "vsetivli")
     vtype = C._config_vtype(VSETIVLI_E64_M1)
     assert vtype is not None and C._sew(vtype) == 64 and vtype & 7 == 0
     vsetvl = (0b1000000 << 25) | (11 << 20) | (10 << 15) | (7 << 12) | 0x57
@@ -72,6 +72,14 @@ def test_tally_uses_the_preceding_vset_and_halves_csr_counts() -> None:
     assert c.vector == 9 and c.vector_kinds == {"arith": 6, "config": 3}
     assert c.vector_work == 6 * 4  # two vadds at m4, three times
     assert c.functions == {"kernel": 12}
+    assert c.mix == {"vsetvli": 3, "vadd.vv e32m4": 6, "scalar": 3}  # the CSR read: a scalar instruction
+
+
+def test_mix_names_scalar_multiplies_apart() -> None:
+    mul, divu, addw = 0x02B50533, 0x02B55533, 0x00B5053B  # mul / divu a0, a0, a1; addw a0, a0, a1
+    img = _image([_vsetvli(8, 7), VADD_VV & ~(1 << 25), mul, divu, addw])
+    c = C.tally(img, Counter({0x1000: 1, 0x1004: 2, 0x1008: 1, 0x100C: 1, 0x1010: 1}), instret=6, cycles=6)
+    assert c.mix == {"vsetvli": 1, "vadd.vv e8mf2 v0.t": 2, "scalar mul": 1, "scalar div": 1, "scalar": 1}
 
 
 def test_histogram_is_separated_from_the_server_stderr() -> None:
@@ -148,5 +156,9 @@ def test_cache_keeps_a_measurement(tmp_path, monkeypatch) -> None:
     c = C.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6})
     C._keep(key, r, c)
     assert C._cached(key) == (r, c)
+    assert C._cached(key, need_mix=True) is None  # kept without a mix: a core's VLEN measures again
+    c2 = C.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6}, mix={"vadd.vv e8m1": 2, "scalar": 4})
+    C._keep(key, r, c2)
+    assert C._cached(key, need_mix=True) == (r, c2)
     monkeypatch.setenv("RVVDIFF_COST_CACHE", "0")
     assert C._cache_key(exe, ["spike"], b"request") is None

@@ -48,6 +48,7 @@ from pathlib import Path
 from harness.build.builds import Build
 from harness.core import settings
 from harness.core.config import cache_dir
+from harness.emulators import cores, rvvnames
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
 from harness.emulators.spike import _functions
@@ -79,11 +80,16 @@ class Cost:
     functions: dict[str, int] = field(default_factory=dict)
     #: Vector instructions whose vtype the code does not say (register-form vsetvl).
     vtype_unknown: int = 0
+    #: The instruction mix of the call: executions per vector instruction name and vtype
+    #: ("vwmacc.vv e8m1", "vle8.v e8mf2 v0.t", "vsetvli"), and of scalar instructions ("scalar",
+    #: "scalar mul", "scalar div"): what a core's per-instruction prices apply to (harness/emulators/cores.py).
+    #: Empty in a measurement kept by an rvvdiff that did not record it.
+    mix: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"instret": self.instret, "cycles": self.cycles, "executed": self.executed, "vector": self.vector,
                 "vector_work": self.vector_work, "vector_kinds": dict(self.vector_kinds),
-                "functions": dict(self.functions), "vtype_unknown": self.vtype_unknown}
+                "functions": dict(self.functions), "vtype_unknown": self.vtype_unknown, "mix": dict(self.mix)}
 
 
 # ------------------------------------------------------------------ decoding
@@ -99,6 +105,8 @@ class VInsn:
     kind: str  # "config", "load", "store", "arith"
     work: int
     known: bool  # False: governed by a vtype the code does not say
+    #: Its key in :attr:`Cost.mix`: name, the vtype in force (``e8m1``; ``e?`` unknown), ``v0.t`` if masked.
+    mix: str = ""
 
 
 def _lmul_regs(vlmul: int) -> float:
@@ -108,6 +116,34 @@ def _lmul_regs(vlmul: int) -> float:
 
 def _sew(vtype: int) -> int:
     return 8 << ((vtype >> 3) & 7)
+
+
+_LMUL_NAMES = {0: "m1", 1: "m2", 2: "m4", 3: "m8", 5: "mf8", 6: "mf4", 7: "mf2"}
+
+
+def vtype_name(vtype: int | None) -> str:
+    """``e8m1``-style name of a vtype (``e?`` when unknown or reserved)."""
+    if vtype is None or (vtype & 7) not in _LMUL_NAMES or (vtype >> 3) & 7 > 3:
+        return "e?"
+    return f"e{_sew(vtype)}{_LMUL_NAMES[vtype & 7]}"
+
+
+def mix_key(w: int, vtype: int | None) -> str:
+    """The :attr:`Cost.mix` key of the vector instruction ``w`` under ``vtype``."""
+    got = rvvnames.name(w)
+    if got is None:
+        return ""
+    n, masked = got
+    if n.startswith("vset"):
+        return n
+    return f"{n} {vtype_name(vtype)}" + (" v0.t" if masked else "")
+
+
+def scalar_key(w: int) -> str:
+    """The :attr:`Cost.mix` key of a scalar instruction: multiplies and divides apart (M extension)."""
+    if (w & 0x7F) in (0x33, 0x3B) and (w >> 25) == 1:
+        return "scalar div" if (w >> 12) & 4 else "scalar mul"
+    return "scalar"
 
 
 def _config_vtype(w: int) -> int | None:
@@ -124,25 +160,26 @@ def classify(w: int, vtype: int | None) -> VInsn | None:
     scalar one."""
     op = w & 0x7F
     funct3 = (w >> 12) & 7
+    key = mix_key(w, vtype)
     if op == 0x57:
         if funct3 == 7:
-            return VInsn("config", 0, True)
+            return VInsn("config", 0, True, key)
         regs = _lmul_regs(vtype & 7) if vtype is not None else 1.0
-        return VInsn("arith", max(1, int(regs)), vtype is not None)
+        return VInsn("arith", max(1, int(regs)), vtype is not None, key)
     if op in (0x07, 0x27) and funct3 in _EEW:
         nf = ((w >> 29) & 7) + 1
         mop = (w >> 26) & 3
         lumop = (w >> 20) & 0x1F
         kind = "load" if op == 0x07 else "store"
         if mop == 0 and lumop == 0b01000:  # whole-register load / store: nf registers
-            return VInsn(kind, nf, True)
+            return VInsn(kind, nf, True, key)
         if mop == 0 and lumop == 0b01011:  # mask load / store: one register
-            return VInsn(kind, 1, True)
+            return VInsn(kind, 1, True, key)
         if vtype is None:
-            return VInsn(kind, nf, False)
+            return VInsn(kind, nf, False, key)
         lmul = _lmul_regs(vtype & 7)
         emul = lmul if mop in (1, 3) else lmul * _EEW[funct3] / _sew(vtype)  # indexed: data at SEW
-        return VInsn(kind, nf * max(1, int(emul)), True)
+        return VInsn(kind, nf * max(1, int(emul)), True, key)
     return None
 
 
@@ -291,7 +328,7 @@ def measure(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], 
     exe = emu.server_binary(build)
     argv = spike_argv(emu, exe, vlen, dict(build.isa.qemu))
     key = _cache_key(exe, argv, P.encode_call(kernel, ip, fp, bufs))
-    kept = _cached(key)
+    kept = _cached(key, need_mix=vlen in cores.vlens())
     if kept is not None:
         return kept
     runs = []
@@ -338,11 +375,15 @@ def _cache_file(key: str) -> Path:
     return cache_dir() / "cost" / key[:2] / f"{key}.json"
 
 
-def _cached(key: str | None) -> tuple[P.Response, Cost] | None:
+def _cached(key: str | None, *, need_mix: bool = False) -> tuple[P.Response, Cost] | None:
+    """A kept measurement, or None.  ``need_mix``: one without an instruction mix (kept by an rvvdiff that
+    did not record it) does not count, so that the VLENs a core's prices apply to get their estimate."""
     if key is None:
         return None
     try:
         d = json.loads(_cache_file(key).read_text())
+        if need_mix and not d["cost"].get("mix"):
+            return None
         r = P.Response(P.Status(d["status"]), d["kernel_ns"], d["message"], [base64.b64decode(o) for o in d["outputs"]])
         return r, Cost(**d["cost"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -373,6 +414,7 @@ def tally(img: Image, diff: Counter[int], instret: int, cycles: int) -> Cost:
     retired instructions as ``rdinstret`` does."""
     kinds: Counter[str] = Counter()
     per_fn: Counter[str] = Counter()
+    mix: Counter[str] = Counter()
     work = unknown = 0
     retired: Counter[int] = Counter()
     for pc, n in diff.items():
@@ -382,13 +424,14 @@ def tally(img: Image, diff: Counter[int], instret: int, cycles: int) -> Cost:
     for pc, n in diff.items():
         fn = img.function_of(pc)
         per_fn[fn[1] if fn else "?"] += n
-        if fn is None:
-            continue
-        v = img.vector_map(fn[0]).get(pc)
+        v = img.vector_map(fn[0]).get(pc) if fn is not None else None
         if v is None:
+            got = img.word(pc)
+            mix[scalar_key(got[0]) if got is not None and got[1] == 4 else "scalar"] += n
             continue
+        mix[v.mix] += n
         kinds[v.kind] += n
         work += v.work * n
         unknown += 0 if v.known else n
     return Cost(instret, cycles, sum(diff.values()), sum(kinds.values()), work, dict(kinds.most_common()),
-                dict(per_fn.most_common(12)), unknown)
+                dict(per_fn.most_common(12)), unknown, dict(sorted(mix.items())))

@@ -11,7 +11,9 @@ work (harness/emulators/cost.py).  Read here:
   *slower* or *faster*;
 * **flags**: an RVV case whose cost per unit does not fall by at least :data:`SCALING_GAIN` from one
   VLEN to the next (the longer vector is not used: a fixed-width path, a variant that slides more
-  than it computes), and one that costs more than its scalar twin.
+  than it computes), and one that costs more than its scalar twin;
+* **estimated cycles on real cores**: a row's instruction mix priced with the per-instruction
+  throughput tables of the cores whose VLEN it ran at (harness/emulators/cores.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from harness.emulators import cores
 
 #: A VLEN step must make the cost per unit fall by at least this fraction to count as scaling.
 SCALING_GAIN = 0.05
@@ -103,6 +107,10 @@ class CostTable:
         t = self.row(r["twin"], vlen, isa, base=base)
         return r["instret"] / t["instret"] if t and t["instret"] else None
 
+    def estimates(self, r: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+        """{core key: estimate} of a row at the cores of its VLEN (none without an instruction mix)."""
+        return cores.estimates(int(r["vlen"]), r.get("mix") or {}) if r else {}
+
     def head_over_base(self, case: str, vlen: int, isa: str) -> float | None:
         h, b = self.row(case, vlen, isa), self.row(case, vlen, isa, base=True)
         return h["instret"] / b["instret"] if h and b and b["instret"] else None
@@ -153,13 +161,32 @@ class CostTable:
         return [f"{rows[next(k for k in rows if k[0] == case)]['function']} ({case}, {isa}): costlier than its "
                 f"scalar twin at " + ", ".join(v) for (case, isa), v in by.items()]
 
+    def costlier_than_twin_on_cores(self) -> list[str]:
+        """One line per RVV case and ISA build whose estimated cycles on some core exceed its scalar twin's
+        (the instruction count may say otherwise: a few LMUL-8 reductions or gathers outweigh many scalar
+        instructions on a core that executes them element group by element group)."""
+        by: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for (case, vlen, isa), r in sorted(self.head.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
+            twin = self.row(r["twin"], vlen, isa) if r.get("twin") else None
+            est, t_est = self.estimates(r), self.estimates(twin)
+            for c in cores.for_vlen(vlen):
+                if c.key in est and c.key in t_est and t_est[c.key]["cycles"]:
+                    ratio = est[c.key]["cycles"] / t_est[c.key]["cycles"]
+                    if ratio > 1:
+                        by[(case, isa)].append(f"{c.label} (VLEN {vlen}) x{ratio:.2f}")
+        return [f"{self.head[next(k for k in self.head if k[0] == case)]['function']} ({case}, {isa}): "
+                "estimated costlier than its scalar twin on " + ", ".join(v) for (case, isa), v in by.items()]
+
     # ---------------------------------------------------------- output
 
     def as_json(self) -> dict[str, Any]:
         slower, faster = self.moves()
-        return {"threshold": self.threshold, "head": list(self.head.values()), "base": list(self.base.values()),
+        est = lambda rows: [{**r, "estimates": self.estimates(r)} for r in rows.values()]  # noqa: E731
+        return {"threshold": self.threshold, "head": est(self.head), "base": est(self.base),
+                "cores": [{"key": c.key, "core": c.label, "vlen": c.vlen, "source": c.source} for c in cores.all_cores()],
                 "slower": [m.as_dict() for m in slower], "faster": [m.as_dict() for m in faster],
                 "not_scaling": self.not_scaling(), "costlier_than_twin": self.costlier_than_twin(),
+                "costlier_than_twin_on_cores": self.costlier_than_twin_on_cores(),
                 "unmeasured": self.unmeasured}
 
     def markdown(self, *, title: str = "Cost per VLEN", head_name: str = "HEAD", base_name: str = "BASE") -> str:
@@ -185,8 +212,49 @@ class CostTable:
                     f"less than {SCALING_GAIN * 100:g} %):"] + [f"- {x}" for x in flat]
         if dear:
             out += ["", f"Vector code costlier than the scalar twin ({len(dear)}):"] + [f"- {x}" for x in dear]
-        out += ["", *self._table()]
+        dear_est = self.costlier_than_twin_on_cores()
+        if dear_est:
+            out += ["", f"Vector code estimated costlier than the scalar twin on a real core ({len(dear_est)}; "
+                    "rvv-bench's prices, docs/cost.md):"] + [f"- {x}" for x in dear_est]
+        out += ["", *self._table(), *self._estimates_table()]
         return "\n".join(out) + "\n"
+
+    def _estimates_table(self) -> list[str]:
+        """Per VLEN a core's prices apply to: estimated cycles per unit on each such core (docs/cost.md)."""
+        out: list[str] = []
+        for vlen in sorted({k[1] for k in self.head} & cores.vlens()):
+            cs = cores.for_vlen(vlen)
+            keys = [k for k in self.head if k[1] == vlen]
+            missing = sum(1 for k in keys if not self.head[k].get("mix"))
+            out += ["", f"### Estimated cycles at VLEN {vlen}: " + ", ".join(c.label for c in cs), "",
+                    "Cycles per unit: the call's instruction mix priced with each core's measured reciprocal "
+                    "throughputs (rvv-bench; no latency, overlap or memory system: docs/cost.md). vs twin: the "
+                    "same estimate of the scalar `*_generic` twin. u: share of the call's instructions the table "
+                    "does not price (left out of the figure)."
+                    + (f" {missing} rows have no instruction mix (kept by an older rvvdiff: "
+                       "RVVDIFF_COST_CACHE=0 measures them again)." if missing else ""), ""]
+            head = ["kernel", "size", "ISA build"] + [c.label for c in cs]
+            out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            for case in self.cases():
+                for isa in sorted({i for c, v, i in keys if c == case}):
+                    r = self.head[(case, vlen, isa)]
+                    est = self.estimates(r)
+                    if not est:
+                        continue
+                    twin = self.row(r["twin"], vlen, isa) if r.get("twin") else None
+                    t_est = self.estimates(twin)
+                    cells = []
+                    for c in cs:
+                        e = est[c.key]
+                        txt = f"{e['cycles'] / r['units']:.3g}"
+                        if c.key in t_est and t_est[c.key]["cycles"]:
+                            txt += f" (x{e['cycles'] / t_est[c.key]['cycles']:.2f} twin)"
+                        share = e["unpriced"] / max(1, r["executed"])
+                        if share >= 0.005:
+                            txt += f" u{share * 100:.0f}%"
+                        cells.append(txt)
+                    out.append(f"| {r['function']} | {r['size']} | {isa} | " + " | ".join(cells) + " |")
+        return out
 
     def _table(self) -> list[str]:
         vlens = sorted({k[1] for k in [*self.head, *self.base]})
