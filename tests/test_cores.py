@@ -143,3 +143,18 @@ def test_the_report_prices_rows_at_their_cores_and_flags_a_dearer_vector_kernel(
     at256 = next(r for r in j["head"] if r["case"] == "k" and r["vlen"] == 256)
     assert set(at256["estimates"]) == {"spacemit_x60", "spacemit_x100", "tt_asc_x"}
     assert next(r for r in j["head"] if r["vlen"] == 2048)["estimates"] == {}
+
+
+def test_a_move_carries_the_estimated_change_on_the_cores_of_its_vlen() -> None:
+    from harness.report import cost as R
+
+    base = {("k", 256, "zvfh"): _row("k", 256, {"vadd.vv e8m1": 100, "scalar": 100}, None)}
+    head = {("k", 256, "zvfh"): _row("k", 256, {"vrgather.vv e8m4": 100, "scalar": 110}, None)}
+    slower, faster = R.CostTable(head, base).moves()
+    assert not faster and len(slower) == 1
+    m = slower[0]
+    assert m.ratio == pytest.approx(210 / 200)
+    x60 = _x60()
+    by_hand = (100 * cores.price(x60, "vrgather.vv e8m4")[0] + 110 * x60.scalar) / (100 + 100 * x60.scalar)
+    assert m.on_cores["SpacemiT X60 (SpacemiT K1)"] == pytest.approx(by_hand)
+    assert "est. SpacemiT X60 (SpacemiT K1) +" in m.describe()

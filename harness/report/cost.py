@@ -58,18 +58,22 @@ class Move:
     isa: str
     base: int
     head: int
+    #: HEAD / BASE of the estimated cycles on the cores of this VLEN (core label -> ratio), where both have a mix.
+    on_cores: dict[str, float] = field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
         return self.head / self.base
 
     def describe(self) -> str:
+        est = "".join(f"; est. {c} {(r - 1) * 100:+.1f} %" for c, r in self.on_cores.items())
         return (f"{self.function} ({self.case}) at VLEN {self.vlen}, {self.isa}: {self.base} -> {self.head} "
-                f"instructions ({(self.ratio - 1) * 100:+.1f} %)")
+                f"instructions ({(self.ratio - 1) * 100:+.1f} %{est})")
 
     def as_dict(self) -> dict[str, Any]:
         return {"case": self.case, "function": self.function, "vlen": self.vlen, "isa": self.isa,
-                "base": self.base, "head": self.head, "ratio": round(self.ratio, 4)}
+                "base": self.base, "head": self.head, "ratio": round(self.ratio, 4),
+                "on_cores": {c: round(r, 4) for c, r in self.on_cores.items()}}
 
 
 @dataclass
@@ -124,13 +128,18 @@ class CostTable:
             b = self.base.get(key)
             if not b or not b["instret"]:
                 continue
-            m = Move(key[0], h["function"], key[1], key[2], b["instret"], h["instret"])
+            m = Move(key[0], h["function"], key[1], key[2], b["instret"], h["instret"], self._core_ratios(h, b))
             if m.ratio > 1 + self.threshold:
                 slower.append(m)
             elif m.ratio < 1 - self.threshold:
                 faster.append(m)
         order = lambda m: (-abs(m.ratio - 1), m.case, m.isa, m.vlen)  # noqa: E731
         return sorted(slower, key=order), sorted(faster, key=order)
+
+    def _core_ratios(self, h: dict[str, Any], b: dict[str, Any]) -> dict[str, float]:
+        eh, eb = self.estimates(h), self.estimates(b)
+        return {c.label: eh[c.key]["cycles"] / eb[c.key]["cycles"] for c in cores.for_vlen(int(h["vlen"]))
+                if c.key in eh and c.key in eb and eb[c.key]["cycles"]}
 
     def not_scaling(self, rows: dict[Key, dict[str, Any]] | None = None) -> list[str]:
         """One line per RVV case and ISA build whose cost per unit does not fall from a VLEN to the next."""
