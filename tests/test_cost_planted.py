@@ -54,8 +54,14 @@ def test_two_runs_count_the_same(tmp_path: Path) -> None:
     for i in (1, 2):
         code, data, out = _cost(tmp_path / str(i), "-k", "quant_dot and q4_0", cache=False)
         assert code == 0, out
-        runs.append(sorted((r["case"], r["vlen"], r["instret"], r["vector"], r["vector_work"], json.dumps(r["functions"]))
+        runs.append(sorted((r["case"], r["vlen"], r["instret"], r["vector"], r["vector_work"], json.dumps(r["functions"]),
+                            json.dumps(r["mix"], sort_keys=True), json.dumps(r["estimates"], sort_keys=True))
                            for r in data["head"]))
+        for r in data["head"]:  # the mix accounts for every instruction of the call; a core prices VLEN 1024's
+            assert sum(r["mix"].values()) == r["executed"], r["case"]
+            assert set(r["estimates"]) == ({"spacemit_a100"} if r["vlen"] == 1024 else set()), r["case"]
+            if r["vlen"] == 1024:
+                assert r["estimates"]["spacemit_a100"]["cycles"] > 0 and not r["estimates"]["spacemit_a100"]["unpriced"]
     assert runs[0] == runs[1] and len(runs[0]) == 2 * 2 * 2  # k4096 / k14336, RVV / twin, two VLENs
 
 
