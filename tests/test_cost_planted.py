@@ -100,3 +100,20 @@ def test_a_kernel_that_traps_or_hangs_is_one_clear_line(kernel: str, says: str) 
     with pytest.raises(CostError) as e:
         measure(spike.spike(), build, 128, (kernel, [], [], [P.Out(4)]), timeout=5)
     assert says in str(e.value) and "under Spike" in str(e.value), str(e.value)
+
+
+def test_the_start_up_snapshot_measures_what_a_fresh_start_measures(tmp_path: Path) -> None:
+    """A run resumed from the snapshot taken after ggml's start-up (harness/emulators/snapshot.py) counts
+    exactly what a run from the ELF entry counts: instructions, histogram by function, mix."""
+    select = "(quant_dot and q4_K and k4096) or (vec_ops and silu and n4109) or (flash_attn and split and f16)"
+    runs = {}
+    for snap in ("0", "1"):
+        os.environ["RVVDIFF_COST_SNAPSHOT"] = snap
+        try:
+            code, data, out = _cost(tmp_path / snap, "-k", select, cache=False)
+        finally:
+            del os.environ["RVVDIFF_COST_SNAPSHOT"]
+        assert code == 0, out
+        runs[snap] = {(r["case"], r["vlen"]): (r["instret"], r["executed"], r["vector_work"], r["functions"], r["mix"])
+                      for r in data["head"]}
+    assert len(runs["1"]) == 2 * (2 + 1 + 1) and runs["0"] == runs["1"]  # q4_K: RVV and twin; two VLENs

@@ -39,6 +39,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KNOWN_FAILURES", "the known-failures file instead of the project's", "harness/data/known_failures.toml"),
     Setting("COST_CACHE", "0: measure every cost case afresh (default: a measurement is kept, keyed by the server "
             "binary, VLEN, ISA string and request bytes, and reused)", "1"),
+    Setting("COST_SNAPSHOT", "0: every cost run under Spike starts the kernel server from the beginning (default: "
+            "from a snapshot taken after ggml's start-up, harness/emulators/snapshot.py)", "1"),
     Setting("FIXES_DIR", "the directory of fix patches `rvvdiff fixes` verifies", "harness/data/fixes"),
     Setting("WORKERS", "default of `--workers` for `rvvdiff gate` and `rvvdiff fixes`", "auto"),
     Setting("MAX_WORKERS", "the most pytest-xdist workers `-n` starts (0: no cap; harness/plugin/workers.py)",

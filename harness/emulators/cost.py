@@ -41,6 +41,7 @@ import os
 import struct
 import subprocess
 import tempfile
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +49,7 @@ from pathlib import Path
 from harness.build.builds import Build
 from harness.core import settings
 from harness.core.config import cache_dir
-from harness.emulators import cores, rvvnames
+from harness.emulators import cores, rvvnames, snapshot
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
 from harness.emulators.spike import _functions
@@ -331,6 +332,7 @@ def measure(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], 
     kept = _cached(key, need_mix=vlen in cores.vlens())
     if kept is not None:
         return kept
+    argv = _started(argv, exe, timeout)
     runs = []
     for repeat in (1, 2):
         stream = (P.encode_hello() + P.encode_call(kernel, ip, fp, bufs, repeat, measure=True) + P.encode_quit())
@@ -355,6 +357,19 @@ def measure(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], 
     result = r_b, tally(image(exe), diff, int(notes["cost.instret"]), int(notes["cost.cycles"]))
     _keep(key, *result)
     return result
+
+
+def _started(argv: list[str], exe: Path, timeout: float) -> list[str]:
+    """``argv`` running the server's start-up snapshot instead of the server (harness/emulators/snapshot.py):
+    the same counts without ggml's start-up in each of the two runs.  Without one (RVVDIFF_COST_SNAPSHOT=0,
+    or it could not be taken: said once as a warning), ``argv`` itself."""
+    if settings.get("COST_SNAPSHOT") == "0":
+        return argv
+    try:
+        return [*argv[:-1], str(snapshot.resume_image(argv, exe, timeout=timeout))]
+    except snapshot.SnapshotError as e:
+        warnings.warn(f"cost: no start-up snapshot for {exe} ({e}); every run starts the server afresh", stacklevel=2)
+        return argv
 
 
 # ------------------------------------------------------------------ the cache
