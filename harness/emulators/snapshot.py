@@ -75,8 +75,32 @@ def parse(out: bytes) -> list[tuple[int, bytes]]:
         pos += n
 
 
+def _symbols(elf: bytes, wanted: tuple[str, ...]) -> dict[str, int]:
+    """The values of the named symbols of the ELF's .symtab (functions or objects)."""
+    shoff, = struct.unpack_from("<Q", elf, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", elf, shoff + i * shentsize) for i in range(shnum)]
+    out: dict[str, int] = {}
+    for _name, kind, _fl, _addr, off, size, link, _info, _al, entsize in sections:
+        if kind != 2 or not entsize:  # SHT_SYMTAB
+            continue
+        stroff = sections[link][4]
+        for k in range(size // entsize):
+            st_name, _info2, _other, _shndx, value, _sz = struct.unpack_from("<IBBHQQ", elf, off + k * entsize)
+            end = elf.index(b"\0", stroff + st_name)
+            name = elf[stroff + st_name:end].decode(errors="replace")
+            if name in wanted:
+                out[name] = value
+    return out
+
+
+#: What Spike's front-end needs of the symbol table: the HTIF mailboxes.
+HTIF_SYMBOLS = ("tohost", "fromhost")
+
+
 def build(elf: bytes, records: list[tuple[int, bytes]], entry: int) -> bytes:
-    """A copy of ``elf`` entered at ``entry``, with a segment for every run of pages the records change."""
+    """An ELF entered at ``entry`` that loads what ``elf`` loads plus a segment for every run of pages the
+    records change; its only symbols are the HTIF mailboxes (no debug information: a fraction of the size)."""
     segs = _segments(elf)
     touched: dict[int, bytearray] = {}
     for addr, data in records:
@@ -92,22 +116,41 @@ def build(elf: bytes, records: list[tuple[int, bytes]], entry: int) -> bytes:
             runs[-1][1].extend(pages[p])
         else:
             runs.append((p, bytearray(pages[p])))
-    out = bytearray(elf)
-    new_ph = []
-    for va, data in runs:
-        out.extend(b"\0" * (-len(out) % PAGE))
-        new_ph.append(struct.pack("<IIQQQQQQ", 1, 6, len(out), va, va, len(data), len(data), PAGE))
+    syms = _symbols(elf, HTIF_SYMBOLS)
+    if set(syms) != set(HTIF_SYMBOLS):
+        raise SnapshotError(f"the server has no {' / '.join(sorted(set(HTIF_SYMBOLS) - set(syms)))} symbol")
+    # The server's own segments first (loaded in order: the snapshot's pages overwrite theirs).
+    loads = [(fl, va, elf[off:off + filesz], memsz) for t, fl, off, va, filesz, memsz in segs if t == 1]
+    loads += [(6, va, bytes(data), len(data)) for va, data in runs]
+    out = bytearray(64 + 56 * len(loads))
+    phs = []
+    for fl, va, data, memsz in loads:
+        out.extend(b"\0" * ((va - len(out)) % PAGE))  # file offset congruent to the address
+        phs.append(struct.pack("<IIQQQQQQ", 1, fl, len(out), va, va, len(data), memsz, PAGE))
         out.extend(data)
-    phoff, = struct.unpack_from("<Q", elf, 0x20)
-    phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
+    out[64:64 + 56 * len(phs)] = b"".join(phs)
+    strtab = b"\0" + b"\0".join(n.encode() for n in HTIF_SYMBOLS) + b"\0"
+    symtab, pos = bytearray(24), 1
+    for n in HTIF_SYMBOLS:
+        symtab += struct.pack("<IBBHQQ", pos, 0x11, 0, 0xFFF1, syms[n], 8)  # GLOBAL OBJECT, absolute
+        pos += len(n) + 1
+    shstr = b"\0.symtab\0.strtab\0.shstrtab\0"
     out.extend(b"\0" * (-len(out) % 8))
-    table = len(out)
-    out.extend(elf[phoff:phoff + phentsize * phnum])  # the server's own segments load first
-    for ph in new_ph:
-        out.extend(ph)
-    struct.pack_into("<Q", out, 0x18, entry)
-    struct.pack_into("<Q", out, 0x20, table)
-    struct.pack_into("<H", out, 0x38, phnum + len(new_ph))
+    at_sym = len(out)
+    out += symtab
+    at_str = len(out)
+    out += strtab
+    at_shstr = len(out)
+    out += shstr
+    out.extend(b"\0" * (-len(out) % 8))
+    shoff = len(out)
+    out += bytes(64)
+    out += struct.pack("<IIQQQQIIQQ", 1, 2, 0, 0, at_sym, len(symtab), 2, 1, 8, 24)
+    out += struct.pack("<IIQQQQIIQQ", 9, 3, 0, 0, at_str, len(strtab), 0, 0, 1, 0)
+    out += struct.pack("<IIQQQQIIQQ", 17, 3, 0, 0, at_shstr, len(shstr), 0, 0, 1, 0)
+    out[:64] = elf[:64]
+    struct.pack_into("<QQQ", out, 0x18, entry, 64, shoff)
+    struct.pack_into("<HHHHH", out, 0x36, 56, len(phs), 64, 4, 3)
     return bytes(out)
 
 
@@ -115,7 +158,7 @@ def resume_image(argv: list[str], exe: Path, *, timeout: float) -> Path:
     """The snapshot ELF of ``exe`` for the Spike command ``argv`` (whose last element is ``exe``), made once
     and kept beside ``exe``.  Raises :class:`SnapshotError`."""
     target = hashlib.sha256(" ".join(a for a in argv[:-1] if a != "-g").encode()).hexdigest()[:16]
-    path = exe.with_name(f"{exe.name}.resume-{target}")
+    path = exe.with_name(f"{exe.name}.resume2-{target}")
     if path.is_file() and path.stat().st_mtime_ns >= exe.stat().st_mtime_ns:
         return path
     starts, names = _functions(exe, exe.stat().st_mtime_ns)
