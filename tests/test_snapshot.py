@@ -8,6 +8,7 @@ import struct
 
 import pytest
 
+from harness.emulators import elf
 from harness.emulators import snapshot as S
 
 BASE = 0x20000000
@@ -46,21 +47,21 @@ def _records(*recs: tuple[int, bytes]) -> bytes:
 
 
 def test_only_the_pages_the_start_up_changed_become_segments() -> None:
-    elf = _elf()
+    server = _elf()
     # Page 0 as loaded (0x11 bytes): unchanged; page 1 (bss) written: kept; a heap page: kept.
     recs = S.parse(_records((BASE, b"\x11" * S.PAGE), (BASE + S.PAGE, b"\x22" * 8),
                             (BASE + 0x100000, b"\x33" * 16)))
-    out = S.build(elf, recs, entry=BASE + 0x40)
-    segs = [s for s in S._segments(out) if s[0] == 1]
-    assert [(va, filesz, memsz) for _t, _f, _o, va, filesz, memsz in segs] == [
+    out = S.build(server, recs, entry=BASE + 0x40)
+    segs = [sg for sg in elf.segments(out) if sg.type == elf.PT_LOAD]
+    assert [(sg.vaddr, sg.filesz, sg.memsz) for sg in segs] == [
         (BASE, S.PAGE, 2 * S.PAGE),  # the server's own segment, first
         (BASE + S.PAGE, S.PAGE, S.PAGE),
         (BASE + 0x100000, S.PAGE, S.PAGE)]
-    _t, _f, off, _va, _fs, _ms = segs[1]
+    off = segs[1].offset
     assert out[off:off + 8] == b"\x22" * 8 and out[off + 8:off + S.PAGE] == bytes(S.PAGE - 8)
-    assert all(o % S.PAGE == va % S.PAGE for _t, _f, o, va, _fs, _ms in segs)
+    assert all(sg.offset % S.PAGE == sg.vaddr % S.PAGE for sg in segs)
     assert struct.unpack_from("<Q", out, 0x18)[0] == BASE + 0x40
-    assert S._symbols(out, S.HTIF_SYMBOLS) == {"tohost": BASE + 64, "fromhost": BASE + 128}
+    assert {n: v for v, _k, n in elf.symbols(out)} == {"tohost": BASE + 64, "fromhost": BASE + 128}
 
 
 def test_a_server_that_wrote_no_snapshot_is_one_clear_error() -> None:

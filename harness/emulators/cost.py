@@ -49,7 +49,7 @@ from pathlib import Path
 from harness.build.builds import Build
 from harness.core import settings
 from harness.core.config import cache_dir
-from harness.emulators import cores, rvvnames, snapshot
+from harness.emulators import cores, elf, rvvnames, snapshot
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
 from harness.emulators.spike import _functions
@@ -240,14 +240,8 @@ def _image(exe: Path, mtime_ns: int) -> Image:
     data = exe.read_bytes()
     if data[:4] != b"\x7fELF" or data[4] != 2:
         raise CostError(f"{exe}: not a 64-bit ELF file")
-    phoff, = struct.unpack_from("<Q", data, 0x20)
-    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
-    segs = []
-    for i in range(phnum):
-        p_type, p_flags, p_off, p_vaddr, _pa, p_filesz, _memsz, _al = struct.unpack_from(
-            "<IIQQQQQQ", data, phoff + i * phentsize)
-        if p_type == 1 and p_flags & 1:  # PT_LOAD, executable
-            segs.append((p_vaddr, data[p_off:p_off + p_filesz]))
+    segs = [(s.vaddr, data[s.offset:s.offset + s.filesz]) for s in elf.segments(data)
+            if s.type == elf.PT_LOAD and s.flags & 1]  # executable
     starts, names = _functions(exe, mtime_ns)
     return Image(tuple(segs), tuple(starts), tuple(names))
 

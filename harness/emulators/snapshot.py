@@ -23,7 +23,7 @@ import struct
 import subprocess
 from pathlib import Path
 
-from harness.emulators.spike import _functions
+from harness.emulators import elf as E
 
 MAGIC = b"rvvdiff-snapshot"
 HEADER = b"RVVSNAP1"
@@ -35,27 +35,15 @@ class SnapshotError(RuntimeError):
     """The start-up snapshot could not be taken (the message says why); the caller runs without it."""
 
 
-def _segments(elf: bytes) -> list[tuple[int, int, int, int, int]]:
-    """(type, flags, offset, vaddr, filesz, memsz) of each program header, without the type filter."""
-    phoff, = struct.unpack_from("<Q", elf, 0x20)
-    phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
-    out = []
-    for i in range(phnum):
-        p_type, p_flags, p_off, p_vaddr, _pa, p_filesz, p_memsz, _al = struct.unpack_from(
-            "<IIQQQQQQ", elf, phoff + i * phentsize)
-        out.append((p_type, p_flags, p_off, p_vaddr, p_filesz, p_memsz))
-    return out
-
-
 def _loaded_page(elf: bytes, segs, addr: int) -> bytes:
     """The page at ``addr`` as loading the ELF leaves it (file bytes, zeros elsewhere)."""
     page = bytearray(PAGE)
-    for p_type, _fl, off, va, filesz, _memsz in segs:
-        if p_type != 1:
+    for sg in segs:
+        if sg.type != E.PT_LOAD:
             continue
-        lo, hi = max(addr, va), min(addr + PAGE, va + filesz)
+        lo, hi = max(addr, sg.vaddr), min(addr + PAGE, sg.vaddr + sg.filesz)
         if lo < hi:
-            page[lo - addr:hi - addr] = elf[off + lo - va:off + hi - va]
+            page[lo - addr:hi - addr] = elf[sg.offset + lo - sg.vaddr:sg.offset + hi - sg.vaddr]
     return bytes(page)
 
 
@@ -75,25 +63,6 @@ def parse(out: bytes) -> list[tuple[int, bytes]]:
         pos += n
 
 
-def _symbols(elf: bytes, wanted: tuple[str, ...]) -> dict[str, int]:
-    """The values of the named symbols of the ELF's .symtab (functions or objects)."""
-    shoff, = struct.unpack_from("<Q", elf, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", elf, shoff + i * shentsize) for i in range(shnum)]
-    out: dict[str, int] = {}
-    for _name, kind, _fl, _addr, off, size, link, _info, _al, entsize in sections:
-        if kind != 2 or not entsize:  # SHT_SYMTAB
-            continue
-        stroff = sections[link][4]
-        for k in range(size // entsize):
-            st_name, _info2, _other, _shndx, value, _sz = struct.unpack_from("<IBBHQQ", elf, off + k * entsize)
-            end = elf.index(b"\0", stroff + st_name)
-            name = elf[stroff + st_name:end].decode(errors="replace")
-            if name in wanted:
-                out[name] = value
-    return out
-
-
 #: What Spike's front-end needs of the symbol table: the HTIF mailboxes.
 HTIF_SYMBOLS = ("tohost", "fromhost")
 
@@ -101,7 +70,7 @@ HTIF_SYMBOLS = ("tohost", "fromhost")
 def build(elf: bytes, records: list[tuple[int, bytes]], entry: int) -> bytes:
     """An ELF entered at ``entry`` that loads what ``elf`` loads plus a segment for every run of pages the
     records change; its only symbols are the HTIF mailboxes (no debug information: a fraction of the size)."""
-    segs = _segments(elf)
+    segs = E.segments(elf)
     touched: dict[int, bytearray] = {}
     for addr, data in records:
         end = addr + len(data)
@@ -116,11 +85,11 @@ def build(elf: bytes, records: list[tuple[int, bytes]], entry: int) -> bytes:
             runs[-1][1].extend(pages[p])
         else:
             runs.append((p, bytearray(pages[p])))
-    syms = _symbols(elf, HTIF_SYMBOLS)
+    syms = {name: value for value, _kind, name in E.symbols(elf) if name in HTIF_SYMBOLS}
     if set(syms) != set(HTIF_SYMBOLS):
         raise SnapshotError(f"the server has no {' / '.join(sorted(set(HTIF_SYMBOLS) - set(syms)))} symbol")
     # The server's own segments first (loaded in order: the snapshot's pages overwrite theirs).
-    loads = [(fl, va, elf[off:off + filesz], memsz) for t, fl, off, va, filesz, memsz in segs if t == 1]
+    loads = [(sg.flags, sg.vaddr, elf[sg.offset:sg.offset + sg.filesz], sg.memsz) for sg in segs if sg.type == E.PT_LOAD]
     loads += [(6, va, bytes(data), len(data)) for va, data in runs]
     out = bytearray(64 + 56 * len(loads))
     phs = []
@@ -161,10 +130,9 @@ def resume_image(argv: list[str], exe: Path, *, timeout: float) -> Path:
     path = exe.with_name(f"{exe.name}.resume2-{target}")
     if path.is_file() and path.stat().st_mtime_ns >= exe.stat().st_mtime_ns:
         return path
-    starts, names = _functions(exe, exe.stat().st_mtime_ns)
-    if ENTRY not in names:
+    entry = next((value for value, kind, name in E.symbols(exe.read_bytes()) if name == ENTRY and kind == E.STT_FUNC), None)
+    if entry is None:
         raise SnapshotError(f"{exe.name} has no {ENTRY} (a runtime without snapshots)")
-    entry = starts[names.index(ENTRY)]
     try:
         cp = subprocess.run([a for a in argv if a != "-g"], input=MAGIC, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:

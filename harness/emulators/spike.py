@@ -41,6 +41,7 @@ from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler
 from harness.core import settings
 from harness.core.config import SPIKE_VLENS, STRESS_PROPS, locked
 from harness.core.proc import run
+from harness.emulators import elf
 from harness.emulators.base import Emulator
 
 #: Spike's memory (``-m<base>:<size>``) and where the server is linked: below 2 GiB because ggml is
@@ -224,21 +225,7 @@ def server_for(build: Build) -> Path:
 @functools.lru_cache(maxsize=8)
 def _functions(exe: Path, mtime_ns: int) -> tuple[list[int], list[str]]:
     """Start addresses and names of the function symbols of an ELF64 little-endian file (.symtab)."""
-    data = exe.read_bytes()
-    shoff, = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-    out: list[tuple[int, str]] = []
-    for _name, kind, _fl, _addr, off, size, link, _info, _al, entsize in sections:
-        if kind != 2 or not entsize:  # SHT_SYMTAB
-            continue
-        stroff = sections[link][4]
-        for i in range(size // entsize):
-            st_name, st_info, _other, _shndx, value, _sz = struct.unpack_from("<IBBHQQ", data, off + i * entsize)
-            if st_info & 0xF == 2 and value:  # STT_FUNC
-                end = data.index(b"\0", stroff + st_name)
-                out.append((value, data[stroff + st_name:end].decode(errors="replace")))
-    out.sort()
+    out = sorted((value, name) for value, kind, name in elf.symbols(exe.read_bytes()) if kind == elf.STT_FUNC and value)
     return [a for a, _ in out], [n for _, n in out]
 
 
