@@ -59,7 +59,7 @@ class Move:
     base: int
     head: int
     #: HEAD / BASE of the estimated cycles on the cores of this VLEN (core label -> ratio), where both have a mix.
-    on_cores: dict[str, float] = field(default_factory=dict)
+    on_cores: dict[str, float] = field(default_factory=dict, compare=False)
 
     @property
     def ratio(self) -> float:
