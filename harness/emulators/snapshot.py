@@ -1,13 +1,13 @@
 """The Spike kernel server with its start-up already done: a snapshot ELF per server binary and Spike target.
 
 Every Spike run of the kernel server begins with ggml's start-up (``ggml_cpu_init`` fills its fp16 and
-GELU tables: 12 million instructions, 0.4 s of Spike at VLEN 128 and 3 s at 4096), and a cost
-measurement is two runs (harness/emulators/cost.py).  So the start-up is run once per server binary
-and Spike target: the runtime (``server/spike/rt.c``), fed :data:`MAGIC` as its first input, writes the
-program's writable memory as it stands at the server's first read of stdin and exits; the records
-become extra segments of a copy of the server ELF whose entry point, ``rvvdiff_spike_resume``,
-restores the registers saved at that read and carries on with the run's own requests.  Only pages
-that differ from what the ELF loads anyway are kept.
+GELU tables: 12 million instructions, 0.8 s of Spike with ``-g`` at VLEN 128 and 3.1 s at 4096), and a
+cost measurement is two runs (harness/emulators/cost.py).  So the start-up is run once per server
+binary and Spike target: the runtime (``server/spike/rt.c``), fed :data:`MAGIC` as its first input,
+writes the program's writable memory as it stands at the server's first read of stdin and exits; the
+pages it changed become extra segments of an ELF that loads what the server loads (and keeps only the
+HTIF symbols Spike's front-end needs), entered at ``rvvdiff_spike_resume``, which restores the
+registers saved at that read and carries on with the run's own requests.
 
 A run of the snapshot is the server's run without its start-up: the same memory and registers at
 the first read, so the same instructions from there on.  tests/test_cost_planted.py checks that
