@@ -71,14 +71,18 @@ def build(elf: bytes, records: list[tuple[int, bytes]], entry: int) -> bytes:
     """An ELF entered at ``entry`` that loads what ``elf`` loads plus a segment for every run of pages the
     records change; its only symbols are the HTIF mailboxes (no debug information: a fraction of the size)."""
     segs = E.segments(elf)
+    loaded: dict[int, bytes] = {}  # each touched page as the ELF loads it, computed once
     touched: dict[int, bytearray] = {}
     for addr, data in records:
         end = addr + len(data)
         for p in range(addr - addr % PAGE, end, PAGE):
-            buf = touched.setdefault(p, bytearray(_loaded_page(elf, segs, p)))
+            if p not in touched:
+                loaded[p] = _loaded_page(elf, segs, p)
+                touched[p] = bytearray(loaded[p])
+            buf = touched[p]
             lo, hi = max(addr, p), min(end, p + PAGE)
             buf[lo - p:hi - p] = data[lo - addr:hi - addr]
-    pages = {p: bytes(b) for p, b in touched.items() if bytes(b) != _loaded_page(elf, segs, p)}
+    pages = {p: bytes(b) for p, b in touched.items() if bytes(b) != loaded[p]}
     runs: list[tuple[int, bytearray]] = []
     for p in sorted(pages):
         if runs and runs[-1][0] + len(runs[-1][1]) == p:
@@ -130,7 +134,8 @@ def resume_image(argv: list[str], exe: Path, *, timeout: float) -> Path:
     path = exe.with_name(f"{exe.name}.resume2-{target}")
     if path.is_file() and path.stat().st_mtime_ns >= exe.stat().st_mtime_ns:
         return path
-    entry = next((value for value, kind, name in E.symbols(exe.read_bytes()) if name == ENTRY and kind == E.STT_FUNC), None)
+    server = exe.read_bytes()
+    entry = next((value for value, kind, name in E.symbols(server) if name == ENTRY and kind == E.STT_FUNC), None)
     if entry is None:
         raise SnapshotError(f"{exe.name} has no {ENTRY} (a runtime without snapshots)")
     try:
@@ -140,7 +145,7 @@ def resume_image(argv: list[str], exe: Path, *, timeout: float) -> Path:
     if cp.returncode != 0:
         raise SnapshotError(f"the start-up snapshot run exited with {cp.returncode}: "
                             f"{cp.stderr.decode(errors='replace').strip()[-300:]}")
-    image = build(exe.read_bytes(), parse(cp.stdout), entry)
+    image = build(server, parse(cp.stdout), entry)
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
     tmp.write_bytes(image)
     tmp.chmod(0o755)
