@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# The project's own tests (house style, harness, oracles, planted bugs).  Sets up whatever is
-# missing first.  Extra arguments go to pytest.
+# The project's own tests (house style, harness, oracles, planted bugs), on every core (pytest-xdist
+# -n auto unless an -n / --numprocesses is given).  Sets up whatever is missing first.  Extra arguments
+# go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/setup.sh --spike   # Spike: the cost checks (tests/test_cost_planted.py) and the Spike checks
 .venv/bin/ruff check .   # the house style (pyproject.toml [tool.ruff])
-exec .venv/bin/pytest tests -rs "$@"
+workers=(-n auto)
+for a in "$@"; do
+  case "$a" in -n|-n*|--numprocesses|--numprocesses=*) workers=() ;; esac
+done
+exec .venv/bin/pytest tests -rs "${workers[@]}" "$@"
