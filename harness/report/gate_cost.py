@@ -21,7 +21,7 @@ INSTALL_SPIKE = "install with ci/setup.sh --spike"
 @dataclass
 class CostLists:
     """The cost step: the cost cases (costs/) the change reaches, measured on HEAD and BASE under
-    Spike (harness/commands/cost.py), slower / faster beyond ``threshold`` % of BASE's instructions.
+    Spike (harness/commands/gate_cost.py), slower / faster beyond ``threshold`` % of BASE's instructions.
 
     ``note`` is one line when something was not measured (no Spike, a run that did not complete,
     BASE not measurable, nothing reached); the rest of the gate is unaffected by it."""
