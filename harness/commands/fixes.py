@@ -66,6 +66,8 @@ from harness.core.proc import own_session_env
 from harness.ggml import known, patches
 from harness.ggml.source import GgmlSource, resolve
 from harness.report import cost as cost_report
+from harness.report import gate_verdict
+from harness.report.gate_summary import write as write_gate
 
 FIXES_DIR = DATA_DIR / "fixes"
 
@@ -181,10 +183,10 @@ def verify(fix: Fix, source: GgmlSource, out: Path, pytest_args: list[str], *, f
     patched = patches.apply([fix], source, "fix")
     v = gate.gate(patched.root, str(source.root), f"the tree without {fix.name}", out, pytest_args,
                   changed_only=not full, also=tuple(fix.tests), workers=workers)
-    gate.write(v, out)
+    write_gate(v, out)
     ran = {n: r for n, r in (read_results(out / "head") or {}).items()  # the finding's tests that ran to a verdict
-           if fix.is_finding_test(n) and gate.state(r) in ("pass", "fail")}
-    failing = sorted(n for n, r in ran.items() if gate.state(r) == "fail")
+           if fix.is_finding_test(n) and gate_verdict.state(r) in ("pass", "fail")}
+    failing = sorted(n for n, r in ran.items() if gate_verdict.state(r) == "fail")
     fixed = [ln.nodeid for ln in v.of("fixed")]
     named = [n for n in fixed if fix.is_finding_test(n)]
     entries_base = {e.number: e.judge(source).applies for e in fix.entries}
@@ -196,7 +198,7 @@ def verify(fix: Fix, source: GgmlSource, out: Path, pytest_args: list[str], *, f
                  "were)" for n, a in entries_head.items() if a and entries_base.get(n)]
     inconclusive = []
     if not problems:
-        if not [n for n, r in ran.items() if gate.state(r) == "pass"]:
+        if not [n for n, r in ran.items() if gate_verdict.state(r) == "pass"]:
             inconclusive.append("none of the finding's tests ran in this selection")
         elif not named:
             inconclusive.append("none of the finding's tests failed on the tree without the fix in this selection "

@@ -97,3 +97,22 @@ def checkout(repo: Path, rev: str, slot: str) -> Path:
             _git(d, "checkout", "-q", "--detach", "--force", sha)
         _git(d, "clean", "-q", "-fdx")
     return d
+
+
+def resolve_base(head_dir: Path, base: str | None, target_branch: str | None) -> tuple[str, str]:
+    """The PR gate's BASE: (its path, how it was chosen).  ``base`` a directory is taken as it is; a
+    revision of HEAD's checkout, or without ``base`` the merge-base of HEAD with the branch it targets
+    (:func:`merge_base`), is checked out in the cache's "base" slot (:func:`checkout`)."""
+    if base and Path(base).is_dir():
+        return str(Path(base).resolve()), f"directory {base}"
+    repo = toplevel(head_dir)
+    if repo is None:
+        raise RevisionError(f"{head_dir} is not a git checkout, so BASE must be a directory: give --base PATH"
+                            + (f" ({base!r} is not a directory)" if base else ""))
+    if base:
+        sha = commit(repo, base)
+        how = f"revision {base} of {repo} ({subject(repo, sha)})"
+    else:
+        sha, branch = merge_base(repo, target_branch)
+        how = f"merge-base of HEAD with {branch} ({subject(repo, sha)})"
+    return str(checkout(repo, sha, "base")), how

@@ -1,7 +1,7 @@
 """The scaffolding of rvvdiff's HTML pages: one self-contained file, no scripts, no external files.
 
 Used by the run's ``summary.html`` (harness/report/summary.py) and the gate's
-(harness/commands/gate.py).
+(harness/report/gate_summary.py).
 """
 
 from __future__ import annotations

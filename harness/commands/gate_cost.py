@@ -1,0 +1,110 @@
+"""The PR gate's cost step (docs/gate.md: the cost lists): the cost cases (costs/) the change reaches,
+measured under Spike on HEAD and on BASE with ``rvvdiff cost``'s runner (harness/commands/cost.py),
+at the VLENs and ISA builds :func:`cost_targets` picks; the lists come from
+harness/report/gate_cost.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.commands import cost as cost_cmd
+from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, parse_selection
+from harness.emulators import spike as spike_emu
+from harness.report import cost as cost_report
+from harness.report.gate_cost import COST_THRESHOLD, CostLists, cost_lists, not_measured
+
+#: What the cost step measures when the gate is given no ``--vlen`` / ``--isa``: every VLEN Spike runs
+#: (where the RVV kernels dispatch differently) in ggml's default riscv64 build only.  Every ISA build
+#: too took 27 min for a one-function change on 2 cores, this 8 (docs/gate.md: the cost lists).
+COST_VLENS: tuple[int, ...] = SPIKE_VLENS
+COST_ISAS: tuple[str, ...] = ("zvfh",)
+#: Deadline of one measured call, as ``rvvdiff cost``'s (Spike's slowdown applies on top).
+COST_KERNEL_TIMEOUT = 120.0
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _reached_nothing(report_dir: Path) -> bool:
+    """The cost run selected no case: its collection found none that reaches the change (covers.json)."""
+    try:
+        return not json.loads((report_dir / "covers.json").read_text()).get("covers")
+    except (OSError, ValueError):
+        return False
+
+
+def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, ...], isas: tuple[str, ...],
+                 workers: str, threshold: float = COST_THRESHOLD, block_slower: float | None = None) -> CostLists:
+    """Run the cost cases the change reaches (``g/changes.json``, ``--changed-only``) on HEAD and on
+    BASE under Spike; write ``g/cost/cost.md``, ``cost.json``, ``cost.html``; the lists.  Never raises
+    for a run that could not measure: the section's note says what happened, in one line."""
+    t0 = time.perf_counter()
+    plain = CostLists(False, "", threshold, block_slower, list(vlens), list(isas))
+    why = spike_emu.available()
+    if why:
+        plain.note = not_measured(why)
+        return plain
+    out = g / "cost"
+    out.mkdir(parents=True, exist_ok=True)
+    args = argparse.Namespace(vlen=vlens, isa=isas, workers=workers, kernel_timeout=COST_KERNEL_TIMEOUT, k=None)
+    extra = ["--changes", str(g / "changes.json"), "--changed-only"]
+    try:
+        head, missing, _ = cost_cmd.run_costs(head_tree, out, "head", args, extra)
+    except cost_cmd.CostRunError as e:
+        plain.seconds = time.perf_counter() - t0
+        plain.note = ("cost: no cost case (costs/) reaches the change; nothing to measure"
+                      if _reached_nothing(out / "head-report") else f"cost not measured: {_first_line(e)}")
+        return plain
+    note = ""
+    base: dict[cost_report.Key, dict[str, Any]] = {}
+    try:
+        base, missing_base, _ = cost_cmd.run_costs(base_tree, out, "base", args, extra)
+        missing.update(missing_base)
+    except cost_cmd.CostRunError as e:
+        note = f"BASE not measured ({_first_line(e)}); HEAD's figures only"
+    table = cost_report.CostTable(head, base, missing, threshold / 100)
+    seconds = time.perf_counter() - t0
+    md = table.markdown()
+    (out / "cost.md").write_text(md)
+    (out / "cost.json").write_text(json.dumps({**table.as_json(), "seconds": round(seconds, 1)}, indent=1))
+    (out / "cost.html").write_text(table.html(md))
+    return cost_lists(table, block_slower=block_slower, vlens=vlens, isas=isas, seconds=seconds, note=note,
+                      report=str(out / "cost.md"))
+
+
+def last_option(args: list[str], *names: str) -> str | None:
+    """The value of the last of ``names`` in a pytest command line (``--vlen 256`` or ``--vlen=256``)."""
+    value = None
+    for i, a in enumerate(args):
+        for n in names:
+            if a == n and i + 1 < len(args):
+                value = args[i + 1]
+            elif a.startswith(n + "="):
+                value = a[len(n) + 1:]
+            elif n.startswith("-") and not n.startswith("--") and a.startswith(n) and len(a) > len(n):
+                value = a[len(n):]  # -n2
+    return value
+
+
+def cost_targets(pytest_args: list[str], vlen: str | None = None, isa: str | None = None
+                 ) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The VLENs and ISA builds the cost step measures: ``--cost-vlen`` / ``--cost-isa``, else the
+    gate's own ``--vlen`` / ``--isa`` (its pytest options; ``all``: every one Spike runs), else
+    :data:`COST_VLENS` / :data:`COST_ISAS`.  A ``--vlen`` that includes QEMU's longest VLEN also
+    measures the longer ones only Spike runs (2048, 4096): no shard of the differential suite has them."""
+    chosen = vlen or last_option(pytest_args, "--vlen")
+    if chosen is None or chosen.strip() == "all":
+        vlens: tuple[int, ...] = COST_VLENS if chosen is None else SPIKE_VLENS
+    else:
+        vlens = parse_selection("--vlen", chosen, SPIKE_VLENS)
+        if vlen is None and VLENS[-1] in vlens:
+            vlens = tuple(dict.fromkeys([*vlens, *(v for v in SPIKE_VLENS if v > VLENS[-1])]))
+    chosen = isa or last_option(pytest_args, "--isa")
+    isas = COST_ISAS if chosen is None else parse_selection("--isa", chosen, tuple(ISA_BUILDS))
+    return tuple(sorted(vlens)), isas
