@@ -223,7 +223,8 @@ void f(int n) {
 
 
 def test_arms_drop_the_other_vlens_arms(tmp_path: Path) -> None:
-    from harness.report.coverage import Arm, Coverage, TargetLines, arms, arms_md, missed, vlen_switches
+    from harness.ggml.cwalk import Arm, vlen_switches
+    from harness.report.coverage import Coverage, TargetLines, arms, arms_md, missed
 
     q = tmp_path / "ggml" / "src" / "ggml-cpu" / "arch" / "riscv" / "quants.c"
     q.parent.mkdir(parents=True)
@@ -253,6 +254,43 @@ def test_arms_drop_the_other_vlens_arms(tmp_path: Path) -> None:
     assert "executed there: 0 " in md
     assert "| arch/riscv/quants.c | `f` | 10 | VLEN 256: zvfh |" in md
     assert "| arch/riscv/quants.c | `f` | 13 | VLEN 128: zvfh |" in md
+
+
+_ARMS_SOURCE = """\
+void g(int n) {
+    switch (__riscv_vlenb() * 8) {
+        case 128:
+            for (int i = 0; i < n; i++) { if (i) break; }
+        case 256: {
+            switch (n) { case 1: x(); break; default: y(); }
+            do { n--; } while (n > 0);
+        }
+        case (512):
+            if (n) { return; } else { GGML_ABORT("no"); }
+#if defined(X)
+        case 1024:
+            while (n) n--;
+            break;
+#endif
+        default:
+            GGML_ABORT("vlen %d", n);
+    }
+}
+"""
+
+
+def test_an_arm_falls_through_unless_its_last_statement_leaves(tmp_path: Path) -> None:
+    from harness.ggml.cwalk import Arm, vlen_switches
+
+    src = tmp_path / "quants.c"
+    src.write_text(_ARMS_SOURCE)
+    [sw] = vlen_switches(str(src))
+    # a loop's break leaves the loop (128 falls through), a nested switch's labels are not arms, a do-while
+    # ends 256 (falls through), an if / else whose branches both leave ends 512, a directive is no code
+    assert (sw.line, sw.end) == (2, 18)
+    assert sw.arms == (Arm(128, 3, 4, True), Arm(256, 5, 8, True), Arm(512, 9, 10, False), Arm(1024, 12, 14, False),
+                       Arm(None, 16, 17, False))
+    assert sw.dispatched(128) == set(range(3, 11)) and sw.dispatched(2048) == {16, 17}
 
 
 def test_arms_command_reads_a_run(tmp_path: Path) -> None:

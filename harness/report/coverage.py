@@ -14,7 +14,7 @@ file showing at which targets each line ran (harness/report/coverage_html.py).  
 (a binary without a line table, PCs outside the binary, a file that cannot be written) are
 one line each in :attr:`Coverage.problems`; they never change a test's outcome.  The per-arm
 statement narrows each target to the arms of the ``switch (__riscv_vlenb() * 8)`` its VLEN
-dispatches to."""
+dispatches to (the switches as rvvdiff's C reader finds them, harness/ggml/cwalk.py)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from harness.emulators.dwarf import CoverageError, line_table
 from harness.emulators.executed import Executed
-from harness.ggml import csource
+from harness.ggml.cwalk import vlen_switches
 from harness.report.coverage_html import write_html
 
 # ------------------------------------------------------------------ lcov
@@ -205,96 +205,6 @@ def line_ranges(lines: list[int]) -> str:
 
 
 # ------------------------------------------------------------------ per arm of a VLEN switch
-
-_VLEN_SWITCH = re.compile(r"\bswitch\s*\(\s*__riscv_vlenb\s*\(\s*\)\s*\*\s*8\s*\)\s*\{")
-_LABEL = re.compile(r"\b(?:case\s+\(?\s*(\d+)\s*\)?|default)\s*:(?!:)")
-_NESTED_SWITCH = re.compile(r"\bswitch\s*\([^{;]*\)\s*\{")
-#: A statement after which control does not reach the next label.
-_LEAVES_ARM = re.compile(r"(?:break|continue|return\b.*|goto\s+\w+|(?:GGML_ABORT|GGML_UNREACHABLE|abort|__builtin_unreachable)"
-                         r"\s*\(.*)", re.S)
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One label of a VLEN switch and the code up to the next label: ``vlen`` None for ``default:``;
-    ``first``..``last`` its lines (the label's line to its last code); ``falls_through`` when control
-    reaches the next label (an empty arm, or code whose last statement is not a break / return)."""
-
-    vlen: int | None
-    first: int
-    last: int
-    falls_through: bool
-
-
-@dataclass(frozen=True)
-class VlenSwitch:
-    """A ``switch (__riscv_vlenb() * 8)`` of a source file: its line, the line of its closing brace, its arms."""
-
-    path: str
-    line: int
-    end: int
-    arms: tuple[Arm, ...]
-
-    def dispatched(self, vlen: int) -> set[int]:
-        """The lines of the arm ``vlen`` dispatches to (``case vlen``, else ``default``), and of the
-        arms it falls through into."""
-        i = next((k for k, a in enumerate(self.arms) if a.vlen == vlen), None)
-        if i is None:
-            i = next((k for k, a in enumerate(self.arms) if a.vlen is None), len(self.arms))
-        out: set[int] = set()
-        for a in self.arms[i:]:
-            out.update(range(a.first, a.last + 1))
-            if not a.falls_through:
-                break
-        return out
-
-    def others(self, vlen: int) -> set[int]:
-        """The lines of the arms ``vlen`` does not dispatch to (a line shared with its arm is not one)."""
-        every = {ln for a in self.arms for ln in range(a.first, a.last + 1)}
-        return every - self.dispatched(vlen)
-
-
-@functools.cache
-def vlen_switches(path: str) -> tuple[VlenSwitch, ...]:
-    """The ``switch (__riscv_vlenb() * 8)`` of a source file (none when it cannot be read), read from
-    its text with comments and literals blanked: the switch's braces matched, its ``case N:`` /
-    ``default:`` labels (not those of a switch nested in an arm) and each arm's lines.  Whether an arm
-    falls through is read from its last statement, its closing braces aside: a reader of text, not a C
-    parser (an arm ending with a loop whose last statement is a ``break`` reads as leaving the switch)."""
-    try:
-        raw = csource.read(Path(path)).text
-    except OSError:
-        return ()
-    if "__riscv_vlenb" not in raw:
-        return ()
-    text = csource.strip_comments(raw)
-
-    def line(i: int) -> int:
-        return text.count("\n", 0, i) + 1
-
-    out = []
-    for m in _VLEN_SWITCH.finditer(text):
-        close = csource.closing(text, m.end() - 1) - 1  # the switch's closing brace
-        body = list(text[m.end():close])
-        for n in _NESTED_SWITCH.finditer(text, m.end(), close):  # their labels are not this switch's
-            inner = csource.closing(text, n.end() - 1) - 1
-            for i in range(n.end(), inner):
-                if body[i - m.end()] != "\n":
-                    body[i - m.end()] = " "
-        block = "".join(body)
-        labels = list(_LABEL.finditer(block))
-        arms = []
-        for k, lab in enumerate(labels):
-            stop = labels[k + 1].start() if k + 1 < len(labels) else len(block)
-            code = block[lab.end():stop]
-            last = lab.end() + len(code.rstrip()) - 1
-            code = re.sub(r"[\s}]+$", "", code)  # the closing braces of the arm's blocks
-            leaves = code.endswith(";") and _LEAVES_ARM.fullmatch(re.split(r"[;{}]", code[:-1])[-1].strip())
-            arms.append(Arm(int(lab.group(1)) if lab.group(1) else None, line(m.end() + lab.start()),
-                            line(m.end() + last), not leaves))
-        out.append(VlenSwitch(path, line(m.start()), line(close), tuple(arms)))
-    return tuple(out)
-
 
 @functools.cache
 def other_arms(path: str, vlen: int) -> frozenset[int]:
