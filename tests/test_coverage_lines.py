@@ -10,7 +10,7 @@ import numpy as np
 from elftools.elf.elffile import ELFFile
 from helpers import pinned_build, run_suite
 
-from harness.emulators import executed, pool
+from harness.emulators import dwarf, executed, pool
 from harness.emulators.executed import Executed
 from harness.emulators.protocol import In, Out
 from harness.emulators.qemu import qemu
@@ -46,11 +46,11 @@ def test_a_call_maps_to_the_lines_of_its_kernel(tmp_path: Path) -> None:
     fma = _line_of(vec_cpp, "__riscv_vfwmacc_vv_f32m2_tu(vsum, ax, ay, vl)", "void ggml_vec_dot_f16(")
     ran = {(p, ln) for p, ln, _ in t.executed}
     assert (str(vec_cpp), fma) in ran  # the zvfh strip-mined loop of ggml_vec_dot_f16 ran
-    assert coverage.source_function(str(vec_cpp), fma) == "ggml_vec_dot_f16"
+    assert dwarf.source_function(str(vec_cpp), fma) == "ggml_vec_dot_f16"
     fns = coverage.functions(cov)
     assert fns["ggml_vec_dot_f16"]["vlen256-zvfh"][0] > 0
     assert fns["ggml_vec_dot_q4_0_q8_0"]["vlen256-zvfh"][0] == 0  # executable, not called
-    assert all(coverage.in_scope(p) is not None for p, _, _ in t.executable)
+    assert all(dwarf.in_scope(p) is not None for p, _, _ in t.executable)
 
 
 def test_a_path_check_trace_counts_too(tmp_path: Path) -> None:
@@ -76,7 +76,7 @@ def test_an_uncalled_out_of_line_copy_leaves_no_untested_lines() -> None:
     # f inlined into its dispatcher d (0x100-0x200, entered) and also kept out of line (0x300-0x400, never
     # entered): f's prologue line 1 has code only in the uncalled copy; line 3 is a branch of f not taken.
     q = "/s/ggml-cpu/arch/riscv/quants.c"
-    t = coverage.LineTable(Path("x"), (0x100, 0x110, 0x120, 0x300, 0x310), (0x110, 0x120, 0x130, 0x310, 0x320),
+    t = dwarf.LineTable(Path("x"), (0x100, 0x110, 0x120, 0x300, 0x310), (0x110, 0x120, 0x130, 0x310, 0x320),
                            ((q, 2, "f"), (q, 3, "f"), (q, 9, "d"), (q, 1, "f"), (q, 2, "f")), ((0x100, 0x400),),
                            ((0x100, 0x200), (0x100, 0x200), (0x100, 0x200), (0x300, 0x400), (0x300, 0x400)))
     hit, outside = t.lines([0x100, 0x120])
@@ -115,11 +115,11 @@ def test_runs_merge_into_one_matrix(tmp_path: Path) -> None:
 
 
 def test_scope_is_the_rvv_code_and_its_generic_twins() -> None:
-    assert coverage.in_scope("/t/ggml/src/ggml-cpu/arch/riscv/quants.c") == ""
-    assert coverage.in_scope("/t/ggml/src/ggml-cpu/quants.c") == ""
-    assert coverage.in_scope("/t/ggml/src/ggml-cpu/ops.cpp") == "flash_attn"
-    assert coverage.in_scope("/t/ggml/src/ggml-cpu/arch/x86/quants.c") is None
-    assert coverage.in_scope("/t/ggml/src/ggml.c") is None
+    assert dwarf.in_scope("/t/ggml/src/ggml-cpu/arch/riscv/quants.c") == ""
+    assert dwarf.in_scope("/t/ggml/src/ggml-cpu/quants.c") == ""
+    assert dwarf.in_scope("/t/ggml/src/ggml-cpu/ops.cpp") == "flash_attn"
+    assert dwarf.in_scope("/t/ggml/src/ggml-cpu/arch/x86/quants.c") is None
+    assert dwarf.in_scope("/t/ggml/src/ggml.c") is None
 
 
 def test_a_pc_outside_the_program_is_one_line() -> None:
@@ -146,9 +146,9 @@ def _without_debug_sections(program: Path, out: Path) -> Path:
 
 def test_the_line_table_is_kept_between_runs() -> None:
     program = pinned_build("zvfh").server
-    first = coverage.line_table(program)
-    coverage._TABLES.clear()  # a new run: read from the cache, not from DWARF
-    assert coverage.line_table(program) == first
+    first = dwarf.line_table(program)
+    dwarf._TABLES.clear()  # a new run: read from the cache, not from DWARF
+    assert dwarf.line_table(program) == first
 
 
 def test_a_binary_without_debug_info_is_one_line(tmp_path: Path) -> None:
@@ -223,7 +223,8 @@ void f(int n) {
 
 
 def test_arms_drop_the_other_vlens_arms(tmp_path: Path) -> None:
-    from harness.report.coverage import Arm, Coverage, TargetLines, arms, arms_md, missed, vlen_switches
+    from harness.ggml.cwalk import Arm, vlen_switches
+    from harness.report.coverage import Coverage, TargetLines, arms, arms_md, missed
 
     q = tmp_path / "ggml" / "src" / "ggml-cpu" / "arch" / "riscv" / "quants.c"
     q.parent.mkdir(parents=True)
@@ -253,6 +254,43 @@ def test_arms_drop_the_other_vlens_arms(tmp_path: Path) -> None:
     assert "executed there: 0 " in md
     assert "| arch/riscv/quants.c | `f` | 10 | VLEN 256: zvfh |" in md
     assert "| arch/riscv/quants.c | `f` | 13 | VLEN 128: zvfh |" in md
+
+
+_ARMS_SOURCE = """\
+void g(int n) {
+    switch (__riscv_vlenb() * 8) {
+        case 128:
+            for (int i = 0; i < n; i++) { if (i) break; }
+        case 256: {
+            switch (n) { case 1: x(); break; default: y(); }
+            do { n--; } while (n > 0);
+        }
+        case (512):
+            if (n) { return; } else { GGML_ABORT("no"); }
+#if defined(X)
+        case 1024:
+            while (n) n--;
+            break;
+#endif
+        default:
+            GGML_ABORT("vlen %d", n);
+    }
+}
+"""
+
+
+def test_an_arm_falls_through_unless_its_last_statement_leaves(tmp_path: Path) -> None:
+    from harness.ggml.cwalk import Arm, vlen_switches
+
+    src = tmp_path / "quants.c"
+    src.write_text(_ARMS_SOURCE)
+    [sw] = vlen_switches(str(src))
+    # a loop's break leaves the loop (128 falls through), a nested switch's labels are not arms, a do-while
+    # ends 256 (falls through), an if / else whose branches both leave ends 512, a directive is no code
+    assert (sw.line, sw.end) == (2, 18)
+    assert sw.arms == (Arm(128, 3, 4, True), Arm(256, 5, 8, True), Arm(512, 9, 10, False), Arm(1024, 12, 14, False),
+                       Arm(None, 16, 17, False))
+    assert sw.dispatched(128) == set(range(3, 11)) and sw.dispatched(2048) == {16, 17}
 
 
 def test_arms_command_reads_a_run(tmp_path: Path) -> None:

@@ -1,13 +1,17 @@
-"""Walking a C function's statements with one build's answers: the repack selection.
+"""Reading C statements: the repack selection walked with one build's answers, and the VLEN switches.
 
 The C reader (harness/ggml/csource.py) finds a function and keeps what a build compiles; this module
-reads its body as the few kinds of statements ggml's selection code is made of (``if`` / ``else``,
-``switch`` with ``case`` labels, blocks, ``return``, ``break``, anything else up to its ``;``:
-:func:`statements`) and walks them as the machine would.  Its one user today is
-``ggml_repack_get_optimal_repack_type`` (:func:`read_selection`): what layout ggml repacks each
-weight type to on RISC-V, per VLEN, in a build with or without zvfh (cases/repack.py's
-``scan_selection`` and its coverage scan).  What it does not understand is a note (file:line,
-the types affected), never an exception.
+reads code as the few kinds of statements ggml's dispatch code is made of (``if`` / ``else``,
+``switch`` with ``case`` labels, ``for`` / ``while`` / ``do`` loops, blocks, ``return``, ``break``,
+anything else up to its ``;``: :func:`statements`).  Its users:
+
+* ``ggml_repack_get_optimal_repack_type`` (:func:`read_selection`), walked as the machine would:
+  what layout ggml repacks each weight type to on RISC-V, per VLEN, in a build with or without zvfh
+  (cases/repack.py's ``scan_selection`` and its coverage scan).  What it does not understand is a
+  note (file:line, the types affected), never an exception;
+* every ``switch (__riscv_vlenb() * 8)`` of a source file (:func:`vlen_switches`): its arms, their
+  lines and which of them fall through, for the per-arm statement of RVV line coverage
+  (harness/report/coverage.py).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ _BRANCH = re.compile(r"cur->type\s*==\s*GGML_TYPE_(\w+)")
 _TYPE_TEST = re.compile(r"cur->type\s*(==|!=)\s*GGML_TYPE_(\w+)")
 _ROW_TEST = re.compile(r"cur->ne\[1\]\s*%\s*(\w+)\s*==\s*0")
 _IF, _SWITCH = re.compile(r"if\s*\("), re.compile(r"switch\s*\(")
+_LOOP, _DO, _WHILE = re.compile(r"(?:for|while)\s*\("), re.compile(r"do\b"), re.compile(r"while\s*\(")
 _ELSE, _BREAK = re.compile(r"else\b"), re.compile(r"break\s*;")
 _RETURN = re.compile(r"return\b([^;]*);")
 _LABEL = re.compile(r"(?:case\s+([^:;]+?)|default)\s*:(?!:)")
@@ -60,9 +65,9 @@ def layout_name(block: str, inter: int, cols: int) -> str:
 class Stmt:
     """One statement of the selection function (the few kinds it is made of)."""
 
-    kind: str  # if / switch / block / label / return / break / other
+    kind: str  # if / switch / loop / block / label / return / break / other
     pos: int  # offset in the body
-    text: str = ""  # the condition, the switch expression, the case value, the returned expression
+    text: str = ""  # the condition (of an if or a loop), the switch expression, the case value, the returned expression
     body: list[Stmt] = field(default_factory=list)
     orelse: list[Stmt] = field(default_factory=list)
 
@@ -71,6 +76,21 @@ def _skip(text: str, i: int, end: int) -> int:
     while i < end and (text[i].isspace() or text[i] == ";"):
         i += 1
     return i
+
+
+def _skip_space(text: str, i: int, end: int) -> int:
+    while i < end and text[i].isspace():
+        i += 1
+    return i
+
+
+def _loop_body(text: str, i: int, end: int) -> tuple[list[Stmt], int]:
+    """The statement a loop repeats, from ``i`` on (none for an empty ``;``), and where the next starts."""
+    i = _skip_space(text, i, end)
+    if i >= end or text[i] == ";":
+        return [], i + 1
+    st, j = statement(text, i, end)
+    return [st], j
 
 
 def statements(text: str, i: int, end: int) -> list[Stmt]:
@@ -101,6 +121,18 @@ def statement(text: str, i: int, end: int) -> tuple[Stmt, int]:
                 orelse, j = statement(text, _skip(text, e.end(), end), end)
                 st.orelse = [orelse]
             return st, j
+    if m := _LOOP.match(text, i):  # for (...) / while (...) and the statement it repeats
+        close = closing(text, m.end() - 1)
+        body, j = _loop_body(text, close, end)
+        return Stmt("loop", i, text[m.end():close - 1], body), j
+    if m := _DO.match(text, i):  # do statement while (...);
+        body, j = _loop_body(text, m.end(), end)
+        k = _skip_space(text, j, end)
+        if w := _WHILE.match(text, k):
+            close = closing(text, w.end() - 1)
+            j = _skip_space(text, close, end)
+            return Stmt("loop", i, text[w.end():close - 1], body), j + 1 if j < end and text[j] == ";" else j
+        return Stmt("loop", i, "", body), j
     if text[i] == "{":
         stop = closing(text, i)
         return Stmt("block", i, body=statements(text, i + 1, stop - 1)), stop
@@ -262,3 +294,110 @@ def _read_selection(path: Path, common: Path, zvfh: bool, stamp: tuple[float, fl
                 where.setdefault(run.rule.layout, run.rule_at)
             notes.update(run.notes)
     return Selection(rules, where, tuple(notes))
+
+
+# ------------------------------------------------------------------ VLEN switches
+
+_VLEN_SWITCH = re.compile(r"\bswitch\s*\(\s*__riscv_vlenb\s*\(\s*\)\s*\*\s*8\s*\)\s*\{")
+_CASE_VLEN = re.compile(r"\(?\s*(\d+)\s*\)?")
+#: A statement (besides ``break`` and ``return``) after which control does not reach the next label.
+_LEAVES_ARM = re.compile(r"(?:continue|goto\s+\w+|(?:GGML_ABORT|GGML_UNREACHABLE|abort|__builtin_unreachable)"
+                         r"\s*\(.*)", re.S)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One label of a VLEN switch and the code up to the next label: ``vlen`` None for ``default:``;
+    ``first``..``last`` its lines (the label's line to its last code); ``falls_through`` when control
+    reaches the next label (an empty arm, or code whose last statement is not a break / return)."""
+
+    vlen: int | None
+    first: int
+    last: int
+    falls_through: bool
+
+
+@dataclass(frozen=True)
+class VlenSwitch:
+    """A ``switch (__riscv_vlenb() * 8)`` of a source file: its line, the line of its closing brace, its arms."""
+
+    path: str
+    line: int
+    end: int
+    arms: tuple[Arm, ...]
+
+    def dispatched(self, vlen: int) -> set[int]:
+        """The lines of the arm ``vlen`` dispatches to (``case vlen``, else ``default``), and of the
+        arms it falls through into."""
+        i = next((k for k, a in enumerate(self.arms) if a.vlen == vlen), None)
+        if i is None:
+            i = next((k for k, a in enumerate(self.arms) if a.vlen is None), len(self.arms))
+        out: set[int] = set()
+        for a in self.arms[i:]:
+            out.update(range(a.first, a.last + 1))
+            if not a.falls_through:
+                break
+        return out
+
+    def others(self, vlen: int) -> set[int]:
+        """The lines of the arms ``vlen`` does not dispatch to (a line shared with its arm is not one)."""
+        every = {ln for a in self.arms for ln in range(a.first, a.last + 1)}
+        return every - self.dispatched(vlen)
+
+
+def _leaves(code: list[Stmt]) -> bool:
+    """Whether control leaves the switch at the end of an arm's statements: the last is a ``break``,
+    ``return``, ``continue``, ``goto`` or a call that does not return (``GGML_ABORT`` ...), or a block
+    whose last statement leaves, or an ``if`` / ``else`` both of whose branches leave.  A loop does not
+    (its ``break`` leaves the loop), nor an ``if`` without ``else``."""
+    if not code:
+        return False
+    last = code[-1]
+    if last.kind in ("break", "return"):
+        return True
+    if last.kind == "block":
+        return _leaves(last.body)
+    if last.kind == "if":
+        return bool(last.orelse) and _leaves(last.body) and _leaves(last.orelse)
+    return last.kind == "other" and bool(_LEAVES_ARM.fullmatch(last.text.strip()))
+
+
+def vlen_switches(path: str) -> tuple[VlenSwitch, ...]:
+    """Every ``switch (__riscv_vlenb() * 8)`` of a source file (none when it cannot be read), in every
+    preprocessor branch: its ``case N:`` / ``default:`` labels (not those of a switch nested in an
+    arm), each arm's lines, and whether it falls through into the next (:func:`_leaves`).  Read again
+    when the file changes."""
+    try:
+        return _vlen_switches(path, Path(path).stat().st_mtime)
+    except OSError:
+        return ()
+
+
+@cache
+def _vlen_switches(path: str, mtime: float) -> tuple[VlenSwitch, ...]:
+    cfile = csource.read(Path(path))
+    if "__riscv_vlenb" not in cfile.text:
+        return ()
+    text = cfile.preprocessed(None).text  # comments, literals and directives blanked, lines kept
+
+    def line(i: int) -> int:
+        return text.count("\n", 0, i) + 1
+
+    out = []
+    for m in _VLEN_SWITCH.finditer(text):
+        sw, stop = statement(text, m.start(), len(text))
+        close = stop - 1  # the switch's closing brace
+        groups: list[tuple[Stmt, list[Stmt]]] = []  # a label and the statements up to the next one
+        for st in sw.body:
+            if st.kind == "label" and (st.text == "default" or _CASE_VLEN.fullmatch(st.text)):
+                groups.append((st, []))
+            elif groups:
+                groups[-1][1].append(st)
+        arms = []
+        for k, (label, code) in enumerate(groups):
+            upto = groups[k + 1][0].pos if k + 1 < len(groups) else close
+            last = label.pos + len(text[label.pos:upto].rstrip()) - 1
+            case = _CASE_VLEN.fullmatch(label.text)
+            arms.append(Arm(int(case.group(1)) if case else None, line(label.pos), line(last), not _leaves(code)))
+        out.append(VlenSwitch(path, line(m.start()), line(close), tuple(arms)))
+    return tuple(out)

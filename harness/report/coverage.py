@@ -1,13 +1,10 @@
-"""RVV line coverage: executed PCs mapped to source lines through the server binary's DWARF line table.
+"""RVV line coverage: executed PCs mapped to source lines, per target, and what a run writes of them.
 
 The PCs come from the emulator (harness/emulators/executed.py: QEMU's translation log of the
-pooled servers); the code under test is the code that ships: the build is not instrumented, the
-line table is the one zig's clang writes into every object anyway (``with debug_info``; the kernel
-server is a static, non-PIE binary, so a logged PC is a link address).  The scope is the RVV code
-under test and its generic twins, by DWARF file name under ``ggml-cpu/`` (:data:`SCOPE`); a line is
-executable in a target when the line table maps an address of that target's binary to it, and
-executed when QEMU translated one of those addresses.  The in-scope table of a binary is kept in the
-cache (``coverage/lines-*.json``), so only the first run with a new server reads its DWARF.
+pooled servers); the server binary's DWARF line table (harness/emulators/dwarf.py) maps them to the
+in-scope source lines, the RVV code under test and its generic twins.  A line is executable in a
+target when the line table maps an address of that target's binary to it, and executed when QEMU
+translated one of those addresses.
 
 Per target (VLEN x ISA build x stress mode) an lcov tracefile (``<target>.info``: TN, SF, DA, LF,
 LH, end_of_record; a hit count is 1, as the log says whether an instruction ran, not how often),
@@ -15,275 +12,25 @@ LH, end_of_record; a hit count is 1, as the log says whether an instruction ran,
 per function, lines executed / executable per target) and ``index.html`` with one page per source
 file showing at which targets each line ran (harness/report/coverage_html.py).  Problems
 (a binary without a line table, PCs outside the binary, a file that cannot be written) are
-one line each in :attr:`Coverage.problems`; they never change a test's outcome.
-"""
+one line each in :attr:`Coverage.problems`; they never change a test's outcome.  The per-arm
+statement narrows each target to the arms of the ``switch (__riscv_vlenb() * 8)`` its VLEN
+dispatches to (the switches as rvvdiff's C reader finds them, harness/ggml/cwalk.py)."""
 
 from __future__ import annotations
 
-import bisect
 import functools
-import hashlib
 import json
-import os
 import re
-import shutil
-import subprocess
 import sys
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-
-from harness.core.config import cache_dir
-from harness.core.errors import RvvdiffError
+from harness.emulators.dwarf import CoverageError, line_table
 from harness.emulators.executed import Executed
-from harness.ggml import csource
+from harness.ggml.cwalk import vlen_switches
 from harness.report.coverage_html import write_html
-
-#: What is measured: (path under ggml-cpu/, a regex the function's name must match or None).  The RVV
-#: kernels (arch/riscv/*, vec.h / vec.cpp, simd-mappings.h, llamafile's tinyBLAS_RVV, flash attention's
-#: simd_gemm and ops) and their generic twins (quants.c, repack.cpp).
-SCOPE: tuple[tuple[str, str | None], ...] = (
-    ("arch/riscv/", None),
-    ("vec.h", None),
-    ("vec.cpp", None),
-    ("simd-mappings.h", None),
-    ("simd-gemm.h", None),
-    ("quants.c", None),
-    ("repack.cpp", None),
-    ("llamafile/sgemm.cpp", None),
-    ("ops.cpp", "flash_attn"),
-)
-
-
-class CoverageError(RvvdiffError):
-    """Line coverage cannot be measured for a binary (no line table, not an ELF file)."""
-
-
-def in_scope(path: str) -> str | None:
-    """The function-name regex of the scope entry ``path`` (a source path) falls in ('' for any
-    function), or None when it is out of scope."""
-    i = path.rfind("/ggml-cpu/")
-    if i < 0:
-        return None
-    rel = path[i + len("/ggml-cpu/"):]
-    for name, fn in SCOPE:
-        if rel == name or (name.endswith("/") and rel.startswith(name)):
-            return fn or ""
-    return None
-
-
-@dataclass(frozen=True)
-class LineTable:
-    """A binary's address ranges that map to in-scope source lines, and its executable sections."""
-
-    program: Path
-    #: Sorted, disjoint address ranges [start, end) and the (file, line, function) each maps to.
-    starts: tuple[int, ...]
-    ends: tuple[int, ...]
-    keys: tuple[tuple[str, int, str], ...]
-    #: The executable sections' address ranges (a PC outside them is outside the mapped program).
-    text: tuple[tuple[int, int], ...]
-    #: Per range, the [start, end) of the symbol (function as linked) holding it; (0, 0) for none.
-    owners: tuple[tuple[int, int], ...] = ()
-
-    def executable(self, pcs: Iterable[int] = (), ran: set[str] = frozenset()) -> set[tuple[str, int, str]]:
-        """The in-scope keys with code.  A range in a symbol that no PC of ``pcs`` entered, of a function
-        in ``ran`` (a function that ran through another copy: an out-of-line copy of a function inlined
-        where it ran), does not count: its line counts only if it has code in a copy that was entered,
-        so the prologue and epilogue of an uncalled copy are not reported as untested lines."""
-        if not ran:
-            return set(self.keys)
-        entered: dict[tuple[int, int], bool] = {}
-        sorted_pcs = sorted(pcs)
-
-        def was_entered(owner: tuple[int, int]) -> bool:
-            if owner not in entered:
-                i = bisect.bisect_left(sorted_pcs, owner[0])
-                entered[owner] = i < len(sorted_pcs) and sorted_pcs[i] < owner[1]
-            return entered[owner]
-
-        return {k for k, owner in zip(self.keys, self.owners or [(0, 0)] * len(self.keys))
-                if k[2] not in ran or owner == (0, 0) or was_entered(owner)}
-
-    def outside(self, pc: int) -> bool:
-        return not any(lo <= pc < hi for lo, hi in self.text)
-
-    def lines(self, pcs: Iterable[int]) -> tuple[set[tuple[str, int, str]], int]:
-        """The in-scope (file, line, function) keys the PCs executed, and how many PCs lie outside
-        the program's executable sections."""
-        hit: set[tuple[str, int, str]] = set()
-        outside = 0
-        for pc in pcs:
-            i = bisect.bisect_right(self.starts, pc) - 1
-            if i >= 0 and pc < self.ends[i]:
-                hit.add(self.keys[i])
-            elif self.outside(pc):
-                outside += 1
-        return hit, outside
-
-
-_TABLES: dict[tuple[str, int, int], LineTable] = {}
-
-
-def line_table(program: Path) -> LineTable:
-    """The in-scope line table of ``program`` (read once per file content); :class:`CoverageError`
-    when it has none."""
-    st = program.stat()
-    key = (str(program), st.st_size, st.st_mtime_ns)
-    if key in _TABLES:
-        return _TABLES[key]
-    stored = _stored(program, st)
-    if stored.exists():
-        try:
-            j = json.loads(stored.read_text())
-            t = _TABLES[key] = LineTable(program, tuple(j["starts"]), tuple(j["ends"]),
-                                         tuple(tuple(k) for k in j["keys"]), tuple(tuple(r) for r in j["text"]),
-                                         tuple(tuple(o) for o in j["owners"]))
-            return t
-        except (OSError, ValueError, KeyError):
-            pass  # read afresh below
-    try:
-        with open(program, "rb") as f:
-            elf = ELFFile(f)
-            text = tuple((s["sh_addr"], s["sh_addr"] + s["sh_size"]) for s in elf.iter_sections()
-                         if s["sh_flags"] & 0x4 and s["sh_size"])  # SHF_EXECINSTR
-            if not elf.has_dwarf_info() or elf.get_section_by_name(".debug_line") is None:
-                raise CoverageError(f"{program} has no DWARF line table (built without -g): "
-                                    "its lines cannot be measured")
-            symbols = _functions(elf)
-            ranges = _ranges(elf.get_dwarf_info())
-    except ELFError as e:
-        raise CoverageError(f"{program} is not an ELF file pyelftools can read ({e})") from None
-    names = [a for a, _, _ in symbols]
-    out: list[tuple[int, int, tuple[str, int, str]]] = []
-    for lo, hi, path, line in ranges:
-        fn_re = in_scope(path)
-        if fn_re is None:
-            continue
-        i = bisect.bisect_right(names, lo) - 1
-        owner = (symbols[i][0], symbols[i][1]) if i >= 0 and lo < symbols[i][1] else (0, 0)
-        fn = source_function(path, line) or (symbols[i][2] if owner != (0, 0) else "?")
-        if fn_re and not re.search(fn_re, fn):
-            continue
-        out.append((lo, hi, (path, line, fn), owner))
-    out.sort()
-    t = LineTable(program, tuple(o[0] for o in out), tuple(o[1] for o in out), tuple(o[2] for o in out), text,
-                  tuple(o[3] for o in out))
-    _TABLES[key] = t
-    try:
-        stored.parent.mkdir(parents=True, exist_ok=True)
-        tmp = stored.with_name(f"{stored.name}.tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"starts": t.starts, "ends": t.ends, "keys": t.keys, "text": t.text,
-                                   "owners": t.owners}))
-        tmp.replace(stored)
-    except OSError:
-        pass  # the next run reads the binary again
-    return t
-
-
-#: Part of the stored tables' key: change it when what a table holds changes.
-_TABLE_FORMAT = "2"
-
-
-def _stored(program: Path, st: os.stat_result) -> Path:
-    """Where the in-scope line table of a binary is kept between runs (the cache, keyed by the binary's
-    path, size and mtime, the scope and the format): a warm run maps its PCs without reading DWARF."""
-    h = hashlib.sha256(json.dumps([str(program), st.st_size, st.st_mtime_ns, SCOPE, _TABLE_FORMAT]).encode())
-    return cache_dir() / "coverage" / f"lines-{h.hexdigest()[:16]}.json"
-
-
-def source_function(path: str, line: int) -> str | None:
-    """The function whose definition holds ``path:line``, as rvvdiff's C reader finds it (the innermost
-    top-level definition of any preprocessor branch), or None (a method inside a class body, a file
-    that cannot be read): then the line counts under the symbol holding its code."""
-    starts, defs = _spans(path)
-    i = bisect.bisect_right(starts, line) - 1
-    if i >= 0 and defs[i][0] <= line <= defs[i][1]:
-        return defs[i][2]
-    return None
-
-
-@functools.cache
-def _spans(path: str) -> tuple[list[int], list[tuple[int, int, str]]]:
-    try:
-        defs = sorted((f.line, f.end, f.name) for f in csource.read(Path(path)).definitions())
-    except OSError:
-        defs = []
-    return [d[0] for d in defs], defs
-
-
-def _functions(elf) -> list[tuple[int, int, str]]:
-    """(start, end, name) of the binary's functions, sorted, names demangled when c++filt is there."""
-    symtab = elf.get_section_by_name(".symtab")
-    if symtab is None:
-        return []
-    syms = sorted({(s["st_value"], s["st_value"] + s["st_size"], s.name) for s in symtab.iter_symbols()
-                   if s["st_info"]["type"] == "STT_FUNC" and s["st_size"] > 0})
-    names = demangle([n for _, _, n in syms])
-    return [(lo, hi, names[i]) for i, (lo, hi, _) in enumerate(syms)]
-
-
-def demangle(names: list[str]) -> list[str]:
-    """C++ names demangled by binutils' c++filt when it is on PATH (the mangled names otherwise)."""
-    tool = shutil.which("c++filt")
-    if not tool or not any(n.startswith("_Z") for n in names):
-        return names
-    cp = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=120)
-    out = cp.stdout.splitlines()
-    return out if cp.returncode == 0 and len(out) == len(names) else names
-
-
-def _ranges(dwarf) -> list[tuple[int, int, str, int]]:
-    """(start, end, source path, line) of every row of the line programs of ggml-cpu's and the
-    kernel server's compilation units (vec.h is inlined into both)."""
-    out = []
-    for cu in dwarf.iter_CUs():
-        top = cu.get_top_DIE()
-        name = top.attributes.get("DW_AT_name")
-        cu_name = name.value.decode(errors="replace") if name else ""
-        if "/ggml-cpu/" not in cu_name and "/server/" not in cu_name:
-            continue  # libc, libc++, ggml-base: nothing in scope is compiled there
-        comp = top.attributes.get("DW_AT_comp_dir")
-        comp_dir = comp.value.decode(errors="replace") if comp else ""
-        lp = dwarf.line_program_for_CU(cu)
-        if lp is None:
-            continue
-        files = _file_names(lp, comp_dir)
-        prev = None
-        for entry in lp.get_entries():
-            s = entry.state
-            if s is None:
-                continue
-            if prev is not None and s.address > prev.address and prev.line > 0:
-                path = files.get(prev.file)
-                if path is not None:
-                    out.append((prev.address, s.address, path, prev.line))
-            prev = None if s.end_sequence else s
-    return out
-
-
-def _file_names(lp, comp_dir: str) -> dict[int, str]:
-    """The line program's file index -> normalised path (DWARF 4 counts from 1, DWARF 5 from 0)."""
-    hdr = lp.header
-    v5 = hdr.version >= 5
-    dirs = [d.decode(errors="replace") if isinstance(d, bytes) else d.DW_LNCT_path.decode(errors="replace")
-            for d in hdr.include_directory]
-    out = {}
-    for i, fe in enumerate(hdr.file_entry):
-        name = fe.name.decode(errors="replace") if isinstance(fe.name, bytes) else str(fe.name)
-        di = fe.dir_index
-        if v5:
-            base = dirs[di] if di < len(dirs) else comp_dir
-        else:
-            base = dirs[di - 1] if 0 < di <= len(dirs) else comp_dir
-        path = os.path.normpath(os.path.join(comp_dir, base, name))
-        out[i if v5 else i + 1] = path
-    return out
-
 
 # ------------------------------------------------------------------ lcov
 
@@ -378,8 +125,9 @@ def measure(executed: dict[str, Executed]) -> Coverage:
 
 def functions(cov: Coverage) -> dict[str, dict[str, tuple[int, int]]]:
     """{function: {target: (lines executed, lines executable)}}: a line belongs to the function whose
-    source holds it (:func:`source_function`; an inlined copy counts for the function it was written
-    in), else to the symbol holding its code (class members: tinyBLAS_RVV, repack's tensor_traits)."""
+    source holds it (harness/emulators/dwarf.py's ``source_function``; an inlined copy counts for the
+    function it was written in), else to the symbol holding its code (class members: tinyBLAS_RVV,
+    repack's tensor_traits)."""
     out: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)
     for t in cov.targets:
         total: dict[str, set] = defaultdict(set)
@@ -457,96 +205,6 @@ def line_ranges(lines: list[int]) -> str:
 
 
 # ------------------------------------------------------------------ per arm of a VLEN switch
-
-_VLEN_SWITCH = re.compile(r"\bswitch\s*\(\s*__riscv_vlenb\s*\(\s*\)\s*\*\s*8\s*\)\s*\{")
-_LABEL = re.compile(r"\b(?:case\s+\(?\s*(\d+)\s*\)?|default)\s*:(?!:)")
-_NESTED_SWITCH = re.compile(r"\bswitch\s*\([^{;]*\)\s*\{")
-#: A statement after which control does not reach the next label.
-_LEAVES_ARM = re.compile(r"(?:break|continue|return\b.*|goto\s+\w+|(?:GGML_ABORT|GGML_UNREACHABLE|abort|__builtin_unreachable)"
-                         r"\s*\(.*)", re.S)
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One label of a VLEN switch and the code up to the next label: ``vlen`` None for ``default:``;
-    ``first``..``last`` its lines (the label's line to its last code); ``falls_through`` when control
-    reaches the next label (an empty arm, or code whose last statement is not a break / return)."""
-
-    vlen: int | None
-    first: int
-    last: int
-    falls_through: bool
-
-
-@dataclass(frozen=True)
-class VlenSwitch:
-    """A ``switch (__riscv_vlenb() * 8)`` of a source file: its line, the line of its closing brace, its arms."""
-
-    path: str
-    line: int
-    end: int
-    arms: tuple[Arm, ...]
-
-    def dispatched(self, vlen: int) -> set[int]:
-        """The lines of the arm ``vlen`` dispatches to (``case vlen``, else ``default``), and of the
-        arms it falls through into."""
-        i = next((k for k, a in enumerate(self.arms) if a.vlen == vlen), None)
-        if i is None:
-            i = next((k for k, a in enumerate(self.arms) if a.vlen is None), len(self.arms))
-        out: set[int] = set()
-        for a in self.arms[i:]:
-            out.update(range(a.first, a.last + 1))
-            if not a.falls_through:
-                break
-        return out
-
-    def others(self, vlen: int) -> set[int]:
-        """The lines of the arms ``vlen`` does not dispatch to (a line shared with its arm is not one)."""
-        every = {ln for a in self.arms for ln in range(a.first, a.last + 1)}
-        return every - self.dispatched(vlen)
-
-
-@functools.cache
-def vlen_switches(path: str) -> tuple[VlenSwitch, ...]:
-    """The ``switch (__riscv_vlenb() * 8)`` of a source file (none when it cannot be read), read from
-    its text with comments and literals blanked: the switch's braces matched, its ``case N:`` /
-    ``default:`` labels (not those of a switch nested in an arm) and each arm's lines.  Whether an arm
-    falls through is read from its last statement, its closing braces aside: a reader of text, not a C
-    parser (an arm ending with a loop whose last statement is a ``break`` reads as leaving the switch)."""
-    try:
-        raw = csource.read(Path(path)).text
-    except OSError:
-        return ()
-    if "__riscv_vlenb" not in raw:
-        return ()
-    text = csource.strip_comments(raw)
-
-    def line(i: int) -> int:
-        return text.count("\n", 0, i) + 1
-
-    out = []
-    for m in _VLEN_SWITCH.finditer(text):
-        close = csource.closing(text, m.end() - 1) - 1  # the switch's closing brace
-        body = list(text[m.end():close])
-        for n in _NESTED_SWITCH.finditer(text, m.end(), close):  # their labels are not this switch's
-            inner = csource.closing(text, n.end() - 1) - 1
-            for i in range(n.end(), inner):
-                if body[i - m.end()] != "\n":
-                    body[i - m.end()] = " "
-        block = "".join(body)
-        labels = list(_LABEL.finditer(block))
-        arms = []
-        for k, lab in enumerate(labels):
-            stop = labels[k + 1].start() if k + 1 < len(labels) else len(block)
-            code = block[lab.end():stop]
-            last = lab.end() + len(code.rstrip()) - 1
-            code = re.sub(r"[\s}]+$", "", code)  # the closing braces of the arm's blocks
-            leaves = code.endswith(";") and _LEAVES_ARM.fullmatch(re.split(r"[;{}]", code[:-1])[-1].strip())
-            arms.append(Arm(int(lab.group(1)) if lab.group(1) else None, line(m.end() + lab.start()),
-                            line(m.end() + last), not leaves))
-        out.append(VlenSwitch(path, line(m.start()), line(close), tuple(arms)))
-    return tuple(out)
-
 
 @functools.cache
 def other_arms(path: str, vlen: int) -> frozenset[int]:
