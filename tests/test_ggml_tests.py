@@ -1,4 +1,4 @@
-"""harness/ggmltests.py and harness/data/ggml-tests/*.patch: patches to ggml's own test-quantize-fns that fail
+"""harness/upstream/ggmltests.py and harness/data/ggml-tests/*.patch: patches to ggml's own test-quantize-fns that fail
 on the pinned tree under QEMU and pass with the fixes (docs/ggml-tests.md)."""
 
 from __future__ import annotations
@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import ggmltests
-from harness.build import stock
 from harness.core import settings
+from harness.upstream import ggmltests, stock
 
 HEADER_KEYS = ("rvvdiff ggml-test:", "class:", "fixes:", "vlens:")
 

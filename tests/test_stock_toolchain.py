@@ -1,4 +1,4 @@
-"""harness/build/stock.py: the commands that build ggml with a stock toolchain (clang-22 and the GNU
+"""harness/upstream/stock.py: the commands that build ggml with a stock toolchain (clang-22 and the GNU
 cross sysroot, or rvvdiff's zig) and run a program under QEMU, and one end-to-end check."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.build import stock
 from harness.core.config import ISA_BUILDS, cache_dir
 from harness.emulators.qemu import Qemu
 from harness.ggml import source
+from harness.upstream import stock
 
 
 @pytest.fixture

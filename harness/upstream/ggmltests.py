@@ -7,7 +7,7 @@ class's fixes (``harness/data/fixes/<name>.patch``) are applied.  :func:`run_cla
 
 1. a copy of the pinned tree (``cp -al``, hard links broken for every file a patch changes; the
    cached tree itself is never written), with the test patch and optionally the fixes applied;
-2. ggml's / llama.cpp's own CMake with Debian's clang-22 (``harness/build/stock.py``), GGML_RVV=ON,
+2. ggml's / llama.cpp's own CMake with Debian's clang-22 (:mod:`harness.upstream.stock`), GGML_RVV=ON,
    static, LLAMA_BUILD_TESTS=ON, target ``test-quantize-fns`` only;
 3. the test executable under ``qemu-riscv64 -cpu rv64,v=true,vlen=<V>,...`` at each VLEN of the
    class: exit status 0 is a pass.
@@ -16,20 +16,18 @@ The pinned and the fixed variants share one tree copy and one build directory (u
 ``$RVVDIFF_CACHE/ggmltests`` or ``$RVVDIFF_GGMLTESTS_DIR``): only the patched files change between them,
 so the second build recompiles ``quants.c`` and the test and relinks.  A lock file serialises callers.
 
-    python -m harness.ggmltests odd_block_count          # verdict table (pinned, fixed) and the commands
-    python -m harness.ggmltests --list
+    rvvdiff ggml-tests odd_block_count          # verdict table (pinned, fixed) and the commands
+    rvvdiff ggml-tests --list
 """
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import os
 import re
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -38,13 +36,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.build import stock
 from harness.core import settings
-from harness.core.config import cache_dir
+from harness.core.config import DATA_DIR, cache_dir
+from harness.upstream import stock
 
-HERE = Path(__file__).resolve().parent
-TEST_PATCHES = HERE / "data" / "ggml-tests"
-FIX_PATCHES = HERE / "data" / "fixes"
+TEST_PATCHES = DATA_DIR / "ggml-tests"
+FIX_PATCHES = DATA_DIR / "fixes"
 DEFAULT_WORK = "$RVVDIFF_CACHE/ggmltests"  # said in --help; the path is work_dir()
 
 #: CMake options on top of stock.build_argvs' (which turns everything of llama.cpp off): the tests
@@ -362,31 +359,3 @@ def table(res: Result) -> str:
     lines.append("")
     lines.append("verdict: " + ("as expected (pinned fails, fixed passes)" if res.ok() else "NOT as expected"))
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.ggmltests", description=__doc__.split("\n\n")[0])
-    ap.add_argument("cls", nargs="?", choices=sorted(CLASSES), help="bug class")
-    ap.add_argument("--list", action="store_true", help="list the classes")
-    ap.add_argument("--vlen", type=int, action="append", help="VLEN (repeatable; default: the class's)")
-    ap.add_argument("--pinned-only", action="store_true")
-    ap.add_argument("--fixed-only", action="store_true")
-    ap.add_argument("--commands", action="store_true", help="only print the commands")
-    ap.add_argument("--work", type=Path, help=f"tree copy and build directory (default {DEFAULT_WORK})")
-    a = ap.parse_args(argv)
-    if a.list or not a.cls:
-        for c in CLASSES.values():
-            print(f"{c.name:<26} VLEN {','.join(map(str, c.vlens)):<16} fixes: {', '.join(c.fixes)}")
-        return 0
-    if not a.commands:
-        res = run_class(a.cls, pinned=not a.fixed_only, fixed=not a.pinned_only, vlens=a.vlen, work=a.work)
-        print(table(res))
-        print()
-    print("commands:")
-    for ln in commands(a.cls, a.work):
-        print("  " + ln)
-    return 0 if a.commands or res.ok() else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
