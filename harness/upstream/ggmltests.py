@@ -220,6 +220,8 @@ def executable(build_dir: Path, target: str) -> Path:
 
 
 def run_argv(c: TestClass, build_dir: Path, vlen: int) -> list[str]:
+    """The command that runs the class's test at ``vlen`` (printed by :func:`commands`; :func:`run_test` runs it):
+    the class's stress mode is the tail/mask part only, without ``rvv_vl_half_avl``."""
     return [*stock.run_argv(executable(build_dir, c.target), vlen, c.isa, c.stress), *c.args]
 
 
@@ -255,13 +257,10 @@ class Run:
 
 
 def run_test(c: TestClass, build_dir: Path, vlen: int, timeout: float = 1800) -> Run:
-    argv = run_argv(c, build_dir, vlen)
+    """The class's test run once at ``vlen``, as :func:`run_argv` says (under the QEMU rvvdiff runs)."""
     t0 = time.monotonic()
-    try:
-        cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, errors="replace")
-        rc, out = cp.returncode, cp.stdout + cp.stderr
-    except subprocess.TimeoutExpired:
-        rc, out = -1, "timed out"
+    r = stock.run_exe(executable(build_dir, c.target), vlen, c.isa, c.stress, args=c.args, timeout=timeout)
+    rc, out = (-1, "timed out") if r.returncode is None else (r.returncode, r.output)
     fails = [ln.strip() for ln in out.splitlines() if "FAILED" in ln or "timed out" in ln or "Assert" in ln][:12]
     if rc not in (0, 1) and not fails:
         fails = [f"exit status {rc}: " + " | ".join(out.strip().splitlines()[-3:])]

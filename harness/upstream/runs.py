@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.build.builds import Build, ensure_built
 from harness.build.toolchain import compiler
-from harness.core.config import ISA_BUILDS, STRESS_PROPS, IsaBuild, cache_dir
+from harness.core.config import ISA_BUILDS, IsaBuild, cache_dir
 from harness.core.errors import RvvdiffError
 from harness.core.proc import run
 from harness.emulators import qemu as Q
@@ -57,19 +57,15 @@ def run_program(exe: Path, isa: IsaBuild, vlen: int, stress: bool, emulator: Emu
     """Run the program under QEMU (default) or ``emulator``: (wrong?, its output); None: no verdict.
     ``trap``: the finding is a trap, not a number: the verdict is whether the program stopped abnormally
     (a signal under QEMU, a trap under Spike) instead of exiting with 0 or 1."""
-    import subprocess
-
     emu = emulator or Q.qemu()
-    props = {**isa.qemu, **(STRESS_PROPS if stress else {})}
+    props = Q.cpu_props(isa, stress)
     lacking = emu.lacking(props)
     if lacking:
         return None, emu.lacking_reason(lacking, f"VLEN {vlen}, {isa.name}")
-    argv = emu.command(exe, vlen, props)
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
+    r = emu.run_program(exe, vlen, props, timeout=timeout, what=f"{exe.name} under {emu.label}")
+    if r.returncode is None:
         return None, f"did not finish in {timeout:g} s"
-    text = (r.stdout + r.stderr).strip()
+    text = r.output.strip()
     if trap:
         lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("***")]
         return r.returncode not in (0, 1), (f"exit {r.returncode}: " + " / ".join(lines[-2:]) if r.returncode not in (0, 1)
@@ -106,8 +102,6 @@ def verify(src: Path, trees: dict[str, GgmlSource], isas: list[str], vlens: list
 def verify_stock(tree: GgmlSource, label: str, isa: IsaBuild, vlen: int, stress: bool, src: Path,
                  work: Path) -> Verdict:
     """The program built with the stock toolchain's commands (Debian's clang, ggml's CMake) and run once."""
-    import subprocess
-
     why = stock.missing("clang")
     if why:
         return Verdict(label, isa.name, vlen, None, why)
@@ -117,8 +111,10 @@ def verify_stock(tree: GgmlSource, label: str, isa: IsaBuild, vlen: int, stress:
                                   work / f"repro-{label}-{isa.name}-clang")
     except RvvdiffError as e:
         return Verdict(label, isa.name, vlen, None, f"not built with {stock.CLANG}: {str(e).splitlines()[0]}")
-    r = subprocess.run(stock.run_argv(exe, vlen, isa, stress, half_avl=stress), capture_output=True, text=True,
-                       timeout=300)
+    timeout = 300
+    r = stock.run_exe(exe, vlen, isa, stress, half_avl=stress, timeout=timeout)
+    if r.returncode is None:
+        return Verdict(label, isa.name, vlen, None, f"did not finish in {timeout} s")
     if r.returncode not in (0, 1):
-        return Verdict(label, isa.name, vlen, None, f"exit {r.returncode}: {(r.stdout + r.stderr).strip()[-200:]}")
+        return Verdict(label, isa.name, vlen, None, f"exit {r.returncode}: {r.output.strip()[-200:]}")
     return Verdict(label, isa.name, vlen, r.returncode == 1, r.stdout.strip())
