@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from harness.commands import report
-from harness.ggml import mutants, source
+from harness.ggml import mutants, source, tree
 from harness.report.failure import Case, load_case
 from harness.upstream import issue as issue_text
 from harness.upstream import program, public, runs
@@ -61,12 +61,30 @@ def test_a_trap_finding_is_judged_by_the_trap_with_spike_rows_of_its_own() -> No
 
 
 def test_calls_without_a_public_form_say_why(tmp_path: Path) -> None:
+    types = tree.of(source.pinned()).types
     case = Case(tmp_path, {"call": {"kernel": "quant_vec_dot", "ip": [20, 32, 1], "buffers": []}}, {})
-    with pytest.raises(public.NoPublicForm, match="generic twin"):
-        public.public_form(case)
+    with pytest.raises(public.NoPublicForm, match="generic twin of IQ4_NL"):
+        public.public_form(case, types)
     case.data["call"] = {"kernel": "repack_gemx", "ip": [2, 8, 8, 0, 0, 32, 1, 8], "buffers": []}
     with pytest.raises(public.NoPublicForm, match="repack.h"):
-        public.public_form(case)
+        public.public_form(case, types)
+    case.data["call"] = {"kernel": "quant_vec_dot", "ip": [max(types.values()) + 1, 32, 0], "buffers": []}
+    with pytest.raises(public.NoPublicForm, match="not in the tree's enum ggml_type"):
+        public.public_form(case, types)
+
+
+def test_every_type_of_the_tree_gets_a_public_form(tmp_path: Path) -> None:
+    """The type names and enum values come from the tree under test (its ggml.h), so a type rvvdiff never
+    listed (q2_0, nvfp4 on the pinned tree) gets a program naming ggml's own enumerator."""
+    tr = tree.of(source.pinned())
+    assert {"q2_0", "nvfp4"} <= set(tr.types)
+    for name, t in tr.types.items():
+        case = Case(tmp_path, {"call": {"kernel": "quant_vec_dot", "ip": [t, 32, 0], "buffers": [{}, {}]},
+                               "comparison": {"mode": "bitwise"}},
+                    {"buf0": np.zeros(8, np.uint8), "buf1": np.zeros(8, np.uint8), "expected": np.zeros(1)})
+        pub = public.public_form(case, tr.types)
+        assert pub.a_type == name and public.enumerator(name) in tr.symbols
+        assert f"tensor(ctx, {public.enumerator(name)}, 32, 1, A_HEX)" in program.program(pub, "t")
 
 
 def _failing_case(test: str, out: Path, *extra: str) -> Path:

@@ -26,7 +26,7 @@ from harness.commands import fixes as F
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, cache_dir, selection_type
 from harness.core.errors import RvvdiffError
 from harness.emulators import registry
-from harness.ggml import known, patches
+from harness.ggml import known, patches, tree
 from harness.ggml.source import resolve
 from harness.report.failure import load_case
 from harness.upstream import issue, program, public, runs
@@ -92,11 +92,11 @@ def main(argv: list[str]) -> int:
     case = load_case(case_dir)
     out = (a.out or case.dir / "upstream").resolve()
     try:
-        pub = public.public_form(case)
+        pub = public.public_form(case, tree.of(public.source_of(case)).types)
     except public.NoPublicForm as e:
         why = str(e)
         entry = _entry(case.data["test"], case.data["target"].get("emulator", "qemu"), a.fix)
-        ggml = resolve(None if case.data["ggml"]["label"].startswith("pinned") else case.data["ggml"]["root"]).ggml
+        ggml = public.source_of(case).ggml
         if entry and entry.functions and not any(public.callers(ggml, f) for f in entry.functions):
             why = (f"no code of this tree calls {', '.join(entry.functions)} (only its declaration and definition "
                    "name it), so no op reaches it; it is wrong for any future caller")
@@ -110,7 +110,7 @@ def main(argv: list[str]) -> int:
     stress = bool(tgt.get("stress"))
     names = list(ISA_BUILDS)
     isas = list(a.isa) if a.isa else names
-    src = resolve(None if case.data["ggml"]["label"].startswith("pinned") else case.data["ggml"]["root"])
+    src = public.source_of(case)
     entry = _entry(case.data["test"], tgt.get("emulator", "qemu"), a.fix)
     if entry and entry.functions:  # the function the finding is about, not the op the test called
         pub.function = entry.functions[0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from harness.upstream.public import TYPE_NAMES, Public
+from harness.upstream.public import Public, enumerator
 
 
 def encode(data: bytes) -> str:
@@ -78,8 +78,8 @@ def program(pub: Public, title: str) -> str:
     exp = ", ".join(_lit(v) for v in pub.expected)
     bnd = ", ".join(_lit(v) for v in pub.bound) if pub.bound.any() else "0"
     size, k = pub.expected.size, pub.k
-    ta = f"GGML_TYPE_{TYPE_NAMES[pub.a_type]}"
-    b_type = (f"GGML_TYPE_{TYPE_NAMES[pub.b_type]}" if pub.b_type is not None
+    ta = enumerator(pub.a_type)
+    b_type = (enumerator(pub.b_type) if pub.b_type is not None
               else "ggml_get_type_traits_cpu(a->type)->vec_dot_type")
     b_make = f"tensor(ctx, {b_type}, {k}, {pub.n}, B_HEX)"
     if pub.repack:

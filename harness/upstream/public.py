@@ -14,20 +14,29 @@ says why, and the report says so instead of pretending.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from harness.ggml.source import GgmlSource, resolve
 from harness.report.failure import Case
 
-#: ggml type names by enum value, for the types a public form can hold (ggml.h's enum).
-TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1",
-              10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS",
-              17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS",
-              29: "IQ1_M", 30: "BF16", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4", 41: "Q1_0"}
+#: The float dot kernels and the ggml type of both their rows.
+_FLOAT_DOTS = {"vec_dot_f32": "f32", "vec_dot_f16": "f16", "vec_dot_bf16": "bf16"}
 
-_FLOAT_DOTS = {"vec_dot_f32": 0, "vec_dot_f16": 1, "vec_dot_bf16": 30}
+
+def enumerator(name: str) -> str:
+    """ggml's enumerator of a type name (``q4_K`` -> ``GGML_TYPE_Q4_K``; the inverse of
+    :func:`harness.ggml.tree.type_name`)."""
+    return "GGML_TYPE_" + name.upper()
+
+
+def source_of(case: Case) -> GgmlSource:
+    """The tree the case ran against (the pinned tree, or the recorded root of another)."""
+    g = case.data["ggml"]
+    return resolve(None if g["label"].startswith("pinned") else g["root"])
 
 
 class NoPublicForm(Exception):
@@ -37,11 +46,12 @@ class NoPublicForm(Exception):
 @dataclass
 class Public:
     """The failing call as ``C = ggml_mul_mat(A, B)``: A is ``m`` rows of ``k`` elements of
-    ``a_type``, B ``n`` rows of ``k`` elements of ``b_type`` (None: the vec_dot_type of A's type,
-    looked up at run time through ``ggml_get_type_traits_cpu``), C ``n`` x ``m`` floats."""
+    ``a_type``, B ``n`` rows of ``k`` elements of ``b_type`` (ggml type names, ``q4_0``; None: the
+    vec_dot_type of A's type, looked up at run time through ``ggml_get_type_traits_cpu``), C ``n`` x
+    ``m`` floats."""
 
-    a_type: int
-    b_type: int | None
+    a_type: str
+    b_type: str | None
     k: int
     m: int
     n: int
@@ -54,18 +64,28 @@ class Public:
     what: str = ""
     #: The function the case exists for (the title names it).
     function: str = ""
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def b_spec(self) -> str:
-        return f"GGML_TYPE_{TYPE_NAMES[self.b_type]}" if self.b_type is not None else \
-            "ggml_get_type_traits_cpu(A_TYPE)->vec_dot_type"
 
 
-def _type(t: int, where: str) -> int:
-    if t not in TYPE_NAMES:
-        raise NoPublicForm(f"{where}: ggml type {t} is not one rvvdiff writes a public program for")
-    return t
+
+class _Types:
+    """The ggml types of the tree the case ran against, by the enum value the case recorded."""
+
+    def __init__(self, types: Mapping[str, int]):
+        self.names = {v: k for k, v in types.items()}
+        self.types = types
+
+    def name(self, t: int, where: str) -> str:
+        """The type name of enum value ``t`` (NoPublicForm when the tree has no such value)."""
+        if t not in self.names:
+            raise NoPublicForm(f"{where}: ggml type {t} is not in the tree's enum ggml_type (it has "
+                               f"{min(self.names)}..{max(self.names)}): was the case recorded against another tree?")
+        return self.names[t]
+
+    def named(self, name: str, where: str) -> str:
+        """``name`` when the tree has that type (NoPublicForm when not)."""
+        if name not in self.types:
+            raise NoPublicForm(f"{where}: the tree has no ggml type {name}")
+        return name
 
 
 def _expected(case: Case, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -93,8 +113,11 @@ def _expected(case: Case, size: int) -> tuple[np.ndarray, np.ndarray]:
     return exp, bound
 
 
-def public_form(case: Case) -> Public:
-    """The recorded call as a public ggml graph, or :class:`NoPublicForm` with the reason."""
+def public_form(case: Case, types: Mapping[str, int]) -> Public:
+    """The recorded call as a public ggml graph, or :class:`NoPublicForm` with the reason.  ``types``: the ggml
+    types of the tree the case ran against, name -> enum value (``harness.ggml.tree.of(source).types``,
+    :func:`source_of`): the recorded call names types by that tree's values."""
+    tree = _Types(types)
     call = case.call
     kernel, ip = call.get("kernel"), [int(v) for v in call.get("ip", [])]
     bufs = [case.arrays.get(f"buf{i}") for i in range(len(call.get("buffers", [])))]
@@ -102,37 +125,40 @@ def public_form(case: Case) -> Public:
     function = ctx.split(",")[0].strip() if ctx.startswith("ggml_") else ""
     if kernel == "quant_vec_dot" and len(ip) == 3:
         t, n, impl = ip
+        a = tree.name(t, "quant_vec_dot")
         if impl != 0:
-            raise NoPublicForm(f"the case calls the *_generic twin of {TYPE_NAMES.get(t, t)}'s vec_dot directly; "
+            raise NoPublicForm(f"the case calls the *_generic twin of {a.upper()}'s vec_dot directly; "
                                "no op reaches it in an RVV build")
         exp, bound = _expected(case, 1)
-        return Public(_type(t, "quant_vec_dot"), None, n, 1, 1, bufs[0].tobytes(), bufs[1].tobytes(), exp, bound,
-                      what=f"one {TYPE_NAMES[t]} row times one row of its vec_dot_type, k = {n}: "
+        return Public(a, None, n, 1, 1, bufs[0].tobytes(), bufs[1].tobytes(), exp, bound,
+                      what=f"one {a.upper()} row times one row of its vec_dot_type, k = {n}: "
                            "mul_mat calls the type's vec_dot once",
-                      function=function or f"the {TYPE_NAMES[t]} vec_dot")
+                      function=function or f"the {a.upper()} vec_dot")
     if kernel in _FLOAT_DOTS and len(ip) == 1:
-        t, n = _FLOAT_DOTS[kernel], ip[0]
+        t, n = tree.named(_FLOAT_DOTS[kernel], kernel), ip[0]
         exp, bound = _expected(case, 1)
         return Public(t, t, n, 1, 1, bufs[0].tobytes(), bufs[1].tobytes(), exp, bound,
-                      what=f"one {TYPE_NAMES[t]} row times one {TYPE_NAMES[t]} row, k = {n}",
+                      what=f"one {t.upper()} row times one {t.upper()} row, k = {n}",
                       function=function or f"ggml_{kernel}")
     if kernel == "mul_mat" and len(ip) == 9:
-        ta, tb, k, m, n, lda, batch, bcast, _threads = ip
+        ta_id, tb_id, k, m, n, lda, batch, bcast, _threads = ip
+        ta, tb = tree.name(ta_id, "mul_mat"), tree.name(tb_id, "mul_mat")
         if lda != k or batch != 1 or bcast != 1:
             raise NoPublicForm(f"mul_mat with padded rows or batches (lda={lda}, batch={batch}, bcast={bcast}): "
                                "only the 2-D form is written as a program")
         exp, bound = _expected(case, m * n)
-        return Public(_type(ta, "mul_mat"), _type(tb, "mul_mat"), k, m, n, bufs[0].tobytes(), bufs[1].tobytes(),
-                      exp, bound, what=f"mul_mat of {m} {TYPE_NAMES[ta]} rows and {n} {TYPE_NAMES[tb]} rows, k = {k}",
+        return Public(ta, tb, k, m, n, bufs[0].tobytes(), bufs[1].tobytes(),
+                      exp, bound, what=f"mul_mat of {m} {ta.upper()} rows and {n} {tb.upper()} rows, k = {k}",
                       function=function or "ggml_mul_mat")
     if kernel == "repack_mul_mat" and len(ip) == 7:
-        t, k, m, n, batch, placement, _threads = ip
+        t_id, k, m, n, batch, placement, _threads = ip
+        t = tree.name(t_id, "repack_mul_mat")
         if batch != 1:
             raise NoPublicForm("repack_mul_mat with batches: only the 2-D form is written as a program")
         exp, bound = _expected(case, m * n)
-        return Public(_type(t, "repack_mul_mat"), 0, k, m, n, bufs[0].tobytes(), bufs[1].tobytes(), exp, bound,
+        return Public(t, tree.named("f32", kernel), k, m, n, bufs[0].tobytes(), bufs[1].tobytes(), exp, bound,
                       repack=placement == 1,
-                      what=f"mul_mat of {m} {TYPE_NAMES[t]} rows" + (" in the CPU_REPACK buffer" if placement == 1 else "")
+                      what=f"mul_mat of {m} {t.upper()} rows" + (" in the CPU_REPACK buffer" if placement == 1 else "")
                            + f" and {n} F32 rows, k = {k}", function=function or "ggml_mul_mat")
     if kernel in ("repack_gemx", "repack_layout", "repack_quantize_mat"):
         raise NoPublicForm(f"{kernel} calls the repack code of one layout directly (declared in ggml's internal "
