@@ -91,7 +91,7 @@ def _wrapped(argv: list[str], width: int = 160) -> list[str]:
 
 
 def build_lines(tree: GgmlSource, isa: IsaBuild, vlen: int, stress: bool) -> list[str]:
-    """The stock-toolchain commands (harness/build/stock.py, as verified by :func:`verify_stock`) with
+    """The stock-toolchain commands (:mod:`harness.upstream.stock`, as verified by :func:`verify_stock`) with
     the tree named ``llama.cpp`` (or ``ggml``) and the build directory ``rv``."""
     name = "llama.cpp" if tree.ggml != tree.root else "ggml"
 

@@ -21,6 +21,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -362,6 +363,7 @@ def run_program(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False,
     r = run_exe(exe, vlen, isa, stress, half_avl=half_avl, timeout=timeout)
     if r.returncode != 0:
         status = "timed out" if r.returncode is None else f"exited with {r.returncode}"
-        sig = " (SIGILL: the program used an extension the emulated CPU lacks)" if r.returncode == 132 else ""
+        sigill = r.returncode in (-signal.SIGILL, 128 + signal.SIGILL)  # (killed by it; a shell says 132)
+        sig = " (SIGILL: the program used an extension the emulated CPU lacks)" if sigill else ""
         raise StockToolchainError(f"{shlex.join(r.argv)} {status}{sig}: {r.stderr.strip()[-300:]}")
     return r.stdout
