@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.core import settings
+from harness.emulators import qemu
 from harness.upstream import ggmltests, stock
 
 HEADER_KEYS = ("rvvdiff ggml-test:", "class:", "fixes:", "vlens:")
@@ -104,6 +105,21 @@ def test_commands_build_the_test_with_the_stock_toolchain(tmp_path: Path) -> Non
     assert argv[3] == str(tmp_path / "b" / "bin" / "test-quantize-fns")
     assert ggmltests.build_argv(tmp_path / "b", c.target) == [
         "nice", "-n", "5", "cmake", "--build", str(tmp_path / "b"), "--target", "test-quantize-fns", "-j2"]
+
+
+def test_a_run_starts_the_printed_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_test runs what commands() prints, under the QEMU rvvdiff runs (here a script in its place that says
+    FAILED with its arguments): a stress class has the tail/mask part of the stress mode, no rvv_vl_half_avl."""
+    fake = tmp_path / "qemu"
+    fake.write_text('#!/bin/sh\necho "dot product error: FAILED $*"\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(qemu, "qemu", lambda: qemu.Qemu(str(fake), "10.0.2", frozenset()))
+    c = ggmltests.CLASSES["tail_agnostic_accumulator"]
+    printed = ggmltests.run_argv(c, tmp_path / "b", 512)
+    assert "rvv_ta_all_1s=true,rvv_ma_all_1s=true" in printed[2] and "rvv_vl_half_avl" not in printed[2]
+    run = ggmltests.run_test(c, tmp_path / "b", 512)
+    assert not run.passed and run.returncode == 1
+    assert run.failures == ["dot product error: FAILED " + shlex.join(printed[1:])]
 
 
 _MISSING = stock.missing("clang")
