@@ -2,7 +2,9 @@
 
 A title naming the function, VLENs and ISA builds (exactly those where the program was wrong, as run:
 :mod:`harness.upstream.runs`), what goes wrong, who hits it, the program, the stock-toolchain
-commands that build and run it, and its verdict at every VLEN and ISA build.
+commands that build and run it, and its verdict at every VLEN and ISA build; for a finding no public op
+reaches, :func:`no_public_issue` says why instead.  :func:`paragraph` is the one reader of a short fix
+report's bold paragraphs (``**Root cause.**``, ``**Who hits it.**``; the fix series read them too).
 """
 
 from __future__ import annotations

@@ -66,7 +66,6 @@ class Public:
     function: str = ""
 
 
-
 class _Types:
     """The ggml types of the tree the case ran against, by the enum value the case recorded."""
 

@@ -26,6 +26,8 @@ from harness.upstream import stock
 
 @dataclass
 class Verdict:
+    """The program's verdict on one tree, ISA build and VLEN (a cell of the issue's table)."""
+
     tree: str  # "pinned" / "fixed"
     isa: str
     vlen: int
@@ -35,6 +37,7 @@ class Verdict:
 
 
 def public_includes(build: Build) -> list[str]:
+    """The build's include directories of ggml's public headers (not ggml-cpu's internal ones)."""
     return [f for f in build.cflags if f.startswith("-I") and f.rstrip("/").endswith("/include")]
 
 
