@@ -107,6 +107,13 @@ def test_commands_build_the_test_with_the_stock_toolchain(tmp_path: Path) -> Non
         "nice", "-n", "5", "cmake", "--build", str(tmp_path / "b"), "--target", "test-quantize-fns", "-j2"]
 
 
+@needs_tree
+def test_commands_are_printed_before_the_tree_copy_exists(tmp_path: Path) -> None:
+    lines = ggmltests.commands("odd_block_count", tmp_path)
+    assert not (tmp_path / "tree").exists()
+    assert shlex.split(lines[2])[:5] == ["cmake", "-S", str(tmp_path / "tree"), "-B", str(tmp_path / "build-v")]
+
+
 def test_a_run_starts_the_printed_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """run_test runs what commands() prints, under the QEMU rvvdiff runs (here a script in its place that says
     FAILED with its arguments): a stress class has the tail/mask part of the stress mode, no rvv_vl_half_avl."""

@@ -205,8 +205,10 @@ def _locked(work: Path) -> Iterator[None]:
 
 
 def configure_argv(tree: Path, build_dir: Path, isa: str = "v") -> list[str]:
-    """stock.build_argvs' configure line (clang-22, ggml's options) with the tests turned on."""
-    configure = stock.build_argvs(tree, isa, "clang", build_dir)[0]
+    """stock.build_argvs' configure line (clang-22, ggml's options) with the tests turned on.  ``tree`` need not
+    exist yet (``commands`` prints the line before the copy is made): it is laid out as the pinned tree."""
+    shape = tree if tree.exists() else pinned_root()
+    configure = [a.replace(str(shape), str(tree)) for a in stock.build_argvs(shape, isa, "clang", build_dir)[0]]
     keep = [a for a in configure if not any(a.startswith(f"-D{k}=") for k in TEST_CMAKE)]
     return keep + [f"-D{k}={v}" for k, v in TEST_CMAKE.items()]
 
