@@ -91,10 +91,10 @@ fi
 
 # ---------------------------------------------------------------- stock toolchain (optional)
 # --stock: Debian's clang-22 (bookworm-security) and the GNU riscv64 cross sysroot, with which the
-# upstream reports' commands build ggml (harness/build/stock.py, docs/upstream-toolchain.md).
+# upstream reports' commands build ggml (harness/upstream/stock.py, docs/upstream-toolchain.md).
 if [ "$stock" = 1 ]; then
-  pkgs="$(.venv/bin/python -c "from harness.build.stock import CLANG_PACKAGES as p; print(' '.join(n for n, _ in p))") cmake"
-  if .venv/bin/python -c "import sys; from harness.build.stock import missing; sys.exit(1 if missing('clang') else 0)"; then
+  pkgs="$(.venv/bin/python -c "from harness.upstream.stock import CLANG_PACKAGES as p; print(' '.join(n for n, _ in p))") cmake"
+  if .venv/bin/python -c "import sys; from harness.upstream.stock import missing; sys.exit(1 if missing('clang') else 0)"; then
     say "stock toolchain: already installed"
   else
     if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then

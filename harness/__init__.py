@@ -10,6 +10,8 @@ This package holds everything except the strategies and tests (``cases/``) and t
     emulators  QEMU and Spike behind one interface; the server pool
     check      comparison helpers and what a test observed
     report     failure reports, replay, reproducers, summaries
+    upstream   what goes to ggml's maintainers: public-API programs, issue texts, the stock toolchain,
+               fix series, ggml's own tests patched
     plugin     the pytest plugin
     commands   the rvvdiff command line
 """

@@ -1,4 +1,4 @@
-"""harness/ggmltests.py and harness/data/ggml-tests/*.patch: patches to ggml's own test-quantize-fns that fail
+"""harness/upstream/ggmltests.py and harness/data/ggml-tests/*.patch: patches to ggml's own test-quantize-fns that fail
 on the pinned tree under QEMU and pass with the fixes (docs/ggml-tests.md)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import ggmltests
-from harness.build import stock
 from harness.core import settings
+from harness.emulators import qemu
+from harness.upstream import ggmltests, stock
 
 HEADER_KEYS = ("rvvdiff ggml-test:", "class:", "fixes:", "vlens:")
 
@@ -105,6 +105,28 @@ def test_commands_build_the_test_with_the_stock_toolchain(tmp_path: Path) -> Non
     assert argv[3] == str(tmp_path / "b" / "bin" / "test-quantize-fns")
     assert ggmltests.build_argv(tmp_path / "b", c.target) == [
         "nice", "-n", "5", "cmake", "--build", str(tmp_path / "b"), "--target", "test-quantize-fns", "-j2"]
+
+
+@needs_tree
+def test_commands_are_printed_before_the_tree_copy_exists(tmp_path: Path) -> None:
+    lines = ggmltests.commands("odd_block_count", tmp_path)
+    assert not (tmp_path / "tree").exists()
+    assert shlex.split(lines[2])[:5] == ["cmake", "-S", str(tmp_path / "tree"), "-B", str(tmp_path / "build-v")]
+
+
+def test_a_run_starts_the_printed_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_test runs what commands() prints, under the QEMU rvvdiff runs (here a script in its place that says
+    FAILED with its arguments): a stress class has the tail/mask part of the stress mode, no rvv_vl_half_avl."""
+    fake = tmp_path / "qemu"
+    fake.write_text('#!/bin/sh\necho "dot product error: FAILED $*"\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(qemu, "qemu", lambda: qemu.Qemu(str(fake), "10.0.2", frozenset()))
+    c = ggmltests.CLASSES["tail_agnostic_accumulator"]
+    printed = ggmltests.run_argv(c, tmp_path / "b", 512)
+    assert "rvv_ta_all_1s=true,rvv_ma_all_1s=true" in printed[2] and "rvv_vl_half_avl" not in printed[2]
+    run = ggmltests.run_test(c, tmp_path / "b", 512)
+    assert not run.passed and run.returncode == 1
+    assert run.failures == ["dot product error: FAILED " + shlex.join(printed[1:])]
 
 
 _MISSING = stock.missing("clang")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["core", "ggml", "build", "emulators", "check", "report", "plugin", "commands"]
+LAYERS = ["core", "ggml", "build", "emulators", "check", "report", "upstream", "plugin", "commands"]
 PACKAGES = ("harness", "oracles", "cases", "costs")
 
 
@@ -49,12 +49,27 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 GRAPH = {m: sorted({n for _, n in _imports(p) if n != m}) for m, p in MODULES.items()}
 
 
+def test_every_harness_module_is_in_a_layer() -> None:
+    """A module directly under harness/ (other than its __init__) or a package not in ``LAYERS`` escapes the check below."""
+    wrong = []
+    for m, p in MODULES.items():
+        parts = m.split(".")
+        if parts[0] != "harness" or len(parts) < 2:
+            continue
+        if p.parent == ROOT / "harness":
+            wrong.append(f"{p.relative_to(ROOT)}: a module directly under harness/, in no layer: move it into one")
+        elif parts[1] not in LAYERS:
+            wrong.append(f"{p.relative_to(ROOT)}: package harness.{parts[1]} is not a layer: add it to LAYERS here "
+                         "and to harness/__init__.py's list, or move the module into a layer")
+    assert not wrong, "\n".join(wrong)
+
+
 def test_layers_are_not_crossed_upwards() -> None:
     wrong = []
     for m, p in MODULES.items():
         parts = m.split(".")
-        if parts[0] != "harness" or len(parts) < 3:
-            continue
+        if parts[0] != "harness" or len(parts) < 2 or parts[1] not in LAYERS:
+            continue  # (test_every_harness_module_is_in_a_layer says where such a module belongs)
         here = LAYERS.index(parts[1])
         for line, n in _imports(p):
             there = n.split(".")

@@ -1,4 +1,4 @@
-"""harness/build/stock.py: the commands that build ggml with a stock toolchain (clang-22 and the GNU
+"""harness/upstream/stock.py: the commands that build ggml with a stock toolchain (clang-22 and the GNU
 cross sysroot, or rvvdiff's zig) and run a program under QEMU, and one end-to-end check."""
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.build import stock
-from harness.core.config import ISA_BUILDS, cache_dir
+from harness.core.config import ISA_BUILDS, STRESS_PROPS, cache_dir
+from harness.emulators import qemu
 from harness.emulators.qemu import Qemu
 from harness.ggml import source
+from harness.upstream import stock
 
 
 @pytest.fixture
@@ -95,6 +96,31 @@ def test_run_command_spells_the_cpu_as_the_harness_does(isa: str, stress: bool) 
     assert argv[2].startswith("rv64,v=true,vlen=256,elen=64,")
     assert ("rvv_ta_all_1s=true,rvv_ma_all_1s=true" in argv[2]) == stress
     assert "rvv_vl_half_avl=true" in stock.run_command(Path("/x"), 128, isa, True, half_avl=True)
+
+
+@pytest.mark.parametrize("isa", list(ISA_BUILDS))
+def test_one_cpu_builder_with_the_harness_stress_mode(isa: str) -> None:
+    """The kernel servers' stress mode is config.STRESS_PROPS; the builder's default follows it, and leaves
+    rvv_vl_half_avl out only when asked (ggml's own tests, the stock commands' plain stress)."""
+    b = ISA_BUILDS[isa]
+    assert qemu.cpu_props(b) == b.qemu
+    assert qemu.cpu_props(b, stress=True) == {**b.qemu, **STRESS_PROPS}
+    assert qemu.cpu_props(b, stress=True, half_avl=False) == {**b.qemu, "rvv_ta_all_1s": True, "rvv_ma_all_1s": True}
+    assert qemu.cpu(512, b, True) == qemu.spell(512, {**b.qemu, **STRESS_PROPS})
+    with pytest.raises(ValueError, match="QEMU emulates 128, 256, 512, 1024"):
+        qemu.cpu(2048, b)
+
+
+def test_the_program_runs_with_the_printed_cpu(tmp_path: Path) -> None:
+    """Emulator.run_program starts what the printed command says (here with echo in QEMU's place) and hands
+    back the exit status and output instead of raising."""
+    echo = Qemu("/bin/echo", "0", frozenset())
+    props = qemu.cpu_props(ISA_BUILDS["zvfh"], stress=True, half_avl=False)
+    r = echo.run_program(tmp_path / "prog", 256, props, args=["--flag"], timeout=30)
+    printed = shlex.split(stock.run_command(tmp_path / "prog", 256, "zvfh", True))
+    assert r.returncode == 0 and r.stdout.split() == [*printed[1:], "--flag"]
+    false = Qemu("/bin/false", "0", frozenset())
+    assert false.run_program(tmp_path / "prog", 128, props, timeout=30).returncode == 1
 
 
 def test_bad_arguments_say_what_is_allowed(llama_tree: Path) -> None:

@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 from harness.commands import report
-from harness.ggml import mutants, source
-from harness.report import upstream as U
-from harness.report.failure import load_case
+from harness.ggml import mutants, source, tree
+from harness.report.failure import Case, load_case
+from harness.upstream import issue as issue_text
+from harness.upstream import program, public, runs
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = {"ggml.h", "ggml-cpu.h", "ggml-backend.h", "math.h", "stdio.h", "string.h"}
@@ -28,44 +29,62 @@ PUBLIC = {"ggml.h", "ggml-cpu.h", "ggml-backend.h", "math.h", "stdio.h", "string
 def test_encode_round_trips() -> None:
     rng = np.random.default_rng(1)
     for data in (b"", b"\x00", bytes(300), rng.bytes(257), b"\x01\x02\x02\x02" * 50, rng.bytes(33) + bytes(40)):
-        text = U.encode(data)
-        assert U.decode(text) == data
-        body = "".join(re.findall(r'"([^"]*)"', U._hex_lines("X", data)))
-        assert U.decode(body) == data
-    assert U.encode(bytes([0x0F] * 128)) == "0f*128"
+        text = program.encode(data)
+        assert program.decode(text) == data
+        body = "".join(re.findall(r'"([^"]*)"', program._hex_lines("X", data)))
+        assert program.decode(body) == data
+    assert program.encode(bytes([0x0F] * 128)) == "0f*128"
 
 
 def test_title_and_table_name_exactly_the_failing_targets() -> None:
-    v = [U.Verdict("pinned", i, vl, vl >= 256 and i != "v", "") for i in ("v", "zvfh") for vl in (128, 256, 512)]
-    v += [U.Verdict("fixed", i, vl, False, "") for i in ("v", "zvfh") for vl in (128, 256, 512)]
-    title = U.title_of("ggml_f", v, stress=False)
+    v = [runs.Verdict("pinned", i, vl, vl >= 256 and i != "v", "") for i in ("v", "zvfh") for vl in (128, 256, 512)]
+    v += [runs.Verdict("fixed", i, vl, False, "") for i in ("v", "zvfh") for vl in (128, 256, 512)]
+    title = issue_text.title_of("ggml_f", v, stress=False)
     assert "VLEN 256, 512, zvfh build" in title and "128" not in title
-    table = U.verdict_table(v)
+    table = issue_text.verdict_table(v)
     assert "| pinned | v | ok | ok | ok |" in table and "| pinned | zvfh | ok | wrong | wrong |" in table
     assert "| fixed | v, zvfh | ok | ok | ok |" in table
-    every = [U.Verdict("pinned", i, vl, True, "") for i in ("v", "zvfh", "zvfbfwma") for vl in (128, 256)]
-    assert "every VLEN (128-256), every RVV build" in U.title_of("ggml_f", every, stress=True)
+    every = [runs.Verdict("pinned", i, vl, True, "") for i in ("v", "zvfh", "zvfbfwma") for vl in (128, 256)]
+    assert "every VLEN (128-256), every RVV build" in issue_text.title_of("ggml_f", every, stress=True)
 
 
 def test_a_trap_finding_is_judged_by_the_trap_with_spike_rows_of_its_own() -> None:
     """A finding that is a trap (the call crashed under Spike): cells say trap / runs, and Spike's runs at VLENs
     QEMU also ran get rows of their own instead of being hidden behind QEMU's."""
-    v = [U.Verdict("pinned", "zvfh", vl, False, "ran to the end (exit 1)") for vl in (256, 512)]
-    v += [U.Verdict("pinned", "zvfh", vl, vl >= 512, "", "spike") for vl in (256, 512, 2048)]
-    v += [U.Verdict("fixed", "zvfh", vl, False, "", "spike") for vl in (256, 512, 2048)]
-    table = U.verdict_table(v, trap=True)
+    v = [runs.Verdict("pinned", "zvfh", vl, False, "ran to the end (exit 1)") for vl in (256, 512)]
+    v += [runs.Verdict("pinned", "zvfh", vl, vl >= 512, "", "spike") for vl in (256, 512, 2048)]
+    v += [runs.Verdict("fixed", "zvfh", vl, False, "", "spike") for vl in (256, 512, 2048)]
+    table = issue_text.verdict_table(v, trap=True)
     assert "| pinned | zvfh | runs | runs | not run |" in table
     assert "| pinned (spike) | zvfh | runs | trap | trap |" in table and "| fixed (spike) | zvfh | runs | runs | runs |" in table
-    assert "traps at VLEN 512, 2048 under Spike, zvfh build" in U.title_of("ggml_f", v, stress=False, trap=True)
+    assert "traps at VLEN 512, 2048 under Spike, zvfh build" in issue_text.title_of("ggml_f", v, stress=False, trap=True)
 
 
 def test_calls_without_a_public_form_say_why(tmp_path: Path) -> None:
-    case = U.Case(tmp_path, {"call": {"kernel": "quant_vec_dot", "ip": [20, 32, 1], "buffers": []}}, {})
-    with pytest.raises(U.NoPublicForm, match="generic twin"):
-        U.public_form(case)
+    types = tree.of(source.pinned()).types
+    case = Case(tmp_path, {"call": {"kernel": "quant_vec_dot", "ip": [20, 32, 1], "buffers": []}}, {})
+    with pytest.raises(public.NoPublicForm, match="generic twin of IQ4_NL"):
+        public.public_form(case, types)
     case.data["call"] = {"kernel": "repack_gemx", "ip": [2, 8, 8, 0, 0, 32, 1, 8], "buffers": []}
-    with pytest.raises(U.NoPublicForm, match="repack.h"):
-        U.public_form(case)
+    with pytest.raises(public.NoPublicForm, match="repack.h"):
+        public.public_form(case, types)
+    case.data["call"] = {"kernel": "quant_vec_dot", "ip": [max(types.values()) + 1, 32, 0], "buffers": []}
+    with pytest.raises(public.NoPublicForm, match="not in the tree's enum ggml_type"):
+        public.public_form(case, types)
+
+
+def test_every_type_of_the_tree_gets_a_public_form(tmp_path: Path) -> None:
+    """The type names and enum values come from the tree under test (its ggml.h), so a type rvvdiff never
+    listed (q2_0, nvfp4 on the pinned tree) gets a program naming ggml's own enumerator."""
+    tr = tree.of(source.pinned())
+    assert {"q2_0", "nvfp4"} <= set(tr.types)
+    for name, t in tr.types.items():
+        case = Case(tmp_path, {"call": {"kernel": "quant_vec_dot", "ip": [t, 32, 0], "buffers": [{}, {}]},
+                               "comparison": {"mode": "bitwise"}},
+                    {"buf0": np.zeros(8, np.uint8), "buf1": np.zeros(8, np.uint8), "expected": np.zeros(1)})
+        pub = public.public_form(case, tr.types)
+        assert pub.a_type == name and public.enumerator(name) in tr.symbols
+        assert f"tensor(ctx, {public.enumerator(name)}, 32, 1, A_HEX)" in program.program(pub, "t")
 
 
 def _failing_case(test: str, out: Path, *extra: str) -> Path:
@@ -99,7 +118,7 @@ def test_finding_issue_fails_on_the_tree_and_passes_with_the_fix(tmp_path: Path)
     code, said, issue = _report(case, "--isa", "zvfh", "--vlen", "128,256")
     assert code == 0, said
     lines = issue.splitlines()
-    assert len(lines) <= U.MAX_LINES
+    assert len(lines) <= issue_text.MAX_LINES
     assert lines[0].startswith("### ggml_vec_dot_iq4_nl_q8_0 (RISC-V RVV): wrong result at every VLEN (128-256), zvfh build")
     assert "| pinned | zvfh | wrong | wrong |" in lines and "| fixed | zvfh | ok | ok |" in lines
     assert "```c" in issue  # the program fits inline
@@ -149,7 +168,7 @@ def test_each_findings_upstream_text_says_exactly_where_it_fails(name: str) -> N
     issue_file = ROOT / "docs/upstream" / name / "issue.md"
     assert issue_file.is_file(), f"run: rvvdiff report --fix {name} --upstream --out docs/upstream/{name}"
     issue = issue_file.read_text()
-    assert len(issue.splitlines()) <= U.MAX_LINES
+    assert len(issue.splitlines()) <= issue_text.MAX_LINES
     table = _table(issue)
     if not table:
         assert "**Why no public reproducer.**" in issue

@@ -11,7 +11,7 @@ from harness.build import toolchain
 from harness.build.builds import BuildError, IsaUnavailable, ensure_built
 from harness.build.server import adapter_kernels
 from harness.build.toolchain import SERVER_DIR
-from harness.commands import bench, bisect, cost, fixes, gate, mutation, report, repro, series, spikecheck, trees
+from harness.commands import bench, bisect, cost, fixes, gate, ggmltests, mutation, report, repro, series, spikecheck, trees
 from harness.core.config import ISA_BUILDS, selection_type
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError
@@ -95,6 +95,8 @@ COMMANDS_ELSEWHERE = {
               "every VLEN and build (and on the fixed tree)",
     "series": "the fixes as pull-request-sized series per bug class: do they apply in order (pinned tree, "
               "--ggml-src trees); their descriptions and combined patches (docs/upstream/series/)",
+    "ggml-tests": "ggml's own test-quantize-fns, patched per bug class: built with the stock toolchain, run under QEMU "
+                  "on the pinned tree (fails) and with the class's fixes (passes) (docs/ggml-tests.md)",
     "bench": "where the suite's time goes, per representative kernel and VLEN",
     "cost": "what each kernel costs at every VLEN: instructions under Spike, HEAD against --base (docs/cost.md)",
     "mutants": "list the planted bugs, or `run` the detection table (docs/mutants.md)",
@@ -113,7 +115,7 @@ def _elsewhere(name: str) -> Callable[[list[str]], int]:
     """The ``main`` of a sub-command with its own argument parser."""
     return {"trees": trees.main, "bisect": bisect.main, "gate": gate.main, "fixes": fixes.main,
             "spike-check": spikecheck.main, "repro": repro.main_repro, "report": report.main, "series": series.main,
-            "bench": bench.main, "cost": cost.main,
+            "ggml-tests": ggmltests.main, "bench": bench.main, "cost": cost.main,
             "mutants": mutation.main_mutants, "audit": mutation.main_audit}[name]
 
 

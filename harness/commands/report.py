@@ -14,7 +14,6 @@ form (the reason is printed) or nothing could be built.
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import shutil
 import subprocess
@@ -27,10 +26,10 @@ from harness.commands import fixes as F
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, cache_dir, selection_type
 from harness.core.errors import RvvdiffError
 from harness.emulators import registry
-from harness.ggml import known, patches
+from harness.ggml import known, patches, tree
 from harness.ggml.source import resolve
-from harness.report import upstream as U
 from harness.report.failure import load_case
+from harness.upstream import issue, program, public, runs
 
 
 def _entry(nodeid: str, emulator: str, fix: str | None = None) -> known.Known | None:
@@ -59,40 +58,6 @@ def finding_case(fix: str, work: Path) -> Path:
         raise RvvdiffError(f"{fix}: its finding's test did not fail ({shlex.join(argv)}; exit {r.returncode}):\n"
                            + r.stdout[-800:])
     return cases[0].parent
-
-
-def _reason(entry: known.Known | None) -> str:
-    """An entry's reason without its pointers into rvvdiff's docs."""
-    return re.sub(r"\s*\((docs|see)[^)]*\)", "", entry.reason) if entry else ""
-
-
-def callers(tree: Path, function: str) -> list[str]:
-    """Where ``tree``'s ggml sources name ``function`` other than defining it (file:line)."""
-    out = []
-    name = re.compile(rf"\b{re.escape(function)}\b")
-    # a declaration or definition: type words before the name at the start of the line ("return" is no type)
-    decl = re.compile(rf"^\s*(?!return\b)(?:[A-Za-z_]\w*[\s*]+)+{re.escape(function)}\s*\(")
-    for f in sorted((tree / "src").rglob("*")):
-        if f.suffix not in (".c", ".cpp", ".h", ".inc") or not f.is_file():
-            continue
-        for i, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
-            if name.search(line) and not decl.search(line):
-                out.append(f"{f.relative_to(tree)}:{i}")
-    return out
-
-
-def no_public_issue(case_data: dict, reason: str, entry: known.Known | None) -> str:
-    """The issue text of a finding no public op reaches: what, where, why no public program, how to see it."""
-    t, g = case_data["target"], case_data["ggml"]
-    fn = entry.functions[0] if entry and entry.functions else case_data["call"].get("kernel")
-    what = _reason(entry)
-    return "\n".join([
-        f"### {fn} (RISC-V RVV): {'wrong result' if case_data.get('comparison') else 'fails'} at VLEN {t['vlen']}, "
-        f"{t['isa']} build, in rvvdiff's test (no public-API program: below, why)",
-        "", f"**What goes wrong.** {U._sentence(what)}",
-        "", f"**Why no public reproducer.** {U._sentence(reason[:1].upper() + reason[1:])}",
-        "", f"Tree: {g['label']}, commit {g['commit']}. To see it (rvvdiff calls the function as the tree declares it):",
-        "```sh", case_data["replay"].replace(" && ", " &&\n  "), "```", ""])
 
 
 def main(argv: list[str]) -> int:
@@ -127,25 +92,25 @@ def main(argv: list[str]) -> int:
     case = load_case(case_dir)
     out = (a.out or case.dir / "upstream").resolve()
     try:
-        pub = U.public_form(case)
-    except U.NoPublicForm as e:
+        pub = public.public_form(case, tree.of(public.source_of(case)).types)
+    except public.NoPublicForm as e:
         why = str(e)
         entry = _entry(case.data["test"], case.data["target"].get("emulator", "qemu"), a.fix)
-        ggml = resolve(None if case.data["ggml"]["label"].startswith("pinned") else case.data["ggml"]["root"]).ggml
-        if entry and entry.functions and not any(callers(ggml, f) for f in entry.functions):
+        ggml = public.source_of(case).ggml
+        if entry and entry.functions and not any(public.callers(ggml, f) for f in entry.functions):
             why = (f"no code of this tree calls {', '.join(entry.functions)} (only its declaration and definition "
                    "name it), so no op reaches it; it is wrong for any future caller")
         print(f"rvvdiff report: no public-API program for {case.data['test']}: {why}")
         out.mkdir(parents=True, exist_ok=True)
         (out / "repro.c").unlink(missing_ok=True)
-        (out / "issue.md").write_text(no_public_issue(case.data, why, entry))
+        (out / "issue.md").write_text(issue.no_public_issue(case.data, why, entry))
         print(f"rvvdiff report: {out / 'issue.md'} (no public program)")
         return 2
     tgt = case.data["target"]
     stress = bool(tgt.get("stress"))
     names = list(ISA_BUILDS)
     isas = list(a.isa) if a.isa else names
-    src = resolve(None if case.data["ggml"]["label"].startswith("pinned") else case.data["ggml"]["root"])
+    src = public.source_of(case)
     entry = _entry(case.data["test"], tgt.get("emulator", "qemu"), a.fix)
     if entry and entry.functions:  # the function the finding is about, not the op the test called
         pub.function = entry.functions[0]
@@ -163,12 +128,12 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     title = pub.function
     prog = out / "repro.c"
-    prog.write_text(U.program(pub, title))
+    prog.write_text(program.program(pub, title))
     with tempfile.TemporaryDirectory(prefix="rvvdiff-upstream-") as tmp:  # the executables; out keeps the texts
         return _judge(a, case, pub, prog, out, trees, isas, stress, fix_name, fix_md, Path(tmp))
 
 
-def _judge(a: argparse.Namespace, case, pub: U.Public, prog: Path, out: Path, trees: dict, isas: list[str],
+def _judge(a: argparse.Namespace, case, pub: public.Public, prog: Path, out: Path, trees: dict, isas: list[str],
            stress: bool, fix_name: str, fix_md: str, work: Path) -> int:
     """Build and run the program everywhere, write the issue text; 0 when it is true as written."""
     tgt = case.data["target"]
@@ -177,31 +142,31 @@ def _judge(a: argparse.Namespace, case, pub: U.Public, prog: Path, out: Path, tr
     # A finding that is a trap (the call crashed where the test ran, the oracle's value kept): every run is
     # judged by whether it traps, and Spike, where such traps show, runs every VLEN.
     trap = bool((case.data.get("comparison") or {}).get("crashed"))
-    verdicts = U.verify(prog, trees, isas, list(a.vlen), stress, work, trap=trap)
+    verdicts = runs.verify(prog, trees, isas, list(a.vlen), stress, work, trap=trap)
     if a.spike:
         try:
             spike = registry.get("spike")
         except ToolchainError as e:
             print(f"rvvdiff report: --spike: {e}")
             return 2
-        verdicts += U.verify(prog, trees, isas, [v for v in SPIKE_VLENS if trap or v not in VLENS], stress, work, spike,
+        verdicts += runs.verify(prog, trees, isas, [v for v in SPIKE_VLENS if trap or v not in VLENS], stress, work, spike,
                              trap=trap)
     for v in verdicts:
-        word = U.verdict_word(v.failing, trap)
+        word = issue.verdict_word(v.failing, trap)
         state = word.upper() if v.failing else word
         print(f"  {v.tree:6} {v.isa:9} VLEN {v.vlen:5}: {state}" + ("" if v.failing is not None else f" ({v.text})"))
-    cause = U.paragraph(fix_md, "Root cause") or _reason(entry)
-    impact = U.paragraph(fix_md, "Who hits it")
+    cause = issue.paragraph(fix_md, "Root cause") or issue.reason_of(entry)
+    impact = issue.paragraph(fix_md, "Who hits it")
     fixed = [v for v in verdicts if v.tree == "fixed"]
     wrong = next((v for v in verdicts if v.tree != "fixed" and v.failing), None)
     isa_ex, vl_ex = (ISA_BUILDS[wrong.isa], wrong.vlen) if wrong else (ISA_BUILDS[tgt["isa"]], tgt["vlen"])
     # (the stock commands run the program under QEMU, which lets a trap finding's access through)
-    stock_runs = [] if a.no_stock or trap else [U.verify_stock(t, label, isa_ex, vl_ex, stress, prog, work)
+    stock_runs = [] if a.no_stock or trap else [runs.verify_stock(t, label, isa_ex, vl_ex, stress, prog, work)
                                         for label, t in trees.items()]
     for v in stock_runs:
         print(f"  {v.tree:6} {v.isa:9} VLEN {v.vlen:5}, built with the stock commands: "
               + {True: "WRONG", False: "ok", None: f"not run ({v.text})"}[v.failing])
-    text = U.issue(case, pub, prog.read_text(), verdicts, stress=stress, isa_example=isa_ex, vlen_example=vl_ex,
+    text = issue.issue(case, pub, prog.read_text(), verdicts, stress=stress, isa_example=isa_ex, vlen_example=vl_ex,
                    tree=src, stock_runs=stock_runs, cause=cause, impact=impact, fix=fix_name, trap=trap)
     (out / "issue.md").write_text(text)
     print(f"rvvdiff report: {out / 'issue.md'} ({len(text.splitlines())} lines), {prog}")

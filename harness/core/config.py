@@ -95,10 +95,13 @@ COMMON_CMAKE: dict[str, str] = {
 #: Variables CMake itself reads: always passed, whatever the tree declares.
 CMAKE_OWN: frozenset[str] = frozenset({"CMAKE_BUILD_TYPE", "BUILD_SHARED_LIBS"})
 
+#: The stress property with which vsetvl grants only half of the requested AVL when it can.
+HALF_AVL = "rvv_vl_half_avl"
 #: QEMU properties of the tail/mask stress mode: tail- and mask-agnostic
 #: elements are overwritten with all ones (as real chips may do) and vsetvl
-#: grants only half of the requested AVL when it can.
-STRESS_PROPS: dict[str, bool] = {"rvv_ta_all_1s": True, "rvv_ma_all_1s": True, "rvv_vl_half_avl": True}
+#: grants only half of the requested AVL when it can (:data:`HALF_AVL`; ggml's own
+#: tests run without it, harness/emulators/qemu.py's ``cpu_props`` leaves it out on request).
+STRESS_PROPS: dict[str, bool] = {"rvv_ta_all_1s": True, "rvv_ma_all_1s": True, HALF_AVL: True}
 
 
 def parse_selection(option: str, value: str, allowed: Sequence[str | int]) -> tuple:

@@ -12,10 +12,28 @@ can be checked before the emulator is looked for (:func:`harness.emulators.regis
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 from harness.build.builds import Build
+from harness.core.proc import CommandError, run
+
+
+@dataclass(frozen=True)
+class Ran:
+    """How a standalone program run under an emulator ended (:meth:`Emulator.run_program`)."""
+
+    argv: list[str]
+    #: Its exit status; None: it did not finish within the timeout (and was killed).
+    returncode: int | None
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
 
 
 class Emulator(ABC):
@@ -123,3 +141,15 @@ class Emulator(ABC):
     def exec_log_command(self, server: Path, vlen: int, props: dict[str, bool], log: Path) -> list[str]:
         """The command that runs ``server`` logging the instructions it executes to ``log`` (when :attr:`logs_exec`)."""
         raise NotImplementedError(f"{self.label} cannot log the instructions a server executes")
+
+    def run_program(self, program: Path, vlen: int, props: dict[str, bool], *, timeout: float,
+                    args: Sequence[str] = (), what: str = "the program") -> Ran:
+        """Run a standalone program (a reproducer, ggml's own test; not a kernel server) to its end with
+        :meth:`command`, ``args`` after it, through :func:`harness.core.proc.run` (argv logged, ``timeout``
+        seconds at most); its exit status is for the caller to judge, a timeout is ``returncode`` None."""
+        argv = [*self.command(program, vlen, props), *args]
+        try:
+            cp = run(argv, timeout=timeout, what=what)
+        except CommandError as e:
+            return Ran(e.argv, e.returncode, e.stdout, e.stderr)
+        return Ran(argv, cp.returncode, cp.stdout, cp.stderr)

@@ -2,7 +2,9 @@
 
 QEMU runs the build's Linux kernel server with ``-cpu rv64,v=true,vlen=N,...``; it has the
 tail/mask stress mode (``rvv_ta_all_1s``, ``rvv_ma_all_1s``, ``rvv_vl_half_avl``) and its
-``-d in_asm`` log is what :mod:`harness.emulators.trace` reads.
+``-d in_asm`` log is what :mod:`harness.emulators.trace` reads.  The ``-cpu`` value is built here
+only (:func:`cpu_props`, :func:`spell`, :func:`cpu`): for the kernel servers, the standalone
+programs (:meth:`Emulator.run_program`) and the commands printed for users to copy.
 """
 
 from __future__ import annotations
@@ -22,13 +24,35 @@ from harness.build.builds import Build
 from harness.build.cmake import march_extras, tree_name
 from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler, write_atomically
 from harness.core import settings
-from harness.core.config import ISA_BUILDS, STRESS_PROPS, VLENS, cache_dir, locked
+from harness.core.config import HALF_AVL, ISA_BUILDS, STRESS_PROPS, VLENS, IsaBuild, cache_dir, locked
 from harness.core.proc import CommandError, run
 from harness.emulators.base import Emulator
 
 #: Every -cpu property the harness may ask for.
 QEMU_PROPERTIES: tuple[str, ...] = tuple(dict.fromkeys(
     [p for b in ISA_BUILDS.values() for p in b.qemu] + list(STRESS_PROPS)))
+
+
+def cpu_props(isa: IsaBuild, stress: bool = False, half_avl: bool | None = None) -> dict[str, bool]:
+    """The CPU properties of an ISA build: exactly its extensions on, the others QEMU knows off; ``stress``:
+    the tail/mask stress mode (:data:`~harness.core.config.STRESS_PROPS`); ``half_avl``: whether its
+    ``rvv_vl_half_avl`` is on (default: with ``stress``; ggml's own tests run with the tail/mask part only)."""
+    half = stress if half_avl is None else half_avl
+    return {**isa.qemu, **{p: on for p, on in STRESS_PROPS.items() if (half if p == HALF_AVL else stress)}}
+
+
+def spell(vlen: int, props: dict[str, bool]) -> str:
+    """QEMU's ``-cpu`` value for a VLEN and a set of extension / stress properties: "v" first, then the
+    VLEN and ELEN, then the others in their order; ValueError for a VLEN QEMU does not emulate."""
+    if vlen not in VLENS:
+        raise ValueError(f"VLEN {vlen}: QEMU emulates {', '.join(map(str, VLENS))}")
+    items = [f"{k}={'true' if on else 'false'}" for k, on in sorted(props.items(), key=lambda kv: kv[0] != "v")]
+    return "rv64," + ",".join(items[:1] + [f"vlen={vlen}", "elen=64"] + items[1:])
+
+
+def cpu(vlen: int, isa: IsaBuild, stress: bool = False, half_avl: bool | None = None) -> str:
+    """The ``-cpu`` value of an ISA build at a VLEN (:func:`cpu_props`, :func:`spell`)."""
+    return spell(vlen, cpu_props(isa, stress, half_avl))
 
 
 @dataclass(frozen=True)
@@ -77,9 +101,8 @@ class Qemu(Emulator):
                 f"{target}: install qemu-user 10 from bookworm-backports (ci/setup.sh) or set RVVDIFF_QEMU")
 
     def cpu(self, vlen: int, props: dict[str, bool]) -> str:
-        """The ``-cpu`` argument for a VLEN and a set of extension / stress properties ("v" first)."""
-        items = [f"{k}={'true' if on else 'false'}" for k, on in sorted(props.items(), key=lambda kv: kv[0] != "v")]
-        return "rv64," + ",".join(items[:1] + [f"vlen={vlen}", "elen=64"] + items[1:])
+        """The ``-cpu`` argument for a VLEN and a set of extension / stress properties (:func:`spell`)."""
+        return spell(vlen, props)
 
     def command(self, server: Path, vlen: int, props: dict[str, bool]) -> list[str]:
         """The command that runs the kernel server ``server`` (the build's Linux binary)."""

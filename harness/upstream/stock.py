@@ -3,14 +3,15 @@
 Reports meant for ggml maintainers print commands they can run without rvvdiff: Debian
 bookworm's clang-22 (bookworm-security) with the GNU cross sysroot, or rvvdiff's own zig
 (harness/build/toolchain.py), configuring ggml with ggml's own CMake, linking a program
-statically and running it under ``qemu-riscv64``.  Verified on Debian bookworm, see
+statically and running it under ``qemu-riscv64`` (the ``-cpu`` value and the run are
+:mod:`harness.emulators.qemu`'s, as for the kernel servers).  Verified on Debian bookworm, see
 docs/upstream-toolchain.md.  Why not the older compilers: bookworm's GCC 12 cross compiler
 has no RVV intrinsics (no ``riscv_vector.h``, ``__riscv_v_intrinsic`` undefined), and
 bookworm's clang-19 rejects ggml's inline assembly (``vsetivli zero, 16, e8, m1`` without
 ta/ma; with ``-fno-integrated-as``, binutils 2.40 does not know zvfh).
 
 :func:`build_commands`, :func:`link_command` and :func:`run_command` return shell command
-lines (for a report); :func:`build_program` and :func:`run_program` run them.
+lines (for a report); :func:`build_program`, :func:`run_exe` and :func:`run_program` run them.
 """
 
 from __future__ import annotations
@@ -20,14 +21,18 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.build.cmake import march_mismatch
-from harness.core.config import COMMON_CMAKE, ISA_BUILDS, VLENS, IsaBuild
+from harness.core.config import COMMON_CMAKE, ISA_BUILDS, IsaBuild
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError, run
+from harness.emulators import qemu as Q
+from harness.emulators.base import Ran
 
 TOOLCHAINS: tuple[str, ...] = ("clang", "zig")
 
@@ -51,9 +56,6 @@ COMMON_PACKAGES: tuple[tuple[str, str], ...] = (
     ("qemu-user", "qemu-riscv64"),
 )
 APT_INSTALL = "apt-get install -y " + " ".join(p for p, _ in CLANG_PACKAGES)
-
-#: QEMU's tail/mask stress properties (rvvdiff's --rvv-stress adds rvv_vl_half_avl, see half_avl).
-STRESS: dict[str, bool] = {"rvv_ta_all_1s": True, "rvv_ma_all_1s": True}
 
 #: The public-API program the end-to-end check links: a 1x1 ggml_mul_mat of a q4_0 row (256
 #: values) by a q8_0 row, whose inputs quantize exactly, so the result is the integer
@@ -262,23 +264,10 @@ def link_command(program: Path, exe: Path, *, tree: Path, build_dir: Path, toolc
     return shlex.join(link_argv(program, exe, tree=tree, build_dir=build_dir, toolchain=toolchain))
 
 
-def qemu_cpu(vlen: int, isa: str | IsaBuild, stress: bool = False, half_avl: bool = False) -> str:
-    """QEMU's ``-cpu`` value for an ISA build at a VLEN, spelled as harness/emulators/qemu.py spells it:
-    exactly the build's extensions on, the others it knows off."""
-    if vlen not in VLENS:
-        raise ValueError(f"VLEN {vlen}: QEMU emulates {', '.join(map(str, VLENS))}")
-    props = dict(_isa(isa).qemu)
-    if stress:
-        props.update(STRESS)
-    if half_avl:
-        props["rvv_vl_half_avl"] = True
-    items = [f"{k}={'true' if on else 'false'}" for k, on in sorted(props.items(), key=lambda kv: kv[0] != "v")]
-    return "rv64," + ",".join(items[:1] + [f"vlen={vlen}", "elen=64"] + items[1:])
-
-
 def run_argv(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
              qemu: str = "qemu-riscv64") -> list[str]:
-    return [qemu, "-cpu", qemu_cpu(vlen, isa, stress, half_avl), str(exe)]
+    """The command of :func:`run_command` as an argument list."""
+    return [qemu, "-cpu", Q.cpu(vlen, _isa(isa), stress, half_avl), str(exe)]
 
 
 def run_command(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
@@ -359,17 +348,22 @@ def build_program(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Pa
     return exe
 
 
+def run_exe(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
+            args: Sequence[str] = (), timeout: float = 300) -> Ran:
+    """Run ``exe`` (with ``args``) under QEMU as :func:`run_command` says (the qemu-riscv64 rvvdiff runs:
+    ``$RVVDIFF_QEMU`` or PATH); its exit status is for the caller to judge."""
+    return Q.qemu().run_program(exe, vlen, Q.cpu_props(_isa(isa), stress, half_avl), args=args, timeout=timeout,
+                                what=f"{Path(exe).name} under QEMU")
+
+
 def run_program(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
-                qemu: str | None = None, timeout: float = 300) -> str:
-    """Run ``exe`` under QEMU (see :func:`run_command`); return its standard output."""
-    q = qemu or shutil.which("qemu-riscv64")
-    if q is None:
-        raise StockToolchainError("qemu-riscv64 is missing: install qemu-user 10 from bookworm-backports "
-                                  "(ci/setup.sh, or as root: apt-get install -y -t bookworm-backports qemu-user)")
-    argv = run_argv(exe, vlen, isa, stress, half_avl=half_avl, qemu=q)
-    try:
-        return run(argv, timeout=timeout, what="the program under QEMU").stdout
-    except CommandError as e:
-        status = "timed out" if e.returncode is None else f"exited with {e.returncode}"
-        sig = " (SIGILL: the program used an extension the emulated CPU lacks)" if e.returncode == 132 else ""
-        raise StockToolchainError(f"{shlex.join(argv)} {status}{sig}: {e.stderr.strip()[-300:]}") from e
+                timeout: float = 300) -> str:
+    """Run ``exe`` under QEMU (see :func:`run_command`); return its standard output, or raise
+    :class:`StockToolchainError` when it does not exit with 0."""
+    r = run_exe(exe, vlen, isa, stress, half_avl=half_avl, timeout=timeout)
+    if r.returncode != 0:
+        status = "timed out" if r.returncode is None else f"exited with {r.returncode}"
+        sigill = r.returncode in (-signal.SIGILL, 128 + signal.SIGILL)  # (killed by it; a shell says 132)
+        sig = " (SIGILL: the program used an extension the emulated CPU lacks)" if sigill else ""
+        raise StockToolchainError(f"{shlex.join(r.argv)} {status}{sig}: {r.stderr.strip()[-300:]}")
+    return r.stdout

@@ -7,7 +7,7 @@ class's fixes (``harness/data/fixes/<name>.patch``) are applied.  :func:`run_cla
 
 1. a copy of the pinned tree (``cp -al``, hard links broken for every file a patch changes; the
    cached tree itself is never written), with the test patch and optionally the fixes applied;
-2. ggml's / llama.cpp's own CMake with Debian's clang-22 (``harness/build/stock.py``), GGML_RVV=ON,
+2. ggml's / llama.cpp's own CMake with Debian's clang-22 (:mod:`harness.upstream.stock`), GGML_RVV=ON,
    static, LLAMA_BUILD_TESTS=ON, target ``test-quantize-fns`` only;
 3. the test executable under ``qemu-riscv64 -cpu rv64,v=true,vlen=<V>,...`` at each VLEN of the
    class: exit status 0 is a pass.
@@ -16,20 +16,18 @@ The pinned and the fixed variants share one tree copy and one build directory (u
 ``$RVVDIFF_CACHE/ggmltests`` or ``$RVVDIFF_GGMLTESTS_DIR``): only the patched files change between them,
 so the second build recompiles ``quants.c`` and the test and relinks.  A lock file serialises callers.
 
-    python -m harness.ggmltests odd_block_count          # verdict table (pinned, fixed) and the commands
-    python -m harness.ggmltests --list
+    rvvdiff ggml-tests odd_block_count          # verdict table (pinned, fixed) and the commands
+    rvvdiff ggml-tests --list
 """
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import os
 import re
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -38,13 +36,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.build import stock
 from harness.core import settings
-from harness.core.config import cache_dir
+from harness.core.config import DATA_DIR, cache_dir
+from harness.upstream import stock
 
-HERE = Path(__file__).resolve().parent
-TEST_PATCHES = HERE / "data" / "ggml-tests"
-FIX_PATCHES = HERE / "data" / "fixes"
+TEST_PATCHES = DATA_DIR / "ggml-tests"
+FIX_PATCHES = DATA_DIR / "fixes"
 DEFAULT_WORK = "$RVVDIFF_CACHE/ggmltests"  # said in --help; the path is work_dir()
 
 #: CMake options on top of stock.build_argvs' (which turns everything of llama.cpp off): the tests
@@ -208,8 +205,10 @@ def _locked(work: Path) -> Iterator[None]:
 
 
 def configure_argv(tree: Path, build_dir: Path, isa: str = "v") -> list[str]:
-    """stock.build_argvs' configure line (clang-22, ggml's options) with the tests turned on."""
-    configure = stock.build_argvs(tree, isa, "clang", build_dir)[0]
+    """stock.build_argvs' configure line (clang-22, ggml's options) with the tests turned on.  ``tree`` need not
+    exist yet (``commands`` prints the line before the copy is made): it is laid out as the pinned tree."""
+    shape = tree if tree.exists() else pinned_root()
+    configure = [a.replace(str(shape), str(tree)) for a in stock.build_argvs(shape, isa, "clang", build_dir)[0]]
     keep = [a for a in configure if not any(a.startswith(f"-D{k}=") for k in TEST_CMAKE)]
     return keep + [f"-D{k}={v}" for k, v in TEST_CMAKE.items()]
 
@@ -223,6 +222,8 @@ def executable(build_dir: Path, target: str) -> Path:
 
 
 def run_argv(c: TestClass, build_dir: Path, vlen: int) -> list[str]:
+    """The command that runs the class's test at ``vlen`` (printed by :func:`commands`; :func:`run_test` runs it):
+    the class's stress mode is the tail/mask part only, without ``rvv_vl_half_avl``."""
     return [*stock.run_argv(executable(build_dir, c.target), vlen, c.isa, c.stress), *c.args]
 
 
@@ -258,13 +259,10 @@ class Run:
 
 
 def run_test(c: TestClass, build_dir: Path, vlen: int, timeout: float = 1800) -> Run:
-    argv = run_argv(c, build_dir, vlen)
+    """The class's test run once at ``vlen``, as :func:`run_argv` says (under the QEMU rvvdiff runs)."""
     t0 = time.monotonic()
-    try:
-        cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, errors="replace")
-        rc, out = cp.returncode, cp.stdout + cp.stderr
-    except subprocess.TimeoutExpired:
-        rc, out = -1, "timed out"
+    r = stock.run_exe(executable(build_dir, c.target), vlen, c.isa, c.stress, args=c.args, timeout=timeout)
+    rc, out = (-1, "timed out") if r.returncode is None else (r.returncode, r.output)
     fails = [ln.strip() for ln in out.splitlines() if "FAILED" in ln or "timed out" in ln or "Assert" in ln][:12]
     if rc not in (0, 1) and not fails:
         fails = [f"exit status {rc}: " + " | ".join(out.strip().splitlines()[-3:])]
@@ -362,31 +360,3 @@ def table(res: Result) -> str:
     lines.append("")
     lines.append("verdict: " + ("as expected (pinned fails, fixed passes)" if res.ok() else "NOT as expected"))
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.ggmltests", description=__doc__.split("\n\n")[0])
-    ap.add_argument("cls", nargs="?", choices=sorted(CLASSES), help="bug class")
-    ap.add_argument("--list", action="store_true", help="list the classes")
-    ap.add_argument("--vlen", type=int, action="append", help="VLEN (repeatable; default: the class's)")
-    ap.add_argument("--pinned-only", action="store_true")
-    ap.add_argument("--fixed-only", action="store_true")
-    ap.add_argument("--commands", action="store_true", help="only print the commands")
-    ap.add_argument("--work", type=Path, help=f"tree copy and build directory (default {DEFAULT_WORK})")
-    a = ap.parse_args(argv)
-    if a.list or not a.cls:
-        for c in CLASSES.values():
-            print(f"{c.name:<26} VLEN {','.join(map(str, c.vlens)):<16} fixes: {', '.join(c.fixes)}")
-        return 0
-    if not a.commands:
-        res = run_class(a.cls, pinned=not a.fixed_only, fixed=not a.pinned_only, vlens=a.vlen, work=a.work)
-        print(table(res))
-        print()
-    print("commands:")
-    for ln in commands(a.cls, a.work):
-        print("  " + ln)
-    return 0 if a.commands or res.ok() else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

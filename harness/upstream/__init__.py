@@ -1,0 +1,11 @@
+"""What rvvdiff hands to ggml's maintainers, in their terms and with their tools.
+
+A finding leaves rvvdiff as things a ggml developer can run without it: the recorded call as a public
+ggml op (``public``: ``ggml_mul_mat`` through ``ggml.h``, or why there is none), that op as a standalone
+C program (``program``), the program built against every ISA build and run at every VLEN
+(``runs``), the issue text with its verdict table (``issue``), the stock toolchain's commands that
+build ggml and link such a program (``stock``: Debian's clang-22 or rvvdiff's zig, ggml's own
+CMake), the fixes as pull-request series (``series``) and ggml's own tests patched to catch the
+findings (``ggmltests``).  The programs run under the emulators of :mod:`harness.emulators`; the
+``rvvdiff report --upstream``, ``series`` and ``ggml-tests`` subcommands are in :mod:`harness.commands`.
+"""

@@ -1,0 +1,185 @@
+"""The issue text for ggml's maintainers: at most :data:`MAX_LINES` lines.
+
+A title naming the function, VLENs and ISA builds (exactly those where the program was wrong, as run:
+:mod:`harness.upstream.runs`), what goes wrong, who hits it, the program, the stock-toolchain
+commands that build and run it, and its verdict at every VLEN and ISA build; for a finding no public op
+reaches, :func:`no_public_issue` says why instead.  :func:`paragraph` is the one reader of a short fix
+report's bold paragraphs (``**Root cause.**``, ``**Who hits it.**``; the fix series read them too).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from harness.core.config import ISA_BUILDS, IsaBuild
+from harness.emulators import qemu as Q
+from harness.ggml import known
+from harness.ggml.source import GgmlSource
+from harness.report.failure import Case
+from harness.upstream import stock
+from harness.upstream.public import Public
+from harness.upstream.runs import Verdict
+
+#: The issue text's length limit (the program and the table included).
+MAX_LINES = 60
+
+
+def _vlens(found: list[int], tested: list[int]) -> str:
+    found = sorted(set(found))
+    if found and found == sorted(set(tested)):
+        return f"every VLEN ({found[0]}-{found[-1]})"
+    return "VLEN " + (", ".join(map(str, found)) or "none")
+
+
+def title_of(function: str, verdicts: list[Verdict], stress: bool, trap: bool = False) -> str:
+    mine = [v for v in verdicts if v.tree != "fixed"]
+    bad = [v for v in mine if v.failing]
+    builds = sorted({v.isa for v in bad}, key=list(ISA_BUILDS).index)
+    where = ("every RVV build" if set(builds) == set(ISA_BUILDS) else "/".join(builds)
+             + (" builds" if len(builds) > 1 else " build"))
+    spike = f" under {bad[0].emulator.capitalize()}" if bad and len({v.emulator for v in bad}) == 1 and \
+        bad[0].emulator != "qemu" else ""
+    return (f"{function} (RISC-V RVV): {'traps' if trap else 'wrong result'} at "
+            f"{_vlens([v.vlen for v in bad], [v.vlen for v in mine])}{spike}, "
+            f"{where}" + (", when tail-agnostic elements are written with ones" if stress else ""))
+
+
+def verdict_word(failing: bool | None, trap: bool = False) -> str:
+    """A verdict in the tables: wrong / ok (trap / runs for a trap finding), or not run."""
+    return ("trap" if trap else "wrong") if failing else ("runs" if trap else "ok") if failing is False else "not run"
+
+
+def verdict_table(verdicts: list[Verdict], trap: bool = False) -> list[str]:
+    """One row per tree and group of builds with the same verdicts (``trap``: "trap" / "runs")."""
+    vlens = sorted({v.vlen for v in verdicts})
+    rows = ["| tree | builds | " + " | ".join(f"VLEN {v}" for v in vlens) + " |", "|" + "---|" * (2 + len(vlens))]
+    # Another emulator that ran VLENs QEMU ran too (a trap finding under Spike) gets rows of its own.
+    both = {v.vlen for v in verdicts if v.emulator == "qemu"} & {v.vlen for v in verdicts if v.emulator != "qemu"}
+
+    def row_of(v: Verdict) -> str:
+        return f"{v.tree} ({v.emulator})" if both and v.emulator != "qemu" else v.tree
+
+    for t in dict.fromkeys(row_of(v) for v in verdicts):
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for i in sorted({v.isa for v in verdicts if row_of(v) == t}, key=list(ISA_BUILDS).index):
+            cells = []
+            for vl in vlens:
+                m = [x for x in verdicts if row_of(x) == t and x.isa == i and x.vlen == vl]
+                cells.append(verdict_word(m[0].failing if m else None, trap))
+            groups.setdefault(tuple(cells), []).append(i)
+        rows += [f"| {t} | {', '.join(isas)} | " + " | ".join(cells) + " |" for cells, isas in groups.items()]
+    return rows
+
+
+def first_wrong(verdicts: list[Verdict]) -> tuple[Verdict | None, list[str]]:
+    for v in verdicts:
+        if v.tree != "fixed" and v.failing:
+            return v, [ln for ln in v.text.splitlines() if ln.strip()]
+    return None, []
+
+
+def _wrapped(argv: list[str], width: int = 160) -> list[str]:
+    lines, cur = [], ""
+    for w in argv:
+        w = shlex.quote(w)
+        if cur and len(cur) + 1 + len(w) > width:
+            lines.append(cur + " \\")
+            cur = "  " + w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    return lines + [cur]
+
+
+def build_lines(tree: GgmlSource, isa: IsaBuild, vlen: int, stress: bool) -> list[str]:
+    """The stock-toolchain commands (:mod:`harness.upstream.stock`, as verified by :func:`verify_stock`) with
+    the tree named ``llama.cpp`` (or ``ggml``) and the build directory ``rv``."""
+    name = "llama.cpp" if tree.ggml != tree.root else "ggml"
+
+    def rel(argv: list[str]) -> list[str]:
+        return [a.replace(str(tree.root), name) for a in argv if a != "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"]
+
+    configure, build = stock.build_argvs(tree.root, isa, "clang", Path("rv"))
+    link = stock.link_argv(Path("repro.c"), Path("repro"), tree=tree.root, build_dir=Path("rv"), toolchain="clang")
+    run_ = [*stock.run_argv(Path("repro"), vlen, isa, stress, half_avl=stress, qemu="qemu-riscv64")[:-1], "./repro"]
+    return ["```sh", *_wrapped(rel(configure)), *_wrapped(rel(build)), *_wrapped(rel(link)),
+            *_wrapped(run_, 400), "```"]
+
+
+def paragraph(md: str, label: str) -> str:
+    """The paragraph of a short fix report that starts with ``**label.**``, on one line ('' if none)."""
+    m = re.search(rf"^\*\*{re.escape(label)}\.\*\*\s*(.+?)(?:\n\s*\n|\Z)", md, re.M | re.S)
+    return " ".join(m.group(1).split()) if m else ""
+
+
+def sentence(s: str) -> str:
+    s = s.strip()
+    return s if not s or s.endswith((".", "!", "?")) else s + "."
+
+
+def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, stress: bool, isa_example: IsaBuild,
+          vlen_example: int, tree: GgmlSource, stock_runs: list[Verdict] = (), cause: str = "", impact: str = "",
+          fix: str = "", trap: bool = False) -> str:
+    """The issue text (markdown): :data:`MAX_LINES` at most with the program inline, else the program is
+    named as an attachment (``repro.c``)."""
+    ggml = case.data["ggml"]
+    wrong, out = first_wrong(verdicts)
+    if wrong is not None:
+        isa_example, vlen_example = ISA_BUILDS[wrong.isa], wrong.vlen
+    head = [f"### {title_of(pub.function, verdicts, stress, trap)}",
+            f"**What goes wrong.** {sentence(cause or (case.data.get('comparison') or {}).get('name', ''))}"
+            + (" It depends on what the hart writes into tail-agnostic elements: QEMU shows it with "
+               "`rvv_ta_all_1s=true,rvv_ma_all_1s=true` (real chips may write ones); with QEMU's default it passes."
+               if stress else "")
+            + (" The program stops with a trap where the hart refuses the access: Spike does (its table below); "
+               "QEMU lets the access through, so under QEMU the program runs to the end and checks its numbers."
+               if trap else "")]
+    if impact:
+        head += ["", f"**Who hits it.** {impact}"]
+    head += ["", f"Tree: {ggml['label']}, commit {ggml['commit']}. The program: {pub.what}, "
+                 "with the inputs of a shrunk case (ggml's public API only):"]
+    prog = ["```c", *src_text.rstrip("\n").splitlines(), "```"]
+    tail = [f"Build and run (Debian bookworm: `{stock.APT_INSTALL.split(' -y ')[1]}`, qemu-user >= 10):",
+            *build_lines(tree, isa_example, vlen_example, stress)]
+    if trap:
+        tail += ["Under QEMU this runs to the end (QEMU does not trap on the access); the trap shows on a hart that "
+                 "refuses it, such as Spike (the table's Spike runs link the same program with rvvdiff's bare-metal "
+                 "runtime: `rvvdiff report --upstream --spike`)."]
+    said = {True: "trap" if trap else "wrong", False: "no trap" if trap else "right", None: "not run"}
+    ran = ""
+    if stock_runs:
+        ran = "These commands, run here: " + "; ".join(
+            f"{v.tree} tree {said[v.failing]}" + (f" (`{' / '.join(v.text.splitlines()[:3])}`)" if v.text else "")
+            for v in stock_runs) + ". "
+        wrong = None  # its output is in that line
+    on_spike = sorted({v.vlen for v in verdicts if v.emulator != "qemu"})
+    spike = ("" if not on_spike else f" and Spike at VLEN {on_spike[0]}-{on_spike[-1]}, rows of their own"
+             if on_spike[0] <= 1024 else f" (VLEN {', '.join(map(str, on_spike))} under Spike)")
+    tail += [ran + (f"Output at VLEN {wrong.vlen}, {wrong.isa} build: `" + " / ".join(out[:3]) + "`. " if wrong else "")
+             + f"Run here (QEMU {Q.qemu().version}{spike}), the program at every VLEN and ISA build"
+             + (f" (fixed: with the patch `{fix}`)" if fix and any(v.tree == "fixed" for v in verdicts) else "") + ":",
+             "", *verdict_table(verdicts, trap)]
+    text = head + prog + tail
+    if len(text) > MAX_LINES:
+        text = head + [f"The program, `repro.c` ({len(prog) - 2} lines), is attached."] + tail
+    return "\n".join(text).rstrip() + "\n"
+
+
+def reason_of(entry: known.Known | None) -> str:
+    """An entry's reason without its pointers into rvvdiff's docs."""
+    return re.sub(r"\s*\((docs|see)[^)]*\)", "", entry.reason) if entry else ""
+
+
+def no_public_issue(case_data: dict, reason: str, entry: known.Known | None) -> str:
+    """The issue text of a finding no public op reaches: what, where, why no public program, how to see it."""
+    t, g = case_data["target"], case_data["ggml"]
+    fn = entry.functions[0] if entry and entry.functions else case_data["call"].get("kernel")
+    what = reason_of(entry)
+    return "\n".join([
+        f"### {fn} (RISC-V RVV): {'wrong result' if case_data.get('comparison') else 'fails'} at VLEN {t['vlen']}, "
+        f"{t['isa']} build, in rvvdiff's test (no public-API program: below, why)",
+        "", f"**What goes wrong.** {sentence(what)}",
+        "", f"**Why no public reproducer.** {sentence(reason[:1].upper() + reason[1:])}",
+        "", f"Tree: {g['label']}, commit {g['commit']}. To see it (rvvdiff calls the function as the tree declares it):",
+        "```sh", case_data["replay"].replace(" && ", " &&\n  "), "```", ""])

@@ -1,0 +1,138 @@
+"""The public reproducer's C text: the inputs as hex strings, the graph, the comparison with the oracle.
+
+The program (also valid C++) builds the failing call of :class:`harness.upstream.public.Public` as a
+one-node graph, computes it on the CPU backend with one thread, compares every output with the
+oracle's value and bound, prints the first wrong ones and exits with 1 while any is wrong.
+"""
+
+from __future__ import annotations
+
+import math
+
+from harness.upstream.public import Public, enumerator
+
+
+def encode(data: bytes) -> str:
+    """Bytes as hex, runs of three or more equal bytes as ``hh*N`` (the program's ``fill`` reads it)."""
+    out, lit, i = [], "", 0
+    while i < len(data):
+        j = i
+        while j < len(data) and data[j] == data[i]:
+            j += 1
+        if j - i >= 3:
+            if lit:
+                out.append(lit)
+                lit = ""
+            out.append(f"{data[i]:02x}*{j - i}")
+        else:
+            lit += data[i:j].hex()
+        i = j
+    if lit:
+        out.append(lit)
+    return " ".join(out)
+
+
+def decode(text: str) -> bytes:
+    """The inverse of :func:`encode` (what the program's ``fill`` does)."""
+    out = bytearray()
+    for tok in text.split():
+        if "*" in tok:
+            h, n = tok.split("*")
+            out += bytes([int(h, 16)]) * int(n)
+        else:
+            out += bytes.fromhex(tok)
+    return bytes(out)
+
+
+def _hex_lines(name: str, data: bytes, width: int = 100) -> str:
+    h = encode(data)
+    if len(h) <= width - 10:
+        return f'static const char * {name} = "{h}";'
+    rows, row = [], ""
+    for tok in h.split(" "):
+        while len(tok) > width:  # a long literal: split between bytes (``width`` is even)
+            if row:
+                rows.append(row)
+                row = ""
+            rows.append(tok[:width])
+            tok = tok[width:]
+        if row and len(row) + 1 + len(tok) > width:
+            rows.append(row)
+            row = tok
+        else:
+            row = f"{row} {tok}" if row else tok
+    rows.append(row)
+    return f"static const char * {name} =\n" + "\n".join(f'    "{r} "' for r in rows) + ";"
+
+
+def _lit(v: float) -> str:
+    if math.isnan(v):
+        return "NAN"
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "-INFINITY"
+    return repr(float(v))
+
+
+def program(pub: Public, title: str) -> str:
+    """The C source (also valid C++) of the public reproducer."""
+    exp = ", ".join(_lit(v) for v in pub.expected)
+    bnd = ", ".join(_lit(v) for v in pub.bound) if pub.bound.any() else "0"
+    size, k = pub.expected.size, pub.k
+    ta = enumerator(pub.a_type)
+    b_type = (enumerator(pub.b_type) if pub.b_type is not None
+              else "ggml_get_type_traits_cpu(a->type)->vec_dot_type")
+    b_make = f"tensor(ctx, {b_type}, {k}, {pub.n}, B_HEX)"
+    if pub.repack:
+        # As llama.cpp places a weight: in CPU_REPACK when the device runs the op from there, else in CPU memory.
+        a_make = (
+            "    ggml_backend_reg_t reg = ggml_backend_cpu_reg();  ggml_backend_dev_t dev = ggml_backend_reg_dev_get(reg, 0);\n"
+            "    typedef ggml_backend_buffer_type_t * (*extra_t)(ggml_backend_dev_t);\n"
+            "    extra_t extra = (extra_t) ggml_backend_reg_get_proc_address(reg, \"ggml_backend_dev_get_extra_bufts\");\n"
+            "    ggml_backend_buffer_type_t buft = NULL;\n"
+            "    for (ggml_backend_buffer_type_t * t = extra(dev); t && *t; ++t)\n"
+            "        if (!strcmp(ggml_backend_buft_name(*t), \"CPU_REPACK\")) buft = *t;\n"
+            "    struct ggml_init_params wp = { ggml_tensor_overhead(), NULL, true };\n"
+            "    struct ggml_context * wctx = ggml_init(wp);\n"
+            f"    struct ggml_tensor * w = ggml_new_tensor_2d(wctx, {ta}, {k}, {pub.m});\n"
+            "    if (!buft || !ggml_backend_alloc_ctx_tensors_from_buft(wctx, buft)) return 2;\n"
+            f"    struct ggml_tensor * a = tensor(ctx, {ta}, {k}, {pub.m}, A_HEX), * b = {b_make};\n"
+            "    struct ggml_tensor * c = ggml_mul_mat(ctx, w, b);\n"
+            "    int repacked = ggml_backend_dev_supports_op(dev, c);\n"
+            "    if (repacked) ggml_backend_tensor_set(w, a->data, 0, ggml_nbytes(w)); else c = ggml_mul_mat(ctx, a, b);\n"
+            "    printf(\"weights in %s\\n\", repacked ? \"CPU_REPACK\" : \"CPU memory (CPU_REPACK does not take them)\");\n")
+    else:
+        a_make = (f"    struct ggml_tensor * a = tensor(ctx, {ta}, {k}, {pub.m}, A_HEX);\n"
+                  f"    struct ggml_tensor * c = ggml_mul_mat(ctx, a, {b_make});\n")
+    return f"""// {title}: {pub.what}. ggml's public API only; exit status 1 while the result is wrong.
+#include "ggml.h"
+#include "ggml-cpu.h"
+#include "ggml-backend.h"
+#include <math.h>
+#include <stdio.h>
+{'#include <string.h>' + chr(10) if pub.repack else ''}{_hex_lines("A_HEX", pub.a)}
+{_hex_lines("B_HEX", pub.b)}
+static const double expected[{size}] = {{{exp}}}, bound[{size if pub.bound.any() else 1}] = {{{bnd}}};
+static struct ggml_tensor * tensor(struct ggml_context * ctx, enum ggml_type t, int k, int rows, const char * h) {{
+    struct ggml_tensor * x = ggml_new_tensor_2d(ctx, t, k, rows);  // h: hex bytes, "hh*N" = N bytes hh
+    unsigned char * p = (unsigned char *) x->data;  unsigned v;  int n, len;
+    while (sscanf(h, " %2x%n", &v, &len) == 1) {{
+        h += len; n = 1;
+        if (*h == '*' && sscanf(h + 1, "%d%n", &n, &len) == 1) h += 1 + len;
+        while (n-- > 0) *p++ = (unsigned char) v;
+    }}
+    return x;
+}}
+int main(void) {{
+    struct ggml_init_params p = {{ 16u << 20, NULL, false }};  struct ggml_context * ctx = ggml_init(p);
+{a_make}    struct ggml_cgraph * g = ggml_new_graph(ctx);  ggml_build_forward_expand(g, c);
+    ggml_backend_t cpu = ggml_backend_cpu_init();  ggml_backend_cpu_set_n_threads(cpu, 1);  ggml_backend_graph_compute(cpu, g);
+    int bad = 0;
+    for (int i = 0; i < {size}; ++i) {{
+        double got = ((float *) c->data)[i], want = expected[i], tol = bound[{"i" if pub.bound.any() else "0"}];
+        if (!(got == want || fabs(got - want) <= tol || (isnan(got) && isnan(want))) && bad++ < 4)
+            printf("C[%d] = %.9g, expected %.9g (bound %.3g)\\n", i, got, want, tol);
+    }}
+    printf("VLEN %d: %d of {size} wrong\\n", ggml_cpu_get_rvv_vlen() * 8, bad);
+    return bad != 0;
+}}
+"""

@@ -1,0 +1,182 @@
+"""The recorded call of a failure report as a public ggml op, or why it has none.
+
+``rvvdiff report CASE_DIR --upstream`` turns a failure report into an issue for ggml's maintainers;
+its program goes through ggml's public API only (``ggml.h``, ``ggml-cpu.h``, ``ggml-backend.h``): the
+failing call as a one-node graph (``ggml_mul_mat``) computed on the CPU backend, the weights in the CPU
+backend's extra buffer type (``CPU_REPACK``) when the call went through repacked code.  Its inputs are
+the shrunk case's bytes; its expected numbers are the oracle's, with the comparison's bound.
+
+A call that no public op reaches (a ``*_generic`` twin called directly, a kernel ggml defines but
+never calls, a repack layout the selection never picks) has no public form: :func:`public_form`
+says why, and the report says so instead of pretending.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from harness.ggml.source import GgmlSource, resolve
+from harness.report.failure import Case
+
+#: The float dot kernels and the ggml type of both their rows.
+_FLOAT_DOTS = {"vec_dot_f32": "f32", "vec_dot_f16": "f16", "vec_dot_bf16": "bf16"}
+
+
+def enumerator(name: str) -> str:
+    """ggml's enumerator of a type name (``q4_K`` -> ``GGML_TYPE_Q4_K``; the inverse of
+    :func:`harness.ggml.tree.type_name`)."""
+    return "GGML_TYPE_" + name.upper()
+
+
+def source_of(case: Case) -> GgmlSource:
+    """The tree the case ran against (the pinned tree, or the recorded root of another)."""
+    g = case.data["ggml"]
+    return resolve(None if g["label"].startswith("pinned") else g["root"])
+
+
+class NoPublicForm(Exception):
+    """The recorded call has no equivalent through ggml's public API (the message says why)."""
+
+
+@dataclass
+class Public:
+    """The failing call as ``C = ggml_mul_mat(A, B)``: A is ``m`` rows of ``k`` elements of
+    ``a_type``, B ``n`` rows of ``k`` elements of ``b_type`` (ggml type names, ``q4_0``; None: the
+    vec_dot_type of A's type, looked up at run time through ``ggml_get_type_traits_cpu``), C ``n`` x
+    ``m`` floats."""
+
+    a_type: str
+    b_type: str | None
+    k: int
+    m: int
+    n: int
+    a: bytes
+    b: bytes
+    expected: np.ndarray  # n * m values, C's memory order
+    bound: np.ndarray  # per element (0: bitwise)
+    repack: bool = False
+    #: What the program computes, in ggml's words (one line, a comment in the program).
+    what: str = ""
+    #: The function the case exists for (the title names it).
+    function: str = ""
+
+
+class _Types:
+    """The ggml types of the tree the case ran against, by the enum value the case recorded."""
+
+    def __init__(self, types: Mapping[str, int]):
+        self.names = {v: k for k, v in types.items()}
+        self.types = types
+
+    def name(self, t: int, where: str) -> str:
+        """The type name of enum value ``t`` (NoPublicForm when the tree has no such value)."""
+        if t not in self.names:
+            raise NoPublicForm(f"{where}: ggml type {t} is not in the tree's enum ggml_type (it has "
+                               f"{min(self.names)}..{max(self.names)}): was the case recorded against another tree?")
+        return self.names[t]
+
+    def named(self, name: str, where: str) -> str:
+        """``name`` when the tree has that type (NoPublicForm when not)."""
+        if name not in self.types:
+            raise NoPublicForm(f"{where}: the tree has no ggml type {name}")
+        return name
+
+
+def _expected(case: Case, size: int) -> tuple[np.ndarray, np.ndarray]:
+    comp = case.data.get("comparison") or {}
+    if "expected" not in case.arrays:
+        emu = case.data.get("target", {}).get("emulator", "qemu")
+        said = [ln.strip() for ln in (case.call.get("server_message") or "").splitlines()
+                if ln.strip() and "restarted" not in ln and not ln.startswith("***")]
+        if emu != "qemu":
+            raise NoPublicForm(f"the call crashes under {emu} only ({' '.join(said)[:400] or 'no result'}); the upstream "
+                               "program compares numbers under QEMU, which does not show it")
+        raise NoPublicForm("the report recorded no expected values (a crash or a path check): "
+                           "the program would have nothing to compare with")
+    exp = case.arrays["expected"].reshape(-1).astype(np.float64)
+    if exp.size != size:
+        raise NoPublicForm(f"the recorded expected values ({exp.size}) are not the {size} outputs of the graph")
+    mode = comp.get("mode")
+    if mode == "bitwise":
+        bound = np.zeros(size)
+    elif mode == "bound" and "bound" in case.arrays:
+        bound = np.broadcast_to(case.arrays["bound"].astype(np.float64).reshape(-1), (size,)).copy()
+    else:
+        raise NoPublicForm(f"the comparison ({mode}) has no absolute bound the program can apply; "
+                           "use `rvvdiff repro --c` for this one")
+    return exp, bound
+
+
+def public_form(case: Case, types: Mapping[str, int]) -> Public:
+    """The recorded call as a public ggml graph, or :class:`NoPublicForm` with the reason.  ``types``: the ggml
+    types of the tree the case ran against, name -> enum value (``harness.ggml.tree.of(source).types``,
+    :func:`source_of`): the recorded call names types by that tree's values."""
+    tree = _Types(types)
+    call = case.call
+    kernel, ip = call.get("kernel"), [int(v) for v in call.get("ip", [])]
+    bufs = [case.arrays.get(f"buf{i}") for i in range(len(call.get("buffers", [])))]
+    ctx = (case.data.get("comparison") or {}).get("context", "")
+    function = ctx.split(",")[0].strip() if ctx.startswith("ggml_") else ""
+    if kernel == "quant_vec_dot" and len(ip) == 3:
+        t, n, impl = ip
+        a = tree.name(t, "quant_vec_dot")
+        if impl != 0:
+            raise NoPublicForm(f"the case calls the *_generic twin of {a.upper()}'s vec_dot directly; "
+                               "no op reaches it in an RVV build")
+        exp, bound = _expected(case, 1)
+        return Public(a, None, n, 1, 1, bufs[0].tobytes(), bufs[1].tobytes(), exp, bound,
+                      what=f"one {a.upper()} row times one row of its vec_dot_type, k = {n}: "
+                           "mul_mat calls the type's vec_dot once",
+                      function=function or f"the {a.upper()} vec_dot")
+    if kernel in _FLOAT_DOTS and len(ip) == 1:
+        t, n = tree.named(_FLOAT_DOTS[kernel], kernel), ip[0]
+        exp, bound = _expected(case, 1)
+        return Public(t, t, n, 1, 1, bufs[0].tobytes(), bufs[1].tobytes(), exp, bound,
+                      what=f"one {t.upper()} row times one {t.upper()} row, k = {n}",
+                      function=function or f"ggml_{kernel}")
+    if kernel == "mul_mat" and len(ip) == 9:
+        ta_id, tb_id, k, m, n, lda, batch, bcast, _threads = ip
+        ta, tb = tree.name(ta_id, "mul_mat"), tree.name(tb_id, "mul_mat")
+        if lda != k or batch != 1 or bcast != 1:
+            raise NoPublicForm(f"mul_mat with padded rows or batches (lda={lda}, batch={batch}, bcast={bcast}): "
+                               "only the 2-D form is written as a program")
+        exp, bound = _expected(case, m * n)
+        return Public(ta, tb, k, m, n, bufs[0].tobytes(), bufs[1].tobytes(),
+                      exp, bound, what=f"mul_mat of {m} {ta.upper()} rows and {n} {tb.upper()} rows, k = {k}",
+                      function=function or "ggml_mul_mat")
+    if kernel == "repack_mul_mat" and len(ip) == 7:
+        t_id, k, m, n, batch, placement, _threads = ip
+        t = tree.name(t_id, "repack_mul_mat")
+        if batch != 1:
+            raise NoPublicForm("repack_mul_mat with batches: only the 2-D form is written as a program")
+        exp, bound = _expected(case, m * n)
+        return Public(t, tree.named("f32", kernel), k, m, n, bufs[0].tobytes(), bufs[1].tobytes(), exp, bound,
+                      repack=placement == 1,
+                      what=f"mul_mat of {m} {t.upper()} rows" + (" in the CPU_REPACK buffer" if placement == 1 else "")
+                           + f" and {n} F32 rows, k = {k}", function=function or "ggml_mul_mat")
+    if kernel in ("repack_gemx", "repack_layout", "repack_quantize_mat"):
+        raise NoPublicForm(f"{kernel} calls the repack code of one layout directly (declared in ggml's internal "
+                           "repack.h); mul_mat reaches it only where the tree's selection picks that layout at "
+                           "that VLEN (docs/repack.md); the adapter program of `rvvdiff repro --c` calls it")
+    raise NoPublicForm(f"the {kernel or 'recorded'} call has no public form rvvdiff writes "
+                       "(no op of ggml.h calls that function alone); `rvvdiff repro --c` writes the adapter program")
+
+
+def callers(tree: Path, function: str) -> list[str]:
+    """Where ``tree``'s ggml sources name ``function`` other than defining it (file:line)."""
+    out = []
+    name = re.compile(rf"\b{re.escape(function)}\b")
+    # a declaration or definition: type words before the name at the start of the line ("return" is no type)
+    decl = re.compile(rf"^\s*(?!return\b)(?:[A-Za-z_]\w*[\s*]+)+{re.escape(function)}\s*\(")
+    for f in sorted((tree / "src").rglob("*")):
+        if f.suffix not in (".c", ".cpp", ".h", ".inc") or not f.is_file():
+            continue
+        for i, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
+            if name.search(line) and not decl.search(line):
+                out.append(f"{f.relative_to(tree)}:{i}")
+    return out

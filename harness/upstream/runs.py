@@ -1,0 +1,123 @@
+"""The public reproducer built against a tree's ISA builds and run at every VLEN, here.
+
+The VLENs and builds an issue's title names are not copied from anywhere: :func:`verify` builds the
+program against each ISA build of the tree (rvvdiff's compiler and libraries) and runs it at every
+QEMU VLEN (with the recorded tail/mask stress mode), or under Spike; with a fixed tree (a fix of
+``harness/data/fixes/`` or ``--fixed TREE``) the same program runs against it too.
+:func:`verify_stock` builds it once more with the stock toolchain's commands the issue prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.build.builds import Build, ensure_built
+from harness.build.toolchain import compiler
+from harness.core.config import ISA_BUILDS, IsaBuild, cache_dir
+from harness.core.errors import RvvdiffError
+from harness.core.proc import run
+from harness.emulators import qemu as Q
+from harness.emulators.base import Emulator
+from harness.ggml.source import GgmlSource
+from harness.upstream import stock
+
+
+@dataclass
+class Verdict:
+    """The program's verdict on one tree, ISA build and VLEN (a cell of the issue's table)."""
+
+    tree: str  # "pinned" / "fixed"
+    isa: str
+    vlen: int
+    failing: bool | None  # None: not built / not run (``text`` says why)
+    text: str
+    emulator: str = "qemu"
+
+
+def public_includes(build: Build) -> list[str]:
+    """The build's include directories of ggml's public headers (not ggml-cpu's internal ones)."""
+    return [f for f in build.cflags if f.startswith("-I") and f.rstrip("/").endswith("/include")]
+
+
+def build_program(src: Path, build: Build, out: Path, emulator: Emulator | None = None) -> Path:
+    """Compile ``src`` with rvvdiff's compiler against the build's static libraries (C, then a C++ link:
+    ggml-cpu has C++ objects); for Spike, linked with its runtime."""
+    cc = compiler()
+    march = [f for f in build.cflags if f.startswith(("-march", "-mabi"))]
+    obj = out.with_suffix(".o")
+    run([cc.cc, "-O1", *march, *public_includes(build), "-c", str(src), "-o", str(obj)], timeout=300,
+        what=f"compiling {src.name} for the {build.isa.name} build")
+    extra = emulator.link_args(build) if emulator is not None else []
+    run([cc.cxx, str(obj), *map(str, build.libs), "-static", "-lm", "-lpthread", *extra, "-o", str(out)],
+        timeout=300, what=f"linking {out.name}")
+    return out
+
+
+def run_program(exe: Path, isa: IsaBuild, vlen: int, stress: bool, emulator: Emulator | None = None,
+                timeout: float = 300, trap: bool = False) -> tuple[bool | None, str]:
+    """Run the program under QEMU (default) or ``emulator``: (wrong?, its output); None: no verdict.
+    ``trap``: the finding is a trap, not a number: the verdict is whether the program stopped abnormally
+    (a signal under QEMU, a trap under Spike) instead of exiting with 0 or 1."""
+    emu = emulator or Q.qemu()
+    props = Q.cpu_props(isa, stress)
+    lacking = emu.lacking(props)
+    if lacking:
+        return None, emu.lacking_reason(lacking, f"VLEN {vlen}, {isa.name}")
+    r = emu.run_program(exe, vlen, props, timeout=timeout, what=f"{exe.name} under {emu.label}")
+    if r.returncode is None:
+        return None, f"did not finish in {timeout:g} s"
+    text = r.output.strip()
+    if trap:
+        lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("***")]
+        return r.returncode not in (0, 1), (f"exit {r.returncode}: " + " / ".join(lines[-2:]) if r.returncode not in (0, 1)
+                                             else f"ran to the end (exit {r.returncode})")
+    if r.returncode not in (0, 1):
+        return None, f"exit {r.returncode}: {text.splitlines()[-1] if text else 'no output'}"
+    return r.returncode == 1, text
+
+
+def verify(src: Path, trees: dict[str, GgmlSource], isas: list[str], vlens: list[int], stress: bool,
+           work: Path, emulator: Emulator | None = None, trap: bool = False) -> list[Verdict]:
+    """The program built against each tree x ISA build and run at each VLEN (one run each, under QEMU
+    or ``emulator``; ``trap``: judged by whether it traps, :func:`run_program`)."""
+    out = []
+    tag = f"-{emulator.name}" if emulator is not None else ""
+    emu = emulator.name if emulator is not None else "qemu"
+    for label, tree in trees.items():
+        for name in isas:
+            isa = ISA_BUILDS[name]
+            try:
+                build = ensure_built(tree, isa)
+                exe = build_program(src, build, work / f"repro-{label}-{name}{tag}", emulator)
+            except RvvdiffError as e:  # one line per build that cannot make the program
+                msg = str(e).strip().splitlines()
+                out += [Verdict(label, name, v, None, f"not built: {msg[0] if msg else type(e).__name__}",
+                                emu) for v in vlens]
+                continue
+            for v in vlens:
+                failing, text = run_program(exe, isa, v, stress, emulator, trap=trap)
+                out.append(Verdict(label, name, v, failing, text, emu))
+    return out
+
+
+def verify_stock(tree: GgmlSource, label: str, isa: IsaBuild, vlen: int, stress: bool, src: Path,
+                 work: Path) -> Verdict:
+    """The program built with the stock toolchain's commands (Debian's clang, ggml's CMake) and run once."""
+    why = stock.missing("clang")
+    if why:
+        return Verdict(label, isa.name, vlen, None, why)
+    key = hashlib.sha256(str(tree.root).encode()).hexdigest()[:12]
+    try:
+        exe = stock.build_program(tree.root, isa, "clang", cache_dir() / "stock" / f"{key}-{isa.name}", src,
+                                  work / f"repro-{label}-{isa.name}-clang")
+    except RvvdiffError as e:
+        return Verdict(label, isa.name, vlen, None, f"not built with {stock.CLANG}: {str(e).splitlines()[0]}")
+    timeout = 300
+    r = stock.run_exe(exe, vlen, isa, stress, half_avl=stress, timeout=timeout)
+    if r.returncode is None:
+        return Verdict(label, isa.name, vlen, None, f"did not finish in {timeout} s")
+    if r.returncode not in (0, 1):
+        return Verdict(label, isa.name, vlen, None, f"exit {r.returncode}: {r.output.strip()[-200:]}")
+    return Verdict(label, isa.name, vlen, r.returncode == 1, r.stdout.strip())
