@@ -46,7 +46,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MAX_WORKERS", "the most pytest-xdist workers `-n` starts (0: no cap; harness/plugin/workers.py)",
             "the usable cores"),
     Setting("EXPF_EXHAUSTIVE", "1: the expf test checks every float32 input instead of a stride", "0"),
-    Setting("GGMLTESTS_DIR", "the tree copy and build directory of `python -m harness.ggmltests` (ggml's own tests)",
+    Setting("GGMLTESTS_DIR", "the tree copy and build directory of `rvvdiff ggml-tests` (ggml's own tests)",
             "$RVVDIFF_CACHE/ggmltests"),
     Setting("SKIP_GGMLTESTS_E2E", "1: skip the end-to-end build of ggml's test-quantize-fns in tests/test_ggml_tests.py",
             "0"),
