@@ -123,7 +123,7 @@ def _row(case: str, vlen: int, mix: dict[str, int], twin: str | None) -> dict:
 
 
 def test_the_report_prices_rows_at_their_cores_and_flags_a_dearer_vector_kernel() -> None:
-    from harness.report import cost as R
+    from harness.report import cost as cost_report
 
     # Fewer instructions than the twin, but LMUL-8 gathers: dearer on the A100 (VLEN 1024) estimate.
     vec = {"vsetvli": 10, "vrgather.vv e8m8": 10, "scalar": 20}
@@ -132,7 +132,7 @@ def test_the_report_prices_rows_at_their_cores_and_flags_a_dearer_vector_kernel(
     for vlen in (256, 1024, 2048):
         rows[("k", vlen, "zvfh")] = _row("k", vlen, vec, "k-generic")
         rows[("k-generic", vlen, "zvfh")] = _row("k-generic", vlen, twin, None)
-    t = R.CostTable(rows)
+    t = cost_report.CostTable(rows)
     assert t.costlier_than_twin() == []  # by instructions the vector kernel is 25 times cheaper
     dear = t.costlier_than_twin_on_cores()
     assert len(dear) == 1 and "SpacemiT A100" in dear[0] and "VLEN 1024" in dear[0]
@@ -146,11 +146,11 @@ def test_the_report_prices_rows_at_their_cores_and_flags_a_dearer_vector_kernel(
 
 
 def test_a_move_carries_the_estimated_change_on_the_cores_of_its_vlen() -> None:
-    from harness.report import cost as R
+    from harness.report import cost as cost_report
 
     base = {("k", 256, "zvfh"): _row("k", 256, {"vadd.vv e8m1": 100, "scalar": 100}, None)}
     head = {("k", 256, "zvfh"): _row("k", 256, {"vrgather.vv e8m4": 100, "scalar": 110}, None)}
-    slower, faster = R.CostTable(head, base).moves()
+    slower, faster = cost_report.CostTable(head, base).moves()
     assert not faster and len(slower) == 1
     m = slower[0]
     assert m.ratio == pytest.approx(210 / 200)

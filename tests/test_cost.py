@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from harness.emulators import cost as C
+from harness.emulators import cost as cost_emu
 from harness.emulators import protocol as P
-from harness.report import cost as R
+from harness.report import cost as cost_report
 
 # Encodings as Spike's commit log shows them (llvm-objdump agrees).
 VSETIVLI_E64_M1 = 0xCD817057  # vsetivli zero, 2, e64, m1, ta, ma
@@ -27,47 +27,47 @@ def _vsetvli(sew: int, lmul_field: int) -> int:
 
 
 def test_config_instructions_carry_their_vtype() -> None:
-    v = C.classify(VSETIVLI_E64_M1, None)
-    assert v == C.VInsn("config", 0, True, "vsetivli")
-    vtype = C._config_vtype(VSETIVLI_E64_M1)
-    assert vtype is not None and C._sew(vtype) == 64 and vtype & 7 == 0
+    v = cost_emu.classify(VSETIVLI_E64_M1, None)
+    assert v == cost_emu.VInsn("config", 0, True, "vsetivli")
+    vtype = cost_emu._config_vtype(VSETIVLI_E64_M1)
+    assert vtype is not None and cost_emu._sew(vtype) == 64 and vtype & 7 == 0
     vsetvl = (0b1000000 << 25) | (11 << 20) | (10 << 15) | (7 << 12) | 0x57
-    assert C._config_vtype(vsetvl) is None
+    assert cost_emu._config_vtype(vsetvl) is None
 
 
 @pytest.mark.parametrize(("word", "vtype", "kind", "work"), [
-    (VADD_VV, C._config_vtype(_vsetvli(32, 0)), "arith", 1),
-    (VADD_VV, C._config_vtype(_vsetvli(32, 2)), "arith", 4),  # m4
-    (VADD_VV, C._config_vtype(_vsetvli(8, 7)), "arith", 1),  # mf2 counts one register
-    (VSE32, C._config_vtype(_vsetvli(32, 1)), "store", 2),  # EMUL = 2 * 32/32
-    (VSE32, C._config_vtype(_vsetvli(8, 1)), "store", 8),  # EMUL = 2 * 32/8
-    (VLE8, C._config_vtype(_vsetvli(32, 0)), "load", 1),  # EMUL = 1 * 8/32 -> one register
-    (VS1R, C._config_vtype(_vsetvli(8, 3)), "store", 1),  # whole register: nf = 1, whatever the vtype
+    (VADD_VV, cost_emu._config_vtype(_vsetvli(32, 0)), "arith", 1),
+    (VADD_VV, cost_emu._config_vtype(_vsetvli(32, 2)), "arith", 4),  # m4
+    (VADD_VV, cost_emu._config_vtype(_vsetvli(8, 7)), "arith", 1),  # mf2 counts one register
+    (VSE32, cost_emu._config_vtype(_vsetvli(32, 1)), "store", 2),  # EMUL = 2 * 32/32
+    (VSE32, cost_emu._config_vtype(_vsetvli(8, 1)), "store", 8),  # EMUL = 2 * 32/8
+    (VLE8, cost_emu._config_vtype(_vsetvli(32, 0)), "load", 1),  # EMUL = 1 * 8/32 -> one register
+    (VS1R, cost_emu._config_vtype(_vsetvli(8, 3)), "store", 1),  # whole register: nf = 1, whatever the vtype
     (VADD_VV, None, "arith", 1),  # vtype unknown: counted as LMUL 1
 ])
 def test_vector_work_is_registers_processed(word: int, vtype: int | None, kind: str, work: int) -> None:
-    v = C.classify(word, vtype)
+    v = cost_emu.classify(word, vtype)
     assert v is not None and (v.kind, v.work) == (kind, work)
     assert v.known == (vtype is not None)
 
 
 def test_scalar_and_compressed_instructions_are_not_vector() -> None:
-    assert C.classify(0x00B50533, 0) is None  # add a0, a0, a1
-    assert C.classify(0x0005A007, 0) is None  # flw f0, 0(a1): LOAD-FP with a scalar width
-    assert C.is_csr_access(0xC2202573)  # csrr a0, vlenb
-    assert not C.is_csr_access(0x00000073)  # ecall
+    assert cost_emu.classify(0x00B50533, 0) is None  # add a0, a0, a1
+    assert cost_emu.classify(0x0005A007, 0) is None  # flw f0, 0(a1): LOAD-FP with a scalar width
+    assert cost_emu.is_csr_access(0xC2202573)  # csrr a0, vlenb
+    assert not cost_emu.is_csr_access(0x00000073)  # ecall
 
 
-def _image(words: list[int]) -> C.Image:
+def _image(words: list[int]) -> cost_emu.Image:
     code = b"".join(struct.pack("<I", w) for w in words)
-    return C.Image(((0x1000, code),), (0x1000,), ("kernel",))
+    return cost_emu.Image(((0x1000, code),), (0x1000,), ("kernel",))
 
 
 def test_tally_uses_the_preceding_vset_and_halves_csr_counts() -> None:
     csrr = 0xC2202573
     img = _image([_vsetvli(32, 2), VADD_VV, csrr, VADD_VV])
     hist = Counter({0x1000: 3, 0x1004: 3, 0x1008: 6, 0x100C: 3})  # the CSR read counted twice by Spike
-    c = C.tally(img, hist, instret=12, cycles=12)
+    c = cost_emu.tally(img, hist, instret=12, cycles=12)
     assert c.executed == 12  # 3 + 3 + 6/2 + 3
     assert c.vector == 9 and c.vector_kinds == {"arith": 6, "config": 3}
     assert c.vector_work == 6 * 4  # two vadds at m4, three times
@@ -78,12 +78,12 @@ def test_tally_uses_the_preceding_vset_and_halves_csr_counts() -> None:
 def test_mix_names_scalar_multiplies_apart() -> None:
     mul, divu, addw = 0x02B50533, 0x02B55533, 0x00B5053B  # mul / divu a0, a0, a1; addw a0, a0, a1
     img = _image([_vsetvli(8, 7), VADD_VV & ~(1 << 25), mul, divu, addw])
-    c = C.tally(img, Counter({0x1000: 1, 0x1004: 2, 0x1008: 1, 0x100C: 1, 0x1010: 1}), instret=6, cycles=6)
+    c = cost_emu.tally(img, Counter({0x1000: 1, 0x1004: 2, 0x1008: 1, 0x100C: 1, 0x1010: 1}), instret=6, cycles=6)
     assert c.mix == {"vsetvli": 1, "vadd.vv e8mf2 v0.t": 2, "scalar mul": 1, "scalar div": 1, "scalar": 1}
 
 
 def test_histogram_is_separated_from_the_server_stderr() -> None:
-    hist, rest = C.parse_histogram("ggml says hi\nPC Histogram size:2\n20000000 5\n20000004 7\n")
+    hist, rest = cost_emu.parse_histogram("ggml says hi\nPC Histogram size:2\n20000000 5\n20000004 7\n")
     assert hist == {0x20000000: 5, 0x20000004: 7} and rest == "ggml says hi"
 
 
@@ -113,18 +113,18 @@ def _row(case: str, vlen: int, instret: int, *, impl: str = "rvv", isa: str = "z
 
 
 def test_moves_beyond_the_threshold_are_listed() -> None:
-    head = R.merge([_row("a", 128, 1030), _row("b", 128, 900), _row("c", 128, 1010), _row("new", 128, 5)])
-    base = R.merge([_row("a", 128, 1000), _row("b", 128, 1000), _row("c", 128, 1000)])
-    slower, faster = R.CostTable(head, base).moves()
+    head = cost_report.merge([_row("a", 128, 1030), _row("b", 128, 900), _row("c", 128, 1010), _row("new", 128, 5)])
+    base = cost_report.merge([_row("a", 128, 1000), _row("b", 128, 1000), _row("c", 128, 1000)])
+    slower, faster = cost_report.CostTable(head, base).moves()
     assert [m.case for m in slower] == ["a"] and [m.case for m in faster] == ["b"]  # c is within 2 %, new has no base
     assert round(slower[0].ratio, 2) == 1.03
 
 
 def test_not_scaling_and_costlier_than_twin_are_named() -> None:
-    rows = R.merge([_row("flat", 128, 1000), _row("flat", 256, 990), _row("flat", 512, 500),
+    rows = cost_report.merge([_row("flat", 128, 1000), _row("flat", 256, 990), _row("flat", 512, 500),
                     _row("flat", 128, 900, impl="generic"), _row("flat", 256, 900, impl="generic"),
                     _row("flat", 512, 900, impl="generic")])
-    t = R.CostTable(rows)
+    t = cost_report.CostTable(rows)
     (flat,) = t.not_scaling()
     assert "128->256: x0.99" in flat and "256->512" not in flat
     (dear,) = t.costlier_than_twin()
@@ -140,7 +140,7 @@ def test_unmeasured_cases_are_one_line_per_reason() -> None:
     results["costs/test_cost.py::test_cost[quant_dot-q2_K-k4096-vlen128-zvfh]"] = {
         "outcome": "failed", "reason": "quant_vec_dot: the kernel server died of signal 4 under Spike\nmore"}
     results["costs/test_cost.py::test_cost[quant_dot-q6_K-k4096-vlen128-zvfh]"] = {"outcome": "passed"}
-    lines = R.grouped(R.unmeasured(results, "base: "))
+    lines = cost_report.grouped(cost_report.unmeasured(results, "base: "))
     assert len(lines) == 2
     assert lines[0].startswith("2 cases (base: quant_dot-q4_0-k4096-vlen128-zvfh, ...): skipped: ISA build zvfh")
     assert lines[1] == ("base: quant_dot-q2_K-k4096-vlen128-zvfh: failed: quant_vec_dot: the kernel server died "
@@ -151,14 +151,14 @@ def test_cache_keeps_a_measurement(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("RVVDIFF_CACHE", str(tmp_path))
     exe = tmp_path / "server"
     exe.write_bytes(b"\x7fELF")
-    key = C._cache_key(exe, ["spike", "-g", "--isa=x", str(exe)], b"request")
+    key = cost_emu._cache_key(exe, ["spike", "-g", "--isa=x", str(exe)], b"request")
     r = P.Response(P.Status.OK, 7, "cost.instret=5", [b"\x00\x01"])
-    c = C.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6})
-    C._keep(key, r, c)
-    assert C._cached(key) == (r, c)
-    assert C._cached(key, need_mix=True) is None  # kept without a mix: a core's VLEN measures again
-    c2 = C.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6}, mix={"vadd.vv e8m1": 2, "scalar": 4})
-    C._keep(key, r, c2)
-    assert C._cached(key, need_mix=True) == (r, c2)
+    c = cost_emu.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6})
+    cost_emu._keep(key, r, c)
+    assert cost_emu._cached(key) == (r, c)
+    assert cost_emu._cached(key, need_mix=True) is None  # kept without a mix: a core's VLEN measures again
+    c2 = cost_emu.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6}, mix={"vadd.vv e8m1": 2, "scalar": 4})
+    cost_emu._keep(key, r, c2)
+    assert cost_emu._cached(key, need_mix=True) == (r, c2)
     monkeypatch.setenv("RVVDIFF_COST_CACHE", "0")
-    assert C._cache_key(exe, ["spike"], b"request") is None
+    assert cost_emu._cache_key(exe, ["spike"], b"request") is None

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from harness.ggml import csource
-from oracles import vec_ops as V
+from oracles import vec_ops as VO
 from oracles.ulp import F16, F32, Format, allowed_ulps, fma, round_to, ulp, ulp_error
 
 
@@ -146,15 +146,15 @@ def test_allowed_ulps() -> None:
 def test_mad_f16_rounds_the_scale_on_the_fp16_path() -> None:
     x = np.array([0.0, 1.0, 2.0 ** -10])
     y = np.array([1.0, 1.0, 1.0])
-    assert V.mad_f16(x, y, 1e5, fp16_arith=True).models[0][1][:2].tolist()[1] == np.inf
-    assert np.isnan(V.mad_f16(x, y, 1e5, fp16_arith=True).models[0][1][0])  # 0 * inf
-    assert V.mad_f16(x, y, 1e5, fp16_arith=False).models[0][1][0] == 1.0     # scale kept in fp32
-    assert V.mad_f16(x, y, 2.0 ** -25, fp16_arith=True).models[0][1].tolist() == [1.0, 1.0, 1.0]  # scale -> 0
+    assert VO.mad_f16(x, y, 1e5, fp16_arith=True).models[0][1][:2].tolist()[1] == np.inf
+    assert np.isnan(VO.mad_f16(x, y, 1e5, fp16_arith=True).models[0][1][0])  # 0 * inf
+    assert VO.mad_f16(x, y, 1e5, fp16_arith=False).models[0][1][0] == 1.0     # scale kept in fp32
+    assert VO.mad_f16(x, y, 2.0 ** -25, fp16_arith=True).models[0][1].tolist() == [1.0, 1.0, 1.0]  # scale -> 0
 
 
 def test_silu_reference_saturates_like_fp32_expf() -> None:
     x = np.array([-89.0, -88.0, -0.0, np.inf, -np.inf, np.nan, 20.0])
-    r = V.silu(x, 1.95)
+    r = VO.silu(x, 1.95)
     assert r.exact[0] == 0 and np.signbit(r.exact[0])              # expf(89) overflows: -0
     assert 0 > r.exact[1] > -1e-35                                 # expf(88) does not
     assert r.exact[2] == 0 and np.signbit(r.exact[2])
@@ -164,31 +164,31 @@ def test_silu_reference_saturates_like_fp32_expf() -> None:
 
 def test_swiglu_takes_silu_as_fp32_for_infinite_gates() -> None:
     """silu(2^-149) = 2^-150 rounds to 0 in fp32, and 0 * inf is NaN in the scalar reference."""
-    r = V.swiglu(np.array([2.0 ** -149, 1.0, -100.0]), np.array([np.inf, -np.inf, np.inf]), 1.95)
+    r = VO.swiglu(np.array([2.0 ** -149, 1.0, -100.0]), np.array([np.inf, -np.inf, np.inf]), 1.95)
     assert np.isnan(r.exact[0]) and r.exact[1] == -np.inf and np.isnan(r.exact[2])
 
 
 def test_soft_max_and_sums() -> None:
-    r = V.soft_max(np.array([-np.inf, 0.0, 100.0, np.nan]), 0.0, 1.95)
+    r = VO.soft_max(np.array([-np.inf, 0.0, 100.0, np.nan]), 0.0, 1.95)
     assert r.exact[0] == 0 and r.exact[1] == 1 and r.exact[2] == np.inf and np.isnan(r.exact[3])
-    assert V.double_sum(np.ones(1000)) == V.Accumulated(1000.0, 0.0)   # integers: exact
-    assert V.double_sum(np.array([0.5, 0.25])).bound > 0
-    assert np.isnan(V.double_sum(np.array([np.inf, -np.inf])).exact)
+    assert VO.double_sum(np.ones(1000)) == VO.Accumulated(1000.0, 0.0)   # integers: exact
+    assert VO.double_sum(np.array([0.5, 0.25])).bound > 0
+    assert np.isnan(VO.double_sum(np.array([np.inf, -np.inf])).exact)
 
 
 def test_cvar_reference() -> None:
-    centred, var = V.cvar(np.full(7, -2.75), -2.75)
-    assert centred.models[0][1].tolist() == [0.0] * 7 and var == V.Accumulated(0.0, 0.0)
-    centred, var = V.cvar(np.array([1.0, 2.0, 4.0]), 1.0)
-    assert var == V.Accumulated(10 / 3, 0.0)                         # exact sum, one division
-    assert V.cvar(np.array([3e19, 0.0]), 0.0)[1].exact == np.inf     # the fp32 square overflows
+    centred, var = VO.cvar(np.full(7, -2.75), -2.75)
+    assert centred.models[0][1].tolist() == [0.0] * 7 and var == VO.Accumulated(0.0, 0.0)
+    centred, var = VO.cvar(np.array([1.0, 2.0, 4.0]), 1.0)
+    assert var == VO.Accumulated(10 / 3, 0.0)                         # exact sum, one division
+    assert VO.cvar(np.array([3e19, 0.0]), 0.0)[1].exact == np.inf     # the fp32 square overflows
 
 
 def test_mad_f32_unroll_chain_order() -> None:
     """The chain adds row 0 first: (1 + 2^-24) + 2^-24 differs from 1 + (2^-24 + 2^-24)."""
     x = np.array([[1.0], [1.0], [1.0]])
     v = np.array([2.0 ** -24, 2.0 ** -24, 0.0])
-    r = V.mad_f32_unroll(x, v, np.array([1.0]))
+    r = VO.mad_f32_unroll(x, v, np.array([1.0]))
     assert r.models[0][1][0] == 1.0   # each step is a tie, rounded to even
     assert r.exact[0] == 1 + 2.0 ** -23
 

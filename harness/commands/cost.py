@@ -29,7 +29,7 @@ from harness.core.config import ISA_BUILDS, SPIKE_VLENS, selection_type
 from harness.core.errors import RvvdiffError
 from harness.ggml import changes
 from harness.ggml.source import resolve
-from harness.report import cost as R
+from harness.report import cost as cost_report
 
 
 class CostRunError(RvvdiffError):
@@ -37,7 +37,7 @@ class CostRunError(RvvdiffError):
 
 
 def run_costs(tree: str | None, out: Path, name: str, args: argparse.Namespace,
-              extra: list[str] = ()) -> tuple[dict[R.Key, dict], dict[str, str], float]:
+              extra: list[str] = ()) -> tuple[dict[cost_report.Key, dict], dict[str, str], float]:
     """Measure the selected cases on ``tree``: (rows, unmeasured case -> reason, seconds)."""
     log = out / f"{name}.jsonl"
     log.unlink(missing_ok=True)
@@ -49,7 +49,7 @@ def run_costs(tree: str | None, out: Path, name: str, args: argparse.Namespace,
     if not run.has_results:
         raise CostRunError(f"the {name} run did not complete (exit {run.exit}); its log: {run.log}\n"
                            f"  command: {shlex.join(run.argv)}")
-    return R.read_rows(log), R.unmeasured(run.results, f"{name}: "), run.seconds
+    return cost_report.read_rows(log), cost_report.unmeasured(run.results, f"{name}: "), run.seconds
 
 
 def main(argv: list[str]) -> int:
@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("-n", dest="workers", default="auto", help="pytest-xdist workers (default: auto)")
     p.add_argument("--changed-only", action="store_true",
                    help="with --base: measure only the cases whose code differs between the trees")
-    p.add_argument("--threshold", type=float, default=R.THRESHOLD * 100, metavar="PCT",
+    p.add_argument("--threshold", type=float, default=cost_report.THRESHOLD * 100, metavar="PCT",
                    help="HEAD / BASE change listed as slower or faster (default: 2)")
     p.add_argument("--block-slower", type=float, default=None, metavar="PCT",
                    help="exit 1 when a case is slower on HEAD than on BASE by more than PCT %%")
@@ -86,12 +86,12 @@ def main(argv: list[str]) -> int:
               + ", ".join(c.describe() for c in diff.changes[:8]), flush=True)
         extra = ["--changes", str(out / "changes.json"), "--changed-only"]
     head, missing, seconds = run_costs(args.ggml_src, out, "head", args, extra)
-    base: dict[R.Key, dict] = {}
+    base: dict[cost_report.Key, dict] = {}
     if args.base:
         base, missing_base, base_s = run_costs(args.base, out, "base", args, extra)
         missing.update(missing_base)
         seconds += base_s
-    table = R.CostTable(head, base, missing, args.threshold / 100)
+    table = cost_report.CostTable(head, base, missing, args.threshold / 100)
     md = table.markdown()
     (out / "cost.md").write_text(md)
     (out / "cost.json").write_text(json.dumps({**table.as_json(), "seconds": round(seconds, 1)}, indent=1))
@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
             print(f"    slower: {m.describe()}")
         for m in faster[:20]:
             print(f"    faster: {m.describe()}")
-    for line in R.grouped(missing):
+    for line in cost_report.grouped(missing):
         print(f"  not measured: {line}")
     status = 0
     if args.block_slower is not None and any(m.ratio > 1 + args.block_slower / 100 for m in slower):

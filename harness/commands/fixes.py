@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.commands import cost as cost_command
+from harness.commands import cost as cost_cmd
 from harness.commands import gate
 from harness.commands.runner import read_results, run_suite
 from harness.core import settings
@@ -231,7 +231,7 @@ def cost(fix: Fix, source: GgmlSource, out: Path, workers: str, vlens: tuple[int
     expr = " and ".join(f"({e})" for e in (fix.cost_k, k) if e)
     argv = ["--ggml-src", str(patched.root), "--base", str(base.root), "--changed-only", *common,
             *(["-k", expr] if expr else []), "--out", str(out / "cost")]
-    cost_command.main(argv)  # its exit status says "a case was not measured": judged below, per case
+    cost_cmd.main(argv)  # its exit status says "a case was not measured": judged below, per case
     data = json.loads((out / "cost" / "cost.json").read_text())
     if not data["head"] and not data["unmeasured"]:
         raise CostStepError(f"{fix.name}: no case of the cost suite (costs/) reaches the change "
@@ -244,7 +244,7 @@ def cost(fix: Fix, source: GgmlSource, out: Path, workers: str, vlens: tuple[int
     commands = [shlex.join(["rvvdiff", "cost", *argv])]
     if twins:
         targv = ["--ggml-src", str(patched.root), "-k", " or ".join(twins), *common, "--out", str(out / "cost-twins")]
-        cost_command.main(targv)
+        cost_cmd.main(targv)
         tdata = json.loads((out / "cost-twins" / "cost.json").read_text())
         rows.update({(r["case"], r["vlen"], r["isa"]): r for r in tdata["head"]})
         data["unmeasured"].update(tdata["unmeasured"])

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from harness.build.toolchain import ToolchainError
-from harness.commands import fixes as F
+from harness.commands import fixes as fixes_cmd
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, cache_dir, selection_type
 from harness.core.errors import RvvdiffError
 from harness.emulators import registry
@@ -84,8 +84,8 @@ def main(argv: list[str]) -> int:
     if (a.case is None) == (a.fix is None):
         p.error("give a case directory or --fix NAME")
     if a.fix:
-        if a.fix not in F.catalogue():
-            p.error(f"--fix {a.fix}: no such fix ({', '.join(F.catalogue())})")
+        if a.fix not in fixes_cmd.catalogue():
+            p.error(f"--fix {a.fix}: no such fix ({', '.join(fixes_cmd.catalogue())})")
         case_dir = finding_case(a.fix, cache_dir() / "upstream-cases")
     else:
         case_dir = a.case.resolve()
@@ -120,7 +120,7 @@ def main(argv: list[str]) -> int:
     if a.fixed:
         trees["fixed"] = resolve(a.fixed)
     elif entry and entry.fix:
-        fx = F.catalogue().get(entry.fix)
+        fx = fixes_cmd.catalogue().get(entry.fix)
         if fx is not None and patches.applies(fx, src)[0] == "applies":
             trees["fixed"] = patches.apply([fx], src, "fix", fx.name)
             fix_name = fx.name

@@ -15,15 +15,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands import fixes as F
+from harness.commands import fixes as fixes_cmd
 from harness.core.config import PROJECT_ROOT
 from harness.ggml.source import GgmlSource, resolve
-from harness.upstream import series as S
+from harness.upstream import series as upstream_series
 
 
-def _why_not(fx: F.Fix, tree: GgmlSource) -> str:
+def _why_not(fx: fixes_cmd.Fix, tree: GgmlSource) -> str:
     """Why a fix that does not apply conflicts: the buggy code still there (rebase it), or changed (fixed upstream, moved)."""
-    return F.standing(fx, tree).detail
+    return fixes_cmd.standing(fx, tree).detail
 
 
 def main(argv: list[str]) -> int:
@@ -38,19 +38,19 @@ def main(argv: list[str]) -> int:
     others = {t: resolve(t) for t in a.ggml_src}
     a.out.mkdir(parents=True, exist_ok=True)
     status = 0
-    every = S.load(F.catalogue())
+    every = upstream_series.load(fixes_cmd.catalogue())
     verdicts: dict[str, dict[str, tuple[bool, str]]] = {}
     for s in every:
-        trees = {f"pinned ({pinned.label}, {pinned.commit})": S.applies_in_order(s, pinned, _why_not)}
-        trees.update({f"{src.label} (ggml {src.version})": S.applies_in_order(s, src, _why_not)
+        trees = {f"pinned ({pinned.label}, {pinned.commit})": upstream_series.applies_in_order(s, pinned, _why_not)}
+        trees.update({f"{src.label} (ggml {src.version})": upstream_series.applies_in_order(s, src, _why_not)
                       for src in others.values()})
         verdicts[s.name] = trees
         ok = next(iter(trees.values()))[0]
         status |= 0 if ok else 1
-        n = S.write(s, trees, a.out)
+        n = upstream_series.write(s, trees, a.out)
         print(f"{s.stem}: {len(s.fixes)} patches; " + "; ".join(f"{t}: {'applies' if v[0] else v[1]}"
                                                                  for t, v in trees.items())
-              + f"; {a.out / (s.stem + '.md')} ({n} lines{'' if n <= S.MAX_LINES else ', TOO LONG'})")
-        status |= 0 if n <= S.MAX_LINES else 1
-    (a.out / "README.md").write_text(S.index(every, verdicts))
+              + f"; {a.out / (s.stem + '.md')} ({n} lines{'' if n <= upstream_series.MAX_LINES else ', TOO LONG'})")
+        status |= 0 if n <= upstream_series.MAX_LINES else 1
+    (a.out / "README.md").write_text(upstream_series.index(every, verdicts))
     return status

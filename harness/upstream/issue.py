@@ -14,7 +14,7 @@ import shlex
 from pathlib import Path
 
 from harness.core.config import ISA_BUILDS, IsaBuild
-from harness.emulators import qemu as Q
+from harness.emulators import qemu as qemu_emu
 from harness.ggml import known
 from harness.ggml.source import GgmlSource
 from harness.report.failure import Case
@@ -157,7 +157,7 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
     spike = ("" if not on_spike else f" and Spike at VLEN {on_spike[0]}-{on_spike[-1]}, rows of their own"
              if on_spike[0] <= 1024 else f" (VLEN {', '.join(map(str, on_spike))} under Spike)")
     tail += [ran + (f"Output at VLEN {wrong.vlen}, {wrong.isa} build: `" + " / ".join(out[:3]) + "`. " if wrong else "")
-             + f"Run here (QEMU {Q.qemu().version}{spike}), the program at every VLEN and ISA build"
+             + f"Run here (QEMU {qemu_emu.qemu().version}{spike}), the program at every VLEN and ISA build"
              + (f" (fixed: with the patch `{fix}`)" if fix and any(v.tree == "fixed" for v in verdicts) else "") + ":",
              "", *verdict_table(verdicts, trap)]
     text = head + prog + tail

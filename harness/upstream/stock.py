@@ -31,7 +31,7 @@ from harness.build.cmake import march_mismatch
 from harness.core.config import COMMON_CMAKE, ISA_BUILDS, IsaBuild
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError, run
-from harness.emulators import qemu as Q
+from harness.emulators import qemu as qemu_emu
 from harness.emulators.base import Ran
 
 TOOLCHAINS: tuple[str, ...] = ("clang", "zig")
@@ -267,7 +267,7 @@ def link_command(program: Path, exe: Path, *, tree: Path, build_dir: Path, toolc
 def run_argv(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
              qemu: str = "qemu-riscv64") -> list[str]:
     """The command of :func:`run_command` as an argument list."""
-    return [qemu, "-cpu", Q.cpu(vlen, _isa(isa), stress, half_avl), str(exe)]
+    return [qemu, "-cpu", qemu_emu.cpu(vlen, _isa(isa), stress, half_avl), str(exe)]
 
 
 def run_command(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
@@ -352,7 +352,7 @@ def run_exe(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, 
             args: Sequence[str] = (), timeout: float = 300) -> Ran:
     """Run ``exe`` (with ``args``) under QEMU as :func:`run_command` says (the qemu-riscv64 rvvdiff runs:
     ``$RVVDIFF_QEMU`` or PATH); its exit status is for the caller to judge."""
-    return Q.qemu().run_program(exe, vlen, Q.cpu_props(_isa(isa), stress, half_avl), args=args, timeout=timeout,
+    return qemu_emu.qemu().run_program(exe, vlen, qemu_emu.cpu_props(_isa(isa), stress, half_avl), args=args, timeout=timeout,
                                 what=f"{Path(exe).name} under QEMU")
 
 
