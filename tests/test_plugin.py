@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from harness.check import observe
+from harness.plugin import session, targets
+
 DIFF_TEST = """
 import numpy as np
 from harness.emulators.protocol import In, Out
@@ -132,3 +135,20 @@ def test_fixed(target):
     r = pytester.runpytest_subprocess("--vlen", "128", "--isa", "zvfh", "-p", "no:cacheprovider", "-rxX")
     r.assert_outcomes(xfailed=1, failed=1)  # a listed failure that passes fails the run (strict)
     assert "known failure: bug A" in r.stdout.str()
+
+
+def test_a_run_has_one_session_registered_in_its_stash_and_current_until_it_ends(
+        pytester: pytest.Pytester, request: pytest.FixtureRequest) -> None:
+    """The plugin's state is one object per run (harness/plugin/session.py): registered as a plugin,
+    reached through config.stash, the session of the differential tests (targets.session()) and the
+    owner of the observation comparisons write to; an inner run (pytester, in this process) ends with
+    the outer one current again."""
+    outer = session.of(request.config)
+    assert targets.session() is outer and observe.current() is outer.observation
+    config = pytester.parseconfigure("--vlen", "128", "--isa", "zvfh")
+    inner = session.of(config)
+    assert inner is not outer and config.pluginmanager.get_plugin(session.NAME) is inner
+    assert targets.session() is inner and observe.current() is inner.observation
+    assert inner.live_limit is None  # not an xdist worker under target scheduling
+    config._ensure_unconfigure()
+    assert targets.session() is outer and observe.current() is outer.observation

@@ -95,3 +95,14 @@ def test_stress_mode_reaches_the_cpu_string() -> None:
     x = np.arange(100, dtype=np.float32)
     r = s.call("vec_dot_f32", [100], [], [In(x), In(x), Out(4)])
     assert r.output(0, np.float32)[0] == float(np.sum(x.astype(np.float64) ** 2))
+
+
+def test_a_live_limit_stops_the_least_recently_used_servers() -> None:
+    """What an xdist worker under target scheduling asks (one live server): starting another
+    target's server stops the others when it starts; without a limit they stay up."""
+    a = server(128)
+    server(256).stop()  # the limit applies when a server starts
+    b = pool.server(pinned_build(), 256, False, qemu(), live_limit=1)
+    assert b.alive() and not a.alive()
+    a = server(128)  # no limit: b stays up
+    assert a.alive() and b.alive()

@@ -6,7 +6,7 @@ protocol on stdin/stdout, and the pool asks the emulator for its command, binary
 
 A server is started on first use and reused for every later request of the
 same process (so each pytest-xdist worker has its own; under rvvdiff's target
-scheduling a worker keeps only the server of the target it is on, :data:`LIVE_LIMIT`).  Every request has a
+scheduling a worker keeps only the server of the target it is on: :func:`server`'s ``live_limit``).  Every request has a
 deadline.  When the kernel crashes or hangs, the request raises an exception
 that names the kernel, the signal or the timeout, and the server is restarted
 on the next request: one bad kernel costs one case, never the session.
@@ -302,23 +302,25 @@ class KernelServer:
 
 
 _POOL: dict[tuple[str, int, bool, str], KernelServer] = {}
-#: The most servers this process keeps running (None: no limit).  An xdist worker that runs its
-#: tests target by target (harness/plugin/workers.py) keeps one: the server of the target it is on;
-#: a server it leaves is stopped, and started again (counted) only if its target comes back.
-LIVE_LIMIT: int | None = None
 
 
-def server(build: Build, vlen: int, stress: bool, emulator: Emulator) -> KernelServer:
-    """The (lazily started) server of this process for a build, VLEN, stress mode and emulator."""
+def server(build: Build, vlen: int, stress: bool, emulator: Emulator, *, live_limit: int | None = None) -> KernelServer:
+    """The (lazily started) server of this process for a build, VLEN, stress mode and emulator.
+
+    ``live_limit``: the most servers the caller wants running (None: no limit).  An xdist worker that
+    runs its tests target by target (harness/plugin/workers.py) keeps one: the server of the target
+    it is on; the least recently used others are stopped when a server starts, and started again
+    (counted) only if their target comes back.
+    """
     key = (build.key + build.isa.name, vlen, stress, emulator.name)
     s = _POOL.pop(key, None)
     if s is None or s.build.server != build.server:
         s = KernelServer(build, vlen, stress, emulator)
     _POOL[key] = s  # the most recently used last
     if not s.alive():
-        if LIVE_LIMIT is not None:
+        if live_limit is not None:
             live = [o for o in _POOL.values() if o is not s and o.alive()]
-            for idle in live[:max(0, len(live) - LIVE_LIMIT + 1)]:
+            for idle in live[:max(0, len(live) - live_limit + 1)]:
                 idle.stop()
         s.start()
     return s

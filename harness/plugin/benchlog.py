@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.check import observe
-from harness.plugin.targets import Target, session
+from harness.plugin.targets import Session, Target
 
 
 class BenchLog:
@@ -21,8 +20,9 @@ class BenchLog:
 
     REPEAT = 20  # calls per pure-kernel-time measurement (timed inside the server)
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, session: Session) -> None:
         self.path = path
+        self.session = session
         self.nodeid = ""
         self._last = {"request_s": 0.0, "kernel_s": 0.0, "calls": 0.0}
         self._largest: dict[str, Any] | None = None
@@ -39,14 +39,14 @@ class BenchLog:
     def observe(self, obs: Any) -> None:
         if getattr(obs, "type", None) != "test_case":
             return
-        now = {k: float(observe.peek(k)) for k in self._last}
+        now = {k: float(self.session.observation.peek(k)) for k in self._last}
         delta = {k: now[k] - self._last[k] for k in now}
         self._last = now
         t = dict(obs.timing)
         self._write({"kind": "example", "nodeid": self.nodeid, "status": obs.status,
                      "generate_s": sum(v for k, v in t.items() if k.startswith("generate:")),
                      "execute_s": t.get("execute:test", 0.0), **delta})
-        call = observe.peek_kept("call")
+        call = self.session.observation.kept.get("call")
         if isinstance(call, dict) and call.get("kernel_ns") is not None:
             size = sum(b.size for b in call["bufs"])
             if self._largest is None or size > self._largest["size"]:
@@ -58,7 +58,7 @@ class BenchLog:
         if c is None:
             return
         t: Target = item.callspec.params["target"]  # type: ignore[attr-defined]
-        r = t.server().call(c["kernel"], c["ip"], c["fp"], c["bufs"], repeat=self.REPEAT, timeout=session().timeout)
+        r = t.server().call(c["kernel"], c["ip"], c["fp"], c["bufs"], repeat=self.REPEAT, timeout=self.session.timeout)
         # the request itself, so that it can be timed again on another build (rvvdiff fixes: before / after)
         calls = Path(self.path + ".calls")
         calls.mkdir(exist_ok=True)

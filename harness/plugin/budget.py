@@ -36,6 +36,8 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from harness.ggml.changes import Diff, Reach
 
 BUDGETS = ("default", "thorough", "replay")
+#: The budget --plan or --changes gave a collected test (none: ``default``).
+BUDGET = pytest.StashKey[str]()
 
 
 def register_profiles(n_default: int, n_thorough: int, database_dir: str | None, **common: Any) -> None:
@@ -49,7 +51,7 @@ def register_profiles(n_default: int, n_thorough: int, database_dir: str | None,
 
 def use(item: pytest.Item) -> None:
     """Load the item's budget as Hypothesis's default settings (before the test runs)."""
-    budget = getattr(item, "_rvvdiff_budget", "default")
+    budget = item.stash.get(BUDGET, "default")
     if item.config.getoption("hypothesis_profile", None):
         return
     settings.load_profile(f"rvvdiff-{budget}")
@@ -83,7 +85,7 @@ def select(config: pytest.Config, items: list[pytest.Item], requirements, entry_
         keep, drop = [], []
         for it in items:
             (keep if it.nodeid in plan else drop).append(it)
-            it._rvvdiff_budget = plan.get(it.nodeid, "default")  # type: ignore[attr-defined]
+            it.stash[BUDGET] = plan.get(it.nodeid, "default")
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
@@ -109,7 +111,7 @@ def select(config: pytest.Config, items: list[pytest.Item], requirements, entry_
         own = reach.owns(entry_points(it), kernels - set(reach.roots(entry_points(it))), changed) if hit else []
         covers[it.nodeid], owns[it.nodeid] = hit, own
         named = any(fnmatch.fnmatchcase(it.nodeid, g) for g in also)
-        it._rvvdiff_budget = "thorough" if own or named else "default"  # type: ignore[attr-defined]
+        it.stash[BUDGET] = "thorough" if own or named else "default"
         (keep if hit or named or not config.getoption("changed_only") else drop).append(it)
     reached = {n for hit in covers.values() for n in hit}
     out = {"covers": {k: v for k, v in covers.items() if v},

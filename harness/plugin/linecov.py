@@ -4,7 +4,8 @@ Off by default.  :func:`configure` points :data:`harness.emulators.executed.DIR`
 ``<report-dir>/coverage/raw`` (the controlling process clears ``<report-dir>/coverage`` first);
 :func:`finish` stops this process's servers, so QEMU closes its logs, and in the controlling
 process maps every target's PCs to lines (harness/report/coverage.py), writes the tracefiles, the
-matrix and the HTML view into ``<report-dir>/coverage/`` and appends the matrix to ``summary.md``.
+matrix and the HTML view into ``<report-dir>/coverage/`` and appends the matrix to ``summary.md``,
+and returns the lines of the terminal summary (the plugin's session keeps them).
 It changes no outcome: whatever goes wrong is one line in the terminal summary.
 """
 
@@ -19,9 +20,6 @@ import pytest
 from harness.emulators import executed, pool
 from harness.report import coverage
 
-#: The lines the terminal summary prints for the coverage of this run.
-LINES = pytest.StashKey[list[str]]()
-
 
 def configure(config: pytest.Config, report_dir: Path) -> None:
     executed.DIR = None
@@ -33,20 +31,20 @@ def configure(config: pytest.Config, report_dir: Path) -> None:
     executed.DIR = out / "raw"
 
 
-def finish(session: pytest.Session, report_dir: Path, emulator_logs: bool) -> None:
-    """Stop this process's servers (their logs complete); in the controlling process, write the coverage."""
-    config = session.config
+def finish(config: pytest.Config, report_dir: Path, emulator_logs: bool) -> list[str]:
+    """Stop this process's servers (their logs complete); in the controlling process, write the
+    coverage and return the terminal summary's lines on it (none without --rvv-coverage)."""
     if not config.getoption("rvv_coverage"):
-        return
+        return []
     for s in pool.servers():
         s.stop()
     if getattr(config, "workerinput", None) is not None:
-        return
-    lines = config.stash[LINES] = []
+        return []
+    lines: list[str] = []
     if not emulator_logs:
         lines.append(f"--rvv-coverage: {config.getoption('emulator')} logs no executed instructions here; "
                      "line coverage is measured on QEMU only (not measured)")
-        return
+        return lines
     t0 = time.perf_counter()
     out = report_dir / "coverage"
     try:
@@ -54,7 +52,7 @@ def finish(session: pytest.Session, report_dir: Path, emulator_logs: bool) -> No
         coverage.write(cov, out)
     except Exception as e:  # an optional report: it must not cost the run its results
         lines.append(f"RVV line coverage not written: {type(e).__name__}: {e}")
-        return
+        return lines
     logged = sum(f.stat().st_size for f in (out / "raw").glob("*/*") if f.suffix in (".log", ".pcs"))
     shutil.rmtree(out / "raw", ignore_errors=True)
     summary = report_dir / "summary.md"
@@ -73,9 +71,5 @@ def finish(session: pytest.Session, report_dir: Path, emulator_logs: bool) -> No
     if cov.targets:
         lines.append(f"RVV line coverage: {out}/index.html, merged.info, coverage.md ({took:.1f} s to map and write; "
                      f"the execution logs took {logged / 1e6:.1f} MB on disk until now)")
-    lines += cov.problems
-
-
-def terminal_lines(config: pytest.Config) -> list[str]:
-    return config.stash.get(LINES, [])
+    return lines + cov.problems
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import reject
@@ -22,18 +22,54 @@ from harness.emulators.cost import Cost
 from harness.emulators.cost import measure as measure_call
 from harness.emulators.trace import Trace, trace_call
 from harness.ggml.source import GgmlSource, SourceError, resolve
-from harness.plugin import state
 
 
-@dataclass
 class Session:
-    """What every differential test of this process shares: the tree, the emulator, the builds."""
+    """What every differential test of this process reaches: the tree, the emulator, the builds, the
+    most kernel servers it keeps running, and what the running test observed.
 
-    config: pytest.Config
-    source: GgmlSource
-    builds: dict[str, Build]
-    #: ISA builds this process will not use, with the one-line reason their tests are skipped.
-    unusable: dict[str, str] = field(default_factory=dict)
+    The pytest plugin's session (:class:`harness.plugin.session.RvvdiffSession`, made in
+    pytest_configure) is one; the differential test modules reach the one of the run in progress
+    through :func:`session`.
+    """
+
+    #: The sessions begun in this process and not ended, the run in progress last (a pytest run
+    #: inside a test, pytester's in-process runs: more than one).
+    _begun: ClassVar[list[Session]] = []
+
+    def __init__(self, config: pytest.Config, live_limit: int | None = None) -> None:
+        self.config = config
+        self.builds: dict[str, Build] = {}
+        #: ISA builds this process will not use, with the one-line reason their tests are skipped.
+        self.unusable: dict[str, str] = {}
+        #: The most kernel servers this process keeps running (None: no limit; harness/plugin/workers.py).
+        self.live_limit = live_limit
+        #: What the running test observed (harness/check/observe.py): attached while the session runs.
+        self.observation = observe.Observation()
+
+    def begin(self) -> None:
+        """This session is the run in progress (pytest_configure)."""
+        Session._begun.append(self)
+        observe.attach(self.observation)
+
+    def end(self) -> None:
+        """Its run is over (pytest_unconfigure): the run it interrupted, if any, is in progress again."""
+        if self in Session._begun:
+            Session._begun.remove(self)
+        observe.detach(self.observation)
+
+    @staticmethod
+    def current() -> Session | None:
+        """The session of the pytest run in progress in this process, if any."""
+        return Session._begun[-1] if Session._begun else None
+
+    @functools.cached_property
+    def source(self) -> GgmlSource:
+        """The tree under test (--ggml-src), resolved on first use; a bad --ggml-src is a usage error."""
+        try:
+            return resolve(self.config.getoption("ggml_src"))
+        except SourceError as e:
+            raise pytest.UsageError(str(e)) from None
 
     @property
     def timeout(self) -> float:
@@ -44,6 +80,10 @@ class Session:
     def emulator(self) -> Emulator:
         """The emulator every kernel server of this session runs under (--emulator)."""
         return emulator_for(self.config)
+
+    def server(self, target: Target) -> pool.KernelServer:
+        """The kernel server of ``target`` in this process (harness/emulators/pool.py), started on first use."""
+        return pool.server(self.build(target.isa), target.vlen, target.stress, self.emulator, live_limit=self.live_limit)
 
     def build(self, isa: IsaBuild) -> Build:
         """The build for ``isa``, made on first use (in the test's setup, before any Hypothesis example).
@@ -80,10 +120,10 @@ class Session:
 
 def session() -> Session:
     """The session of the pytest run in progress (for the differential test modules)."""
-    config = state.current()
-    if config is None:
+    s = Session.current()
+    if s is None:
         raise RuntimeError("rvvdiff: no pytest session is configured (is the plugin loaded?)")
-    return session_for(config)
+    return s
 
 
 @dataclass(frozen=True, repr=False)
@@ -99,7 +139,7 @@ class Target:
         return f"vlen{self.vlen}-{self.isa.name}" + ("-stress" if self.stress else "")
 
     def server(self) -> pool.KernelServer:
-        return pool.server(session().build(self.isa), self.vlen, self.stress, session().emulator)
+        return session().server(self)
 
     @property
     def features(self) -> dict[str, bool]:
@@ -111,29 +151,32 @@ class Target:
              bufs: Sequence[P.Buf] = (), *, repeat: int = 1, timeout: float | None = None) -> P.Response:
         """One kernel call under the session's deadline (--kernel-timeout), or ``timeout`` seconds for
         a call known to be long (set-up work such as building a corpus, not a kernel under test)."""
-        missing = session().build(self.isa).missing_kernel(kernel)
+        sess = session()
+        missing = sess.build(self.isa).missing_kernel(kernel)
         if missing:  # its adapter does not compile against this tree: the server has no such kernel
             pytest.skip(missing)
-        srv = self.server()
+        srv = sess.server(self)
+        seen = sess.observation
         w0, k0 = srv.wall_s, srv.kernel_s
         record = {"kernel": kernel, "ip": list(ip), "fp": list(fp), "bufs": list(bufs), "outputs": None,
                   "message": "", "argv": srv.argv}
-        observe.keep("call", record)
+        seen.keep("call", record)
         try:
-            r = srv.call(kernel, ip, fp, bufs, repeat=repeat, timeout=max(timeout or 0, session().timeout))
+            r = srv.call(kernel, ip, fp, bufs, repeat=repeat, timeout=max(timeout or 0, sess.timeout))
             record["outputs"], record["message"], record["kernel_ns"] = r.outputs, r.message, r.kernel_ns
             return r
         except pool.Unsupported as e:
             record["message"] = str(e)
+            seen.record("unsupported", 1)
             _cannot_run_here()
             raise
         except pool.KernelFailure as e:
             record["message"] = str(e)
             raise
         finally:
-            observe.record("calls", 1)
-            observe.record("request_s", srv.wall_s - w0)
-            observe.record("kernel_s", srv.kernel_s - k0)
+            seen.record("calls", 1)
+            seen.record("request_s", srv.wall_s - w0)
+            seen.record("kernel_s", srv.kernel_s - k0)
 
     def measure(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
                 bufs: Sequence[P.Buf] = ()) -> tuple[P.Response, Cost]:
@@ -169,22 +212,9 @@ def _cannot_run_here() -> None:
     """A request the emulator cannot run (threads on Spike): a Hypothesis example is rejected and
     another drawn.  Outside Hypothesis the :class:`pool.Unsupported` goes on: a fixed case of
     ``explore(after=...)`` is passed over, anything else skips its test with the reason
-    (:func:`pytest_runtest_makereport`)."""
-    observe.record("unsupported", 1)
+    (:meth:`harness.plugin.session.RvvdiffSession.pytest_runtest_makereport`)."""
     if currently_in_test_context():
         reject()
-
-
-def session_for(config: pytest.Config) -> Session:
-    """The session of ``config``'s run, made on first use (the tree resolved; a bad --ggml-src is a usage error)."""
-    s = config.stash.get(state.SESSION, None)
-    if s is None:
-        try:
-            src = resolve(config.getoption("ggml_src"))
-        except SourceError as e:
-            raise pytest.UsageError(str(e)) from None
-        s = config.stash[state.SESSION] = Session(config, src, {})
-    return s
 
 
 def emulator_for(config: pytest.Config) -> Emulator:

@@ -17,8 +17,8 @@ emulators wait for each other, and each of them starts its own server for every 
    ``w`` workers and ``t`` targets: two when there are enough targets, more when a narrow
    selection (few targets) must still give every worker about four scopes to draw from, so that
    no worker idles at the end.  A worker runs a scope's tests one after the other, so it keeps
-   one server live (:data:`harness.emulators.pool.LIVE_LIMIT`): the one of the target it is on;
-   the others are stopped when it moves on.  Tests without a target (the coverage test) are
+   one server live (its session's ``live_limit``, handed to :func:`harness.emulators.pool.server`):
+   the one of the target it is on; the others are stopped when it moves on.  Tests without a target (the coverage test) are
    each their own scope.
 
 Nothing else changes: each test is reported once, the rest of a crashed worker's scope goes to the
