@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.build.builds import Build
-from harness.core.config import STRESS_PROPS
 from harness.emulators import executed
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
+from harness.emulators.qemu import cpu_props
 
 
 class KernelFailure(AssertionError):
@@ -94,10 +94,7 @@ class KernelServer:
 
     @property
     def props(self) -> dict[str, bool]:
-        props = dict(self.build.isa.qemu)
-        if self.stress:
-            props.update(STRESS_PROPS)
-        return props
+        return cpu_props(self.build.isa, self.stress)
 
     @property
     def cpu(self) -> str:

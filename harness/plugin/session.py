@@ -26,8 +26,9 @@ from harness.build.cmake import tree_name
 from harness.build.server import adapter_kernels
 from harness.build.toolchain import SERVER_DIR, describe
 from harness.core import settings as env_settings
-from harness.core.config import ISA_BUILDS, STRESS_PROPS
+from harness.core.config import ISA_BUILDS
 from harness.emulators import pool, registry
+from harness.emulators.qemu import cpu_props
 from harness.ggml import known
 from harness.ggml.source import SDIST_SPEC
 from harness.plugin import budget, linecov, workers
@@ -135,8 +136,7 @@ class RvvdiffSession(Session):
         q = emulator_for(config)
         for it in targets:
             t: Target = it.callspec.params["target"]
-            props = dict(t.isa.qemu, **(STRESS_PROPS if t.stress else {}))
-            lacking = q.lacking(props)
+            lacking = q.lacking(cpu_props(t.isa, t.stress))
             if lacking:
                 it.add_marker(pytest.mark.skip(reason=q.lacking_reason(lacking, t.id)))
 
