@@ -14,6 +14,7 @@ import functools
 import hashlib
 import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,8 +240,10 @@ def rejected_flags(cc: Compiler, flags: tuple[str, ...]) -> str | None:
     """The compiler's first complaint when it refuses ``flags`` (e.g. GCC 14 and a -march naming
     zvfbfwma, an extension it does not know), or None when it compiles an empty file with them."""
     try:
-        run([cc.cc, *flags, "-x", "c", "-S", os.devnull, "-o", os.devnull], timeout=120,
-            what=f"probing {cc.name}'s flags")
+        with tempfile.TemporaryDirectory(prefix="rvvdiff-probe-") as d:
+            (Path(d) / "empty.c").write_text("")
+            run([cc.cc, *flags, "-c", "empty.c", "-o", "empty.o"], timeout=120, cwd=d,
+                what=f"probing {cc.name}'s flags")
     except CommandError as e:
         lines = [ln.strip() for ln in (e.stderr + e.stdout).splitlines() if ln.strip()]
         return next((ln for ln in lines if "error" in ln), lines[0] if lines else f"exit code {e.returncode}")
