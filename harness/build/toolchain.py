@@ -194,19 +194,19 @@ def _gcc14() -> Compiler:
 
 @dataclass(frozen=True)
 class NamedCompiler:
-    """A compiler the harness knows by name: what it is, how it is installed, how it is found."""
+    """A compiler the harness knows by name: how it is installed and how it is found (``find`` raises
+    :class:`ToolchainError` naming ``setup`` when it is missing).  How each takes an ISA build's
+    -march: zig's clang through the wrapper's -mcpu rewrite (:data:`_WRAPPER`), GCC as it is."""
 
     name: str
-    summary: str
+    #: The set-up command that installs it.
     setup: str
     find: Callable[[], Compiler]
 
 
 COMPILERS: dict[str, NamedCompiler] = {c.name: c for c in (
-    NamedCompiler("clang", "zig's clang (the ziglang package), -march rewritten to zig's -mcpu",
-                  "ci/setup.sh", _zig_clang),
-    NamedCompiler("gcc14", "GCC 14, Debian stable's riscv64-linux-gnu cross compiler in a separate root",
-                  GCC14_SETUP, _gcc14),
+    NamedCompiler("clang", "ci/setup.sh", _zig_clang),
+    NamedCompiler("gcc14", GCC14_SETUP, _gcc14),
 )}
 DEFAULT_COMPILER = "clang"
 
@@ -219,7 +219,8 @@ def selected() -> str:
     if name is None:
         return "user" if user else DEFAULT_COMPILER
     if name not in COMPILERS:
-        raise ToolchainError(f"unknown compiler {name!r} (RVVDIFF_COMPILER): known are {', '.join(COMPILERS)}")
+        raise ToolchainError(f"unknown compiler {name!r} (RVVDIFF_COMPILER): known are "
+                             + ", ".join(f"{c.name} ({c.setup})" for c in COMPILERS.values()))
     if user:
         raise ToolchainError(f"RVVDIFF_COMPILER={name} and RVVDIFF_CC/RVVDIFF_CXX both name a compiler: unset one")
     return name
