@@ -127,3 +127,14 @@ def test_gcc14_builds_a_static_rvv_program_that_qemu_runs(tmp_path: Path) -> Non
     assert out == "vlmax 8 sum 65\n"
     complaint = rejected_flags(cc, ("-march=rv64gcv_zfh_zvfh_zvfbfwma", "-mabi=lp64d"))
     assert complaint is not None and "zvfbfwma" in complaint  # GCC 14 does not know zvfbfwma (GCC 15 does)
+
+
+def test_gcc14_cannot_make_the_zvfbfwma_build(no_compiler_settings: pytest.MonkeyPatch) -> None:
+    """GCC 14.2 does not know zvfbfwma: the ISA build is unavailable with the compiler's reason
+    (after a configure, no compile), not a build failure."""
+    _gcc14_or_skip()
+    no_compiler_settings.setenv("RVVDIFF_COMPILER", "gcc14")
+    with pytest.raises(builds.IsaUnavailable) as e:
+        builds.ensure_built(source.pinned(), config.ISA_BUILDS["zvfbfwma"])
+    assert str(e.value).startswith("compiler gcc14 rejects -march=rv64gcv_zfh_zvfh_zvfbfwma")
+    assert "unsupported standard extension" in str(e.value) and str(e.value).endswith("it cannot make the zvfbfwma build")
