@@ -14,8 +14,9 @@ CMake wrote it into ggml-cpu's flags) names other extensions than the build
 promises, "cannot be expressed for this tree": :class:`IsaUnavailable`, which
 the plugin turns into skips with the reason.  So is a -march the compiler itself
 rejects (GCC 14 does not know zvfbfwma): probed once per build key, recorded in
-the stamp.  The kernel server is compiled one source at a time: an adapter (``k_*.cpp``) that does not compile against the
-tree is left out of the link and costs only the kernels it registers
+the stamp.  The kernel server is compiled one source at a time: an adapter
+(``k_*.cpp``) that does not compile against the tree is left out of the link and
+costs only the kernels it registers
 (:attr:`Build.failed_adapters`); the core (``core.cpp``, ``server.cpp``)
 failing is a build error.
 """
