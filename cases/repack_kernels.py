@@ -79,10 +79,9 @@ def type_id(target, name: str) -> int:
 
 
 def assert_bytes_equal(got: np.ndarray, expected: np.ndarray, *, name: str, context: str) -> None:
-    """Byte arrays equal, reported element by element (as uint16: harness.check.compare's bitwise
-    comparison works on 2-, 4- and 8-byte elements); byte offsets are the indices."""
-    assert_bitwise_equal(np.asarray(got, np.uint8).astype(np.uint16), np.asarray(expected, np.uint8).astype(np.uint16),
-                         name=name, context=context)
+    """Byte arrays equal, reported byte by byte (the indices are byte offsets)."""
+    __tracebackhide__ = True
+    assert_bitwise_equal(np.asarray(got, np.uint8), np.asarray(expected, np.uint8), name=name, context=context)
 
 
 def notes(message: str) -> dict[str, str]:

@@ -149,12 +149,12 @@ def test_mul_mat_parity(kernel: K.RepackKernel, target, request: pytest.FixtureR
 
     def check(case: RS.MulMatCase) -> None:
         lay = kernel.layout
-        exact = RP.products(lay.weight, case.weights, lay.activation, case.acts).value.astype(np.float32).ravel()
+        exact = RP.products(lay.weight, case.weights, lay.activation, case.acts).value.astype(np.float32)
         for placement, want in ((1, "CPU_REPACK"), (0, "CPU")):
             got, placed = run_mul_mat(target, case, placement)
             ctx = f"ggml_mul_mat with weights in {placed}, {case!r}, {target.id}"
             assert placed == want, f"weights={placed}, but should be {want} [{ctx}]"
-            assert_bitwise_equal(got.ravel(), exact, name="Y.flat (row j of plane b at (b * n + j) * m)", context=ctx)
+            assert_bitwise_equal(got, exact, name="Y", context=ctx)
 
     S.explore(request, RS.mul_mat_cases(kernel, exact=True), [], check, after=RS.mul_mat_examples(kernel, exact=True))
 
@@ -185,7 +185,7 @@ def test_mul_mat_path(kernel: K.RepackKernel, target) -> None:
         assert quant == want_quant, f"quantizers={quant!r}, but should be {want_quant!r} [{ctx}]"
         got, _ = run_mul_mat(target, case, 1)
         exact = RP.products(lay.weight, case.weights, lay.activation, case.acts).value.astype(np.float32)
-        assert_bitwise_equal(got.ravel(), exact.ravel(), name="Y.flat", context=f"{ctx}, {case!r}")
+        assert_bitwise_equal(got, exact, name="Y", context=f"{ctx}, {case!r}")
 
 
 # ------------------------------------------------------------------ mixture of experts: mul_mat_id
@@ -231,6 +231,5 @@ def test_mul_mat_id_parity(kernel: K.RepackKernel, target) -> None:
             ctx = (f"ggml_mul_mat_id with weights in {placed}, m={m} x {n_expert} experts, {n_used} used, x_rows={x_rows}, "
                    f"{n_tokens} tokens, {nb} blocks, {threads} threads, ids={ids.tolist()}, {target.id}")
             assert placed == where, f"weights={placed}, but should be {where} [{ctx}]"
-            assert_bitwise_equal(got.ravel(), want.ravel(), name="Y.flat (token t, used u at (t * used + u) * m)",
-                                 context=ctx)
+            assert_bitwise_equal(got, want, name="Y", context=ctx)
         observe.note("mul_mat_id", f"{'repacked' if repacks else 'not repacked'} at {target.id}")
