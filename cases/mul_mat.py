@@ -377,8 +377,10 @@ def check_bound(kernel: MatMulKernel, target, case: MatMulCase) -> None:
 
 
 def assert_exact(got: np.ndarray, exact: np.ndarray, context: str) -> None:
-    """C bit for bit; indices are flat: C[b][j][i] is element (b * n + j) * m + i."""
-    assert_bitwise_equal(got.ravel(), exact.astype(np.float32).ravel(), name="C.flat", context=context)
+    """C bit for bit, elements named [plane, row of B, row of A] (the fp32 rounding of the float64 oracle
+    is exact: small integers)."""
+    __tracebackhide__ = True
+    assert_bitwise_equal(got, exact.astype(np.float32), name="C", context=context)
 
 
 def check_exact(kernel: MatMulKernel, target, case: MatMulCase) -> None:

@@ -14,8 +14,10 @@ Two jobs, both for the quant_dot and quantize families (cases/quant_dot.py, case
   a VLEN variant the table does not know is *uncovered* (cases/test_coverage.py fails), a
   table entry the tree lacks (its ``requires``, or no RVV body) is *not in this tree*.
 
-* **The tree's types.**  :func:`tree_types` asks the kernel server (``quant_types``) for the
-  tree's own type ids, block sizes and pairings, so no ggml enum value is hard-coded.
+* **The tree's types.**  :func:`type_id` gives the tree's own ``enum ggml_type`` values (read from
+  its ggml.h by harness/ggml/tree.py), so no ggml enum value is hard-coded; :func:`tree_types` asks
+  the kernel server (``quant_types``) for the build's view of the types (ids, block sizes,
+  pairings) and is the one place the build's ids are compared with the tree's.
 
 * **Which variant ran.**  :func:`observed_variant` turns a QEMU trace of one call
   (``Target.trace``) into a label: the ``static NOINLINE`` variants are named in the trace;
@@ -38,8 +40,9 @@ from pathlib import Path
 
 from cases import coverage
 from harness.core.config import cache_dir, locked
-from harness.ggml import csource
+from harness.ggml import csource, tree
 from harness.ggml.tree import Tree
+from harness.plugin.targets import session
 
 # ------------------------------------------------------------------ the tree's RVV entry points (harness/ggml/csource.py)
 
@@ -246,18 +249,30 @@ def _parse_types(message: str) -> dict[str, TreeType]:
 
 
 def tree_types(target) -> dict[str, TreeType]:
-    """The types of the tree under test, as its own build reports them (ids, block sizes)."""
+    """The types of the tree under test as its own build reports them (ids, block sizes, pairings), asked
+    once per kernel server binary.  Every id must be the one the tree's ggml.h gives (where
+    :func:`type_id` takes them from): a server built from another tree, or an enum the header reader
+    misreads, fails here, in every test that needs a type."""
     key = str(target.server().build.server)
     if key not in _TYPES:
-        _TYPES[key] = _parse_types(target.call("quant_types").message)
+        types = _parse_types(target.call("quant_types").message)
+        src = session().source
+        ids = tree.of(src).types
+        wrong = [f"{t.name}={t.id}, but the tree's ggml.h says {ids.get(t.name)}" for t in types.values()
+                 if ids.get(t.name) != t.id]
+        if wrong:
+            raise AssertionError(f"the kernel server's type ids are not the tree's [quant_types, {target.id}, "
+                                 f"{src.describe()}]:\n  " + "\n  ".join(wrong))
+        _TYPES[key] = types
     return _TYPES[key]
 
 
 def type_id(target, name: str) -> int:
-    types = tree_types(target)
-    if name not in types:
-        raise AssertionError(f"the tree under test has no ggml type {name!r} (it has {', '.join(types)})")
-    return types[name].id
+    """The ``enum ggml_type`` value of ``name`` (``q4_0``, ``bf16`` ...) in the tree under test, as the
+    kernel server takes it: from the tree's ggml.h (harness/ggml/tree.py), the build's view of it
+    checked once per server (:func:`tree_types`)."""
+    tree_types(target)
+    return tree.of(session().source).type_id(name)
 
 
 # ------------------------------------------------------------------ what ran

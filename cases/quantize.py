@@ -201,12 +201,12 @@ FIELDS = {q.name: _fields(QT.record(q.name)) for q in QUANTIZERS}
 
 
 def assert_blocks_equal(q: Quantizer, got: np.ndarray, expected: np.ndarray, *, name: str, context: str) -> None:
-    """Block rows equal bit for bit, compared field by field (so a message names d, s, qs or bsums)."""
+    """Block rows equal bit for bit, compared field by field (so a message names d, s, qs or bsums, and
+    an element by [block, index in the field])."""
+    __tracebackhide__ = True
     for field, (sl, dtype) in FIELDS[q.name].items():
-        g = np.ascontiguousarray(got[:, sl]).view(dtype).reshape(-1)
-        e = np.ascontiguousarray(expected[:, sl]).view(dtype).reshape(-1)
-        if dtype == np.int8:  # compare.py compares 16-bit and wider words
-            g, e = g.astype(np.int16), e.astype(np.int16)
+        g = np.ascontiguousarray(got[:, sl]).view(dtype)
+        e = np.ascontiguousarray(expected[:, sl]).view(dtype)
         assert_bitwise_equal(g, e, name=f"{name}.{field}", context=context)
 
 

@@ -40,25 +40,23 @@ from oracles.bounds import gamma
 class BuildInfo:
     """What one kernel server reports about repacking (``repack_info``)."""
 
-    types: dict[str, int]  # ggml type name -> id
     layouts: dict[str, tuple[int, int, int, int]]  # layout -> (type id, INTER_SIZE, NB_COLS, sizeof block)
     quantize_mats: frozenset[str]  # "q8_0_4x1", ...
     buft: str  # the CPU device's extra buffer type called CPU_REPACK, or "none"
 
 
 def _parse_info(message: str) -> BuildInfo:
-    types, layouts, qm, buft = {}, {}, set(), "none"
+    """``repack_info``'s notes; its ``type.*`` lines are left out (type ids: cases/quant_variants.py ``type_id``)."""
+    layouts, qm, buft = {}, set(), "none"
     for line in message.split():
         key, value = line.split("=", 1)
-        if key.startswith("type."):
-            types[key[5:]] = int(value)
-        elif key.startswith("layout."):
+        if key.startswith("layout."):
             layouts[key[7:]] = tuple(int(v) for v in value.split(","))
         elif key.startswith("quantize_mat."):
             qm.add(key[len("quantize_mat."):])
         elif key == "buft":
             buft = value
-    return BuildInfo(types, layouts, frozenset(qm), buft)
+    return BuildInfo(layouts, frozenset(qm), buft)
 
 
 _INFO: dict[str, BuildInfo] = {}  # by kernel server binary
@@ -71,18 +69,10 @@ def build_info(target) -> BuildInfo:
     return _INFO[key]
 
 
-def type_id(target, name: str) -> int:
-    types = build_info(target).types
-    if name not in types:
-        raise AssertionError(f"the tree under test has no ggml type {name!r}")
-    return types[name]
-
-
 def assert_bytes_equal(got: np.ndarray, expected: np.ndarray, *, name: str, context: str) -> None:
-    """Byte arrays equal, reported element by element (as uint16: harness.check.compare's bitwise
-    comparison works on 2-, 4- and 8-byte elements); byte offsets are the indices."""
-    assert_bitwise_equal(np.asarray(got, np.uint8).astype(np.uint16), np.asarray(expected, np.uint8).astype(np.uint16),
-                         name=name, context=context)
+    """Byte arrays equal, reported byte by byte (the indices are byte offsets)."""
+    __tracebackhide__ = True
+    assert_bitwise_equal(np.asarray(got, np.uint8), np.asarray(expected, np.uint8), name=name, context=context)
 
 
 def notes(message: str) -> dict[str, str]:

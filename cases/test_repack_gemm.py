@@ -35,6 +35,7 @@ import numpy as np
 import pytest
 
 from cases import quant_blocks as QB
+from cases import quant_variants as V
 from cases import repack_kernels as K
 from cases import repack_selection as SEL
 from cases import repack_strategies as RS
@@ -58,7 +59,7 @@ def run_gemx(target, case: RS.GemxCase, impl: str) -> np.ndarray:
     lay = case.kernel.layout
     vx = RP.pack_matrix(lay, case.weights)
     vy = case.acts if case.kind == "gemv" else RP.pack_activations(lay.activation, case.acts, lay.activation_blocklen)
-    ip = [K.type_id(target, lay.weight), lay.blocklen, lay.ncols, K.IMPLS.index(impl), K.KINDS.index(case.kind),
+    ip = [V.type_id(target, lay.weight), lay.blocklen, lay.ncols, K.IMPLS.index(impl), K.KINDS.index(case.kind),
           case.k, case.nr, case.nc]
     r = target.call("repack_gemx", ip, [], [In(vx), In(vy), Out(4 * case.nr * case.nc)])
     return r.output(0, np.float32).reshape(case.nr, case.nc)
@@ -95,7 +96,7 @@ def test_gemx_variant(target) -> None:
                           np.stack([QB.activation_row("q8_0", 1, int(rng.integers(1 << 30)), ("normal",), "random")
                                     for _ in range(4)]))
         vy = case.acts if kind == "gemv" else RP.pack_activations("q8_0", case.acts, lay.activation_blocklen)
-        ip = [K.type_id(target, "q4_0"), lay.blocklen, lay.ncols, 0, K.KINDS.index(kind), case.k, case.nr, case.nc]
+        ip = [V.type_id(target, "q4_0"), lay.blocklen, lay.ncols, 0, K.KINDS.index(kind), case.k, case.nr, case.nc]
         calls = target.trace("repack_gemx", ip, [], [In(RP.pack_matrix(lay, case.weights)), In(vy),
                                                      Out(4 * case.nr * case.nc)]).call
         entry = kernel.entry(kind)
@@ -117,7 +118,7 @@ def run_mul_mat(target, case: RS.MulMatCase, placement: int) -> tuple[np.ndarray
     """mul_mat(W, X) with the weights placed as llama.cpp places them (1) or in the CPU buffer (0):
     ``(batch * n, m)`` and where the weights were."""
     lay = case.kernel.layout
-    ip = [K.type_id(target, lay.weight), case.k, case.m, case.n, case.batch, placement, case.threads]
+    ip = [V.type_id(target, lay.weight), case.k, case.m, case.n, case.batch, placement, case.threads]
     r = target.call("repack_mul_mat", ip, [], [In(case.weights), In(case.x), Out(4 * case.batch * case.n * case.m)])
     return r.output(0, np.float32).reshape(case.batch * case.n, case.m), K.notes(r.message)["weights"]
 
@@ -149,12 +150,12 @@ def test_mul_mat_parity(kernel: K.RepackKernel, target, request: pytest.FixtureR
 
     def check(case: RS.MulMatCase) -> None:
         lay = kernel.layout
-        exact = RP.products(lay.weight, case.weights, lay.activation, case.acts).value.astype(np.float32).ravel()
+        exact = RP.products(lay.weight, case.weights, lay.activation, case.acts).value.astype(np.float32)
         for placement, want in ((1, "CPU_REPACK"), (0, "CPU")):
             got, placed = run_mul_mat(target, case, placement)
             ctx = f"ggml_mul_mat with weights in {placed}, {case!r}, {target.id}"
             assert placed == want, f"weights={placed}, but should be {want} [{ctx}]"
-            assert_bitwise_equal(got.ravel(), exact, name="Y.flat (row j of plane b at (b * n + j) * m)", context=ctx)
+            assert_bitwise_equal(got, exact, name="Y", context=ctx)
 
     S.explore(request, RS.mul_mat_cases(kernel, exact=True), [], check, after=RS.mul_mat_examples(kernel, exact=True))
 
@@ -174,7 +175,7 @@ def test_mul_mat_path(kernel: K.RepackKernel, target) -> None:
     for i, (m, n, batch, threads) in enumerate(probes):
         case = RS.exact_mul_mat_case(kernel, m, n, batch, threads, n_blocks=2, seed=i)
         layout = SEL.expected_layout(target, lay.weight, m)
-        ip = [K.type_id(target, lay.weight), case.k, m, n, batch, 1, threads]
+        ip = [V.type_id(target, lay.weight), case.k, m, n, batch, 1, threads]
         bufs = [In(case.weights), In(case.x), Out(4 * batch * n * m)]
         calls = target.trace("repack_mul_mat", ip, [], bufs).call
         ran, quant = SEL.executed_path(calls), SEL.executed_quantizers(calls)
@@ -185,7 +186,7 @@ def test_mul_mat_path(kernel: K.RepackKernel, target) -> None:
         assert quant == want_quant, f"quantizers={quant!r}, but should be {want_quant!r} [{ctx}]"
         got, _ = run_mul_mat(target, case, 1)
         exact = RP.products(lay.weight, case.weights, lay.activation, case.acts).value.astype(np.float32)
-        assert_bitwise_equal(got.ravel(), exact.ravel(), name="Y.flat", context=f"{ctx}, {case!r}")
+        assert_bitwise_equal(got, exact, name="Y", context=f"{ctx}, {case!r}")
 
 
 # ------------------------------------------------------------------ mixture of experts: mul_mat_id
@@ -202,7 +203,7 @@ def run_mul_mat_id(target, kernel: K.RepackKernel, case: RS.MulMatCase, n_expert
     """mul_mat_id(W, X, ids) with the experts' weights placed as llama.cpp places them (1) or in the
     CPU buffer (0): ``(tokens, used, m)`` and where the weights were."""
     m, (n_tokens, n_used), x_rows = case.m // n_expert, ids.shape, case.n
-    ip = [K.type_id(target, kernel.layout.weight), case.k, m, n_expert, n_used, x_rows, n_tokens, placement,
+    ip = [V.type_id(target, kernel.layout.weight), case.k, m, n_expert, n_used, x_rows, n_tokens, placement,
           case.threads]
     r = target.call("repack_mul_mat_id", ip, [], [In(case.weights), In(case.x), In(ids.astype(np.int32)),
                                                  Out(4 * n_tokens * n_used * m)])
@@ -231,6 +232,5 @@ def test_mul_mat_id_parity(kernel: K.RepackKernel, target) -> None:
             ctx = (f"ggml_mul_mat_id with weights in {placed}, m={m} x {n_expert} experts, {n_used} used, x_rows={x_rows}, "
                    f"{n_tokens} tokens, {nb} blocks, {threads} threads, ids={ids.tolist()}, {target.id}")
             assert placed == where, f"weights={placed}, but should be {where} [{ctx}]"
-            assert_bitwise_equal(got.ravel(), want.ravel(), name="Y.flat (token t, used u at (t * used + u) * m)",
-                                 context=ctx)
+            assert_bitwise_equal(got, want, name="Y", context=ctx)
         observe.note("mul_mat_id", f"{'repacked' if repacks else 'not repacked'} at {target.id}")

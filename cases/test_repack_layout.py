@@ -37,6 +37,7 @@ import pytest
 from hypothesis import strategies as st
 
 from cases import quant_blocks as QB
+from cases import quant_variants as V
 from cases import repack as R
 from cases import repack_kernels as K
 from cases import repack_selection as SEL
@@ -69,7 +70,7 @@ def test_build_info(target) -> None:
     for name, (tid, inter, cols, size) in info.layouts.items():
         lay = RP.layout(name)
         got = (tid, inter, cols, size)
-        want = (K.type_id(target, lay.weight), lay.blocklen, lay.ncols, lay.block_bytes)
+        want = (V.type_id(target, lay.weight), lay.blocklen, lay.ncols, lay.block_bytes)
         assert got == want, f"layout {name}: (type, INTER_SIZE, NB_COLS, sizeof)={got}, but should be {want}"
     want_qm = {q.name for q in K.QUANTIZE_MATS if (zvfh or not q.zvfh_only) and not inv.missing(q.requires)}
     assert info.quantize_mats == want_qm, f"quantize_mat={sorted(info.quantize_mats)}, but should be {sorted(want_qm)}"
@@ -115,7 +116,7 @@ def test_layout(kernel: K.RepackKernel, target, request: pytest.FixtureRequest) 
         raw, whole = case.raw(lay.weight), case.whole
         rows, nb = raw.shape[:2]
         ctx = f"ggml::cpu::repack::repack<{lay.weight}, {lay.blocklen}, {lay.ncols}> of {rows} x {nb} blocks, {target.id}"
-        r = target.call("repack_layout", [K.type_id(target, lay.weight), lay.blocklen, lay.ncols, rows,
+        r = target.call("repack_layout", [V.type_id(target, lay.weight), lay.blocklen, lay.ncols, rows,
                                           nb * Q.block_size(lay.weight)], [], [In(raw), Out(raw.size)])
         got = r.output(0, np.uint8)
         rc = int(K.notes(r.message)["rc"])
@@ -146,7 +147,7 @@ def test_selection(target) -> None:
         for rows in K.SWEEP_ROWS:
             nb = 1 + rows % 3
             raw = rng.integers(0, 256, (rows, nb, Q.block_bytes(weight)), dtype=np.uint8)
-            r = target.call("repack_buffer", [K.type_id(target, weight), rows, nb * Q.block_size(weight)], [],
+            r = target.call("repack_buffer", [V.type_id(target, weight), rows, nb * Q.block_size(weight)], [],
                             [In(raw), Out(raw.size)])
             n = K.notes(r.message)
             chosen = SEL.chosen_layout(n["traits"])
@@ -213,7 +214,7 @@ def test_quantize_mat(qm: K.QuantizeMat, target, request: pytest.FixtureRequest)
     def check(case: FloatRows) -> None:
         nb, kind = case.n_blocks, case.kind
         x = _float_rows(kind, nb * blk, case.seed, blk)
-        r = target.call("repack_quantize_mat", [K.type_id(target, act), inter, nb * blk], [],
+        r = target.call("repack_quantize_mat", [V.type_id(target, act), inter, nb * blk], [],
                         [In(x), Out(4 * Q.row_bytes(act, nb * blk))])
         ref = np.stack([Q.quantize_q8_0(row) if act == "q8_0" else Q.quantize_q8_K(row, "first")[0] for row in x])
         K.assert_bytes_equal(r.output(0, np.uint8), RP.pack_activations(act, ref, inter).ravel(),

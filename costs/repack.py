@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from cases import quant_blocks as QB
+from cases import quant_variants as V
 from cases import repack_kernels as K
 from cases import repack_strategies as RS
 from costs.suite import CostCase
@@ -55,7 +56,7 @@ def call_gemx(target, case: RS.GemxCase, impl: str) -> None:
     lay = case.kernel.layout
     vx = RP.pack_matrix(lay, case.weights)
     vy = case.acts if case.kind == "gemv" else RP.pack_activations(lay.activation, case.acts, lay.activation_blocklen)
-    ip = [K.type_id(target, lay.weight), lay.blocklen, lay.ncols, K.IMPLS.index(impl), K.KINDS.index(case.kind),
+    ip = [V.type_id(target, lay.weight), lay.blocklen, lay.ncols, K.IMPLS.index(impl), K.KINDS.index(case.kind),
           case.k, case.nr, case.nc]
     target.call("repack_gemx", ip, [], [In(vx), In(vy), Out(4 * case.nr * case.nc)])
 
@@ -79,7 +80,7 @@ def _quantize_mat(qm: K.QuantizeMat) -> CostCase:
         if qm.name not in K.build_info(target).quantize_mats:
             pytest.skip(f"{qm.function} is compiled only with zvfh (repack.h); build {target.isa.name} has none")
         x = np.stack([QB.activation_floats("gaussian", K_LEN, SEED + r) for r in range(4)])
-        target.call("repack_quantize_mat", [K.type_id(target, qm.act), qm.inter, K_LEN], [],
+        target.call("repack_quantize_mat", [V.type_id(target, qm.act), qm.inter, K_LEN], [],
                     [In(x), Out(4 * Q.row_bytes(qm.act, K_LEN))])
 
     return CostCase("repack", f"quantize_mat_{qm.name}", f"4x{K_LEN}", "rvv", "repack_quantize_mat", qm.function,

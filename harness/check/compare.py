@@ -3,29 +3,49 @@
 Two kinds of check, named by what they guarantee:
 
 * :func:`assert_bitwise_equal` -- the result must be bit for bit the expected
-  one (conversions, integer parts, exact-by-construction inputs).  NaNs match
-  any NaN: payloads are not specified by ggml and differ between the RISC-V
-  instructions (canonical NaN) and the C reference (payload kept).
+  one (conversions, integer parts, raw quantized bytes, exact-by-construction
+  inputs).  NaNs match any NaN: payloads are not specified by ggml and differ
+  between the RISC-V instructions (canonical NaN) and the C reference (payload
+  kept).
 * :func:`assert_within_bound` -- ``|got - expected| <= bound`` where the bound
   is derived from the kernel's arithmetic; the observed error is recorded as a
   fraction of the bound, so reports show how close each kernel comes to it.
   :func:`assert_all_within` applies it to every element of an array, each
-  with its own bound (a matrix, an attention output).
+  with its own bound (a matrix, an attention output), and
+  :func:`assert_within_ulps` to errors measured in ULPs.
 
-Messages follow ``name=actual, but should be expected [context]`` and give
-the mismatch count, the first indices and the worst element, in the manner
-of numpy.testing.
+Every helper takes arrays of any shape and any dtype the kernels produce (1-, 2-, 4- and 8-byte
+integers and floats, float16 and ml_dtypes' bfloat16), so a caller passes its outputs as they
+are: no flattening, no widening.  Messages follow ``name=actual, but should be expected
+[context]`` and, in the manner of numpy.testing, give the mismatch count (``Mismatched elements:
+n / N (p%)``), the largest absolute, relative and ULP differences among the mismatches, and the
+first mismatching elements by their index tuples (``[1, 3]``).  The messages are pinned by
+tests/test_compare.py.  Every helper hides its own frame from pytest's traceback
+(``__tracebackhide__``), so a failure opens on the test's line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import ml_dtypes
 import numpy as np
 
 from harness.check import observe
 
-_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+__all__ = ["assert_all_within", "assert_bitwise_equal", "assert_within_bound", "assert_within_ulps", "note_expected"]
+
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _is_float(dtype: np.dtype) -> bool:
+    """A floating-point format, NumPy's or ml_dtypes' (bfloat16's kind is ``V``)."""
+    try:
+        ml_dtypes.finfo(dtype)
+    except ValueError:
+        return False
+    return True
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -33,34 +53,99 @@ def _bits(a: np.ndarray) -> np.ndarray:
 
 
 def _fmt(v: np.generic) -> str:
-    if v.dtype.kind == "f" or v.dtype.name == "bfloat16":
+    """An element as a message shows it: a float with its bits, an integer as it is."""
+    if _is_float(v.dtype):
         width = v.dtype.itemsize * 2
         return f"{float(v)!r} (0x{int(np.asarray(v).view(_UINT[v.dtype.itemsize])):0{width}x})"
     return repr(v.item())
 
 
+def _index(idx: tuple[int, ...]) -> str:
+    return ", ".join(map(str, idx))
+
+
+def _at(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The index tuple of the element at C-order position ``flat``."""
+    return tuple(int(i) for i in np.unravel_index(int(flat), shape))
+
+
+def _ulp_steps(a: np.ndarray) -> np.ndarray:
+    """Floats mapped to their rank among the format's values (one step per representable value, +-0
+    both 0), as float64: the ULP distance of two elements is the difference of their ranks."""
+    bits = _bits(a).astype(np.uint64)
+    sign = np.uint64(1) << np.uint64(8 * a.dtype.itemsize - 1)
+    mag = (bits & (sign - np.uint64(1))).astype(np.float64)
+    return np.where((bits & sign) != 0, -mag, mag)
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if np.isfinite(v) and v == int(v) and abs(v) < 2**53 else f"{v:.6g}"
+
+
+def _summary(bad: np.ndarray, got: np.ndarray, expected: np.ndarray, ulps: np.ndarray | None = None) -> list[str]:
+    """numpy.testing's summary of the mismatching elements (``bad``: their C-order positions): how many
+    of all, and the largest absolute, relative and ULP differences among them with where each is.
+    ``ulps`` (one per element, from an oracle that knows the format) replaces the ULP distance of the
+    bits; elements with a NaN on one side only are counted apart."""
+    size = got.size
+    lines = [f"Mismatched elements: {bad.size} / {size} ({100 * bad.size / size:.3g}%)"]
+    g, e = got.reshape(-1)[bad], expected.reshape(-1)[bad]
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        g64, e64 = g.astype(np.float64), e.astype(np.float64)  # exact for every difference of <= 4-byte integers
+        nan = np.isnan(g64) | np.isnan(e64)
+        diff = np.abs(g64 - e64)
+        rel = np.where(e64 != 0, diff / np.abs(e64), np.where(diff == 0, 0.0, np.inf))
+    kinds = [("absolute", diff), ("relative", rel)]
+    if ulps is not None:
+        kinds.append(("ULP", np.asarray(ulps, np.float64).reshape(-1)[bad]))
+    elif _is_float(got.dtype) and got.dtype == expected.dtype:
+        kinds.append(("ULP", np.abs(_ulp_steps(g) - _ulp_steps(e))))
+    if not nan.all():
+        for what, d in kinds:
+            w = int(np.argmax(np.where(nan, -np.inf, d)))
+            lines.append(f"Max {what} difference among violations: {_num(float(d[w]))} "
+                         f"at [{_index(_at(bad[w], got.shape))}]")
+    if nan.any():
+        lines.append(f"NaN on one side only: {int(nan.sum())} of them")
+    return lines
+
+
+def _more(rest: np.ndarray, shape: tuple[int, ...]) -> list[str]:
+    """The line after the elements listed: how many more (``rest``, C-order positions), and where the next ten are."""
+    if rest.size == 0:
+        return []
+    where = ", ".join(f"[{_index(_at(i, shape))}]" for i in rest[:10])
+    return [f"... and {rest.size} more, at {where}" + (" ..." if rest.size > 10 else "")]
+
+
 def assert_bitwise_equal(got: np.ndarray, expected: np.ndarray, *, name: str, context: str,
                          inputs: np.ndarray | None = None, show: int = 5) -> None:
-    """Every element of ``got`` has the bits of ``expected`` (any NaN matches any NaN)."""
+    """Every element of ``got`` has the bits of ``expected`` (arrays of one shape and one element size;
+    any NaN matches any NaN).  ``inputs`` (one per element, of the same shape), when given, are shown
+    beside the failing elements."""
+    __tracebackhide__ = True
+    got, expected = np.asarray(got), np.asarray(expected)
     if got.shape != expected.shape:
         raise AssertionError(f"{name}.shape={got.shape}, but should be {expected.shape} [{context}]")
+    if got.dtype.itemsize != expected.dtype.itemsize:
+        raise TypeError(f"assert_bitwise_equal({name}): {got.dtype} and {expected.dtype} elements have different sizes, "
+                        "so their bits cannot be compared; give the oracle's values in the kernel's format")
     observe.keep("comparison", {"mode": "bitwise", "name": name, "context": context, "got": got, "expected": expected})
     eq = _bits(got) == _bits(expected)
-    if got.dtype.kind == "f" or got.dtype.name == "bfloat16":
+    if _is_float(got.dtype) or _is_float(expected.dtype):
         with np.errstate(invalid="ignore"):
-            g64, e64 = got.astype(np.float64), expected.astype(np.float64)
-        eq |= np.isnan(g64) & np.isnan(e64)
+            eq |= np.isnan(got.astype(np.float64)) & np.isnan(expected.astype(np.float64))
     bad = np.flatnonzero(~eq)
     observe.record("mismatches", int(bad.size))
     if bad.size == 0:
         return
-    lines = [f"{name}: {bad.size} of {got.size} elements differ (bitwise comparison) [{context}]"]
+    lines = [f"{name}: not bit for bit equal [{context}]", *_summary(bad, got, expected)]
     for i in bad[:show]:
-        src = f"input {_fmt(inputs[i])}: " if inputs is not None else ""
-        lines.append(f"  [{i}] {src}{name}={_fmt(got[i])}, but should be {_fmt(expected[i])}")
-    if bad.size > show:
-        lines.append(f"  ... and {bad.size - show} more (indices {bad[show:show + 10].tolist()}...)")
-    raise AssertionError("\n".join(lines))
+        at = _at(i, got.shape)
+        src = f"input {_fmt(inputs[at])}: " if inputs is not None else ""
+        lines.append(f"[{_index(at)}] {src}{name}={_fmt(got[at])}, but should be {_fmt(expected[at])}")
+    lines += _more(bad[show:], got.shape)
+    raise AssertionError("\n  ".join(lines))
 
 
 def note_expected(expected: float, bound: float, *, name: str, context: str, derivation: str) -> None:
@@ -68,6 +153,7 @@ def note_expected(expected: float, bound: float, *, name: str, context: str, der
     crashes (a trap only one emulator or one hart raises) then still leaves the expected value and its
     bound (``rvvdiff report --upstream`` writes its program from them).  The comparison recorded after a
     call that returns replaces it."""
+    __tracebackhide__ = True
     observe.keep("comparison", None)
     observe.keep("oracle", {"mode": "bound", "name": name, "context": context, "expected": np.float64(expected),
                             "bound": float(bound), "derivation": derivation})
@@ -81,6 +167,7 @@ def assert_within_bound(got: float, expected: float, bound: float, *, name: str,
     bound comes from and is part of the failure message.  A NaN on either side
     fails unless both are NaN; infinities must match exactly.
     """
+    __tracebackhide__ = True
     g, e = float(got), float(expected)
     observe.keep("comparison", {"mode": "bound", "name": name, "context": context, "got": np.asarray(got),
                                 "expected": np.float64(e), "bound": float(bound), "derivation": derivation})
@@ -99,10 +186,6 @@ def assert_within_bound(got: float, expected: float, bound: float, *, name: str,
     return ratio
 
 
-def _index(idx: tuple[int, ...]) -> str:
-    return ", ".join(map(str, idx))
-
-
 def assert_all_within(got: np.ndarray, expected: np.ndarray, bound: np.ndarray, *, name: str, context: str,
                       derivation: str, index: Callable[[tuple[int, ...]], str] = _index) -> float:
     """Every element of ``got`` within its own ``bound`` of ``expected`` (arrays of one shape); return
@@ -114,6 +197,7 @@ def assert_all_within(got: np.ndarray, expected: np.ndarray, bound: np.ndarray, 
     exact; a NaN on one side, or any error where the bound is 0, is infinitely far.  When the worst
     fails, the message adds how many elements exceed their bound and what share of all.
     """
+    __tracebackhide__ = True
     got, expected, bound = np.asarray(got), np.asarray(expected), np.asarray(bound)
     g, e = got.astype(np.float64), np.asarray(expected, np.float64)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -123,7 +207,7 @@ def assert_all_within(got: np.ndarray, expected: np.ndarray, bound: np.ndarray, 
     ratio = np.where(same, 0.0, np.where(np.isnan(ratio), np.inf, ratio))
     if ratio.size == 0:
         return 0.0
-    worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(ratio)), ratio.shape))
+    worst = _at(int(np.argmax(ratio)), ratio.shape)
     beyond = int(np.count_nonzero(ratio > 1))
     try:
         return assert_within_bound(float(got[worst]), float(expected[worst]), float(bound[worst]),
@@ -148,19 +232,21 @@ def assert_within_ulps(got: np.ndarray, expected: np.ndarray, ulps: np.ndarray, 
     special cases (a NaN or an infinity that does not match is an infinite
     error there).  Records ``ulp`` (the worst error) and ``ulp_bound`` (the
     bound of that element) besides ``error/bound``.  ``inputs`` (one per
-    element), when given, are shown beside the failing elements.
+    element, of ``got``'s shape), when given, are shown beside the failing elements.
     """
-    ulps = np.asarray(ulps, np.float64).reshape(-1)
-    allowed = np.broadcast_to(np.asarray(allowed, np.float64), ulps.shape).reshape(-1)
-    observe.keep("comparison", {"mode": "ulps", "name": name, "context": context, "got": np.asarray(got),
-                                "expected": np.asarray(expected), "ulps": ulps, "allowed": allowed,
+    __tracebackhide__ = True
+    got, expected = np.asarray(got), np.asarray(expected)
+    ulps = np.asarray(ulps, np.float64).reshape(got.shape)
+    allowed = np.broadcast_to(np.asarray(allowed, np.float64), ulps.shape)
+    observe.keep("comparison", {"mode": "ulps", "name": name, "context": context, "got": got,
+                                "expected": expected, "ulps": ulps.reshape(-1), "allowed": allowed.reshape(-1),
                                 "derivation": derivation})
     if ulps.size == 0:
         return 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(allowed > 0, ulps / allowed, np.where(ulps == 0, 0.0, np.inf))
     ratio = np.where(np.isnan(ratio), np.inf, ratio)
-    w = int(np.argmax(ulps))
+    w = _at(int(np.argmax(ulps)), ulps.shape)
     observe.record("ulp", float(ulps[w]))
     observe.record("ulp_bound", float(allowed[w]))
     worst = float(ratio.max())
@@ -168,14 +254,14 @@ def assert_within_ulps(got: np.ndarray, expected: np.ndarray, ulps: np.ndarray, 
     bad = np.flatnonzero(ratio > 1)
     if bad.size == 0:
         return worst
-    got, expected = np.asarray(got).reshape(-1), np.asarray(expected).reshape(-1)
-    order = list(bad[:show]) + [i for i in [int(np.argmax(ratio))] if i not in bad[:show]]
-    lines = [f"{name}: {bad.size} of {got.size} elements beyond their ULP bound [{context}]",
-             f"  bound: {derivation}"]
+    top = int(np.argmax(ratio))
+    order = list(bad[:show]) + [i for i in [top] if i not in bad[:show]]
+    lines = [f"{name}: elements beyond their ULP bound [{context}]", f"bound: {derivation}",
+             *_summary(bad, got, expected, ulps)]
     for i in order:
-        src = f"input {_fmt(inputs.reshape(-1)[i])}: " if inputs is not None else ""
-        lines.append(f"  [{i}] {src}{name}={_fmt(got[i])}, but should be {float(expected[i])!r} "
-                     f"within {allowed[i]:.4g} ULP (error {ulps[i]:.4g} ULP)")
-    if bad.size > show:
-        lines.append(f"  ... and {bad.size - show} more (indices {bad[show:show + 10].tolist()}...)")
-    raise AssertionError("\n".join(lines))
+        at = _at(i, got.shape)
+        src = f"input {_fmt(inputs[at])}: " if inputs is not None else ""
+        lines.append(f"[{_index(at)}] {src}{name}={_fmt(got[at])}, but should be {float(expected[at])!r} "
+                     f"within {allowed[at]:.4g} ULP (error {ulps[at]:.4g} ULP)")
+    lines += _more(bad[show:][bad[show:] != top], got.shape)
+    raise AssertionError("\n  ".join(lines))
