@@ -5,20 +5,20 @@ width of Llama 3 8B / Mistral 7B), the RVV entry point and its ``*_generic`` twi
 from __future__ import annotations
 
 from cases import quant_blocks as QB
-from cases import quant_dot as D
+from cases import quant_dot as QD
 from cases import quant_strategies as QS
 from costs.suite import CostCase
 
 SIZES = (4096, 14336)
 
 
-def _case(kernel: D.QuantDot, k: int, impl: str) -> CostCase:
+def _case(kernel: QD.QuantDot, k: int, impl: str) -> CostCase:
     unit = QS.pair_unit(kernel.name, kernel.vec_dot_type)
 
     def run(target) -> None:
         pair = QS.fixed_pair(kernel.name, kernel.vec_dot_type, k // unit,
                              QB.RowRecipe(k, ("normal",), "random", "random"), "random")
-        D.run_dot(kernel, target, pair, 0 if impl == "rvv" else 1)
+        QD.run_dot(kernel, target, pair, 0 if impl == "rvv" else 1)
 
     # What the case measures, and all it needs of the tree: the two types and that function (the twin does
     # not need the entry point, and a change to the entry point does not reach the twin).
@@ -27,5 +27,5 @@ def _case(kernel: D.QuantDot, k: int, impl: str) -> CostCase:
                     entry_points=(fn,), requires=(*kernel.requires[:2], fn))
 
 
-CASES = [_case(kernel, k, impl) for kernel in D.DOTS for k in SIZES
+CASES = [_case(kernel, k, impl) for kernel in QD.DOTS for k in SIZES
          if k % QS.pair_unit(kernel.name, kernel.vec_dot_type) == 0 for impl in ("rvv", "generic")]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from cases import conversions as C
 from cases import strategies as S
 from cases import vec_dot as VD
-from cases import vec_ops as VO
+from cases import vec_ops as VOPS
 from costs.suite import CostCase
 from harness.plugin.targets import session
 
@@ -32,9 +32,9 @@ SIZES = (4096, 4096 + 13)
 ROWS = ("mad_f32_unroll", "dot_f16_unroll")
 
 
-def _vec_op(spec: VO.VecOp, n: int) -> CostCase:
+def _vec_op(spec: VOPS.VecOp, n: int) -> CostCase:
     def run(target) -> None:
-        VO.run(spec, target, spec.fixed(spec, n, session().source))
+        VOPS.run(spec, target, spec.fixed(spec, n, session().source))
 
     unit = "row element" if spec.name in ROWS else "element"
     return CostCase("vec_ops", spec.name, f"n{n}", "rvv", f"vec_{spec.name}", spec.function, n, unit, run,
@@ -58,6 +58,6 @@ def _conversion(kernel: C.Conversion, n: int) -> CostCase:
                     entry_points=(kernel.function,), requires=kernel.requires, has_twin=False)
 
 
-VEC_OPS = [_vec_op(spec, n) for spec in VO.VEC_OPS for n in SIZES]
+VEC_OPS = [_vec_op(spec, n) for spec in VOPS.VEC_OPS for n in SIZES]
 DOTS = [_dot(kernel, n) for kernel in VD.DOTS for n in SIZES]
 CONVERSIONS = [_conversion(kernel, n) for kernel in C.CONVERSIONS for n in SIZES]
