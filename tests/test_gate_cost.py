@@ -219,7 +219,8 @@ def test_each_compiler_has_its_slower_and_faster_lists(monkeypatch: pytest.Monke
     assert {m.compiler for m in c.faster} == {"gcc14", "clang"} and len(c.blocking) == 2
     assert "zvfh, gcc14: 10000 -> 11000" in c.slower[0].describe()
     assert c.head_only == ["gcc14: quant_dot-q1_0-k4096 (2 targets)", "clang: quant_dot-q1_0-k4096 (2 targets)"]
-    assert c.measurements == {"head-gcc14": 5, "base-gcc14": 3, "head-clang": 5, "base-clang": 3}
+    assert c.measurements == {"head": 10, "base": 6, "head-gcc14": 5, "base-gcc14": 3, "head-clang": 5, "base-clang": 3}
+    assert "10 measurements on HEAD, 6 on BASE" in "\n".join(gate_summary.cost_md(c))
     assert c.headline().startswith("cost (Spike, HEAD / BASE instructions beyond 2 %): 2 slower, 2 faster")
     md = (tmp_path / "cost/cost.md").read_text()
     assert md.startswith("## Cost per compiler: gcc14, clang") and "## Cost per VLEN: gcc14" in md

@@ -121,6 +121,15 @@ def cost_lists(table: cost_report.CostTable, *, block_slower: float | None = Non
 
 
 
+def _counts(per_compiler: dict[str, CostLists]) -> dict[str, int]:
+    """Rows per tree over every compiler (``head``, ``base``: what the summary reads), then per tree and compiler."""
+    out: dict[str, int] = defaultdict(int)
+    for c in per_compiler.values():
+        for tree, n in c.measurements.items():
+            out[tree] += n
+    return {**out, **{f"{tree}-{cc}": n for cc, c in per_compiler.items() for tree, n in c.measurements.items()}}
+
+
 def merged(per_compiler: dict[str, CostLists]) -> CostLists:
     """One cost section from each compiler's (``rvvdiff gate`` measuring several): every compiler's
     slower and faster moves (each names its compiler), its HEAD-only and unmeasured lines prefixed
@@ -135,6 +144,6 @@ def merged(per_compiler: dict[str, CostLists]) -> CostLists:
         sorted((m for c in per_compiler.values() for m in c.faster), key=order),
         [f"{cc}: {x}" for cc, c in per_compiler.items() for x in c.head_only],
         [f"{cc}: {x}" for cc, c in per_compiler.items() for x in c.unmeasured],
-        {f"{tree}-{cc}": n for cc, c in per_compiler.items() for tree, n in c.measurements.items()},
+        _counts(per_compiler),
         sum(c.seconds for c in per_compiler.values()),
         next((c.report for c in per_compiler.values() if c.report), ""))
