@@ -1,16 +1,21 @@
 """The cost measure's parts that need no emulator: decoding vector instructions, the histogram, the
-judgements of a cost table, and its one line per reason for what could not be measured."""
+judgements of a cost table, its one line per reason for what could not be measured, and the
+comparison of compilers (``rvvdiff cost --cc``) on fabricated rows."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import struct
 from collections import Counter
 
 import pytest
 
+from harness.commands import cost as cost_cmd
 from harness.emulators import cost as cost_emu
 from harness.emulators import protocol as P
 from harness.report import cost as cost_report
+from harness.report import cost_compilers
 
 # Encodings as Spike's commit log shows them (llvm-objdump agrees).
 VSETIVLI_E64_M1 = 0xCD817057  # vsetivli zero, 2, e64, m1, ta, ma
@@ -162,3 +167,79 @@ def test_cache_keeps_a_measurement(tmp_path, monkeypatch) -> None:
     assert cost_emu._cached(key, need_mix=True) == (r, c2)
     monkeypatch.setenv("RVVDIFF_COST_CACHE", "0")
     assert cost_emu._cache_key(exe, ["spike"], b"request") is None
+
+
+# ------------------------------------------------------------------ per compiler
+
+
+def _cc_row(case: str, vlen: int, instret: int, mix: dict[str, int] | None = None) -> dict:
+    return {**_row(case, vlen, instret), "function": f"fn_{case}", "mix": mix or {}}
+
+
+def test_a_compiler_dearer_beyond_the_gap_is_listed_either_way() -> None:
+    """gcc14 11 % dearer at 128 (listed), 5 % at 256 (not); clang 25 % dearer on b (listed, clang
+    first); a case one compiler lacks is not compared."""
+    rows = {"gcc14": cost_report.merge([_cc_row("a", 128, 1110), _cc_row("a", 256, 1050), _cc_row("b", 128, 800),
+                                        _cc_row("only", 128, 5)]),
+            "clang": cost_report.merge([_cc_row("a", 128, 1000), _cc_row("a", 256, 1000), _cc_row("b", 128, 1000)])}
+    found = cost_compilers.gaps(rows)
+    assert [(g.case, g.vlen, g.dearer, g.cheaper) for g in found] == [("b", 128, "clang", "gcc14"),
+                                                                     ("a", 128, "gcc14", "clang")]
+    assert round(found[0].ratio, 2) == 1.25 and found[1].dear == 1110 and found[1].cheap == 1000
+    assert found[1].describe() == ("fn_a (a) at VLEN 128, zvfh: gcc14 dearer than clang: 1110 against 1000 "
+                                   "instructions (+11.0 %)")
+    assert not cost_compilers.gaps(rows, threshold=0.3)
+    md = cost_compilers.markdown(rows, found)
+    assert md.startswith("## Cost per compiler: gcc14, clang") and "**Dearer by compiler** (2):" in md
+    assert "| fn_a | k100 | zvfh | 128 | 1110 | 1000 | 0.901 |" in md
+    assert cost_compilers.as_json(rows, found)["dearer"][0]["dearer"] == "clang"
+
+
+def test_an_estimate_on_a_core_can_make_a_compiler_dearer() -> None:
+    """Equal instruction counts at VLEN 256, but one compiler's mix holds LMUL-8 reductions: dearer on
+    the cores of that VLEN by their prices, though not by the count."""
+    cheap = {"scalar": 100, "vadd.vv e32m1": 10}
+    dear = {"scalar": 100, "vredsum.vs e32m8": 10}
+    rows = {"clang": cost_report.merge([_cc_row("a", 256, 110, dear)]),
+            "gcc14": cost_report.merge([_cc_row("a", 256, 110, cheap)])}
+    (g,) = cost_compilers.gaps(rows)
+    assert (g.dearer, g.cheaper, g.ratio) == ("clang", "gcc14", 1.0)
+    assert g.on_cores["SpacemiT X100 (SpacemiT K3)"] == pytest.approx(230 / 50)
+    assert "est. SpacemiT X100 (SpacemiT K3) +360.0 %" in g.describe()
+
+
+def test_cost_command_takes_a_list_of_compilers(tmp_path, monkeypatch, capsys) -> None:
+    """``rvvdiff cost --cc gcc14,clang``: one run per compiler, each told its compiler; the report
+    leads with the comparison; an unknown name is one usage line."""
+    with pytest.raises(SystemExit):
+        cost_cmd.main(["--cc", "icc"])
+    assert "--cc 'icc': 'icc' is not allowed; use 'all' or a comma list of clang, gcc14" in capsys.readouterr().err
+    asked = []
+
+    def run(tree, out, name, args, extra=(), compiler=None):
+        asked.append((name, compiler))
+        return cost_report.merge([_cc_row("a", 128, 1200 if compiler == "gcc14" else 1000)]), {}, 1.0
+    monkeypatch.setattr(cost_cmd, "run_costs", run)
+    assert cost_cmd.main(["--cc", "gcc14,clang", "--out", str(tmp_path)]) == 0
+    assert asked == [("head-gcc14", "gcc14"), ("head-clang", "clang")]
+    assert "fn_a (a) at VLEN 128, zvfh: gcc14 dearer than clang: 1200 against 1000" in capsys.readouterr().out
+    data = json.loads((tmp_path / "cost.json").read_text())
+    assert data["compilers"] == ["gcc14", "clang"] and set(data["per_compiler"]) == {"gcc14", "clang"}
+    assert (tmp_path / "cost-gcc14.html").is_file() and "## Cost per VLEN: clang" in (tmp_path / "cost.md").read_text()
+    asked.clear()  # without --cc: the selected compiler, the environment left as it is, the single report
+    assert cost_cmd.main(["--out", str(tmp_path)]) == 0
+    assert asked == [("head", None)] and "slower" in json.loads((tmp_path / "cost.json").read_text())
+
+
+def test_a_cost_run_is_told_its_compiler(tmp_path, monkeypatch) -> None:
+    seen = {}
+
+    def suite(argv, *, env=None, **kw):
+        seen["env"] = env
+        raise cost_cmd.CostRunError("stop")
+    monkeypatch.setattr(cost_cmd, "run_suite", suite)
+    args = argparse.Namespace(vlen=(128,), isa=("zvfh",), workers="1", kernel_timeout=1.0, k=None)
+    for cc in ("gcc14", None):
+        with pytest.raises(cost_cmd.CostRunError):
+            cost_cmd.run_costs(None, tmp_path, "head", args, [], cc)
+        assert (seen["env"] or {}).get("RVVDIFF_COMPILER") == cc

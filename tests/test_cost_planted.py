@@ -1,7 +1,8 @@
 """The cost path end to end under Spike, on a few kernels: two runs count the same; a planted slowdown
 (ggml_vec_dot_q4_0_q8_0 with a discarded second pass: harness/data/cost/) is listed slower, the
 reverse change faster; a kernel the change does not reach is not measured; a kernel that traps or
-hangs is one clear line.
+hangs is one clear line; the same cases measured on GCC 14's build and clang's side by side
+(``--cc gcc14,clang``) when GCC 14 is installed.
 
 ``rvvdiff cost`` runs as a user runs it (its own pytest, ``--changed-only``) on the pinned tree and
 on the planted one, at VLEN 128 and 1024 of the zvfh build.
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.build.builds import ensure_built
+from harness.build.toolchain import ToolchainError, compiler
 from harness.core.config import DATA_DIR, ISA_BUILDS, PROJECT_ROOT
 from harness.emulators import protocol as P
 from harness.emulators import spike
@@ -117,3 +119,34 @@ def test_the_start_up_snapshot_measures_what_a_fresh_start_measures(tmp_path: Pa
         runs[snap] = {(r["case"], r["vlen"]): (r["instret"], r["executed"], r["vector_work"], r["functions"], r["mix"])
                       for r in data["head"]}
     assert len(runs["1"]) == 2 * (2 + 1 + 1) and runs["0"] == runs["1"]  # q4_K: RVV and twin; two VLENs
+
+
+def _gcc14_missing() -> str | None:
+    try:
+        compiler("gcc14")
+    except ToolchainError as e:
+        return str(e)
+    return None
+
+
+def test_gcc14_and_clang_builds_are_measured_side_by_side(tmp_path: Path) -> None:
+    """The kernel server built by GCC 14 (static glibc) runs bare metal under Spike with the runtime
+    (harness/server/spike/rt.c), and its calls are counted like clang's: both compilers' rows, the two
+    measures of each call agree, and the comparison lists only calls both measured."""
+    why = _gcc14_missing()
+    if why:
+        pytest.skip(f"SKIPPED: GCC 14 is not installed: {why}")
+    code, data, out = _cost(tmp_path, "-k", "quant_dot and q4_0 and k4096", "--cc", "gcc14,clang")
+    assert code == 0, out
+    assert data["compilers"] == ["gcc14", "clang"], out
+    for cc in ("gcc14", "clang"):
+        rows = data["per_compiler"][cc]["head"]
+        assert {(r["case"], r["vlen"]) for r in rows} == {(c, v) for c in ("quant_dot-q4_0-k4096",
+                                                                          "quant_dot-q4_0-k4096-generic")
+                                                         for v in (128, 1024)}, (cc, out)
+        for r in rows:
+            assert 0 <= r["executed"] - r["instret"] <= 16 and r["function"] in r["functions"], (cc, r["case"])
+    rvv = {cc: next(r for r in data["per_compiler"][cc]["head"] if r["case"] == "quant_dot-q4_0-k4096"
+                    and r["vlen"] == 1024) for cc in ("gcc14", "clang")}
+    assert rvv["gcc14"]["vector"] > 0 and rvv["clang"]["vector"] > 0
+    assert all(g["case"].startswith("quant_dot-q4_0-k4096") for g in data["dearer"])

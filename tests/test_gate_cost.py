@@ -130,14 +130,19 @@ def test_without_spike_one_line_says_why_and_how_and_nothing_runs(monkeypatch: p
     assert "- cost not measured (--no-cost)" in gate_summary.summary_md(_verdict(None))
 
 
-def _fake_runs(monkeypatch: pytest.MonkeyPatch, base: object) -> list[tuple[str, list[str]]]:
-    """run_costs stand-in: HEAD's rows; BASE's rows, or the error ``base`` is."""
+def _fake_runs(monkeypatch: pytest.MonkeyPatch, base: object,
+               compilers: list[str | None] | None = None) -> list[tuple[str, list[str]]]:
+    """run_costs stand-in: HEAD's rows; BASE's rows, or the error ``base`` is.  The compilers it was
+    asked for are appended to ``compilers``."""
     calls: list[tuple[str, list[str]]] = []
 
-    def run(tree: str, out: Path, name: str, args: argparse.Namespace, extra: list[str] = ()) -> tuple:
+    def run(tree: str, out: Path, name: str, args: argparse.Namespace, extra: list[str] = (),
+            compiler: str | None = None) -> tuple:
         calls.append((name, list(extra)))
+        if compilers is not None:
+            compilers.append(compiler)
         assert args.vlen == (256, 512) and args.isa == ("zvfh",) and args.workers == "2"
-        if name == "head":
+        if name.startswith("head"):
             return dict(HEAD), {}, 3.0
         if isinstance(base, Exception):
             raise base
@@ -200,8 +205,42 @@ def test_a_base_that_does_not_build_is_one_line() -> None:
     assert not c.note and c.slower
 
 
+def test_each_compiler_has_its_slower_and_faster_lists(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Two compilers: HEAD and BASE measured with each, each compiler's HEAD against its own BASE; the
+    lists hold every compiler's moves, each naming its compiler; cost.md leads with the comparison."""
+    asked: list[str | None] = []
+    calls = _fake_runs(monkeypatch, (dict(BASE), {}, 2.0), asked)
+    c = gate_cost.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2",
+                               block_slower=5, compilers=("gcc14", "clang"))
+    assert [n for n, _ in calls] == ["head-gcc14", "base-gcc14", "head-clang", "base-clang"]
+    assert asked == ["gcc14", "gcc14", "clang", "clang"]
+    assert [(m.case, m.compiler) for m in c.slower] == [("quant_dot-q4_0-k4096", "gcc14"),
+                                                        ("quant_dot-q4_0-k4096", "clang")]
+    assert {m.compiler for m in c.faster} == {"gcc14", "clang"} and len(c.blocking) == 2
+    assert "zvfh, gcc14: 10000 -> 11000" in c.slower[0].describe()
+    assert c.head_only == ["gcc14: quant_dot-q1_0-k4096 (2 targets)", "clang: quant_dot-q1_0-k4096 (2 targets)"]
+    assert c.measurements == {"head": 10, "base": 6, "head-gcc14": 5, "base-gcc14": 3, "head-clang": 5, "base-clang": 3}
+    assert "10 measurements on HEAD, 6 on BASE" in "\n".join(gate_summary.cost_md(c))
+    assert c.headline().startswith("cost (Spike, HEAD / BASE instructions beyond 2 %): 2 slower, 2 faster")
+    md = (tmp_path / "cost/cost.md").read_text()
+    assert md.startswith("## Cost per compiler: gcc14, clang") and "## Cost per VLEN: gcc14" in md
+    assert (tmp_path / "cost/cost-clang.html").is_file()
+    # one compiler's HEAD run failing leaves the other's lists and says so in one line
+    def run(tree: str, out: Path, name: str, args: argparse.Namespace, extra: list[str] = (),
+            compiler: str | None = None) -> tuple:
+        if compiler == "gcc14":
+            raise cost_cmd.CostRunError("the head-gcc14 run did not complete (exit 2); its log: x")
+        return (dict(HEAD), {}, 1.0) if name.startswith("head") else (dict(BASE), {}, 1.0)
+    monkeypatch.setattr(cost_cmd, "run_costs", run)
+    c = gate_cost.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2",
+                               compilers=("gcc14", "clang"))
+    assert c.measured and {m.compiler for m in c.slower} == {"clang"}
+    assert c.note == "gcc14: cost not measured: the head-gcc14 run did not complete (exit 2); its log: x"
+
+
 def test_a_change_no_cost_case_reaches_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    def run(tree: str, out: Path, name: str, args: argparse.Namespace, extra: list[str] = ()) -> tuple:
+    def run(tree: str, out: Path, name: str, args: argparse.Namespace, extra: list[str] = (),
+            compiler: str | None = None) -> tuple:
         (out / "head-report").mkdir(parents=True)
         (out / "head-report/covers.json").write_text(json.dumps({"covers": {}, "owns": {}, "uncovered": []}))
         raise cost_cmd.CostRunError("the head run did not complete (exit 5); its log: x")

@@ -11,6 +11,13 @@ not be measured (one line each).
 ``--changed-only`` (with ``--base``): only the cases whose code the change reaches (the gate's diff,
 harness/ggml/changes.py) are measured, on both trees.
 
+``--cc LIST`` (``all``, or a comma list of compiler names, harness/build/toolchain.py; default: the
+``RVVDIFF_COMPILER`` setting, else clang): the runs are made once per compiler, each on that
+compiler's builds.  With more than one, ``cost.md`` leads with the kernels where one compiler's code
+is more than ``--cc-gap`` % dearer than another's at some VLEN (harness/report/cost_compilers.py),
+then has each compiler's table (its HEAD / BASE lists are that compiler's), and ``cost-<cc>.html``
+is each compiler's page.
+
 Exit status: 0 when both runs completed (cases that could not be measured are listed, one line per
 reason: a kernel that traps under Spike, a build that fails, a tree without the kernel); 1 with
 ``--block-slower PCT`` when a case is slower than that; 2 when a run did not complete.
@@ -20,32 +27,38 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
 
+from harness.build.toolchain import COMPILERS, selected
 from harness.commands.runner import run_suite
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS, selection_type
 from harness.core.errors import RvvdiffError
 from harness.ggml import changes
 from harness.ggml.source import resolve
 from harness.report import cost as cost_report
+from harness.report import cost_compilers
 
 
 class CostRunError(RvvdiffError):
     """A cost run that did not complete (pytest could not start or was killed)."""
 
 
-def run_costs(tree: str | None, out: Path, name: str, args: argparse.Namespace,
-              extra: list[str] = ()) -> tuple[dict[cost_report.Key, dict], dict[str, str], float]:
-    """Measure the selected cases on ``tree``: (rows, unmeasured case -> reason, seconds)."""
+def run_costs(tree: str | None, out: Path, name: str, args: argparse.Namespace, extra: list[str] = (),
+              compiler: str | None = None) -> tuple[dict[cost_report.Key, dict], dict[str, str], float]:
+    """Measure the selected cases on ``tree`` (built by ``compiler``, a name of
+    harness/build/toolchain.py's ``COMPILERS``; None: the selected one): (rows, unmeasured case -> reason, seconds)."""
     log = out / f"{name}.jsonl"
     log.unlink(missing_ok=True)
     argv = ["costs", "--emulator", "spike", "--vlen", ",".join(map(str, args.vlen)), "--isa", ",".join(args.isa),
             "--cost-log", str(log), "-n", str(args.workers), "-q", "--kernel-timeout", str(args.kernel_timeout),
             *(["--ggml-src", tree] if tree else []), *(["-k", args.k] if args.k else []), *extra]
-    run = run_suite(argv, report_dir=out / f"{name}-report", output=out / f"{name}.log", clean=True,
-                    echo=f"rvvdiff cost: measuring {name} ({tree or 'the pinned tree'})")
+    env = {**os.environ, "RVVDIFF_COMPILER": compiler} if compiler else None
+    run = run_suite(argv, report_dir=out / f"{name}-report", output=out / f"{name}.log", clean=True, env=env,
+                    echo=f"rvvdiff cost: measuring {name} ({tree or 'the pinned tree'}"
+                         + (f", {compiler}" if compiler else "") + ")")
     if not run.has_results:
         raise CostRunError(f"the {name} run did not complete (exit {run.exit}); its log: {run.log}\n"
                            f"  command: {shlex.join(run.argv)}")
@@ -73,6 +86,12 @@ def main(argv: list[str]) -> int:
                    help="deadline of one measured call (times Spike's slowdown, 10; default: 120)")
     p.add_argument("--out", type=Path, default=Path("reports/cost"), metavar="DIR",
                    help="where cost.md, cost.json, cost.html and the runs' logs go (default: reports/cost)")
+    p.add_argument("--cc", type=selection_type("--cc", tuple(COMPILERS), "compilers", argparse.ArgumentTypeError),
+                   default=None, metavar="LIST",
+                   help="'all' or a comma list of compilers to measure each (default: RVVDIFF_COMPILER, else clang)")
+    p.add_argument("--cc-gap", type=float, default=cost_compilers.GAP * 100, metavar="PCT",
+                   help="with several --cc: list a call one compiler makes dearer than another by more than PCT "
+                        "%% (default: 10)")
     args = p.parse_args(argv)
     if args.changed_only and not args.base:
         p.error("--changed-only compares two trees: give --base")
@@ -85,30 +104,63 @@ def main(argv: list[str]) -> int:
         print(f"rvvdiff cost: {len(diff.changes)} changed functions / macros: "
               + ", ".join(c.describe() for c in diff.changes[:8]), flush=True)
         extra = ["--changes", str(out / "changes.json"), "--changed-only"]
-    head, missing, seconds = run_costs(args.ggml_src, out, "head", args, extra)
-    base: dict[cost_report.Key, dict] = {}
-    if args.base:
-        base, missing_base, base_s = run_costs(args.base, out, "base", args, extra)
-        missing.update(missing_base)
-        seconds += base_s
-    table = cost_report.CostTable(head, base, missing, args.threshold / 100)
-    md = table.markdown()
-    (out / "cost.md").write_text(md)
-    (out / "cost.json").write_text(json.dumps({**table.as_json(), "seconds": round(seconds, 1)}, indent=1))
-    (out / "cost.html").write_text(table.html(md))
-    slower, faster = table.moves()
-    print(f"rvvdiff cost: {len(head)} measurements on HEAD" + (f", {len(base)} on BASE" if args.base else "")
-          + f" in {seconds:.0f} s; {out / 'cost.md'}, cost.json, cost.html")
-    if args.base:
-        print(f"  slower: {len(slower)}, faster: {len(faster)} (beyond {args.threshold:g} %)")
-        for m in slower[:20]:
-            print(f"    slower: {m.describe()}")
-        for m in faster[:20]:
-            print(f"    faster: {m.describe()}")
-    for line in cost_report.grouped(missing):
-        print(f"  not measured: {line}")
+    compilers = args.cc or (selected(),)
+    several = len(compilers) > 1
+    tables: dict[str, cost_report.CostTable] = {}
+    seconds = 0.0
+    for cc in compilers:
+        tag, named = (f"-{cc}" if several else ""), (cc if args.cc else None)
+        head, missing, head_s = run_costs(args.ggml_src, out, f"head{tag}", args, extra, named)
+        base: dict[cost_report.Key, dict] = {}
+        seconds += head_s
+        if args.base:
+            base, missing_base, base_s = run_costs(args.base, out, f"base{tag}", args, extra, named)
+            missing.update(missing_base)
+            seconds += base_s
+        tables[cc] = cost_report.CostTable(head, base, missing, args.threshold / 100, cc if several else "")
+    write_report(out, tables, seconds, args.cc_gap / 100)
+    slower = [m for t in tables.values() for m in t.moves()[0]]
+    for cc, table in tables.items():
+        print(f"rvvdiff cost: {len(table.head)} measurements on HEAD" + (f", {len(table.base)} on BASE" if args.base else "")
+              + (f" ({cc})" if several else "") + f"; {out / 'cost.md'}")
+        if args.base:
+            s, f = table.moves()
+            print(f"  slower: {len(s)}, faster: {len(f)} (beyond {args.threshold:g} %)")
+            for m in s[:20]:
+                print(f"    slower: {m.describe()}")
+            for m in f[:20]:
+                print(f"    faster: {m.describe()}")
+        for line in cost_report.grouped(table.unmeasured):
+            print(f"  not measured: {line}")
+    if several:
+        found = cost_compilers.gaps({cc: t.head for cc, t in tables.items()}, args.cc_gap / 100)
+        print(f"rvvdiff cost: {len(found)} calls where one compiler's code is more than {args.cc_gap:g} % dearer:")
+        for g in found[:40]:
+            print(f"    {g.describe()}")
+    print(f"rvvdiff cost: measured in {seconds:.0f} s")
     status = 0
     if args.block_slower is not None and any(m.ratio > 1 + args.block_slower / 100 for m in slower):
         print(f"rvvdiff cost: blocking: a case is slower by more than {args.block_slower:g} %", file=sys.stderr)
         status = 1
     return status
+
+
+def write_report(out: Path, tables: dict[str, cost_report.CostTable], seconds: float, gap: float) -> None:
+    """``cost.md``, ``cost.json`` and the HTML page(s) of the tables, one per compiler measured: with one,
+    exactly the single table's; with several, the compiler comparison first and a page per compiler."""
+    if len(tables) == 1:
+        table = next(iter(tables.values()))
+        md = table.markdown()
+        (out / "cost.md").write_text(md)
+        (out / "cost.json").write_text(json.dumps({**table.as_json(), "seconds": round(seconds, 1)}, indent=1))
+        (out / "cost.html").write_text(table.html(md))
+        return
+    heads = {cc: t.head for cc, t in tables.items()}
+    found = cost_compilers.gaps(heads, gap)
+    parts = {cc: t.markdown(title=f"Cost per VLEN: {cc}") for cc, t in tables.items()}
+    (out / "cost.md").write_text(cost_compilers.markdown(heads, found, gap) + "\n" + "\n".join(parts.values()))
+    (out / "cost.json").write_text(json.dumps({**cost_compilers.as_json(heads, found, gap),
+                                               "per_compiler": {cc: t.as_json() for cc, t in tables.items()},
+                                               "seconds": round(seconds, 1)}, indent=1))
+    for cc, t in tables.items():
+        (out / f"cost-{cc}.html").write_text(t.html(parts[cc]))

@@ -16,7 +16,8 @@ from harness.commands import cost as cost_cmd
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, parse_selection
 from harness.emulators import spike as spike_emu
 from harness.report import cost as cost_report
-from harness.report.gate_cost import COST_THRESHOLD, CostLists, cost_lists, not_measured
+from harness.report import cost_compilers
+from harness.report.gate_cost import COST_THRESHOLD, CostLists, cost_lists, merged, not_measured
 
 #: What the cost step measures when the gate is given no ``--vlen`` / ``--isa``: every VLEN Spike runs
 #: (where the RVV kernels dispatch differently) in ggml's default riscv64 build only.  Every ISA build
@@ -40,10 +41,15 @@ def _reached_nothing(report_dir: Path) -> bool:
 
 
 def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, ...], isas: tuple[str, ...],
-                 workers: str, threshold: float = COST_THRESHOLD, block_slower: float | None = None) -> CostLists:
+                 workers: str, threshold: float = COST_THRESHOLD, block_slower: float | None = None,
+                 compilers: tuple[str, ...] = ()) -> CostLists:
     """Run the cost cases the change reaches (``g/changes.json``, ``--changed-only``) on HEAD and on
     BASE under Spike; write ``g/cost/cost.md``, ``cost.json``, ``cost.html``; the lists.  Never raises
-    for a run that could not measure: the section's note says what happened, in one line."""
+    for a run that could not measure: the section's note says what happened, in one line.
+
+    ``compilers`` (names of harness/build/toolchain.py's ``COMPILERS``; empty: the selected one): with
+    more than one, HEAD and BASE are measured with each, each compiler's HEAD against its own BASE, and
+    the lists are the union of each compiler's (every move names its compiler: harness/report/gate_cost.merged)."""
     t0 = time.perf_counter()
     plain = CostLists(False, "", threshold, block_slower, list(vlens), list(isas))
     why = spike_emu.available()
@@ -54,28 +60,33 @@ def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, .
     out.mkdir(parents=True, exist_ok=True)
     args = argparse.Namespace(vlen=vlens, isa=isas, workers=workers, kernel_timeout=COST_KERNEL_TIMEOUT, k=None)
     extra = ["--changes", str(g / "changes.json"), "--changed-only"]
-    try:
-        head, missing, _ = cost_cmd.run_costs(head_tree, out, "head", args, extra)
-    except cost_cmd.CostRunError as e:
-        plain.seconds = time.perf_counter() - t0
-        plain.note = ("cost: no cost case (costs/) reaches the change; nothing to measure"
-                      if _reached_nothing(out / "head-report") else f"cost not measured: {_first_line(e)}")
-        return plain
-    note = ""
-    base: dict[cost_report.Key, dict[str, Any]] = {}
-    try:
-        base, missing_base, _ = cost_cmd.run_costs(base_tree, out, "base", args, extra)
-        missing.update(missing_base)
-    except cost_cmd.CostRunError as e:
-        note = f"BASE not measured ({_first_line(e)}); HEAD's figures only"
-    table = cost_report.CostTable(head, base, missing, threshold / 100)
-    seconds = time.perf_counter() - t0
-    md = table.markdown()
-    (out / "cost.md").write_text(md)
-    (out / "cost.json").write_text(json.dumps({**table.as_json(), "seconds": round(seconds, 1)}, indent=1))
-    (out / "cost.html").write_text(table.html(md))
-    return cost_lists(table, block_slower=block_slower, vlens=vlens, isas=isas, seconds=seconds, note=note,
-                      report=str(out / "cost.md"))
+    several = len(compilers) > 1
+    lists: dict[str, CostLists] = {}
+    tables: dict[str, cost_report.CostTable] = {}
+    for cc in compilers or (None,):
+        t1 = time.perf_counter()
+        tag = f"-{cc}" if several else ""
+        try:
+            head, missing, _ = cost_cmd.run_costs(head_tree, out, f"head{tag}", args, extra, cc)
+        except cost_cmd.CostRunError as e:
+            lists[cc or ""] = CostLists(False, "cost: no cost case (costs/) reaches the change; nothing to measure"
+                                        if _reached_nothing(out / f"head{tag}-report")
+                                        else f"cost not measured: {_first_line(e)}", threshold, block_slower,
+                                        list(vlens), list(isas), seconds=time.perf_counter() - t1)
+            continue
+        note = ""
+        base: dict[cost_report.Key, dict[str, Any]] = {}
+        try:
+            base, missing_base, _ = cost_cmd.run_costs(base_tree, out, f"base{tag}", args, extra, cc)
+            missing.update(missing_base)
+        except cost_cmd.CostRunError as e:
+            note = f"BASE not measured ({_first_line(e)}); HEAD's figures only"
+        table = tables[cc or ""] = cost_report.CostTable(head, base, missing, threshold / 100, cc if several else "")
+        lists[cc or ""] = cost_lists(table, block_slower=block_slower, vlens=vlens, isas=isas,
+                                     seconds=time.perf_counter() - t1, note=note, report=str(out / "cost.md"))
+    if tables:
+        cost_cmd.write_report(out, tables, time.perf_counter() - t0, cost_compilers.GAP)
+    return merged(lists) if several else next(iter(lists.values()))
 
 
 def last_option(args: list[str], *names: str) -> str | None:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from harness.build.builds import Build
 from harness.build.server import digest, server_objects
-from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler
+from harness.build.toolchain import SERVER_DIR, Compiler, ToolchainError, compiler
 from harness.core import settings
 from harness.core.config import SPIKE_VLENS, STRESS_PROPS, locked
 from harness.core.proc import run
@@ -177,11 +177,25 @@ def available() -> str | None:
     return None
 
 
+def _runtime_flags(cc: Compiler, march: str | None) -> list[str]:
+    """How rt.c is compiled so that its trap handler never touches the interrupted code's vector (or,
+    with clang, FP) registers: clang's -mno-implicit-float and no auto-vectorisation; GCC has no such
+    switches, so its -march loses the vector extensions (``v``, ``zv*``) and it does not vectorise.
+    (GCC does not use FP registers for integer code on its own.)"""
+    if "gcc" not in cc.identity.lower():
+        return ["-O2", *([f"-march={march}"] if march else []), "-mno-implicit-float", "-fno-vectorize",
+                "-fno-slp-vectorize"]
+    scalar = None
+    if march:
+        base, *exts = march.split("_")
+        scalar = "_".join([base.replace("gcv", "gc", 1), *(e for e in exts if not e.startswith("zv"))])
+    return ["-O2", *([f"-march={scalar}"] if scalar else []), "-fno-tree-vectorize", "-fno-tree-slp-vectorize"]
+
+
 def _runtime_object(build_dir: Path, march: str | None) -> Path:
     """rt.c compiled for a build's -march (cached by content)."""
     cc = compiler()
-    flags = ["-O2", *([f"-march={march}"] if march else []), "-mno-implicit-float", "-fno-vectorize",
-             "-fno-slp-vectorize"]
+    flags = _runtime_flags(cc, march)
     obj = build_dir / "server-obj" / f"spike-rt-{digest(RUNTIME.read_bytes(), ' '.join(flags), cc.identity)}.o"
     if not obj.exists():
         obj.parent.mkdir(exist_ok=True)

@@ -60,6 +60,8 @@ class Move:
     head: int
     #: HEAD / BASE of the estimated cycles on the cores of this VLEN (core label -> ratio), where both have a mix.
     on_cores: dict[str, float] = field(default_factory=dict, compare=False)
+    #: The compiler that built both trees, when a run measured more than one ("": the only one).
+    compiler: str = ""
 
     @property
     def ratio(self) -> float:
@@ -67,13 +69,15 @@ class Move:
 
     def describe(self) -> str:
         est = "".join(f"; est. {c} {(r - 1) * 100:+.1f} %" for c, r in self.on_cores.items())
-        return (f"{self.function} ({self.case}) at VLEN {self.vlen}, {self.isa}: {self.base} -> {self.head} "
+        cc = f", {self.compiler}" if self.compiler else ""
+        return (f"{self.function} ({self.case}) at VLEN {self.vlen}, {self.isa}{cc}: {self.base} -> {self.head} "
                 f"instructions ({(self.ratio - 1) * 100:+.1f} %{est})")
 
     def as_dict(self) -> dict[str, Any]:
         return {"case": self.case, "function": self.function, "vlen": self.vlen, "isa": self.isa,
                 "base": self.base, "head": self.head, "ratio": round(self.ratio, 4),
-                "on_cores": {c: round(r, 4) for c, r in self.on_cores.items()}}
+                "on_cores": {c: round(r, 4) for c, r in self.on_cores.items()},
+                **({"compiler": self.compiler} if self.compiler else {})}
 
 
 @dataclass
@@ -85,6 +89,8 @@ class CostTable:
     #: Cases that could not be measured, by node id: the one line saying why (trap, hang, build).
     unmeasured: dict[str, str] = field(default_factory=dict)
     threshold: float = THRESHOLD
+    #: The compiler that built the measured trees, when a run measured more than one (named in its moves).
+    compiler: str = ""
 
     # ---------------------------------------------------------- views
 
@@ -128,7 +134,8 @@ class CostTable:
             b = self.base.get(key)
             if not b or not b["instret"]:
                 continue
-            m = Move(key[0], h["function"], key[1], key[2], b["instret"], h["instret"], self._core_ratios(h, b))
+            m = Move(key[0], h["function"], key[1], key[2], b["instret"], h["instret"], self._core_ratios(h, b),
+                     self.compiler)
             if m.ratio > 1 + self.threshold:
                 slower.append(m)
             elif m.ratio < 1 - self.threshold:

@@ -119,3 +119,31 @@ def cost_lists(table: cost_report.CostTable, *, block_slower: float | None = Non
                      {"head": len(table.head), "base": len(table.base)}, seconds, report)
 
 
+
+
+def _counts(per_compiler: dict[str, CostLists]) -> dict[str, int]:
+    """Rows per tree over every compiler (``head``, ``base``: what the summary reads), then per tree and compiler."""
+    out: dict[str, int] = defaultdict(int)
+    for c in per_compiler.values():
+        for tree, n in c.measurements.items():
+            out[tree] += n
+    return {**out, **{f"{tree}-{cc}": n for cc, c in per_compiler.items() for tree, n in c.measurements.items()}}
+
+
+def merged(per_compiler: dict[str, CostLists]) -> CostLists:
+    """One cost section from each compiler's (``rvvdiff gate`` measuring several): every compiler's
+    slower and faster moves (each names its compiler), its HEAD-only and unmeasured lines prefixed
+    with its name, its notes; measured when any compiler's HEAD run completed."""
+    first = next(iter(per_compiler.values()))
+    order = lambda m: (-abs(m.ratio - 1), m.case, m.isa, m.vlen)  # noqa: E731  (stable: compilers in run order)
+    return CostLists(
+        any(c.measured for c in per_compiler.values()),
+        "; ".join(f"{cc}: {c.note}" for cc, c in per_compiler.items() if c.note),
+        first.threshold, first.block_slower, first.vlens, first.isas,
+        sorted((m for c in per_compiler.values() for m in c.slower), key=order),
+        sorted((m for c in per_compiler.values() for m in c.faster), key=order),
+        [f"{cc}: {x}" for cc, c in per_compiler.items() for x in c.head_only],
+        [f"{cc}: {x}" for cc, c in per_compiler.items() for x in c.unmeasured],
+        _counts(per_compiler),
+        sum(c.seconds for c in per_compiler.values()),
+        next((c.report for c in per_compiler.values() if c.report), ""))

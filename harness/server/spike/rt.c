@@ -1,12 +1,16 @@
 // rvvdiff's bare-metal runtime for Spike: the kernel server, unchanged, without an OS.
 //
-// The kernel server is a static riscv64 Linux (musl) program.  Spike has no
-// Linux and, here, no proxy kernel, so this file is linked into the same
-// objects to stand in for both: the ELF entry point is `rvvdiff_spike_start`
-// (not musl's `_start`), which runs in machine mode, enables the FP and vector
-// units, installs a trap handler and enters musl's `__libc_start_main` with a
-// Linux-like argument block.  Every `ecall` musl makes then traps here and is
-// served:
+// The kernel server is a static riscv64 Linux program: musl's (zig's clang) or
+// glibc's (GCC 14, docs/compilers.md).  Spike has no Linux and, here, no proxy
+// kernel, so this file is linked into the same objects to stand in for both:
+// the ELF entry point is `rvvdiff_spike_start` (not the libc's `_start`), which
+// runs in machine mode, enables the FP and vector units, installs a trap handler
+// and enters the libc's `__libc_start_main` with a Linux-like argument block.
+// Every `ecall` the libc makes then traps here and is served.  (glibc 2.41's
+// static start-up, as qemu-riscv64 -strace shows it, calls riscv_hwprobe, brk,
+// set_tid_address, set_robust_list, rseq, prlimit64, readlinkat of
+// /proc/self/exe, getrandom and mprotect: all answered below, those it can do
+// without with ENOSYS or ENOENT, which glibc takes as "not here".)
 //   - read / write / writev on the server's descriptors go to the host through
 //     HTIF (Spike's front-end performs Linux-numbered system calls on a block
 //     whose address is written to `tohost`), so stdin / stdout / stderr are
@@ -772,10 +776,12 @@ unsigned char rvvdiff_spike_stack[STACK_BYTES] __attribute__((aligned(16)));
 unsigned char rvvdiff_spike_resume_stack[8192] __attribute__((aligned(16)));
 
 extern int main(int, char **, char **);
+// glibc's signature (musl's has no stack_end and ignores a seventh argument): glibc records stack_end
+// as the bottom of the main stack (__libc_stack_end), so it is given one, the argument block.
 extern int __libc_start_main(int (*)(int, char **, char **), int, char **, void (*)(void), void (*)(void),
-                             void (*)(void));
+                             void (*)(void), void *);
 
-// Linux auxiliary vector keys musl reads at start-up.
+// Linux auxiliary vector keys the libc reads at start-up.
 #define AT_NULL 0
 #define AT_PHDR 3
 #define AT_PHENT 4
@@ -790,7 +796,7 @@ void rvvdiff_spike_main(void) {
     mmap_lo = brk_base + BRK_BYTES;
     static unsigned char random_bytes[16] = {0x72, 0x76, 0x76, 0x64, 0x69, 0x66, 0x66, 0x2d,
                                              0x73, 0x70, 0x69, 0x6b, 0x65, 0x00, 0x01, 0x02};
-    // The program headers, for musl's TLS set-up (the ELF header is loaded with the first segment).
+    // The program headers, for the libc's TLS set-up (the ELF header is loaded with the first segment).
     const unsigned char * eh = __ehdr_start;
     const uint64_t phoff = *(const uint64_t *)(eh + 32);
     const uint16_t phentsize = *(const uint16_t *)(eh + 54), phnum = *(const uint16_t *)(eh + 56);
@@ -810,5 +816,5 @@ void rvvdiff_spike_main(void) {
     block[i++] = AT_HWCAP;  block[i++] = hwcap;
     block[i++] = AT_RANDOM; block[i++] = (uint64_t)(uintptr_t)random_bytes;
     block[i++] = AT_NULL;   block[i++] = 0;
-    htif_exit(__libc_start_main(main, 1, (char **)block, 0, 0, 0));
+    htif_exit(__libc_start_main(main, 1, (char **)block, 0, 0, 0, block));
 }
