@@ -251,9 +251,10 @@ def rejected_flags(cc: Compiler, flags: tuple[str, ...]) -> str | None:
     return None
 
 
-def describe() -> dict[str, str]:
-    """Toolchain facts for report headers; never raises (a problem is described instead)."""
+def describe(name: str | None = None) -> dict[str, str]:
+    """Toolchain facts for report headers (of the compiler ``name``, default :func:`selected`); never
+    raises (a problem is described instead)."""
     try:
-        return {"compiler": compiler().identity}
+        return {"compiler": compiler(name).identity}
     except (ToolchainError, CommandError) as e:
         return {"compiler": f"unavailable: {e}"}
