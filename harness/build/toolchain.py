@@ -158,7 +158,7 @@ def _gcc14() -> Compiler:
     lacking = [p for p in (gcc, gxx, loader) if not p.exists()]
     if lacking:
         raise ToolchainError(f"GCC 14 (compiler gcc14) is not installed: {lacking[0]} is missing; "
-                             f"run {GCC14_SETUP} (or select another compiler with RVVDIFF_COMPILER)")
+                             f"run {GCC14_SETUP} (or select another compiler: --cc, RVVDIFF_COMPILER)")
     libexec = root / "usr" / "libexec" / "gcc-cross" / _TRIPLE / "14"
     tools = {**{n: libexec / n for n in _GCC_LIBEXEC},
              **{n: root / "usr" / _TRIPLE / "bin" / n for n in _GCC_BINUTILS}}

@@ -157,7 +157,7 @@ def parse_compilers(value: str, compilers: Sequence[str], isas: Sequence[str]) -
         if name not in compilers:
             raise ValueError(f"--cc {value!r}: unknown compiler {name!r}; known are {', '.join(compilers)} "
                              "(or 'all'; NAME:ISA+ISA limits one to those ISA builds)")
-        chosen = tuple(dict.fromkeys(i.strip() for i in limit.split("+"))) if colon else tuple(isas)
+        chosen = tuple(dict.fromkeys(i.strip() for i in limit.split("+") if i.strip())) if colon else tuple(isas)
         bad = [i for i in chosen if i not in isas]
         if bad or not chosen:
             raise ValueError(f"--cc {value!r}: {name}:{limit} names {', '.join(map(repr, bad)) or 'no ISA build'}; "
