@@ -140,3 +140,21 @@ def test_a_failure_report_records_the_compiler(tmp_path: Path) -> None:
     case = json.loads((d / "case.json").read_text())
     assert case["target"]["compiler"] == "gcc14"
     assert "ISA build zvfh by gcc14" in (d / "README.md").read_text()
+
+
+def test_a_failure_of_one_compilers_target_is_reported_with_its_compiler_and_replay_line(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_cc="""
+def test_clang_only(target):
+    target.server()  # its own build's server starts
+    assert target.compiler == "clang", "planted"
+""")
+    r = pytester.runpytest_subprocess("--vlen", "128", "--isa", "zvfh", "--cc", "all", "-p", "no:cacheprovider",
+                                      "--report-dir", "reports")
+    r.assert_outcomes(passed=1, failed=1)
+    out = r.stdout.str()
+    assert "--cc gcc14,clang" in out and "test_cc.py::test_clang_only[vlen128-zvfh-gcc14]" in out
+    (case,) = (pytester.path / "reports" / "cases").glob("*/case.json")
+    data = json.loads(case.read_text())
+    assert data["test"].endswith("[vlen128-zvfh-gcc14]") and data["target"]["compiler"] == "gcc14"
+    assert "--cc gcc14,clang" in data["replay"]
