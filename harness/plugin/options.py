@@ -104,8 +104,8 @@ def add_options(parser: pytest.Parser) -> None:
     g.addoption("--changed-only", action="store_true",
                 help="with --changes: run only the tests that reach a change")
     g.addoption("--also-run", action="append", default=[], metavar="GLOB",
-                help="with --changed-only: also run the tests whose node id matches GLOB (fnmatch; repeatable), "
-                     "at the thorough budget (rvvdiff fixes: a finding's tests)")
+                help="with --changed-only: also run the tests whose node id (without its compiler) matches GLOB "
+                     "(fnmatch; repeatable), at the thorough budget (rvvdiff fixes: a finding's tests)")
     g.addoption("--plan", default=None, metavar="FILE",
                 help='run only the tests a JSON plan names, each at its budget: {"tests": {"<node id>": '
                      '"default" | "thorough" | "replay"}} (replay: no new examples, the saved ones and the fixed cases)')
