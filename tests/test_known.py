@@ -188,6 +188,53 @@ class _Item(SimpleNamespace):
         self.markers.append(marker)
 
 
+def _config(cc: dict[str, tuple[str, ...]] | None = None) -> SimpleNamespace:
+    """A config of a full run (every VLEN, ISA build and stress mode on QEMU) with ``--cc`` ``cc``."""
+    full = {"vlen": config.VLENS, "isa": tuple(config.ISA_BUILDS), "rvv_stress": (False, True), "emulator": "qemu",
+            "cc": cc}
+    return SimpleNamespace(getoption=full.__getitem__)
+
+
+def _target_item(nodeid: str, compiler: str) -> _Item:
+    return _Item(nodeid=nodeid, markers=[], callspec=SimpleNamespace(params={"target": SimpleNamespace(compiler=compiler)}))
+
+
+def test_an_entry_with_a_compiler_marks_only_that_compilers_tests(tree: GgmlSource, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.plugin import marks as plugin
+
+    fp = known.fingerprint(tree, "src/ggml-cpu/vec.cpp", "toy_dot")
+    p = tmp_path / "known.toml"
+    p.write_text(entry(test="t.py::test_a[[]x-vlen512-zvfh]", function="toy_dot", file="src/ggml-cpu/vec.cpp",
+                       fingerprint=[fp], compiler="gcc14")
+                 + entry(test="t.py::test_b[[]x-vlen512-zvfh]", function="toy_dot", file="src/ggml-cpu/vec.cpp",
+                         fingerprint=[fp], compiler=["clang"]))
+    monkeypatch.setenv("RVVDIFF_KNOWN_FAILURES", str(p))
+    every = tuple(config.ISA_BUILDS)
+    items = [_target_item(f"t.py::test_{n}[x-vlen512-zvfh-{c}]", c) for n in "ab" for c in ("clang", "gcc14")]
+    _, unused = plugin.mark_known_failures(_config({"clang": every, "gcc14": every}), tree, items)  # type: ignore[arg-type]
+    # The glob matches the id without its compiler; the entry applies only to its compiler's target.
+    assert [len(it.markers) for it in items] == [0, 1, 1, 0]
+    assert unused == []
+    # A clang-only run: the gcc14 entry neither marks nor is stale, the clang one (matching nothing here) is.
+    items = [_target_item("t.py::test_c[x-vlen512-zvfh]", "clang")]
+    _, unused = plugin.mark_known_failures(_config({"clang": every}), tree, items)  # type: ignore[arg-type]
+    assert [k.test for k in unused] == ["t.py::test_b[[]x-vlen512-zvfh]"]
+    # gcc14 limited to zvfh: its entries are not judged stale (its run is not the whole matrix).
+    _, unused = plugin.mark_known_failures(_config({"gcc14": ("zvfh",)}), tree, items)  # type: ignore[arg-type]
+    assert unused == []
+
+
+def test_matches_strips_the_compiler_component(tmp_path: Path) -> None:
+    p = tmp_path / "known.toml"
+    p.write_text(entry(test="t.py::f[[]x-vlen512-zvfh]", ggml=["*"], compiler="gcc14"))
+    (k,) = known.load(p)
+    assert k.compilers == ("gcc14",)
+    assert k.matches("t.py::f[x-vlen512-zvfh-gcc14]") and not k.matches("t.py::f[x-vlen512-zvfh-clang]")
+    assert k.matches("t.py::f[x-vlen512-zvfh]", compiler="gcc14") and not k.matches("t.py::f[x-vlen512-zvfh]", compiler="clang")
+    assert k.matches("t.py::f[x-vlen512-zvfh]")  # compiler unknown: any
+
+
 def test_plugin_marks_only_applicable_entries_and_notes_changed_ones(tree: GgmlSource, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.plugin import marks as plugin
@@ -199,8 +246,7 @@ def test_plugin_marks_only_applicable_entries_and_notes_changed_ones(tree: GgmlS
                          fingerprint=["0123456789abcdef"])
                  + entry(test="t.py::test_c*", function="toy_gone", file="src/ggml-cpu/vec.cpp", fingerprint=[fp]))
     monkeypatch.setenv("RVVDIFF_KNOWN_FAILURES", str(p))
-    full = {"vlen": config.VLENS, "isa": list(config.ISA_BUILDS), "rvv_stress": (False, True), "emulator": "qemu"}
-    cfg = SimpleNamespace(getoption=full.__getitem__)
+    cfg = _config()
     items = [_Item(nodeid=f"t.py::test_{n}[x]", markers=[]) for n in "abc"]
     changed, unused = plugin.mark_known_failures(cfg, tree, items)  # type: ignore[arg-type]
     assert [len(it.markers) for it in items] == [1, 0, 0]
@@ -228,6 +274,8 @@ def test_plugin_marks_only_applicable_entries_and_notes_changed_ones(tree: GgmlS
     ('[[known]\ntest = "a"\n', "not valid TOML"),
     ('known = "x"\n', "'known' must be an array of tables"),
     ('[[knwon]]\ntest = "a"\n', "unknown top-level key 'knwon'"),
+    (entry(ggml=["*"], compiler="gcc12"), "compiler 'gcc12' is not one of clang, gcc14"),
+    (entry(ggml=["*"], compiler=[]), "compiler must be a non-empty string or a list of them"),
 ])
 def test_bad_files_give_a_clear_error(tmp_path: Path, text: str, message: str) -> None:
     p = tmp_path / "known.toml"

@@ -138,3 +138,17 @@ def test_gcc14_cannot_make_the_zvfbfwma_build(no_compiler_settings: pytest.Monke
         builds.ensure_built(source.pinned(), config.ISA_BUILDS["zvfbfwma"])
     assert str(e.value).startswith("compiler gcc14 rejects -march=rv64gcv_zfh_zvfh_zvfbfwma")
     assert "unsupported standard extension" in str(e.value) and str(e.value).endswith("it cannot make the zvfbfwma build")
+
+
+def test_the_compiler_is_an_explicit_argument_of_a_build(no_compiler_settings: pytest.MonkeyPatch) -> None:
+    """--cc names the compiler of each target: the build takes it as an argument, the setting is only
+    the default; the header's check says which ISA build a compiler cannot make before any build."""
+    _gcc14_or_skip()
+    zvfbfwma = config.ISA_BUILDS["zvfbfwma"]
+    with pytest.raises(builds.IsaUnavailable, match="^compiler gcc14 rejects"):
+        builds.ensure_built(source.pinned(), zvfbfwma, "gcc14")
+    assert builds.build_dir(source.pinned(), zvfbfwma, "gcc14").name.endswith("-zvfbfwma-gcc14")
+    assert builds.build_dir(source.pinned(), zvfbfwma).name.endswith("-zvfbfwma")  # the setting's: clang
+    assert (builds.compiler_gap(zvfbfwma, "gcc14") or "").startswith("gcc14 rejects -march=rv64gcv_zfh_zvfh_zvfbfwma")
+    assert builds.compiler_gap(config.ISA_BUILDS["zvfh"], "gcc14") is None
+    assert builds.compiler_gap(zvfbfwma, "clang") is None

@@ -37,7 +37,7 @@ from pathlib import Path
 from harness.build import bindings
 from harness.build.cmake import CmakePlan, cmake_files, cmake_options, march_mismatch, march_of, plan_options, tree_name
 from harness.build.server import adapter_kernels, append_log, digest, first_errors, link_server, server_objects
-from harness.build.toolchain import DEFAULT_COMPILER, SERVER_DIR, Compiler, compiler, rejected_flags, selected
+from harness.build.toolchain import DEFAULT_COMPILER, SERVER_DIR, Compiler, ToolchainError, compiler, rejected_flags, selected
 from harness.core import settings
 from harness.core.config import IsaBuild, cache_dir, locked
 from harness.core.errors import RvvdiffError
@@ -77,6 +77,8 @@ class Build:
     failed_adapters: dict[str, str] = field(default_factory=dict)
     #: Options the harness wanted that the tree's CMake neither declares nor reads (and so were not passed).
     cmake_undeclared: tuple[str, ...] = ()
+    #: The name of the compiler that made it (harness/build/toolchain.py's ``COMPILERS``, or ``user``).
+    compiler: str = DEFAULT_COMPILER
 
     @property
     def log(self) -> Path:
@@ -119,7 +121,8 @@ def build_key(source: GgmlSource, isa: IsaBuild, cc: Compiler) -> str:
 
 
 def build_dir(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = None) -> Path:
-    """The build directory of ``source`` for ``isa`` with the named compiler (default: the selected one):
+    """The build directory of ``source`` for ``isa`` with the named compiler (default:
+    :func:`harness.build.toolchain.selected`, the setting):
     ``<tree>-<isa>`` for the default compiler, ``<tree>-<isa>-<name>`` for another, so the builds
     of one tree by both compilers live side by side."""
     tree = hashlib.sha256(str(source.root).encode()).hexdigest()[:12]
@@ -207,21 +210,24 @@ def failure_summary(error: str) -> str:
     return lines[1] if len(lines) > 1 else (lines or ["no message"])[0]
 
 
-def failed_reason(source: GgmlSource, isa: IsaBuild, error: str) -> str:
+def failed_reason(source: GgmlSource, isa: IsaBuild, error: str, compiler_name: str | None = None) -> str:
     """The one line that every test of a failed ISA build but the first is skipped with."""
-    return (f"ISA build {isa.name} of {tree_name(source)} failed ({failure_summary(error)}): its error is reported "
+    by = f" by {compiler_name}" if compiler_name else ""
+    return (f"ISA build {isa.name} of {tree_name(source)}{by} failed ({failure_summary(error)}): its error is reported "
             f"once, in the first test that needed it (and 'rvvdiff: ISA build {isa.name} ... failed' in the summary); "
-            f"log: {build_dir(source, isa) / 'rvvdiff-build.log'}")
+            f"log: {build_dir(source, isa, compiler_name) / 'rvvdiff-build.log'}")
 
 
-def ensure_built(source: GgmlSource, isa: IsaBuild, *, jobs: int | None = None) -> Build:
-    """Return the build of ``source`` for ``isa``, configuring and compiling what is out of date.
+def ensure_built(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = None, *,
+                 jobs: int | None = None) -> Build:
+    """Return the build of ``source`` for ``isa`` by the named compiler (default: the setting,
+    :func:`harness.build.toolchain.selected`), configuring and compiling what is out of date.
 
     Raises :class:`IsaUnavailable` when the tree's CMake cannot express ``isa``,
     :class:`BuildFailedEarlier` (one line) when it failed earlier in this pytest session, and
     :class:`BuildError` (the command, the compiler's message, the log, what to do) when it fails now.
     """
-    cc = compiler()
+    cc = compiler(compiler_name)
     d = build_dir(source, isa, cc.name)
     plan = plan_options(source, isa)
     d.mkdir(parents=True, exist_ok=True)
@@ -235,7 +241,7 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, *, jobs: int | None = None) 
         meta = json.loads(stamp.read_text()) if stamp.exists() else {}
         marker = failure_marker(d)
         if session_id() is not None and marker.exists():
-            raise BuildFailedEarlier(failed_reason(source, isa, marker.read_text()))
+            raise BuildFailedEarlier(failed_reason(source, isa, marker.read_text(), cc.name))
         try:
             # A stamp without libraries records a configure whose -march did not fit; the check is
             # redone from its flags (cheap), so a corrected harness need not wait for a new key.
@@ -258,15 +264,16 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, *, jobs: int | None = None) 
             first = first_errors(e.stderr + e.stdout, 3).splitlines() if isinstance(e, CommandError) else []
             lead = "".join(f"  {line}\n" for line in first)
             src_arg = "" if source.pinned else f" --ggml-src {shlex.quote(str(source.root))}"
-            msg = (f"building ISA build {isa.name!r} of {source.describe()} failed (full log: {log}):\n"
+            env = "" if cc.name == DEFAULT_COMPILER else f"RVVDIFF_COMPILER={cc.name} "
+            msg = (f"building ISA build {isa.name!r} of {source.describe()} with {cc.name} failed (full log: {log}):\n"
                    + (f"first errors:\n{lead}" if lead else "") + f"{e}\n"
                    f"What to do: fix the tree (or the harness's server sources) and rerun; "
-                   f"`rvvdiff build{src_arg} --isa {isa.name}` retries this build alone; "
+                   f"`{env}rvvdiff build{src_arg} --isa {isa.name}` retries this build alone; "
                    f"--isa selects other ISA builds meanwhile.")
             if session_id() is not None:
                 marker.write_text(msg)
             raise BuildError(msg) from None
-        b = Build(isa, source, d, server, key, cflags, libs, failed, tuple(plan.undeclared))
+        b = Build(isa, source, d, server, key, cflags, libs, failed, tuple(plan.undeclared), cc.name)
         _write_note(d, {"isa": isa.name, "server": str(server), "log": str(log), "failed_adapters": failed,
                         "cmake_undeclared": list(plan.undeclared), "march": b.march})
         return b
@@ -342,6 +349,19 @@ def _rejected(source: GgmlSource, isa: IsaBuild, cc: Compiler, cflags: tuple[str
             f"gives ggml-cpu ({complaint}): it cannot make the {isa.name} build")
 
 
+def compiler_gap(isa: IsaBuild, compiler_name: str) -> str | None:
+    """Why the named compiler cannot make ``isa`` whatever the tree (it rejects the -march ggml's CMake
+    spells for it today, e.g. GCC 14 and zvfbfwma), or None; for the report header, before any build.
+    A compiler that is not installed says so elsewhere (its identity); here it is None."""
+    try:
+        cc = compiler(compiler_name)
+    except ToolchainError:
+        return None
+    flags = (f"-march=rv64gc{'_'.join(isa.march)}", "-mabi=lp64d")
+    complaint = rejected_flags(cc, flags)
+    return f"{cc.name} rejects {flags[0]} ({complaint})" if complaint else None
+
+
 def _bindings(source: GgmlSource, d: Path) -> Path:
     """Generate the server's bindings for ``source`` into ``d/bindings`` (harness/build/bindings.py)."""
     write = bindings.write
@@ -376,5 +396,5 @@ def link_objects(build: Build) -> list[Path]:
     """The adapter objects and registry of a build, without the request loop (``main``):
     what a standalone reproducer links with to call an adapter directly."""
     with locked(build.dir / ".lock"):
-        objs, _ = server_objects(build.dir, compiler(), build.cflags, build.key)
+        objs, _ = server_objects(build.dir, compiler(build.compiler), build.cflags, build.key)
     return [o for stem, o in objs.items() if stem != "server"]

@@ -158,7 +158,7 @@ def _gcc14() -> Compiler:
     lacking = [p for p in (gcc, gxx, loader) if not p.exists()]
     if lacking:
         raise ToolchainError(f"GCC 14 (compiler gcc14) is not installed: {lacking[0]} is missing; "
-                             f"run {GCC14_SETUP} (or select another compiler with RVVDIFF_COMPILER)")
+                             f"run {GCC14_SETUP} (or select another compiler: --cc, RVVDIFF_COMPILER)")
     libexec = root / "usr" / "libexec" / "gcc-cross" / _TRIPLE / "14"
     tools = {**{n: libexec / n for n in _GCC_LIBEXEC},
              **{n: root / "usr" / _TRIPLE / "bin" / n for n in _GCC_BINUTILS}}
@@ -251,9 +251,10 @@ def rejected_flags(cc: Compiler, flags: tuple[str, ...]) -> str | None:
     return None
 
 
-def describe() -> dict[str, str]:
-    """Toolchain facts for report headers; never raises (a problem is described instead)."""
+def describe(name: str | None = None) -> dict[str, str]:
+    """Toolchain facts for report headers (of the compiler ``name``, default :func:`selected`); never
+    raises (a problem is described instead)."""
     try:
-        return {"compiler": compiler().identity}
+        return {"compiler": compiler(name).identity}
     except (ToolchainError, CommandError) as e:
         return {"compiler": f"unavailable: {e}"}

@@ -28,7 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from harness.commands.runner import run_suite
+from harness.commands.runner import add_cc_option, cc_args, run_suite
 from harness.core.config import PROJECT_ROOT
 from harness.report.ids import parse_id
 
@@ -122,8 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--select", action="append", help="node id prefix (repeatable; default: one test per family)")
     p.add_argument("--ggml-src")
     p.add_argument("--out", type=Path, default=ROOT / "reports" / "bench")
+    add_cc_option(p)
     a = p.parse_args(argv)
-    common = ["--vlen", a.vlen, "--isa", a.isa] + (["--ggml-src", a.ggml_src] if a.ggml_src else [])
+    common = ["--vlen", a.vlen, "--isa", a.isa, *cc_args(a.cc)] + (["--ggml-src", a.ggml_src] if a.ggml_src else [])
     prefixes = a.select or REPRESENTATIVES
     ids = [i for i in collect(common) if any(i.startswith(pre) for pre in prefixes)]
     if not ids:
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     results = summarize(rows)
     meta = {"machine": f"{os.uname().nodename}, {os.cpu_count()} cores", "isa": a.isa, "vlen": a.vlen,
+            **({"compilers": a.cc} if a.cc else {}),
             "max_examples": a.max_examples, "tests": len(ids), "wall_s": round(wall, 1),
             "pytest": cp.last_line()}
     (a.out / "bench.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))

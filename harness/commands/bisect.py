@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.build.toolchain import COMPILERS
 from harness.commands.runner import read_results, run_suite
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT, VLENS, cache_dir
 from harness.core.errors import RvvdiffError
@@ -79,6 +80,8 @@ class Failure:
     stress: bool
     example_db: Path
     origin: str  # the report directory it came from, or "--test"
+    #: The compiler of its build ("": the setting's; an id of a run of several compilers names it).
+    compiler: str = ""
 
     def target_args(self) -> list[str]:
         return ["--vlen", str(self.vlen), "--isa", self.isa, "--rvv-stress", "on" if self.stress else "off"]
@@ -123,25 +126,27 @@ def from_report(path: Path, example_db: Path | None = None) -> Failure:
                 example_db = (cwd or ROOT) / example_db
         else:
             example_db = default_db(cwd or ROOT)
-    return Failure(nodeid, vlen, isa, stress, Path(example_db), str(d))
+    return Failure(nodeid, vlen, isa, stress, Path(example_db), str(d), str(t.get("compiler", "")))
 
 
 def from_test(nodeid: str, vlen: int | None, isa: str | None, stress: bool | None,
-              example_db: Path | None = None) -> Failure:
+              example_db: Path | None = None, compiler: str | None = None) -> Failure:
     """A failure named by its test id; the target defaults to the one the id names (and must
     agree with it: a test id names its VLEN, ISA build and stress mode)."""
     tid = parse_id(nodeid)
     if tid is None:
         raise BisectError(f"--test {nodeid}: not the id of a differential test "
                           f"(cases/FILE.py::TEST[...-vlenN-ISA] or [...-vlenN-ISA-stress])")
-    for name, given, named in (("--vlen", vlen, tid.vlen), ("--isa", isa, tid.isa), ("--stress", stress, tid.stress)):
+    for name, given, named in (("--vlen", vlen, tid.vlen), ("--isa", isa, tid.isa), ("--stress", stress, tid.stress),
+                               ("--cc", compiler, tid.compiler or compiler)):
         if given is not None and given != named:
             raise BisectError(f"{name} {given} disagrees with the test id {nodeid} (which names {named})")
     if tid.vlen not in VLENS:
         raise BisectError(f"--test {nodeid}: VLEN {tid.vlen} is not one of {', '.join(map(str, VLENS))}")
     if tid.isa not in ISA_BUILDS:
         raise BisectError(f"--test {nodeid}: ISA build {tid.isa!r} is not one of {', '.join(ISA_BUILDS)}")
-    return Failure(nodeid, tid.vlen, tid.isa, tid.stress, Path(example_db or default_db(ROOT)), "--test")
+    return Failure(nodeid, tid.vlen, tid.isa, tid.stress, Path(example_db or default_db(ROOT)), "--test",
+                   tid.compiler or compiler or "")
 
 
 # ------------------------------------------------------------------ one step's verdict
@@ -208,7 +213,7 @@ class Step:
 def pytest_args(failure: Failure, tree: Path, db: Path, plan: Path, extra: list[str]) -> list[str]:
     """The step's pytest arguments (run from rvvdiff's root, with the step's ``--report-dir``)."""
     return replay_argv(failure.nodeid, ggml_src=str(tree), known_failures="ignore", example_db=str(db),
-                       extra=["-p", "no:cacheprovider", "--plan", str(plan), *extra])
+                       compiler=failure.compiler, extra=["-p", "no:cacheprovider", "--plan", str(plan), *extra])
 
 
 @dataclass
@@ -275,8 +280,8 @@ class Bisect:
         of the database snapshot)."""
         slot = self.slot
         run_db = self.out / "replay-db"
-        argv = replay_argv(self.failure.nodeid, ggml_src=str(slot), known_failures="ignore",
-                                  example_db=str(run_db), extra=["--plan", str(self.plan), *self.extra])
+        argv = replay_argv(self.failure.nodeid, ggml_src=str(slot), known_failures="ignore", example_db=str(run_db),
+                           compiler=self.failure.compiler, extra=["--plan", str(self.plan), *self.extra])
         return " && ".join([f"cd {shlex.quote(str(ROOT))}", shlex.join(["git", "-C", str(slot), "checkout", "-q",
                                                                          "--detach", "--force", sha]),
                             shlex.join(["rm", "-rf", str(run_db)]), shlex.join(["cp", "-r", str(self.db), str(run_db)]),
@@ -445,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vlen", type=int, help="with --test: its VLEN (default: the one the id names)")
     p.add_argument("--isa", help="with --test: its ISA build (default: the one the id names)")
     p.add_argument("--stress", action="store_true", default=None, help="with --test: tail/mask stress on")
+    p.add_argument("--cc", choices=list(COMPILERS), help="with --test: the compiler of its build (default: the one "
+                   "the id names, else RVVDIFF_COMPILER, else clang)")
     p.add_argument("--repo", type=Path, required=True, help="the llama.cpp or ggml git repository (only read)")
     p.add_argument("--good", required=True, metavar="REV", help="a revision where the test passes")
     p.add_argument("--bad", required=True, metavar="REV", help="a later revision where it fails")
@@ -465,11 +472,11 @@ def main(argv: list[str] | None = None) -> int:
         if (a.report is None) == (a.test is None):
             raise BisectError("give a failure report directory or --test NODEID (one of them)")
         if a.report is not None:
-            if a.vlen is not None or a.isa is not None or a.stress is not None:
-                raise BisectError("--vlen, --isa and --stress go with --test; a report names its target")
+            if a.vlen is not None or a.isa is not None or a.stress is not None or a.cc is not None:
+                raise BisectError("--vlen, --isa, --stress and --cc go with --test; a report names its target")
             failure = from_report(a.report.resolve(), a.example_db and a.example_db.resolve())
         else:
-            failure = from_test(a.test, a.vlen, a.isa, a.stress, a.example_db and a.example_db.resolve())
+            failure = from_test(a.test, a.vlen, a.isa, a.stress, a.example_db and a.example_db.resolve(), a.cc)
         repo = repository(a.repo)
         good, bad = revisions(repo, a.good, a.bad)
         bs = Bisect(failure, repo, good, bad, a.out.resolve(), a.budget, extra, a.step_timeout)

@@ -58,7 +58,7 @@ from typing import Any
 
 from harness.commands import cost as cost_cmd
 from harness.commands import gate
-from harness.commands.runner import read_results, run_suite
+from harness.commands.runner import add_cc_option, cc_args, read_results, run_suite
 from harness.core import settings
 from harness.core.config import DATA_DIR, ISA_BUILDS, PROJECT_ROOT, SPIKE_VLENS, selection_type
 from harness.core.errors import RvvdiffError, UnknownName
@@ -417,7 +417,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--together", action="store_true", help="all applicable fixes at once, the whole suite")
     p.add_argument("--out", type=Path, default=PROJECT_ROOT / "reports" / "fixes")
     p.add_argument("--workers", default=settings.get("WORKERS") or "auto")
+    add_cc_option(p)
     a, pytest_args = p.parse_known_args(argv)
+    pytest_args += cc_args(a.cc)
     vlens, isas, k = cost_selection(pytest_args)
     source = resolve(a.ggml_src)
     fixes = select(a.names)

@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.commands import gate_cost
-from harness.commands.runner import run_suite
+from harness.commands.runner import add_cc_option, cc_args, run_suite
 from harness.core import settings
 from harness.core.config import PROJECT_ROOT
 from harness.core.errors import RvvdiffError
@@ -242,7 +242,9 @@ def main(argv: list[str]) -> int:
     c.add_argument("--cost-isa", default=None, metavar="LIST",
                    help="ISA builds the cost step measures (default: the gate's --isa, else "
                         + ",".join(gate_cost.COST_ISAS) + ")")
+    add_cc_option(p)
     a, pytest_args = p.parse_known_args(argv)
+    pytest_args += cc_args(a.cc)  # HEAD and BASE with the same compilers
     head_dir = Path(a.head).resolve()
     try:
         if not head_dir.is_dir():

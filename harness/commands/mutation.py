@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.build.builds import BuildError, ensure_built
-from harness.commands.runner import run_suite
-from harness.core.config import ISA_BUILDS, PROJECT_ROOT
+from harness.build.toolchain import COMPILERS, ToolchainError
+from harness.commands.runner import add_cc_option, cc_args, run_suite
+from harness.core.config import ISA_BUILDS, PROJECT_ROOT, parse_compilers
 from harness.ggml import mutants
 from harness.ggml.source import resolve
 from harness.report.ids import parse_id
@@ -49,9 +50,10 @@ def _case_size(case: dict[str, Any]) -> str:
 
 
 def detect(m: mutants.Mutant, *, max_examples: int | None, out: Path, timeout: float,
-           extra: list[str] = ()) -> dict[str, Any]:
-    """Build one mutant and run its selection (plus ``extra`` pytest arguments, e.g. a narrower
-    --vlen / --isa for a fast check); return the row of the detection table."""
+           extra: list[str] = (), cc: str | None = None) -> dict[str, Any]:
+    """Build one mutant with the compilers of ``cc`` (a ``--cc`` value; default: the setting's) and run
+    its selection (plus ``extra`` pytest arguments, e.g. a narrower --vlen / --isa for a fast check);
+    return the row of the detection table."""
     meta = m.meta
     if "select" not in meta:
         return {"mutant": m.name, "class": meta.get("class", ""), "caught": None,
@@ -59,15 +61,17 @@ def detect(m: mutants.Mutant, *, max_examples: int | None, out: Path, timeout: f
     select = shlex.split(meta["select"]) + list(extra)
     tree = mutants.apply(m, resolve(None))
     t0 = time.perf_counter()
+    chosen = parse_compilers(cc, tuple(COMPILERS), tuple(ISA_BUILDS)) if cc else {None: tuple(ISA_BUILDS)}
     try:
         for isa in _isas(select):
-            ensure_built(tree, ISA_BUILDS[isa])
-    except BuildError as e:
+            for compiler in (c for c, isas in chosen.items() if isa in isas):
+                ensure_built(tree, ISA_BUILDS[isa], compiler)
+    except (BuildError, ToolchainError) as e:
         return {"mutant": m.name, "class": meta.get("class", ""), "caught": None,
                 "note": f"the mutant does not build: {str(e).splitlines()[0]}"}
     build_s = time.perf_counter() - t0
     rdir = out / m.name
-    args = [*select, "--ggml-src", str(tree.root), "-p", "no:xdist"]
+    args = [*select, *cc_args(cc), "--ggml-src", str(tree.root), "-p", "no:xdist"]
     if "--vlen" not in select:
         args += ["--vlen", "all"]
     if max_examples:
@@ -140,6 +144,7 @@ def main_mutants(argv: list[str]) -> int:
     p.add_argument("--report-dir", type=Path, default=ROOT / "reports" / "mutants",
                    help="where each mutant's failure reports go (default: reports/mutants)")
     p.add_argument("--timeout", type=float, default=3600)
+    add_cc_option(p)
     a = p.parse_args(argv)
     cat = mutants.catalogue()
     if a.action == "list":
@@ -155,12 +160,13 @@ def main_mutants(argv: list[str]) -> int:
     rows = []
     t0 = time.perf_counter()
     for n in names:
-        row = detect(cat[n], max_examples=a.max_examples, out=work, timeout=a.timeout)
+        row = detect(cat[n], max_examples=a.max_examples, out=work, timeout=a.timeout, cc=a.cc)
         print(f"{n}: caught={row['caught']} vlens={row.get('vlens')} shrunk={row.get('shrunk_case')} "
               f"first={row.get('time_to_detection_s')} run={row.get('run_s')}s", flush=True)
         rows.append(row)
     meta = {"machine": f"{os.uname().nodename}, {os.cpu_count()} cores", "ggml": resolve(None).describe(),
-            "examples per test": a.max_examples or "default", "wall": f"{time.perf_counter() - t0:.0f} s"}
+            "examples per test": a.max_examples or "default", **({"compilers": a.cc} if a.cc else {}),
+            "wall": f"{time.perf_counter() - t0:.0f} s"}
     rows, meta = _merged(a.out.with_suffix(".json"), rows, meta, list(cat)) if a.only else (rows, meta)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(table(rows, meta))

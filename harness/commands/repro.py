@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from harness.build.builds import ensure_built, link_objects
-from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler
+from harness.build.toolchain import COMPILERS, SERVER_DIR, ToolchainError, compiler
 from harness.core.config import ISA_BUILDS
 from harness.emulators import registry
 from harness.ggml.source import resolve
@@ -23,6 +23,8 @@ def main_repro(argv: list[str]) -> int:
     p.add_argument("--ggml-src", help="replay against another tree (default: the recorded one)")
     p.add_argument("--vlen", type=int, help="replay at another VLEN")
     p.add_argument("--isa", choices=list(ISA_BUILDS), help="replay in another ISA build")
+    p.add_argument("--cc", choices=list(COMPILERS), help="replay with the build of another compiler (default: the one "
+                   "that recorded the failure)")
     p.add_argument("--emulator", choices=registry.NAMES, help="replay on QEMU or on Spike (default: the one "
                    "that recorded the failure); spike replays on both and prints them side by side with a verdict")
     p.add_argument("--c", action="store_true", help="also write and print the standalone C++ reproducer (and, for a "
@@ -37,12 +39,12 @@ def main_repro(argv: list[str]) -> int:
     try:
         emulator = registry.get(on)
         reference = registry.get(registry.DEFAULT) if on != registry.DEFAULT else emulator
+        build = ensure_built(src, isa, a.cc or t.get("compiler"))  # an older report: the setting's compiler
     except ToolchainError as e:
         print(f"rvvdiff repro: {e}")
         return 2
-    build = ensure_built(src, isa)
     print(f"replaying {case.data['test']}\n  kernel {case.call['kernel']} ip={case.call['ip']} fp={case.call['fp']}\n"
-          f"  on {src.describe()}")
+          f"  on {src.describe()}, built by {build.compiler}")
     if emulator is not reference:
         # The default emulator (QEMU) as recorded (a VLEN beyond its own is "not run", with the reason),
         # QEMU without stress for a stress report (what Spike, without such a mode, should match), then Spike.
@@ -73,7 +75,7 @@ def main_repro(argv: list[str]) -> int:
     if a.c:
         prog = c_reproducer(case, case.dir / "repro.cpp")
         exe = case.dir / f"repro{emulator.suffix}"
-        cc = compiler()
+        cc = compiler(build.compiler)
         objs = link_objects(build)
         extra = emulator.link_args(build)
         build_cmd = [cc.cxx, "-O1", "-g", *build.cflags, "-I", str(SERVER_DIR), str(prog), *map(str, objs),

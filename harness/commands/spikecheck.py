@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from harness.build.builds import ensure_built
+from harness.build.toolchain import COMPILERS
 from harness.commands.runner import SuiteRun, run_suite
 from harness.core.config import ISA_BUILDS
 from harness.emulators import registry
@@ -57,16 +58,19 @@ def reproducer_target(entry: known.Known, trees: dict[str, str]) -> tuple[str, s
     return nodeid, src, None
 
 
-def check(entry: known.Known, trees: dict[str, str], work: Path, max_examples: int) -> dict:
+def check(entry: known.Known, trees: dict[str, str], work: Path, max_examples: int, compiler: str = "") -> dict:
+    """Check one entry on Spike, with the builds of ``compiler`` ("": the setting's)."""
     nodeid, src, why = reproducer_target(entry, trees)
     row = {"number": entry.number, "test": nodeid, "fix": entry.fix, "emulator": entry.emulator}
+    if not entry.for_compiler(compiler):
+        why = f"the entry is for builds of {', '.join(entry.compilers)} only (--cc)"
     if why:
         return row | {"verdict": f"not checked: {why}"}
     out = work / f"entry{entry.number}"
     db = str(out / "examples")
 
     def pytest(report_dir: Path, *extra: str) -> SuiteRun:
-        argv = replay_argv(nodeid, ggml_src=src, known_failures="ignore", example_db=db,
+        argv = replay_argv(nodeid, ggml_src=src, known_failures="ignore", example_db=db, compiler=compiler,
                            extra=["--max-examples", str(max_examples), "-q", "--runxfail", *extra])
         return run_suite(argv, report_dir=report_dir, output="capture", timeout=3600).check_timeout()
 
@@ -88,7 +92,7 @@ def check(entry: known.Known, trees: dict[str, str], work: Path, max_examples: i
     stress = case.data["target"]["stress"]
     spike_test = None if stress else pytest(out / "spike", "--emulator", "spike")
     t = case.data["target"]
-    build = ensure_built(resolve(src), ISA_BUILDS[t["isa"]])
+    build = ensure_built(resolve(src), ISA_BUILDS[t["isa"]], t.get("compiler"))
     qemu, spike = registry.get("qemu"), registry.get("spike")
     q = replay_on(case, build, t["vlen"], t["stress"], qemu)
     plain = replay_on(case, build, t["vlen"], False, qemu) if t["stress"] else None
@@ -130,13 +134,15 @@ def main(argv: list[str]) -> int:
                    help="where the tree a reproducer names as <ggml tree of LABEL> is (repeatable)")
     p.add_argument("--max-examples", type=int, default=25, help="Hypothesis examples of each QEMU run (25)")
     p.add_argument("--out", type=Path, help="also write the table (markdown) here")
+    p.add_argument("--cc", choices=list(COMPILERS), default="",
+                   help="the compiler whose builds are checked (default: RVVDIFF_COMPILER, else clang)")
     a = p.parse_args(argv)
     trees = dict(t.split("=", 1) for t in a.tree)
     entries = [e for e in known.load() if not a.entries or e.number in a.entries]
     rows = []
     with tempfile.TemporaryDirectory(prefix="rvvdiff-spike-check-") as d:
         for e in entries:
-            row = check(e, trees, Path(d), a.max_examples)
+            row = check(e, trees, Path(d), a.max_examples, a.cc)
             rows.append(row)
             print(f"#{row['number']:<3} {row['test']}\n     {row['verdict']}"
                   + (f"\n     QEMU {row['qemu']}\n     Spike {row['spike']}" if "qemu" in row else ""), flush=True)

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.build import builds as build
-from harness.commands.runner import run_suite
-from harness.core.config import ISA_BUILDS, PROJECT_ROOT
+from harness.build.toolchain import COMPILERS, ToolchainError
+from harness.commands.runner import add_cc_option, cc_args, run_suite
+from harness.core.config import ISA_BUILDS, PROJECT_ROOT, parse_compilers
 from harness.ggml import source
 
 ROOT = PROJECT_ROOT
@@ -48,30 +49,35 @@ HEADER = ["tree", "ISA builds", "tests", "passed", "not in this tree", "other sk
           "failed", "minutes"]
 
 
-def _builds(tree: str) -> tuple[str, dict[str, str]]:
-    """Build every ISA build of ``tree``; say what became of each."""
+def _builds(tree: str, cc: str | None = None) -> tuple[str, dict[str, str]]:
+    """Build every ISA build of ``tree`` with each compiler ``cc`` (a ``--cc`` value; default: the
+    setting's compiler); say what became of each."""
     src = source.resolve(tree)
+    chosen = parse_compilers(cc, tuple(COMPILERS), tuple(ISA_BUILDS)) if cc else {None: tuple(ISA_BUILDS)}
     out: dict[str, str] = {}
-    for name, isa in ISA_BUILDS.items():
+    for compiler, name in ((c, i) for c, isas in chosen.items() for i in isas):
+        label = name if len(chosen) == 1 else f"{name} by {compiler}"
         try:
-            build.ensure_built(src, isa)
-            out[name] = "built"
+            build.ensure_built(src, ISA_BUILDS[name], compiler)
+            out[label] = "built"
+        except ToolchainError as e:
+            out[label] = f"compiler not installed: {str(e)[:200]}"
         except build.IsaUnavailable as e:
-            out[name] = "not expressible: " + str(e).strip().splitlines()[0][:200]
+            out[label] = "not expressible: " + str(e).strip().splitlines()[0][:200]
         except build.BuildError as e:
-            out[name] = "FAILED: " + build.first_errors(str(e), 1)[:200]
+            out[label] = "FAILED: " + build.first_errors(str(e), 1)[:200]
     return src.describe(), out
 
 
-def run_tree(tree: str, report_root: Path, pytest_args: list[str]) -> Row:
+def run_tree(tree: str, report_root: Path, pytest_args: list[str], cc: str | None = None) -> Row:
     row = Row(tree)
     t0 = time.time()
-    row.described, row.builds = _builds(tree)
+    row.described, row.builds = _builds(tree, cc)
     slug = re.sub(r"[^\w.=-]+", "_", tree.strip("/"))[-80:]
     rdir = report_root / slug
     log = report_root / f"{slug}.log"
     run = run_suite(["cases", "--ggml-src", tree, "--vlen", "all", "--isa", "all", "-q", "-p", "no:cacheprovider",
-                     *pytest_args], report_dir=rdir, output=log)
+                     *cc_args(cc), *pytest_args], report_dir=rdir, output=log)
     row.exit_code = run.exit
     row.seconds = time.time() - t0
     if not run.has_results:
@@ -115,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                    "extra pytest arguments follow a -- (e.g. -- -n 2)")
     p.add_argument("--report-dir", type=Path, default=ROOT / "reports" / "trees")
     p.add_argument("--out", type=Path, help="also write the table to this file")
+    add_cc_option(p)
     argv = sys.argv[1:] if argv is None else argv
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     a = p.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -122,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for t in a.trees:
         print(f"rvvdiff trees: {t} ...", file=sys.stderr, flush=True)
-        rows.append(run_tree(t, a.report_dir, extra))
+        rows.append(run_tree(t, a.report_dir, extra, a.cc))
         print(render(rows[-1:]), file=sys.stderr, flush=True)
     table = render(rows)
     print(table)

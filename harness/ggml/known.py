@@ -12,6 +12,14 @@
     # ggml = ["0c1e570", "ggml-0.25.3", "*"]  # optional: trees named explicitly
     # fix = "q4_K_int16_subblock_sum"      # optional: harness/data/fixes/<fix>.patch fixes it (`rvvdiff fixes`)
     # emulator = "spike"                    # optional: only on this emulator (default: every one)
+    # compiler = "gcc14"                    # optional: only in builds of this compiler, or a list
+                                            # of them (default: every compiler)
+
+**Compilers.**  With more than one compiler selected (``--cc``), test ids end in the compiler's
+name (``...-vlen512-zvfh-gcc14]``); ``test`` globs are matched against the id with that component
+removed, so one glob covers every compiler, and ``compiler`` says which builds show the bug (a
+bug that needs one compiler's code generation or register allocation).  An entry whose
+compilers the run did not select is neither applied nor "stale".
 
 **When an entry applies.**  An entry describes a bug, not a commit: it applies to the tree under
 test when
@@ -72,7 +80,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from harness.core import settings
-from harness.core.config import DATA_DIR, ISA_BUILDS
+from harness.core.config import COMPILER_NAMES, DATA_DIR, ISA_BUILDS, split_compiler
 from harness.core.errors import RvvdiffError
 from harness.ggml import csource
 from harness.ggml.source import GgmlSource, resolve
@@ -86,7 +94,7 @@ FINGERPRINT_MACROS = csource.rvv_macros(e for e in ISA_BUILDS[FINGERPRINT_BUILD]
 
 _KEYS_REQUIRED = ("test", "reason", "reproducer")
 _KEYS_FUNCTION = ("function", "file", "fingerprint")
-_KEYS = (*_KEYS_REQUIRED, *_KEYS_FUNCTION, "ggml", "seen_in", "fix", "emulator")
+_KEYS = (*_KEYS_REQUIRED, *_KEYS_FUNCTION, "ggml", "seen_in", "fix", "emulator", "compiler")
 _FINGERPRINT = re.compile(r"[0-9a-f]{16}")
 
 
@@ -166,14 +174,24 @@ class Known:
     #: behaviour the specification leaves to the hart, and only one emulator chooses the failing side
     #: (misaligned vector element accesses trap on Spike, not on QEMU).
     emulator: str = ""
+    #: Only in builds of these compilers (harness/core/config.py's ``COMPILER_NAMES``); empty: every compiler.
+    compilers: tuple[str, ...] = ()
     number: int = 0  # 1-based position in the file, for messages
 
     def names_tree(self, source: GgmlSource) -> bool:
         """The tree is named explicitly by ``ggml``."""
         return any(g == "*" or source.commit.startswith(g) or g == f"ggml-{source.version}" for g in self.ggml)
 
-    def matches(self, nodeid: str, emulator: str = "qemu") -> bool:
-        return fnmatch.fnmatchcase(nodeid, self.test) and self.emulator in ("", emulator)
+    def matches(self, nodeid: str, emulator: str = "qemu", compiler: str = "") -> bool:
+        """The entry is about this test: its glob matches the id without its compiler component, on
+        this emulator, and the compiler (the id's, else ``compiler``; unknown: any) is one of its own."""
+        bare, named = split_compiler(nodeid)
+        return (fnmatch.fnmatchcase(bare, self.test) and self.emulator in ("", emulator)
+                and self.for_compiler(named or compiler))
+
+    def for_compiler(self, compiler: str) -> bool:
+        """The bug shows in builds of ``compiler`` ("": unknown, any)."""
+        return not (self.compilers and compiler) or compiler in self.compilers
 
     def judge(self, source: GgmlSource) -> KnownState:
         states = tuple(FunctionState(n, f, fingerprint(source, f, n), self.fingerprints)
@@ -284,8 +302,13 @@ def _entry(e: object, number: int, path: Path) -> Known:
     emulator = _strings(e["emulator"], where, "emulator")[0] if "emulator" in e else ""
     if emulator not in ("", "qemu", "spike"):
         raise KnownFailuresError(f"{where}: emulator {emulator!r} must be \"qemu\" or \"spike\"")
+    compilers = _strings(e["compiler"], where, "compiler") if "compiler" in e else ()
+    bad = [c for c in compilers if c not in COMPILER_NAMES]
+    if bad:
+        raise KnownFailuresError(f"{where}: compiler {', '.join(map(repr, bad))} is not one of "
+                                 f"{', '.join(COMPILER_NAMES)} (harness/build/toolchain.py's COMPILERS)")
     return Known(e["test"].strip(), e["reason"].strip(), e["reproducer"].strip(), functions, files, prints, ggml,
-                 seen_in=seen_in, fix=fix, emulator=emulator, number=number)
+                 seen_in=seen_in, fix=fix, emulator=emulator, compilers=compilers, number=number)
 
 
 def load(path: Path | None = None) -> list[Known]:
@@ -322,7 +345,8 @@ def describe(verdicts: list[KnownState], source: GgmlSource, path: Path) -> list
              f"(extensions {', '.join(ISA_BUILDS[FINGERPRINT_BUILD].extensions)})", ""]
     for v in verdicts:
         k = v.entry
-        lines.append(f"{k.number:3}. {k.test}" + (f"  (on {k.emulator} only)" if k.emulator else ""))
+        lines.append(f"{k.number:3}. {k.test}" + (f"  (on {k.emulator} only)" if k.emulator else "")
+                     + (f"  (built by {', '.join(k.compilers)} only)" if k.compilers else ""))
         lines.append(f"     {'applies' if v.applies else 'does not apply'}: {v.why}")
         for s in v.functions:
             mark = "listed" if s.known else ("not in this tree" if s.current is None else "NOT listed")

@@ -33,6 +33,7 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from harness.core.config import split_compiler
 from harness.ggml.changes import Diff, Reach
 
 BUDGETS = ("default", "thorough", "replay")
@@ -110,7 +111,7 @@ def select(config: pytest.Config, items: list[pytest.Item], requirements, entry_
         hit = reach.covers(requirements(it), changed)
         own = reach.owns(entry_points(it), kernels - set(reach.roots(entry_points(it))), changed) if hit else []
         covers[it.nodeid], owns[it.nodeid] = hit, own
-        named = any(fnmatch.fnmatchcase(it.nodeid, g) for g in also)
+        named = any(fnmatch.fnmatchcase(split_compiler(it.nodeid)[0], g) for g in also)  # as known globs match
         it.stash[BUDGET] = "thorough" if own or named else "default"
         (keep if hit or named or not config.getoption("changed_only") else drop).append(it)
     reached = {n for hit in covers.values() for n in hit}

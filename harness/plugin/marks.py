@@ -10,6 +10,7 @@ from harness.core.config import ISA_BUILDS
 from harness.emulators import registry
 from harness.ggml import known, tree
 from harness.ggml.source import GgmlSource
+from harness.plugin.options import compilers
 
 
 def requirements(item: pytest.Item) -> list[str]:
@@ -51,26 +52,36 @@ def mark_known_failures(config: pytest.Config, source: GgmlSource,
     except (known.KnownFailuresError, ValueError, OSError) as e:
         raise pytest.UsageError(str(e)) from None
     emulator = config.getoption("emulator")
-    # An entry of this emulator only comes first: its reason is the one a test there fails for.
-    entries = sorted((v.entry for v in verdicts if v.applies and v.entry.emulator in ("", emulator)),
-                     key=lambda k: k.emulator == "")
+    chosen = compilers(config)
+    # An entry of this emulator only, or of one compiler only, comes first: its reason is the one a
+    # test there fails for.  An entry of compilers the run did not select is left out.
+    entries = sorted((v.entry for v in verdicts if v.applies and v.entry.emulator in ("", emulator)
+                      and any(v.entry.for_compiler(c) for c in chosen)),
+                     key=lambda k: (k.emulator == "", not k.compilers))
     # Entries whose function changed in this tree: their tests are judged afresh; say so.
-    changed = [
-        v for v in verdicts if v.state == "changed" and any(v.entry.matches(it.nodeid, emulator) for it in items)]
+    changed = [v for v in verdicts if v.state == "changed"
+               and any(v.entry.matches(it.nodeid, emulator, _compiler(it)) for it in items)]
     used: set[int] = set()
     for it in items:
         for i, k in enumerate(entries):
-            if k.matches(it.nodeid, emulator):
+            if k.matches(it.nodeid, emulator, _compiler(it)):
                 used.add(i)
                 it.add_marker(pytest.mark.xfail(strict=True, reason=f"known failure: {k.reason} (reproducer: {k.reproducer})"))
                 break
     # An entry is stale when its test file ran over the whole matrix (every VLEN, ISA build and
-    # stress mode) and none of its tests matched; a narrower selection says nothing about it.
-    # (Only an emulator with the stress mode runs the whole matrix.)
+    # stress mode, for a compiler of the entry) and none of its tests matched; a narrower selection
+    # says nothing about it.  (Only an emulator with the stress mode runs the whole matrix.)
     kind = registry.kind(emulator)
     full = (kind.has_stress and tuple(config.getoption("vlen")) == kind.vlens
             and tuple(config.getoption("isa")) == tuple(ISA_BUILDS) and tuple(config.getoption("rvv_stress")) == (False, True))
+    whole = [c for c, isas in chosen.items() if set(isas) >= set(ISA_BUILDS)]
     files = {it.nodeid.split("::", 1)[0] for it in items}
     unused = [k for i, k in enumerate(entries)
-              if full and i not in used and any(fnmatch.fnmatchcase(f, k.test.split("::", 1)[0]) for f in files)]
+              if full and i not in used and any(k.for_compiler(c) for c in whole)
+              and any(fnmatch.fnmatchcase(f, k.test.split("::", 1)[0]) for f in files)]
     return changed, unused
+
+
+def _compiler(item: pytest.Item) -> str:
+    """The compiler of a test's target ("" when it has none)."""
+    return getattr(getattr(getattr(item, "callspec", None), "params", {}).get("target"), "compiler", "")

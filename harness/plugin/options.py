@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, selection_type
+from harness.build.toolchain import COMPILERS, ToolchainError, selected
+from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, parse_compilers, selection_type
 from harness.emulators import registry
 
 _parse_vlen_list = selection_type("--vlen", SPIKE_VLENS, "VLENs rvvdiff can emulate: 2048 and 4096 on Spike only",
@@ -18,6 +19,27 @@ def parse_vlens(value: str) -> tuple[int, ...] | None:
 
 
 parse_isas = selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", pytest.UsageError)
+
+
+def parse_cc(value: str) -> dict[str, tuple[str, ...]]:
+    """``--cc``: each selected compiler with the ISA builds it may make (harness/core/config.py)."""
+    try:
+        return parse_compilers(value, tuple(COMPILERS), tuple(ISA_BUILDS))
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
+def compilers(config: pytest.Config) -> dict[str, tuple[str, ...]]:
+    """The run's compilers (``--cc``), each with the ISA builds it may make; without ``--cc`` the
+    setting's one (``RVVDIFF_COMPILER``, else clang) for every ISA build.  The one place where the
+    setting becomes the run's explicit choice."""
+    chosen = config.getoption("cc")
+    if chosen is not None:
+        return chosen
+    try:
+        return {selected(): tuple(ISA_BUILDS)}
+    except ToolchainError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def parse_stress(value: str) -> tuple[bool, ...]:
@@ -49,6 +71,10 @@ def add_options(parser: pytest.Parser) -> None:
                      "(bare metal, one thread, no tail/mask stress; VLEN up to 4096; install: ci/setup.sh --spike)")
     g.addoption("--isa", type=parse_isas, default=tuple(ISA_BUILDS), metavar="LIST",
                 help=f"ISA builds: 'all' (default) or a comma list of {', '.join(ISA_BUILDS)}")
+    g.addoption("--cc", type=parse_cc, default=None, metavar="LIST",
+                help=f"compilers that build ggml: 'all' or a comma list of {', '.join(COMPILERS)}; NAME:ISA+ISA "
+                     "limits one to those ISA builds (e.g. clang,gcc14:zvfh); default: RVVDIFF_COMPILER, else clang. "
+                     "With more than one, test ids end in the compiler's name")
     g.addoption("--rvv-stress", type=parse_stress, default=(False,), nargs="?", const=(True,), metavar="MODE",
                 help="QEMU tail/mask stress (agnostic elements set to all ones, vl = half the AVL): "
                      "off (default), on (also the bare flag) or both")
@@ -78,8 +104,8 @@ def add_options(parser: pytest.Parser) -> None:
     g.addoption("--changed-only", action="store_true",
                 help="with --changes: run only the tests that reach a change")
     g.addoption("--also-run", action="append", default=[], metavar="GLOB",
-                help="with --changed-only: also run the tests whose node id matches GLOB (fnmatch; repeatable), "
-                     "at the thorough budget (rvvdiff fixes: a finding's tests)")
+                help="with --changed-only: also run the tests whose node id (without its compiler) matches GLOB "
+                     "(fnmatch; repeatable), at the thorough budget (rvvdiff fixes: a finding's tests)")
     g.addoption("--plan", default=None, metavar="FILE",
                 help='run only the tests a JSON plan names, each at its budget: {"tests": {"<node id>": '
                      '"default" | "thorough" | "replay"}} (replay: no new examples, the saved ones and the fixed cases)')

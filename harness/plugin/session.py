@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from harness.build.builds import build_dir, failure_marker, failure_summary, forget_session, session_note
+from harness.build.builds import build_dir, compiler_gap, failure_marker, failure_summary, forget_session, session_note
 from harness.build.cmake import tree_name
 from harness.build.server import adapter_kernels
 from harness.build.toolchain import SERVER_DIR, describe
@@ -34,7 +34,7 @@ from harness.ggml.source import SDIST_SPEC
 from harness.plugin import budget, linecov, workers
 from harness.plugin.benchlog import BenchLog
 from harness.plugin.marks import entry_points, mark_known_failures, mark_not_in_tree, requirements
-from harness.plugin.options import max_examples
+from harness.plugin.options import compilers, max_examples
 from harness.plugin.targets import Session, Target, emulator_for, server_stats
 from harness.report.failure import clear as clear_reports
 from harness.report.failure import write_failure
@@ -91,11 +91,14 @@ class RvvdiffSession(Session):
             src = self.source.describe()
         except pytest.UsageError as e:
             src = f"unusable: {e}"
-        tools = describe()
         stress = {(False,): "off", (True,): "on", (False, True): "both"}[tuple(config.getoption("rvv_stress"))]
         lines.append(f"rvvdiff: ggml source: {src}")
         lines.append(f"rvvdiff: emulator: {registry.kind(config.getoption('emulator')).header()}")
-        lines.append(f"rvvdiff: compiler: {tools['compiler']}")
+        for name, isas in compilers(config).items():
+            lines.append(f"rvvdiff: compiler: {describe(name)['compiler']}")
+            for isa in (i for i in config.getoption("isa") if i in isas):
+                if why := compiler_gap(ISA_BUILDS[isa], name):
+                    lines.append(f"rvvdiff: compiler {name} cannot make ISA build {isa}: {why}; its tests are skipped")
         lines.append("rvvdiff: ISA builds: " + "; ".join(
             f"{n} ({ISA_BUILDS[n].summary})" for n in config.getoption("isa")))
         lines.append(f"rvvdiff: VLENs: {', '.join(map(str, config.getoption('vlen')))}; tail/mask stress: {stress}; "
@@ -113,8 +116,10 @@ class RvvdiffSession(Session):
         if "target" not in metafunc.fixturenames:
             return
         cfg = metafunc.config
-        targets = [Target(v, ISA_BUILDS[i], s)
-                   for i in cfg.getoption("isa") for v in cfg.getoption("vlen") for s in cfg.getoption("rvv_stress")]
+        chosen = compilers(cfg)
+        targets = [Target(v, ISA_BUILDS[i], s, c, named=len(chosen) > 1)
+                   for i in cfg.getoption("isa") for v in cfg.getoption("vlen") for s in cfg.getoption("rvv_stress")
+                   for c, isas in chosen.items() if i in isas]
         metafunc.parametrize("target", targets, ids=[t.id for t in targets])
 
     @pytest.hookimpl(tryfirst=True)  # before -k / -m narrow the items: coverage of changes is the whole suite's
@@ -148,7 +153,7 @@ class RvvdiffSession(Session):
         target = _target(item)
         if isinstance(target, Target):
             # The build's one outcome (its error, or a skip) belongs to setup, not to a Hypothesis example.
-            self.build(target.isa)
+            self.build(target.isa, target.compiler)
         budget.use(item)
         if self.bench is not None:
             if isinstance(target, Target):
@@ -243,8 +248,10 @@ class RvvdiffSession(Session):
         except pytest.UsageError:
             return []
         out = []
-        for name in self.config.getoption("isa"):
-            d = build_dir(src, ISA_BUILDS[name])
+        chosen = compilers(self.config)
+        for name, cc in ((i, c) for i in self.config.getoption("isa") for c, isas in chosen.items() if i in isas):
+            d = build_dir(src, ISA_BUILDS[name], cc)
+            name = name if len(chosen) == 1 else f"{name} by {cc}"
             log = d / "rvvdiff-build.log"
             marker, note = failure_marker(d, sid), session_note(d, sid)
             if marker.exists():
@@ -357,6 +364,7 @@ def replay_command(item: pytest.Item) -> str:
     emulator = item.config.getoption("emulator")
     argv = replay_argv(item.nodeid, example_db=db and str(Path(db).resolve()),
                        known_failures=item.config.getoption("known_failures"),
+                       compiler=getattr(_target(item), "compiler", ""),
                        ggml_src=src and (src if SDIST_SPEC.match(src) else str(Path(src).resolve())),
                        extra=["--emulator", emulator] if emulator != registry.DEFAULT else ())
     return f"cd {shlex.quote(str(item.config.rootpath))} && {shlex.join(argv)}"

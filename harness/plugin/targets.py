@@ -1,10 +1,10 @@
-"""Targets (VLEN x ISA build x stress mode) and the session every differential test of a process shares."""
+"""Targets (VLEN x ISA build x stress mode x compiler) and the session every differential test of a process shares."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import pytest
@@ -12,7 +12,7 @@ from hypothesis import reject
 from hypothesis.control import currently_in_test_context
 
 from harness.build.builds import Build, BuildError, BuildFailedEarlier, IsaUnavailable, ensure_built, failed_reason
-from harness.build.toolchain import ToolchainError
+from harness.build.toolchain import DEFAULT_COMPILER, ToolchainError
 from harness.check import observe
 from harness.core.config import IsaBuild
 from harness.emulators import pool, registry
@@ -39,9 +39,10 @@ class Session:
 
     def __init__(self, config: pytest.Config, live_limit: int | None = None) -> None:
         self.config = config
-        self.builds: dict[str, Build] = {}
-        #: ISA builds this process will not use, with the one-line reason their tests are skipped.
-        self.unusable: dict[str, str] = {}
+        #: The builds made, by (ISA build, compiler) name.
+        self.builds: dict[tuple[str, str], Build] = {}
+        #: (ISA build, compiler) pairs this process will not use, with the one-line reason their tests are skipped.
+        self.unusable: dict[tuple[str, str], str] = {}
         #: The most kernel servers this process keeps running (None: no limit; harness/plugin/workers.py).
         self.live_limit = live_limit
         #: What the running test observed (harness/check/observe.py): attached while the session runs.
@@ -83,38 +84,42 @@ class Session:
 
     def server(self, target: Target) -> pool.KernelServer:
         """The kernel server of ``target`` in this process (harness/emulators/pool.py), started on first use."""
-        return pool.server(self.build(target.isa), target.vlen, target.stress, self.emulator, live_limit=self.live_limit)
+        return pool.server(self.build(target.isa, target.compiler), target.vlen, target.stress, self.emulator,
+                           live_limit=self.live_limit)
 
-    def build(self, isa: IsaBuild) -> Build:
-        """The build for ``isa``, made on first use (in the test's setup, before any Hypothesis example).
+    def build(self, isa: IsaBuild, compiler: str = DEFAULT_COMPILER) -> Build:
+        """The build for ``isa`` by ``compiler``, made on first use (in the test's setup, before any
+        Hypothesis example).
 
-        One outcome per ISA build and session: a tree whose CMake cannot express ``isa``, or whose
-        -march needs an extension the emulator lacks, skips the test with the reason; a build that fails
-        raises its full error in the first test that needs it (in whichever process of the
-        session), and every other test of that ISA build is skipped with a line pointing at it.
+        One outcome per (ISA build, compiler) and session: a tree whose CMake cannot express ``isa``, a
+        compiler that rejects its -march or is not installed, or a -march that needs an extension the
+        emulator lacks, skips the test with the reason; a build that fails raises its full error in the
+        first test that needs it (in whichever process of the session), and every other test of that
+        build is skipped with a line pointing at it.
         """
-        b = self.builds.get(isa.name)
+        key = (isa.name, compiler)
+        b = self.builds.get(key)
         if b is not None:
             return b
-        if isa.name in self.unusable:
-            pytest.skip(self.unusable[isa.name])
+        if key in self.unusable:
+            pytest.skip(self.unusable[key])
         error = None
         try:
-            b = ensure_built(self.source, isa)
-        except (IsaUnavailable, BuildFailedEarlier) as e:
-            self.unusable[isa.name] = str(e)
+            b = ensure_built(self.source, isa, compiler)
+        except (IsaUnavailable, BuildFailedEarlier, ToolchainError) as e:
+            self.unusable[key] = str(e)
         except BuildError as e:
             error = str(e)
-            self.unusable[isa.name] = failed_reason(self.source, isa, error)
+            self.unusable[key] = failed_reason(self.source, isa, error, compiler)
         if error is not None:  # raised outside the except clause: no chained harness traceback
             pytest.fail(error, pytrace=False)
-        if isa.name in self.unusable:
-            pytest.skip(self.unusable[isa.name])
+        if key in self.unusable:
+            pytest.skip(self.unusable[key])
         gap = self.emulator.gap(b)
         if gap:
-            self.unusable[isa.name] = gap
+            self.unusable[key] = gap
             pytest.skip(gap)
-        self.builds[isa.name] = b
+        self.builds[key] = b
         return b
 
 
@@ -128,15 +133,21 @@ def session() -> Session:
 
 @dataclass(frozen=True, repr=False)
 class Target:
-    """Where a differential test runs its kernel: one VLEN, one ISA build, one stress mode."""
+    """Where a differential test runs its kernel: one VLEN, one ISA build, one stress mode, the build
+    of one compiler."""
 
     vlen: int
     isa: IsaBuild
     stress: bool
+    #: The compiler's name (harness/build/toolchain.py's ``COMPILERS``, or ``user``).
+    compiler: str = DEFAULT_COMPILER
+    #: The id ends in the compiler's name (the run selected more than one compiler).
+    named: bool = field(default=False, compare=False)
 
     @property
     def id(self) -> str:
-        return f"vlen{self.vlen}-{self.isa.name}" + ("-stress" if self.stress else "")
+        return (f"vlen{self.vlen}-{self.isa.name}" + ("-stress" if self.stress else "")
+                + (f"-{self.compiler}" if self.named else ""))
 
     def server(self) -> pool.KernelServer:
         return session().server(self)
@@ -152,7 +163,7 @@ class Target:
         """One kernel call under the session's deadline (--kernel-timeout), or ``timeout`` seconds for
         a call known to be long (set-up work such as building a corpus, not a kernel under test)."""
         sess = session()
-        missing = sess.build(self.isa).missing_kernel(kernel)
+        missing = sess.build(self.isa, self.compiler).missing_kernel(kernel)
         if missing:  # its adapter does not compile against this tree: the server has no such kernel
             pytest.skip(missing)
         srv = sess.server(self)
@@ -185,7 +196,7 @@ class Target:
         if not emu.counts:
             raise pytest.UsageError(f"the cost measure counts instructions under Spike; {emu.label} cannot: "
                                     "run with --emulator spike (install: ci/setup.sh --spike)")
-        build = session().build(self.isa)
+        build = session().build(self.isa, self.compiler)
         missing = build.missing_kernel(kernel)
         if missing:
             pytest.skip(missing)

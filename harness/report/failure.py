@@ -113,6 +113,7 @@ def write_failure(report_dir: Path, *, nodeid: str, longrepr: str, kept: dict[st
     case = {
         "test": nodeid,
         "target": {"vlen": target.vlen, "isa": target.isa.name, "stress": target.stress, "emulator": emulator,
+                   "compiler": target.compiler,
                    "isa_cmake": target.isa.cmake, "qemu_props": target.isa.qemu},
         "ggml": {"root": str(source.root), "label": source.label, "commit": source.commit,
                  "version": source.version},
@@ -128,7 +129,8 @@ def write_failure(report_dir: Path, *, nodeid: str, longrepr: str, kept: dict[st
     worst = (comparison or {}).get("worst") or {}
     lines = [f"# {nodeid}", "",
              f"- kernel call: `{call.get('kernel')}` ip={call.get('ip')} fp={call.get('fp')}",
-             f"- target: VLEN {target.vlen}, ISA build {target.isa.name}" + (", tail/mask stress" if target.stress else "")
+             f"- target: VLEN {target.vlen}, ISA build {target.isa.name} by {target.compiler}"
+             + (", tail/mask stress" if target.stress else "")
              + (f", {registry.kind(emulator).named_as}" if registry.kind(emulator).named_as else ""),
              f"- ggml: {source.label}, commit {source.commit} (ggml {source.version})"]
     if comparison:

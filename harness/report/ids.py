@@ -1,4 +1,4 @@
-"""Test ids: parsing ``<kernel>-vlen<N>-<isa>[-stress]`` and the command that replays one."""
+"""Test ids: parsing ``<kernel>-vlen<N>-<isa>[-stress][-<compiler>]`` and the command that replays one."""
 
 from __future__ import annotations
 
@@ -7,7 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-ID_RE = re.compile(r"^(?:(?P<kernel>.*)-)?vlen(?P<vlen>\d+)-(?P<isa>[a-z0-9_]+)(?P<stress>-stress)?$")
+from harness.core.config import COMPILER_NAMES, split_compiler
+
+#: The compiler component ends an id only when a run selected more than one compiler.
+ID_RE = re.compile(r"^(?:(?P<kernel>.*)-)?vlen(?P<vlen>\d+)-(?P<isa>[a-z0-9_]+)(?P<stress>-stress)?"
+                   rf"(?:-(?P<compiler>{'|'.join(map(re.escape, COMPILER_NAMES))}))?$")
 
 
 @dataclass(frozen=True)
@@ -18,6 +22,8 @@ class TestId:
     vlen: int
     isa: str
     stress: bool
+    #: The compiler the id names ("" when the run had one compiler: its ids name none).
+    compiler: str = ""
 
     @property
     def row(self) -> str:
@@ -25,11 +31,11 @@ class TestId:
 
     @property
     def column(self) -> str:
-        return f"{self.isa}{' stress' if self.stress else ''}"
+        return f"{self.isa}{' stress' if self.stress else ''}{f' {self.compiler}' if self.compiler else ''}"
 
 
 def parse_id(nodeid: str) -> TestId | None:
-    """Split ``file::test[kernel-vlenN-isa(-stress)]``; None for tests without a target."""
+    """Split ``file::test[kernel-vlenN-isa(-stress)(-compiler)]``; None for tests without a target."""
     m = re.match(r"^(?P<path>[^:]*)::(?P<test>[^\[]+)\[(?P<params>.*)\]$", nodeid)
     if not m:
         return None
@@ -37,15 +43,22 @@ def parse_id(nodeid: str) -> TestId | None:
     if not p:
         return None
     return TestId(nodeid, m.group("test"), p.group("kernel") or "", int(p.group("vlen")), p.group("isa"),
-                  bool(p.group("stress")))
+                  bool(p.group("stress")), p.group("compiler") or "")
 
 
 def replay_argv(nodeid: str, *, ggml_src: str | None = None, example_db: str | None = None,
-                known_failures: str = "apply", extra: Sequence[str] = ()) -> list[str]:
+                known_failures: str = "apply", compiler: str = "", extra: Sequence[str] = ()) -> list[str]:
     """``pytest`` arguments that rerun one differential test alone (its target from its id), and so
-    its saved shrunk example first: the plugin's replay line, the gate's per tree, bisect's."""
+    its saved shrunk example first: the plugin's replay line, the gate's per tree, bisect's.  ``--cc``
+    names the compiler first: the id's, else ``compiler`` (a one-compiler run's ids name none); an id
+    that names one is replayed with every compiler selected, so that it stays the same id."""
     tid = parse_id(nodeid)
     target = ["--vlen", str(tid.vlen), "--isa", tid.isa, "--rvv-stress", "on" if tid.stress else "off"] if tid else []
+    named = split_compiler(nodeid)[1]
+    if named:  # the id (Hypothesis's key of the saved example) keeps its compiler only with several selected
+        target += ["--cc", ",".join([named, *(c for c in COMPILER_NAMES if c != named)])]
+    elif compiler in COMPILER_NAMES:
+        target += ["--cc", compiler]
     argv = ["pytest", nodeid, *target, "-p", "no:xdist"]
     if example_db:
         argv += ["--example-db", str(example_db)]

@@ -73,9 +73,10 @@ def c_reproducer(case: Case, path: Path) -> Path:
                      f"    }}\n"
                      f"    printf(\"%d of {exp.size} elements fail ({comp['mode']}, bound up to {tol!r})\\n\", bad);\n"
                      f"    return bad ? 1 : 0;")
+    tgt = case.data["target"]
     src = f"""// rvvdiff standalone reproducer for {case.data['test']}
 // ggml: {case.data['ggml']['label']} commit {case.data['ggml']['commit']}
-// target: VLEN {case.data['target']['vlen']}, ISA build {case.data['target']['isa']}
+// target: VLEN {tgt['vlen']}, ISA build {tgt['isa']} by {tgt.get('compiler', 'clang')}
 // Calls the kernel adapter "{call['kernel']}" directly (no protocol), with the recorded inputs.
 #include "server.h"
 #include "ggml-cpu.h"

@@ -1,0 +1,160 @@
+"""The compiler axis (``--cc``): parsing and its errors, ids with one and two compilers, the header,
+a compiler that is not installed, the replay line, and the compiler in a failure report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.build.toolchain import COMPILERS
+from harness.core.config import COMPILER_NAMES, ISA_BUILDS, parse_compilers, split_compiler
+from harness.plugin.options import parse_cc
+from harness.report.failure import write_failure
+from harness.report.ids import parse_id, replay_argv
+
+EVERY = tuple(ISA_BUILDS)
+
+DIFF_TEST = """
+import numpy as np
+from harness.emulators.protocol import In, Out
+
+def test_dot(target):
+    x = np.arange(10, dtype=np.float32)
+    r = target.call("vec_dot_f32", [10], [], [In(x), In(x), Out(4)])
+    assert r.output(0, np.float32)[0] == 285.0
+"""
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    pytester.makepyfile(test_diff=DIFF_TEST)
+    return pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
+
+
+def test_the_first_layer_names_the_registrys_compilers() -> None:
+    assert tuple(COMPILERS) == COMPILER_NAMES
+
+
+@pytest.mark.parametrize("value, chosen", [
+    ("all", {"clang": EVERY, "gcc14": EVERY}),
+    ("gcc14", {"gcc14": EVERY}),
+    ("clang,gcc14:zvfh", {"clang": EVERY, "gcc14": ("zvfh",)}),
+    ("gcc14:v+zvfh, clang:zvfh", {"gcc14": ("v", "zvfh"), "clang": ("zvfh",)}),
+])
+def test_cc_selects_compilers_and_their_isa_builds(value: str, chosen: dict[str, tuple[str, ...]]) -> None:
+    assert parse_cc(value) == chosen
+
+
+@pytest.mark.parametrize("value, message", [
+    ("gcc12", "--cc 'gcc12': unknown compiler 'gcc12'; known are clang, gcc14"),
+    ("clang,", "unknown compiler ''"),
+    ("gcc14:zvfx", "gcc14:zvfx names 'zvfx'; after ':' give ISA builds joined by '+', of v, zvfh, zvfbfwma"),
+    ("gcc14:", "names no ISA build"),
+    ("clang,clang:v", "clang is named twice"),
+])
+def test_bad_cc_is_a_usage_error_naming_what_is_allowed(value: str, message: str) -> None:
+    with pytest.raises(pytest.UsageError) as e:
+        parse_cc(value)
+    assert message in str(e.value)
+
+
+def test_bad_cc_stops_pytest(pytester: pytest.Pytester) -> None:
+    r = run(pytester, "--cc", "gcc12", "--collect-only")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown compiler 'gcc12'; known are clang, gcc14" in r.stderr.str()
+
+
+def test_ids_name_the_compiler_last_only_with_more_than_one(pytester: pytest.Pytester) -> None:
+    one = run(pytester, "--vlen", "512", "--isa", "zvfh", "--rvv-stress", "both", "--cc", "gcc14",
+              "--collect-only", "-q").stdout.str()
+    assert "test_dot[vlen512-zvfh]" in one and "test_dot[vlen512-zvfh-stress]" in one and "gcc14]" not in one
+    two = run(pytester, "--vlen", "512", "--isa", "all", "--rvv-stress", "both", "--cc", "clang:zvfh,gcc14:v+zvfh",
+              "--collect-only", "-q").stdout.str()
+    ids = sorted(line.split("[", 1)[1].rstrip("]") for line in two.splitlines() if "::test_dot[" in line)
+    assert ids == ["vlen512-v-gcc14", "vlen512-v-stress-gcc14", "vlen512-zvfh-clang", "vlen512-zvfh-gcc14",
+                   "vlen512-zvfh-stress-clang", "vlen512-zvfh-stress-gcc14"]
+
+
+def test_the_header_names_each_compiler_and_the_builds_one_cannot_make(pytester: pytest.Pytester) -> None:
+    out = run(pytester, "--vlen", "512", "--cc", "all", "--collect-only").stdout.str()
+    lines = [line for line in out.splitlines() if line.startswith("rvvdiff: compiler")]
+    assert lines[0].startswith("rvvdiff: compiler: zig ")
+    assert lines[1].startswith("rvvdiff: compiler: gcc14: riscv64-linux-gnu-gcc-14")
+    assert lines[2].startswith("rvvdiff: compiler gcc14 cannot make ISA build zvfbfwma: gcc14 rejects "
+                               "-march=rv64gcv_zfh_zvfh_zvfbfwma") and "zvfbfwma" in lines[2]
+    assert len(lines) == 3
+
+
+def test_a_compiler_not_installed_is_one_header_line_and_skips_its_targets_with_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.build import toolchain
+    from harness.plugin import targets
+
+    def missing() -> toolchain.Compiler:
+        raise toolchain.ToolchainError("GCC 14 (compiler gcc14) is not installed: run ci/setup.sh --gcc14")
+
+    monkeypatch.setitem(toolchain.COMPILERS, "gcc14", toolchain.NamedCompiler("gcc14", "ci/setup.sh --gcc14", missing))
+    toolchain._compiler.cache_clear()
+    try:
+        assert toolchain.describe("gcc14") == {"compiler": "unavailable: GCC 14 (compiler gcc14) is not installed: "
+                                                           "run ci/setup.sh --gcc14"}
+        s = targets.Session(SimpleNamespace(getoption=lambda name: None))  # type: ignore[arg-type]
+        s.__dict__["source"] = SimpleNamespace()
+        with pytest.raises(pytest.skip.Exception, match="run ci/setup.sh --gcc14"):
+            s.build(ISA_BUILDS["zvfh"], "gcc14")
+        assert s.unusable == {("zvfh", "gcc14"): "GCC 14 (compiler gcc14) is not installed: run ci/setup.sh --gcc14"}
+    finally:
+        toolchain._compiler.cache_clear()
+
+
+def test_ids_parse_and_split_with_and_without_the_compiler() -> None:
+    tid = parse_id("cases/t.py::test_x[f16-vlen512-zvfh-stress-gcc14]")
+    assert tid and (tid.kernel, tid.vlen, tid.isa, tid.stress, tid.compiler) == ("f16", 512, "zvfh", True, "gcc14")
+    assert tid.column == "zvfh stress gcc14"
+    tid = parse_id("cases/t.py::test_x[f16-vlen512-zvfh]")
+    assert tid and (tid.isa, tid.compiler, tid.column) == ("zvfh", "", "zvfh")
+    assert split_compiler("t.py::f[x-vlen128-v-clang]") == ("t.py::f[x-vlen128-v]", "clang")
+    assert split_compiler("t.py::f[x-vlen128-v]") == ("t.py::f[x-vlen128-v]", "")
+
+
+def test_the_replay_line_carries_the_compiler() -> None:
+    argv = replay_argv("cases/t.py::test_x[f16-vlen512-zvfh]", compiler="gcc14")
+    assert argv[:2] == ["pytest", "cases/t.py::test_x[f16-vlen512-zvfh]"]
+    assert argv[argv.index("--cc") + 1] == "gcc14"
+    # An id naming its compiler keeps its name (Hypothesis's key of the saved example): both selected, its own first.
+    argv = replay_argv("cases/t.py::test_x[f16-vlen512-zvfh-gcc14]")
+    assert argv[1] == "cases/t.py::test_x[f16-vlen512-zvfh-gcc14]"
+    assert argv[argv.index("--cc") + 1] == "gcc14,clang"
+    assert parse_compilers("gcc14,clang", COMPILER_NAMES, EVERY).keys() == {"gcc14", "clang"}
+    assert "--cc" not in replay_argv("cases/t.py::test_x[f16-vlen512-zvfh]", compiler="user")
+
+
+def test_a_failure_report_records_the_compiler(tmp_path: Path) -> None:
+    target = SimpleNamespace(vlen=512, isa=ISA_BUILDS["zvfh"], stress=False, compiler="gcc14")
+    source = SimpleNamespace(describe=lambda: "a tree", label="a tree", commit="0" * 40, root=tmp_path,
+                             version="0.0.0", pinned=True)
+    d = write_failure(tmp_path, nodeid="cases/t.py::test_x[f16-vlen512-zvfh]", longrepr="boom", kept={},
+                      target=target, source=source, replay="pytest ... --cc gcc14")
+    case = json.loads((d / "case.json").read_text())
+    assert case["target"]["compiler"] == "gcc14"
+    assert "ISA build zvfh by gcc14" in (d / "README.md").read_text()
+
+
+def test_a_failure_of_one_compilers_target_is_reported_with_its_compiler_and_replay_line(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_cc="""
+def test_clang_only(target):
+    target.server()  # its own build's server starts
+    assert target.compiler == "clang", "planted"
+""")
+    r = pytester.runpytest_subprocess("--vlen", "128", "--isa", "zvfh", "--cc", "all", "-p", "no:cacheprovider",
+                                      "--report-dir", "reports")
+    r.assert_outcomes(passed=1, failed=1)
+    out = r.stdout.str()
+    assert "--cc gcc14,clang" in out and "test_cc.py::test_clang_only[vlen128-zvfh-gcc14]" in out
+    (case,) = (pytester.path / "reports" / "cases").glob("*/case.json")
+    data = json.loads(case.read_text())
+    assert data["test"].endswith("[vlen128-zvfh-gcc14]") and data["target"]["compiler"] == "gcc14"
+    assert "--cc gcc14,clang" in data["replay"]
