@@ -263,7 +263,7 @@ def test_cost_compares_fixed_with_replaced_and_twin_and_lists_costlier_where_the
         (out / "cost.json").write_text(json.dumps({"head": head, "base": base, "unmeasured": {}, "seconds": 2.0}))
         return 0
 
-    monkeypatch.setattr(fixes.cost_command, "main", fake_cost)
+    monkeypatch.setattr(fixes.cost_cmd, "main", fake_cost)
     monkeypatch.setattr(fixes.patches, "apply", lambda ps, src, kind, name=None: src)
     c = fixes.cost(fix, source.pinned(), tmp_path / "out", "2", (256, 512), ("zvfh", "zvfbfwma"), "t")
     assert calls[0][calls[0].index("--isa") + 1] == "zvfh" and "--changed-only" in calls[0]

@@ -278,8 +278,11 @@ def test_main_passes_the_cost_options_to_the_gate(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     argv = [str(tmp_path), "--base", str(tmp_path), "--out", str(tmp_path / "o"), "--vlen", "512", "--isa", "zvfh"]
     assert gate.main(argv) == 0  # slower listed, not blocking
-    assert seen["cost"] == {"vlens": (512,), "isas": ("zvfh",), "threshold": 2.0, "block_slower": None}
+    assert seen["cost"] == {"vlens": (512,), "isas": ("zvfh",), "threshold": 2.0, "block_slower": None,
+                            "compilers": ()}
     assert seen["pytest_args"] == ["--vlen", "512", "--isa", "zvfh"]
+    assert gate.main([*argv, "--cc", "clang,gcc14:zvfh"]) == 0  # the cost step measures each compiler
+    assert seen["cost"]["compilers"] == ("clang", "gcc14") and seen["pytest_args"][-2:] == ["--cc", "clang,gcc14:zvfh"]
     assert gate.main([*argv, "--block-slower", "5", "--cost-threshold", "1"]) == 1  # the +10 % blocks
     assert seen["cost"]["threshold"] == 1.0 and seen["cost"]["block_slower"] == 5.0
     assert gate.main([*argv, "--no-cost"]) == 0 and seen["cost"] is None

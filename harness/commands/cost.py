@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -54,9 +53,9 @@ def run_costs(tree: str | None, out: Path, name: str, args: argparse.Namespace, 
     log.unlink(missing_ok=True)
     argv = ["costs", "--emulator", "spike", "--vlen", ",".join(map(str, args.vlen)), "--isa", ",".join(args.isa),
             "--cost-log", str(log), "-n", str(args.workers), "-q", "--kernel-timeout", str(args.kernel_timeout),
-            *(["--ggml-src", tree] if tree else []), *(["-k", args.k] if args.k else []), *extra]
-    env = {**os.environ, "RVVDIFF_COMPILER": compiler} if compiler else None
-    run = run_suite(argv, report_dir=out / f"{name}-report", output=out / f"{name}.log", clean=True, env=env,
+            *(["--ggml-src", tree] if tree else []), *(["-k", args.k] if args.k else []),
+            *(["--cc", compiler] if compiler else []), *extra]
+    run = run_suite(argv, report_dir=out / f"{name}-report", output=out / f"{name}.log", clean=True,
                     echo=f"rvvdiff cost: measuring {name} ({tree or 'the pinned tree'}"
                          + (f", {compiler}" if compiler else "") + ")")
     if not run.has_results:

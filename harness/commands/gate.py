@@ -62,7 +62,7 @@ from typing import Any
 from harness.commands import gate_cost
 from harness.commands.runner import add_cc_option, cc_args, run_suite
 from harness.core import settings
-from harness.core.config import PROJECT_ROOT
+from harness.core.config import COMPILER_NAMES, ISA_BUILDS, PROJECT_ROOT, parse_compilers
 from harness.core.errors import RvvdiffError
 from harness.core.proc import own_session_env
 from harness.ggml import changes, gitrev, known
@@ -255,7 +255,8 @@ def main(argv: list[str]) -> int:
                 vlens, isas = gate_cost.cost_targets(pytest_args, a.cost_vlen, a.cost_isa)
             except ValueError as e:
                 raise GateError(str(e)) from None
-            cost = {"vlens": vlens, "isas": isas, "threshold": a.cost_threshold, "block_slower": a.block_slower}
+            cost = {"vlens": vlens, "isas": isas, "threshold": a.cost_threshold, "block_slower": a.block_slower,
+                    "compilers": tuple(parse_compilers(a.cc, COMPILER_NAMES, tuple(ISA_BUILDS))) if a.cc else ()}
         base_dir, how = gitrev.resolve_base(head_dir, a.base, a.target_branch)
         out = Path(a.out).resolve()
         v = gate(head_dir, base_dir, how, out, pytest_args, changed_only=a.changed_only,
