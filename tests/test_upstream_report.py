@@ -186,6 +186,31 @@ def test_finding_issue_fails_on_the_tree_and_passes_with_the_fix(tmp_path: Path)
     assert "C[0] = 0, expected 32" in said or "C[0] = 0, expected 32" in issue
 
 
+def _gcc14_missing() -> str | None:
+    from harness.build.toolchain import ToolchainError, compiler
+    try:
+        compiler("gcc14")
+    except ToolchainError as e:
+        return str(e)
+    return None
+
+
+@pytest.mark.skipif(_gcc14_missing() is not None, reason="GCC 14 not installed: run ci/setup.sh --gcc14")
+def test_finding_issue_with_both_compilers(tmp_path: Path) -> None:
+    """The iq4_nl finding's program built by zig's clang and by GCC 14 (zvfh, the pinned and the fixed tree):
+    wrong under both on the tree, right with the fix, and the title and table say so per compiler."""
+    case = _failing_case("cases/test_quant_dot.py::test_vec_dot_finding[iq4_nl_odd_block_dropped-vlen128-zvfh]",
+                         tmp_path / "r", "--vlen", "128", "--isa", "zvfh")
+    code, said, issue = _report(case, "--isa", "zvfh", "--vlen", "128,256", "--cc", "clang,gcc14")
+    assert code == 0, said
+    lines = issue.splitlines()
+    assert len(lines) <= issue_text.MAX_LINES
+    assert lines[0].endswith("wrong result at every VLEN (128-256), zvfh build, with clang and GCC 14"), lines[0]
+    assert "| pinned | GCC 14 | zvfh | wrong | wrong |" in lines and "| fixed | GCC 14 | zvfh | ok | ok |" in lines
+    assert "| pinned | clang | zvfh | wrong | wrong |" in lines
+    assert "riscv64-linux-gnu-gcc-14" in issue and "clang-22" in issue
+
+
 def test_planted_repack_bug_is_shown_through_the_cpu_repack_buffer(tmp_path: Path) -> None:
     mutant = mutants.apply(mutants.get("repack_q8_0_16x1_swapped_columns"), source.pinned())
     case = _failing_case("cases/test_repack_gemm.py::test_mul_mat[q8_0_16x1-vlen256-zvfh]", tmp_path / "r",
@@ -272,3 +297,22 @@ def test_a_finding_without_public_form_gets_a_text_that_says_why(tmp_path: Path)
     issue = (tmp_path / "up" / "issue.md").read_text()
     assert "**Why no public reproducer.**" in issue and "ggml_vec_dot_f16_unroll" in issue.splitlines()[0]
     assert not (tmp_path / "up" / "repro.c").exists()
+
+
+def test_cc_selection_names_unknown_compilers_and_drops_a_missing_gcc_with_one_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.build.toolchain import ToolchainError
+
+    def fake(name: str) -> None:
+        if name == "gcc14":
+            raise ToolchainError("GCC 14 (compiler gcc14) is not installed: ...; run ci/setup.sh --gcc14")
+
+    monkeypatch.setattr(report, "compiler", fake)
+    with pytest.raises(ValueError, match="unknown compiler icc; use 'all' or a comma list of clang, gcc14"):
+        report.compilers("clang,icc")
+    assert report.compilers(None) == ["clang"]
+    said = capsys.readouterr().out.splitlines()
+    assert len(said) == 1 and "gcc14 not installed" in said[0] and "ci/setup.sh --gcc14" in said[0]
+    with pytest.raises(ToolchainError, match="ci/setup.sh --gcc14"):
+        report.compilers("gcc14")
+    assert report.compilers("clang") == ["clang"]
