@@ -119,7 +119,9 @@ def verdict_table(verdicts: list[Verdict], trap: bool = False, stress: bool = Fa
 
 
 def _short(why: str, width: int = 240) -> str:
-    why = " ".join(why.split())
+    """A build's reason for the issue: the compiler's own error when it names one (not rvvdiff's paths)."""
+    m = re.search(r"\(([^()]*\berror:[^()]*)\)", why)
+    why = " ".join((m.group(1) if m else why).split())
     return why if len(why) <= width else why[:width - 3] + "..."
 
 
