@@ -231,9 +231,8 @@ def _judge(a: argparse.Namespace, case, pub: public.Public, prog: Path, out: Pat
     # "not run" cells (Spike has no stress mode; a kernel that traps there) say so in the table and judge nothing
     true = (bool(at and at[0].failing) and not any(v.failing for v in fixed)
             and (not fixed or any(v.failing is False for v in fixed)) and all(map(agrees, stock_runs)))
-    for v in verdicts:
-        if v.failing is None:
-            print(f"  not run: {v.tree} {v.isa} VLEN {v.vlen}: {v.text.splitlines()[0] if v.text else ''}")
+    for (t, cc, isa), why in {(v.tree, v.compiler, v.isa): v.text for v in verdicts if v.failing is None}.items():
+        print(f"  not run: {t} {cc} {isa}: {why.splitlines()[0] if why else ''}")
     if not true:
         print("rvvdiff report: the program does not fail at the recorded target, or the fixed tree still fails: "
               "the issue would not be true as written (table above)")

@@ -238,7 +238,8 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
     if stock_runs:
         ran = "These commands, run here: " + "; ".join(
             f"{stock.LABELS.get(v.compiler, v.compiler)}, {v.tree} tree{', with stress' if v.stress != stress else ''}"
-            f" {said[v.failing]}" + (f" (`{' / '.join(v.text.splitlines()[:3])}`)" if v.text else "")
+            f" {said[v.failing]}" + (f" (`{' / '.join(v.text.splitlines()[:3])}`)" if v.text and v.failing is not None
+                                     else f" ({v.text.split(':')[0]})" if v.text else "")
             for v in stock_runs) + ". "
         wrong = None  # its output is in that line
     on_spike = sorted({v.vlen for v in verdicts if v.emulator != "qemu"})
