@@ -115,7 +115,7 @@ def verdict_table(verdicts: list[Verdict], trap: bool = False, stress: bool = Fa
                     notes.setdefault(f"{t[1].split(',')[0]} cannot build {i}", m[0].text.removeprefix("not built: "))
             groups.setdefault(tuple(cells), []).append(i)
         rows += [f"| {t[0]} | {t[1]} | {', '.join(isas)} | " + " | ".join(cells) + " |" for cells, isas in groups.items()]
-    return rows + [f"{k}: {_short(why)}" for k, why in notes.items()]
+    return rows + [""] * bool(notes) + [f"{k}: {_short(why)}" for k, why in notes.items()]
 
 
 def _short(why: str, width: int = 240) -> str:
