@@ -1,5 +1,5 @@
 """harness/upstream/stock.py: the commands that build ggml with a stock toolchain (clang-22 and the GNU
-cross sysroot, or rvvdiff's zig) and run a program under QEMU, and one end-to-end check."""
+cross sysroot, Debian's GCC 14, or rvvdiff's zig) and run a program under QEMU, and end-to-end checks."""
 
 from __future__ import annotations
 
@@ -74,6 +74,47 @@ def test_zig_build_commands_use_rvvdiffs_wrapper(llama_tree: Path, tmp_path: Pat
     assert link[0] == cc.cxx
 
 
+@pytest.mark.parametrize("isa", list(ISA_BUILDS))
+def test_gcc14_commands_as_printed_name_debians_compiler(llama_tree: Path, isa: str, tmp_path: Path) -> None:
+    """What a maintainer types on Debian with gcc-14-riscv64-linux-gnu: the plain cross compiler, CMake finding
+    riscv64-linux-gnu-ar by its prefix; GCC takes ggml's -march as it is (no target or wrapper options)."""
+    configure = shlex.split(stock.build_commands(llama_tree, isa, "gcc14", tmp_path, printed=True)[0])
+    defs = dict(a[2:].split("=", 1) for a in configure if a.startswith("-D"))
+    assert defs["CMAKE_C_COMPILER"] == "riscv64-linux-gnu-gcc-14" and defs["CMAKE_CXX_COMPILER"] == "riscv64-linux-gnu-g++-14"
+    assert "CMAKE_AR" not in defs and "CMAKE_C_COMPILER_TARGET" not in defs
+    assert defs["CMAKE_SYSTEM_NAME"] == "Linux" and defs["CMAKE_SYSTEM_PROCESSOR"] == "riscv64"
+    assert all(defs[k] == v for k, v in ISA_BUILDS[isa].cmake.items())
+    link = shlex.split(stock.link_command(tmp_path / "p.c", tmp_path / "p", tree=llama_tree, build_dir=tmp_path,
+                                          toolchain="gcc14", printed=True))
+    assert link[:4] == ["riscv64-linux-gnu-g++-14", "-x", "c", "-O2"] and "-static" in link
+    assert "g++-14-riscv64-linux-gnu" in stock.GCC_APT_INSTALL and "libstdc++-14-dev-riscv64-cross" in stock.GCC_APT_INSTALL
+
+
+def _gcc14() -> object:
+    from harness.build.toolchain import ToolchainError, compiler
+    try:
+        return compiler("gcc14")
+    except ToolchainError as e:
+        return str(e)
+
+
+_GCC = _gcc14()
+
+
+@pytest.mark.skipif(isinstance(_GCC, str), reason=f"GCC 14 not installed ({_GCC}): run ci/setup.sh --gcc14")
+def test_gcc14_commands_rvvdiff_runs_use_the_roots_wrappers(llama_tree: Path, tmp_path: Path) -> None:
+    """The same commands as rvvdiff runs them: the gcc14 root's wrappers (harness/build/toolchain.py), ar included."""
+    cc = _GCC
+    defs = dict(a[2:].split("=", 1) for a in shlex.split(stock.build_commands(llama_tree, "zvfh", "gcc14", tmp_path)[0])
+                if a.startswith("-D"))
+    assert (defs["CMAKE_C_COMPILER"], defs["CMAKE_CXX_COMPILER"], defs["CMAKE_AR"], defs["CMAKE_RANLIB"]) == (
+        cc.cc, cc.cxx, cc.ar, cc.ranlib)  # type: ignore[attr-defined]
+    link = shlex.split(stock.link_command(tmp_path / "p.c", tmp_path / "p", tree=llama_tree, build_dir=tmp_path,
+                                          toolchain="gcc14"))
+    assert link[0] == cc.cxx  # type: ignore[attr-defined]
+    assert stock.missing("gcc14") is None
+
+
 def test_link_command(llama_tree: Path, tmp_path: Path) -> None:
     argv = shlex.split(stock.link_command(tmp_path / "p.c", tmp_path / "p", tree=llama_tree,
                                           build_dir=tmp_path / "b", toolchain="clang"))
@@ -124,7 +165,7 @@ def test_the_program_runs_with_the_printed_cpu(tmp_path: Path) -> None:
 
 
 def test_bad_arguments_say_what_is_allowed(llama_tree: Path) -> None:
-    with pytest.raises(ValueError, match="use one of clang, zig"):
+    with pytest.raises(ValueError, match="use one of clang, gcc14, zig"):
         stock.build_commands(llama_tree, "v", "gcc", Path("/b"))
     with pytest.raises(ValueError, match="use one of v, zvfh, zvfbfwma"):
         stock.build_commands(llama_tree, "rv", "clang", Path("/b"))
@@ -164,3 +205,14 @@ def test_clang_builds_ggml_and_the_program_runs_under_qemu() -> None:
     assert "rvv_ta_all_1s" in stock.run_command(exe, 256, "v", True)
     assert stock.run_program(exe, 256, "v", stress=True).splitlines()[1].startswith(
         f"mul_mat_q4_0_q8_0 {stock.TINY_EXPECTED:.1f}")
+
+
+@pytest.mark.skipif(isinstance(_GCC, str), reason=f"GCC 14 not installed ({_GCC}): run ci/setup.sh --gcc14")
+def test_gcc14_builds_ggml_and_the_program_runs_under_qemu() -> None:
+    """Builds the zvfh build of the pinned tree with GCC 14 through ggml's own CMake (about 2 min on two cores,
+    reused later), links the tiny program statically, runs it at VLEN 128 and 512."""
+    exe = stock.build_program(source.pinned().root, "zvfh", "gcc14", cache_dir() / "stock" / "gcc14-zvfh")
+    for vlen in (128, 512):
+        out = stock.run_program(exe, vlen, "zvfh").splitlines()
+        assert out[0] == f"rvv_vlen_bytes {vlen // 8}"
+        assert out[1] == f"mul_mat_q4_0_q8_0 {stock.TINY_EXPECTED:.1f} expected {stock.TINY_EXPECTED}"

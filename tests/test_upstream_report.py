@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from harness.commands import report
+from harness.core.config import ISA_BUILDS
 from harness.ggml import mutants, source, tree
 from harness.report.failure import Case, load_case
 from harness.upstream import issue as issue_text
@@ -40,12 +41,74 @@ def test_title_and_table_name_exactly_the_failing_targets() -> None:
     v = [runs.Verdict("pinned", i, vl, vl >= 256 and i != "v", "") for i in ("v", "zvfh") for vl in (128, 256, 512)]
     v += [runs.Verdict("fixed", i, vl, False, "") for i in ("v", "zvfh") for vl in (128, 256, 512)]
     title = issue_text.title_of("ggml_f", v, stress=False)
-    assert "VLEN 256, 512, zvfh build" in title and "128" not in title
+    assert "VLEN 256, 512, zvfh build, with clang" in title and "128" not in title
     table = issue_text.verdict_table(v)
-    assert "| pinned | v | ok | ok | ok |" in table and "| pinned | zvfh | ok | wrong | wrong |" in table
-    assert "| fixed | v, zvfh | ok | ok | ok |" in table
-    every = [runs.Verdict("pinned", i, vl, True, "") for i in ("v", "zvfh", "zvfbfwma") for vl in (128, 256)]
-    assert "every VLEN (128-256), every RVV build" in issue_text.title_of("ggml_f", every, stress=True)
+    assert "| pinned | clang | v | ok | ok | ok |" in table and "| pinned | clang | zvfh | ok | wrong | wrong |" in table
+    assert "| fixed | clang | v, zvfh | ok | ok | ok |" in table
+    every = [runs.Verdict("pinned", i, vl, True, "", stress=True) for i in ("v", "zvfh", "zvfbfwma") for vl in (128, 256)]
+    assert "every VLEN (128-256), every RVV build, with clang" in issue_text.title_of("ggml_f", every, stress=True)
+
+
+def _per_compiler(gcc: dict[tuple[str, int, bool], bool | None]) -> list[runs.Verdict]:
+    """Fake verdicts: clang wrong at VLEN 512/1024 in every build, GCC 14 as ``gcc`` says ((isa, vlen, stress) ->
+    failing; zvfbfwma not built), the fixed tree right under both."""
+    out = []
+    for isa in ("v", "zvfh", "zvfbfwma"):
+        for vl in (128, 256, 512, 1024):
+            out.append(runs.Verdict("pinned", isa, vl, vl >= 512, "VLEN x: 1 of 1 wrong"))
+            out.append(runs.Verdict("fixed", isa, vl, False, ""))
+            for stress in (False, True):
+                if isa == "zvfbfwma" and any(k[2] == stress for k in gcc):
+                    out.append(runs.Verdict("pinned", isa, vl, None, "not built: compiler gcc14 rejects -march=rv64gcv_"
+                                            "zfh_zvfh_zvfbfwma, the flags the CMake of /x/tree gives ggml-cpu (riscv64-"
+                                            "linux-gnu-gcc-14: error: extension 'zvfbfwma' starts with 'z' but is "
+                                            "unsupported standard extension): it cannot make the zvfbfwma build",
+                                            "qemu", "gcc14", stress))
+                elif (isa, vl, stress) in gcc:
+                    out.append(runs.Verdict("pinned", isa, vl, gcc[isa, vl, stress], "", "qemu", "gcc14", stress))
+    return out
+
+
+def test_per_compiler_title_names_each_compilers_failures_and_never_every_build_when_one_was_not_built() -> None:
+    both = {(i, vl, False): vl >= 512 for i in ("v", "zvfh") for vl in (128, 256, 512, 1024)}
+    v = _per_compiler(both)
+    title = issue_text.title_of("ggml_f", v, stress=False)
+    # clang: every build; GCC 14 could not build zvfbfwma, so its phrase names the builds it ran
+    assert "VLEN 512, 1024, every RVV build with clang; VLEN 512, 1024, v/zvfh builds with GCC 14" in title
+    same = [x for x in v if x.isa != "zvfbfwma"]
+    assert "VLEN 512, 1024, v/zvfh builds, with clang and GCC 14" in issue_text.title_of("ggml_f", same, stress=False)
+    table = issue_text.verdict_table(v)
+    assert "| pinned | GCC 14 | v, zvfh | ok | ok | wrong | wrong |" in table
+    assert "| pinned | GCC 14 | zvfbfwma | not built | not built | not built | not built |" in table
+    assert "GCC 14 cannot build zvfbfwma: riscv64-linux-gnu-gcc-14: error: extension 'zvfbfwma' starts with 'z' but " \
+        "is unsupported standard extension" in table
+
+
+def test_a_compiler_right_without_stress_says_how_to_see_the_bug() -> None:
+    """The iq2_xxs case of issue 37: GCC 14's build right under QEMU's default policy, wrong with stress."""
+    gcc = {(i, vl, False): False for i in ("v", "zvfh") for vl in (128, 256, 512, 1024)}
+    gcc |= {(i, vl, True): vl >= 512 for i in ("v", "zvfh") for vl in (128, 256, 512, 1024)}
+    v = _per_compiler(gcc)
+    title = issue_text.title_of("ggml_f", v, stress=False)
+    assert title.endswith("VLEN 512, 1024, every RVV build with clang; with GCC 14 only when tail-agnostic elements "
+                          "are written with ones: VLEN 512, 1024, v/zvfh builds"), title
+    assert "| pinned | GCC 14 | v, zvfh | ok | ok | ok | ok |" in issue_text.verdict_table(v)
+    assert "| pinned | GCC 14, with stress | v, zvfh | ok | ok | wrong | wrong |" in issue_text.verdict_table(v)
+    hint = issue_text.stress_hint(v, False, "gcc14")
+    assert "rvv_ta_all_1s=true,rvv_ma_all_1s=true" in hint and "VLEN 512, 1024" in hint and "hardware" in hint
+    assert issue_text.stress_hint(v, False, "clang") == ""
+    assert issue_text.example(v, "gcc14", False, ISA_BUILDS["zvfh"], 512) == (ISA_BUILDS["v"], 512, True)
+    assert issue_text.example(v, "clang", False, ISA_BUILDS["zvfh"], 512) == (ISA_BUILDS["v"], 512, False)
+
+
+def test_build_lines_give_each_compilers_commands_as_a_maintainer_types_them() -> None:
+    pinned = source.pinned()
+    gcc = "\n".join(issue_text.build_lines(pinned, ISA_BUILDS["zvfh"], 512, True, "gcc14"))
+    assert "-DCMAKE_C_COMPILER=riscv64-linux-gnu-gcc-14" in gcc and "-DCMAKE_CXX_COMPILER=riscv64-linux-gnu-g++-14" in gcc
+    assert "riscv64-linux-gnu-g++-14 -x c -O2" in gcc and "rvv_ta_all_1s=true" in gcc and "./repro-gcc" in gcc
+    assert "gcc14-root" not in gcc and str(pinned.root) not in gcc
+    clang = "\n".join(issue_text.build_lines(pinned, ISA_BUILDS["zvfh"], 512, False, "clang"))
+    assert "clang-22" in clang and "rvv_ta_all_1s" not in clang
 
 
 def test_a_trap_finding_is_judged_by_the_trap_with_spike_rows_of_its_own() -> None:
@@ -55,8 +118,9 @@ def test_a_trap_finding_is_judged_by_the_trap_with_spike_rows_of_its_own() -> No
     v += [runs.Verdict("pinned", "zvfh", vl, vl >= 512, "", "spike") for vl in (256, 512, 2048)]
     v += [runs.Verdict("fixed", "zvfh", vl, False, "", "spike") for vl in (256, 512, 2048)]
     table = issue_text.verdict_table(v, trap=True)
-    assert "| pinned | zvfh | runs | runs | not run |" in table
-    assert "| pinned (spike) | zvfh | runs | trap | trap |" in table and "| fixed (spike) | zvfh | runs | runs | runs |" in table
+    assert "| pinned | clang | zvfh | runs | runs | not run |" in table
+    assert "| pinned (spike) | clang | zvfh | runs | trap | trap |" in table
+    assert "| fixed (spike) | clang | zvfh | runs | runs | runs |" in table
     assert "traps at VLEN 512, 2048 under Spike, zvfh build" in issue_text.title_of("ggml_f", v, stress=False, trap=True)
 
 
@@ -102,7 +166,7 @@ def _report(case: Path, *args: str) -> tuple[int, str, str]:
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        code = report.main([str(case), "--upstream", "--no-stock", *args])
+        code = report.main([str(case), "--upstream", "--no-stock", *(() if "--cc" in args else ("--cc", "clang")), *args])
     issue = (case / "upstream" / "issue.md").read_text() if (case / "upstream" / "issue.md").exists() else ""
     return code, buf.getvalue(), issue
 
@@ -120,10 +184,35 @@ def test_finding_issue_fails_on_the_tree_and_passes_with_the_fix(tmp_path: Path)
     lines = issue.splitlines()
     assert len(lines) <= issue_text.MAX_LINES
     assert lines[0].startswith("### ggml_vec_dot_iq4_nl_q8_0 (RISC-V RVV): wrong result at every VLEN (128-256), zvfh build")
-    assert "| pinned | zvfh | wrong | wrong |" in lines and "| fixed | zvfh | ok | ok |" in lines
+    assert "| pinned | clang | zvfh | wrong | wrong |" in lines and "| fixed | clang | zvfh | ok | ok |" in lines
     assert "```c" in issue  # the program fits inline
     _public_only((case / "upstream" / "repro.c").read_text())
     assert "C[0] = 0, expected 32" in said or "C[0] = 0, expected 32" in issue
+
+
+def _gcc14_missing() -> str | None:
+    from harness.build.toolchain import ToolchainError, compiler
+    try:
+        compiler("gcc14")
+    except ToolchainError as e:
+        return str(e)
+    return None
+
+
+@pytest.mark.skipif(_gcc14_missing() is not None, reason="GCC 14 not installed: run ci/setup.sh --gcc14")
+def test_finding_issue_with_both_compilers(tmp_path: Path) -> None:
+    """The iq4_nl finding's program built by zig's clang and by GCC 14 (zvfh, the pinned and the fixed tree):
+    wrong under both on the tree, right with the fix, and the title and table say so per compiler."""
+    case = _failing_case("cases/test_quant_dot.py::test_vec_dot_finding[iq4_nl_odd_block_dropped-vlen128-zvfh]",
+                         tmp_path / "r", "--vlen", "128", "--isa", "zvfh")
+    code, said, issue = _report(case, "--isa", "zvfh", "--vlen", "128,256", "--cc", "clang,gcc14")
+    assert code == 0, said
+    lines = issue.splitlines()
+    assert len(lines) <= issue_text.MAX_LINES
+    assert lines[0].endswith("wrong result at every VLEN (128-256), zvfh build, with clang and GCC 14"), lines[0]
+    assert "| pinned | GCC 14 | zvfh | wrong | wrong |" in lines and "| fixed | GCC 14 | zvfh | ok | ok |" in lines
+    assert "| pinned | clang | zvfh | wrong | wrong |" in lines
+    assert "riscv64-linux-gnu-gcc-14" in issue and "clang-22" in issue
 
 
 def test_planted_repack_bug_is_shown_through_the_cpu_repack_buffer(tmp_path: Path) -> None:
@@ -137,31 +226,38 @@ def test_planted_repack_bug_is_shown_through_the_cpu_repack_buffer(tmp_path: Pat
     _public_only(program)
     assert "CPU_REPACK" in program and "ggml_backend_dev_get_extra_bufts" in program
     # ggml repacks q8_0 16x1 only at VLEN 256 (zvfh): the program is wrong there and only there.
-    assert "| tree | zvfh | ok | wrong |" in issue.splitlines() and "| fixed | zvfh | ok | ok |" in issue.splitlines()
+    assert "| tree | clang | zvfh | ok | wrong |" in issue.splitlines()
+    assert "| fixed | clang | zvfh | ok | ok |" in issue.splitlines()
     assert "wrong result at VLEN 256, zvfh build" in issue.splitlines()[0]
 
 
 # ------------------------------------------------------------------ the findings' upstream texts (docs/upstream/)
 
-def _table(issue: str) -> dict[tuple[str, str], dict[int, str]]:
-    """(tree, build) -> VLEN -> verdict, from an issue's verdict table."""
+def _table(issue: str) -> dict[tuple[str, str, str], dict[int, str]]:
+    """(tree, compiler, build) -> VLEN -> verdict, from an issue's verdict table (an older table without the
+    compiler column: clang's)."""
     lines = [ln for ln in issue.splitlines() if ln.startswith("| ")]
     if not lines:
         return {}
-    vlens = [int(c.split()[-1]) for c in lines[0].strip("|").split("|")[2:]]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    first = next(i for i, c in enumerate(head) if c.startswith("VLEN "))
+    vlens = [int(c.split()[-1]) for c in head[first:]]
     out = {}
     for ln in lines[1:]:
         cells = [c.strip() for c in ln.strip("|").split("|")]
-        for isa in cells[1].split(", "):
-            out[(cells[0], isa)] = dict(zip(vlens, cells[2:]))
+        cc = cells[1] if first == 3 else "clang"
+        for isa in cells[first - 1].split(", "):
+            out[(cells[0], cc, isa)] = dict(zip(vlens, cells[first:]))
     return out
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "harness/data/fixes").glob("*.patch")))
 def test_each_findings_upstream_text_says_exactly_where_it_fails(name: str) -> None:
     """docs/upstream/<fix>/issue.md (``rvvdiff report --fix NAME --upstream``): at most 60 lines; where it has a
-    public program, the VLENs and builds its table shows wrong on the pinned tree are exactly the fix's
-    ``wrong-vlens`` (those QEMU runs) and ``cost`` builds, and the fixed tree is right everywhere."""
+    public program, the VLENs and builds its table shows wrong on the pinned tree with clang are exactly the
+    fix's ``wrong-vlens`` (those QEMU runs) and ``cost`` builds, the fixed tree is right everywhere under
+    every compiler, and a compiler wrong nowhere in the recorded mode has its stress rows and says how to
+    see the bug."""
     from harness.commands import fixes
     from harness.core.config import VLENS
 
@@ -180,13 +276,18 @@ def test_each_findings_upstream_text_says_exactly_where_it_fails(name: str) -> N
     bad, good = ("trap", "runs") if "trap" in {c for row in table.values() for c in row.values()} else ("wrong", "ok")
     ran = {vl for row in table.values() for vl, verdict in row.items() if verdict in (good, bad)}
     want_vlens = (set(VLENS) | ran) if want == "all" else {int(v) for v in want.split(",")} & ran
-    pinned = {k: v for k, v in table.items() if k[0].startswith("pinned")}
+    pinned = {k: v for k, v in table.items() if k[0].startswith("pinned") and k[1] == "clang"}
     wrong_vlens = {vl for row in pinned.values() for vl, verdict in row.items() if verdict == bad}
-    wrong_builds = {isa for (_, isa), row in pinned.items() if bad in row.values()}
+    wrong_builds = {isa for (_, _, isa), row in pinned.items() if bad in row.values()}
     assert wrong_vlens == want_vlens, (wrong_vlens, want)
     assert wrong_builds == set(fx.cost_isas), (wrong_builds, fx.cost_isas)
-    fixed = [verdict for (tree, _), row in table.items() if tree.startswith("fixed") for verdict in row.values()]
+    fixed = [verdict for (tree, _, _), row in table.items() if tree.startswith("fixed") for verdict in row.values()]
     assert good in fixed and bad not in fixed, table
+    for cc in {c for _, c, _ in table if not c.endswith("with stress")}:
+        rows = [row for (tree, c, _), row in table.items() if tree.startswith("pinned") and c == cc]
+        if not any(bad in row.values() for row in rows):  # right in the recorded mode: the stress rows say where
+            assert (f"With {cc} the program is right under QEMU's default" in issue
+                    and any(bad in row.values() for (tree, c, _), row in table.items() if c == f"{cc}, with stress")), cc
 
 
 def test_a_finding_without_public_form_gets_a_text_that_says_why(tmp_path: Path) -> None:
@@ -200,3 +301,22 @@ def test_a_finding_without_public_form_gets_a_text_that_says_why(tmp_path: Path)
     issue = (tmp_path / "up" / "issue.md").read_text()
     assert "**Why no public reproducer.**" in issue and "ggml_vec_dot_f16_unroll" in issue.splitlines()[0]
     assert not (tmp_path / "up" / "repro.c").exists()
+
+
+def test_cc_selection_names_unknown_compilers_and_drops_a_missing_gcc_with_one_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.build.toolchain import ToolchainError
+
+    def fake(name: str) -> None:
+        if name == "gcc14":
+            raise ToolchainError("GCC 14 (compiler gcc14) is not installed: ...; run ci/setup.sh --gcc14")
+
+    monkeypatch.setattr(report, "compiler", fake)
+    with pytest.raises(ValueError, match="unknown compiler icc; use 'all' or a comma list of clang, gcc14"):
+        report.compilers("clang,icc")
+    assert report.compilers(None) == ["clang"]
+    said = capsys.readouterr().out.splitlines()
+    assert len(said) == 1 and "gcc14 not installed" in said[0] and "ci/setup.sh --gcc14" in said[0]
+    with pytest.raises(ToolchainError, match="ci/setup.sh --gcc14"):
+        report.compilers("gcc14")
+    assert report.compilers("clang") == ["clang"]

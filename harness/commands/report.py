@@ -1,14 +1,16 @@
 """``rvvdiff report CASE_DIR --upstream``: a failure report as an issue text for ggml's maintainers.
 
 Writes ``upstream/issue.md`` (at most 60 lines) and ``upstream/repro.c`` (ggml's public API only) into
-the case directory (or ``--out``), after building the program against every ISA build of the tree
-and running it at every QEMU VLEN, with the recorded tail/mask stress mode: the title names the VLENs
-and builds where it fails, as run.  When the case's known-failure entry names a fix
+the case directory (or ``--out``), after building the program with each compiler (``--cc``: GCC 14 and
+zig's clang by default, where installed) against every ISA build of the tree and running it at every
+QEMU VLEN, with the recorded tail/mask stress mode: the title names the VLENs, builds and compilers
+where it fails, as run.  A compiler whose build is right everywhere without stress runs again with
+stress, and the text says how to see the bug there.  When the case's known-failure entry names a fix
 (harness/data/fixes/), or with ``--fixed TREE``, the program also runs against the fixed tree.
 
 Exit status: 0 when the program fails on the tree at the recorded target (and, with a fix, passes
-on the fixed tree everywhere); 1 otherwise (the issue would not be true); 2 when there is no public
-form (the reason is printed) or nothing could be built.
+on the fixed tree everywhere; the stock commands agree with rvvdiff's builds); 1 otherwise (the issue
+would not be true); 2 when there is no public form (the reason is printed) or nothing could be built.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.build.toolchain import ToolchainError
+from harness.build.toolchain import COMPILERS, ToolchainError, compiler
 from harness.commands import fixes as fixes_cmd
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, cache_dir, selection_type
 from harness.core.errors import RvvdiffError
@@ -60,6 +62,32 @@ def finding_case(fix: str, work: Path) -> Path:
     return cases[0].parent
 
 
+def compilers(spec: str | None) -> list[str]:
+    """The compilers of ``--cc`` (a ValueError names the known ones), each installed (else a ToolchainError
+    naming its set-up command); by default every known one that is installed, with one line for each missing."""
+    if spec is None or spec == "all":
+        names, missing_ok = list(COMPILERS), spec is None
+    else:
+        names, missing_ok = [n.strip() for n in spec.split(",") if n.strip()], False
+        unknown = [n for n in names if n not in COMPILERS]
+        if unknown or not names:
+            raise ValueError(f"--cc {spec}: unknown compiler {', '.join(unknown) or '(none)'}; use 'all' or a comma "
+                             f"list of {', '.join(COMPILERS)}")
+    out = []
+    for n in names:
+        try:
+            compiler(n)
+        except ToolchainError as e:
+            if not missing_ok:
+                raise
+            print(f"rvvdiff report: {n} not installed, the program runs without it: {e}")
+            continue
+        out.append(n)
+    if not out:
+        raise ToolchainError("no compiler of " + ", ".join(names) + " is installed")
+    return out
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="rvvdiff report", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -77,12 +105,23 @@ def main(argv: list[str]) -> int:
                    default=None, metavar="LIST", help="'all' (default) or a comma list")
     p.add_argument("--spike", action="store_true",
                    help="also run the program under Spike at VLEN 2048 and 4096 (ci/setup.sh --spike)")
+    p.add_argument("--cc", default=None, metavar="LIST",
+                   help="the compilers: 'all' or a comma list of " + ", ".join(COMPILERS)
+                        + " (default: all that are installed)")
     p.add_argument("--no-stock", action="store_true",
-                   help="do not build the program with the stock toolchain's commands (Debian's clang, ggml's CMake)")
+                   help="do not build the program with the stock toolchain's commands (Debian's clang-22 and GCC 14, "
+                        "ggml's CMake)")
     p.add_argument("--out", type=Path, default=None, help="default: CASE/upstream")
     a = p.parse_args(argv)
     if (a.case is None) == (a.fix is None):
         p.error("give a case directory or --fix NAME")
+    try:
+        a.cc = compilers(a.cc)
+    except ValueError as e:
+        p.error(str(e))
+    except ToolchainError as e:
+        print(f"rvvdiff report: --cc: {e}")
+        return 2
     if a.fix:
         if a.fix not in fixes_cmd.catalogue():
             p.error(f"--fix {a.fix}: no such fix ({', '.join(fixes_cmd.catalogue())})")
@@ -142,43 +181,58 @@ def _judge(a: argparse.Namespace, case, pub: public.Public, prog: Path, out: Pat
     # A finding that is a trap (the call crashed where the test ran, the oracle's value kept): every run is
     # judged by whether it traps, and Spike, where such traps show, runs every VLEN.
     trap = bool((case.data.get("comparison") or {}).get("crashed"))
-    verdicts = runs.verify(prog, trees, isas, list(a.vlen), stress, work, trap=trap)
+    verdicts = []
+    for cc in a.cc:
+        mine = runs.verify(prog, trees, isas, list(a.vlen), stress, work, trap=trap, cc=cc)
+        if not stress and not trap and not any(v.failing for v in mine if v.tree != "fixed"):
+            # right everywhere under QEMU's default policy: does it show with agnostic elements written as ones?
+            mine += runs.verify(prog, {k: t for k, t in trees.items() if k != "fixed"}, isas, list(a.vlen), True,
+                                work, cc=cc)
+        verdicts += mine
     if a.spike:
         try:
             spike = registry.get("spike")
         except ToolchainError as e:
             print(f"rvvdiff report: --spike: {e}")
             return 2
-        verdicts += runs.verify(prog, trees, isas, [v for v in SPIKE_VLENS if trap or v not in VLENS], stress, work, spike,
-                             trap=trap)
+        for cc in a.cc:
+            verdicts += runs.verify(prog, trees, isas, [v for v in SPIKE_VLENS if trap or v not in VLENS], stress,
+                                    work, spike, trap=trap, cc=cc)
     for v in verdicts:
-        word = issue.verdict_word(v.failing, trap)
+        word = issue.verdict_word(v.failing, trap, v.text)
         state = word.upper() if v.failing else word
-        print(f"  {v.tree:6} {v.isa:9} VLEN {v.vlen:5}: {state}" + ("" if v.failing is not None else f" ({v.text})"))
+        print(f"  {v.tree:6} {v.compiler:6} {v.isa:9} VLEN {v.vlen:5}{' stress' if v.stress != stress else ''}: "
+              f"{state}" + ("" if v.failing is not None else f" ({v.text})"))
     cause = issue.paragraph(fix_md, "Root cause") or issue.reason_of(entry)
     impact = issue.paragraph(fix_md, "Who hits it")
     fixed = [v for v in verdicts if v.tree == "fixed"]
-    wrong = next((v for v in verdicts if v.tree != "fixed" and v.failing), None)
-    isa_ex, vl_ex = (ISA_BUILDS[wrong.isa], wrong.vlen) if wrong else (ISA_BUILDS[tgt["isa"]], tgt["vlen"])
+    recorded = tgt.get("compiler", "clang") if tgt.get("compiler", "clang") in a.cc else a.cc[0]
+    isa_ex, vl_ex = ISA_BUILDS[tgt["isa"]], tgt["vlen"]
     # (the stock commands run the program under QEMU, which lets a trap finding's access through)
-    stock_runs = [] if a.no_stock or trap else [runs.verify_stock(t, label, isa_ex, vl_ex, stress, prog, work)
-                                        for label, t in trees.items()]
+    stock_runs = []
+    for cc in ([] if a.no_stock or trap else a.cc):
+        i, vl, st = issue.example(verdicts, cc, stress, isa_ex, vl_ex)
+        stock_runs += [runs.verify_stock(t, label, i, vl, st, prog, work, cc) for label, t in trees.items()]
     for v in stock_runs:
-        print(f"  {v.tree:6} {v.isa:9} VLEN {v.vlen:5}, built with the stock commands: "
-              + {True: "WRONG", False: "ok", None: f"not run ({v.text})"}[v.failing])
+        print(f"  {v.tree:6} {v.compiler:6} {v.isa:9} VLEN {v.vlen:5}{' stress' if v.stress else ''}, built with the "
+              "stock commands: " + {True: "WRONG", False: "ok", None: f"not run ({v.text})"}[v.failing])
     text = issue.issue(case, pub, prog.read_text(), verdicts, stress=stress, isa_example=isa_ex, vlen_example=vl_ex,
                    tree=src, stock_runs=stock_runs, cause=cause, impact=impact, fix=fix_name, trap=trap)
     (out / "issue.md").write_text(text)
     print(f"rvvdiff report: {out / 'issue.md'} ({len(text.splitlines())} lines), {prog}")
     at = [v for v in verdicts if v.tree != "fixed" and v.isa == tgt["isa"] and v.vlen == tgt["vlen"]
-          and v.emulator == tgt.get("emulator", "qemu")]
+          and v.emulator == tgt.get("emulator", "qemu") and v.compiler == recorded and v.stress == stress]
+
+    def agrees(s: runs.Verdict) -> bool:  # a stock run says what rvvdiff's build of that compiler says there
+        same = [v for v in verdicts if (v.tree, v.compiler, v.isa, v.vlen, v.stress, v.emulator)
+                == (s.tree, s.compiler, s.isa, s.vlen, s.stress, "qemu") and v.failing is not None]
+        return s.failing is None or not same or same[0].failing == s.failing
+
     # "not run" cells (Spike has no stress mode; a kernel that traps there) say so in the table and judge nothing
     true = (bool(at and at[0].failing) and not any(v.failing for v in fixed)
-            and (not fixed or any(v.failing is False for v in fixed))
-            and all(v.failing is (v.tree != "fixed") for v in stock_runs if v.failing is not None))
-    for v in verdicts:
-        if v.failing is None:
-            print(f"  not run: {v.tree} {v.isa} VLEN {v.vlen}: {v.text.splitlines()[0] if v.text else ''}")
+            and (not fixed or any(v.failing is False for v in fixed)) and all(map(agrees, stock_runs)))
+    for (t, cc, isa), why in {(v.tree, v.compiler, v.isa): v.text for v in verdicts if v.failing is None}.items():
+        print(f"  not run: {t} {cc} {isa}: {why.splitlines()[0] if why else ''}")
     if not true:
         print("rvvdiff report: the program does not fail at the recorded target, or the fixed tree still fails: "
               "the issue would not be true as written (table above)")

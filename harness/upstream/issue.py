@@ -1,8 +1,10 @@
 """The issue text for ggml's maintainers: at most :data:`MAX_LINES` lines.
 
-A title naming the function, VLENs and ISA builds (exactly those where the program was wrong, as run:
-:mod:`harness.upstream.runs`), what goes wrong, who hits it, the program, the stock-toolchain
-commands that build and run it, and its verdict at every VLEN and ISA build; for a finding no public op
+A title naming the function, VLENs, ISA builds and compilers (exactly those where the program was wrong,
+as run: :mod:`harness.upstream.runs`), what goes wrong, who hits it, the program, the stock-toolchain
+commands that build and run it with each compiler (clang-22, GCC 14), its verdict at every VLEN and ISA
+build per compiler, and for a compiler whose build is right under QEMU's default tail/mask policy but
+wrong with stress, how to see the bug there (:func:`stress_hint`); for a finding no public op
 reaches, :func:`no_public_issue` says why instead.  :func:`paragraph` is the one reader of a short fix
 report's bold paragraphs (``**Root cause.**``, ``**Who hits it.**``; the fix series read them too).
 """
@@ -33,44 +35,94 @@ def _vlens(found: list[int], tested: list[int]) -> str:
     return "VLEN " + (", ".join(map(str, found)) or "none")
 
 
-def title_of(function: str, verdicts: list[Verdict], stress: bool, trap: bool = False) -> str:
-    mine = [v for v in verdicts if v.tree != "fixed"]
-    bad = [v for v in mine if v.failing]
+def compilers_of(verdicts: list[Verdict]) -> list[str]:
+    """The compilers of the verdicts, in the order they ran."""
+    return list(dict.fromkeys(v.compiler for v in verdicts))
+
+
+def _where(bad: list[Verdict], ran: list[Verdict]) -> str:
+    """The VLENs and builds of the wrong runs ``bad`` among ``ran``: "every RVV build" only when every
+    ISA build was run and was wrong."""
     builds = sorted({v.isa for v in bad}, key=list(ISA_BUILDS).index)
     where = ("every RVV build" if set(builds) == set(ISA_BUILDS) else "/".join(builds)
              + (" builds" if len(builds) > 1 else " build"))
     spike = f" under {bad[0].emulator.capitalize()}" if bad and len({v.emulator for v in bad}) == 1 and \
         bad[0].emulator != "qemu" else ""
-    return (f"{function} (RISC-V RVV): {'traps' if trap else 'wrong result'} at "
-            f"{_vlens([v.vlen for v in bad], [v.vlen for v in mine])}{spike}, "
-            f"{where}" + (", when tail-agnostic elements are written with ones" if stress else ""))
+    return f"{_vlens([v.vlen for v in bad], [v.vlen for v in ran])}{spike}, {where}"
 
 
-def verdict_word(failing: bool | None, trap: bool = False) -> str:
-    """A verdict in the tables: wrong / ok (trap / runs for a trap finding), or not run."""
-    return ("trap" if trap else "wrong") if failing else ("runs" if trap else "ok") if failing is False else "not run"
+def only_with_stress(verdicts: list[Verdict], stress: bool, cc: str) -> list[Verdict]:
+    """The wrong runs of compiler ``cc`` on the tree with tail/mask stress, when it was right everywhere in
+    the recorded mode (``stress`` False) and so shows the bug only where agnostic elements are ones."""
+    mine = [v for v in verdicts if v.tree != "fixed" and v.compiler == cc]
+    if stress or any(v.failing for v in mine if not v.stress):
+        return []
+    return [v for v in mine if v.stress and v.failing]
 
 
-def verdict_table(verdicts: list[Verdict], trap: bool = False) -> list[str]:
-    """One row per tree and group of builds with the same verdicts (``trap``: "trap" / "runs")."""
+def title_of(function: str, verdicts: list[Verdict], stress: bool, trap: bool = False) -> str:
+    """The issue's title: exactly the VLENs, builds and compilers where the program was wrong, as run (in
+    the recorded stress mode ``stress``; a compiler right there but wrong with stress says so)."""
+    mine = [v for v in verdicts if v.tree != "fixed"]
+    per: dict[str, str] = {}
+    for cc in compilers_of(mine):
+        ran = [v for v in mine if v.compiler == cc and v.stress == stress]
+        bad = [v for v in ran if v.failing]
+        ones = only_with_stress(verdicts, stress, cc)
+        per[cc] = (_where(bad, ran) if bad else
+                   "only when tail-agnostic elements are written with ones: " + _where(ones, [v for v in mine if
+                   v.compiler == cc and v.stress]) if ones else "no VLEN")
+    phrases = list(dict.fromkeys(per.values()))
+    label = stock.LABELS.get
+    if len(phrases) == 1:
+        where = f"{phrases[0]}, with " + " and ".join(label(c, c) for c in per)
+    else:
+        where = "; ".join(f"{p} with {label(c, c)}" if not p.startswith("only") else f"with {label(c, c)} {p}"
+                          for c, p in per.items())
+    return (f"{function} (RISC-V RVV): {'traps' if trap else 'wrong result'} at {where}"
+            + (", when tail-agnostic elements are written with ones" if stress else ""))
+
+
+def verdict_word(failing: bool | None, trap: bool = False, text: str = "") -> str:
+    """A verdict in the tables: wrong / ok (trap / runs for a trap finding), not built, or not run."""
+    if failing is None:
+        return "not built" if text.startswith("not built") else "not run"
+    return ("trap" if trap else "wrong") if failing else ("runs" if trap else "ok")
+
+
+def verdict_table(verdicts: list[Verdict], trap: bool = False, stress: bool = False) -> list[str]:
+    """One row per tree, compiler (with stress when it differs from the recorded mode ``stress``) and group of
+    builds with the same verdicts (``trap``: "trap" / "runs"); below it, why a compiler could not build one."""
     vlens = sorted({v.vlen for v in verdicts})
-    rows = ["| tree | builds | " + " | ".join(f"VLEN {v}" for v in vlens) + " |", "|" + "---|" * (2 + len(vlens))]
+    rows = ["| tree | compiler | builds | " + " | ".join(f"VLEN {v}" for v in vlens) + " |",
+            "|" + "---|" * (3 + len(vlens))]
     # Another emulator that ran VLENs QEMU ran too (a trap finding under Spike) gets rows of its own.
     both = {v.vlen for v in verdicts if v.emulator == "qemu"} & {v.vlen for v in verdicts if v.emulator != "qemu"}
 
-    def row_of(v: Verdict) -> str:
-        return f"{v.tree} ({v.emulator})" if both and v.emulator != "qemu" else v.tree
+    def row_of(v: Verdict) -> tuple[str, str]:
+        cc = stock.LABELS.get(v.compiler, v.compiler) + (", with stress" if v.stress != stress else "")
+        return (f"{v.tree} ({v.emulator})" if both and v.emulator != "qemu" else v.tree), cc
 
+    notes: dict[str, str] = {}
     for t in dict.fromkeys(row_of(v) for v in verdicts):
         groups: dict[tuple[str, ...], list[str]] = {}
         for i in sorted({v.isa for v in verdicts if row_of(v) == t}, key=list(ISA_BUILDS).index):
             cells = []
             for vl in vlens:
                 m = [x for x in verdicts if row_of(x) == t and x.isa == i and x.vlen == vl]
-                cells.append(verdict_word(m[0].failing if m else None, trap))
+                cells.append(verdict_word(m[0].failing, trap, m[0].text) if m else "not run")
+                if m and cells[-1] == "not built":
+                    notes.setdefault(f"{t[1].split(',')[0]} cannot build {i}", m[0].text.removeprefix("not built: "))
             groups.setdefault(tuple(cells), []).append(i)
-        rows += [f"| {t} | {', '.join(isas)} | " + " | ".join(cells) + " |" for cells, isas in groups.items()]
-    return rows
+        rows += [f"| {t[0]} | {t[1]} | {', '.join(isas)} | " + " | ".join(cells) + " |" for cells, isas in groups.items()]
+    return rows + [""] * bool(notes) + [f"{k}: {_short(why)}" for k, why in notes.items()]
+
+
+def _short(why: str, width: int = 240) -> str:
+    """A build's reason for the issue: the compiler's own error when it names one (not rvvdiff's paths)."""
+    m = re.search(r"\(([^()]*\berror:[^()]*)\)", why)
+    why = " ".join((m.group(1) if m else why).split())
+    return why if len(why) <= width else why[:width - 3] + "..."
 
 
 def first_wrong(verdicts: list[Verdict]) -> tuple[Verdict | None, list[str]]:
@@ -92,19 +144,51 @@ def _wrapped(argv: list[str], width: int = 160) -> list[str]:
     return lines + [cur]
 
 
-def build_lines(tree: GgmlSource, isa: IsaBuild, vlen: int, stress: bool) -> list[str]:
-    """The stock-toolchain commands (:mod:`harness.upstream.stock`, as verified by :func:`verify_stock`) with
-    the tree named ``llama.cpp`` (or ``ggml``) and the build directory ``rv``."""
+def build_lines(tree: GgmlSource, isa: IsaBuild, vlen: int, stress: bool, cc: str = "clang") -> list[str]:
+    """The stock-toolchain commands of compiler ``cc`` as a maintainer types them (:mod:`harness.upstream.stock`,
+    ``printed``; as verified by :func:`verify_stock`) with the tree named ``llama.cpp`` (or ``ggml``) and the
+    build directory ``rv`` (``rv-gcc`` for GCC 14)."""
     name = "llama.cpp" if tree.ggml != tree.root else "ggml"
+    rv = Path("rv" if cc == "clang" else "rv-gcc")
 
     def rel(argv: list[str]) -> list[str]:
         return [a.replace(str(tree.root), name) for a in argv if a != "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"]
 
-    configure, build = stock.build_argvs(tree.root, isa, "clang", Path("rv"))
-    link = stock.link_argv(Path("repro.c"), Path("repro"), tree=tree.root, build_dir=Path("rv"), toolchain="clang")
-    run_ = [*stock.run_argv(Path("repro"), vlen, isa, stress, half_avl=stress, qemu="qemu-riscv64")[:-1], "./repro"]
+    configure, build = stock.build_argvs(tree.root, isa, cc, rv, printed=True)
+    exe = Path("repro" if cc == "clang" else "repro-gcc")
+    link = stock.link_argv(Path("repro.c"), exe, tree=tree.root, build_dir=rv, toolchain=cc, printed=True)
+    run_ = [*stock.run_argv(exe, vlen, isa, stress, half_avl=stress, qemu="qemu-riscv64")[:-1], f"./{exe}"]
     return ["```sh", *_wrapped(rel(configure)), *_wrapped(rel(build)), *_wrapped(rel(link)),
             *_wrapped(run_, 400), "```"]
+
+
+def example(verdicts: list[Verdict], cc: str, stress: bool, isa: IsaBuild, vlen: int) -> tuple[IsaBuild, int, bool]:
+    """Where compiler ``cc``'s commands in the issue run the program: its first wrong run on the tree (in the
+    recorded mode, else with stress), else the recorded target (``isa``, ``vlen``, ``stress``)."""
+    mine = [v for v in verdicts if v.tree != "fixed" and v.compiler == cc and v.emulator == "qemu" and v.failing]
+    v = next((v for v in mine if v.stress == stress), None) or next(iter(mine), None)
+    return (ISA_BUILDS[v.isa], v.vlen, v.stress) if v else (isa, vlen, stress)
+
+
+def _install_line(cc: str) -> str:
+    if cc == "gcc14":
+        return (f"With GCC 14, the compiler of upstream's riscv64 CI (Debian trixie or later: "
+                f"`{stock.GCC_APT_INSTALL.split(' -y ')[1]}`, qemu-user >= 10):")
+    return f"With clang (Debian bookworm: `{stock.APT_INSTALL.split(' -y ')[1]}`, qemu-user >= 10):"
+
+
+def stress_hint(verdicts: list[Verdict], stress: bool, cc: str) -> str:
+    """For a compiler whose build is right under QEMU's default tail/mask policy but wrong with stress: how to
+    see the bug there ('' otherwise)."""
+    ones = only_with_stress(verdicts, stress, cc)
+    if not ones:
+        return ""
+    props = "rvv_ta_all_1s=true,rvv_ma_all_1s=true"
+    return (f"With {stock.LABELS.get(cc, cc)} the program is right under QEMU's default tail/mask policy (agnostic "
+            f"elements left undisturbed), because this compiler's register allocation leaves other values there; "
+            f"the bug shows where tail- and mask-agnostic elements are written as ones, as hardware may do: "
+            f"QEMU's `-cpu ...,{props}` (its run line above) makes it wrong at "
+            f"{_where(ones, [v for v in verdicts if v.tree != 'fixed' and v.compiler == cc and v.stress])}.")
 
 
 def paragraph(md: str, label: str) -> str:
@@ -122,11 +206,10 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
           vlen_example: int, tree: GgmlSource, stock_runs: list[Verdict] = (), cause: str = "", impact: str = "",
           fix: str = "", trap: bool = False) -> str:
     """The issue text (markdown): :data:`MAX_LINES` at most with the program inline, else the program is
-    named as an attachment (``repro.c``)."""
+    named as an attachment (``repro.c``).  Build commands and table rows for every compiler of ``verdicts``."""
     ggml = case.data["ggml"]
-    wrong, out = first_wrong(verdicts)
-    if wrong is not None:
-        isa_example, vlen_example = ISA_BUILDS[wrong.isa], wrong.vlen
+    ccs = compilers_of(verdicts)
+    wrong, out = first_wrong([v for v in verdicts if v.stress == stress])
     head = [f"### {title_of(pub.function, verdicts, stress, trap)}",
             f"**What goes wrong.** {sentence(cause or (case.data.get('comparison') or {}).get('name', ''))}"
             + (" It depends on what the hart writes into tail-agnostic elements: QEMU shows it with "
@@ -140,8 +223,12 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
     head += ["", f"Tree: {ggml['label']}, commit {ggml['commit']}. The program: {pub.what}, "
                  "with the inputs of a shrunk case (ggml's public API only):"]
     prog = ["```c", *src_text.rstrip("\n").splitlines(), "```"]
-    tail = [f"Build and run (Debian bookworm: `{stock.APT_INSTALL.split(' -y ')[1]}`, qemu-user >= 10):",
-            *build_lines(tree, isa_example, vlen_example, stress)]
+    tail = []
+    for cc in ccs:
+        tail += [_install_line(cc), *build_lines(tree, *example(verdicts, cc, stress, isa_example, vlen_example), cc)]
+        hint = stress_hint(verdicts, stress, cc)
+        if hint:
+            tail.append(hint)
     if trap:
         tail += ["Under QEMU this runs to the end (QEMU does not trap on the access); the trap shows on a hart that "
                  "refuses it, such as Spike (the table's Spike runs link the same program with rvvdiff's bare-metal "
@@ -150,16 +237,22 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
     ran = ""
     if stock_runs:
         ran = "These commands, run here: " + "; ".join(
-            f"{v.tree} tree {said[v.failing]}" + (f" (`{' / '.join(v.text.splitlines()[:3])}`)" if v.text else "")
+            f"{stock.LABELS.get(v.compiler, v.compiler)}, {v.tree} tree{', with stress' if v.stress != stress else ''}"
+            f" {said[v.failing]}" + (f" (`{' / '.join(v.text.splitlines()[:3])}`)" if v.text and v.failing is not None
+                                     else f" ({v.text.split(':')[0]})" if v.text else "")
             for v in stock_runs) + ". "
         wrong = None  # its output is in that line
     on_spike = sorted({v.vlen for v in verdicts if v.emulator != "qemu"})
     spike = ("" if not on_spike else f" and Spike at VLEN {on_spike[0]}-{on_spike[-1]}, rows of their own"
              if on_spike[0] <= 1024 else f" (VLEN {', '.join(map(str, on_spike))} under Spike)")
+    built = " and ".join(stock.LABELS.get(c, c) for c in ccs)
     tail += [ran + (f"Output at VLEN {wrong.vlen}, {wrong.isa} build: `" + " / ".join(out[:3]) + "`. " if wrong else "")
-             + f"Run here (QEMU {qemu_emu.qemu().version}{spike}), the program at every VLEN and ISA build"
-             + (f" (fixed: with the patch `{fix}`)" if fix and any(v.tree == "fixed" for v in verdicts) else "") + ":",
-             "", *verdict_table(verdicts, trap)]
+             + f"Run here (QEMU {qemu_emu.qemu().version}{spike}), the program built by rvvdiff with {built} "
+             + "(zig's clang; Debian's GCC 14) " * (len(ccs) > 1)
+             + "at every VLEN and ISA build"
+             + (f" (fixed: with the patch `{fix}`)" if fix and any(v.tree == "fixed" for v in verdicts) else "")
+             + (" (with stress: `rvv_ta_all_1s`, `rvv_ma_all_1s`)" if any(v.stress != stress for v in verdicts) else "")
+             + ":", "", *verdict_table(verdicts, trap, stress)]
     text = head + prog + tail
     if len(text) > MAX_LINES:
         text = head + [f"The program, `repro.c` ({len(prog) - 2} lines), is attached."] + tail

@@ -1,15 +1,19 @@
-"""The public reproducer built against a tree's ISA builds and run at every VLEN, here.
+"""The public reproducer built against a tree's ISA builds and run at every VLEN, here, per compiler.
 
-The VLENs and builds an issue's title names are not copied from anywhere: :func:`verify` builds the
-program against each ISA build of the tree (rvvdiff's compiler and libraries) and runs it at every
-QEMU VLEN (with the recorded tail/mask stress mode), or under Spike; with a fixed tree (a fix of
+The VLENs, builds and compilers an issue's title names are not copied from anywhere: :func:`verify`
+builds the program against each ISA build of the tree with one named compiler (rvvdiff's builds,
+harness/build/toolchain.py's ``COMPILERS``) and runs it at every QEMU VLEN (with the recorded
+tail/mask stress mode, or another), or under Spike; with a fixed tree (a fix of
 ``harness/data/fixes/`` or ``--fixed TREE``) the same program runs against it too.
 :func:`verify_stock` builds it once more with the stock toolchain's commands the issue prints.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +38,26 @@ class Verdict:
     failing: bool | None  # None: not built / not run (``text`` says why)
     text: str
     emulator: str = "qemu"
+    #: The named compiler that built the libraries and the program (``clang``, ``gcc14``).
+    compiler: str = "clang"
+    #: Whether tail/mask-agnostic elements were written as ones (``rvv_ta_all_1s``, ``rvv_ma_all_1s``).
+    stress: bool = False
+
+
+@contextlib.contextmanager
+def built_with(name: str) -> Iterator[None]:
+    """rvvdiff's builds made with the named compiler inside the block: ``ensure_built`` and
+    :func:`build_program` take the compiler from ``RVVDIFF_COMPILER`` (harness/build/toolchain.py's
+    ``selected``), so the block sets it and restores what was there."""
+    was = os.environ.get("RVVDIFF_COMPILER")
+    os.environ["RVVDIFF_COMPILER"] = name
+    try:
+        yield
+    finally:
+        if was is None:
+            os.environ.pop("RVVDIFF_COMPILER", None)
+        else:
+            os.environ["RVVDIFF_COMPILER"] = was
 
 
 def public_includes(build: Build) -> list[str]:
@@ -79,9 +103,9 @@ def run_program(exe: Path, isa: IsaBuild, vlen: int, stress: bool, emulator: Emu
 
 
 def verify(src: Path, trees: dict[str, GgmlSource], isas: list[str], vlens: list[int], stress: bool,
-           work: Path, emulator: Emulator | None = None, trap: bool = False) -> list[Verdict]:
-    """The program built against each tree x ISA build and run at each VLEN (one run each, under QEMU
-    or ``emulator``; ``trap``: judged by whether it traps, :func:`run_program`)."""
+           work: Path, emulator: Emulator | None = None, trap: bool = False, cc: str = "clang") -> list[Verdict]:
+    """The program built with compiler ``cc`` against each tree x ISA build and run at each VLEN (one run
+    each, under QEMU or ``emulator``; ``trap``: judged by whether it traps, :func:`run_program`)."""
     out = []
     tag = f"-{emulator.name}" if emulator is not None else ""
     emu = emulator.name if emulator is not None else "qemu"
@@ -89,35 +113,41 @@ def verify(src: Path, trees: dict[str, GgmlSource], isas: list[str], vlens: list
         for name in isas:
             isa = ISA_BUILDS[name]
             try:
-                build = ensure_built(tree, isa)
-                exe = build_program(src, build, work / f"repro-{label}-{name}{tag}", emulator)
+                with built_with(cc):
+                    build = ensure_built(tree, isa)
+                    exe = build_program(src, build, work / f"repro-{label}-{name}-{cc}{tag}", emulator)
             except RvvdiffError as e:  # one line per build that cannot make the program
                 msg = str(e).strip().splitlines()
                 out += [Verdict(label, name, v, None, f"not built: {msg[0] if msg else type(e).__name__}",
-                                emu) for v in vlens]
+                                emu, cc, stress) for v in vlens]
                 continue
             for v in vlens:
                 failing, text = run_program(exe, isa, v, stress, emulator, trap=trap)
-                out.append(Verdict(label, name, v, failing, text, emu))
+                out.append(Verdict(label, name, v, failing, text, emu, cc, stress))
     return out
 
 
 def verify_stock(tree: GgmlSource, label: str, isa: IsaBuild, vlen: int, stress: bool, src: Path,
-                 work: Path) -> Verdict:
-    """The program built with the stock toolchain's commands (Debian's clang, ggml's CMake) and run once."""
-    why = stock.missing("clang")
+                 work: Path, cc: str = "clang") -> Verdict:
+    """The program built with the stock toolchain's commands (Debian's clang-22, or GCC 14 when ``cc`` is
+    ``gcc14``; ggml's CMake) and run once."""
+    def verdict(failing: bool | None, text: str) -> Verdict:
+        return Verdict(label, isa.name, vlen, failing, text, "qemu", cc, stress)
+
+    why = stock.missing(cc)
     if why:
-        return Verdict(label, isa.name, vlen, None, why)
+        return verdict(None, why)
     key = hashlib.sha256(str(tree.root).encode()).hexdigest()[:12]
+    suffix = "" if cc == "clang" else f"-{cc}"  # (the clang directories keep their names)
     try:
-        exe = stock.build_program(tree.root, isa, "clang", cache_dir() / "stock" / f"{key}-{isa.name}", src,
-                                  work / f"repro-{label}-{isa.name}-clang")
+        exe = stock.build_program(tree.root, isa, cc, cache_dir() / "stock" / f"{key}-{isa.name}{suffix}", src,
+                                  work / f"repro-{label}-{isa.name}-stock-{cc}")
     except RvvdiffError as e:
-        return Verdict(label, isa.name, vlen, None, f"not built with {stock.CLANG}: {str(e).splitlines()[0]}")
+        return verdict(None, f"not built with {stock.LABELS[cc]}: {str(e).splitlines()[0]}")
     timeout = 300
     r = stock.run_exe(exe, vlen, isa, stress, half_avl=stress, timeout=timeout)
     if r.returncode is None:
-        return Verdict(label, isa.name, vlen, None, f"did not finish in {timeout} s")
+        return verdict(None, f"did not finish in {timeout} s")
     if r.returncode not in (0, 1):
-        return Verdict(label, isa.name, vlen, None, f"exit {r.returncode}: {r.output.strip()[-200:]}")
-    return Verdict(label, isa.name, vlen, r.returncode == 1, r.stdout.strip())
+        return verdict(None, f"exit {r.returncode}: {r.output.strip()[-200:]}")
+    return verdict(r.returncode == 1, r.stdout.strip())

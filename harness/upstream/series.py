@@ -109,18 +109,20 @@ def ggml_test(series: Series) -> Path | None:
 
 
 def _upstream_row(fix: str) -> dict[str, dict[int, str]]:
-    """tree -> VLEN -> the worst verdict over the builds, from docs/upstream/<fix>/issue.md's table."""
+    """tree -> VLEN -> the worst verdict over the builds and compilers, from docs/upstream/<fix>/issue.md's table."""
     f = PROJECT_ROOT / "docs" / "upstream" / fix / "issue.md"
     rows = [ln for ln in (f.read_text().splitlines() if f.is_file() else []) if ln.startswith("| ")]
     if not rows:
         return {}
-    vlens = [int(c.split()[-1]) for c in rows[0].strip("|").split("|")[2:]]
+    head = [c.strip() for c in rows[0].strip("|").split("|")]
+    first = next(i for i, c in enumerate(head) if c.startswith("VLEN "))  # (tree, compiler, builds before them)
+    vlens = [int(c.split()[-1]) for c in head[first:]]
     out: dict[str, dict[int, str]] = {}
-    rank = {"wrong": 4, "trap": 4, "ok": 2, "runs": 2, "not run": 0}  # the worst verdict wins; one run beats none
+    rank = {"wrong": 4, "trap": 4, "ok": 2, "runs": 2, "not run": 0, "not built": 0}  # the worst wins; a run beats none
     for ln in rows[1:]:
         cells = [c.strip() for c in ln.strip("|").split("|")]
         tree = cells[0].split(" (")[0]  # "pinned (spike)": Spike's own rows of a trap finding
-        for vl, v in zip(vlens, cells[2:]):
+        for vl, v in zip(vlens, cells[first:]):
             cur = out.setdefault(tree, {}).get(vl)
             out[tree][vl] = v if cur is None or rank.get(v, 1) > rank.get(cur, 1) else cur
     return out

@@ -1,7 +1,8 @@
 """Building ggml and a small C program for riscv64 with a stock toolchain, and running it under QEMU.
 
 Reports meant for ggml maintainers print commands they can run without rvvdiff: Debian
-bookworm's clang-22 (bookworm-security) with the GNU cross sysroot, or rvvdiff's own zig
+bookworm's clang-22 (bookworm-security) with the GNU cross sysroot, Debian stable's GCC 14
+(``riscv64-linux-gnu-gcc-14``, the compiler of upstream's riscv64 CI), or rvvdiff's own zig
 (harness/build/toolchain.py), configuring ggml with ggml's own CMake, linking a program
 statically and running it under ``qemu-riscv64`` (the ``-cpu`` value and the run are
 :mod:`harness.emulators.qemu`'s, as for the kernel servers).  Verified on Debian bookworm, see
@@ -12,6 +13,9 @@ ta/ma; with ``-fno-integrated-as``, binutils 2.40 does not know zvfh).
 
 :func:`build_commands`, :func:`link_command` and :func:`run_command` return shell command
 lines (for a report); :func:`build_program`, :func:`run_exe` and :func:`run_program` run them.
+For GCC 14 the printed lines name the plain ``riscv64-linux-gnu-gcc-14`` a maintainer has from
+Debian's package, while rvvdiff runs the same commands with the gcc14 root's wrappers
+(``COMPILERS["gcc14"]`` of harness/build/toolchain.py): ``printed=True`` gives the former.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from harness.core.proc import CommandError, run
 from harness.emulators import qemu as qemu_emu
 from harness.emulators.base import Ran
 
-TOOLCHAINS: tuple[str, ...] = ("clang", "zig")
+TOOLCHAINS: tuple[str, ...] = ("clang", "gcc14", "zig")
 
 #: The stock clang: Debian bookworm's clang-22 (from bookworm-security).
 CLANG_VERSION = 22
@@ -50,12 +54,21 @@ CLANG_PACKAGES: tuple[tuple[str, str], ...] = (
     ("libstdc++-12-dev-riscv64-cross", str(SYSROOT / "include" / "c++" / "12" / "vector")),
     ("binutils-riscv64-linux-gnu", f"{TARGET}-ld"),
 )
-#: Needed by either toolchain.
+#: The stock GCC: Debian stable's GCC 14 cross compiler, as upstream's riscv64 CI builds with.
+GCC = f"{TARGET}-gcc-14"
+GXX = f"{TARGET}-g++-14"
+#: The Debian (stable) packages of the GCC toolchain, as the printed commands need them.
+GCC_PACKAGES: tuple[str, ...] = ("gcc-14-riscv64-linux-gnu", "g++-14-riscv64-linux-gnu", "libc6-dev-riscv64-cross",
+                                 "libstdc++-14-dev-riscv64-cross")
+#: Needed by every toolchain.
 COMMON_PACKAGES: tuple[tuple[str, str], ...] = (
     ("cmake", "cmake"),
     ("qemu-user", "qemu-riscv64"),
 )
 APT_INSTALL = "apt-get install -y " + " ".join(p for p, _ in CLANG_PACKAGES)
+GCC_APT_INSTALL = "apt-get install -y " + " ".join(GCC_PACKAGES)
+#: How each toolchain is named in a report.
+LABELS = {"clang": "clang", "gcc14": "GCC 14", "zig": "zig"}
 
 #: The public-API program the end-to-end check links: a 1x1 ggml_mul_mat of a q4_0 row (256
 #: values) by a q8_0 row, whose inputs quantize exactly, so the result is the integer
@@ -123,6 +136,11 @@ def missing(toolchain: str) -> str | None:
     wanted = (CLANG_PACKAGES if toolchain == "clang" else ()) + COMMON_PACKAGES
     absent = [(pkg, proof) for pkg, proof in wanted
               if not (Path(proof).exists() if proof.startswith("/") else shutil.which(proof))]
+    if toolchain == "gcc14":
+        try:
+            _gcc14_tools()
+        except RvvdiffError as e:
+            return str(e)
     if toolchain == "zig":
         try:
             import ziglang  # type: ignore[import-untyped]  # noqa: F401
@@ -203,6 +221,14 @@ def _zig_tools() -> tuple[str, str, str, str]:
     return cc.cc, cc.cxx, cc.ar, cc.ranlib
 
 
+def _gcc14_tools() -> tuple[str, str, str, str]:
+    """The gcc14 root's wrappers (cc, c++, ar, ranlib) that run Debian's GCC 14 here (harness/build/toolchain.py);
+    a :class:`harness.build.toolchain.ToolchainError` names the set-up command when it is not installed."""
+    from harness.build.toolchain import compiler
+    cc = compiler("gcc14")
+    return cc.cc, cc.cxx, cc.ar, cc.ranlib
+
+
 # ------------------------------------------------------------------ the command lines
 
 
@@ -214,21 +240,23 @@ def cmake_options(tree: Path, isa: str | IsaBuild) -> dict[str, str]:
     return {**opts, **_isa(isa).cmake, "CMAKE_EXPORT_COMPILE_COMMANDS": "ON"}
 
 
-def _toolchain_options(toolchain: str) -> dict[str, str]:
+def _toolchain_options(toolchain: str, printed: bool) -> dict[str, str]:
     _check_toolchain(toolchain)
     cross = {"CMAKE_SYSTEM_NAME": "Linux", "CMAKE_SYSTEM_PROCESSOR": "riscv64"}
     if toolchain == "clang":
         return {**cross, "CMAKE_C_COMPILER": CLANG, "CMAKE_CXX_COMPILER": CLANGXX,
                 "CMAKE_C_COMPILER_TARGET": TARGET, "CMAKE_CXX_COMPILER_TARGET": TARGET}
-    cc, cxx, ar, ranlib = _zig_tools()
+    if toolchain == "gcc14" and printed:  # CMake finds riscv64-linux-gnu-ar by the compiler's prefix
+        return {**cross, "CMAKE_C_COMPILER": GCC, "CMAKE_CXX_COMPILER": GXX}
+    cc, cxx, ar, ranlib = _gcc14_tools() if toolchain == "gcc14" else _zig_tools()
     return {**cross, "CMAKE_C_COMPILER": cc, "CMAKE_CXX_COMPILER": cxx, "CMAKE_AR": ar, "CMAKE_RANLIB": ranlib}
 
 
 def build_argvs(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path, jobs: int = 2,
-                nice: int | None = None) -> list[list[str]]:
+                nice: int | None = None, *, printed: bool = False) -> list[list[str]]:
     """The configure and build commands as argument lists (see :func:`build_commands`)."""
     lay = layout(tree)
-    opts = {**_toolchain_options(toolchain), **cmake_options(tree, isa)}
+    opts = {**_toolchain_options(toolchain, printed), **cmake_options(tree, isa)}
     configure = ["cmake", "-S", str(lay.source), "-B", str(build_dir), *(f"-D{k}={v}" for k, v in opts.items())]
     build = ["cmake", "--build", str(build_dir), "--target", "ggml-cpu", "ggml-base", f"-j{jobs}"]
     if nice is not None:
@@ -237,31 +265,36 @@ def build_argvs(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path
 
 
 def build_commands(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path, jobs: int = 2,
-                   nice: int | None = None) -> list[str]:
+                   nice: int | None = None, *, printed: bool = False) -> list[str]:
     """Shell command lines that configure ggml of ``tree`` for ISA build ``isa`` with ``toolchain``
-    ("clang": Debian's clang-22 and the GNU cross sysroot; "zig": rvvdiff's zig wrapper) in
-    ``build_dir`` and build its static libraries libggml-cpu.a and libggml-base.a."""
-    return [shlex.join(a) for a in build_argvs(tree, isa, toolchain, build_dir, jobs, nice)]
+    ("clang": Debian's clang-22 and the GNU cross sysroot; "gcc14": Debian's GCC 14 cross compiler,
+    the gcc14 root's wrappers, or with ``printed`` the plain ``riscv64-linux-gnu-gcc-14``; "zig":
+    rvvdiff's zig wrapper) in ``build_dir`` and build its static libraries libggml-cpu.a and libggml-base.a."""
+    return [shlex.join(a) for a in build_argvs(tree, isa, toolchain, build_dir, jobs, nice, printed=printed)]
 
 
-def link_argv(program: Path, exe: Path, *, tree: Path, build_dir: Path, toolchain: str) -> list[str]:
-    """The command that compiles ``program`` and links it statically with the libraries of ``build_dir``."""
+def link_argv(program: Path, exe: Path, *, tree: Path, build_dir: Path, toolchain: str,
+              printed: bool = False) -> list[str]:
+    """The command that compiles ``program`` and links it statically with the libraries of ``build_dir``
+    (``printed``: as :func:`build_argvs`)."""
     _check_toolchain(toolchain)
     inc = layout(tree).ggml / "include"
     libs = [str(p) for p in libraries(tree, build_dir)]
     if toolchain == "clang":
         head = [CLANGXX, f"--target={TARGET}", "-x", "c"]
-        tail = ["-x", "none", *libs, "-static", "-lm", "-lpthread"]
+    elif toolchain == "gcc14":
+        head = [GXX if printed else _gcc14_tools()[1], "-x", "c"]
     else:
         head = [_zig_tools()[1], "-x", "c"]
-        tail = ["-x", "none", *libs, "-static", "-lm", "-lpthread"]
+    tail = ["-x", "none", *libs, "-static", "-lm", "-lpthread"]
     return [*head, "-O2", "-I", str(inc), str(program), *tail, "-o", str(exe)]
 
 
-def link_command(program: Path, exe: Path, *, tree: Path, build_dir: Path, toolchain: str) -> str:
+def link_command(program: Path, exe: Path, *, tree: Path, build_dir: Path, toolchain: str,
+                 printed: bool = False) -> str:
     """Shell command line: compile the C file ``program`` and link ``exe`` statically with ggml's
     libraries from ``build_dir`` (the C++ driver links the C++ runtime ggml-cpu needs)."""
-    return shlex.join(link_argv(program, exe, tree=tree, build_dir=build_dir, toolchain=toolchain))
+    return shlex.join(link_argv(program, exe, tree=tree, build_dir=build_dir, toolchain=toolchain, printed=printed))
 
 
 def run_argv(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
