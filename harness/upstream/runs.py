@@ -10,10 +10,7 @@ tail/mask stress mode, or another), or under Spike; with a fixed tree (a fix of
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,31 +41,15 @@ class Verdict:
     stress: bool = False
 
 
-@contextlib.contextmanager
-def built_with(name: str) -> Iterator[None]:
-    """rvvdiff's builds made with the named compiler inside the block: ``ensure_built`` and
-    :func:`build_program` take the compiler from ``RVVDIFF_COMPILER`` (harness/build/toolchain.py's
-    ``selected``), so the block sets it and restores what was there."""
-    was = os.environ.get("RVVDIFF_COMPILER")
-    os.environ["RVVDIFF_COMPILER"] = name
-    try:
-        yield
-    finally:
-        if was is None:
-            os.environ.pop("RVVDIFF_COMPILER", None)
-        else:
-            os.environ["RVVDIFF_COMPILER"] = was
-
-
 def public_includes(build: Build) -> list[str]:
     """The build's include directories of ggml's public headers (not ggml-cpu's internal ones)."""
     return [f for f in build.cflags if f.startswith("-I") and f.rstrip("/").endswith("/include")]
 
 
 def build_program(src: Path, build: Build, out: Path, emulator: Emulator | None = None) -> Path:
-    """Compile ``src`` with rvvdiff's compiler against the build's static libraries (C, then a C++ link:
+    """Compile ``src`` with the build's compiler against its static libraries (C, then a C++ link:
     ggml-cpu has C++ objects); for Spike, linked with its runtime."""
-    cc = compiler()
+    cc = compiler(build.compiler)
     march = [f for f in build.cflags if f.startswith(("-march", "-mabi"))]
     obj = out.with_suffix(".o")
     run([cc.cc, "-O1", *march, *public_includes(build), "-c", str(src), "-o", str(obj)], timeout=300,
@@ -113,9 +94,8 @@ def verify(src: Path, trees: dict[str, GgmlSource], isas: list[str], vlens: list
         for name in isas:
             isa = ISA_BUILDS[name]
             try:
-                with built_with(cc):
-                    build = ensure_built(tree, isa)
-                    exe = build_program(src, build, work / f"repro-{label}-{name}-{cc}{tag}", emulator)
+                build = ensure_built(tree, isa, cc)
+                exe = build_program(src, build, work / f"repro-{label}-{name}-{cc}{tag}", emulator)
             except RvvdiffError as e:  # one line per build that cannot make the program
                 msg = str(e).strip().splitlines()
                 out += [Verdict(label, name, v, None, f"not built: {msg[0] if msg else type(e).__name__}",
