@@ -411,13 +411,24 @@ PROBES = [
     ("n-is-1", lambda s: Shape(s, 16, 1, threads=2)),
 ]
 # tinyBLAS_RVV<D, V, TA, TB, TC>::gemm<RM, RN, BM>, mangled:
-#   ...tinyBLAS_RVVIu17__rvv_<D>_tu17__rvv_<V>_t...4gemmILi<RM>ELi<RN>ELi<BM>E
-_TINYBLAS = re.compile(r"tinyBLAS_RVVIu\d+__rvv_\w+?_tu\d+__rvv_(\w+?)_t.*4gemmILi(\d+)ELi(\d+)ELi(\d+)E")
+#   clang: ...tinyBLAS_RVVIu17__rvv_<D>_tu17__rvv_<V>_t...4gemmILi<RM>ELi<RN>ELi<BM>E
+#   GCC:   the same, but V written as a back-reference (``S1_``) when it is D (the f32 x f32 gemm):
+#          ...tinyBLAS_RVVIu17__rvv_float32m4_tS1_fffE4gemmILi2ELi2ELi8EEEvlll
+# (the trace has already dropped GCC's ``.constprop.0``: elf.base_symbol).  No other type precedes
+# V in the name, so a substitution there can only be D.
+_TINYBLAS = re.compile(r"tinyBLAS_RVVIu\d+__rvv_(\w+?)_t(?:u\d+__rvv_(\w+?)_t|S\d*_)"
+                       r".*4gemmILi(\d+)ELi(\d+)ELi(\d+)E")
+
+
+def _gemm(m: re.Match[str]) -> tuple[str, str, str, str]:
+    """(V, RM, RN, BM) of a tinyBLAS_RVV gemm symbol (V is D when the name refers back to it)."""
+    d, v, rm, rn, bm = m.groups()
+    return v or d, rm, rn, bm
 
 
 def executed_path(calls: frozenset[str]) -> str:
     """The mul_mat path a trace shows: the tinyBLAS_RVV gemm that ran, else the vec_dot."""
-    gemms = sorted({m.groups() for c in calls if (m := _TINYBLAS.search(c))})
+    gemms = sorted({_gemm(m) for c in calls if (m := _TINYBLAS.search(c))})
     if gemms:
         return " + ".join(f"tinyBLAS_RVV<{v}>::gemm<{rm},{rn},{bm}>" for v, rm, rn, bm in gemms)
     dots = sorted(c for c in calls if c.startswith("ggml_vec_dot_"))

@@ -31,6 +31,7 @@ is undefined in the reference); ``|x| <= 2^100``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -103,6 +104,25 @@ def float_rows(draw: st.DrawFn, block: int) -> np.ndarray:
     return make_row(nb, block, kinds, seed)
 
 
+@functools.cache
+def near_ties() -> np.ndarray:
+    """Floats x in (0, 1) whose product with 127 rounds (fp32) to an exact tie k + 1/2 although
+    the exact product is not one.  In a block whose largest magnitude is 1 (iscale = -127), a
+    quantizer that rounds x * iscale to fp32 and then to the nearest integer (ISO C, the oracle)
+    lands on the tie's even side; one whose compiler fuses the multiply into the rounding's add
+    (``nearest_int(x * iscale)``, ``x * iscale + 12582912.f`` as one fmadd.s: GCC's default
+    -ffp-contract=fast) rounds the exact product, to the other side (docs/findings.md)."""
+    out = []
+    for k in range(127):
+        x = np.float32((k + 0.5) / 127)
+        for _ in range(8):
+            if np.float32(x * np.float32(127)) == k + 0.5 and float(x) * 127 != k + 0.5:
+                out.append(x)
+                break
+            x = np.nextafter(x, np.float32(1))
+    return np.array(out, np.float32)
+
+
 def make_row(nb: int, block: int, kinds: tuple[str, ...] | list[str], seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     x = np.empty((nb, block), np.float64)
@@ -121,6 +141,9 @@ def make_row(nb: int, block: int, kinds: tuple[str, ...] | list[str], seed: int)
             if kind == "sign_ties":  # both signs of the largest magnitude, the positive one first
                 i, j = min(i, j), max(i, j)
                 v[i], v[j] = 127 * 2.0 ** e, -127 * 2.0 ** e
+        elif kind == "near_ties":  # amax = 2^e, the rest near ties: see near_ties()
+            v = rng.choice(near_ties(), block) * rng.choice([-1.0, 1.0], block) * 2.0 ** e
+            v[rng.integers(block)] = 2.0 ** e * (1 if rng.random() < 0.5 else -1)
         elif kind == "zero_blocks":
             v = np.zeros(block)
         else:  # constant
@@ -234,12 +257,13 @@ def check_quantizer(q: Quantizer, target, x: np.ndarray) -> None:
 
 def edge_rows(block: int) -> list[tuple[int, tuple[str, ...], int]]:
     """The rows every run checks, as (blocks, input kinds, seed): 1, 2 and 3 blocks of exact
-    ties, +-amax pairs, zero and constant blocks; 5 blocks of mixed kinds; the longest real
-    model's row (``block_counts``' real sizes: 448 blocks of 32, 56 super-blocks) and a row of
-    257 blocks (a block index past 8 bits).  The size table (cases/loops.py) reads its counts."""
+    ties, +-amax pairs, zero and constant blocks, a block of near ties (:func:`near_ties`); 5
+    blocks of mixed kinds; the longest real model's row (``block_counts``' real sizes: 448 blocks
+    of 32, 56 super-blocks) and a row of 257 blocks (a block index past 8 bits).  The size table
+    (cases/loops.py) reads its counts."""
     mixed = tuple(INPUT_KINDS)
     rows = [(1, ("ties",), 1), (2, ("sign_ties",), 2), (3, ("zero_blocks", "ties"), 3),
-            (1, ("constant",), 4), (1, ("sign_ties",), 5)]
+            (1, ("constant",), 4), (1, ("sign_ties",), 5), (1, ("near_ties",), 6)]
     rows += [(nb, mixed, 6 + i) for i, nb in enumerate(QS.every_run_counts(block)) if nb > 3]
     return rows + [(257, mixed, 6)]
 

@@ -38,6 +38,7 @@ from hypothesis import strategies as st
 
 from cases import quant_blocks as QB
 from cases import quant_variants as V
+from cases import quantize as QZ
 from cases import repack as R
 from cases import repack_kernels as K
 from cases import repack_selection as SEL
@@ -178,6 +179,8 @@ FLOAT_KINDS = (*QB.FLOAT_KINDS, "ties")
 def _float_rows(kind: str, k: int, seed: int, block: int) -> np.ndarray:
     """4 rows of k floats; ``ties``: per block the maximum is 127 * 2^e and every other element
     (j + 1/2) * 2^e, so that every scaled value is an exact tie between two integers."""
+    if kind == "near_ties":  # near ties of nearest_int (cases/quantize.py near_ties)
+        return np.stack([QZ.make_row(k // block, block, ("near_ties",), seed + r) for r in range(4)])
     if kind != "ties":
         return np.stack([QB.activation_floats(kind, k, seed + r) for r in range(4)])
     rng = np.random.default_rng(seed)
@@ -205,7 +208,8 @@ def _float_row_cases(draw: st.DrawFn, act: str) -> FloatRows:
 @pytest.mark.parametrize("qm", K.QUANTIZE_MATS, ids=[q.name for q in K.QUANTIZE_MATS])
 def test_quantize_mat(qm: K.QuantizeMat, target, request: pytest.FixtureRequest) -> None:
     """ggml_quantize_mat_<name> = the reference quantizer's 4 rows, interleaved, bit for bit; first
-    the block counts of ``R.quantize_mat_blocks`` (3, the longest real k), then drawn ones."""
+    the block counts of ``R.quantize_mat_blocks`` (3, the longest real k) and a block of near ties,
+    then drawn ones."""
     name, act, inter = qm.name, qm.act, qm.inter
     if name not in K.build_info(target).quantize_mats:
         pytest.skip(f"{qm.function} is compiled only with zvfh (repack.h); build {target.isa.name} has none")
@@ -221,5 +225,5 @@ def test_quantize_mat(qm: K.QuantizeMat, target, request: pytest.FixtureRequest)
                              name="interleaved blocks", context=f"ggml_quantize_mat_{name}, k={nb * blk}, {kind} rows, "
                              f"{target.id}; reference: quantize_row_{act}_ref semantics")
 
-    examples = [FloatRows(nb, "gaussian", i) for i, nb in enumerate(R.quantize_mat_blocks(act))]
+    examples = [FloatRows(nb, "gaussian", i) for i, nb in enumerate(R.quantize_mat_blocks(act))] + [FloatRows(1, "near_ties", 0)]
     S.explore(request, _float_row_cases(act), [], check, after=examples)

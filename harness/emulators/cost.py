@@ -77,7 +77,8 @@ class Cost:
     vector_work: int
     #: Vector instructions by class: config (vset*), load, store, arith.
     vector_kinds: dict[str, int] = field(default_factory=dict)
-    #: Instructions of the call per function (from the PC histogram difference), largest first.
+    #: Instructions of the call per function (from the PC histogram difference), largest first; a GCC
+    #: clone and its cold part count under the function they copy (elf.base_symbol).
     functions: dict[str, int] = field(default_factory=dict)
     #: Vector instructions whose vtype the code does not say (register-form vsetvl).
     vtype_unknown: int = 0
@@ -432,7 +433,7 @@ def tally(img: Image, diff: Counter[int], instret: int, cycles: int) -> Cost:
     diff = retired
     for pc, n in diff.items():
         fn = img.function_of(pc)
-        per_fn[fn[1] if fn else "?"] += n
+        per_fn[elf.base_symbol(fn[1]) if fn else "?"] += n
         v = img.vector_map(fn[0]).get(pc) if fn is not None else None
         if v is None:
             got = img.word(pc)

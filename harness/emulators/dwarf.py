@@ -29,6 +29,7 @@ from elftools.elf.elffile import ELFFile
 
 from harness.core.config import cache_dir
 from harness.core.errors import RvvdiffError
+from harness.emulators.elf import base_symbol
 from harness.ggml import csource
 
 #: What is measured: (path under ggml-cpu/, a regex the function's name must match or None).  The RVV
@@ -174,7 +175,7 @@ def line_table(program: Path) -> LineTable:
 
 
 #: Part of the stored tables' key: change it when what a table holds changes.
-_TABLE_FORMAT = "2"
+_TABLE_FORMAT = "3"
 
 
 def _stored(program: Path, st: os.stat_result) -> Path:
@@ -205,14 +206,15 @@ def _spans(path: str) -> tuple[list[int], list[tuple[int, int, str]]]:
 
 
 def _functions(elf) -> list[tuple[int, int, str]]:
-    """(start, end, name) of the binary's functions, sorted, names demangled when c++filt is there."""
+    """(start, end, name) of the binary's functions, sorted, names demangled when c++filt is there and
+    read as the function a GCC clone copies (``f.isra.0`` is ``f``: elf.base_symbol)."""
     symtab = elf.get_section_by_name(".symtab")
     if symtab is None:
         return []
     syms = sorted({(s["st_value"], s["st_value"] + s["st_size"], s.name) for s in symtab.iter_symbols()
                    if s["st_info"]["type"] == "STT_FUNC" and s["st_size"] > 0})
     names = demangle([n for _, _, n in syms])
-    return [(lo, hi, names[i]) for i, (lo, hi, _) in enumerate(syms)]
+    return [(lo, hi, base_symbol(names[i])) for i, (lo, hi, _) in enumerate(syms)]
 
 
 def demangle(names: list[str]) -> list[str]:

@@ -1,7 +1,10 @@
-"""What rvvdiff reads of an ELF64 little-endian file: its program headers and its symbols (.symtab)."""
+"""What rvvdiff reads of an ELF64 little-endian file: its program headers and its symbols (.symtab),
+and the one rule for reading a symbol's name as the source function it was compiled from
+(:func:`base_symbol`)."""
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 
@@ -47,3 +50,22 @@ def symbols(data: bytes) -> list[tuple[int, int, str]]:
                 end = data.index(b"\0", stroff + st_name)
                 out.append((value, st_info & 0xF, data[stroff + st_name:end].decode(errors="replace")))
     return out
+
+
+#: The suffixes GCC gives the copies of a function it makes (interprocedural scalar replacement
+#: ``.isra.N``, constant propagation ``.constprop.N``, partial inlining ``.part.N``, hot/cold splitting
+#: ``.cold`` / ``.cold.N``, LTO's ``.lto_priv.N``, ``.localalias``), chained as GCC chains them
+#: (``f.part.0.isra.0``), in the symbol table (``f.isra.0``) or as c++filt prints them
+#: (``f(int) [clone .isra.0]``).  clang names no such copies.
+_CLONE = re.compile(r"(?:\.(?:isra|constprop|part|cold|lto_priv|localalias)(?:\.\d+)?)+$"
+                    r"|(?: \[clone \.[\w.]+\])+$")
+
+
+def base_symbol(name: str) -> str:
+    """The function ``name`` is a copy of: ``name`` without GCC's clone suffixes.
+
+    A static function GCC specialised is linked (and named by QEMU's trace, the symbol table and
+    DWARF) as ``<fn>.isra.0`` and the like, where clang keeps ``<fn>``; everything that matches a
+    server's symbols by name reads them through this, so a GCC build gets the verdict a clang
+    build gets where the kernels agree."""
+    return _CLONE.sub("", name)

@@ -3,7 +3,9 @@
 QEMU translates guest code block by block the first time it is about to run
 it, and ``-d in_asm`` logs each translation headed ``IN: <symbol>``; the
 kernel server is a static binary with its symbol table, so static functions
-(e.g. ggml's ``*_vl256`` variants) are named too.  With ``-d strace`` the
+(e.g. ggml's ``*_vl256`` variants) are named too.  A trace names functions, not their copies: GCC's
+clones (``ggml_vec_dot_q4_K_q8_K_vl128.isra.0``) are read as the function they copy
+(:func:`harness.emulators.elf.base_symbol`), so checks of what ran hold for both compilers.  With ``-d strace`` the
 server's ``write`` of each response appears in the same log, which splits it
 into start-up, hello and the call.  A one-shot server (not the pooled one,
 whose code is already translated) runs hello, the call and quit, and the
@@ -21,10 +23,11 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.emulators import executed
+from harness.emulators import elf, executed
 from harness.emulators import protocol as P
 from harness.emulators.pool import KernelServer, _no_core_dumps
 
@@ -35,7 +38,8 @@ _WRITE = re.compile(r"^\d+ write\((\d+),")
 
 @dataclass(frozen=True)
 class Trace:
-    #: Functions first translated while the call was served (the kernel and what it called).
+    #: Functions first translated while the call was served (the kernel and what it called), by the
+    #: name of the function a GCC clone copies.
     call: frozenset[str]
     #: Functions translated during start-up and hello (already known before the call).
     before: frozenset[str]
@@ -47,6 +51,21 @@ class Trace:
     def matching(self, pattern: str) -> list[str]:
         rx = re.compile(pattern)
         return sorted(n for n in self.call if rx.search(n))
+
+
+def read_log(lines: Iterable[str]) -> list[set[str]]:
+    """The functions first translated in each stretch of a QEMU ``-d in_asm,strace`` log, split at
+    each response the server wrote (a ``write`` not to stderr), by the function a GCC clone copies."""
+    sections: list[set[str]] = [set()]
+    for line in lines:
+        m = _IN.match(line)
+        if m:
+            sections[-1].add(elf.base_symbol(m.group(1)))
+        else:
+            w = _WRITE.match(line)
+            if w and w.group(1) != "2":  # a response frame (stderr writes do not count)
+                sections.append(set())
+    return sections
 
 
 def trace_call(server: KernelServer, kernel: str, ip=(), fp=(), bufs=(), *, timeout: float = 300.0) -> Trace:
@@ -67,16 +86,8 @@ def trace_call(server: KernelServer, kernel: str, ip=(), fp=(), bufs=(), *, time
         if keep is not None:  # --rvv-coverage: what the traced call executed counts too
             shutil.copyfile(log, keep)
             executed.compact(keep)
-        sections: list[set[str]] = [set()]
         with open(log, errors="replace") as f:
-            for line in f:
-                m = _IN.match(line)
-                if m:
-                    sections[-1].add(m.group(1))
-                else:
-                    w = _WRITE.match(line)
-                    if w and w.group(1) != "2":  # a response frame (stderr writes do not count)
-                        sections.append(set())
+            sections = read_log(f)
     # sections: [start-up + hello, call, after the call's response]
     if len(sections) < 3:
         raise RuntimeError(f"traced run of {kernel}: expected two responses in the QEMU log, found {len(sections) - 1}")
