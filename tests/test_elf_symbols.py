@@ -8,7 +8,7 @@ import pytest
 
 from cases import mul_mat as MM
 from harness.emulators import cost, elf
-from harness.emulators import trace as T
+from harness.emulators import trace
 
 #: A gemm as each compiler names it in the pinned tree's servers (f32 x f32, then f16 x f32).
 CLANG_F32 = "_ZN12_GLOBAL__N_112tinyBLAS_RVVIu17__rvv_float32m4_tu17__rvv_float32m4_tfffE4gemmILi2ELi2ELi8EEEvlll"
@@ -49,7 +49,7 @@ def test_trace_reads_clones_as_their_function(tmp_path, monkeypatch):
            "IN: ggml_vec_dot_q4_K_q8_K_vl128.isra.0\n"
            f"IN: {GCC_F32}\n"
            "13 write(1,0x1,8) = 8\n")
-    assert T.read_log(log.splitlines()) == [{"main"},
+    assert trace.read_log(log.splitlines()) == [{"main"},
                                             {"ggml_vec_dot_q4_K_q8_K", "ggml_vec_dot_q4_K_q8_K_vl128",
                                              GCC_F32.removesuffix(".constprop.0")},
                                             set()]
