@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 
 from cases import mul_mat as MM
-from harness.emulators import cost, elf
-from harness.emulators import trace
+from harness.emulators import cost, elf, trace
 
 #: A gemm as each compiler names it in the pinned tree's servers (f32 x f32, then f16 x f32).
 CLANG_F32 = "_ZN12_GLOBAL__N_112tinyBLAS_RVVIu17__rvv_float32m4_tu17__rvv_float32m4_tfffE4gemmILi2ELi2ELi8EEEvlll"
