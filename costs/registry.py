@@ -28,8 +28,9 @@ def problems(names: list[str] | None = None) -> list[str]:
     exist, a case of no family, two cases with one id."""
     names = list(families.MODULES) if names is None else names
     have = {c.family for c in CASES}
-    out = [f"family {n!r} (cases/families.py) has no cost case: add its cases to costs/, or the reason it "
-           "has none to costs/registry.py's UNMEASURED" for n in names if n not in have and n not in UNMEASURED]
+    out = [f"family {n!r} (cases/families.py) has no cost case: add its cases to a costs/ module and "
+           "that list to CASES in costs/registry.py, or the reason it has none to UNMEASURED there"
+           for n in names if n not in have and n not in UNMEASURED]
     out += [f"UNMEASURED names {n!r}, which has cost cases" for n in UNMEASURED if n in have]
     out += [f"UNMEASURED names {n!r}, which is not a family of cases/families.py" for n in UNMEASURED if n not in names]
     out += [f"cost cases of family {f!r}, which is not one of cases/families.py" for f in sorted(have - set(names))]

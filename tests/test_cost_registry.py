@@ -17,8 +17,8 @@ def test_every_family_has_cost_cases_or_a_reason() -> None:
 def test_a_family_without_cost_cases_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     names = [*families.MODULES, "new_family"]
     assert registry.problems(names) == [
-        "family 'new_family' (cases/families.py) has no cost case: add its cases to costs/, or the reason it has "
-        "none to costs/registry.py's UNMEASURED"]
+        "family 'new_family' (cases/families.py) has no cost case: add its cases to a costs/ module and that list "
+        "to CASES in costs/registry.py, or the reason it has none to UNMEASURED there"]
     monkeypatch.setitem(registry.UNMEASURED, "new_family", "measured by another suite")
     assert registry.problems(names) == []
     monkeypatch.setitem(registry.UNMEASURED, "quantize", "no reason")
