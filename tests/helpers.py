@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from harness.build.builds import Build, ensure_built
+from harness.build.toolchain import ToolchainError, compiler
 from harness.core import config
 from harness.emulators import pool
 from harness.emulators.qemu import qemu
@@ -29,3 +30,30 @@ def run_suite(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[
     env = {k: v for k, v in os.environ.items() if k != "RVVDIFF_SESSION"}
     return subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def gcc14_missing() -> str | None:
+    """Why GCC 14 cannot build here (its set-up command included), or None when it is installed."""
+    try:
+        compiler("gcc14")
+    except ToolchainError as e:
+        return str(e)
+    return None
+
+
+#: A one-kernel differential test for running the plugin in a pytester subprocess.
+DIFF_TEST = """
+import numpy as np
+from harness.emulators.protocol import In, Out
+
+def test_dot(target):
+    x = np.arange(10, dtype=np.float32)
+    r = target.call("vec_dot_f32", [10], [], [In(x), In(x), Out(4)])
+    assert r.output(0, np.float32)[0] == 285.0
+"""
+
+
+def run_diff_test(pytester, *args: str):
+    """Run :data:`DIFF_TEST` under the plugin with ``args`` (a pytester subprocess)."""
+    pytester.makepyfile(test_diff=DIFF_TEST)
+    return pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")

@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from helpers import run_diff_test
 
 from harness.build.toolchain import COMPILERS
 from harness.core.config import COMPILER_NAMES, ISA_BUILDS, parse_compilers, split_compiler
@@ -17,20 +18,8 @@ from harness.report.ids import parse_id, replay_argv
 
 EVERY = tuple(ISA_BUILDS)
 
-DIFF_TEST = """
-import numpy as np
-from harness.emulators.protocol import In, Out
-
-def test_dot(target):
-    x = np.arange(10, dtype=np.float32)
-    r = target.call("vec_dot_f32", [10], [], [In(x), In(x), Out(4)])
-    assert r.output(0, np.float32)[0] == 285.0
-"""
-
-
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    pytester.makepyfile(test_diff=DIFF_TEST)
-    return pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
+    return run_diff_test(pytester, *args)
 
 
 def test_the_first_layer_names_the_registrys_compilers() -> None:

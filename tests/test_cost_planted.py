@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import gcc14_missing
 
 from harness.build.builds import ensure_built
-from harness.build.toolchain import ToolchainError, compiler
 from harness.core.config import DATA_DIR, ISA_BUILDS, PROJECT_ROOT
 from harness.emulators import protocol as P
 from harness.emulators import spike
@@ -121,19 +121,13 @@ def test_the_start_up_snapshot_measures_what_a_fresh_start_measures(tmp_path: Pa
     assert len(runs["1"]) == 2 * (2 + 1 + 1) and runs["0"] == runs["1"]  # q4_K: RVV and twin; two VLENs
 
 
-def _gcc14_missing() -> str | None:
-    try:
-        compiler("gcc14")
-    except ToolchainError as e:
-        return str(e)
-    return None
 
 
 def test_gcc14_and_clang_builds_are_measured_side_by_side(tmp_path: Path) -> None:
     """The kernel server built by GCC 14 (static glibc) runs bare metal under Spike with the runtime
     (harness/server/spike/rt.c), and its calls are counted like clang's: both compilers' rows, the two
     measures of each call agree, and the comparison lists only calls both measured."""
-    why = _gcc14_missing()
+    why = gcc14_missing()
     if why:
         pytest.skip(f"SKIPPED: GCC 14 is not installed: {why}")
     code, data, out = _cost(tmp_path, "-k", "quant_dot and q4_0 and k4096", "--cc", "gcc14,clang")

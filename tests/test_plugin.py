@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from helpers import run_diff_test
 
 from harness.check import observe
 from harness.plugin import session, targets
 
-DIFF_TEST = """
-import numpy as np
-from harness.emulators.protocol import In, Out
-
-def test_dot(target):
-    x = np.arange(10, dtype=np.float32)
-    r = target.call("vec_dot_f32", [10], [], [In(x), In(x), Out(4)])
-    assert r.output(0, np.float32)[0] == 285.0
-"""
-
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    pytester.makepyfile(test_diff=DIFF_TEST)
-    return pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
+    return run_diff_test(pytester, *args)
 
 
 @pytest.mark.parametrize("option, message", [

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import gcc14_missing
 
 from harness.commands import report
 from harness.core.config import ISA_BUILDS
@@ -190,16 +191,9 @@ def test_finding_issue_fails_on_the_tree_and_passes_with_the_fix(tmp_path: Path)
     assert "C[0] = 0, expected 32" in said or "C[0] = 0, expected 32" in issue
 
 
-def _gcc14_missing() -> str | None:
-    from harness.build.toolchain import ToolchainError, compiler
-    try:
-        compiler("gcc14")
-    except ToolchainError as e:
-        return str(e)
-    return None
 
 
-@pytest.mark.skipif(_gcc14_missing() is not None, reason="GCC 14 not installed: run ci/setup.sh --gcc14")
+@pytest.mark.skipif(gcc14_missing() is not None, reason="GCC 14 not installed: run ci/setup.sh --gcc14")
 def test_finding_issue_with_both_compilers(tmp_path: Path) -> None:
     """The iq4_nl finding's program built by zig's clang and by GCC 14 (zvfh, the pinned and the fixed tree):
     wrong under both on the tree, right with the fix, and the title and table say so per compiler."""
