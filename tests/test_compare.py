@@ -198,7 +198,8 @@ def test_a_crashed_call_leaves_the_oracles_value_in_its_failure_report(tmp_path)
     observe.take_kept()
     observe.keep("comparison", {"stale": True})  # from an earlier call: must not survive the next one
     note_expected(32.0, 0.0, name="f(x, y)", context="ctx", derivation="exact")
-    target = SimpleNamespace(vlen=512, isa=SimpleNamespace(name="zvfh", cmake={}, qemu={}), stress=False)
+    target = SimpleNamespace(vlen=512, isa=SimpleNamespace(name="zvfh", cmake={}, qemu={}), stress=False,
+                             compiler="clang")
     source = SimpleNamespace(root=tmp_path, label="t", commit="c", version="0")
     d = write_failure(tmp_path / "r", nodeid="t::crash", longrepr="crashed", kept=observe.take_kept(),
                       target=target, source=source, replay="pytest t")

@@ -40,8 +40,8 @@ def test_every_finding_of_the_pinned_tree_has_a_fix_and_every_fix_a_finding() ->
     entries = known.load()
     pinned = [e for e in entries if not e.seen_in]
     assert pinned, "known_failures.toml lost its findings"
-    lacking = [f"#{e.number} {e.test}" for e in pinned if not e.fix]
-    assert not lacking, f"findings of the pinned tree without a fix = ...: {lacking}"
+    lacking = [f"#{e.number} {e.test}" for e in pinned if not e.fix and not e.fix_pending]
+    assert not lacking, f"findings of the pinned tree without a fix (or fix_pending, why not yet) = ...: {lacking}"
     unknown = sorted({e.fix for e in entries if e.fix and e.fix not in cat})
     assert not unknown, f"entries name fixes that fixes/ lacks: {unknown}"
     orphans = [n for n in cat if not any(e.fix == n for e in entries)]

@@ -192,9 +192,9 @@ def _runtime_flags(cc: Compiler, march: str | None) -> list[str]:
     return ["-O2", *([f"-march={scalar}"] if scalar else []), "-fno-tree-vectorize", "-fno-tree-slp-vectorize"]
 
 
-def _runtime_object(build_dir: Path, march: str | None) -> Path:
-    """rt.c compiled for a build's -march (cached by content)."""
-    cc = compiler()
+def _runtime_object(build_dir: Path, march: str | None, compiler_name: str) -> Path:
+    """rt.c compiled for a build's -march by the build's compiler (cached by content)."""
+    cc = compiler(compiler_name)
     flags = _runtime_flags(cc, march)
     obj = build_dir / "server-obj" / f"spike-rt-{digest(RUNTIME.read_bytes(), ' '.join(flags), cc.identity)}.o"
     if not obj.exists():
@@ -208,7 +208,7 @@ def _runtime_object(build_dir: Path, march: str | None) -> Path:
 
 def _link_args(build: Build) -> list[str]:
     """The runtime object, the image base and the runtime's entry point (the caller holds the build's lock)."""
-    return [str(_runtime_object(build.dir, build.march)), f"-Wl,--image-base={IMAGE_BASE}",
+    return [str(_runtime_object(build.dir, build.march, build.compiler)), f"-Wl,--image-base={IMAGE_BASE}",
             "-Wl,-e,rvvdiff_spike_start"]
 
 
@@ -221,8 +221,9 @@ def spike_link_args(build: Build) -> list[str]:
 
 def server_for(build: Build) -> Path:
     """The kernel server of ``build`` linked for Spike: the same objects and libraries as
-    ``build.server``, plus the runtime, at :data:`IMAGE_BASE`, entered at the runtime's start."""
-    cc = compiler()
+    ``build.server``, plus the runtime, at :data:`IMAGE_BASE`, entered at the runtime's start; linked by the
+    build's own compiler."""
+    cc = compiler(build.compiler)
     with locked(build.dir / ".lock"):
         objs, _ = server_objects(build.dir, cc, build.cflags, build.key)
         link = _link_args(build)

@@ -11,6 +11,7 @@
     reproducer = "the shortest command or file that shows it"
     # ggml = ["0c1e570", "ggml-0.25.3", "*"]  # optional: trees named explicitly
     # fix = "q4_K_int16_subblock_sum"      # optional: harness/data/fixes/<fix>.patch fixes it (`rvvdiff fixes`)
+    # fix_pending = "why there is no fix patch yet"  # instead of fix, for a finding of the pinned tree
     # emulator = "spike"                    # optional: only on this emulator (default: every one)
     # compiler = "gcc14"                    # optional: only in builds of this compiler, or a list
                                             # of them (default: every compiler)
@@ -94,7 +95,7 @@ FINGERPRINT_MACROS = csource.rvv_macros(e for e in ISA_BUILDS[FINGERPRINT_BUILD]
 
 _KEYS_REQUIRED = ("test", "reason", "reproducer")
 _KEYS_FUNCTION = ("function", "file", "fingerprint")
-_KEYS = (*_KEYS_REQUIRED, *_KEYS_FUNCTION, "ggml", "seen_in", "fix", "emulator", "compiler")
+_KEYS = (*_KEYS_REQUIRED, *_KEYS_FUNCTION, "ggml", "seen_in", "fix", "fix_pending", "emulator", "compiler")
 _FINGERPRINT = re.compile(r"[0-9a-f]{16}")
 
 
@@ -170,6 +171,9 @@ class Known:
     seen_in: tuple[str, ...] = ()
     #: The patch that fixes the bug: ``harness/data/fixes/<fix>.patch`` (harness/commands/fixes.py verifies it).
     fix: str = ""
+    #: Why a finding has no fix patch yet (found, explained, its fix not written): every finding of the
+    #: pinned tree names its ``fix`` or says this (tests/test_fixes.py), never neither or both.
+    fix_pending: str = ""
     #: Only on this emulator ("spike", "qemu"); empty: on every emulator.  For a kernel that relies on
     #: behaviour the specification leaves to the hart, and only one emulator chooses the failing side
     #: (misaligned vector element accesses trap on Spike, not on QEMU).
@@ -299,6 +303,9 @@ def _entry(e: object, number: int, path: Path) -> Known:
     ggml = _strings(e["ggml"], where, "ggml") if "ggml" in e else ()
     seen_in = _strings(e["seen_in"], where, "seen_in") if "seen_in" in e else ()
     fix = _strings(e["fix"], where, "fix")[0] if "fix" in e else ""
+    fix_pending = _strings(e["fix_pending"], where, "fix_pending")[0] if "fix_pending" in e else ""
+    if fix and fix_pending:
+        raise KnownFailuresError(f"{where}: fix and fix_pending both set: a finding has its fix patch or says why not")
     emulator = _strings(e["emulator"], where, "emulator")[0] if "emulator" in e else ""
     if emulator not in ("", "qemu", "spike"):
         raise KnownFailuresError(f"{where}: emulator {emulator!r} must be \"qemu\" or \"spike\"")
@@ -308,7 +315,8 @@ def _entry(e: object, number: int, path: Path) -> Known:
         raise KnownFailuresError(f"{where}: compiler {', '.join(map(repr, bad))} is not one of "
                                  f"{', '.join(COMPILER_NAMES)} (harness/build/toolchain.py's COMPILERS)")
     return Known(e["test"].strip(), e["reason"].strip(), e["reproducer"].strip(), functions, files, prints, ggml,
-                 seen_in=seen_in, fix=fix, emulator=emulator, compilers=compilers, number=number)
+                 seen_in=seen_in, fix=fix, fix_pending=fix_pending, emulator=emulator, compilers=compilers,
+                 number=number)
 
 
 def load(path: Path | None = None) -> list[Known]:
