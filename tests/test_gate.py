@@ -318,19 +318,21 @@ def test_planted_fix_passes_and_is_named(tmp_path: Path) -> None:
 
 
 def test_the_github_workflow_runs_the_gate_against_the_merge_base() -> None:
-    """ci/github/rvvdiff.yml: full history for the merge-base, the gate per VLEN x ISA shard, the
+    """ci/github/rvvdiff.yml: full history for the merge-base, the gate per VLEN x ISA x compiler shard, the
     reports uploaded, one verdict job; the options it passes are ones the gate accepts."""
     yaml = pytest.importorskip("yaml")  # PyYAML comes with gguf
     wf = yaml.safe_load((ROOT / "ci/github/rvvdiff.yml").read_text())
     job = wf["jobs"]["rvvdiff"]
-    assert job["strategy"]["matrix"] == {"vlen": [128, 256, 512, 1024], "isa": ["v", "zvfh", "zvfbfwma"]}
+    assert job["strategy"]["matrix"] == {"vlen": [128, 256, 512, 1024], "isa": ["v", "zvfh", "zvfbfwma"],
+                                         "cc": ["clang", "gcc14"], "exclude": [{"isa": "zvfbfwma", "cc": "gcc14"}]}
     steps = {s.get("name", ""): s for s in job["steps"]}
     head = next(s for s in job["steps"] if s.get("with", {}).get("path") == "llama.cpp")
     assert head["with"]["fetch-depth"] == 0
     run = next(s["run"] for n, s in steps.items() if n.startswith("rvvdiff gate"))
     assert run.startswith("rvvdiff/ci/gate.sh llama.cpp ")
     args = run.split()[2:]
-    assert args == ["--lines-defer", "--vlen", "${{", "matrix.vlen", "}}", "--isa", "${{", "matrix.isa", "}}"]
+    assert args == ["--lines-defer", "--vlen", "${{", "matrix.vlen", "}}", "--isa", "${{", "matrix.isa", "}}",
+                    "--cc", "${{", "matrix.cc", "}}"]
     lines = wf["jobs"]["lines"]
     assert lines["needs"] == "rvvdiff" and any("linegate merge" in st.get("run", "") for st in lines["steps"])
     uploaded = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
