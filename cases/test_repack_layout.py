@@ -173,7 +173,19 @@ def test_selection(target) -> None:
     observe.note("selection", ", ".join(picked) or "nothing repacked")
 
 
-FLOAT_KINDS = (*QB.FLOAT_KINDS, "ties")
+FLOAT_KINDS = (*QB.FLOAT_KINDS, "ties", "scale_ties")
+
+
+def scale_ties(n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` block maxima amax = 127 t, where t lies exactly halfway between two fp16 numbers whose
+    lower one is even: amax / 127 = t exactly (t has 12 significant bits, 127 t 19), so the block's
+    fp16 scale d is an exact tie, which round-to-nearest-even (ggml's conversion) rounds down and any
+    other rounding mode (ties away, up) rounds up.  A quantizer that converts d while the FP rounding
+    mode is not the default shows it (docs/findings.md: GCC 14's hoisted frm write)."""
+    mant = rng.integers(0, 512, n) * 2  # an even fp16 mantissa (10 bits)
+    exp = rng.integers(-8, 4, n)  # fp16 normal range, scales of real activations
+    t = (1 + (mant + 0.5) / 1024) * np.exp2(exp)
+    return (127 * t).astype(np.float32)
 
 
 def _float_rows(kind: str, k: int, seed: int, block: int) -> np.ndarray:
@@ -181,9 +193,14 @@ def _float_rows(kind: str, k: int, seed: int, block: int) -> np.ndarray:
     (j + 1/2) * 2^e, so that every scaled value is an exact tie between two integers."""
     if kind == "near_ties":  # near ties of nearest_int (cases/quantize.py near_ties)
         return np.stack([QZ.make_row(k // block, block, ("near_ties",), seed + r) for r in range(4)])
+    rng = np.random.default_rng(seed)
+    if kind == "scale_ties":  # every block's maximum makes its fp16 scale an exact tie (scale_ties)
+        amax = scale_ties(4 * (k // block), rng).reshape(4, k // block, 1)
+        v = rng.uniform(-1, 1, (4, k // block, block)) * amax
+        v[:, :, 0] = np.where(rng.random((4, k // block)) < 0.5, 1, -1) * amax[:, :, 0]
+        return v.reshape(4, k).astype(np.float32)
     if kind != "ties":
         return np.stack([QB.activation_floats(kind, k, seed + r) for r in range(4)])
-    rng = np.random.default_rng(seed)
     v = rng.integers(-127, 127, (4, k // block, block)) + 0.5
     v[:, :, 0] = np.where(rng.random((4, k // block)) < 0.5, 127, -127)
     return (v * np.exp2(rng.integers(-6, 4, (4, k // block, 1)))).reshape(4, k).astype(np.float32)
@@ -208,8 +225,8 @@ def _float_row_cases(draw: st.DrawFn, act: str) -> FloatRows:
 @pytest.mark.parametrize("qm", K.QUANTIZE_MATS, ids=[q.name for q in K.QUANTIZE_MATS])
 def test_quantize_mat(qm: K.QuantizeMat, target, request: pytest.FixtureRequest) -> None:
     """ggml_quantize_mat_<name> = the reference quantizer's 4 rows, interleaved, bit for bit; first
-    the block counts of ``R.quantize_mat_blocks`` (3, the longest real k) and a block of near ties,
-    then drawn ones."""
+    the block counts of ``R.quantize_mat_blocks`` (3, the longest real k), a block of near ties and
+    two blocks whose fp16 scales are exact ties (:func:`scale_ties`), then drawn ones."""
     name, act, inter = qm.name, qm.act, qm.inter
     if name not in K.build_info(target).quantize_mats:
         pytest.skip(f"{qm.function} is compiled only with zvfh (repack.h); build {target.isa.name} has none")
@@ -225,5 +242,6 @@ def test_quantize_mat(qm: K.QuantizeMat, target, request: pytest.FixtureRequest)
                              name="interleaved blocks", context=f"ggml_quantize_mat_{name}, k={nb * blk}, {kind} rows, "
                              f"{target.id}; reference: quantize_row_{act}_ref semantics")
 
-    examples = [FloatRows(nb, "gaussian", i) for i, nb in enumerate(R.quantize_mat_blocks(act))] + [FloatRows(1, "near_ties", 0)]
+    examples = [FloatRows(nb, "gaussian", i) for i, nb in enumerate(R.quantize_mat_blocks(act))] + [
+        FloatRows(1, "near_ties", 0), FloatRows(2, "scale_ties", 0)]
     S.explore(request, _float_row_cases(act), [], check, after=examples)
