@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands.mutation import _merged, detect
+from harness.commands.mutation import _by_compiler, _merged, detect, table
 from harness.ggml import mutants
 
 #: mutant -> extra pytest arguments narrowing its selection for CI.
@@ -53,3 +53,16 @@ def test_only_replaces_its_rows_and_keeps_the_others(tmp_path: Path) -> None:
     rows, meta = _merged(saved, [{"mutant": "b", "caught": False}], {"machine": "n", "wall": "4 s"}, ["a", "b", "c"])
     assert rows == [{"mutant": "a", "caught": True}, {"mutant": "b", "caught": False}]
     assert meta["machine"] == "m" and "b re-run with --only (n, 4 s)" in meta["re-run"]
+
+
+def test_detection_is_counted_per_compiler() -> None:
+    """With two compilers the ids name them and each gets its own count; a one-compiler run's ids name
+    none and count for that compiler; the table marks a compiler under which nothing failed."""
+    t = "cases/test_vec_dot.py::test_vec_dot[q4_0-vlen256-zvfh"
+    results = [{"nodeid": f"{t}-clang]", "outcome": "failed"}, {"nodeid": f"{t}-gcc14]", "outcome": "passed"},
+               {"nodeid": f"{t}-stress-gcc14]", "outcome": "passed"}, {"nodeid": "tests/x.py::test_y", "outcome": "failed"}]
+    per = _by_compiler(results, "clang,gcc14")
+    assert per == {"clang": [1, 1], "gcc14": [0, 2]}
+    assert _by_compiler([{"nodeid": f"{t}]", "outcome": "error"}], "gcc14") == {"gcc14": [1, 1]}
+    text = table([{"mutant": "m", "class": "c", "caught": False, "by_compiler": per}], {"machine": "m"})
+    assert "clang 1/1, gcc14 **0/2**" in text
