@@ -74,9 +74,20 @@ class StandIn:
         return f"ssh:{HOST}:{self.remote_dir}"
 
     def sessions(self) -> list[int]:
-        """The pids of sshd's per-connection processes (children of the listener)."""
-        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(self.proc.pid)], capture_output=True, text=True).stdout
-        return [int(p) for p in out.split()]
+        """The pids of sshd's per-connection processes (the listener's sshd descendants: the privileged
+        monitor and the session process that holds the connection)."""
+        rows = subprocess.run(["ps", "-eo", "pid=,ppid=,comm="], capture_output=True, text=True).stdout.split("\n")
+        children: dict[int, list[tuple[int, str]]] = {}
+        for row in rows:
+            if len(parts := row.split(None, 2)) == 3:
+                children.setdefault(int(parts[1]), []).append((int(parts[0]), parts[2]))
+        found, todo = [], [self.proc.pid]
+        while todo:
+            for pid, comm in children.get(todo.pop(), []):
+                if comm.startswith("sshd"):
+                    found.append(pid)
+                    todo.append(pid)
+        return found
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -12,8 +12,8 @@ in the report header), and an ISA build that needs an extension it lacks is skip
 qemu-riscv64 at a fixed CPU).  ``ssh:HOST[:DIR]``: each program is copied once (named by its content's
 hash) to DIR on HOST (default ``.cache/rvvdiff-board`` under the remote home) and started over ssh
 (``RVVDIFF_SSH``: the ssh command and its options); the remote shell reports the server's pid on stderr
-first, so a server the pool kills for a hang is also killed on the board.  An ssh exit status of 255 is
-ssh's own failure (unreachable board, dropped connection); a remote status 128+N is the server killed
+first, so a server the pool kills for a hang is also killed on the board, and passes on its exit status.
+An ssh exit status of 255 is ssh's own failure (unreachable board, dropped connection); a remote status 128+N is the server killed
 by signal N.  docs/board.md has the set-up of a board.
 """
 
@@ -282,7 +282,10 @@ class Ssh(Board):
                 "-o", "ServerAliveCountMax=3", self.host, remote]
 
     def run_argv(self, program: PurePosixPath | Path) -> list[str]:
-        return self.argv(f"echo rvvdiff-pid=$$ >&2 && exec {shlex.quote(str(program))}")
+        # The inner shell becomes the program (its pid first on stderr); the outer one passes on its exit
+        # status, 128+N for a signal N (a program killed by a signal would otherwise be ssh's 255).
+        inner = f"echo rvvdiff-pid=$$ >&2 && exec {shlex.quote(str(program))}"
+        return self.argv(f"sh -c {shlex.quote(inner)}; exit $?")
 
     def place(self, program: Path) -> PurePosixPath:
         """Copy ``program`` to the board once (its name is its content's hash; a copy is written under a
