@@ -5,17 +5,19 @@ with the same qemu command as its launcher.  No RISC-V hardware was involved."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 import standin_board as standin
-from helpers import pinned_build, run_diff_test, run_suite
+from helpers import ROOT, pinned_build, run_diff_test, run_suite
 
-from harness.emulators import board, pool, registry
+from harness.emulators import board, counters, pool, registry
 from harness.emulators.protocol import In, Out
 from harness.emulators.qemu import qemu
 
@@ -243,3 +245,89 @@ def test_native_policy_probe_sees_the_stress_mode(native_launcher) -> None:
     native_launcher(standin.CPU + ",rvv_ta_all_1s=true,rvv_ma_all_1s=true")
     p = registry.get("native").probe
     assert (p.tail, p.mask) == ("ones", "ones")
+
+
+# ------------------------------------------------------------------ measured cost: the counter path
+
+def test_counters_on_the_stand_in_board_say_how_to_get_them(stand_in: standin.StandIn) -> None:
+    s = pool.KernelServer(pinned_build("zvfh"), standin.VLEN, False, ssh_board(stand_in))
+    try:
+        s.start()
+        with pytest.raises(counters.CounterAccess, match="board standin offers no hardware counters to perf_event_open"):
+            counters.BoardCounters(ssh_board(stand_in), s)
+    finally:
+        s.stop()
+    line = counters.access_hint("board k1", "Permission denied", "3")
+    assert "kernel.perf_event_paranoid = 3" in line and "sysctl -w kernel.perf_event_paranoid=2" in line
+
+
+def test_measure_with_a_fake_counter_is_stable_and_per_call(stand_in: standin.StandIn) -> None:
+    s = pool.KernelServer(pinned_build("zvfh"), standin.VLEN, False, ssh_board(stand_in))
+    try:
+        x = bytes(range(256)) * 16
+        r, m = counters.measure(s, counters.FakeCounters(s, ghz=2.0, ipc=0.5), "selftest_echo", [], [],
+                                [In(x), Out(len(x))])
+        assert r.outputs == [x]
+        assert m.rounds >= 3 and m.repeats[0] == 1 and m.repeats[1] >= 4
+        assert m.cycles > 0 and m.instret == pytest.approx(m.cycles / 2, rel=0.01)
+    finally:
+        s.stop()
+
+
+class _Steady(counters.Counters):
+    """A counter that adds ``per_call`` per kernel repetition and ``overhead`` per request: what the slope removes."""
+
+    def __init__(self, server: pool.KernelServer, per_call: int, overhead: int) -> None:
+        self.server, self.per_call, self.overhead, self.calls = server, per_call, overhead, 0
+
+    def read(self) -> tuple[int, int]:
+        return self.count, self.count
+
+    @property
+    def count(self) -> int:
+        return self.calls
+
+
+def test_the_slope_removes_the_request_overhead(stand_in: standin.StandIn, monkeypatch) -> None:
+    s = pool.KernelServer(pinned_build("zvfh"), standin.VLEN, False, ssh_board(stand_in))
+    src = _Steady(s, per_call=1000, overhead=50_000)
+    real_call = s.call
+
+    def call(kernel, ip=(), fp=(), bufs=(), *, repeat=1, timeout=60.0):
+        src.calls += src.overhead + src.per_call * repeat
+        return real_call(kernel, ip, fp, bufs, repeat=repeat, timeout=timeout)
+
+    monkeypatch.setattr(s, "call", call)
+    try:
+        _, m = counters.measure(s, src, "selftest_echo", [], [], [In(b"x"), Out(1)])
+        assert (m.cycles, m.instret, m.rounds, m.spread) == (1000, 1000, 3, 0.0)
+    finally:
+        s.stop()
+
+
+def test_disagreements_beyond_one_and_a_half() -> None:
+    rows = [{"case": "a", "measured_cycles": 1600, "estimates": {"x60": {"cycles": 1000}, "x100": {"cycles": 1100}}},
+            {"case": "b", "measured_cycles": 1000, "estimates": {"x60": {"cycles": 1499}}},
+            {"case": "c", "measured_cycles": 1000, "estimates": {"x60": {"cycles": 1501}}},
+            {"case": "d", "measured_cycles": 1000, "estimates": {}}]
+    found = counters.disagreements(rows)
+    assert [(d.case, d.core) for d in found] == [("a", "x60"), ("c", "x60")]
+    assert found[0].describe() == "a: measured 1,600 cycles, estimated 1,000 on x60 (1.60x)"
+
+
+def test_rvvdiff_cost_on_the_stand_in_board(stand_in: standin.StandIn, tmp_path: Path, monkeypatch) -> None:
+    """The measured column end to end, with the fake counter (the stand-in has no hardware counters)."""
+    monkeypatch.setenv("RVVDIFF_COUNTERS", "fake:1.0")
+    cp = subprocess.run([sys.executable, "-m", "harness.commands.cli", "cost", "--emulator", stand_in.spec(),
+                         "-k", "quant_dot-q4_0-k4096 and not generic", "--isa", "zvfh", "--no-estimates",
+                         "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-2000:]
+    assert "1 cases measured on ssh: board standin" in cp.stdout and "at VLEN 256" in cp.stdout
+    row = json.loads((tmp_path / "board.json").read_text())["rows"][0]
+    assert row["case"] == "quant_dot-q4_0-k4096" and row["measured_cycles"] > 0 and row["spike_instret"] is None
+    monkeypatch.delenv("RVVDIFF_COUNTERS")
+    cp = subprocess.run([sys.executable, "-m", "harness.commands.cli", "cost", "--emulator", stand_in.spec(),
+                         "-k", "quant_dot-q4_0-k4096 and not generic", "--isa", "zvfh", "--no-estimates",
+                         "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert "0 cases measured" in cp.stdout
+    assert "not measured: " in cp.stdout and "offers no hardware counters to perf_event_open" in cp.stdout

@@ -89,20 +89,25 @@ def parse_probe(text: str) -> Probe:
                  kv.get("mask_agnostic", "unknown"), " and ".join(source) or "nothing (no hwprobe, no cpuinfo isa line)")
 
 
-def probe_program() -> Path:
-    """harness/server/board_probe.c, built once per compiler and source (static, -march=rv64gcv)."""
+def helper_program(stem: str, march: str = "rv64gc") -> Path:
+    """harness/server/<stem>.c (the board probe, the counter reader), built once per compiler and source."""
     cc = compiler()
-    src = SERVER_DIR / "board_probe.c"
-    tag = hashlib.sha256((cc.identity + src.read_text()).encode()).hexdigest()[:12]
-    out = cache_dir() / "toolchain" / f"board-probe-{tag}"
+    src = SERVER_DIR / f"{stem}.c"
+    tag = hashlib.sha256((cc.identity + march + src.read_text()).encode()).hexdigest()[:12]
+    out = cache_dir() / "toolchain" / f"{stem.replace('_', '-')}-{tag}"
     if not out.exists():
         with locked(out.with_suffix(".lock")):
             if not out.exists():
                 tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-                run([cc.cc, "-O1", "-static", "-march=rv64gcv", src, "-o", tmp], timeout=600,
-                    what="building the board probe")
+                run([cc.cc, "-O1", "-static", f"-march={march}", src, "-o", tmp], timeout=600,
+                    what=f"building harness/server/{stem}.c")
                 tmp.replace(out)
     return out
+
+
+def probe_program() -> Path:
+    """harness/server/board_probe.c (static, -march=rv64gcv)."""
+    return helper_program("board_probe", "rv64gcv")
 
 
 class Board(Emulator):
@@ -126,13 +131,17 @@ class Board(Emulator):
         """The board in messages ("this host", "board HOST")."""
         raise NotImplementedError
 
-    def run_argv(self, program: PurePosixPath | Path) -> list[str]:
-        """The command that starts ``program`` (already on the board) with stdin/stdout connected."""
+    def run_argv(self, program: PurePosixPath | Path, *args: str) -> list[str]:
+        """The command that starts ``program`` (already on the board) with ``args`` and stdin/stdout connected."""
         raise NotImplementedError
 
     def place(self, program: Path) -> PurePosixPath | Path:
         """``program`` on the board (copied there once when the board is remote)."""
         return program
+
+    def pid(self, proc: subprocess.Popen[bytes], stderr_head: bytes) -> int | None:
+        """The pid, on the board, of the server ``proc`` started (None: not known)."""
+        return proc.pid
 
     # ------------------------------------------------ the probe and the options
 
@@ -242,8 +251,8 @@ class Native(Board):
     def describe(self) -> str:
         return f"native: {self.where()}, Linux {self.version}"
 
-    def run_argv(self, program: PurePosixPath | Path) -> list[str]:
-        return [*self.launcher, str(program)]
+    def run_argv(self, program: PurePosixPath | Path, *args: str) -> list[str]:
+        return [*self.launcher, str(program), *args]
 
 
 @functools.cache
@@ -281,10 +290,10 @@ class Ssh(Board):
         return [*self.ssh, "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=5",
                 "-o", "ServerAliveCountMax=3", self.host, remote]
 
-    def run_argv(self, program: PurePosixPath | Path) -> list[str]:
+    def run_argv(self, program: PurePosixPath | Path, *args: str) -> list[str]:
         # The inner shell becomes the program (its pid first on stderr); the outer one passes on its exit
         # status, 128+N for a signal N (a program killed by a signal would otherwise be ssh's 255).
-        inner = f"echo rvvdiff-pid=$$ >&2 && exec {shlex.quote(str(program))}"
+        inner = f"echo rvvdiff-pid=$$ >&2 && exec {shlex.join([str(program), *args])}"
         return self.argv(f"sh -c {shlex.quote(inner)}; exit $?")
 
     def place(self, program: Path) -> PurePosixPath:
@@ -311,6 +320,10 @@ class Ssh(Board):
                                  f"{cp.stderr.decode(errors='replace').strip()[-300:]}")
         self._placed.add(str(remote))
         return remote
+
+    def pid(self, proc: subprocess.Popen[bytes], stderr_head: bytes) -> int | None:
+        m = PID_LINE.search(stderr_head)
+        return int(m.group(1)) if m else None
 
     def killed(self, stderr_head: bytes) -> None:
         """The pool killed the local ssh of a server (a hang): kill the server on the board too."""

@@ -180,11 +180,12 @@ class KernelServer:
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
-            self.emulator.killed(self._stderr_head())
+            self.emulator.killed(self.stderr_head())
             self.proc = None
             self._compact_log()
 
-    def _stderr_head(self, n: int = 200) -> bytes:
+    def stderr_head(self, n: int = 200) -> bytes:
+        """The first bytes the server (or its emulator, or ssh) wrote to stderr."""
         try:
             self._stderr.seek(0)
             return self._stderr.read(n)
