@@ -23,18 +23,19 @@ from harness.emulators.qemu import qemu
 
 
 @pytest.fixture(scope="session")
-def stand_in(tmp_path_factory: pytest.TempPathFactory):
+def stand_in_sshd(tmp_path_factory: pytest.TempPathFactory):
     if why := standin.missing():
         pytest.skip(why)
     b = standin.start(tmp_path_factory.mktemp("standin"), qemu().path)
-    old = os.environ.get("RVVDIFF_SSH")
-    os.environ["RVVDIFF_SSH"] = b.ssh
     yield b
     b.stop()
-    if old is None:
-        os.environ.pop("RVVDIFF_SSH", None)
-    else:
-        os.environ["RVVDIFF_SSH"] = old
+
+
+@pytest.fixture
+def stand_in(stand_in_sshd: standin.StandIn, monkeypatch: pytest.MonkeyPatch) -> standin.StandIn:
+    """The stand-in board, reached through RVVDIFF_SSH for the length of one test."""
+    monkeypatch.setenv("RVVDIFF_SSH", stand_in_sshd.ssh)
+    return stand_in_sshd
 
 
 def ssh_board(b: standin.StandIn) -> board.Ssh:
@@ -153,12 +154,8 @@ def test_a_killed_connection_is_a_failure_of_that_call(stand_in: standin.StandIn
 def test_an_unreachable_board_is_one_clear_line(stand_in: standin.StandIn, pytester: pytest.Pytester) -> None:
     cfg = Path(stand_in.dir / "ssh_config").read_text() + "Host nowhere\n  HostName 127.0.0.1\n  Port 9\n"
     (pytester.path / "ssh_config").write_text(cfg)
-    old = os.environ["RVVDIFF_SSH"]
-    os.environ["RVVDIFF_SSH"] = f"ssh -F {pytester.path / 'ssh_config'}"
-    try:
-        r = run_diff_test(pytester, "--emulator", "ssh:nowhere:/tmp/rvvdiff-nowhere")
-    finally:
-        os.environ["RVVDIFF_SSH"] = old
+    os.environ["RVVDIFF_SSH"] = f"ssh -F {pytester.path / 'ssh_config'}"  # restored by the stand_in fixture
+    r = run_diff_test(pytester, "--emulator", "ssh:nowhere:/tmp/rvvdiff-nowhere")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert "--emulator ssh:nowhere:/tmp/rvvdiff-nowhere: board nowhere is unreachable" in r.stderr.str()
 
