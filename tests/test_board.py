@@ -328,3 +328,13 @@ def test_rvvdiff_cost_on_the_stand_in_board(stand_in: standin.StandIn, tmp_path:
                          "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert "0 cases measured" in cp.stdout
     assert "not measured: " in cp.stdout and "offers no hardware counters to perf_event_open" in cp.stdout
+
+
+def test_workers_are_capped_at_the_boards_cores(stand_in: standin.StandIn, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from harness.plugin.workers import cap_workers
+    monkeypatch.setenv("RVVDIFF_MAX_WORKERS", "0")  # no cap of the host's own
+    cfg = SimpleNamespace(option=SimpleNamespace(numprocesses=16, maxprocesses=None, emulator=stand_in.spec()))
+    cap_workers(cfg)  # type: ignore[arg-type]
+    assert cfg.option.maxprocesses == ssh_board(stand_in).probe.cores

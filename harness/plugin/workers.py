@@ -70,7 +70,7 @@ def cap_workers(config: pytest.Config) -> None:
         return
     cap = worker_cap(config)
     # On a board each worker runs its server on one of the board's cores: at most that many workers.
-    board = registry.kind(config.getoption("emulator")).max_workers()
+    board = registry.kind(getattr(config.option, "emulator", registry.DEFAULT)).max_workers()
     if board is not None:
         cap = board if cap is None else min(cap, board)
     if cap is not None:
