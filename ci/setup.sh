@@ -18,6 +18,10 @@
 #      docs/compilers.md).  --gcc14 fails the set-up when it cannot be installed;
 #      --gcc14=optional prints one line and goes on (the clang targets still run).
 #      Not part of the default set-up yet.
+#   7. with --board: openssh-server and openssh-client, for the stand-in board of
+#      tests/test_board.py (an sshd of the tests' own on 127.0.0.1; the system's
+#      sshd is not configured or started).  Where they cannot be installed, one
+#      line says why and the board tests are skipped with that reason.
 # Environment: RVVDIFF_QEMU, RVVDIFF_CACHE (default ~/.cache/rvvdiff), PYTHON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +29,7 @@ build=0
 spike=0
 stock=0
 gcc14=0
+board=0
 for a in "$@"; do
   case "$a" in
     --build) build=1 ;;
@@ -32,7 +37,8 @@ for a in "$@"; do
     --stock) stock=1 ;;
     --gcc14) gcc14=required ;;
     --gcc14=optional) gcc14=optional ;;
-    *) echo "usage: ci/setup.sh [--build] [--spike] [--stock] [--gcc14[=optional]]" >&2; exit 2 ;;
+    --board) board=1 ;;
+    *) echo "usage: ci/setup.sh [--build] [--spike] [--stock] [--gcc14[=optional]] [--board]" >&2; exit 2 ;;
   esac
 done
 say() { printf 'setup: %s\n' "$*"; }
@@ -162,6 +168,20 @@ if [ "$gcc14" != 0 ]; then
     v=$(RVVDIFF_COMPILER=gcc14 .venv/bin/python -c "from harness.build.toolchain import compiler; print(compiler().identity)" 2>&1) \
       || gcc14_fail "it is installed but does not run: $v"
     say "GCC 14: $v; $(du -sm "$gcc14_root" | cut -f1) MB"
+  fi
+fi
+
+# ---------------------------------------------------------------- the stand-in board (optional)
+# --board: the sshd and ssh client tests/test_board.py runs its stand-in board with (docs/board.md).
+if [ "$board" = 1 ]; then
+  if [ -x /usr/sbin/sshd ] && command -v ssh >/dev/null && command -v ssh-keygen >/dev/null; then
+    say "stand-in board: $(/usr/sbin/sshd -V 2>&1 | head -n1 || true) found"
+  elif [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    say "stand-in board: not installed (needs root and apt-get: apt-get install openssh-server openssh-client); the board tests are skipped"
+  else
+    say "stand-in board: installing openssh-server and openssh-client (the system's sshd is not configured)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server openssh-client \
+      || say "stand-in board: apt-get install openssh-server failed; the board tests are skipped"
   fi
 fi
 

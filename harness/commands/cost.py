@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 
 from harness.build.toolchain import COMPILERS, selected
+from harness.commands import cost_board
 from harness.commands.runner import run_suite
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS, selection_type
 from harness.core.errors import RvvdiffError
@@ -46,12 +47,12 @@ class CostRunError(RvvdiffError):
 
 
 def run_costs(tree: str | None, out: Path, name: str, args: argparse.Namespace, extra: list[str] = (),
-              compiler: str | None = None) -> tuple[dict[cost_report.Key, dict], dict[str, str], float]:
+              compiler: str | None = None, emulator: str = "spike") -> tuple[dict[cost_report.Key, dict], dict[str, str], float]:
     """Measure the selected cases on ``tree`` (built by ``compiler``, a name of
     harness/build/toolchain.py's ``COMPILERS``; None: the selected one): (rows, unmeasured case -> reason, seconds)."""
     log = out / f"{name}.jsonl"
     log.unlink(missing_ok=True)
-    argv = ["costs", "--emulator", "spike", "--vlen", ",".join(map(str, args.vlen)), "--isa", ",".join(args.isa),
+    argv = ["costs", "--emulator", emulator, "--vlen", ",".join(map(str, args.vlen)), "--isa", ",".join(args.isa),
             "--cost-log", str(log), "-n", str(args.workers), "-q", "--kernel-timeout", str(args.kernel_timeout),
             *(["--ggml-src", tree] if tree else []), *(["-k", args.k] if args.k else []),
             *(["--cc", compiler] if compiler else []), *extra]
@@ -91,7 +92,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--cc-gap", type=float, default=cost_compilers.GAP * 100, metavar="PCT",
                    help="with several --cc: list a call one compiler makes dearer than another by more than PCT "
                         "%% (default: 10)")
+    p.add_argument("--emulator", default="spike", metavar="NAME",
+                   help="spike (default): counted and estimated; native or ssh:HOST[:DIR]: measured on a board by its "
+                        "hardware counters, beside Spike's estimates for it (harness/commands/cost_board.py; docs/board.md)")
+    p.add_argument("--no-estimates", action="store_true", help="with a board: measure only, no Spike run for the estimates")
     args = p.parse_args(argv)
+    if args.emulator != "spike":
+        return cost_board.main(args, p)
     if args.changed_only and not args.base:
         p.error("--changed-only compares two trees: give --base")
     out = args.out.resolve()

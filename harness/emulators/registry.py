@@ -1,7 +1,13 @@
-"""The emulators by name, as ``--emulator`` (pytest, ``rvvdiff repro``) chooses them."""
+"""The emulators by name, as ``--emulator`` (pytest, ``rvvdiff repro``) chooses them.
+
+A name is ``qemu`` or ``spike`` (the emulators), or a board (harness/emulators/board.py): ``native``
+(pytest runs on the riscv64 host) or ``ssh:HOST[:DIR]`` (a board reached over ssh), whose class is
+made for that spec.
+"""
 
 from __future__ import annotations
 
+from harness.emulators import board
 from harness.emulators.base import Emulator
 from harness.emulators.qemu import Qemu
 from harness.emulators.spike import Spike
@@ -10,11 +16,27 @@ EMULATORS: dict[str, type[Emulator]] = {"qemu": Qemu, "spike": Spike}
 #: The emulator of a run that names none; the others are named in messages and replay commands.
 DEFAULT = "qemu"
 NAMES: tuple[str, ...] = tuple(EMULATORS)
+#: How ``--emulator`` may be spelled (help texts, messages).
+SPELLINGS: tuple[str, ...] = (*NAMES, "native", "ssh:HOST[:DIR]")
+
+
+def parse(spec: str) -> str:
+    """``spec`` when it names an emulator or a board, else ValueError saying what to write."""
+    kind(spec)
+    return spec
 
 
 def kind(name: str) -> type[Emulator]:
-    """The class of the emulator called ``name``: what it can do, without looking for its binary."""
-    return EMULATORS[name]
+    """The class of the emulator called ``name``: what it can do, without looking for its binary
+    (or reaching a board)."""
+    if name in EMULATORS:
+        return EMULATORS[name]
+    return board.kind(name)
+
+
+def is_board(name: str) -> bool:
+    """Whether ``name`` is real hardware (native, ssh:HOST) rather than an emulator."""
+    return name not in EMULATORS and issubclass(kind(name), board.Board)
 
 
 def get(name: str) -> Emulator:

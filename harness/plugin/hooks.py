@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.internal import observability
 
+from harness.build.toolchain import ToolchainError
 from harness.core import settings as env_settings
 from harness.emulators import registry
 from harness.plugin import budget, linecov, workers
@@ -75,10 +76,12 @@ def _resolve_emulator_options(config: pytest.Config) -> None:
     """--vlen 'all' becomes the emulator's VLENs; what the emulator cannot do is a usage error."""
     emulator = registry.kind(config.getoption("emulator"))
     vlens = config.getoption("vlen")
-    if vlens is None:
-        config.option.vlen = emulator.vlens
-    elif any(v not in emulator.vlens for v in vlens):
-        raise pytest.UsageError(f"--vlen {','.join(map(str, vlens))}: {emulator.vlen_limit}")
+    try:
+        config.option.vlen = emulator.resolve_vlens(vlens)
+    except ValueError as e:
+        raise pytest.UsageError(f"--vlen {','.join(map(str, vlens or ()))}: {e}") from None
+    except ToolchainError as e:  # a board that cannot be reached or probed
+        raise pytest.UsageError(f"--emulator {config.getoption('emulator')}: {e}") from None
     if not emulator.has_stress and True in config.getoption("rvv_stress"):
         raise pytest.UsageError(f"--rvv-stress with --emulator {emulator.name}: {emulator.no_stress}")
 

@@ -18,6 +18,14 @@ def parse_vlens(value: str) -> tuple[int, ...] | None:
     return None if value.strip() == "all" else _parse_vlen_list(value)
 
 
+def parse_emulator(value: str) -> str:
+    """``--emulator``: an emulator's name or a board's spec (harness/emulators/registry.py)."""
+    try:
+        return registry.parse(value)
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
 parse_isas = selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", pytest.UsageError)
 
 
@@ -66,9 +74,10 @@ def add_options(parser: pytest.Parser) -> None:
     g.addoption("--vlen", type=parse_vlens, default=None, metavar="LIST",
                 help=f"VLENs to emulate: 'all' (default: {', '.join(map(str, VLENS))} on QEMU, also 2048 and 4096 "
                      f"on Spike) or a comma list of them")
-    g.addoption("--emulator", choices=registry.NAMES, default=registry.DEFAULT,
+    g.addoption("--emulator", type=parse_emulator, default=registry.DEFAULT, metavar="NAME",
                 help="qemu (default): qemu-riscv64 user mode; spike: Spike, the RISC-V reference simulator "
-                     "(bare metal, one thread, no tail/mask stress; VLEN up to 4096; install: ci/setup.sh --spike)")
+                     "(bare metal, one thread, no tail/mask stress; VLEN up to 4096; install: ci/setup.sh --spike); "
+                     "native: this riscv64 host's own CPU; ssh:HOST[:DIR]: a RISC-V board over ssh (docs/board.md)")
     g.addoption("--isa", type=parse_isas, default=tuple(ISA_BUILDS), metavar="LIST",
                 help=f"ISA builds: 'all' (default) or a comma list of {', '.join(ISA_BUILDS)}")
     g.addoption("--cc", type=parse_cc, default=None, metavar="LIST",

@@ -15,9 +15,10 @@ from harness.build.builds import Build, BuildError, BuildFailedEarlier, IsaUnava
 from harness.build.toolchain import DEFAULT_COMPILER, ToolchainError
 from harness.check import observe
 from harness.core.config import IsaBuild
-from harness.emulators import pool, registry
+from harness.emulators import counters, pool, registry
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
+from harness.emulators.board import Board
 from harness.emulators.cost import Cost
 from harness.emulators.cost import measure as measure_call
 from harness.emulators.trace import Trace, trace_call
@@ -193,6 +194,8 @@ class Target:
                 bufs: Sequence[P.Buf] = ()) -> tuple[P.Response, Cost]:
         """One call counted by the emulator (harness/emulators/cost.py): its warm response and cost."""
         emu = session().emulator
+        if isinstance(emu, Board):  # a board: its hardware counters (harness/emulators/counters.py)
+            return self._counted(emu, kernel, ip, fp, bufs)
         if not emu.counts:
             raise pytest.UsageError(f"the cost measure counts instructions under Spike; {emu.label} cannot: "
                                     "run with --emulator spike (install: ci/setup.sh --spike)")
@@ -204,6 +207,24 @@ class Target:
             pytest.skip(f"{emu.label} does not emulate VLEN {self.vlen}")
         return measure_call(emu, build, self.vlen, (kernel, list(ip), list(fp), list(bufs)),
                             timeout=session().timeout, what=f"{kernel} [{self.id}, {emu.named_as or emu.label}]")
+
+    def _counted(self, board: Board, kernel: str, ip: Sequence[int], fp: Sequence[float],
+                 bufs: Sequence[P.Buf]) -> tuple[P.Response, Cost]:
+        srv = self.server()
+        try:
+            source = counters.counters_for(board, srv)
+        except counters.CounterAccess as e:
+            no_access = str(e)
+        else:
+            no_access = ""
+        if no_access:
+            pytest.fail(no_access, pytrace=False)
+        try:
+            r, m = counters.measure(srv, source, kernel, ip, fp, bufs, timeout=session().timeout)
+        finally:
+            source.close()
+        n = round(m.instret)
+        return r, Cost(instret=n, cycles=round(m.cycles), executed=n, vector=0, vector_work=0)
 
     def trace(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
               bufs: Sequence[P.Buf] = ()) -> Trace:

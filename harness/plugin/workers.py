@@ -38,6 +38,7 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 from harness.core import settings
+from harness.emulators import registry
 from harness.report.ids import parse_id
 
 #: Scopes each worker should be able to draw from (so that none idles while another finishes).
@@ -68,6 +69,10 @@ def cap_workers(config: pytest.Config) -> None:
     if getattr(config.option, "maxprocesses", None) or not hasattr(config.option, "numprocesses"):
         return
     cap = worker_cap(config)
+    # On a board each worker runs its server on one of the board's cores: at most that many workers.
+    board = registry.kind(getattr(config.option, "emulator", registry.DEFAULT)).max_workers()
+    if board is not None:
+        cap = board if cap is None else min(cap, board)
     if cap is not None:
         config.option.maxprocesses = cap
 
@@ -125,7 +130,7 @@ def describe(config: pytest.Config) -> str | None:
     if not target_scheduling(config):
         return None
     asked, used = config.option.numprocesses, len(config.option.tx)
-    capped = f" (-n {asked} capped at {used}: the usable cores; RVVDIFF_MAX_WORKERS=0 lifts the cap)" \
+    capped = f" (-n {asked} capped at {used}: the usable cores, or a board's; RVVDIFF_MAX_WORKERS=0 lifts the cap)" \
         if isinstance(asked, int) and asked > used else ""
     return (f"workers: {used}{capped}; each target's tests on at most max(2, ceil(4 x workers / targets)) of "
             "them, one live emulator server per worker")
