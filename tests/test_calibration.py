@@ -45,10 +45,18 @@ def test_the_summary_keeps_held_out_rows_apart_and_links_the_docs() -> None:
     held = ROW.replace('estimates = { table = 4.5, mca = 2.0 }', 'estimates = { table = 30.0 }\nheld_out = true')
     rows = cal.parse(ROW + held)
     s = cal.summary(rows)
-    assert "rvv-bench X60 prices: within 2.2x of the boards on 1 change;" in s
-    assert "within 15.0x of the boards on 1 held out change" in s
-    assert s.endswith("docs/calibration.md)")
+    assert "rvv-bench X60 prices within 2.2x on 1 change, 15.0x on 1 held out, direction right on 2 of 2;" in s
+    assert "LLVM X60 model (llvm-mca) within 1.5x on 1 change, direction right on 1 of 1" in s
+    assert "instructions" not in s.split("(", 2)[2]  # the instruction ratio is a reference, not summarised
+    assert s.endswith("(docs/calibration.md)")
     assert "no board measurement" in cal.summary([])
+
+
+def test_an_estimate_that_calls_a_slowdown_a_gain_is_the_wrong_direction() -> None:
+    slower = ROW.replace("tg10 = [1.0, 2.0]", "tg10 = [2.0, 1.0]")
+    (r,) = cal.parse(slower)
+    assert cal.direction_right([r], "table") == (0, 1)
+    assert "direction right on 0 of 1" in cal.summary([r])
 
 
 @pytest.mark.parametrize("text, message", [

@@ -35,7 +35,9 @@ from harness.report import cost_models
 DATA = DATA_DIR / "calibration.toml"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "calibration.md"
 DOC_LINK = "docs/calibration.md"
-ESTIMATORS = {"table": "rvv-bench X60 prices", "mca": "LLVM X60 model (llvm-mca)"}
+ESTIMATORS = {"table": "rvv-bench X60 prices", "mca": "LLVM X60 model (llvm-mca)", "instructions": "instructions"}
+#: The estimators the summary line states (the instruction ratio is a reference: no core's prices).
+SUMMARISED = ("table", "mca")
 _BEGIN, _END = "<!-- calibration table -->", "<!-- /calibration table -->"
 
 
@@ -57,6 +59,8 @@ class Row:
     estimates: Mapping[str, float] = field(default_factory=dict)  # estimator -> BEFORE / AFTER cycles
     held_out: bool = False
     note: str = ""
+    #: The function BEFORE ran instead, when the change moved the work to another one (a new path).
+    before_kernel: str = ""
 
     def speedup(self, test: str) -> float:
         b, a = self.measured[test]
@@ -89,7 +93,7 @@ def parse(text: str, where: str = "calibration.toml") -> list[Row]:
                                        f"known: {', '.join(ESTIMATORS)}")
             rows.append(Row(r["name"], r["change"], r["board"], int(r["vlen"]), r["model"], r["kernel"],
                             r["before"], r["after"], measured, {k: float(v) for k, v in r.get("estimates", {}).items()},
-                            bool(r.get("held_out", False)), r.get("note", "")))
+                            bool(r.get("held_out", False)), r.get("note", ""), r.get("before_kernel", "")))
         except KeyError as e:
             raise CalibrationError(f"{where}: row {i}: missing field {e.args[0]!r}") from None
     return rows
@@ -107,34 +111,47 @@ def worst(rs: list[Row] | tuple[Row, ...], estimator: str) -> tuple[float, int] 
     return (max(fs), n) if fs else None
 
 
+def direction_right(rs: list[Row] | tuple[Row, ...], estimator: str) -> tuple[int, int]:
+    """(rows where every measured test moved the way the estimate says, rows with an estimate)."""
+    with_est = [r for r in rs if estimator in r.estimates]
+    ok = [r for r in with_est if all((r.estimates[estimator] > 1) == (r.speedup(t) > 1) for t in r.measured)]
+    return len(ok), len(with_est)
+
+
 def summary(rs: list[Row] | tuple[Row, ...] | None = None) -> str:
     """The calibration error seen so far, one line, with the link (module docstring)."""
     rs = rows() if rs is None else rs
     parts = []
-    for est, label in ESTIMATORS.items():
-        for held, what in ((False, ""), (True, " held out")):
-            got = worst([r for r in rs if r.held_out == held], est)
-            if got:
-                parts.append(f"{label}: within {got[0]:.1f}x of the boards on {got[1]}{what} change"
-                             f"{'s' if got[1] > 1 else ''}")
+    for est in SUMMARISED:
+        got, held = worst([r for r in rs if not r.held_out], est), worst([r for r in rs if r.held_out], est)
+        if got or held:
+            ok, n = direction_right(rs, est)
+            parts.append(f"{ESTIMATORS[est]} within "
+                         + ", ".join(x for x in (got and f"{got[0]:.1f}x on {got[1]} change{'s' if got[1] > 1 else ''}",
+                                                held and f"{held[0]:.1f}x on {held[1]} held out") if x)
+                         + f", direction right on {ok} of {n}")
     if not parts:
         return f"calibration: no board measurement set beside an estimate yet ({DOC_LINK})"
-    return "calibration: " + "; ".join(parts) + f" (speed-up of the changed kernel vs model t/s; {DOC_LINK})"
+    return ("calibration against boards (changed kernel's estimated speed-up vs the model's t/s, error either way): "
+            + "; ".join(parts) + f" ({DOC_LINK})")
 
 
 def table(rs: list[Row] | tuple[Row, ...] | None = None) -> str:
-    """The Markdown table of docs/calibration.md: one line per row and measured test."""
+    """The Markdown table of docs/calibration.md: one line per row and measured test (the change, board and
+    model named on its first line)."""
     rs = rows() if rs is None else rs
-    head = ["change", "board, VLEN", "model", "test", "measured (t/s)", "measured x",
-            *(f"est. x ({e})" for e in ESTIMATORS), *(f"error ({e})" for e in ESTIMATORS)]
+    head = ["change", "board, VLEN", "model, kernel", "test", "measured t/s", "measured x",
+            *(f"est. x {e}" for e in ESTIMATORS), *(f"error {e}" for e in ESTIMATORS)]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for part, held in (("", False), ("held out: ", True)):
         for r in (r for r in rs if r.held_out == held):
-            for t, (b, a) in r.measured.items():
+            for i, (t, (b, a)) in enumerate(r.measured.items()):
                 est = [f"{r.estimates[e]:.2f}" if e in r.estimates else "-" for e in ESTIMATORS]
                 err = [f"{f:.2f}" if (f := r.factor(e, t)) is not None else "-" for e in ESTIMATORS]
-                out.append(f"| {part}{r.name}: {r.change} | {r.board}, {r.vlen} | {r.model} | {t} | {b:g} -> {a:g} | "
-                           f"{r.speedup(t):.2f} | " + " | ".join(est + err) + " |")
+                kernel = f"`{r.before_kernel}` -> `{r.kernel}`" if r.before_kernel else f"`{r.kernel}`"
+                first = [f"{part}{r.name}: {r.change} ({r.before} -> {r.after})", f"{r.board}, {r.vlen}",
+                         f"{r.model}; {kernel}"] if i == 0 else ["", "", ""]
+                out.append("| " + " | ".join([*first, t, f"{b:g} -> {a:g}", f"{r.speedup(t):.2f}", *est, *err]) + " |")
     return "\n".join(out)
 
 
