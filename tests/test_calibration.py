@@ -66,9 +66,19 @@ def test_an_estimate_that_calls_a_slowdown_a_gain_is_the_wrong_direction() -> No
     (ROW.replace('kernel = "k"\n', ""), "missing field 'kernel'"),
     ("[[row]\n", "not TOML"),
 ])
-def test_a_malformed_row_is_named(text: str, message: str) -> None:
+def test_a_malformed_row_is_named(text: str, message: str, tmp_path, monkeypatch) -> None:
     with pytest.raises(cal.CalibrationError, match=message):
         cal.parse(text)
+    # In a cost report the summary line says so instead of ending the report.
+    bad = tmp_path / "calibration.toml"
+    bad.write_text(text)
+    monkeypatch.setattr(cal, "DATA", bad)
+    cal.rows.cache_clear()
+    try:
+        line = cal.summary()
+    finally:
+        cal.rows.cache_clear()
+    assert line.startswith("calibration: unknown (") and message.split("'")[0] in line
 
 
 def _cost_row(case: str, fn: str, instret: int, x60: float, mca: float) -> dict:

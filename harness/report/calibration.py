@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import DATA_DIR
+from harness.core.errors import RvvdiffError
 from harness.report import cost_models
 
 DATA = DATA_DIR / "calibration.toml"
@@ -41,7 +42,7 @@ SUMMARISED = ("table", "mca")
 _BEGIN, _END = "<!-- calibration table -->", "<!-- /calibration table -->"
 
 
-class CalibrationError(ValueError):
+class CalibrationError(RvvdiffError, ValueError):
     """The data file is malformed; the message names the row and the field."""
 
 
@@ -119,8 +120,13 @@ def direction_right(rs: list[Row] | tuple[Row, ...], estimator: str) -> tuple[in
 
 
 def summary(rs: list[Row] | tuple[Row, ...] | None = None) -> str:
-    """The calibration error seen so far, one line, with the link (module docstring)."""
-    rs = rows() if rs is None else rs
+    """The calibration error seen so far, one line, with the link (module docstring); a data file that does
+    not read is said in the line (the cost report it is part of is not lost to it)."""
+    if rs is None:
+        try:
+            rs = rows()
+        except CalibrationError as e:
+            return f"calibration: unknown ({e}; {DOC_LINK} says how a row is written)"
     parts = []
     for est in SUMMARISED:
         got, held = worst([r for r in rs if not r.held_out], est), worst([r for r in rs if r.held_out], est)
