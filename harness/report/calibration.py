@@ -57,7 +57,9 @@ class Row:
     before: str  # ggml-org/ggml commit
     after: str
     measured: Mapping[str, tuple[float, float]]  # test -> (t/s before, t/s after)
-    estimates: Mapping[str, float] = field(default_factory=dict)  # estimator -> BEFORE / AFTER cycles
+    #: compiler -> estimator -> BEFORE / AFTER cycles per unit (``estimates``: clang's builds;
+    #: ``estimates_<compiler>``: another compiler's, e.g. ``estimates_gcc14``).
+    estimates: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     held_out: bool = False
     note: str = ""
     #: The function BEFORE ran instead, when the change moved the work to another one (a new path).
@@ -67,12 +69,12 @@ class Row:
         b, a = self.measured[test]
         return a / b
 
-    def factor(self, estimator: str, test: str) -> float | None:
-        e = self.estimates.get(estimator)
+    def factor(self, estimator: str, test: str, cc: str = "clang") -> float | None:
+        e = self.estimates.get(cc, {}).get(estimator)
         return e / self.speedup(test) if e else None
 
-    def factors(self, estimator: str) -> list[float]:
-        return [f for t in self.measured if (f := self.factor(estimator, t)) is not None]
+    def factors(self, estimator: str, cc: str = "clang") -> list[float]:
+        return [f for t in self.measured if (f := self.factor(estimator, t, cc)) is not None]
 
 
 def parse(text: str, where: str = "calibration.toml") -> list[Row]:
@@ -88,12 +90,15 @@ def parse(text: str, where: str = "calibration.toml") -> list[Row]:
             if bad or not measured:
                 raise CalibrationError(f"{where}: row {i} ({r.get('name')}): measured needs test = [before, after] "
                                        f"t/s, both positive ({', '.join(bad) or 'none given'})")
-            unknown = set(r.get("estimates", {})) - set(ESTIMATORS)
+            estimates = {("clang" if k == "estimates" else k.removeprefix("estimates_")): v for k, v in r.items()
+                         if k == "estimates" or k.startswith("estimates_")}
+            unknown = {e for v in estimates.values() for e in v} - set(ESTIMATORS)
             if unknown:
                 raise CalibrationError(f"{where}: row {i} ({r['name']}): unknown estimator {sorted(unknown)}; "
                                        f"known: {', '.join(ESTIMATORS)}")
             rows.append(Row(r["name"], r["change"], r["board"], int(r["vlen"]), r["model"], r["kernel"],
-                            r["before"], r["after"], measured, {k: float(v) for k, v in r.get("estimates", {}).items()},
+                            r["before"], r["after"], measured,
+                            {cc: {k: float(x) for k, x in v.items()} for cc, v in estimates.items() if v},
                             bool(r.get("held_out", False)), r.get("note", ""), r.get("before_kernel", "")))
         except KeyError as e:
             raise CalibrationError(f"{where}: row {i}: missing field {e.args[0]!r}") from None
@@ -105,17 +110,22 @@ def rows() -> tuple[Row, ...]:
     return tuple(parse(DATA.read_text(), str(DATA))) if DATA.is_file() else ()
 
 
-def worst(rs: list[Row] | tuple[Row, ...], estimator: str) -> tuple[float, int] | None:
+def compilers(rs: list[Row] | tuple[Row, ...]) -> list[str]:
+    """The compilers some row has estimates of, clang first."""
+    return sorted({cc for r in rs for cc in r.estimates}, key=lambda cc: (cc != "clang", cc))
+
+
+def worst(rs: list[Row] | tuple[Row, ...], estimator: str, cc: str = "clang") -> tuple[float, int] | None:
     """(the largest error factor either way, rows with an estimate) over ``rs``; None without any."""
-    fs = [max(f, 1 / f) for r in rs for f in r.factors(estimator)]
-    n = sum(1 for r in rs if r.factors(estimator))
+    fs = [max(f, 1 / f) for r in rs for f in r.factors(estimator, cc)]
+    n = sum(1 for r in rs if r.factors(estimator, cc))
     return (max(fs), n) if fs else None
 
 
-def direction_right(rs: list[Row] | tuple[Row, ...], estimator: str) -> tuple[int, int]:
+def direction_right(rs: list[Row] | tuple[Row, ...], estimator: str, cc: str = "clang") -> tuple[int, int]:
     """(rows where every measured test moved the way the estimate says, rows with an estimate)."""
-    with_est = [r for r in rs if estimator in r.estimates]
-    ok = [r for r in with_est if all((r.estimates[estimator] > 1) == (r.speedup(t) > 1) for t in r.measured)]
+    with_est = [r for r in rs if estimator in r.estimates.get(cc, {})]
+    ok = [r for r in with_est if all((r.estimates[cc][estimator] > 1) == (r.speedup(t) > 1) for t in r.measured)]
     return len(ok), len(with_est)
 
 
@@ -128,11 +138,11 @@ def summary(rs: list[Row] | tuple[Row, ...] | None = None) -> str:
         except CalibrationError as e:
             return f"calibration: unknown ({e}; {DOC_LINK} says how a row is written)"
     parts = []
-    for est in SUMMARISED:
-        got, held = worst([r for r in rs if not r.held_out], est), worst([r for r in rs if r.held_out], est)
+    for cc, est in ((cc, est) for cc in compilers(rs) for est in SUMMARISED):
+        got, held = worst([r for r in rs if not r.held_out], est, cc), worst([r for r in rs if r.held_out], est, cc)
         if got or held:
-            ok, n = direction_right(rs, est)
-            parts.append(f"{ESTIMATORS[est]} within "
+            ok, n = direction_right(rs, est, cc)
+            parts.append(f"{cc} builds, {ESTIMATORS[est]} within "
                          + ", ".join(x for x in (got and f"{got[0]:.1f}x on {got[1]} change{'s' if got[1] > 1 else ''}",
                                                 held and f"{held[0]:.1f}x on {held[1]} held out") if x)
                          + f", direction right on {ok} of {n}")
@@ -146,18 +156,23 @@ def table(rs: list[Row] | tuple[Row, ...] | None = None) -> str:
     """The Markdown table of docs/calibration.md: one line per row and measured test (the change, board and
     model named on its first line)."""
     rs = rows() if rs is None else rs
-    head = ["change", "board, VLEN", "model, kernel", "test", "measured t/s", "measured x",
+    head = ["change", "board, VLEN", "model, kernel", "test", "measured t/s", "measured x", "built by",
             *(f"est. x {e}" for e in ESTIMATORS), *(f"error {e}" for e in ESTIMATORS)]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for part, held in (("", False), ("held out: ", True)):
         for r in (r for r in rs if r.held_out == held):
-            for i, (t, (b, a)) in enumerate(r.measured.items()):
-                est = [f"{r.estimates[e]:.2f}" if e in r.estimates else "-" for e in ESTIMATORS]
-                err = [f"{f:.2f}" if (f := r.factor(e, t)) is not None else "-" for e in ESTIMATORS]
+            lines = [(t, cc) for t in r.measured for cc in compilers([r])] or [(t, "") for t in r.measured]
+            for i, (t, cc) in enumerate(lines):
+                b, a = r.measured[t]
+                got = r.estimates.get(cc, {})
+                est = [f"{got[e]:.2f}" if e in got else "-" for e in ESTIMATORS]
+                err = [f"{f:.2f}" if (f := r.factor(e, t, cc)) is not None else "-" for e in ESTIMATORS]
                 kernel = f"`{r.before_kernel}` -> `{r.kernel}`" if r.before_kernel else f"`{r.kernel}`"
                 first = [f"{part}{r.name}: {r.change} ({r.before} -> {r.after})", f"{r.board}, {r.vlen}",
                          f"{r.model}; {kernel}"] if i == 0 else ["", "", ""]
-                out.append("| " + " | ".join([*first, t, f"{b:g} -> {a:g}", f"{r.speedup(t):.2f}", *est, *err]) + " |")
+                same = i > 0 and lines[i - 1][0] == t
+                measured = ["", ""] if same else [f"{b:g} -> {a:g}", f"{r.speedup(t):.2f}"]
+                out.append("| " + " | ".join([*first, "" if same else t, *measured, cc or "-", *est, *err]) + " |")
     return "\n".join(out)
 
 
