@@ -45,8 +45,8 @@ def test_the_summary_keeps_held_out_rows_apart_and_links_the_docs() -> None:
     held = ROW.replace('estimates = { table = 4.5, mca = 2.0 }', 'estimates = { table = 30.0 }\nheld_out = true')
     rows = cal.parse(ROW + held)
     s = cal.summary(rows)
-    assert "clang builds, rvv-bench X60 prices within 2.2x on 1 change, 15.0x on 1 held out, direction right on 2 of 2;" in s
-    assert "clang builds, LLVM X60 model (llvm-mca) within 1.5x on 1 change, direction right on 1 of 1" in s
+    assert "clang builds, X60 by rvv-bench prices within 2.2x on 1 change, 15.0x on 1 held out, direction right on 2 of 2;" in s
+    assert "clang builds, X60 by llvm-mca within 1.5x on 1 change, direction right on 1 of 1" in s
     assert "instructions" not in s.split("(", 2)[2]  # the instruction ratio is a reference, not summarised
     assert s.endswith("(docs/calibration.md)")
     assert "no board measurement" in cal.summary([])
@@ -57,7 +57,7 @@ def test_another_compilers_estimates_are_kept_and_summarised_apart() -> None:
     assert r.factor("table", "pp32", "gcc14") == pytest.approx(3.0) and r.factor("table", "pp32") == pytest.approx(1.5)
     assert cal.compilers([r]) == ["clang", "gcc14"]
     s = cal.summary([r])
-    assert s.index("clang builds, rvv-bench") < s.index("gcc14 builds, rvv-bench X60 prices within 4.5x on 1 change")
+    assert s.index("clang builds, X60 by rvv-bench") < s.index("gcc14 builds, X60 by rvv-bench prices within 4.5x on 1 change")
     lines = [ln for ln in cal.table([r]).splitlines()[2:]]
     assert len(lines) == 4 and [ln.split(" | ")[6] for ln in lines] == ["clang", "gcc14", "clang", "gcc14"]
 

@@ -36,7 +36,7 @@ from harness.report import cost_models
 DATA = DATA_DIR / "calibration.toml"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "calibration.md"
 DOC_LINK = "docs/calibration.md"
-ESTIMATORS = {"table": "rvv-bench X60 prices", "mca": "LLVM X60 model (llvm-mca)", "instructions": "instructions"}
+ESTIMATORS = {"table": "rvv-bench prices", "mca": "llvm-mca", "instructions": "instructions"}
 #: The estimators the summary line states (the instruction ratio is a reference: no core's prices).
 SUMMARISED = ("table", "mca")
 _BEGIN, _END = "<!-- calibration table -->", "<!-- /calibration table -->"
@@ -142,7 +142,7 @@ def summary(rs: list[Row] | tuple[Row, ...] | None = None) -> str:
         got, held = worst([r for r in rs if not r.held_out], est, cc), worst([r for r in rs if r.held_out], est, cc)
         if got or held:
             ok, n = direction_right(rs, est, cc)
-            parts.append(f"{cc} builds, {ESTIMATORS[est]} within "
+            parts.append(f"{cc} builds, X60 by {ESTIMATORS[est]} within "
                          + ", ".join(x for x in (got and f"{got[0]:.1f}x on {got[1]} change{'s' if got[1] > 1 else ''}",
                                                 held and f"{held[0]:.1f}x on {held[1]} held out") if x)
                          + f", direction right on {ok} of {n}")
