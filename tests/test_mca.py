@@ -118,3 +118,24 @@ def test_estimates_apart_by_more_than_the_factor_name_the_instructions_responsib
     assert "x4.00" in d.describe() and "vredsum.vs e32m1" in d.describe()
     assert cost_models.compare(none) is None
     assert cost_models.mca_ratio(far, close) == pytest.approx(4.0 / 1.2)
+
+
+def test_a_failed_second_estimate_is_said_in_the_report() -> None:
+    from harness.report import cost as cost_report
+
+    row = {**_row("k", {"scalar": 10}, None), "mca": {"model": "spacemit-x60", "error": "RuntimeError: llvm-mca died"},
+           "size": "k4096", "impl": "rvv", "twin": None, "executed": 10, "vector": 0, "unit": "element"}
+    assert cost_models.mca_cycles(row) is None and cost_models.compare(row) is None
+    md = cost_report.CostTable({("k", 256, "zvfh"): row}).markdown()
+    assert "No X60 (llvm-mca) estimate (1; llvm-mca failed):" in md and "RuntimeError: llvm-mca died" in md
+
+
+def test_a_failing_llvm_mca_leaves_the_measurement_with_the_reason(monkeypatch, tmp_path: Path) -> None:
+    from harness.emulators import cost as cost_emu
+
+    def broken(*a, **k):
+        raise RuntimeError("llvm-mca exited with 1: bad input")
+
+    monkeypatch.setattr(mca, "estimate", broken)
+    got = cost_emu.second_estimate(tmp_path / "server", cost_emu.Image((), (0,), ("f",)), cost_emu.Counter({0: 1}))
+    assert got == {"model": "spacemit-x60", "error": "RuntimeError: llvm-mca exited with 1: bad input"}

@@ -475,4 +475,7 @@ def second_estimate(exe: Path, img: Image, diff: Counter[int]) -> dict:
 
     retired = Counter({pc: (n // 2 if (got := img.word(pc)) and got[1] == 4 and is_csr_access(got[0]) else n)
                        for pc, n in diff.items()})
-    return mca.estimate(exe, retired, img.function_of, key_of, vtype_of).as_dict()
+    try:
+        return mca.estimate(exe, retired, img.function_of, key_of, vtype_of).as_dict()
+    except (RuntimeError, OSError, ValueError, KeyError, subprocess.TimeoutExpired) as e:  # said in the report
+        return {"model": mca.CPU, "error": f"{type(e).__name__}: {str(e)[:300]}"}

@@ -241,7 +241,9 @@ class CostTable:
         if dear_est:
             out += ["", f"Vector code estimated costlier than the scalar twin on a real core ({len(dear_est)}; "
                     "rvv-bench's prices, docs/cost.md):"] + [f"- {x}" for x in dear_est]
-        split = cost_models.disagreements(self.head)
+        split, failed = cost_models.disagreements(self.head), cost_models.failures(self.head)
+        if failed:
+            out += ["", f"No {cost_models.MCA_LABEL} estimate ({len(failed)}; llvm-mca failed):"] + [f"- {x}" for x in failed]
         if split:
             out += ["", f"The two X60 estimates differ by more than {cost_models.DISAGREE:g}x ({len(split)}; "
                     "rvv-bench's prices vs LLVM's model over the executed blocks, docs/calibration.md):"]

@@ -86,6 +86,12 @@ def disagreements(rows: dict[Any, dict[str, Any]], factor: float = DISAGREE) -> 
     return sorted(out, key=lambda d: -max(d.factor, 1 / d.factor))
 
 
+def failures(rows: dict[Any, dict[str, Any]]) -> list[str]:
+    """One line per row whose second estimate failed (llvm-mca's error), so that none goes missing unsaid."""
+    return [f"{r['function']} ({r['case']}, VLEN {r['vlen']}, {r['isa']}): {r['mca']['error']}"
+            for r in rows.values() if (r.get("mca") or {}).get("error")]
+
+
 def mca_ratio(head: dict[str, Any], base: dict[str, Any]) -> float | None:
     """HEAD / BASE of the LLVM model's cycles, where both rows have them."""
     h, b = mca_cycles(head), mca_cycles(base)
