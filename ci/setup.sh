@@ -22,6 +22,9 @@
 #      tests/test_board.py (an sshd of the tests' own on 127.0.0.1; the system's
 #      sshd is not configured or started).  Where they cannot be installed, one
 #      line says why and the board tests are skipped with that reason.
+#   8. with --llvm-mca: Debian's llvm-22 (bookworm-security): llvm-mca with LLVM's
+#      SpacemiT X60 scheduling model, the second cost estimate (docs/calibration.md);
+#      --llvm-mca=optional prints one line and goes on when it cannot be installed.
 # Environment: RVVDIFF_QEMU, RVVDIFF_CACHE (default ~/.cache/rvvdiff), PYTHON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +33,7 @@ spike=0
 stock=0
 gcc14=0
 board=0
+llvm_mca=0
 for a in "$@"; do
   case "$a" in
     --build) build=1 ;;
@@ -38,7 +42,9 @@ for a in "$@"; do
     --gcc14) gcc14=required ;;
     --gcc14=optional) gcc14=optional ;;
     --board) board=1 ;;
-    *) echo "usage: ci/setup.sh [--build] [--spike] [--stock] [--gcc14[=optional]] [--board]" >&2; exit 2 ;;
+    --llvm-mca) llvm_mca=required ;;
+    --llvm-mca=optional) llvm_mca=optional ;;
+    *) echo "usage: ci/setup.sh [--build] [--spike] [--stock] [--gcc14[=optional]] [--board] [--llvm-mca[=optional]]" >&2; exit 2 ;;
   esac
 done
 say() { printf 'setup: %s\n' "$*"; }
@@ -180,8 +186,31 @@ if [ "$board" = 1 ]; then
     say "stand-in board: not installed (needs root and apt-get: apt-get install openssh-server openssh-client); the board tests are skipped"
   else
     say "stand-in board: installing openssh-server and openssh-client (the system's sshd is not configured)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server openssh-client \
+    { apt-cache policy openssh-server | grep -q 'Candidate: [0-9]' || apt-get update -q >/dev/null; } \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server openssh-client \
       || say "stand-in board: apt-get install openssh-server failed; the board tests are skipped"
+  fi
+fi
+
+# ---------------------------------------------------------------- llvm-mca (optional)
+# Debian's llvm-22 from bookworm-security (about 90 MB with libllvm22): llvm-mca -mcpu=spacemit-x60 prices the
+# executed basic blocks of a cost measurement (harness/emulators/mca.py, docs/calibration.md).
+if [ "$llvm_mca" != 0 ]; then
+  mca_fail() {
+    if [ "$llvm_mca" = optional ]; then say "llvm-mca: not installed: $1 (rvvdiff cost gives one estimate)"; else echo "setup: llvm-mca: $1" >&2; exit 1; fi
+  }
+  if command -v llvm-mca-22 >/dev/null; then
+    say "llvm-mca: $(llvm-mca-22 --version | sed -n 's/.*LLVM version \(.*\)/\1/p' | head -n1), already installed"
+  elif [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    mca_fail "needs Debian's llvm-22: install it as root (apt-get install --no-install-recommends llvm-22; bookworm-security)"
+  else
+    say "llvm-mca: installing Debian's llvm-22 (bookworm-security)"
+    { apt-cache policy llvm-22 | grep -q 'Candidate: [0-9]' || apt-get update -q >/dev/null; } \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends llvm-22 >/dev/null \
+      || mca_fail "apt-get install llvm-22 failed (is bookworm-security in the apt sources?)"
+  fi
+  if command -v llvm-mca-22 >/dev/null; then
+    llvm-mca-22 -mtriple=riscv64 -mcpu=help 2>&1 | grep -q spacemit-x60 || mca_fail "llvm-mca-22 has no spacemit-x60 model"
   fi
 fi
 

@@ -4,7 +4,7 @@
 # go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ci/setup.sh --spike --gcc14=optional --board   # Spike: the cost checks and the Spike checks; GCC 14: the compiler axis; sshd: the stand-in board
+ci/setup.sh --spike --gcc14=optional --board --llvm-mca=optional   # Spike: the cost and Spike checks; GCC 14: the compiler axis; sshd: the stand-in board; llvm-mca: the second cost estimate
 .venv/bin/ruff check .   # the house style (pyproject.toml [tool.ruff])
 workers=(-n auto)
 for a in "$@"; do

@@ -165,6 +165,11 @@ def test_cache_keeps_a_measurement(tmp_path, monkeypatch) -> None:
     c2 = cost_emu.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6}, mix={"vadd.vv e8m1": 2, "scalar": 4})
     cost_emu._keep(key, r, c2)
     assert cost_emu._cached(key, need_mix=True) == (r, c2)
+    assert cost_emu._cached(key, need_mix=True, need_mca=True) is None  # no second estimate: measured again
+    c3 = cost_emu.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6}, mix={"scalar": 6}, mca={"cycles": 9.0, "by_key": {}})
+    cost_emu._keep(key, r, c3)
+    assert cost_emu._cached(key, need_mix=True, need_mca=True) == (r, c3)
+    assert c3.as_dict()["mca"] == {"cycles": 9.0, "by_key": {}} and "mca" not in c2.as_dict()
     monkeypatch.setenv("RVVDIFF_COST_CACHE", "0")
     assert cost_emu._cache_key(exe, ["spike"], b"request") is None
 

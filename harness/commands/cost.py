@@ -38,8 +38,8 @@ from harness.core.config import ISA_BUILDS, SPIKE_VLENS, selection_type
 from harness.core.errors import RvvdiffError
 from harness.ggml import changes
 from harness.ggml.source import resolve
+from harness.report import calibration, cost_compilers
 from harness.report import cost as cost_report
-from harness.report import cost_compilers
 
 
 class CostRunError(RvvdiffError):
@@ -136,6 +136,8 @@ def main(argv: list[str]) -> int:
                 print(f"    slower: {m.describe()}")
             for m in f[:20]:
                 print(f"    faster: {m.describe()}")
+            if any(m.on_cores for m in s + f):
+                print(f"  est.: {calibration.summary()}")
         for line in cost_report.grouped(table.unmeasured):
             print(f"  not measured: {line}")
     if several:

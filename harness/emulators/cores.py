@@ -116,6 +116,16 @@ def price(core: Core, key: str) -> tuple[float | None, bool]:
     return (row[near[0][1]], True) if near else (None, False)
 
 
+def breakdown(core: Core, mix: Mapping[str, int]) -> dict[str, float]:
+    """The estimate of ``mix`` on ``core`` by mix key: cycles of each priced key (unpriced ones left out)."""
+    out = {}
+    for key, n in mix.items():
+        p, _ = price(core, key)
+        if p is not None:
+            out[key] = p * n
+    return out
+
+
 def estimate(core: Core, mix: Mapping[str, int]) -> Estimate:
     """The cycles of a call with instruction mix ``mix`` on ``core`` (module docstring)."""
     total = vector = 0.0

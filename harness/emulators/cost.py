@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import dataclasses
 import functools
 import hashlib
 import json
@@ -49,7 +50,7 @@ from pathlib import Path
 from harness.build.builds import Build
 from harness.core import settings
 from harness.core.config import cache_dir
-from harness.emulators import cores, elf, rvvnames, snapshot
+from harness.emulators import cores, elf, mca, rvvnames, snapshot
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
 from harness.emulators.spike import _functions
@@ -87,11 +88,15 @@ class Cost:
     #: "scalar mul", "scalar div"): what a core's per-instruction prices apply to (harness/emulators/cores.py).
     #: Empty in a measurement kept by an rvvdiff that did not record it.
     mix: dict[str, int] = field(default_factory=dict)
+    #: The second estimate at the VLEN LLVM's X60 model is for: llvm-mca over the executed basic blocks
+    #: (harness/emulators/mca.py; cycles, cycles by mix key, skipped). Empty elsewhere or without llvm-mca.
+    mca: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"instret": self.instret, "cycles": self.cycles, "executed": self.executed, "vector": self.vector,
                 "vector_work": self.vector_work, "vector_kinds": dict(self.vector_kinds),
-                "functions": dict(self.functions), "vtype_unknown": self.vtype_unknown, "mix": dict(self.mix)}
+                "functions": dict(self.functions), "vtype_unknown": self.vtype_unknown, "mix": dict(self.mix),
+                **({"mca": dict(self.mca)} if self.mca else {})}
 
 
 # ------------------------------------------------------------------ decoding
@@ -324,7 +329,8 @@ def measure(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], 
     exe = emu.server_binary(build)
     argv = spike_argv(emu, exe, vlen, dict(build.isa.qemu))
     key = _cache_key(exe, argv, P.encode_call(kernel, ip, fp, bufs))
-    kept = _cached(key, need_mix=vlen in cores.vlens())
+    want_mca = vlen == mca.VLEN and mca.tools() is not None
+    kept = _cached(key, need_mix=vlen in cores.vlens(), need_mca=want_mca)
     if kept is not None:
         return kept
     argv = _started(argv, exe, timeout)
@@ -349,7 +355,10 @@ def measure(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], 
     if any(n < 0 for n in diff.values()) or any(pc not in hist_b for pc in hist_a):
         raise CostError(f"{what}: run B executed fewer instructions than run A at some address: the call "
                         "is not deterministic (it depends on the host or on time)")
-    result = r_b, tally(image(exe), diff, int(notes["cost.instret"]), int(notes["cost.cycles"]))
+    cost = tally(image(exe), diff, int(notes["cost.instret"]), int(notes["cost.cycles"]))
+    if want_mca:
+        cost = dataclasses.replace(cost, mca=second_estimate(exe, image(exe), diff))
+    result = r_b, cost
     _keep(key, *result)
     return result
 
@@ -385,14 +394,14 @@ def _cache_file(key: str) -> Path:
     return cache_dir() / "cost" / key[:2] / f"{key}.json"
 
 
-def _cached(key: str | None, *, need_mix: bool = False) -> tuple[P.Response, Cost] | None:
+def _cached(key: str | None, *, need_mix: bool = False, need_mca: bool = False) -> tuple[P.Response, Cost] | None:
     """A kept measurement, or None.  ``need_mix``: one without an instruction mix (kept by an rvvdiff that
     did not record it) does not count, so that the VLENs a core's prices apply to get their estimate."""
     if key is None:
         return None
     try:
         d = json.loads(_cache_file(key).read_text())
-        if need_mix and not d["cost"].get("mix"):
+        if (need_mix and not d["cost"].get("mix")) or (need_mca and not d["cost"].get("mca")):
             return None
         r = P.Response(P.Status(d["status"]), d["kernel_ns"], d["message"], [base64.b64decode(o) for o in d["outputs"]])
         return r, Cost(**d["cost"])
@@ -445,3 +454,28 @@ def tally(img: Image, diff: Counter[int], instret: int, cycles: int) -> Cost:
         unknown += 0 if v.known else n
     return Cost(instret, cycles, sum(diff.values()), sum(kinds.values()), work, dict(kinds.most_common()),
                 dict(per_fn.most_common(12)), unknown, dict(sorted(mix.items())))
+
+
+def second_estimate(exe: Path, img: Image, diff: Counter[int]) -> dict:
+    """llvm-mca's X60 estimate of the call that executed ``diff`` (harness/emulators/mca.py), keyed as the mix."""
+    def vinsn(pc: int) -> VInsn | None:
+        fn = img.function_of(pc)
+        return img.vector_map(fn[0]).get(pc) if fn is not None else None
+
+    def key_of(pc: int) -> str:
+        v = vinsn(pc)
+        if v is not None:
+            return v.mix
+        got = img.word(pc)
+        return scalar_key(got[0]) if got is not None and got[1] == 4 else "scalar"
+
+    def vtype_of(pc: int) -> str:
+        v = vinsn(pc)
+        return v.mix.split()[1] if v is not None and v.kind != "config" and len(v.mix.split()) > 1 else ""
+
+    retired = Counter({pc: (n // 2 if (got := img.word(pc)) and got[1] == 4 and is_csr_access(got[0]) else n)
+                       for pc, n in diff.items()})
+    try:
+        return mca.estimate(exe, retired, img.function_of, key_of, vtype_of).as_dict()
+    except (RuntimeError, OSError, ValueError, KeyError, subprocess.TimeoutExpired) as e:  # said in the report
+        return {"model": mca.CPU, "error": f"{type(e).__name__}: {str(e)[:300]}"}

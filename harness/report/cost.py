@@ -13,7 +13,10 @@ work (harness/emulators/cost.py).  Read here:
   VLEN to the next (the longer vector is not used: a fixed-width path, a variant that slides more
   than it computes), and one that costs more than its scalar twin;
 * **estimated cycles on real cores**: a row's instruction mix priced with the per-instruction
-  throughput tables of the cores whose VLEN it ran at (harness/emulators/cores.py).
+  throughput tables of the cores whose VLEN it ran at (harness/emulators/cores.py), and at VLEN 256 LLVM's
+  X60 model over the executed blocks (harness/emulators/mca.py); where the two differ by more than 1.5x,
+  the instructions responsible (harness/report/cost_models.py).  Every estimated change is followed by the
+  calibration error seen so far against boards (harness/report/calibration.py, docs/calibration.md).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.emulators import cores
+from harness.report import calibration, cost_models
 
 #: A VLEN step must make the cost per unit fall by at least this fraction to count as scaling.
 SCALING_GAIN = 0.05
@@ -145,8 +149,10 @@ class CostTable:
 
     def _core_ratios(self, h: dict[str, Any], b: dict[str, Any]) -> dict[str, float]:
         eh, eb = self.estimates(h), self.estimates(b)
-        return {c.label: eh[c.key]["cycles"] / eb[c.key]["cycles"] for c in cores.for_vlen(int(h["vlen"]))
-                if c.key in eh and c.key in eb and eb[c.key]["cycles"]}
+        out = {c.label: eh[c.key]["cycles"] / eb[c.key]["cycles"] for c in cores.for_vlen(int(h["vlen"]))
+               if c.key in eh and c.key in eb and eb[c.key]["cycles"]}
+        m = cost_models.mca_ratio(h, b)
+        return {**out, cost_models.MCA_LABEL: m} if m is not None else out
 
     def not_scaling(self, rows: dict[Key, dict[str, Any]] | None = None) -> list[str]:
         """One line per RVV case and ISA build whose cost per unit does not fall from a VLEN to the next."""
@@ -203,7 +209,8 @@ class CostTable:
                 "slower": [m.as_dict() for m in slower], "faster": [m.as_dict() for m in faster],
                 "not_scaling": self.not_scaling(), "costlier_than_twin": self.costlier_than_twin(),
                 "costlier_than_twin_on_cores": self.costlier_than_twin_on_cores(),
-                "unmeasured": self.unmeasured}
+                "estimator_disagreements": [d.as_dict() for d in cost_models.disagreements(self.head)],
+                "calibration": calibration.summary(), "unmeasured": self.unmeasured}
 
     def markdown(self, *, title: str = "Cost per VLEN", head_name: str = "HEAD", base_name: str = "BASE") -> str:
         slower, faster = self.moves()
@@ -219,6 +226,8 @@ class CostTable:
                     out += ["", f"{what}:"] + [f"- {m.describe()}" for m in ms[:40]]
                     if len(ms) > 40:
                         out.append(f"- ... and {len(ms) - 40} more (cost.json)")
+            if any(m.on_cores for m in slower + faster):
+                out += ["", f"Estimated changes ('est.'): {calibration.summary()}."]
         if self.unmeasured:
             out += ["", "Not measured (one line each; the rest of the table is complete):"]
             out += [f"- {line}" for line in grouped(self.unmeasured)]
@@ -232,6 +241,13 @@ class CostTable:
         if dear_est:
             out += ["", f"Vector code estimated costlier than the scalar twin on a real core ({len(dear_est)}; "
                     "rvv-bench's prices, docs/cost.md):"] + [f"- {x}" for x in dear_est]
+        split, failed = cost_models.disagreements(self.head), cost_models.failures(self.head)
+        if failed:
+            out += ["", f"No {cost_models.MCA_LABEL} estimate ({len(failed)}; llvm-mca failed):"] + [f"- {x}" for x in failed]
+        if split:
+            out += ["", f"The two X60 estimates differ by more than {cost_models.DISAGREE:g}x ({len(split)}; "
+                    "rvv-bench's prices vs LLVM's model over the executed blocks, docs/calibration.md):"]
+            out += [f"- {d.describe()}" for d in split]
         out += ["", *self._table(), *self._estimates_table()]
         return "\n".join(out) + "\n"
 
@@ -242,14 +258,18 @@ class CostTable:
             cs = cores.for_vlen(vlen)
             keys = [k for k in self.head if k[1] == vlen]
             missing = sum(1 for k in keys if not self.head[k].get("mix"))
+            with_mca = any(cost_models.mca_cycles(self.head[k]) for k in keys)
             out += ["", f"### Estimated cycles at VLEN {vlen}: " + ", ".join(c.label for c in cs), "",
                     "Cycles per unit: the call's instruction mix priced with each core's measured reciprocal "
                     "throughputs (rvv-bench; no latency, overlap or memory system: docs/cost.md). vs twin: the "
                     "same estimate of the scalar `*_generic` twin. u: share of the call's instructions the table "
                     "does not price (left out of the figure)."
+                    + (f" {cost_models.MCA_LABEL}: LLVM's scheduling model of the X60 over the executed basic "
+                       "blocks, weighted by their executions (latency and issue width included; "
+                       "docs/calibration.md)." if with_mca else "")
                     + (f" {missing} rows have no instruction mix (kept by an older rvvdiff: "
                        "RVVDIFF_COST_CACHE=0 measures them again)." if missing else ""), ""]
-            head = ["kernel", "size", "ISA build"] + [c.label for c in cs]
+            head = ["kernel", "size", "ISA build"] + [c.label for c in cs] + ([cost_models.MCA_LABEL] if with_mca else [])
             out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             for case in self.cases():
                 for isa in sorted({i for c, v, i in keys if c == case}):
@@ -269,6 +289,10 @@ class CostTable:
                         if share >= 0.005:
                             txt += f" u{share * 100:.0f}%"
                         cells.append(txt)
+                    if with_mca:
+                        m, tm = cost_models.mca_cycles(r), cost_models.mca_cycles(twin)
+                        cells.append("" if m is None else f"{m / r['units']:.3g}"
+                                     + (f" (x{m / tm:.2f} twin)" if tm else ""))
                     out.append(f"| {r['function']} | {r['size']} | {isa} | " + " | ".join(cells) + " |")
         return out
 
