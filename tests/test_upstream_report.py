@@ -314,3 +314,21 @@ def test_cc_selection_names_unknown_compilers_and_drops_a_missing_gcc_with_one_l
     with pytest.raises(ToolchainError, match="ci/setup.sh --gcc14"):
         report.compilers("gcc14")
     assert report.compilers("clang") == ["clang"]
+
+
+@pytest.mark.parametrize("weight", sorted(public.EXACT_SHAPES))
+def test_exact_repack_program_is_exact_by_the_oracle(weight: str) -> None:
+    """The blocks :func:`public.exact_repack` writes decode (oracles/quants.py) to the weights its expected numbers
+    use, the activations quantize to q8 exactly (one -127 per block, integers), and every sum is exact in fp32."""
+    from oracles import quants as Q
+
+    pub = public.exact_repack(weight)
+    w = Q.dequantize(weight, pub.a).reshape(pub.m, pub.k)
+    x = np.frombuffer(pub.b, np.float32).reshape(pub.n, pub.k).astype(np.float64)
+    assert np.array_equal((x @ w.T).reshape(-1), pub.expected)
+    qb = Q.FORMATS[weight].block
+    assert (np.abs(x).reshape(pub.n, -1, qb).max(axis=2) == 127).all() and np.array_equal(x, np.round(x))
+    assert np.abs(pub.expected).max() < 2 ** 24 and not pub.bound.any() and pub.repack
+    assert pub.m % 16 == 0 and pub.n % 4 == 1  # every RISC-V interleave; a GEMM group and a GEMV row
+    src = program.program(pub, "ggml_f")
+    assert "CPU_REPACK" in src and "ggml_backend_dev_get_extra_bufts" in src

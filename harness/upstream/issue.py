@@ -283,7 +283,8 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
     ggml = case.data["ggml"]
     ccs = compilers_of(verdicts)
     wrong, out = first_wrong([v for v in verdicts if v.stress == stress])
-    head = [f"### {title_of(pub.function, verdicts, stress, trap)}",
+    head = [f"### {title_of(pub.function, verdicts, stress, trap)}"
+            + (", once ggml's repack selection picks its layout (enable.patch)" if enable else ""),
             f"**What goes wrong.** {sentence(cause or (case.data.get('comparison') or {}).get('name', ''))}"
             + (" It depends on what the hart writes into tail-agnostic elements: QEMU shows it with "
                "`rvv_ta_all_1s=true,rvv_ma_all_1s=true` (real chips may write ones); with QEMU's default it passes."
