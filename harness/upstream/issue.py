@@ -324,7 +324,7 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
     tail += [ran + (f"Output at VLEN {wrong.vlen}, {wrong.isa} build: `" + " / ".join(out[:3]) + "`. " if wrong else "")
              + f"Run here (QEMU {qemu_emu.qemu().version}{spike}), the program built by rvvdiff with {built} "
              + "(zig's clang; Debian's GCC 14) " * (len(ccs) > 1)
-             + "at every VLEN and ISA build"
+             + _ran_where(verdicts)
              + (f" (fixed: with the patch `{fix}`)" if fix and any(v.tree == "fixed" for v in verdicts) else "")
              + (" (with stress: `rvv_ta_all_1s`, `rvv_ma_all_1s`)" if any(v.stress != stress for v in verdicts) else "")
              + ":", "", *verdict_table(verdicts, trap, stress)]
@@ -332,6 +332,17 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
     if len(text) > MAX_LINES:
         text = head + [f"The program, `repro.c` ({len(prog) - 2} lines), is attached."] + tail
     return "\n".join(text).rstrip() + "\n"
+
+
+def _ran_where(verdicts: list[Verdict]) -> str:
+    """Where the program ran under QEMU: "at every VLEN and ISA build" only when every ISA build was run."""
+    qemu = [v for v in verdicts if v.emulator == "qemu"]
+    vlens = sorted({v.vlen for v in qemu})
+    builds = sorted({v.isa for v in qemu}, key=list(ISA_BUILDS).index)
+    at = f"VLEN {vlens[0]}-{vlens[-1]}" if len(vlens) > 1 else f"VLEN {vlens[0]}" if vlens else "no VLEN"
+    if set(builds) == set(ISA_BUILDS):
+        return f"in every ISA build at {at}"
+    return f"in the {'/'.join(builds)} build{'s' * (len(builds) > 1)} only, at {at}"
 
 
 def reason_of(entry: known.Known | None) -> str:

@@ -1,4 +1,4 @@
-// ggml_gemv_q4_K_16x1_q8_K / ggml_gemm_q4_K_16x1_q8_K: mul_mat of 16 Q4_K rows in the CPU_REPACK buffer and 5 F32 rows, k = 256, exact by construction (integer scales and values). ggml's public API only; exit status 1 while the result is wrong.
+// ggml_gemv_q4_K_16x1_q8_K / ggml_gemm_q4_K_16x1_q8_K: mul_mat of 16 Q4_K rows in the CPU_REPACK buffer and 5 F32 rows, k = 256. ggml's public API only; exit status 1 while the result is wrong.
 #include "ggml.h"
 #include "ggml-cpu.h"
 #include "ggml-backend.h"
