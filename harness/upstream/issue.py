@@ -43,6 +43,12 @@ UPSTREAM = {
         "hardware (X60 cores, VLEN 256, GCC 14.2): its differential test finds the RVV iq4_nl and mxfp4 dots wrong "
         "exactly at odd block counts (nb = 1: RVV 0 where the generic code gives 4.612122) and MUL_MAT failing "
         "there; this report adds every VLEN and ISA build under QEMU with both compilers, and the fix.",
+    **{fix: "No upstream issue or pull request about it found (searched). Its variant came with pull request "
+              "#22754 (merged), which added the VLEN 512 and 1024 variants of these dots and tested them with "
+              "test-quantize-fns under QEMU."
+       for fix in ("k_quants_vl512_agnostic_accumulator", "iq2_xxs_vl512_subblock_offsets",
+                   "iq2_xxs_vl512_misaligned_load", "iq3_xxs_vl1024_subblock_offsets",
+                   "iq2_s_vl1024_scale_nibbles_swapped")},
     "repack_q4_0_8x8_vlen512": "No code of this tree selects the q4_0 8x8 layout on RISC-V "
         "(ggml_repack_get_optimal_repack_type picks it only for AVX2 or SVE), so no op reaches these kernels today. "
         "Open pull request #28642 (\"ggml-cpu: add Q4_0 8x8 gemv/gemm for riscv vlenb=16 case\") enables them in "
@@ -248,7 +254,7 @@ def upstream_lines(fix: str) -> list[str]:
         return []
     test = (f" The fix and the regression test for ggml's own test suite are in series {ser[0]} ({ser[1]}) of "
             "rvvdiff's fix series." if ser else "")
-    return ["", f"**Upstream.** {UPSTREAM.get(fix, 'Not reported upstream (issues and pull requests searched).')} "
+    return ["", f"**Upstream.** {UPSTREAM.get(fix, 'No upstream issue or pull request about it found (searched).')} "
                 f"{NEWEST}{test}"]
 
 
