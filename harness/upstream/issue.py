@@ -155,9 +155,12 @@ def verdict_table(verdicts: list[Verdict], trap: bool = False, stress: bool = Fa
                 cells.append(verdict_word(m[0].failing, trap, m[0].text) if m else "not run")
                 if m and cells[-1] == "not built":
                     notes.setdefault(f"{t[1].split(',')[0]} cannot build {i}", m[0].text.removeprefix("not built: "))
+                elif m and cells[-1] == "not run" and m[0].text:  # the reason once, without its target
+                    why = re.sub(r"\s*\(VLEN \d+[^()]*\)", "", m[0].text.splitlines()[0])
+                    notes.setdefault(f"not run: {why}", "")
             groups.setdefault(tuple(cells), []).append(i)
         rows += [f"| {t[0]} | {t[1]} | {', '.join(isas)} | " + " | ".join(cells) + " |" for cells, isas in groups.items()]
-    return rows + [""] * bool(notes) + [f"{k}: {_short(why)}" for k, why in notes.items()]
+    return rows + [""] * bool(notes) + [f"{k}: {_short(why)}" if why else k for k, why in notes.items()]
 
 
 def _short(why: str, width: int = 240) -> str:
