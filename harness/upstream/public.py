@@ -64,6 +64,8 @@ class Public:
     what: str = ""
     #: The function the case exists for (the title names it).
     function: str = ""
+    #: Where the inputs come from (the issue text says it).
+    inputs: str = "the inputs of a shrunk case"
 
 
 class _Types:
@@ -161,8 +163,8 @@ def public_form(case: Case, types: Mapping[str, int]) -> Public:
                            + f" and {n} F32 rows, k = {k}", function=function or "ggml_mul_mat")
     if kernel in ("repack_gemx", "repack_layout", "repack_quantize_mat"):
         raise NoPublicForm(f"{kernel} calls the repack code of one layout directly (declared in ggml's internal "
-                           "repack.h); mul_mat reaches it only where the tree's selection picks that layout at "
-                           "that VLEN (docs/repack.md); the adapter program of `rvvdiff repro --c` calls it")
+                           "repack.h); mul_mat reaches it only where the tree's selection "
+                           "(ggml_repack_get_optimal_repack_type) picks that layout at that VLEN")
     raise NoPublicForm(f"the {kernel or 'recorded'} call has no public form rvvdiff writes "
                        "(no op of ggml.h calls that function alone); `rvvdiff repro --c` writes the adapter program")
 
@@ -180,3 +182,57 @@ def callers(tree: Path, function: str) -> list[str]:
             if name.search(line) and not decl.search(line):
                 out.append(f"{f.relative_to(tree)}:{i}")
     return out
+
+
+# ------------------------------------------------------------------ exact repacked mul_mat (no recorded case)
+
+#: Weight types :func:`exact_repack` can write, with (weight rows m, row length k, activation rows n): m a
+#: multiple of 16 (every RISC-V layout's interleave), n = 5 (one 4-row GEMM group and one GEMV row).
+EXACT_SHAPES = {"q4_0": (16, 64, 5), "q4_K": (16, 256, 5)}
+
+
+def _q4_0_block(q: np.ndarray) -> bytes:
+    """One q4_0 block of d = 1 and the 32 unsigned 4-bit values ``q`` (the element is ``q - 8``)."""
+    qs = (q[:16] | (q[16:] << 4)).astype(np.uint8)
+    return np.float16(1).tobytes() + qs.tobytes()
+
+
+def _q4_K_block(q: np.ndarray, sc: np.ndarray, mn: np.ndarray) -> bytes:
+    """One q4_K super-block of d = dmin = 1: 256 values ``q`` (0-15), per sub-block of 32 a scale ``sc`` and
+    a min ``mn`` (0-15: the 6-bit fields' high bits stay 0); element = sc * q - mn."""
+    scales = np.zeros(12, np.uint8)
+    scales[:4], scales[4:8] = sc[:4], mn[:4]
+    scales[8:] = sc[4:] | (mn[4:] << 4)
+    qs = np.concatenate([q[64 * c:64 * c + 32] | (q[64 * c + 32:64 * c + 64] << 4) for c in range(4)]).astype(np.uint8)
+    return np.float16(1).tobytes() + np.float16(1).tobytes() + scales.tobytes() + qs.tobytes()
+
+
+def exact_repack(weight: str, seed: int = 1) -> Public:
+    """``C = ggml_mul_mat(W, X)`` with W in CPU_REPACK, exact by construction: every scale a small integer (d = 1),
+    the F32 activations integers in [-63, 63] with one -127 per block, so ggml's q8_0 / q8_K quantization of X
+    is exact (its scale is 1) and every product, sub-block sum and row sum is an integer far below 2^24 (below
+    2^15 per sub-block, so no 16-bit sum overflows): the result is exact in any order, and the bound is 0."""
+    if weight not in EXACT_SHAPES:
+        raise NoPublicForm(f"no exact repacked program for {weight} (only {', '.join(EXACT_SHAPES)})")
+    m, k, n = EXACT_SHAPES[weight]
+    rng = np.random.default_rng(seed)
+    qb = 32 if weight == "q4_0" else 256
+    x = rng.integers(-63, 64, size=(n, k)).astype(np.int64)
+    q = rng.integers(0, 16, size=(m, k)).astype(np.int64)
+    x[:, ::qb] = -127  # the block's largest magnitude: q8 scale exactly 1
+    q[:, ::qb] = 8 if weight == "q4_0" else 0  # ... and a zero weight there (the sums stay small)
+    if weight == "q4_0":
+        w = q - 8
+        blocks = b"".join(_q4_0_block(q[r, i:i + 32]) for r in range(m) for i in range(0, k, 32))
+    else:
+        sc = rng.integers(1, 16, size=(m, k // 32)).astype(np.int64)
+        mn = rng.integers(0, 16, size=(m, k // 32)).astype(np.int64)
+        w = np.repeat(sc, 32, axis=1) * q - np.repeat(mn, 32, axis=1)
+        blocks = b"".join(_q4_K_block(q[r, i:i + 256], sc[r, i // 32:i // 32 + 8], mn[r, i // 32:i // 32 + 8])
+                          for r in range(m) for i in range(0, k, 256))
+    expected = (x @ w.T).reshape(-1).astype(np.float64)  # C is n rows of m: C[j, i] = sum_l x[j, l] w[i, l]
+    assert np.abs(expected).max() < 2 ** 24
+    return Public(weight, "f32", k, m, n, blocks, x.astype(np.float32).tobytes(), expected, np.zeros(m * n),
+                  repack=True, what=f"mul_mat of {m} {weight.upper()} rows in the CPU_REPACK buffer and {n} F32 rows, "
+                                    f"k = {k}", inputs="inputs exact by construction (integer scales and values: "
+                                    "any order of summation gives the expected numbers)")
