@@ -102,6 +102,11 @@ CLASSES: dict[str, TestClass] = {c.name: c for c in (
               ("vec_dot_bf16_tail_agnostic", "iq4_nl_odd_block_dropped", "mxfp4_odd_block_dropped",
                "k_quants_vl512_agnostic_accumulator"), (128, 256, 512, 1024), isa="zvfbfwma", stress=True,
               test_patch="odd_block_count", must_fail=("bf16",)),
+    # Series 4's own test: float vec_dot on 4095 values (no partial block of another class's bug), zvfbfwma build
+    # (the bf16 vector dot); the unmodified q3_K / q6_K checks fail at VLEN 512 / 1024 under the same stress.
+    TestClass("tail_agnostic", "f32 / f16 / bf16 vec_dot of 4095 values (zvfbfwma build), agnostic elements written as ones",
+              ("k_quants_vl512_agnostic_accumulator", "vec_dot_bf16_tail_agnostic", "vec_dot_f16_unroll_tail_agnostic"),
+              (128, 256, 512, 1024), isa="zvfbfwma", stress=True, must_fail=("bf16",)),
     # Latent on this tree: the selection never picks these layouts where they are wrong, so the patches call the
     # kernels directly (ggml::cpu::repack::repack, the GEMV / GEMM and 4-row quantizers of repack.h) and compare
     # them with vec_dot.  zvfh build: ggml-cpu compiles the 16x1 layouts only with zvfh.
