@@ -134,3 +134,18 @@ def test_first_sentence_does_not_stop_at_an_abbreviation() -> None:
     text = ("every op over K = `ne[0]` (e.g. `mul_mat` at decode, i.e. n = 1) returns NaN. Nobody else is hit.")
     assert series.first_sentence(text).endswith("returns NaN.")
     assert series.first_sentence("One. Two.") == "One."
+
+
+def test_run_test_records_the_verdicts_per_vlen(every: list[series.Series], monkeypatch: pytest.MonkeyPatch) -> None:
+    """--run-test: the test class's result as one line per variant (fake runs: no build here)."""
+    from harness.upstream import ggmltests
+    s = next(x for x in every if x.name == "tail-agnostic-accumulators")
+    c = ggmltests.CLASSES[s.test]
+    runs = {"pinned": [ggmltests.Run(128, False, 1, 1.0, [" bf16 dot product error (ragged row): FAILED (nan)"])],
+            "fixed": [ggmltests.Run(128, True, 0, 1.0)]}
+    monkeypatch.setattr(ggmltests, "run_class", lambda name, **kw: ggmltests.Result(
+        c, Path("t"), Path("b"), [ggmltests.Variant(n, [], 0.0, [], r) for n, r in runs.items()]))
+    lines = command.run_test(s, [128], None)
+    assert lines[0].startswith("pinned tree: VLEN 128 FAILS (bf16 dot product error (ragged row))")
+    assert lines[1].startswith("with the fixes: VLEN 128 passes;") and "rvv_ta_all_1s" in lines[1]
+    assert not series.text_defects("\n".join(lines))

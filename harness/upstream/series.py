@@ -249,6 +249,8 @@ def _evidence_rows(fix: str) -> list[str]:
         cells = [c.strip() for c in ln.strip("|").split("|")]
         if len(cells) != len(head) or set(cells) <= {"---", ""}:
             continue
+        if all(c in ("not built", "not run") for h, c in zip(head, cells) if h.startswith("VLEN ")):
+            continue
         lead = [c for h, c in zip(head, cells) if not h.startswith("VLEN ")]
         verdicts = [f"{h.split()[-1]} {c}" for h, c in zip(head, cells) if h.startswith("VLEN ")]
         out.append(f"  {', '.join(lead)}: " + ", ".join(verdicts))
@@ -278,9 +280,10 @@ def fix_message(series: Series, fx: Fix) -> str:
 def test_message(series: Series) -> str:
     """The commit message of the series' regression test: what it checks, why the suite missed the bug, what fails."""
     h = _header(series.test_patch())
-    pars = [h.get("why", ""), "Expected: " + h.get("expected", "") if h.get("expected") else "",
-            f"Fails under qemu-riscv64 at VLEN {h['vlens']} before the fixes that follow." if h.get("vlens") else "",
-            f"Run: {h['test']}." if h.get("test") else ""]
+    why = h.get("why", "")
+    pars = [why[:1].upper() + why[1:], "Expected: " + h.get("expected", "") if h.get("expected") else "",
+            f"It fails under qemu-riscv64 at VLEN {h['vlens']}, before the fixes that follow." if h.get("vlens") else "",
+            f"Test: {h['test']}." if h.get("test") else ""]
     return "\n".join([series.test_subject, "", "\n\n".join(_wrap(_local_refs(p)) for p in pars if p)]) + "\n"
 
 
