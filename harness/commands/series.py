@@ -101,12 +101,12 @@ def am_check(patch_files: list[Path], src: GgmlSource, work: Path) -> tuple[bool
 
 
 def run_test(s: upstream_series.Series, vlens: list[int] | None, work: Path | None,
-             compiler: str = "clang") -> list[str]:
+             compiler: str = "clang", isa: str | None = None) -> list[str]:
     """Build and run the series' regression test before and after its fixes; one line per variant.  GCC 14 cannot
     make the zvfbfwma build: a zvfbfwma test is built as zvfh there (the bf16 dot then takes its scalar path)."""
     if s.test not in ggmltests.CLASSES:
         raise RvvdiffError(f"series {s.name}: its test {s.test!r} is no class of rvvdiff ggml-tests")
-    isa = "zvfh" if compiler == "gcc14" and ggmltests.CLASSES[s.test].isa == "zvfbfwma" else None
+    isa = isa or ("zvfh" if compiler == "gcc14" and ggmltests.CLASSES[s.test].isa == "zvfbfwma" else None)
     res = ggmltests.run_class(s.test, vlens=vlens, work=work, compiler=compiler, isa=isa)
     c = res.cls
     cc = {"clang": "clang-22", "gcc14": "GCC 14"}.get(compiler, compiler)
@@ -148,6 +148,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--vlen", type=int, action="append", help="with --run-test: the VLENs (default: the test's)")
     p.add_argument("--cc", default="clang", type=lambda v: v.split(","),
                    help="with --run-test: the stock compilers, a comma list of clang (clang-22) and gcc14 (default: clang)")
+    p.add_argument("--isa", help="with --run-test: another ISA build than the test's (v, zvfh, zvfbfwma)")
     p.add_argument("--work", type=Path, help="with --run-test: tree copy and build directory (rvvdiff ggml-tests')")
     a = p.parse_args(argv)
     if a.fetch_b11434:
@@ -169,7 +170,7 @@ def main(argv: list[str]) -> int:
         test_runs[s.name] = [ln for ln in test_runs.get(s.name, []) if not any(
             f"by {cc} (" in ln for cc in [{"clang": "clang-22", "gcc14": "GCC 14"}[x] for x in a.cc])]
         for cc in a.cc:
-            test_runs[s.name] += run_test(s, a.vlen, a.work, cc)
+            test_runs[s.name] += run_test(s, a.vlen, a.work, cc, a.isa)
         print("\n".join(f"{s.stem}: {ln}" for ln in test_runs[s.name]))
         runs_file.write_text(json.dumps(test_runs, indent=1, sort_keys=True) + "\n")
     verdicts: dict[str, dict[str, tuple[bool, str]]] = {}
