@@ -94,7 +94,8 @@ COMMANDS_ELSEWHERE = {
     "report": "a failure report as an upstream issue: --upstream writes issue.md and a public-API program, run at "
               "every VLEN and build (and on the fixed tree)",
     "series": "the fixes as pull-request-sized series per bug class: do they apply in order (pinned tree, "
-              "--ggml-src trees); their descriptions and combined patches (docs/upstream/series/)",
+              "--ggml-src trees, b11434); each as git format-patch files with its regression test, git am on every tree, "
+              "and its description (docs/upstream/series/)",
     "ggml-tests": "ggml's own test-quantize-fns, patched per bug class: built with the stock toolchain, run under QEMU "
                   "on the pinned tree (fails) and with the class's fixes (passes) (docs/ggml-tests.md)",
     "bench": "where the suite's time goes, per representative kernel and VLEN",

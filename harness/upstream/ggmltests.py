@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.core import settings
@@ -102,6 +102,11 @@ CLASSES: dict[str, TestClass] = {c.name: c for c in (
               ("vec_dot_bf16_tail_agnostic", "iq4_nl_odd_block_dropped", "mxfp4_odd_block_dropped",
                "k_quants_vl512_agnostic_accumulator"), (128, 256, 512, 1024), isa="zvfbfwma", stress=True,
               test_patch="odd_block_count", must_fail=("bf16",)),
+    # Series 4's own test: float vec_dot on 4095 values (no partial block of another class's bug), zvfbfwma build
+    # (the bf16 vector dot); the unmodified q3_K / q6_K checks fail at VLEN 512 / 1024 under the same stress.
+    TestClass("tail_agnostic", "f32 / f16 / bf16 vec_dot of 4095 values (zvfbfwma build), agnostic elements written as ones",
+              ("k_quants_vl512_agnostic_accumulator", "vec_dot_bf16_tail_agnostic", "vec_dot_f16_unroll_tail_agnostic"),
+              (128, 256, 512, 1024), isa="zvfbfwma", stress=True, must_fail=("bf16",)),
     # Latent on this tree: the selection never picks these layouts where they are wrong, so the patches call the
     # kernels directly (ggml::cpu::repack::repack, the GEMV / GEMM and 4-row quantizers of repack.h) and compare
     # them with vec_dot.  zvfh build: ggml-cpu compiles the 16x1 layouts only with zvfh.
@@ -204,11 +209,11 @@ def _locked(work: Path) -> Iterator[None]:
 # ------------------------------------------------------------------ build and run
 
 
-def configure_argv(tree: Path, build_dir: Path, isa: str = "v") -> list[str]:
+def configure_argv(tree: Path, build_dir: Path, isa: str = "v", compiler: str = "clang") -> list[str]:
     """stock.build_argvs' configure line (clang-22, ggml's options) with the tests turned on.  ``tree`` need not
     exist yet (``commands`` prints the line before the copy is made): it is laid out as the pinned tree."""
     shape = tree if tree.exists() else pinned_root()
-    configure = [a.replace(str(shape), str(tree)) for a in stock.build_argvs(shape, isa, "clang", build_dir)[0]]
+    configure = [a.replace(str(shape), str(tree)) for a in stock.build_argvs(shape, isa, compiler, build_dir)[0]]
     keep = [a for a in configure if not any(a.startswith(f"-D{k}=") for k in TEST_CMAKE)]
     return keep + [f"-D{k}={v}" for k, v in TEST_CMAKE.items()]
 
@@ -228,15 +233,15 @@ def run_argv(c: TestClass, build_dir: Path, vlen: int) -> list[str]:
 
 
 def build(tree: Path, build_dir: Path, target: str, isa: str = "v", *, jobs: int = 2,
-          timeout: float = 7200) -> float:
+          timeout: float = 7200, compiler: str = "clang") -> float:
     """Configure (once) and build ``target``; return the seconds configure + build took."""
-    why = stock.missing("clang")
+    why = stock.missing(compiler)
     if why:
         raise stock.StockToolchainError(why)
     build_dir.mkdir(parents=True, exist_ok=True)
     log = build_dir / "ggmltests-build.log"
     t0 = time.monotonic()
-    steps = [] if (build_dir / "CMakeCache.txt").is_file() else [configure_argv(tree, build_dir, isa)]
+    steps = [] if (build_dir / "CMakeCache.txt").is_file() else [configure_argv(tree, build_dir, isa, compiler)]
     steps.append(build_argv(build_dir, target, jobs))
     with open(log, "a") as fh:
         for argv in steps:
@@ -284,6 +289,8 @@ class Result:
     tree: Path
     build_dir: Path
     variants: list[Variant]
+    #: the stock toolchain that built the test (stock.py: ``clang`` = clang-22, ``gcc14``)
+    compiler: str = "clang"
 
     def ok(self) -> bool:
         """The pinned tree fails at every VLEN, the fixed tree passes at every VLEN."""
@@ -302,25 +309,26 @@ def work_dir(work: Path | None = None) -> Path:
 
 
 def run_class(name: str, *, fixed: bool = True, pinned: bool = True, vlens: Sequence[int] | None = None,
-              work: Path | None = None, jobs: int = 2) -> Result:
+              work: Path | None = None, jobs: int = 2, compiler: str = "clang", isa: str | None = None) -> Result:
     """Build and run the class's patched test on the pinned tree and/or with its fixes; pass/fail per VLEN.
 
     test-quantize-fns takes about 2.5 min per run under QEMU (ggml_quantize_init of the i-quants,
-    every type quantized): the VLENs run ``jobs`` at a time."""
-    c = CLASSES[name]
+    every type quantized): the VLENs run ``jobs`` at a time.  ``compiler``: the stock toolchain (``clang`` or
+    ``gcc14``, one build directory each); ``isa``: another ISA build than the class's (GCC 14 has no zvfbfwma)."""
+    c = CLASSES[name] if isa is None else replace(CLASSES[name], isa=isa)
     work = work_dir(work)
-    tree, build_dir = work / "tree", work / f"build-{c.isa}"
+    tree, build_dir = work / "tree", work / (f"build-{c.isa}" + ("" if compiler == "clang" else f"-{compiler}"))
     base = [c.patch] if c.patch else []
     todo = ([("pinned", base)] if pinned else []) + ([("fixed", base + c.fix_patches())] if fixed else [])
     variants = []
     with _locked(work):
         for vname, patches in todo:
             changed = prepare_tree(tree, patches)
-            secs = build(tree, build_dir, c.target, c.isa, jobs=jobs)
+            secs = build(tree, build_dir, c.target, c.isa, jobs=jobs, compiler=compiler)
             with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
                 runs = list(pool.map(lambda v: run_test(c, build_dir, v), vlens or c.vlens))
             variants.append(Variant(vname, patches, secs, changed, runs))
-    return Result(c, tree, build_dir, variants)
+    return Result(c, tree, build_dir, variants, compiler)
 
 
 # ------------------------------------------------------------------ the report

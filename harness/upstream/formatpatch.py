@@ -1,0 +1,114 @@
+"""A series as real commits: ``git format-patch`` output, and ``git am`` of it onto a tree.
+
+:func:`base_repo` makes a git repository whose single commit is a ggml / llama.cpp tree (read through
+``--work-tree``: the tree itself is never written); :func:`commit` applies one diff to a clone of it and
+commits it with a fixed author and date; :func:`format_patches` writes the commits as ``000N-*.patch``
+mbox files (``--zero-commit``, no signature, 12-digit blob ids: the same bytes on every run);
+:func:`am` applies such files to a clean clone with ``git am``.  Commit dates are :data:`BASE_DATE`
+plus one minute per commit, so the patches are reproducible byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+AUTHOR = "rvvdiff <rvvdiff@localhost>"
+BASE_DATE = 1795651200  # 2026-11-26 00:00:00 UTC: commit N of a series is dated N minutes later
+_GIT_CONFIG = ["-c", "core.abbrev=12", "-c", "core.autocrlf=false", "-c", "commit.gpgsign=false",
+               "-c", "user.useConfigOnly=false", "-c", "init.defaultBranch=master"]
+
+
+class GitError(RuntimeError):
+    """A git step failed; the message names the step and git's own words."""
+
+
+def _env(author: str, when: int) -> dict[str, str]:
+    name, _, mail = author.partition(" <")
+    stamp = f"@{when} +0000"
+    return {**os.environ, "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": mail.rstrip(">"), "GIT_AUTHOR_DATE": stamp,
+            "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": mail.rstrip(">"), "GIT_COMMITTER_DATE": stamp,
+            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "TZ": "UTC", "LC_ALL": "C"}
+
+
+def git(repo: Path | None, *args: str, stdin: str | None = None, author: str = AUTHOR, when: int = BASE_DATE,
+        git_dir: Path | None = None, work_tree: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    argv = ["git", *_GIT_CONFIG]
+    if git_dir is not None:
+        argv += [f"--git-dir={git_dir}"]
+    if work_tree is not None:
+        argv += [f"--work-tree={work_tree}"]
+    if repo is not None:
+        argv += ["-C", str(repo)]
+    cp = subprocess.run([*argv, *args], input=stdin, capture_output=True, text=True, env=_env(author, when),
+                        timeout=600)
+    if check and cp.returncode != 0:
+        raise GitError(f"git {' '.join(args[:3])} failed: {(cp.stderr or cp.stdout).strip()[:400]}")
+    return cp
+
+
+def base_repo(tree: Path, dest: Path, files: Sequence[str] | None = None, message: str = "base") -> Path:
+    """``dest``: a repository whose one commit holds ``tree`` (its tracked-looking files: .gitignore is
+    honoured, as in a clone) or only ``files`` of it.  ``tree`` is only read.  Returns ``dest``."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    git(dest, "init", "-q")
+    gd = dest / ".git"
+    if files is None:
+        git(None, "add", "-A", ".", git_dir=gd, work_tree=tree)  # dest's own work tree stays empty: clone() it
+    else:
+        for f in files:
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(tree / f, dest / f)
+        git(dest, "add", "--", *files)
+    git(dest, "commit", "-q", "-m", message)
+    return dest
+
+
+def clone(base: Path, dest: Path) -> Path:
+    """A clean clone of ``base`` at ``dest`` (objects shared, files checked out)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    git(None, "clone", "-q", "--shared", str(base), str(dest))
+    return dest
+
+
+def strip_header(patch_text: str) -> str:
+    """The unified diff of an rvvdiff patch file: everything from the first ``--- a/`` line."""
+    i = patch_text.find("\n--- a/")
+    if patch_text.startswith("--- a/"):
+        return patch_text
+    if i < 0:
+        raise GitError("no '--- a/' line: not a unified diff")
+    return patch_text[i + 1:]
+
+
+def commit(repo: Path, diff: str, message: str, *, author: str = AUTHOR, when: int = BASE_DATE) -> None:
+    """Apply ``diff`` (``-p1``, no fuzz) to ``repo``'s index and work tree and commit it as ``message``."""
+    git(repo, "apply", "--index", "--whitespace=nowarn", "-", stdin=diff)
+    git(repo, "commit", "-q", "-F", "-", stdin=message, author=author, when=when)
+
+
+def format_patches(repo: Path, count: int, out: Path) -> list[Path]:
+    """The last ``count`` commits of ``repo`` as ``out/000N-<subject>.patch`` (older files of that form removed)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("[0-9][0-9][0-9][0-9]-*.patch"):
+        old.unlink()
+    cp = git(repo, "format-patch", "-q", "--zero-commit", "--no-signature", "--no-stat", "--no-numbered",
+             "-o", str(out), f"-{count}")
+    return [Path(p) for p in cp.stdout.split()] or sorted(out.glob("[0-9][0-9][0-9][0-9]-*.patch"))
+
+
+def am(repo: Path, patches: Sequence[Path]) -> tuple[bool, str]:
+    """``git am`` the mbox files onto ``repo`` (a clean clone); (True, 'applies') or (False, git's first words),
+    the repository left as it was (``git am --abort``)."""
+    cp = git(repo, "am", "-q", *[str(p) for p in patches], check=False)
+    if cp.returncode == 0:
+        return True, "applies"
+    git(repo, "am", "--abort", check=False)
+    said = [ln for ln in (cp.stderr + cp.stdout).splitlines() if ln.strip() and not ln.startswith("hint:")]
+    return False, " ".join(said[:3])[:300] or f"git am exit {cp.returncode}"
