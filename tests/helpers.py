@@ -57,3 +57,20 @@ def run_diff_test(pytester, *args: str):
     """Run :data:`DIFF_TEST` under the plugin with ``args`` (a pytester subprocess)."""
     pytester.makepyfile(test_diff=DIFF_TEST)
     return pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
+
+
+#: A test file whose tests crash the server, hang it, then call it again: the run must report the
+#: first two per case and go on (tests/test_plugin.py under QEMU, tests/test_board.py on the stand-in board).
+CRASHING = """
+from harness.emulators.protocol import In, Out
+
+def test_a_segv(target):
+    target.call("selftest_segv")
+
+def test_b_hang(target):
+    target.call("selftest_hang")
+
+def test_c_after(target):
+    r = target.call("selftest_echo", [], [], [In(b"alive"), Out(5)])
+    assert r.outputs == [b"alive"]
+"""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import standin_board as standin
-from helpers import ROOT, pinned_build, run_diff_test, run_suite
+from helpers import CRASHING, ROOT, pinned_build, run_diff_test, run_suite
 
 from harness.emulators import board, counters, pool, registry
 from harness.emulators.protocol import In, Out
@@ -159,20 +159,6 @@ def test_an_unreachable_board_is_one_clear_line(stand_in: standin.StandIn, pytes
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert "--emulator ssh:nowhere:/tmp/rvvdiff-nowhere: board nowhere is unreachable" in r.stderr.str()
 
-
-CRASHING = """
-from harness.emulators.protocol import In, Out
-
-def test_a_segv(target):
-    target.call("selftest_segv")
-
-def test_b_hang(target):
-    target.call("selftest_hang")
-
-def test_c_after(target):
-    r = target.call("selftest_echo", [], [], [In(b"alive"), Out(5)])
-    assert r.outputs == [b"alive"]
-"""
 
 
 def test_faults_on_the_board_fail_their_case_and_the_run_goes_on(stand_in: standin.StandIn,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import run_diff_test
+from helpers import CRASHING, run_diff_test
 
 from harness.check import observe
 from harness.plugin import session, targets
@@ -75,20 +75,6 @@ def test_budget():
     r.assert_outcomes(passed=1)
     assert f"examples per test: {examples}" in r.stdout.str()
 
-
-CRASHING = """
-from harness.emulators.protocol import In, Out
-
-def test_a_segv(target):
-    target.call("selftest_segv")
-
-def test_b_hang(target):
-    target.call("selftest_hang")
-
-def test_c_after(target):
-    r = target.call("selftest_echo", [], [], [In(b"alive"), Out(5)])
-    assert r.outputs == [b"alive"]
-"""
 
 
 def test_crash_and_hang_fail_their_case_and_the_session_goes_on(pytester: pytest.Pytester) -> None:
