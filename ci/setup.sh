@@ -210,7 +210,9 @@ if [ "$llvm_mca" != 0 ]; then
       || mca_fail "apt-get install llvm-22 failed (is bookworm-security in the apt sources?)"
   fi
   if command -v llvm-mca-22 >/dev/null; then
-    llvm-mca-22 -mtriple=riscv64 -mcpu=help 2>&1 | grep -q spacemit-x60 || mca_fail "llvm-mca-22 has no spacemit-x60 model"
+    # read the whole list (grep -q would close the pipe early: SIGPIPE, and pipefail calls that a failure)
+    mca_cpus=$(llvm-mca-22 -mtriple=riscv64 -mcpu=help </dev/null 2>&1 || true)
+    case "$mca_cpus" in *spacemit-x60*) ;; *) mca_fail "llvm-mca-22 has no spacemit-x60 model" ;; esac
   fi
 fi
 
