@@ -173,6 +173,28 @@ def test_faults_on_the_board_fail_their_case_and_the_run_goes_on(stand_in: stand
     assert f"rvvdiff: emulator: ssh: board standin ({stand_in.remote_dir}" in out and "VLEN 256" in out
 
 
+def test_repro_replays_a_recorded_failure_on_the_board(stand_in: standin.StandIn, pytester: pytest.Pytester) -> None:
+    """A failure recorded under QEMU replays on the board (``rvvdiff repro --emulator ssh:...``) at the board's
+    VLEN; a case at another VLEN gets one line saying what to do."""
+    pytester.makepyfile(test_crash=CRASHING)
+    rep = pytester.path / "rep"
+    r = pytester.runpytest_subprocess("--isa", "zvfh", "--vlen", f"{standin.VLEN},512", "--kernel-timeout", "3",
+                                      "-k", "segv", "--report-dir", str(rep), "-p", "no:cacheprovider")
+    r.assert_outcomes(failed=2)
+    here, other = (rep / "cases" / f"test_crash.test_a_segv_vlen{v}-zvfh" for v in (standin.VLEN, 512))
+    cmd = [sys.executable, "-m", "harness.commands.cli", "repro"]
+    out = subprocess.run([*cmd, str(here), "--emulator", stand_in.spec()], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "selftest_segv: the kernel crashed with SIGSEGV" in out.stdout and "STILL FAILS" in out.stdout
+    assert "ssh" in out.stdout and "qemu-riscv64 -cpu" not in out.stdout.split("built by")[1].splitlines()[1]
+    out = subprocess.run([*cmd, str(other), "--emulator", stand_in.spec()], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 2
+    assert f"has VLEN {standin.VLEN} and the case is at VLEN 512: give --vlen {standin.VLEN}" in out.stdout
+    bad = subprocess.run([*cmd, str(here), "--emulator", "qemu2"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "give qemu, spike, native or ssh:HOST" in bad.stderr
+
+
 def test_usage_errors_on_a_board(stand_in: standin.StandIn, pytester: pytest.Pytester) -> None:
     r = run_diff_test(pytester, "--emulator", stand_in.spec(), "--vlen", "512")
     assert r.ret == pytest.ExitCode.USAGE_ERROR

@@ -16,6 +16,14 @@ from harness.report.replay import replay_on, side_by_side, spike_verdict
 from harness.report.reproducer import c_reproducer, upstream_reproducer
 
 
+def _emulator(spec: str) -> str:
+    """``--emulator``: a name :mod:`harness.emulators.registry` knows, or argparse's error with what to write."""
+    try:
+        return registry.parse(spec)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def main_repro(argv: list[str]) -> int:
     """``rvvdiff repro``: replay a failure report outside pytest."""
     p = argparse.ArgumentParser(prog="rvvdiff repro", description=main_repro.__doc__)
@@ -25,8 +33,10 @@ def main_repro(argv: list[str]) -> int:
     p.add_argument("--isa", choices=list(ISA_BUILDS), help="replay in another ISA build")
     p.add_argument("--cc", choices=list(COMPILERS), help="replay with the build of another compiler (default: the one "
                    "that recorded the failure)")
-    p.add_argument("--emulator", choices=registry.NAMES, help="replay on QEMU or on Spike (default: the one "
-                   "that recorded the failure); spike replays on both and prints them side by side with a verdict")
+    p.add_argument("--emulator", type=_emulator, metavar="EMULATOR",
+                   help="replay on QEMU, on Spike or on a board (default: the one that recorded the failure); spike "
+                   "replays on both emulators and prints them side by side with a verdict; a board (native, "
+                   "ssh:HOST[:DIR]) replays at its own VLEN under its own tail/mask policy")
     p.add_argument("--c", action="store_true", help="also write and print the standalone C++ reproducer (and, for a "
                    "vec_dot that ggml's API reaches, a ggml-only C program for an upstream report)")
     a = p.parse_args(argv)
@@ -38,10 +48,15 @@ def main_repro(argv: list[str]) -> int:
     src = resolve(None if (not a.ggml_src and case.data["ggml"]["label"].startswith("pinned")) else src_path)
     try:
         emulator = registry.get(on)
-        reference = registry.get(registry.DEFAULT) if on != registry.DEFAULT else emulator
+        # Spike is judged beside QEMU; QEMU and a board replay alone.
+        reference = registry.get(registry.DEFAULT) if on != registry.DEFAULT and not registry.is_board(on) else emulator
         build = ensure_built(src, isa, a.cc or t.get("compiler"))  # an older report: the setting's compiler
     except ToolchainError as e:
         print(f"rvvdiff repro: {e}")
+        return 2
+    if registry.is_board(on) and vlen != emulator.probe.vlen:
+        print(f"rvvdiff repro: {emulator.where()} has VLEN {emulator.probe.vlen} and the case is at VLEN {vlen}: "
+              f"give --vlen {emulator.probe.vlen} to replay it at the board's VLEN, or replay under QEMU (--emulator qemu)")
         return 2
     print(f"replaying {case.data['test']}\n  kernel {case.call['kernel']} ip={case.call['ip']} fp={case.call['fp']}\n"
           f"  on {src.describe()}, built by {build.compiler}")
@@ -66,7 +81,8 @@ def main_repro(argv: list[str]) -> int:
         failing = bool(runs[-1].failing)
         server_argv = runs[-1].argv
     else:
-        r = replay_on(case, build, vlen, t["stress"], emulator)
+        # A board has one tail/mask policy, its own (its probe says which): a stress case replays under it.
+        r = replay_on(case, build, vlen, t["stress"] and not registry.is_board(on), emulator)
         if r.failing is None:
             print(f"rvvdiff repro: not replayed: {r.text}" + (emulator.replay_hint if vlen not in emulator.vlens else ""))
             return 2
