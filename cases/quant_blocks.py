@@ -11,7 +11,7 @@ A row is a ``(n_blocks, block_bytes)`` uint8 array.  Its bytes come in three rol
 
 Activation rows (q8_0 / q8_1 / q8_K) are made consistent: q8_1's ``s`` is ``d * sum(qs)``
 rounded to fp16 and q8_K's ``bsums`` are the sums of its ``qs``, as every quantizer makes them.
-They can also be produced by quantizing float data (the reference quantizers of ``oracles.quants``).
+They can also be produced by quantizing float data (the reference quantizers of ``oracles.q8``).
 
 The byte offsets of the float scales and sub-scales come from the roles of the record's fields
 (:data:`LAYOUTS`); what is left per type is the grid-sweep encoder of each IQ type (the inverse of
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import strategies as st
 
+from oracles import q8 as Q8
 from oracles import quant_tables as T
 from oracles import quant_types as QT
 from oracles import quants as Q
@@ -291,9 +292,9 @@ def activation_floats(kind: str, n: int, seed: int, cap: float = 2.0 ** 20) -> n
 
 
 def quantized_activation_row(name: str, x: np.ndarray) -> np.ndarray:
-    """Floats ``x`` quantized to ``name`` by the reference quantizer (oracles.quants)."""
+    """Floats ``x`` quantized to ``name`` by the reference quantizer (oracles.q8)."""
     activation_record(name)
-    return Q.REFERENCE_QUANTIZERS[name](x)
+    return Q8.REFERENCE_QUANTIZERS[name](x)
 
 
 def _put_u16(b: np.ndarray, off: int, v: np.ndarray) -> None:

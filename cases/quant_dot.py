@@ -62,6 +62,7 @@ from harness.core.config import cache_dir, locked
 from harness.emulators.protocol import In, Out
 from harness.ggml.tree import Tree
 from harness.plugin.targets import session
+from oracles import dots as OD
 from oracles import quant_types as QT
 from oracles import quants as Q
 from oracles.bounds import U_F32, gamma
@@ -93,7 +94,7 @@ class QuantDot(KernelSpec):
         a, b = self.depth
         return a + b * n_blocks
 
-    def bound(self, n_blocks: int, expected: Q.DotExpected) -> float:
+    def bound(self, n_blocks: int, expected: OD.DotExpected) -> float:
         k = self.rounding_depth(n_blocks)
         return gamma(k, U_F32) * expected.magnitude + 2.0 ** -149 * (expected.int_magnitude + k)
 
@@ -132,7 +133,7 @@ def check_dot(kernel: QuantDot, target, pair: QS.Pair, *, exact: bool = False) -
     """Run the RVV entry point and its generic twin on ``pair``; both must be within the bound of
     the oracle (0 when the inputs are exact by construction).  When they fail, the message says
     which of the three (RVV, twin, oracle) stands apart."""
-    expected = Q.dot(kernel.name, pair.x, kernel.vec_dot_type, pair.y)
+    expected = OD.dot(kernel.name, pair.x, kernel.vec_dot_type, pair.y)
     if exact and not expected.exact:
         raise AssertionError(f"harness: the exact-by-construction row pair is not exact ({expected}) [{pair!r}]")
     nb = pair.n_blocks

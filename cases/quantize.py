@@ -1,5 +1,5 @@
 """The quantize family: activation quantizers (``quantize_row_q8_0 / _q8_1 / _q8_K`` in
-arch/riscv/quants.c) against the NumPy reference quantizers of ``oracles.quants``, bit for bit --
+arch/riscv/quants.c) against the NumPy reference quantizers of ``oracles.q8``, bit for bit --
 the table (one entry per activation record of oracles/quant_types.py), inputs, checks, loop levels
 and the coverage scan.  The tests are in cases/test_quantize.py.
 
@@ -48,6 +48,7 @@ from harness.check.compare import assert_bitwise_equal
 from harness.emulators.protocol import In, Out
 from harness.ggml import tree
 from harness.plugin.targets import session
+from oracles import q8 as Q8
 from oracles import quant_types as QT
 from oracles import quants as Q
 
@@ -73,13 +74,13 @@ class Quantizer(KernelSpec):
 
 
 def _q8_K(pick: str) -> Callable[[np.ndarray], np.ndarray]:
-    return lambda x: Q.quantize_q8_K(x, pick)[0]
+    return lambda x: Q8.quantize_q8_K(x, pick)[0]
 
 
 #: Per activation type: (the RVV kernel's semantics, quantize_row_<name>_ref's semantics).
 ORACLES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]] = {
-    "q8_0": (lambda x: Q.quantize_q8_0(x, "half_even"), lambda x: Q.quantize_q8_0(x, "half_away")),
-    "q8_1": (lambda x: Q.quantize_q8_1(x, "half_even"), lambda x: Q.quantize_q8_1(x, "half_away")),
+    "q8_0": (lambda x: Q8.quantize_q8_0(x, "half_even"), lambda x: Q8.quantize_q8_0(x, "half_away")),
+    "q8_1": (lambda x: Q8.quantize_q8_1(x, "half_even"), lambda x: Q8.quantize_q8_1(x, "half_away")),
     "q8_K": (_q8_K("negative_on_tie"), _q8_K("first")),
 }
 
@@ -186,7 +187,7 @@ def assert_rvv_vs_reference(q: Quantizer, x: np.ndarray, got: np.ndarray, ref: n
             if not (both and flipped):
                 problems.append(f"block {b}: differs from the reference, not by the sign choice of a +-amax block")
             continue
-        d, v = Q.q8_scaled(xb[b:b + 1])
+        d, v = Q8.q8_scaled(xb[b:b + 1])
         scaled = v[0].astype(np.float64)
         diff = np.flatnonzero(gq != rq)
         ties = np.abs(scaled - np.trunc(scaled)) == 0.5
@@ -244,7 +245,7 @@ def check_quantizer(q: Quantizer, target, x: np.ndarray) -> None:
         expected, rule = ref, "no RVV body in this tree, so quantize_row_ref semantics"
         observe.note("path", "generic (no RVV body in arch/riscv/quants.c)")
     if q.name == "q8_K":  # the reference leaves the bsums of all-zero blocks unwritten
-        zero = Q.quantize_q8_K(x)[1]
+        zero = Q8.quantize_q8_K(x)[1]
         twin[zero, 260:] = ref[zero, 260:]
         if expected is ref:
             got[zero, 260:] = ref[zero, 260:]

@@ -30,8 +30,8 @@ import numpy as np
 from cases import quant_blocks as QB
 from cases import quant_dot as QD
 from cases import quant_strategies as QS
+from oracles import dots as OD
 from oracles import quant_types as QT
-from oracles import quants as Q
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def probe(name: str, target, *, seed: int = 0, block: int = 0, n_blocks: int = 1
 
     def both(x: np.ndarray) -> tuple[float, float, float]:
         pair = QS.Pair(name, kernel.vec_dot_type, x, y)
-        expected = Q.dot(name, x, kernel.vec_dot_type, y)
+        expected = OD.dot(name, x, kernel.vec_dot_type, y)
         bound = 0.0 if expected.exact else kernel.bound(n_blocks, expected)
         return QD.run_dot(kernel, target, pair, 0), expected.value, bound
 

@@ -48,6 +48,7 @@ from harness.check import observe
 from harness.emulators.protocol import In, Out
 from harness.ggml import tree
 from harness.plugin.targets import session
+from oracles import q8 as Q8
 from oracles import quants as Q
 from oracles import repack as RP
 
@@ -237,7 +238,7 @@ def test_quantize_mat(qm: K.QuantizeMat, target, request: pytest.FixtureRequest)
         x = _float_rows(kind, nb * blk, case.seed, blk)
         r = target.call("repack_quantize_mat", [V.type_id(target, act), inter, nb * blk], [],
                         [In(x), Out(4 * Q.row_bytes(act, nb * blk))])
-        ref = np.stack([Q.quantize_q8_0(row) if act == "q8_0" else Q.quantize_q8_K(row, "first")[0] for row in x])
+        ref = np.stack([Q8.quantize_q8_0(row) if act == "q8_0" else Q8.quantize_q8_K(row, "first")[0] for row in x])
         K.assert_bytes_equal(r.output(0, np.uint8), RP.pack_activations(act, ref, inter).ravel(),
                              name="interleaved blocks", context=f"ggml_quantize_mat_{name}, k={nb * blk}, {kind} rows, "
                              f"{target.id}; reference: quantize_row_{act}_ref semantics")

@@ -347,7 +347,7 @@ class Products:
     ``value``: the dot products in float64 (each a sum of exact products, rounded at most
     ``K`` times by float64 additions: :func:`oracle_error`).  ``magnitude``: the sum of
     ``|x_i y_i|`` over the elements, the main part and the offset part (minimums) taken
-    separately, as the kernels compute them (``oracles.quants.DotExpected.magnitude``).
+    separately, as the kernels compute them (``oracles.dots.DotExpected.magnitude``).
     ``int_magnitude``: the same over the integer parts alone (for the underflow term of a bound).
     """
 

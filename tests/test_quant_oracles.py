@@ -19,6 +19,8 @@ from cases import quant_blocks as QB
 from cases import quant_strategies as QS
 from cases import quant_variants as V
 from harness.ggml import source
+from oracles import dots as OD
+from oracles import q8 as Q8
 from oracles import quant_tables as T
 from oracles import quant_types as QT
 from oracles import quants as Q
@@ -162,14 +164,14 @@ def _vec_dot_type(name: str) -> str:
 
 @pytest.mark.parametrize("name", WEIGHTS + ["q8_0"])
 def test_dot_is_correctly_rounded(name: str) -> None:
-    """Q.dot's value is the rational dot product rounded once to float64; its magnitude is
+    """OD.dot's value is the rational dot product rounded once to float64; its magnitude is
     sum |x_i y_i| part by part."""
     yn = _vec_dot_type(name)
     unit = int(np.lcm(Q.fmt(name).block, Q.fmt(yn).block))
     for seed in range(3):
         x = _random_rows(name, unit // Q.fmt(name).block * 2, seed)
         y = QB.activation_row(yn, unit // Q.fmt(yn).block * 2, seed, ("normal", "pow2"), "random")
-        e = Q.dot(name, x, yn, y)
+        e = OD.dot(name, x, yn, y)
         exact = _fraction_dot(name, x, yn, y)
         assert e.value == float(exact), f"{name}: {e.value!r} != {float(exact)!r}"
         assert e.magnitude >= abs(float(exact)) * (1 - 2.0 ** -50)
@@ -183,7 +185,7 @@ def test_exact_pairs_are_exact(name: str, nb: int) -> None:
     yn = _vec_dot_type(name)
     for payload in ("random", "ones"):
         p = QS.exact_pair(name, yn, nb, seed=nb, payload=payload, subscales="ones")
-        e = Q.dot(name, p.x, yn, p.y)
+        e = OD.dot(name, p.x, yn, p.y)
         assert e.exact, f"{name}: {e}"
         assert float(np.float32(e.value)) == e.value
 
@@ -212,7 +214,7 @@ def test_quantize_q8_0_matches_gguf() -> None:
     rng = np.random.default_rng(0)
     x = (rng.standard_normal(32 * 64) * np.exp2(rng.integers(-10, 10, 32 * 64))).astype(np.float32)
     x[:32] = np.arange(32) - 15.5  # a block full of ties after scaling (amax 15.5 * ...)
-    ours = Q.quantize_q8_0(x)
+    ours = Q8.quantize_q8_0(x)
     theirs = gq.quantize(x.reshape(1, -1), G.Q8_0).reshape(-1, 34)
     assert np.array_equal(ours, theirs)
 
@@ -223,8 +225,8 @@ def test_quantize_ties() -> None:
     x = np.zeros(32, np.float32)
     x[0] = 127
     x[1:5] = [0.5, 1.5, -2.5, -3.5]
-    ref = Q.blocks("q8_0", Q.quantize_q8_0(x))[0, 2:].view(np.int8)
-    even = Q.blocks("q8_0", Q.quantize_q8_0(x, "half_even"))[0, 2:].view(np.int8)
+    ref = Q.blocks("q8_0", Q8.quantize_q8_0(x))[0, 2:].view(np.int8)
+    even = Q.blocks("q8_0", Q8.quantize_q8_0(x, "half_even"))[0, 2:].view(np.int8)
     assert ref[:5].tolist() == [127, 1, 2, -3, -4]
     assert even[:5].tolist() == [127, 0, 2, -2, -4]
 
@@ -233,7 +235,7 @@ def test_quantize_q8_1_sum() -> None:
     """q8_1's s is fp16(sum(qs) * d) with the product in float32."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal(64).astype(np.float32)
-    raw = Q.blocks("q8_1", Q.quantize_q8_1(x))
+    raw = Q.blocks("q8_1", Q8.quantize_q8_1(x))
     for i, b in enumerate(raw):
         d = np.float32(np.max(np.abs(x[32 * i:32 * i + 32])) / np.float32(127))
         qs = b[4:].view(np.int8).astype(np.int64)
@@ -247,8 +249,8 @@ def test_quantize_q8_K_reference_and_sign_choice() -> None:
     ``negative_on_tie`` picks -a: d, qs and bsums change sign, d * qs does not."""
     x = np.zeros(256, np.float32)
     x[3], x[9], x[10] = 2.0, -2.0, 1.0
-    first, zero = Q.quantize_q8_K(x, "first")
-    neg, _ = Q.quantize_q8_K(x, "negative_on_tie")
+    first, zero = Q8.quantize_q8_K(x, "first")
+    neg, _ = Q8.quantize_q8_K(x, "negative_on_tie")
     assert not zero[0]
     df, dn = first[0, 0:4].view(np.float32)[0], neg[0, 0:4].view(np.float32)[0]
     qf, qn = first[0, 4:260].view(np.int8), neg[0, 4:260].view(np.int8)

@@ -6,7 +6,7 @@ vec_dot_type and bound) and its decoder (oracles/quants.py, ``@decoder``); the s
 test tables (cases/quant_dot.py, cases/quantize.py) and docs/quants.md's type table follow from
 the record.  Only what cannot be derived is asked for separately: an IQ type's grid
 (oracles/quant_tables.py) and grid-sweep encoder (cases/quant_blocks.py), an activation
-type's quantizers (oracles/quants.py, cases/quantize.py)."""
+type's quantizers (oracles/q8.py, cases/quantize.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from cases import quant_strategies as QS
 from cases.quant_dot import DOTS
 from cases.quantize import ORACLES, QUANTIZERS
 from harness.ggml import source, tree
+from oracles import dots as OD
+from oracles import q8 as Q8
 from oracles import quant_tables as T
 from oracles import quant_types as QT
 from oracles import quants as Q
@@ -116,7 +118,7 @@ def test_every_dot_row_has_a_table_entry_and_strategies() -> None:
         if r.name not in Q.DECODERS:
             continue  # named by the decoder test
         p = QS.exact_pair(r.name, r.vec_dot_type, 1, seed=1, payload="random", subscales="random")
-        if not Q.dot(r.name, p.x, r.vec_dot_type, p.y).exact:
+        if not OD.dot(r.name, p.x, r.vec_dot_type, p.y).exact:
             problems.append(f"{r.name}: cases/quant_strategies.py exact_pair does not make an exact pair from the "
                             "record: check the float-scale roles of its fields and its max_int in oracles/quant_types.py")
         if r.grid is not None:
@@ -134,13 +136,13 @@ def test_every_dot_row_has_a_table_entry_and_strategies() -> None:
 
 
 def test_every_activation_type_has_its_quantizers() -> None:
-    """An activation type needs its reference quantizer (oracles/quants.py) and the RVV kernel's
+    """An activation type needs its reference quantizer (oracles/q8.py) and the RVV kernel's
     oracle (cases/quantize.py), which no record can derive."""
     problems = []
     for r in QT.RECORDS:
         if r.kind != "activation":
             continue
-        if r.name not in Q.REFERENCE_QUANTIZERS:
+        if r.name not in Q8.REFERENCE_QUANTIZERS:
             problems.append(f"{r.name}: no reference quantizer -- add quantize_{r.name} to REFERENCE_QUANTIZERS in "
                             "oracles/quants.py")
         if r.name not in ORACLES:

@@ -15,6 +15,7 @@ from cases import repack_kernels as K
 from cases import repack_selection as SEL
 from cases import repack_strategies as RS
 from harness.ggml import cwalk, source
+from oracles import dots as OD
 from oracles import quants as Q
 from oracles import repack as RP
 
@@ -124,7 +125,7 @@ def test_activations_round_trip(act: str, blocklen: int) -> None:
 @pytest.mark.parametrize("weight,act", [("q4_0", "q8_0"), ("q8_0", "q8_0"), ("iq4_nl", "q8_0"), ("q4_K", "q8_K"),
                                         ("q2_K", "q8_K")])
 def test_products_match_exact_dot(weight: str, act: str) -> None:
-    """products(): value within its float64 error of oracles.quants.dot, the same magnitudes."""
+    """products(): value within its float64 error of oracles.dots.dot, the same magnitudes."""
     nb = 2
     w = RS.weight_matrix(weight, 5, nb, QB.RowRecipe(11, ("normal", "subnormal"), "random", "random"))
     a = np.stack([QB.activation_row(act, nb * Q.block_size(weight) // Q.block_size(act), 12 + r, ("normal",), "random")
@@ -132,7 +133,7 @@ def test_products_match_exact_dot(weight: str, act: str) -> None:
     p = RP.products(weight, w, act, a)
     for r in range(3):
         for c in range(5):
-            d = Q.dot(weight, w[c].ravel(), act, a[r].ravel())
+            d = OD.dot(weight, w[c].ravel(), act, a[r].ravel())
             assert abs(p.value[r, c] - d.value) <= RP.oracle_error(nb * Q.block_size(weight), p.magnitude[r, c])
             assert p.magnitude[r, c] == pytest.approx(d.magnitude, rel=1e-12)
             assert p.int_magnitude[r, c] == d.int_magnitude
