@@ -30,7 +30,7 @@ def request(target, spec: MC.Spec, k: int, m: int, n: int, reps: int) -> None:
     nb = k // Q.block_size(spec.type)
     w = RS.weight_matrix(spec.type, m, nb, QB.RowRecipe(SEED, ("normal",), "random", "random"))
     x = np.random.default_rng(SEED).standard_normal((n, k)).astype(np.float32)
-    ip = [V.type_id(target, spec.type), k, m, n, 1, 1, 1, reps]
+    ip = [V.type_id(target, spec.type), k, m, n, 1, 0 if spec.cpu else 1, 1, reps]
     target.call("repack_mul_mat", ip, [], [In(w), In(x), Out(4 * n * m)])
 
 

@@ -76,7 +76,8 @@ def test_the_rule_holds_on_measured_counts() -> None:
 
 @pytest.mark.parametrize("text, message", [
     ("tinyllama:q4_0", "write SHAPE:TYPE:BATCH"), ("llama9:q4_0:1", "SHAPE one of"),
-    ("tinyllama:q4_0:1+x", "batches are positive"), ("tinyllama:q4_0:1:twice", "write SHAPE")])
+    ("tinyllama:q4_0:1+x", "batches are positive"), ("tinyllama:q4_0:1:twice", "write SHAPE"),
+    ("tinyllama:q4_0:1:cpu:cpu", "write SHAPE")])
 def test_a_bad_spec_says_what_to_write(text: str, message: str) -> None:
     with pytest.raises(MC.ModelCostError, match=message):
         MC.parse_spec(text)
@@ -87,3 +88,5 @@ def test_the_layer_shapes() -> None:
         ("q", 2048, 2048), ("k", 256, 2048), ("v", 256, 2048), ("o", 2048, 2048), ("gate", 5632, 2048),
         ("up", 5632, 2048), ("down", 2048, 5632))
     assert len(SPEC.slices()) == 2 * 2 * 2 * 2 + 2
+    (cpu,) = MC.parse_spec("qwen3-1.7b:q1_0:1+64:cpu:check")
+    assert cpu.cpu and cpu.check and MC.case_name(cpu) == "model-qwen3-1.7b-q1_0-cpu"

@@ -44,7 +44,7 @@ from harness.core.config import ISA_BUILDS, SPIKE_VLENS, selection_type
 from harness.core.errors import RvvdiffError
 from harness.ggml import changes
 from harness.ggml.source import resolve
-from harness.report import calibration, cost_compilers
+from harness.report import calibration, calibration_model, cost_compilers
 from harness.report import cost as cost_report
 from harness.report import model_cost as MC
 
@@ -172,6 +172,8 @@ def main(argv: list[str]) -> int:
                 lines = MC.report(table.as_json(), specs, args.clock_ghz, args.threads)
             except MC.ModelCostError as e:
                 lines = [f"model-shaped cases ({cc}): {e}"]
+            if args.base:
+                lines.append(f"  est.: {calibration_model.summary()}")
             (out / (f"model-{cc}.md" if several else "model.md")).write_text("\n".join(lines) + "\n")
             print("\n".join(lines))
     print(f"rvvdiff cost: measured in {seconds:.0f} s")

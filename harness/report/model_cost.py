@@ -89,6 +89,9 @@ class Spec:
     type: str
     batches: tuple[int, ...]
     check: bool = False
+    #: The weights in the plain CPU buffer (the type's vec_dot path), not in CPU_REPACK: a tree as it was
+    #: before the type's repacked layout, or llama.cpp with repacking off.
+    cpu: bool = False
 
     def slices(self) -> list[tuple[int, int, int, int]]:
         """(k, m, n, reps) of every request it needs: both slices at every k and batch, the check slice at
@@ -99,13 +102,17 @@ class Spec:
         return out
 
 
+FLAGS = ("check", "cpu")
+
+
 def parse_spec(text: str) -> list[Spec]:
-    """``SHAPE:TYPE:BATCH+BATCH[:check]`` items, comma-separated (``tinyllama:q4_0:1+32``)."""
+    """``SHAPE:TYPE:BATCH+BATCH[:check][:cpu]`` items, comma-separated (``tinyllama:q4_0:1+32``)."""
     out = []
     for item in filter(None, (t.strip() for t in text.split(","))):
         parts = item.split(":")
-        if len(parts) not in (3, 4) or parts[0] not in SHAPES or (len(parts) == 4 and parts[3] != "check"):
-            raise ModelCostError(f"model case {item!r}: write SHAPE:TYPE:BATCH+BATCH[:check], SHAPE one of "
+        flags = parts[3:]
+        if len(parts) < 3 or parts[0] not in SHAPES or any(f not in FLAGS for f in flags) or len(set(flags)) < len(flags):
+            raise ModelCostError(f"model case {item!r}: write SHAPE:TYPE:BATCH+BATCH[:check][:cpu], SHAPE one of "
                                  f"{', '.join(SHAPES)} (e.g. tinyllama:q4_0:1+32)")
         try:
             batches = tuple(int(b) for b in parts[2].split("+"))
@@ -113,12 +120,12 @@ def parse_spec(text: str) -> list[Spec]:
             batches = ()
         if not batches or min(batches) < 1:
             raise ModelCostError(f"model case {item!r}: batches are positive integers joined by '+' (1+32)")
-        out.append(Spec(SHAPES[parts[0]], parts[1], batches, len(parts) == 4))
+        out.append(Spec(SHAPES[parts[0]], parts[1], batches, "check" in flags, "cpu" in flags))
     return out
 
 
 def case_name(spec: Spec) -> str:
-    return f"model-{spec.shape.name}-{spec.type}"
+    return f"model-{spec.shape.name}-{spec.type}" + ("-cpu" if spec.cpu else "")
 
 
 def size_label(k: int, m: int, n: int, reps: int) -> str:
@@ -246,7 +253,7 @@ def report(cost: Mapping[str, Any], specs: list[Spec], clock_ghz: float, threads
         base = results(spec, rows_by_slice(cost["base"], spec, vlen)) if cost.get("base") else []
         for i, h in enumerate(head):
             est = [e for e in ESTIMATORS if e in h.per_token]
-            line = (f"- {spec.shape.label}, {spec.type}, batch {h.batch}: per token "
+            line = (f"- {spec.shape.label}, {spec.type}{' (CPU buffer)' if spec.cpu else ''}, batch {h.batch}: per token "
                     + ", ".join(f"{e} {h.per_token[e] / 1e6:.1f} M" for e in est)
                     + "; est. rate <= " + ", ".join(f"{h.rate(e, clock_ghz, threads):.2f} t/s ({e})"
                                                   for e in est if e != "instructions"))
