@@ -33,7 +33,7 @@ def test_a_test_is_held_against_its_batch() -> None:
     assert r.factor("mca", "pp32") is None and r.factor("mca", "tg10") == pytest.approx(0.5)
     assert CM.worst([r], "table") == (pytest.approx(2.0), 1)
     assert "32 (for 512)" in CM.table([r])
-    assert "within 2.0x on 1 changes" in CM.summary([r]) and "held out" not in CM.summary([r])
+    assert "rvv-bench prices within 2.0x on 1 changes;" in CM.summary([r]) and "held out" not in CM.summary([r])
 
 
 def test_held_out_rows_are_summarised_apart() -> None:
@@ -49,7 +49,7 @@ def test_a_case_that_does_not_run_what_the_board_ran_is_shown_not_summarised() -
         'estimates = { b1 = { table = 9.0 } } }]\n')
     rs = CM.parse(text)
     assert [r.summarised for r in rs] == [True, False]
-    assert "within 2.0x on 1 changes" in CM.summary(rs)
+    assert "rvv-bench prices within 2.0x on 1 changes;" in CM.summary(rs)
     assert "(not summarised: not the board's path)" in CM.table(rs)
 
 
