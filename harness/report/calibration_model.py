@@ -124,7 +124,7 @@ def table(rs: list[ModelRow] | None = None) -> str:
                 got = r.estimates.get(cc, {}).get(b, {}) if b else {}
                 n = int(t[2:]) if t.startswith("pp") and t[2:].isdigit() else 1
                 bl = "-" if b is None else (f"{b}" if b == n or t.startswith("tg") else f"{b} (for {n})")
-                spec = f"`{r.spec}`" + ("" if r.summarised else f" (not summarised: {r.note})")
+                spec = f"`{r.spec}`" + ("" if r.summarised else " (not summarised)") + (f": {r.note}" if r.note else "")
                 first = [("held out: " if held else "") + r.row.name, spec] if i == 0 else ["", ""]
                 same = i > 0 and lines[i - 1][0] == t
                 measured = ["", ""] if same else [t, f"{r.row.speedup(t):.2f}"]

@@ -259,7 +259,9 @@ def report(cost: Mapping[str, Any], specs: list[Spec], clock_ghz: float, threads
                                                   for e in est if e != "instructions"))
             if base:
                 r = ratio(base[i], h)
-                line += "; BASE / HEAD: " + ", ".join(f"{e} {r[e]:.2f}x" for e in est if e in r)
+                line += ("; BASE: est. rate <= " + ", ".join(f"{base[i].rate(e, clock_ghz, threads):.2f} t/s ({e})"
+                                                             for e in est if e != "instructions" and e in r)
+                         + "; BASE / HEAD: " + ", ".join(f"{e} {r[e]:.2f}x" for e in est if e in r))
             if h.checked:
                 line += (f"; rule checked at {CHECK_SLICE} rows: "
                          + ", ".join(f"{e} {v * 100:+.2f} %" for e, v in h.checked.items()))
