@@ -90,3 +90,9 @@ def test_the_layer_shapes() -> None:
     assert len(SPEC.slices()) == 2 * 2 * 2 * 2 + 2
     (cpu,) = MC.parse_spec("qwen3-1.7b:q1_0:1+64:cpu:check")
     assert cpu.cpu and cpu.check and MC.case_name(cpu) == "model-qwen3-1.7b-q1_0-cpu"
+
+
+def test_rows_of_several_isa_builds_are_refused() -> None:
+    rows = [{**r, "isa": isa} for isa in ("v", "zvfh") for r in _rows().values()]
+    with pytest.raises(MC.ModelCostError, match="several ISA builds .v, zvfh.; run with one --isa"):
+        MC.rows_by_slice(rows, SPEC, 128)

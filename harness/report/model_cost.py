@@ -235,7 +235,11 @@ def rows_by_slice(cost_rows: list[Mapping[str, Any]], spec: Spec, vlen: int = 25
                   ) -> dict[tuple[int, int, int, int], Mapping[str, Any]]:
     """A cost run's rows (cost.json's ``head`` or ``base``) of ``spec`` at ``vlen``, by (k, m, n, reps)."""
     name = case_name(spec)
-    return {parse_size(r["size"]): r for r in cost_rows if r.get("name") == name and int(r["vlen"]) == vlen}
+    mine = [r for r in cost_rows if r.get("name") == name and int(r["vlen"]) == vlen]
+    isas = sorted({r.get("isa", "") for r in mine})
+    if len(isas) > 1:
+        raise ModelCostError(f"{name}: measured in several ISA builds ({', '.join(isas)}); run with one --isa")
+    return {parse_size(r["size"]): r for r in mine}
 
 
 def ratio(before: Result, after: Result) -> dict[str, float]:
