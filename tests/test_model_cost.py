@@ -96,3 +96,12 @@ def test_rows_of_several_isa_builds_are_refused() -> None:
     rows = [{**r, "isa": isa} for isa in ("v", "zvfh") for r in _rows().values()]
     with pytest.raises(MC.ModelCostError, match="several ISA builds .v, zvfh.; run with one --isa"):
         MC.rows_by_slice(rows, SPEC, 128)
+
+
+def test_the_report_gives_per_token_the_ratio_and_the_bound() -> None:
+    head = [{**r, "isa": "zvfh"} for r in _rows().values()]
+    base = [{**r, "instret": r["instret"] * 3} for r in head]  # set-up and compute 3x dearer
+    lines = MC.report({"head": head, "base": base}, [SPEC], 1.0, 2, vlen=128)
+    assert "batch 1: per token instructions" in lines[2] and "BASE / HEAD: instructions 3.00x" in lines[2]
+    assert "rule checked at 256 rows: instructions +0.00 %" in lines[3]
+    assert "upper bound at 1 GHz x 2 threads" in lines[0]
