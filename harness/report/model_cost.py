@@ -257,14 +257,17 @@ def report(cost: Mapping[str, Any], specs: list[Spec], clock_ghz: float, threads
         base = results(spec, rows_by_slice(cost["base"], spec, vlen)) if cost.get("base") else []
         for i, h in enumerate(head):
             est = [e for e in ESTIMATORS if e in h.per_token]
-            line = (f"- {spec.shape.label}, {spec.type}{' (CPU buffer)' if spec.cpu else ''}, batch {h.batch}: per token "
-                    + ", ".join(f"{e} {h.per_token[e] / 1e6:.1f} M" for e in est)
-                    + "; est. rate <= " + ", ".join(f"{h.rate(e, clock_ghz, threads):.2f} t/s ({e})"
-                                                  for e in est if e != "instructions"))
+            cyc = [e for e in est if e != "instructions"]  # the rate needs cycles: a core's estimate
+
+            def rates(res: Result, names: list[str]) -> str:
+                return ", ".join(f"{res.rate(e, clock_ghz, threads):.2f} t/s ({e})" for e in names) or "no cycle estimate"
+
+            line = (f"- {spec.shape.label}, {spec.type}{' (CPU buffer)' if spec.cpu else ''}, batch {h.batch}: per "
+                    "token " + ", ".join(f"{e} {h.per_token[e] / 1e6:.1f} M" for e in est) + "; est. rate <= "
+                    + rates(h, cyc))
             if base:
                 r = ratio(base[i], h)
-                line += ("; BASE: est. rate <= " + ", ".join(f"{base[i].rate(e, clock_ghz, threads):.2f} t/s ({e})"
-                                                             for e in est if e != "instructions" and e in r)
+                line += ("; BASE: est. rate <= " + rates(base[i], [e for e in cyc if e in r])
                          + "; BASE / HEAD: " + ", ".join(f"{e} {r[e]:.2f}x" for e in est if e in r))
             if h.checked:
                 line += (f"; rule checked at {CHECK_SLICE} rows: "
