@@ -8,6 +8,11 @@ cases slower / faster on HEAD than on BASE beyond ``--threshold``, the RVV kerne
 cheaper with a longer VLEN, those that cost more than their scalar twin, and the cases that could
 not be measured (one line each).
 
+``--model SHAPE:TYPE:BATCH+BATCH[:check]`` adds the model-shaped cases (harness/report/model_cost.py: one
+transformer layer's mul_mats through ggml's graph on one thread, sliced, set-up cancelled) and prints
+their estimated cycles per token, the BASE / HEAD tokens/s ratio and an upper-bound rate at ``--clock-ghz``
+x ``--threads`` (``model.md``); ``-k model`` measures only them.
+
 ``--changed-only`` (with ``--base``): only the cases whose code the change reaches (the gate's diff,
 harness/ggml/changes.py) are measured, on both trees.
 
@@ -34,12 +39,14 @@ from pathlib import Path
 from harness.build.toolchain import COMPILERS, selected
 from harness.commands import cost_board
 from harness.commands.runner import run_suite
+from harness.core import settings
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS, selection_type
 from harness.core.errors import RvvdiffError
 from harness.ggml import changes
 from harness.ggml.source import resolve
-from harness.report import calibration, cost_compilers
+from harness.report import calibration, calibration_model, cost_compilers
 from harness.report import cost as cost_report
+from harness.report import model_cost as MC
 
 
 class CostRunError(RvvdiffError):
@@ -95,12 +102,26 @@ def main(argv: list[str]) -> int:
     p.add_argument("--emulator", default="spike", metavar="NAME",
                    help="spike (default): counted and estimated; native or ssh:HOST[:DIR]: measured on a board by its "
                         "hardware counters, beside Spike's estimates for it (harness/commands/cost_board.py; docs/board.md)")
+    p.add_argument("--model", default=None, metavar="SPEC",
+                   help="model-shaped cases SHAPE:TYPE:BATCH+BATCH[:check], comma-separated (tinyllama:q4_0:1+32; "
+                        "shapes: " + ", ".join(MC.SHAPES) + "); sets RVVDIFF_COST_MODEL for the runs")
+    p.add_argument("--clock-ghz", type=float, default=1.6, metavar="GHZ",
+                   help="with --model: the core's clock for the upper-bound rate (default: 1.6, the BPI-F3's X60)")
+    p.add_argument("--threads", type=int, default=8, metavar="N",
+                   help="with --model: threads for the upper-bound rate (default: 8)")
     p.add_argument("--no-estimates", action="store_true", help="with a board: measure only, no Spike run for the estimates")
     args = p.parse_args(argv)
     if args.emulator != "spike":
         return cost_board.main(args, p)
     if args.changed_only and not args.base:
         p.error("--changed-only compares two trees: give --base")
+    specs: list[MC.Spec] = []
+    if args.model:
+        try:
+            specs = MC.parse_spec(args.model)
+        except MC.ModelCostError as e:
+            p.error(str(e))
+        settings.put("COST_MODEL", args.model)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     extra: list[str] = []
@@ -145,6 +166,16 @@ def main(argv: list[str]) -> int:
         print(f"rvvdiff cost: {len(found)} calls where one compiler's code is more than {args.cc_gap:g} % dearer:")
         for g in found[:40]:
             print(f"    {g.describe()}")
+    if specs:
+        for cc, table in tables.items():
+            try:
+                lines = MC.report(table.as_json(), specs, args.clock_ghz, args.threads)
+            except MC.ModelCostError as e:
+                lines = [f"model-shaped cases ({cc}): {e}"]
+            if args.base:
+                lines.append(f"  est.: {calibration_model.summary()}")
+            (out / (f"model-{cc}.md" if several else "model.md")).write_text("\n".join(lines) + "\n")
+            print("\n".join(lines))
     print(f"rvvdiff cost: measured in {seconds:.0f} s")
     status = 0
     if args.block_slower is not None and any(m.ratio > 1 + args.block_slower / 100 for m in slower):

@@ -52,6 +52,9 @@ SETTINGS: tuple[Setting, ...] = (
             "binary, VLEN, ISA string and request bytes, and reused)", "1"),
     Setting("COST_SNAPSHOT", "0: every cost run under Spike starts the kernel server from the beginning (default: "
             "from a snapshot taken after ggml's start-up, harness/emulators/snapshot.py)", "1"),
+    Setting("COST_MODEL", "the model-shaped cost cases the cost suite adds: `SHAPE:TYPE:BATCH+BATCH[:check][:cpu]`, "
+            "comma-separated (`tinyllama:q4_0:1+32`; set by `rvvdiff cost --model`; harness/report/model_cost.py)",
+            "none"),
     Setting("FIXES_DIR", "the directory of fix patches `rvvdiff fixes` verifies", "harness/data/fixes"),
     Setting("WORKERS", "default of `--workers` for `rvvdiff gate` and `rvvdiff fixes`", "auto"),
     Setting("MAX_WORKERS", "the most pytest-xdist workers `-n` starts (0: no cap; harness/plugin/workers.py)",
@@ -90,6 +93,11 @@ def without(name: str, env: dict[str, str] | None = None) -> dict[str, str]:
     """A copy of ``env`` (default: this process's environment) without ``RVVDIFF_<name>``."""
     var = _setting(name).var
     return {k: v for k, v in (os.environ if env is None else env).items() if k != var}
+
+
+def put(name: str, value: str) -> None:
+    """Set ``RVVDIFF_<name>`` to ``value`` for this process and its children."""
+    os.environ[_setting(name).var] = value
 
 
 def set_default(name: str, value: str) -> str:

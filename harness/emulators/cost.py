@@ -352,9 +352,14 @@ def measure(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], 
         d = n - hist_a.get(pc, 0)
         if d:
             diff[pc] = d
-    if any(n < 0 for n in diff.values()) or any(pc not in hist_b for pc in hist_a):
-        raise CostError(f"{what}: run B executed fewer instructions than run A at some address: the call "
-                        "is not deterministic (it depends on the host or on time)")
+    fewer = [pc for pc, n in diff.items() if n < 0] + [pc for pc in hist_a if pc not in hist_b]
+    if fewer:
+        img = image(exe)
+        where = sorted({elf.base_symbol(f[1]) if (f := img.function_of(pc)) else hex(pc) for pc in fewer})
+        short = sum(-diff[pc] if pc in diff else hist_a[pc] for pc in fewer)
+        raise CostError(f"{what}: run B executed fewer instructions than run A at {len(fewer)} addresses, {short} "
+                        f"in all (in {', '.join(where[:6])}): the call is not deterministic (it depends on the host or on "
+                        "time), or its first run leaves state that changes what happens after it")
     cost = tally(image(exe), diff, int(notes["cost.instret"]), int(notes["cost.cycles"]))
     if want_mca:
         cost = dataclasses.replace(cost, mca=second_estimate(exe, image(exe), diff))

@@ -287,10 +287,11 @@ uint32_t k_repack_quantize_mat(Call & c) {
 // expert) placed as llama.cpp places them (placement 1: CPU_REPACK when the device supports the op
 // there, else the CPU buffer; 0: the CPU buffer) and copied into guarded memory; `build` makes the
 // op on the weight tensor (its other inputs and result bound to the request's buffers); the graph
-// runs on n_threads and the guards of the weights and the work buffer are checked.
+// runs on n_threads, `reps` times over the same placed weights (the set-up once: a cost measurement
+// of reps 1 and 2 differs by one compute), and the guards of the weights and the work buffer are checked.
 template <typename Build>
 uint32_t run_weights_op(Call & c, ggml_type type, int64_t k, int64_t m, int64_t n_expert, int64_t placement,
-                        int64_t n_threads, Build build) {
+                        int64_t n_threads, Build build, int64_t reps = 1) {
     const size_t wbytes = ggml_row_size(type, k) * m * (n_expert > 0 ? n_expert : 1);
     Weights w;
     Buffer wmem;  // the weights' bytes between guards, repacked or not
@@ -323,8 +324,10 @@ uint32_t run_weights_op(Call & c, ggml_type type, int64_t k, int64_t m, int64_t 
         if (!work.allocate(plan.work_size, GUARD_BYTE_OUT)) return c.bad("%s: out of memory", c.name.c_str());
         plan.work_data = work.data();
     }
-    const ggml_status st = ggml_graph_compute(gf, &plan);
-    if (st != GGML_STATUS_SUCCESS) return c.bad("%s: ggml_graph_compute returned %d", c.name.c_str(), (int)st);
+    for (int64_t r = 0; r < reps; ++r) {
+        const ggml_status st = ggml_graph_compute(gf, &plan);
+        if (st != GGML_STATUS_SUCCESS) return c.bad("%s: ggml_graph_compute returned %d", c.name.c_str(), (int)st);
+    }
     long where = 0;
     if (!wmem.guards_intact(where) || (plan.work_size > 0 && !work.guards_intact(where))) {
         c.err = c.name + " wrote outside the weights or the work buffer (offset " + std::to_string(where) + ")";
@@ -333,15 +336,16 @@ uint32_t run_weights_op(Call & c, ggml_type type, int64_t k, int64_t m, int64_t 
     return ST_OK;
 }
 
-// ip = {type, k, m, n, batch, placement, n_threads}: placement as run_weights_op.
+// ip = {type, k, m, n, batch, placement, n_threads[, reps]}: placement as run_weights_op; reps (default 1):
+// how many times the graph is computed after the one set-up (placement, repacking).
 // bufs = {W: m rows of k elements of `type` in, X: batch x n x k floats in, Y: batch x n x m floats out}.
 // Y = mul_mat(W, X): Y[b][j][i] = W[i] . X[b][j].
 uint32_t k_repack_mul_mat(Call & c) {
-    if (!c.shape(7, 0, 3)) return ST_BAD_REQUEST;
+    if (!c.shape(c.ip.size() == 8 ? 8 : 7, 0, 3)) return ST_BAD_REQUEST;
     const int64_t type = c.ip[0], k = c.ip[1], m = c.ip[2], n = c.ip[3], batch = c.ip[4], placement = c.ip[5];
-    const int64_t n_threads = c.ip[6];
+    const int64_t n_threads = c.ip[6], reps = c.ip.size() == 8 ? c.ip[7] : 1;
     if (!valid_type(type) || k < 1 || k % ggml_blck_size((ggml_type)type) != 0 || m < 1 || n < 1 || batch < 1 ||
-        placement < 0 || placement > 1) {
+        placement < 0 || placement > 1 || reps < 1) {
         return c.bad("repack_mul_mat: bad parameters");
     }
     if (const uint32_t st = check_threads(c, n_threads)) return st;
@@ -355,7 +359,7 @@ uint32_t k_repack_mul_mat(Call & c) {
         ggml_tensor * y = ggml_mul_mat(ctx, wt, x);
         y->data = c.buf<void>(2);
         return y;
-    });
+    }, reps);
 }
 
 // ip = {type, k, m, n_expert, n_used, x_rows, n_tokens, placement, n_threads}: a mixture-of-experts
