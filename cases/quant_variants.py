@@ -207,8 +207,9 @@ def quantizer_coverage(tree: Tree, quantizers: Iterable) -> coverage.FamilyScan:
         if e.rvv and t not in known:
             out.uncovered.append(coverage.Uncovered(
                 e.name, e.where, f"an RVV activation quantizer that the quantize table does not know: add {t}'s record "
-                "(kind 'activation') to oracles/quant_types.py, its decoder to oracles/quants.py and its reference quantizer to oracles/q8.py "
-                f"(@decoder, REFERENCE_QUANTIZERS) and its RVV oracle to ORACLES in cases/quantize.py; "
+                "(kind 'activation') to oracles/quant_types.py, its decoder to oracles/quants.py (@decoder), its "
+                "reference quantizer to oracles/q8.py (REFERENCE_QUANTIZERS) and its RVV oracle to ORACLES in "
+                "cases/quantize.py; "
                 "tests/test_quant_types.py names whatever is still missing"))
     for q in quantizers:
         e = found.quantizers.get(q.name)
