@@ -118,7 +118,7 @@ def run_test(s: upstream_series.Series, vlens: list[int] | None, work: Path | No
     out = []
     def what(runs: list[ggmltests.Run]) -> str:
         w = sorted({f.split(":")[0].strip() for r in runs for f in r.failures})
-        return f" ({'; '.join(w[:4])})" if w else ""
+        return f" ({'; '.join(w[:6])}{'; ...' if len(w) > 6 else ''})" if w else ""
     for v in res.variants:
         per_vlen = len({what([r]) for r in v.runs if r.failures}) > 1  # the VLENs fail differently: each says how
         cells = ", ".join(f"VLEN {r.vlen} {'passes' if r.passed else 'FAILS'}" + (what([r]) if per_vlen else "")
