@@ -148,3 +148,13 @@ def test_odd_block_count_fails_on_the_pinned_tree_and_passes_with_the_fixes() ->
         assert names == {"iq4_nl", "mxfp4"}, r.failures
     assert "ggml/src/ggml-cpu/arch/riscv/quants.c" in fixed.rebuilt and pinned.build_seconds >= 0
     assert all(shlex.split(ln.split("   #")[0]) for ln in ggmltests.commands("odd_block_count"))
+
+
+def test_no_test_patch_hides_its_check_from_gcc() -> None:
+    """ggml's CMake gives the tests no -march, and GCC 14 defines __riscv_v_intrinsic only with V in -march (clang on
+    every RISC-V target): a check guarded by it is compiled out of GCC's builds and the test passes vacuously there
+    (series 5 and 6's first GCC 14 runs did)."""
+    for p in ggmltests.all_patches():
+        if p.parent == ggmltests.TEST_PATCHES:
+            added = [ln for ln in p.read_text().splitlines() if ln.startswith("+#if") or ln.startswith("+#elif")]
+            assert not [ln for ln in added if "defined(__riscv_v_intrinsic)" in ln], p.name

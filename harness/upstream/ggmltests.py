@@ -309,13 +309,18 @@ def work_dir(work: Path | None = None) -> Path:
 
 
 def run_class(name: str, *, fixed: bool = True, pinned: bool = True, vlens: Sequence[int] | None = None,
-              work: Path | None = None, jobs: int = 2, compiler: str = "clang", isa: str | None = None) -> Result:
+              work: Path | None = None, jobs: int = 2, compiler: str = "clang", isa: str | None = None,
+              stress: bool | None = None, fixes: Sequence[str] | None = None) -> Result:
     """Build and run the class's patched test on the pinned tree and/or with its fixes; pass/fail per VLEN.
 
     test-quantize-fns takes about 2.5 min per run under QEMU (ggml_quantize_init of the i-quants,
     every type quantized): the VLENs run ``jobs`` at a time.  ``compiler``: the stock toolchain (``clang`` or
-    ``gcc14``, one build directory each); ``isa``: another ISA build than the class's (GCC 14 has no zvfbfwma)."""
-    c = CLASSES[name] if isa is None else replace(CLASSES[name], isa=isa)
+    ``gcc14``, one build directory each); ``isa``: another ISA build than the class's (GCC 14 has no zvfbfwma);
+    ``stress``: QEMU's tail/mask stress on or off whatever the class says; ``fixes``: the fixed variant's fixes
+    in place of the class's (a series applies all of its own, in its order)."""
+    c = CLASSES[name]
+    c = replace(c, isa=isa or c.isa, stress=c.stress if stress is None else stress,
+                fixes=c.fixes if fixes is None else tuple(fixes))
     work = work_dir(work)
     tree, build_dir = work / "tree", work / (f"build-{c.isa}" + ("" if compiler == "clang" else f"-{compiler}"))
     base = [c.patch] if c.patch else []

