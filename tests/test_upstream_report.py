@@ -85,6 +85,22 @@ def test_per_compiler_title_names_each_compilers_failures_and_never_every_build_
         "is unsupported standard extension" in table
 
 
+def test_a_compiler_that_cannot_make_the_wrong_build_is_named_so_in_the_title() -> None:
+    """The bf16 case: wrong only in the zvfbfwma build, which GCC 14 cannot make; its title must not say "no VLEN
+    with GCC 14" (as if GCC's build were right) but that GCC 14 cannot make that build."""
+    from harness.upstream.runs import Verdict
+
+    v = [Verdict("pinned", i, vl, None if cc == "gcc14" and i == "zvfbfwma" else i == "zvfbfwma" and cc == "clang",
+                 "not built: gcc14 rejects -march" if cc == "gcc14" and i == "zvfbfwma" else "", compiler=cc, stress=True)
+         for cc in ("clang", "gcc14") for i in ("zvfh", "zvfbfwma") for vl in (128, 256)]
+    title = issue_text.title_of("ggml_vec_dot_bf16", v, stress=True)
+    assert "zvfbfwma build with clang; GCC 14 cannot make the zvfbfwma build, when tail-agnostic" in title, title
+    assert "no VLEN" not in title
+    v[4:6] = [Verdict("pinned", "zvfh", vl, False, "ok", compiler="gcc14", stress=True) for vl in (128, 256)]
+    v[6:] = [Verdict("pinned", "zvfbfwma", vl, False, "ok", compiler="gcc14", stress=True) for vl in (128, 256)]
+    assert "; no VLEN with GCC 14" in issue_text.title_of("ggml_vec_dot_bf16", v, stress=True)  # built and right
+
+
 def test_a_compiler_right_without_stress_says_how_to_see_the_bug() -> None:
     """The iq2_xxs case of issue 37: GCC 14's build right under QEMU's default policy, wrong with stress."""
     gcc = {(i, vl, False): False for i in ("v", "zvfh") for vl in (128, 256, 512, 1024)}

@@ -102,6 +102,20 @@ def only_with_stress(verdicts: list[Verdict], stress: bool, cc: str) -> list[Ver
     return [v for v in mine if v.stress and v.failing]
 
 
+#: Marks a title phrase that names the compiler itself (:func:`_unbuilt`), not "... with <compiler>".
+_CANNOT = "\0cannot\0"
+
+
+def _unbuilt(mine: list[Verdict], cc: str) -> str:
+    """For compiler ``cc``, right wherever it ran: when every build that was wrong under another compiler is one
+    ``cc`` could not make, the title says so ("GCC 14 cannot make the zvfbfwma build") instead of "no VLEN"."""
+    wrong = sorted({v.isa for v in mine if v.failing and v.compiler != cc})
+    mine_cc = [v for v in mine if v.compiler == cc and v.isa in wrong]
+    if not wrong or not mine_cc or any(not verdict_word(v.failing, text=v.text) == "not built" for v in mine_cc):
+        return ""
+    return f"{_CANNOT}{stock.LABELS.get(cc, cc)} cannot make the {', '.join(wrong)} build"
+
+
 def title_of(function: str, verdicts: list[Verdict], stress: bool, trap: bool = False) -> str:
     """The issue's title: exactly the VLENs, builds and compilers where the program was wrong, as run (in
     the recorded stress mode ``stress``; a compiler right there but wrong with stress says so)."""
@@ -113,13 +127,14 @@ def title_of(function: str, verdicts: list[Verdict], stress: bool, trap: bool = 
         ones = only_with_stress(verdicts, stress, cc)
         per[cc] = (_where(bad, ran) if bad else
                    "only when tail-agnostic elements are written with ones: " + _where(ones, [v for v in mine if
-                   v.compiler == cc and v.stress]) if ones else "no VLEN")
+                   v.compiler == cc and v.stress]) if ones else _unbuilt(mine, cc) or "no VLEN")
     phrases = list(dict.fromkeys(per.values()))
     label = stock.LABELS.get
-    if len(phrases) == 1:
+    if len(phrases) == 1 and not phrases[0].startswith(_CANNOT):
         where = f"{phrases[0]}, with " + " and ".join(label(c, c) for c in per)
     else:
-        where = "; ".join(f"{p} with {label(c, c)}" if not p.startswith("only") else f"with {label(c, c)} {p}"
+        where = "; ".join(p.removeprefix(_CANNOT) if p.startswith(_CANNOT) else
+                          f"{p} with {label(c, c)}" if not p.startswith("only") else f"with {label(c, c)} {p}"
                           for c, p in per.items())
     return (f"{function} (RISC-V RVV): {'traps' if trap else 'wrong result'} at {where}"
             + (", when tail-agnostic elements are written with ones" if stress else ""))
