@@ -298,6 +298,11 @@ def test_each_findings_upstream_text_says_exactly_where_it_fails(name: str) -> N
     assert good in fixed and bad not in fixed, table
     for cc in {c for _, c, _ in table if not c.endswith("with stress")}:
         rows = [row for (tree, c, _), row in table.items() if tree.startswith("pinned") and c == cc]
+        unbuilt = [row for (tree, c, isa), row in table.items() if tree.startswith("pinned") and c == cc
+                   and isa in wrong_builds]
+        if unbuilt and all(set(row.values()) == {"not built"} for row in unbuilt):  # e.g. GCC 14 and zvfbfwma
+            assert f"{cc} cannot make the {', '.join(sorted(wrong_builds))} build" in issue.splitlines()[0], cc
+            continue
         if not any(bad in row.values() for row in rows):  # right in the recorded mode: the stress rows say where
             assert (f"With {cc} the program is right under QEMU's default" in issue
                     and any(bad in row.values() for (tree, c, _), row in table.items() if c == f"{cc}, with stress")), cc
