@@ -111,7 +111,7 @@ def _unbuilt(mine: list[Verdict], cc: str) -> str:
     ``cc`` could not make, the title says so ("GCC 14 cannot make the zvfbfwma build") instead of "no VLEN"."""
     wrong = sorted({v.isa for v in mine if v.failing and v.compiler != cc})
     mine_cc = [v for v in mine if v.compiler == cc and v.isa in wrong]
-    if not wrong or not mine_cc or any(not verdict_word(v.failing, text=v.text) == "not built" for v in mine_cc):
+    if not wrong or not mine_cc or any(verdict_word(v.failing, text=v.text) != "not built" for v in mine_cc):
         return ""
     return f"{_CANNOT}{stock.LABELS.get(cc, cc)} cannot make the {', '.join(wrong)} build"
 
