@@ -144,6 +144,7 @@ def test_a_killed_connection_is_a_failure_of_that_call(stand_in: standin.StandIn
         assert sessions, "no sshd session serves the started server"
         for pid in sessions:
             os.kill(pid, 9)
+        s.proc.wait(timeout=60)  # the local ssh has seen the drop: the call must still fail, not restart silently
         with pytest.raises(pool.KernelCrash, match="the ssh connection to board standin dropped"):
             s.call("selftest_echo", [], [], [In(b"lost"), Out(4)])
         assert s.call("selftest_echo", [], [], [In(b"alive"), Out(5)]).outputs == [b"alive"]

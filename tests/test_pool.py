@@ -57,6 +57,20 @@ def test_crash_is_reported_and_server_restarts(kernel: str, expected: str) -> No
     assert s.starts == starts + 1
 
 
+def test_a_server_killed_between_calls_fails_the_next_call_and_restarts() -> None:
+    s = pool.KernelServer(pinned_build("zvfh"), 128, False, qemu())
+    try:
+        s.start()
+        s.proc.kill()
+        s.proc.wait()
+        with pytest.raises(pool.KernelCrash, match=r"selftest_echo \(the server was found dead before this call\): "
+                                                   r"the kernel server died of SIGKILL"):
+            s.call("selftest_echo", [], [], [In(b"lost"), Out(4)])
+        assert s.call("selftest_echo", [], [], [In(b"ok"), Out(2)]).outputs == [b"ok"]
+    finally:
+        s.stop()
+
+
 def test_hang_is_killed_at_the_deadline() -> None:
     s = server()
     with pytest.raises(pool.KernelHang, match=r"did not finish within 2 s"):

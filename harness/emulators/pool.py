@@ -204,7 +204,11 @@ class KernelServer:
     def call(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (), bufs: Sequence[P.Buf] = (),
              *, repeat: int = 1, timeout: float = 60.0) -> P.Response:
         """Run one kernel call; raise :class:`KernelFailure` if it crashes, hangs or writes out of bounds."""
-        if not self.alive():
+        if self.proc is not None and self.proc.poll() is not None:
+            # Died between calls (a dropped board connection, a kill from outside): said, not hidden by a
+            # silent restart; the next call starts a fresh server.
+            raise self._crash(f"{kernel} (the server was found dead before this call)")
+        if self.proc is None:
             self.start()
         r = self._exchange(P.encode_call(kernel, ip, fp, bufs, repeat), kernel, timeout)
         self.kernel_s += r.kernel_ns * 1e-9
