@@ -45,6 +45,7 @@ error).
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -56,6 +57,7 @@ from cases import quant_blocks as QB
 from cases import quant_strategies as QS
 from cases import quant_variants as V
 from cases.strategies import KernelSpec
+from harness.build import host
 from harness.check import observe
 from harness.check.compare import assert_within_bound, note_expected
 from harness.core.config import cache_dir, locked
@@ -196,30 +198,49 @@ def _quantizer_sources_hash() -> str:
     return h.hexdigest()[:16]
 
 
-#: Deadline of the corpus's quantize_chunk calls.  ggml's IQ1 / IQ2 quantizers build their grid
-#: tables on first use, which takes minutes under QEMU: over 120 s (the kernel deadline) for iq1_s
-#: in the v build in a CI rehearsal whose 2 cores were shared with other runs.  This is set-up made
-#: once per quantizer source, not a kernel under test, so it gets its own deadline.
+#: Deadline of the corpus's quantize_chunk calls where the emulated build makes them (no host build).
+#: ggml's IQ1 / IQ2 quantizers build their grid tables on first use, which takes minutes under QEMU:
+#: over 120 s (the kernel deadline) for iq1_s in the v build in a CI rehearsal whose 2 cores were
+#: shared with other runs.  This is set-up made once per quantizer source, not a kernel under test.
 CORPUS_TIMEOUT = 1200.0
 
 
 def weight_corpus(target, name: str) -> dict[tuple[str, int], np.ndarray]:
     """Rows of ``name`` made by ``ggml_quantize_chunk`` (with an importance matrix of ones) from
-    the float rows of WEIGHT_DATA x WEIGHT_BLOCKS.  The IQ1/IQ2 quantizers need grid tables that
-    take minutes to build under QEMU, so the rows are made once per quantizer source and kept in
-    the cache (the quantizers are scalar reference code: any target makes the same bytes)."""
+    the float rows of WEIGHT_DATA x WEIGHT_BLOCKS, made once per quantizer source and kept in the cache.
+
+    The rows are made by the tree's own quantizers built for the host (harness/build/host.py): they are
+    scalar reference code, so the host's rows are valid rows of the type, and the IQ1 / IQ2 grid tables
+    that take minutes under QEMU take seconds there (one host process per type).  Where the host cannot build them, the emulated
+    build makes the rows (the reason is noted in the test's report and warned once)."""
     f = Q.fmt(name)
-    path = cache_dir() / "quant_corpus" / _quantizer_sources_hash() / f"{name}.npz"
+    src_hash = _quantizer_sources_hash()
+    try:
+        exe = host.quantizer(session().source)
+        maker, why_not = "host", None
+    except host.HostBuildUnavailable as e:
+        exe, maker, why_not = None, "emulated", str(e)
+    path = cache_dir() / "quant_corpus" / src_hash / maker / f"{name}.npz"
     with locked(path.with_suffix(".lock")):
         if not path.exists():
+            if why_not is not None:
+                observe.note("corpus", f"made under the emulator: {why_not}")
+                warnings.warn(f"the weight corpus of {name} is made under the emulator (slow): {why_not}",
+                              stacklevel=2)
             rows = {}
-            for nb in WEIGHT_BLOCKS:
-                n = nb * max(f.block, 256) if f.block < 256 and nb == 33 else nb * f.block
-                src = np.stack([_weight_floats(k, n, seed=nb) for k in WEIGHT_DATA])
-                r = target.call("quantize_chunk", [V.type_id(target, name), len(WEIGHT_DATA), n], [],
-                                [In(src), In(np.ones(n, np.float32)), Out(len(WEIGHT_DATA) * Q.row_bytes(name, n))],
-                                timeout=CORPUS_TIMEOUT)
-                out = r.output(0, np.uint8).reshape(len(WEIGHT_DATA), -1)
+            sizes = [nb * max(f.block, 256) if f.block < 256 and nb == 33 else nb * f.block for nb in WEIGHT_BLOCKS]
+            floats = [np.stack([_weight_floats(k, n, seed=nb) for k in WEIGHT_DATA])
+                      for nb, n in zip(WEIGHT_BLOCKS, sizes)]
+            ones = [np.ones(n, np.float32) for n in sizes]
+            row_bytes = [Q.row_bytes(name, n) for n in sizes]
+            if exe is not None:
+                made = host.quantize(exe, V.type_id(target, name), floats, ones, row_bytes)
+            else:
+                made = [target.call("quantize_chunk", [V.type_id(target, name), len(WEIGHT_DATA), n], [],
+                                    [In(src), In(one), Out(len(WEIGHT_DATA) * rb)], timeout=CORPUS_TIMEOUT)
+                        .output(0, np.uint8).reshape(len(WEIGHT_DATA), -1)
+                        for n, src, one, rb in zip(sizes, floats, ones, row_bytes)]
+            for nb, out in zip(WEIGHT_BLOCKS, made):
                 for k, row in zip(WEIGHT_DATA, out):
                     rows[f"{k}-{nb}"] = row
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -192,6 +192,20 @@ if [ "$board" = 1 ]; then
   fi
 fi
 
+# ---------------------------------------------------------------- the host's C compiler
+# The weight corpus of the quantized dot tests is made by the tree's quantizers built for the host
+# (harness/build/host.py): seconds instead of minutes of QEMU. Without cc / c++ the corpus is made under QEMU.
+if command -v cc >/dev/null && command -v c++ >/dev/null; then
+  say "host compiler: $(cc --version | head -n1)"
+elif [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+  say "host compiler: none (cc, c++); the weight corpus is made under QEMU (minutes): apt-get install build-essential"
+else
+  say "host compiler: installing build-essential (for the weight corpus)"
+  { apt-cache policy build-essential | grep -q 'Candidate: [0-9]' || apt-get update -q >/dev/null; } \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends build-essential >/dev/null \
+    || say "host compiler: apt-get install build-essential failed; the weight corpus is made under QEMU (minutes)"
+fi
+
 # ---------------------------------------------------------------- llvm-mca (optional)
 # Debian's llvm-22 from bookworm-security (about 90 MB with libllvm22): llvm-mca -mcpu=spacemit-x60 prices the
 # executed basic blocks of a cost measurement (harness/emulators/mca.py, docs/calibration.md).
