@@ -117,9 +117,28 @@ def _dims(case: AttnCase, vlen: int) -> tuple[int, int]:
 
 
 #: The split path cuts the KV range into ceil(n_kv / threads) positions per thread: with more threads than
-#: that leaves chunks, the last threads get none.  600 positions on 64 threads (SG2042's core count):
-#: chunks of 10, threads 60-63 empty.
-EMPTY_CHUNK_KV, EMPTY_CHUNK_THREADS = 600, 64
+#: that leaves chunks, the last threads get none (``ic_start >= nek1``: the branch for an empty chunk, and the
+#: reduction skipping it).  A 64-core server (SG2042) does this on many decodes below 4000 positions;
+#: at n_kv >= 512 it needs at least 24 threads, and with a shorter last chunk as well at least 25: 526
+#: positions on 25 threads give 23 chunks of 22, one of 20, and thread 24 without a position
+#: (``empty_chunk_split``).  Fewer threads are cheaper under QEMU, where every ggml thread is a host thread
+#: spinning at ggml_barrier (on two shared cores, the fused call took 0.4-0.75 s on 25 threads and 2.7-4.3 s
+#: on 64, the materialised one 0.8-1.0 s and 3.2-4.3 s).
+EMPTY_CHUNK_KV, EMPTY_CHUNK_THREADS = 526, 25
+#: The split case that runs the empty-chunk shape.  The empty branch and the reduction are the same code for
+#: every K / V type (the branch stores M = -inf, S = 0; ggml_flash_attn_ext_reduce_partials combines f32
+#: partials whatever the types), so one case takes them: the f32 one, whose bound is the tighter and which
+#: has the cosine gate.  The other split case crosses the same chunk loops with the shapes before it.
+EMPTY_CHUNK_CASE = "split-f32"
+
+
+def empty_chunk_split(n_kv: int, threads: int) -> tuple[int, int, int]:
+    """The split path's cut of ``n_kv`` positions on ``threads`` threads (ops.cpp,
+    ggml_compute_forward_flash_attn_ext_f16): (positions per chunk, positions of the last chunk,
+    threads without a position)."""
+    size = -(-n_kv // threads)
+    chunks = -(-n_kv // size)
+    return size, n_kv - (chunks - 1) * size, threads - chunks
 
 
 def loop_shapes(case: AttnCase, vlen: int) -> list[Shape]:
@@ -131,8 +150,8 @@ def loop_shapes(case: AttnCase, vlen: int) -> list[Shape]:
       the P.V product twice and a remainder: DV 40 / 80 / 160 / 320 at VLEN 128 ... 1024);
     * split: a decode of 4099 positions on 4 threads (three full chunks of 1025 and one of
       1024, ~1M multiply-adds), then 515 positions on 3 threads with the crossing head sizes,
-      then 600 positions on 64 threads (a 64-core server, SG2042): chunks of 10, so threads 60-63
-      get no KV position (the branch for an empty chunk, and the reduction skipping it);
+      then, for ``EMPTY_CHUNK_CASE``, 526 positions on 25 threads: chunks of 22 and a last one of 20,
+      so thread 24 gets no KV position (the branch for an empty chunk, and the reduction skipping it);
     * one-chunk: two queries, 67 positions, with DK / DV crossing the K type's vec_dot and
       V's accumulation (``_dims``).
     """
@@ -141,8 +160,8 @@ def loop_shapes(case: AttnCase, vlen: int) -> list[Shape]:
         n = crossing(gemm_n_step(vlen), F32_EPR)
         return [Shape(2 * Q_TILE + 5, 2 * KV_TILE + 7, 64, 64, 1, 1, 1), Shape(Q_TILE, KV_TILE, 64, n, 1, 1, 1)]
     if case.path == "split":
-        return [Shape(1, 4099, 128, 128, 1, 1, 4), Shape(1, 515, dk, dv, 1, 1, 3),
-                Shape(1, EMPTY_CHUNK_KV, 64, 64, 2, 1, EMPTY_CHUNK_THREADS)]
+        empty = [Shape(1, EMPTY_CHUNK_KV, 64, 64, 2, 1, EMPTY_CHUNK_THREADS)] if case.name == EMPTY_CHUNK_CASE else []
+        return [Shape(1, 4099, 128, 128, 1, 1, 4), Shape(1, 515, dk, dv, 1, 1, 3), *empty]
     return [Shape(2, 67, dk, dv, 2, 1, 2)]
 
 
@@ -278,9 +297,11 @@ L.register(L.Family(
         "the fp16 running error bound does not hold much further); the every-run decode of 4099 positions "
         "on 4 threads has 1025 per accumulator.",
         "Split chunks: the every-run decode (4099 positions, 4 threads) has three full chunks of 1025 and a "
-        "shorter last one of 1024; 515 positions on 3 threads give 172, 172, 171; 600 positions on 64 threads "
-        "give 60 chunks of 10 and 4 threads without a chunk (drawn problems use 1-4 threads, where every "
-        "thread has positions).",
+        "shorter last one of 1024; 515 positions on 3 threads give 172, 172, 171; 526 positions on 25 threads "
+        "(split-f32 only: the empty-chunk branch and the reduction do not depend on the K / V types) give 23 "
+        "chunks of 22, one of 20 and a thread without a chunk (drawn problems use 1-4 threads, where every "
+        "thread has positions; 25 is the fewest threads that leave one empty with a shorter last chunk at "
+        "n_kv >= 512).",
     )))
 
 

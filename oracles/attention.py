@@ -53,6 +53,19 @@ def gamma(n: int, u: float = U_F32) -> float:
     return math.inf if nu >= 1 else nu / (1 - nu)
 
 
+def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` (stacked over the leading axes), summed by np.einsum instead of BLAS.
+
+    NumPy's OpenBLAS splits larger products over one thread per core.  Beside a kernel server
+    under QEMU on a few shared cores that costs more than it saves: on two cores, the float64
+    reference of one 64 x 192 x (64 + 112) problem took ~75 ms that way and 1.5 ms on one thread,
+    and the kernel calls between the products ran slower too (flash attention at VLEN 128, zvfh:
+    25 s inside kernels with BLAS threads, 20 s without).  einsum runs on the calling thread only,
+    about 4x slower than single-threaded BLAS: a few ms for the largest products the tests make.
+    Any summation order is within the bounds' allowance for this oracle's own float64 sums."""
+    return np.einsum("...ij,...jk->...ik", a, b)
+
+
 # ----------------------------------------------------------------- formats
 
 
@@ -212,9 +225,9 @@ def reference(a: Attention, q_fmt: str) -> Reference:
     k = a.kv_per_head(a.k)
     dk = a.q.shape[2]
     kt = k.transpose(0, 2, 1)
-    dot = q @ kt
-    absdot = np.abs(q) @ np.abs(kt)
-    tie_dot = tie @ np.abs(kt)
+    dot = _mm(q, kt)
+    absdot = _mm(np.abs(q), np.abs(kt))
+    tie_dot = _mm(tie, np.abs(kt)) if tie.any() else np.zeros(dot.shape)  # ties: q8_0 only
     scale = abs(a.scale)
     x = a.scale * dot
     s = a.softcap * np.tanh(x / a.softcap) if a.softcap else x
@@ -233,8 +246,8 @@ def reference(a: Attention, q_fmt: str) -> Reference:
     inv = np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 0.0)
     p = w * inv[:, :, None]
     v = a.kv_per_head(a.v)
-    out = (p @ v).transpose(1, 0, 2)
-    p_abs_v = (p @ np.abs(v)).transpose(1, 0, 2)
+    out = _mm(p, v).transpose(1, 0, 2)
+    p_abs_v = _mm(p, np.abs(v)).transpose(1, 0, 2)
 
     sb = np.where(active, np.abs(np.where(active, bias, 0.0)), 0.0)
     slope_rel = (np.arange(h) + 5)[:, None, None] * 2.0 ** -23
@@ -310,7 +323,7 @@ def error_bound(a: Attention, ref: Reference, arith: Arithmetic) -> np.ndarray:
         rel = d2 * (1 + 4 * U_F32) * (1 + r) - 1
         bound = rel * P + (1 + rel) * g * P
         if arith.p_round == "f16":
-            tiny = (ref.active.astype(np.float64) @ np.abs(v)).transpose(1, 0, 2) * F16_TINY
+            tiny = _mm(ref.active.astype(np.float64), np.abs(v)).transpose(1, 0, 2) * F16_TINY
             bound = bound + tiny * (1 + g)
     else:
         g_s = gamma(2 * n_kv + 3 * arith.chunks + 4)
@@ -390,12 +403,12 @@ def f16_running_error(a: Attention, ref: Reference, chunks: int) -> np.ndarray:
         jumps_after = np.cumsum((weight * big)[:, :, ::-1], axis=2)[:, :, ::-1] - weight * big
         weighted_abs_y, max_abs_y = _partial_sums(w, v_all[sl], weight)
         e = (c * weighted_abs_y
-             + c * slack * (w * reach) @ va  # y_abs term
-             + (U_F16 * ed * (weight * w) + F16_TINY * weight) @ va  # fp16(vs) and subnormal results
+             + _mm(c * slack * (w * reach), va)  # y_abs term
+             + _mm(U_F16 * ed * (weight * w) + F16_TINY * weight, va)  # fp16(vs) and subnormal results
              + 2 * F16_TINY * weight.sum(axis=2, keepdims=True)
-             + F16_TINY * (act * jumps_after) @ va)  # fp16(ms) below the normal range
+             + _mm(F16_TINY * (act * jumps_after), va))  # fp16(ms) below the normal range
         # max_k (|Y_k| + slack y_abs_k) <= max_k |Y_k| + slack y_abs_L (y_abs only grows)
-        y_abs_end = w @ va
+        y_abs_end = _mm(w, va)
         if max_abs_y + np.max(slack * y_abs_end, initial=0.0) + np.max(e, initial=0.0) > 6e4:
             raise ValueError("f16_running_error: partial sums leave fp16's range; the bound does not apply")
         total = total + e
