@@ -16,6 +16,7 @@ summary.  The targets are harness/plugin/targets.py's, the marks harness/plugin/
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any
 
@@ -61,6 +62,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rvvdiff_kernel(name): the ggml kernel a differential test exercises")
     # Shared by the controller and its xdist workers (inherited through the environment).
     env_settings.set_default("SESSION", uuid.uuid4().hex[:12])
+    # The oracles' NumPy products on OpenBLAS's threads compete with the emulators for the cores (a worker
+    # and its emulator keep about one core busy): workers started from here multiply on their own thread
+    # unless the user says otherwise. Measured on 2 cores, -n 2, mul_mat + repack + quant dots at VLEN 256
+    # and 1024: 37-38 s instead of 40-43 s (docs/performance.md).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     _register_hypothesis_profile(config)
     if config.getoption("bench_log"):
         # Hypothesis traces coverage of every example while observability is on; that
