@@ -92,6 +92,20 @@ else
   say ".venv is up to date"
 fi
 
+# ---------------------------------------------------------------- zig's riscv64 runtime, in the background
+# zig builds musl, compiler-rt and libc++ for riscv64-linux-musl on first use (about 2 minutes, mostly on one
+# core; the first ISA build's CMake configure and link would wait for it). Two small C++ links started here,
+# beside the rest of set-up, build the dynamic and the static variant while set-up installs the rest; a
+# build that needs them meanwhile waits on zig's own cache lock. Nothing is done when they are there.
+zig=$(.venv/bin/python -c "import ziglang, pathlib; print(pathlib.Path(ziglang.__file__).parent / 'zig')")
+if [ -x "$zig" ]; then
+  warm=$(mktemp -d)
+  printf '#include <string>\nint main(int c, char **v) { return (int)std::string(v[0]).size() + c; }\n' > "$warm/w.cpp"
+  ( "$zig" c++ -target riscv64-linux-musl "$warm/w.cpp" -o "$warm/w" >/dev/null 2>&1
+    "$zig" c++ -target riscv64-linux-musl -static "$warm/w.cpp" -o "$warm/ws" >/dev/null 2>&1
+    rm -rf "$warm" ) </dev/null >/dev/null 2>&1 &
+fi
+
 # ---------------------------------------------------------------- Spike (optional)
 if [ "$spike" = 1 ]; then
   if ! command -v dtc >/dev/null; then
