@@ -48,6 +48,17 @@ for a in "$@"; do
   esac
 done
 say() { printf 'setup: %s\n' "$*"; }
+# An optional part's Debian packages: installed where root and apt-get can, else one line saying why and what
+# is lost. Arguments: the part's label, the packages, what goes without them.
+apt_optional() {
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    say "$1: not installed (needs root and apt-get: apt-get install $2); $3"; return
+  fi
+  say "$1: installing $2"
+  { apt-cache policy "${2%% *}" | grep -q 'Candidate: [0-9]' || apt-get update -q >/dev/null; } \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $2 >/dev/null \
+    || say "$1: apt-get install $2 failed; $3"
+}
 t0=$(date +%s)
 
 # ---------------------------------------------------------------- QEMU
@@ -196,13 +207,8 @@ fi
 if [ "$board" = 1 ]; then
   if [ -x /usr/sbin/sshd ] && command -v ssh >/dev/null && command -v ssh-keygen >/dev/null; then
     say "stand-in board: $(/usr/sbin/sshd -V 2>&1 | head -n1 || true) found"
-  elif [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-    say "stand-in board: not installed (needs root and apt-get: apt-get install openssh-server openssh-client); the board tests are skipped"
   else
-    say "stand-in board: installing openssh-server and openssh-client (the system's sshd is not configured)"
-    { apt-cache policy openssh-server | grep -q 'Candidate: [0-9]' || apt-get update -q >/dev/null; } \
-      && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server openssh-client \
-      || say "stand-in board: apt-get install openssh-server failed; the board tests are skipped"
+    apt_optional "stand-in board" "openssh-server openssh-client" "the board tests are skipped"
   fi
 fi
 
@@ -211,13 +217,8 @@ fi
 # (harness/build/host.py): seconds instead of minutes of QEMU. Without cc / c++ the corpus is made under QEMU.
 if command -v cc >/dev/null && command -v c++ >/dev/null; then
   say "host compiler: $(cc --version | head -n1)"
-elif [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-  say "host compiler: none (cc, c++); the weight corpus is made under QEMU (minutes): apt-get install build-essential"
 else
-  say "host compiler: installing build-essential (for the weight corpus)"
-  { apt-cache policy build-essential | grep -q 'Candidate: [0-9]' || apt-get update -q >/dev/null; } \
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends build-essential >/dev/null \
-    || say "host compiler: apt-get install build-essential failed; the weight corpus is made under QEMU (minutes)"
+  apt_optional "host compiler" build-essential "the weight corpus is made under QEMU (minutes)"
 fi
 
 # ---------------------------------------------------------------- llvm-mca (optional)
