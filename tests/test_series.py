@@ -190,6 +190,22 @@ def test_the_speed_paragraph_gives_cycles_per_core_and_says_no_board(every: list
     assert not series.text_defects(text)
 
 
+def test_a_case_the_cost_run_could_not_measure_is_named_with_why(every: list[series.Series]) -> None:
+    from harness.upstream import speed
+    why = ("failed: quant_vec_dot [vlen1024-zvfh, on Spike]: the kernel server died of signal 7 under Spike before "
+           "answering -- rvvdiff spike runtime: vector load with a misaligned element address (the RVV specification "
+           "lets a hart trap here) (mcause 4)")
+    lines = speed.unmeasured({"unmeasured": {"base: quant_dot-iq2_xxs-k4096-vlen1024-zvfh": why}})
+    assert lines == ["the replaced code, quant_dot-iq2_xxs-k4096 at VLEN 1024: vector load with a misaligned element "
+                     "address"]
+    s = every[0]
+    cycles = {s.fixes[0].name: {"cores": {"SpacemiT X60 (SpacemiT K1), VLEN 256": [1.0, 1.0]}, "isa": "zvfh",
+                                "compiler": "clang", "unmeasured": lines}}
+    para = next(ln for ln in series.description(s, {"t": (True, "")}, cycles=cycles).splitlines()
+                if ln.startswith("**Speed.**"))
+    assert f"VLEN 256 1.000 (not measured: {lines[0]})" in para
+
+
 def test_run_test_says_per_vlen_what_fails_where_the_vlens_differ(every: list[series.Series],
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.upstream import ggmltests

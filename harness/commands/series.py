@@ -143,7 +143,7 @@ def measure_cycles(s: upstream_series.Series, work: Path, vlens: tuple[int, ...]
             continue
         data = json.loads((work / fx.name / "cost" / "cost.json").read_text())
         out[fx.name] = {"cores": speed.ratios(data), "isa": isa, "compiler": "clang", "vlens": list(vlens),
-                        "seconds": res["seconds"]}
+                        "seconds": res["seconds"], "unmeasured": speed.unmeasured(data)}
         if not out[fx.name]["cores"]:
             out[fx.name]["why"] = "no measured case has an instruction mix at a VLEN with a core's prices"
     return out

@@ -13,6 +13,7 @@ speed-ups boards measured for earlier RVV changes, and in how many of them it go
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,6 +36,20 @@ def ratios(cost: Mapping[str, Any]) -> dict[str, list[float]]:
             if was and was.get("cycles"):
                 got.setdefault(labels.get(key, key), []).append(est["cycles"] / was["cycles"])
     return {k: [round(min(v), 3), round(max(v), 3)] for k, v in sorted(got.items())}
+
+
+def unmeasured(cost: Mapping[str, Any]) -> list[str]:
+    """The cases of an ``rvvdiff cost`` cost.json that were not measured, one short line each: the tree (the fixed
+    one or the replaced code's), the case and VLEN, and why (the emulator's reason, e.g. a trap Spike takes)."""
+    out = []
+    for key, why in sorted((cost.get("unmeasured") or {}).items()):
+        side, _, case = key.partition(": ")
+        m = re.match(r"(.*)-vlen(\d+)-(\w+)$", case)
+        where = f"{m.group(1)} at VLEN {m.group(2)}" if m else case
+        reason = why.split(" -- ", 1)[1] if " -- " in why else why
+        reason = re.sub(r"^rvvdiff spike runtime: ", "", reason).split(" (")[0].strip()
+        out.append(f"{'the replaced code' if side == 'base' else 'the fixed code'}, {where}: {reason[:160]}")
+    return out
 
 
 def _span(lo_hi: Sequence[float]) -> str:
@@ -74,7 +89,8 @@ def paragraph(fix_names: Sequence[str], cycles: Mapping[str, Any] | None) -> str
     for f, c in got.items():
         if c.get("cores"):
             cells.append(f"`{f}` ({c.get('compiler', 'clang')}, {c.get('isa', '?')} build): "
-                         + ", ".join(f"{core} {_span(r)}" for core, r in c["cores"].items()))
+                         + ", ".join(f"{core} {_span(r)}" for core, r in c["cores"].items())
+                         + (f" (not measured: {'; '.join(c['unmeasured'])})" if c.get("unmeasured") else ""))
         else:
             cells.append(f"`{f}`: not estimated ({c.get('why', 'no case of the cost suite reaches it')})")
     missing = [f for f in fix_names if f not in got]
