@@ -218,3 +218,12 @@ def test_run_test_says_per_vlen_what_fails_where_the_vlens_differ(every: list[se
     line = command.run_test(s, [512, 1024], None)[0]
     assert line.startswith("pinned tree: VLEN 512 FAILS (iq2_xxs dot product error (dequantized)), VLEN 1024 FAILS "
                            "(iq2_xxs dot product error (dequantized); iq3_xxs dot product error (dequantized));"), line
+
+
+def test_an_unknown_stock_compiler_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        command.main(["--run-test", "1-odd-block-counts", "--cc", "clang,gcc13"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "--cc: 'clang,gcc13': unknown compiler 'gcc13'; known are clang (clang-22), gcc14 (GCC 14)" in err
+    assert command._stock_compilers("gcc14, clang,gcc14") == ["gcc14", "clang"]

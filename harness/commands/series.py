@@ -100,6 +100,21 @@ def am_check(patch_files: list[Path], src: GgmlSource, work: Path) -> tuple[bool
         shutil.rmtree(clone, ignore_errors=True)
 
 
+#: The stock compilers a series' regression test is built with (``--cc``), and how the texts name them.
+STOCK_COMPILERS = {"clang": "clang-22", "gcc14": "GCC 14"}
+
+
+def _stock_compilers(value: str) -> list[str]:
+    """``--cc``: a comma list of :data:`STOCK_COMPILERS`; anything else is one line naming the known ones."""
+    names = [x.strip() for x in value.split(",") if x.strip()]
+    bad = [x for x in names if x not in STOCK_COMPILERS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: {'unknown compiler ' + ', '.join(map(repr, bad)) if bad else 'no compiler'}; known are "
+            + ", ".join(f"{k} ({v})" for k, v in STOCK_COMPILERS.items()) + ", as a comma list")
+    return list(dict.fromkeys(names))
+
+
 def run_test(s: upstream_series.Series, vlens: list[int] | None, work: Path | None,
              compiler: str = "clang", isa: str | None = None, stress: bool | None = None) -> list[str]:
     """Build and run the series' regression test before and after all of the series' fixes (in its order); one
@@ -112,7 +127,7 @@ def run_test(s: upstream_series.Series, vlens: list[int] | None, work: Path | No
     res = ggmltests.run_class(s.test, vlens=vlens, work=work, compiler=compiler, isa=isa, stress=stress,
                               fixes=[fx.name for fx in s.fixes])
     c = res.cls
-    cc = {"clang": "clang-22", "gcc14": "GCC 14"}.get(compiler, compiler)
+    cc = STOCK_COMPILERS.get(compiler, compiler)
     how = (f"test-quantize-fns built with ggml's CMake by {cc} ({c.isa} build), run under qemu-riscv64"
            + (" with rvv_ta_all_1s / rvv_ma_all_1s" if c.stress else ""))
     out = []
@@ -174,7 +189,7 @@ def main(argv: list[str]) -> int:
                    help="build and run the series' regression test before and after its fixes (slow); record it in "
                         "<out>/test-runs.json")
     p.add_argument("--vlen", type=int, action="append", help="with --run-test: the VLENs (default: the test's)")
-    p.add_argument("--cc", default="clang", type=lambda v: v.split(","),
+    p.add_argument("--cc", default=["clang"], type=_stock_compilers,
                    help="with --run-test: the stock compilers, a comma list of clang (clang-22) and gcc14 (default: clang)")
     p.add_argument("--isa", help="with --run-test: another ISA build than the test's (v, zvfh, zvfbfwma)")
     p.add_argument("--stress", action=argparse.BooleanOptionalAction, default=None,
@@ -202,7 +217,7 @@ def main(argv: list[str]) -> int:
         if s is None:
             raise RvvdiffError(f"--run-test {name}: no such series ({', '.join(x.stem for x in every)})")
         test_runs[s.name] = [ln for ln in test_runs.get(s.name, []) if not any(
-            f"by {cc} (" in ln for cc in [{"clang": "clang-22", "gcc14": "GCC 14"}[x] for x in a.cc])]
+            f"by {cc} (" in ln for cc in [STOCK_COMPILERS[x] for x in a.cc])]
         for cc in a.cc:
             test_runs[s.name] += run_test(s, a.vlen, a.work, cc, a.isa, a.stress)
         print("\n".join(f"{s.stem}: {ln}" for ln in test_runs[s.name]))
