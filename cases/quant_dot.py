@@ -44,10 +44,12 @@ error).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -190,8 +192,12 @@ def _weight_floats(kind: str, n: int, seed: int) -> np.ndarray:
 
 def _quantizer_sources_hash() -> str:
     """Content of the files that define the quantizers (ggml-base), so that mutants of the RVV
-    kernels reuse a corpus and a change to a quantizer makes a new one."""
-    src = session().source.ggml / "src"
+    kernels reuse a corpus and a change to a quantizer makes a new one; read once per process and tree."""
+    return _sources_hash_of(session().source.ggml / "src")
+
+
+@functools.cache
+def _sources_hash_of(src: Path) -> str:
     h = hashlib.sha256()
     for rel in ("ggml-quants.c", "ggml-quants.h", "ggml-common.h"):
         h.update((src / rel).read_bytes())

@@ -11,6 +11,7 @@ says why and the caller makes the corpus under the emulator as before.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -48,9 +49,15 @@ def _host_tools() -> tuple[str, str]:
 
 
 def _key(source: GgmlSource, cc: str, cxx: str) -> str:
-    """The tree's ggml-base sources and CMake files, the driver, and the host compilers' identities."""
+    """The tree's ggml-base sources and CMake files, the driver, and the host compilers' identities (not
+    ggml-cpu's sources, which the host build does not compile: mutants of the RVV kernels reuse it); once per
+    process and tree."""
+    return _key_of(source.ggml, cc, cxx)
+
+
+@functools.cache
+def _key_of(g: Path, cc: str, cxx: str) -> str:
     h = hashlib.sha256()
-    g = source.ggml
     files = [g / "CMakeLists.txt", *sorted((g / "src").glob("*.[ch]")), *sorted((g / "src").glob("*.cpp")),
              *sorted((g / "src").glob("*.txt")), *sorted((g / "include").glob("*.h")), *sorted((g / "cmake").glob("*")),
              DRIVER]
