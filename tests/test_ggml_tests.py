@@ -3,13 +3,13 @@ on the pinned tree under QEMU and pass with the fixes (docs/ggml-tests.md)."""
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 
 import pytest
 
 from harness.core import settings
-from harness.emulators import qemu
 from harness.upstream import ggmltests, stock
 
 HEADER_KEYS = ("rvvdiff ggml-test:", "class:", "fixes:", "vlens:")
@@ -43,7 +43,12 @@ def test_every_class_has_its_patch_with_a_header() -> None:
             assert any(line.startswith(key) for line in head.splitlines()), (c.name, key)
         assert f"class: {c.name}" in head
         assert f"fixes: {', '.join(c.fixes)}" in head
-        assert ggmltests.patched_files(c.patch) == ["tests/test-quantize-fns.cpp"]
+        # the test itself, and at most what it needs to reach the code: the test's CMake entry, ggml's headers
+        # (declarations); never a ggml source file (that would be a fix)
+        files = ggmltests.patched_files(c.patch)
+        assert "tests/test-quantize-fns.cpp" in files, c.name
+        assert all(f in ("tests/test-quantize-fns.cpp", "tests/CMakeLists.txt") or
+                   (f.startswith("ggml/src/") and f.endswith(".h")) for f in files), (c.name, files)
         for f in c.fix_patches():
             assert f.is_file(), f
         # No harness jargon in the C++ itself.
@@ -77,14 +82,34 @@ def test_fixes_apply_on_top_of_the_test_patch(name: str, tmp_path: Path) -> None
     tree = tmp_path / "tree"
     changed = ggmltests.prepare_tree(tree, [c.patch, *c.fix_patches()], pinned=mini)
     assert "tests/test-quantize-fns.cpp" in changed
+    own = set(ggmltests.patched_files(c.patch))
     assert all((mini / f).read_bytes() == (PINNED / f).read_bytes() for f in files)  # the source is never written
     assert all((mini / f).stat().st_ino == before[f] for f in files)
     assert all((tree / f).stat().st_ino != (mini / f).stat().st_ino for f in changed)  # hard links broken
-    # Back to the pinned test alone: every file is the pinned one again.
+    # Back to the pinned test alone: every file the test patch does not change is the pinned one again.
     ggmltests.prepare_tree(tree, [c.patch], pinned=mini)
     for f in files:
-        if f != "tests/test-quantize-fns.cpp":
+        if f not in own:
             assert (tree / f).read_bytes() == (PINNED / f).read_bytes()
+
+
+@needs_tree
+def test_the_runner_patch_lets_ctest_start_every_test_under_the_emulator(tmp_path: Path) -> None:
+    """llama.cpp's add_test() commands name $<TARGET_FILE:...>, for which CMake prepends no emulator: the runner
+    patch names the targets instead, and applies to the pinned tree."""
+    assert PINNED is not None
+    assert ggmltests.check_applies(ggmltests.RUNNER_PATCH, PINNED) is None
+    assert ggmltests.RUNNER_PATCH in ggmltests.all_patches()
+    tree = tmp_path / "tree"
+    mini = tmp_path / "pinned"
+    (mini / "tests").mkdir(parents=True)
+    for f in {f for p in ggmltests.all_patches() for f in ggmltests.patched_files(p)}:
+        (mini / f).parent.mkdir(parents=True, exist_ok=True)
+        (mini / f).write_bytes((PINNED / f).read_bytes())
+    assert "COMMAND $<TARGET_FILE:${TEST_TARGET}>" in (mini / "tests" / "CMakeLists.txt").read_text()
+    ggmltests.prepare_tree(tree, [ggmltests.RUNNER_PATCH], pinned=mini)
+    cmake = (tree / "tests" / "CMakeLists.txt").read_text()
+    assert "$<TARGET_FILE:${TEST_TARGET}>" not in cmake and cmake.count("COMMAND ${TEST_TARGET}\n") == 2
 
 
 def test_commands_build_the_test_with_the_stock_toolchain(tmp_path: Path) -> None:
@@ -99,10 +124,12 @@ def test_commands_build_the_test_with_the_stock_toolchain(tmp_path: Path) -> Non
     assert defs["LLAMA_BUILD_TESTS"] == "ON" and defs["LLAMA_BUILD_COMMON"] == "ON"
     assert defs["CMAKE_EXE_LINKER_FLAGS"] == "-static"
     assert sum(a.startswith("-DLLAMA_BUILD_TESTS=") for a in configure) == 1
+    assert defs["CMAKE_CROSSCOMPILING_EMULATOR"] == ggmltests.emulator()
+    assert Path(ggmltests.emulator()).name.startswith("qemu-riscv64")
     c = ggmltests.CLASSES["odd_block_count"]
     argv = ggmltests.run_argv(c, tmp_path / "b", 256)
-    assert argv[:2] == ["qemu-riscv64", "-cpu"] and argv[2].startswith("rv64,v=true,vlen=256,elen=64,")
-    assert argv[3] == str(tmp_path / "b" / "bin" / "test-quantize-fns")
+    assert argv[0] == "env" and argv[1].startswith("QEMU_CPU=rv64,v=true,vlen=256,elen=64,")
+    assert argv[2:7] == ["ctest", "--test-dir", str(tmp_path / "b"), "-R", "^test-quantize-fns$"]
     assert ggmltests.build_argv(tmp_path / "b", c.target) == [
         "nice", "-n", "5", "cmake", "--build", str(tmp_path / "b"), "--target", "test-quantize-fns", "-j2"]
 
@@ -111,22 +138,39 @@ def test_commands_build_the_test_with_the_stock_toolchain(tmp_path: Path) -> Non
 def test_commands_are_printed_before_the_tree_copy_exists(tmp_path: Path) -> None:
     lines = ggmltests.commands("odd_block_count", tmp_path)
     assert not (tmp_path / "tree").exists()
-    assert shlex.split(lines[2])[:5] == ["cmake", "-S", str(tmp_path / "tree"), "-B", str(tmp_path / "build-v")]
+    assert shlex.split(lines[1])[-1] == str(ggmltests.RUNNER_PATCH)
+    assert shlex.split(lines[3])[:5] == ["cmake", "-S", str(tmp_path / "tree"), "-B", str(tmp_path / "build-v")]
 
 
 def test_a_run_starts_the_printed_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """run_test runs what commands() prints, under the QEMU rvvdiff runs (here a script in its place that says
-    FAILED with its arguments): a stress class has the tail/mask part of the stress mode, no rvv_vl_half_avl."""
-    fake = tmp_path / "qemu"
-    fake.write_text('#!/bin/sh\necho "dot product error: FAILED $*"\nexit 1\n')
+    """run_test runs what commands() prints: ctest with QEMU_CPU in its environment (here a ctest in its place
+    that says FAILED with QEMU_CPU and its arguments, then ctest's own summary): a stress class has the tail/mask
+    part of the stress mode, no rvv_vl_half_avl; ctest's summary line is not a failure of the test."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "ctest"
+    fake.write_text('#!/bin/sh\necho "dot product error: FAILED $QEMU_CPU $*"\n'
+                    'echo "The following tests FAILED:"\necho "  49 - test-quantize-fns (Failed)"\nexit 8\n')
     fake.chmod(0o755)
-    monkeypatch.setattr(qemu, "qemu", lambda: qemu.Qemu(str(fake), "10.0.2", frozenset()))
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     c = ggmltests.CLASSES["tail_agnostic_accumulator"]
     printed = ggmltests.run_argv(c, tmp_path / "b", 512)
-    assert "rvv_ta_all_1s=true,rvv_ma_all_1s=true" in printed[2] and "rvv_vl_half_avl" not in printed[2]
+    cpu = printed[1].split("=", 1)[1]
+    assert "rvv_ta_all_1s=true,rvv_ma_all_1s=true" in cpu and "rvv_vl_half_avl" not in cpu
     run = ggmltests.run_test(c, tmp_path / "b", 512)
-    assert not run.passed and run.returncode == 1
-    assert run.failures == ["dot product error: FAILED " + shlex.join(printed[1:])]
+    assert not run.passed and run.returncode == 8
+    assert run.failures == [f"dot product error: FAILED {cpu} " + " ".join(printed[3:])]
+
+
+def test_a_crash_is_said_as_ctest_says_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ctest").write_text('#!/bin/sh\necho "1/1 Test #49: test-quantize-fns ***Exception: SegFault  1.2 sec"\n'
+                                   'echo "The following tests FAILED:"\nexit 8\n')
+    (bin_dir / "ctest").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    run = ggmltests.run_test(ggmltests.CLASSES["odd_block_count"], tmp_path / "b", 256)
+    assert not run.passed and run.failures == ["1/1 Test #49: test-quantize-fns ***Exception: SegFault  1.2 sec"]
 
 
 _MISSING = stock.missing("clang")

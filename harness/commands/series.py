@@ -124,11 +124,13 @@ def run_test(s: upstream_series.Series, vlens: list[int] | None, work: Path | No
     if s.test not in ggmltests.CLASSES:
         raise RvvdiffError(f"series {s.name}: its test {s.test!r} is no class of rvvdiff ggml-tests")
     isa = isa or ("zvfh" if compiler == "gcc14" and ggmltests.CLASSES[s.test].isa == "zvfbfwma" else None)
+    stressed = ggmltests.CLASSES[s.test].stress if stress is None else stress
+    base = s.stress_base if stressed else []
     res = ggmltests.run_class(s.test, vlens=vlens, work=work, compiler=compiler, isa=isa, stress=stress,
-                              fixes=[fx.name for fx in s.fixes])
+                              fixes=[fx.name for fx in s.fixes], base=base)
     c = res.cls
     cc = STOCK_COMPILERS.get(compiler, compiler)
-    how = (f"test-quantize-fns built with ggml's CMake by {cc} ({c.isa} build), run under qemu-riscv64"
+    how = (f"test-quantize-fns built with ggml's CMake by {cc} ({c.isa} build), run by ctest under qemu-riscv64"
            + (" with rvv_ta_all_1s / rvv_ma_all_1s" if c.stress else ""))
     out = []
     def what(runs: list[ggmltests.Run]) -> str:
@@ -138,7 +140,8 @@ def run_test(s: upstream_series.Series, vlens: list[int] | None, work: Path | No
         per_vlen = len({what([r]) for r in v.runs if r.failures}) > 1  # the VLENs fail differently: each says how
         cells = ", ".join(f"VLEN {r.vlen} {'passes' if r.passed else 'FAILS'}" + (what([r]) if per_vlen else "")
                           for r in v.runs)
-        out.append(f"{'pinned tree' if v.name == 'pinned' else 'with the fixes'}: {cells}"
+        side = "pinned tree" if v.name == "pinned" else "with the fixes"
+        out.append(f"{side}{' + ' + ', '.join(base) if base else ''}: {cells}"
                    + ("" if per_vlen else what(v.runs)) + f"; {how}.")
     return out
 
@@ -213,7 +216,7 @@ def main(argv: list[str]) -> int:
     status = 0
     every = upstream_series.load(fixes_cmd.catalogue())
     for name in a.run_test:
-        s = next((x for x in every if name in (x.name, x.stem)), None)
+        s = next((x for x in every if name in (x.name, x.stem, str(x.number))), None)
         if s is None:
             raise RvvdiffError(f"--run-test {name}: no such series ({', '.join(x.stem for x in every)})")
         test_runs[s.name] = [ln for ln in test_runs.get(s.name, []) if not any(
@@ -225,7 +228,7 @@ def main(argv: list[str]) -> int:
     cycles_file = a.out / "cycles.json"
     cycles = json.loads(cycles_file.read_text()) if cycles_file.is_file() else {}
     for name in a.cost:
-        s = next((x for x in every if name in (x.name, x.stem)), None)
+        s = next((x for x in every if name in (x.name, x.stem, str(x.number))), None)
         if s is None:
             raise RvvdiffError(f"--cost {name}: no such series ({', '.join(x.stem for x in every)})")
         cycles[s.name] = measure_cycles(s, Path(a.work or cache_dir() / "series-cost") / s.stem)

@@ -9,8 +9,9 @@ class's fixes (``harness/data/fixes/<name>.patch``) are applied.  :func:`run_cla
    cached tree itself is never written), with the test patch and optionally the fixes applied;
 2. ggml's / llama.cpp's own CMake with Debian's clang-22 (:mod:`harness.upstream.stock`), GGML_RVV=ON,
    static, LLAMA_BUILD_TESTS=ON, target ``test-quantize-fns`` only;
-3. the test executable under ``qemu-riscv64 -cpu rv64,v=true,vlen=<V>,...`` at each VLEN of the
-   class: exit status 0 is a pass.
+3. the test run by ``ctest`` (ggml's CMake configured with ``CMAKE_CROSSCOMPILING_EMULATOR`` = the QEMU
+   rvvdiff runs, so ctest starts the test under ``qemu-riscv64``; ``QEMU_CPU=rv64,v=true,vlen=<V>,...`` in
+   its environment picks the VLEN and extensions) at each VLEN of the class: ctest's exit status 0 is a pass.
 
 The pinned and the fixed variants share one tree copy and one build directory (under
 ``$RVVDIFF_CACHE/ggmltests`` or ``$RVVDIFF_GGMLTESTS_DIR``): only the patched files change between them,
@@ -41,6 +42,8 @@ from harness.core.config import DATA_DIR, cache_dir
 from harness.upstream import stock
 
 TEST_PATCHES = DATA_DIR / "ggml-tests"
+#: Applied on both sides of every run (not part of any series): ctest starts the tests under the emulator
+RUNNER_PATCH = TEST_PATCHES / "runner" / "ctest-emulator.patch"
 FIX_PATCHES = DATA_DIR / "fixes"
 DEFAULT_WORK = "$RVVDIFF_CACHE/ggmltests"  # said in --help; the path is work_dir()
 
@@ -69,7 +72,6 @@ class TestClass:
     stress: bool = False
     #: False: the unmodified test already fails (no test patch).
     patched: bool = True
-    args: tuple[str, ...] = ()
     #: The test patch, when it is another class's (default: this class's own, <name>.patch).
     test_patch: str = ""
     #: Types whose "<type> dot product error" line must say FAILED in every pinned run: the class's bug
@@ -132,7 +134,7 @@ def patched_files(patch: Path) -> list[str]:
 
 def all_patches() -> list[Path]:
     """Every test patch and every fix patch a class uses."""
-    seen: dict[Path, None] = {}
+    seen: dict[Path, None] = {RUNNER_PATCH: None}
     for c in CLASSES.values():
         for p in ([c.patch] if c.patch else []) + c.fix_patches():
             seen[p] = None
@@ -209,13 +211,31 @@ def _locked(work: Path) -> Iterator[None]:
 # ------------------------------------------------------------------ build and run
 
 
+def emulator() -> str:
+    """The qemu-riscv64 ctest starts the tests under (``$RVVDIFF_QEMU`` or PATH, as rvvdiff's runs)."""
+    name = settings.get("QEMU") or "qemu-riscv64"
+    return shutil.which(name) or name
+
+
 def configure_argv(tree: Path, build_dir: Path, isa: str = "v", compiler: str = "clang") -> list[str]:
-    """stock.build_argvs' configure line (clang-22, ggml's options) with the tests turned on.  ``tree`` need not
-    exist yet (``commands`` prints the line before the copy is made): it is laid out as the pinned tree."""
+    """stock.build_argvs' configure line (clang-22, ggml's options) with the tests turned on and QEMU as the
+    cross-compiling emulator (ctest runs each test under it).  ``tree`` need not exist yet (``commands`` prints
+    the line before the copy is made): it is laid out as the pinned tree."""
     shape = tree if tree.exists() else pinned_root()
     configure = [a.replace(str(shape), str(tree)) for a in stock.build_argvs(shape, isa, compiler, build_dir)[0]]
-    keep = [a for a in configure if not any(a.startswith(f"-D{k}=") for k in TEST_CMAKE)]
-    return keep + [f"-D{k}={v}" for k, v in TEST_CMAKE.items()]
+    extra = {**TEST_CMAKE, "CMAKE_CROSSCOMPILING_EMULATOR": emulator()}
+    keep = [a for a in configure if not any(a.startswith(f"-D{k}=") for k in extra)]
+    return keep + [f"-D{k}={v}" for k, v in extra.items()]
+
+
+def _configured(build_dir: Path) -> bool:
+    """Whether ``build_dir`` is configured, with the emulator :func:`configure_argv` gives now."""
+    cache = Path(build_dir) / "CMakeCache.txt"
+    if not cache.is_file():
+        return False
+    found = [ln.split("=", 1)[1] for ln in cache.read_text(errors="replace").splitlines()
+             if ln.startswith("CMAKE_CROSSCOMPILING_EMULATOR:")]
+    return found == [emulator()]
 
 
 def build_argv(build_dir: Path, target: str, jobs: int = 2, nice: int = 5) -> list[str]:
@@ -226,10 +246,17 @@ def executable(build_dir: Path, target: str) -> Path:
     return Path(build_dir) / "bin" / target
 
 
+#: ctest's own deadline for one run of the test (it kills the test after it); test-quantize-fns takes 2-3 min
+CTEST_TIMEOUT = 1800
+
+
 def run_argv(c: TestClass, build_dir: Path, vlen: int) -> list[str]:
-    """The command that runs the class's test at ``vlen`` (printed by :func:`commands`; :func:`run_test` runs it):
-    the class's stress mode is the tail/mask part only, without ``rvv_vl_half_avl``."""
-    return [*stock.run_argv(executable(build_dir, c.target), vlen, c.isa, c.stress), *c.args]
+    """The command that runs the class's test at ``vlen`` through ctest (printed by :func:`commands`;
+    :func:`run_test` runs it): ``QEMU_CPU`` gives QEMU the VLEN and the ISA build's extensions; the class's
+    stress mode is the tail/mask part only, without ``rvv_vl_half_avl``."""
+    cpu = stock.run_argv(executable(build_dir, c.target), vlen, c.isa, c.stress)[2]
+    return ["env", f"QEMU_CPU={cpu}", "ctest", "--test-dir", str(build_dir), "-R", f"^{c.target}$",
+            "--output-on-failure", "--timeout", str(CTEST_TIMEOUT)]
 
 
 def build(tree: Path, build_dir: Path, target: str, isa: str = "v", *, jobs: int = 2,
@@ -241,7 +268,7 @@ def build(tree: Path, build_dir: Path, target: str, isa: str = "v", *, jobs: int
     build_dir.mkdir(parents=True, exist_ok=True)
     log = build_dir / "ggmltests-build.log"
     t0 = time.monotonic()
-    steps = [] if (build_dir / "CMakeCache.txt").is_file() else [configure_argv(tree, build_dir, isa, compiler)]
+    steps = [] if _configured(build_dir) else [configure_argv(tree, build_dir, isa, compiler)]
     steps.append(build_argv(build_dir, target, jobs))
     with open(log, "a") as fh:
         for argv in steps:
@@ -263,14 +290,22 @@ class Run:
     failures: list[str] = field(default_factory=list)
 
 
-def run_test(c: TestClass, build_dir: Path, vlen: int, timeout: float = 1800) -> Run:
-    """The class's test run once at ``vlen``, as :func:`run_argv` says (under the QEMU rvvdiff runs)."""
+def run_test(c: TestClass, build_dir: Path, vlen: int) -> Run:
+    """The class's test run once at ``vlen`` by ctest, as :func:`run_argv` says (under the QEMU rvvdiff runs).
+    The failures are the test's lines that say FAILED or assert; else what ctest says went wrong (a crash, its
+    timeout), else the last lines."""
     t0 = time.monotonic()
-    r = stock.run_exe(executable(build_dir, c.target), vlen, c.isa, c.stress, args=c.args, timeout=timeout)
-    rc, out = (-1, "timed out") if r.returncode is None else (r.returncode, r.output)
-    fails = [ln.strip() for ln in out.splitlines() if "FAILED" in ln or "timed out" in ln or "Assert" in ln][:12]
-    if rc not in (0, 1) and not fails:
-        fails = [f"exit status {rc}: " + " | ".join(out.strip().splitlines()[-3:])]
+    argv = run_argv(c, build_dir, vlen)
+    try:
+        cp = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=CTEST_TIMEOUT + 120)
+        rc, out = cp.returncode, cp.stdout + cp.stderr
+    except subprocess.TimeoutExpired:
+        rc, out = -1, f"ctest did not return within {CTEST_TIMEOUT + 120} s: timed out"
+    lines = [ln.strip() for ln in out.splitlines()]
+    fails = [ln for ln in lines if ("FAILED" in ln and not ln.startswith("The following tests FAILED"))
+             or "Assert" in ln or "timed out" in ln][:12]
+    if rc != 0 and not fails:
+        fails = [ln for ln in lines if "***" in ln][:3] or [f"ctest exit status {rc}: " + " | ".join(lines[-3:])]
     return Run(vlen, rc == 0, rc, time.monotonic() - t0, fails)
 
 
@@ -310,21 +345,22 @@ def work_dir(work: Path | None = None) -> Path:
 
 def run_class(name: str, *, fixed: bool = True, pinned: bool = True, vlens: Sequence[int] | None = None,
               work: Path | None = None, jobs: int = 2, compiler: str = "clang", isa: str | None = None,
-              stress: bool | None = None, fixes: Sequence[str] | None = None) -> Result:
+              stress: bool | None = None, fixes: Sequence[str] | None = None, base: Sequence[str] = ()) -> Result:
     """Build and run the class's patched test on the pinned tree and/or with its fixes; pass/fail per VLEN.
 
     test-quantize-fns takes about 2.5 min per run under QEMU (ggml_quantize_init of the i-quants,
     every type quantized): the VLENs run ``jobs`` at a time.  ``compiler``: the stock toolchain (``clang`` or
     ``gcc14``, one build directory each); ``isa``: another ISA build than the class's (GCC 14 has no zvfbfwma);
     ``stress``: QEMU's tail/mask stress on or off whatever the class says; ``fixes``: the fixed variant's fixes
-    in place of the class's (a series applies all of its own, in its order)."""
+    in place of the class's (a series applies all of its own, in its order); ``base``: fixes applied on both
+    sides, after the test patch (another finding the same run would show, fixed elsewhere)."""
     c = CLASSES[name]
     c = replace(c, isa=isa or c.isa, stress=c.stress if stress is None else stress,
                 fixes=c.fixes if fixes is None else tuple(fixes))
     work = work_dir(work)
     tree, build_dir = work / "tree", work / (f"build-{c.isa}" + ("" if compiler == "clang" else f"-{compiler}"))
-    base = [c.patch] if c.patch else []
-    todo = ([("pinned", base)] if pinned else []) + ([("fixed", base + c.fix_patches())] if fixed else [])
+    common = [RUNNER_PATCH] + ([c.patch] if c.patch else []) + [FIX_PATCHES / f"{f}.patch" for f in base]
+    todo = ([("pinned", common)] if pinned else []) + ([("fixed", common + c.fix_patches())] if fixed else [])
     variants = []
     with _locked(work):
         for vname, patches in todo:
@@ -346,7 +382,8 @@ def commands(name: str, work: Path | None = None) -> list[str]:
     tree, build_dir = work / "tree", work / f"build-{c.isa}"
     pin = pinned_root()
     q = shlex.quote
-    lines = [f"rm -rf {q(str(tree))} && cp -r {q(str(pin))} {q(str(tree))}"]
+    lines = [f"rm -rf {q(str(tree))} && cp -r {q(str(pin))} {q(str(tree))}",
+             shlex.join(["patch", "-p1", "-d", str(tree), "-i", str(RUNNER_PATCH)])]
     if c.patch:
         lines.append(shlex.join(["patch", "-p1", "-d", str(tree), "-i", str(c.patch)]))
     lines += [shlex.join(configure_argv(tree, build_dir, c.isa)), shlex.join(build_argv(build_dir, c.target))]

@@ -80,6 +80,9 @@ class Series:
     test_interface: str = ""
     #: what the regression test cannot see, and how its runs are set up for what it can
     test_scope: str = ""
+    #: other series' fixes applied on both sides of a stress run of the test (before and after this series'
+    #: fixes), where that stress also shows their finding in the test's unmodified checks
+    stress_base: list[str] = field(default_factory=list)
 
     @property
     def stem(self) -> str:
@@ -104,9 +107,12 @@ def load(cat: Mapping[str, Fix], path: Path = SERIES_FILE) -> list[Series]:
                                f"{MAX_SUBJECT} characters under [series.subjects] ({bad})")
         if s.get("test") and not (TESTS_DIR / f"{s['test']}.patch").is_file():
             raise RvvdiffError(f"{path}: series {s['name']}: test {s['test']!r} has no {TESTS_DIR.name}/{s['test']}.patch")
+        base = s.get("stress_base", [])
+        if any(f not in cat or f in s["fixes"] for f in base):
+            raise RvvdiffError(f"{path}: series {s['name']}: stress_base names fixes of no other series: {base}")
         out.append(Series(i, s["name"], s["title"], [cat[f] for f in s["fixes"]], s.get("test_note", ""),
                           s.get("test", ""), s.get("test_subject", ""), dict(subjects), s.get("upstream", ""),
-                          s.get("test_interface", ""), s.get("test_scope", "")))
+                          s.get("test_interface", ""), s.get("test_scope", ""), list(base)))
     listed = [f.name for s in out for f in s.fixes]
     missing = sorted(set(cat) - set(listed))
     if missing or len(listed) != len(set(listed)):
