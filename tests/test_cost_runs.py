@@ -1,0 +1,73 @@
+"""harness/emulators/cost.py's two runs, without Spike: the histograms of runs A and B are given, and what
+measure() makes of them is checked (one more repetition, or the third against the second where the first call
+leaves state that sends the next one down another path, or a clear failure)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.emulators import cost
+from harness.emulators import protocol as P
+
+#: The call's instructions per address: start-up (0x10), the call (0x20, 0x24) and what runs after the
+#: calls (0x40, an allocator's path that depends on the heap's state).
+START = {0x10: 7}
+CALL = {0x20: 100, 0x24: 50}
+
+
+def _fake(monkeypatch: pytest.MonkeyPatch, after: dict[int, dict[int, int]]) -> list[int]:
+    """measure() on fakes: run with ``repeat`` calls executes START, CALL ``repeat`` times, then after[repeat]."""
+    seen: list[int] = []
+
+    def run(argv, stream, timeout, what, exe, emu):
+        repeat = stream.count(b"R")
+        seen.append(repeat)
+        hist: Counter[int] = Counter(START)
+        for _ in range(repeat):
+            hist.update(CALL)
+        hist.update(after[repeat])
+        ok = P.Response(P.Status.OK, 0, "cost.instret=150\ncost.cycles=150", [])
+        return [ok, ok], dict(hist)
+
+    monkeypatch.setattr(cost, "_run", run)
+    monkeypatch.setattr(cost, "_cached", lambda *a, **k: None)
+    monkeypatch.setattr(cost, "_keep", lambda *a, **k: None)
+    monkeypatch.setattr(cost, "_cache_key", lambda *a: None)
+    monkeypatch.setattr(cost, "_started", lambda argv, exe, timeout: argv)
+    monkeypatch.setattr(cost, "spike_argv", lambda *a: ["spike"])
+    monkeypatch.setattr(cost, "image", lambda exe: SimpleNamespace(function_of=lambda pc: (pc, "_int_malloc")))
+    monkeypatch.setattr(cost, "tally", lambda img, diff, instret, cycles: dict(diff))
+    monkeypatch.setattr(cost.mca, "tools", lambda: None)
+    monkeypatch.setattr(cost.P, "encode_call", lambda k, ip, fp, bufs, repeat=1, measure=False: b"R" * repeat)
+    monkeypatch.setattr(cost.P, "encode_hello", lambda: b"")
+    monkeypatch.setattr(cost.P, "encode_quit", lambda: b"")
+    return seen
+
+
+def _measure() -> object:
+    emu = SimpleNamespace(server_binary=lambda build: Path("/nonexistent/server"))
+    build = SimpleNamespace(isa=SimpleNamespace(name="zvfh", qemu={}))
+    return cost.measure(emu, build, 256, ("k", [], [], []), timeout=10, what="k")[1]
+
+
+def test_one_more_repetition_is_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _fake(monkeypatch, {1: {0x40: 3}, 2: {0x40: 3}})
+    assert _measure() == CALL and seen == [1, 2]
+
+
+def test_state_left_by_the_first_call_is_measured_past(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After one call the allocator's path takes 3 instructions fewer (glibc's heap after large frees); from the
+    second call on it is steady: the third repetition against the second is the call."""
+    seen = _fake(monkeypatch, {1: {0x40: 6}, 2: {0x40: 3}, 3: {0x40: 3}})
+    assert _measure() == CALL and seen == [1, 2, 2, 3]
+
+
+def test_a_call_that_never_settles_is_a_failure_that_says_where(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake(monkeypatch, {1: {0x40: 9}, 2: {0x40: 6}, 3: {0x40: 3}})
+    with pytest.raises(cost.CostError, match=r"fewer instructions than run A at 1 addresses, 3 in all \(in "
+                                             r"_int_malloc\), both after one call and after two"):
+        _measure()
