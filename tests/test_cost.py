@@ -13,6 +13,7 @@ import pytest
 
 from harness.commands import cost as cost_cmd
 from harness.emulators import cost as cost_emu
+from harness.emulators import cost_runs
 from harness.emulators import protocol as P
 from harness.report import cost as cost_report
 from harness.report import cost_compilers
@@ -156,22 +157,22 @@ def test_cache_keeps_a_measurement(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("RVVDIFF_CACHE", str(tmp_path))
     exe = tmp_path / "server"
     exe.write_bytes(b"\x7fELF")
-    key = cost_emu._cache_key(exe, ["spike", "-g", "--isa=x", str(exe)], b"request")
+    key = cost_runs._cache_key(exe, ["spike", "-g", "--isa=x", str(exe)], b"request")
     r = P.Response(P.Status.OK, 7, "cost.instret=5", [b"\x00\x01"])
     c = cost_emu.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6})
-    cost_emu._keep(key, r, c)
-    assert cost_emu._cached(key) == (r, c)
-    assert cost_emu._cached(key, need_mix=True) is None  # kept without a mix: a core's VLEN measures again
+    cost_runs._keep(key, r, c)
+    assert cost_runs._cached(key) == (r, c)
+    assert cost_runs._cached(key, need_mix=True) is None  # kept without a mix: a core's VLEN measures again
     c2 = cost_emu.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6}, mix={"vadd.vv e8m1": 2, "scalar": 4})
-    cost_emu._keep(key, r, c2)
-    assert cost_emu._cached(key, need_mix=True) == (r, c2)
-    assert cost_emu._cached(key, need_mix=True, need_mca=True) is None  # no second estimate: measured again
+    cost_runs._keep(key, r, c2)
+    assert cost_runs._cached(key, need_mix=True) == (r, c2)
+    assert cost_runs._cached(key, need_mix=True, need_mca=True) is None  # no second estimate: measured again
     c3 = cost_emu.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6}, mix={"scalar": 6}, mca={"cycles": 9.0, "by_key": {}})
-    cost_emu._keep(key, r, c3)
-    assert cost_emu._cached(key, need_mix=True, need_mca=True) == (r, c3)
+    cost_runs._keep(key, r, c3)
+    assert cost_runs._cached(key, need_mix=True, need_mca=True) == (r, c3)
     assert c3.as_dict()["mca"] == {"cycles": 9.0, "by_key": {}} and "mca" not in c2.as_dict()
     monkeypatch.setenv("RVVDIFF_COST_CACHE", "0")
-    assert cost_emu._cache_key(exe, ["spike"], b"request") is None
+    assert cost_runs._cache_key(exe, ["spike"], b"request") is None
 
 
 # ------------------------------------------------------------------ per compiler

@@ -23,7 +23,8 @@ from harness.build.builds import ensure_built
 from harness.core.config import DATA_DIR, ISA_BUILDS, PROJECT_ROOT
 from harness.emulators import protocol as P
 from harness.emulators import spike
-from harness.emulators.cost import CostError, measure
+from harness.emulators.cost import CostError
+from harness.emulators.cost_runs import measure
 from harness.ggml import patches
 from harness.ggml.source import resolve
 

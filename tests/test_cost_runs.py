@@ -1,4 +1,4 @@
-"""harness/emulators/cost.py's two runs, without Spike: the histograms of runs A and B are given, and what
+"""harness/emulators/cost_runs.py's two runs, without Spike: the histograms of runs A and B are given, and what
 measure() makes of them is checked (one more repetition, or the third against the second where the first call
 leaves state that sends the next one down another path, or a clear failure)."""
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.emulators import cost
+from harness.emulators import cost, cost_runs
 from harness.emulators import protocol as P
 
 #: The call's instructions per address: start-up (0x10), the call (0x20, 0x24) and what runs after the
@@ -33,25 +33,25 @@ def _fake(monkeypatch: pytest.MonkeyPatch, after: dict[int, dict[int, int]]) -> 
         ok = P.Response(P.Status.OK, 0, "cost.instret=150\ncost.cycles=150", [])
         return [ok, ok], dict(hist)
 
-    monkeypatch.setattr(cost, "_run", run)
-    monkeypatch.setattr(cost, "_cached", lambda *a, **k: None)
-    monkeypatch.setattr(cost, "_keep", lambda *a, **k: None)
-    monkeypatch.setattr(cost, "_cache_key", lambda *a: None)
-    monkeypatch.setattr(cost, "_started", lambda argv, exe, timeout: argv)
-    monkeypatch.setattr(cost, "spike_argv", lambda *a: ["spike"])
-    monkeypatch.setattr(cost, "image", lambda exe: SimpleNamespace(function_of=lambda pc: (pc, "_int_malloc")))
-    monkeypatch.setattr(cost, "tally", lambda img, diff, instret, cycles: dict(diff))
-    monkeypatch.setattr(cost.mca, "tools", lambda: None)
-    monkeypatch.setattr(cost.P, "encode_call", lambda k, ip, fp, bufs, repeat=1, measure=False: b"R" * repeat)
-    monkeypatch.setattr(cost.P, "encode_hello", lambda: b"")
-    monkeypatch.setattr(cost.P, "encode_quit", lambda: b"")
+    monkeypatch.setattr(cost_runs, "_run", run)
+    monkeypatch.setattr(cost_runs, "_cached", lambda *a, **k: None)
+    monkeypatch.setattr(cost_runs, "_keep", lambda *a, **k: None)
+    monkeypatch.setattr(cost_runs, "_cache_key", lambda *a: None)
+    monkeypatch.setattr(cost_runs, "_started", lambda argv, exe, timeout: argv)
+    monkeypatch.setattr(cost_runs, "spike_argv", lambda *a: ["spike"])
+    monkeypatch.setattr(cost_runs, "image", lambda exe: SimpleNamespace(function_of=lambda pc: (pc, "_int_malloc")))
+    monkeypatch.setattr(cost_runs, "tally", lambda img, diff, instret, cycles: dict(diff))
+    monkeypatch.setattr(cost_runs.mca, "tools", lambda: None)
+    monkeypatch.setattr(cost_runs.P, "encode_call", lambda k, ip, fp, bufs, repeat=1, measure=False: b"R" * repeat)
+    monkeypatch.setattr(cost_runs.P, "encode_hello", lambda: b"")
+    monkeypatch.setattr(cost_runs.P, "encode_quit", lambda: b"")
     return seen
 
 
 def _measure() -> object:
     emu = SimpleNamespace(server_binary=lambda build: Path("/nonexistent/server"))
     build = SimpleNamespace(isa=SimpleNamespace(name="zvfh", qemu={}))
-    return cost.measure(emu, build, 256, ("k", [], [], []), timeout=10, what="k")[1]
+    return cost_runs.measure(emu, build, 256, ("k", [], [], []), timeout=10, what="k")[1]
 
 
 def test_one_more_repetition_is_the_call(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,7 @@ from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
 from harness.emulators.board import Board
 from harness.emulators.cost import Cost
-from harness.emulators.cost import measure as measure_call
+from harness.emulators.cost_runs import measure as measure_call
 from harness.emulators.trace import Trace, trace_call
 from harness.ggml.source import GgmlSource, SourceError, resolve
 
