@@ -96,7 +96,7 @@ COMMANDS_ELSEWHERE = {
     "series": "the fixes as pull-request-sized series per bug class: do they apply in order (pinned tree, "
               "--ggml-src trees, b11434); each as git format-patch files with its regression test, git am on every tree, "
               "and its description (docs/upstream/series/)",
-    "ggml-tests": "ggml's own test-quantize-fns, patched per bug class: built with the stock toolchain, run under QEMU "
+    "ggml-tests": "ggml's own test-quantize-fns, patched per bug class: built with the stock toolchain, run by ctest under QEMU "
                   "on the pinned tree (fails) and with the class's fixes (passes) (docs/ggml-tests.md)",
     "bench": "where the suite's time goes, per representative kernel and VLEN",
     "cost": "what each kernel costs at every VLEN: instructions under Spike, HEAD against --base (docs/cost.md)",

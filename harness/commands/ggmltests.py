@@ -2,7 +2,7 @@
 
 For a bug class (``--list`` names them), :func:`harness.upstream.ggmltests.run_class` builds llama.cpp's
 ``test-quantize-fns`` with the class's test patch (harness/data/ggml-tests/) using the stock toolchain,
-runs it under QEMU at the class's VLENs on the pinned tree and with the class's fixes, and this prints
+runs it with ctest under QEMU at the class's VLENs on the pinned tree and with the class's fixes, and this prints
 the verdict table and the commands that reproduce it by hand (docs/ggml-tests.md).
 
 Exit status: 0 when the pinned tree fails and the fixed tree passes at every VLEN run (or with
