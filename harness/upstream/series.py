@@ -58,6 +58,13 @@ SERIES_FILE = DATA_DIR / "series.toml"
 TESTS_DIR = DATA_DIR / "ggml-tests"
 MAX_LINES = 50
 
+#: How the test runs above ran, for a reader who has no board (said once after them).
+CTEST_UNDER_QEMU = (
+    "Under QEMU (no board): configure with `-DCMAKE_CROSSCOMPILING_EMULATOR=qemu-riscv64`, let tests/CMakeLists.txt's "
+    "`add_test()` name the test targets instead of `$<TARGET_FILE:...>` (CMake prepends no emulator to that form), "
+    "build `test-quantize-fns` and run `QEMU_CPU=rv64,v=true,vlen=512,elen=64,zfh=true,zvfh=true ctest -R "
+    "'^test-quantize-fns$' --output-on-failure` (the VLEN and extensions of the run); on a board, `ctest` alone.")
+
 
 MAX_SUBJECT = 72
 
@@ -371,6 +378,8 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
                  + (_header(test)["title"] if test else (series.test_note or "none yet")) + "."
                  + "".join(f" {x}" for x in (series.test_scope, series.test_interface) if x))
     lines += [f"- {r}" for r in test_runs or []]
+    if any("by ctest under qemu-riscv64" in r for r in test_runs or []):
+        lines.append(CTEST_UNDER_QEMU)
     lines.append("**Applies** (`patch --dry-run`, in order): "
                  + "; ".join(f"{t}: {'yes' if ok else why}" for t, (ok, why) in trees.items()) + ".")
     if am:
