@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -129,7 +130,7 @@ def test_commands_build_the_test_with_the_stock_toolchain(tmp_path: Path) -> Non
     c = ggmltests.CLASSES["odd_block_count"]
     argv = ggmltests.run_argv(c, tmp_path / "b", 256)
     assert argv[0] == "env" and argv[1].startswith("QEMU_CPU=rv64,v=true,vlen=256,elen=64,")
-    assert argv[2:7] == ["ctest", "--test-dir", str(tmp_path / "b"), "-R", "^test-quantize-fns$"]
+    assert argv[2:8] == ["ctest", "--test-dir", str(tmp_path / "b"), "-R", "^test-quantize-fns$", "--no-tests=error"]
     assert ggmltests.build_argv(tmp_path / "b", c.target) == [
         "nice", "-n", "5", "cmake", "--build", str(tmp_path / "b"), "--target", "test-quantize-fns", "-j2"]
 
@@ -160,6 +161,16 @@ def test_a_run_starts_the_printed_command(tmp_path: Path, monkeypatch: pytest.Mo
     run = ggmltests.run_test(c, tmp_path / "b", 512)
     assert not run.passed and run.returncode == 8
     assert run.failures == [f"dot product error: FAILED {cpu} " + " ".join(printed[3:])]
+
+
+@pytest.mark.skipif(shutil.which("ctest") is None, reason="no ctest (CMake) on this host")
+def test_a_build_without_the_test_is_a_failure(tmp_path: Path) -> None:
+    """ctest exits 0 when -R matches no test; the run asks it not to (--no-tests=error), so a build that lacks
+    the test cannot pass."""
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "CTestTestfile.cmake").write_text("# no tests\n")
+    run = ggmltests.run_test(ggmltests.CLASSES["odd_block_count"], tmp_path / "b", 256)
+    assert not run.passed and run.returncode != 0 and run.failures
 
 
 def test_a_crash_is_said_as_ctest_says_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -253,10 +253,11 @@ CTEST_TIMEOUT = 1800
 def run_argv(c: TestClass, build_dir: Path, vlen: int) -> list[str]:
     """The command that runs the class's test at ``vlen`` through ctest (printed by :func:`commands`;
     :func:`run_test` runs it): ``QEMU_CPU`` gives QEMU the VLEN and the ISA build's extensions; the class's
-    stress mode is the tail/mask part only, without ``rvv_vl_half_avl``."""
+    stress mode is the tail/mask part only, without ``rvv_vl_half_avl``.  ``--no-tests=error``: a build without the
+    test (ctest finds nothing) is a failure, not a pass."""
     cpu = stock.run_argv(executable(build_dir, c.target), vlen, c.isa, c.stress)[2]
     return ["env", f"QEMU_CPU={cpu}", "ctest", "--test-dir", str(build_dir), "-R", f"^{c.target}$",
-            "--output-on-failure", "--timeout", str(CTEST_TIMEOUT)]
+            "--no-tests=error", "--output-on-failure", "--timeout", str(CTEST_TIMEOUT)]
 
 
 def build(tree: Path, build_dir: Path, target: str, isa: str = "v", *, jobs: int = 2,
