@@ -177,6 +177,14 @@ def _why_not(fx: fixes_cmd.Fix, tree: GgmlSource) -> str:
     return fixes_cmd.standing(fx, tree).detail
 
 
+def _series(every: list[upstream_series.Series], name: str, flag: str) -> upstream_series.Series:
+    """The series ``name`` names (its name, ``<n>-<name>`` or its number), or one line listing them."""
+    s = next((x for x in every if name in (x.name, x.stem, str(x.number))), None)
+    if s is None:
+        raise RvvdiffError(f"{flag} {name}: no such series ({', '.join(x.stem for x in every)})")
+    return s
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="rvvdiff series", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -216,9 +224,7 @@ def main(argv: list[str]) -> int:
     status = 0
     every = upstream_series.load(fixes_cmd.catalogue())
     for name in a.run_test:
-        s = next((x for x in every if name in (x.name, x.stem, str(x.number))), None)
-        if s is None:
-            raise RvvdiffError(f"--run-test {name}: no such series ({', '.join(x.stem for x in every)})")
+        s = _series(every, name, "--run-test")
         test_runs[s.name] = [ln for ln in test_runs.get(s.name, []) if not any(
             f"by {cc} (" in ln for cc in [STOCK_COMPILERS[x] for x in a.cc])]
         for cc in a.cc:
@@ -228,9 +234,7 @@ def main(argv: list[str]) -> int:
     cycles_file = a.out / "cycles.json"
     cycles = json.loads(cycles_file.read_text()) if cycles_file.is_file() else {}
     for name in a.cost:
-        s = next((x for x in every if name in (x.name, x.stem, str(x.number))), None)
-        if s is None:
-            raise RvvdiffError(f"--cost {name}: no such series ({', '.join(x.stem for x in every)})")
+        s = _series(every, name, "--cost")
         cycles[s.name] = measure_cycles(s, Path(a.work or cache_dir() / "series-cost") / s.stem)
         print(f"{s.stem}: {json.dumps(cycles[s.name])}")
         cycles_file.write_text(json.dumps(cycles, indent=1, sort_keys=True) + "\n")

@@ -160,13 +160,18 @@ def _knows(path: str, extension: str) -> bool:
 
 
 @functools.cache
+def binary_name() -> str:
+    """The qemu-riscv64 rvvdiff runs, as named (``$RVVDIFF_QEMU`` or ``qemu-riscv64``, looked up on PATH)."""
+    return settings.get("QEMU") or "qemu-riscv64"
+
+
 def qemu() -> Qemu:
     """Find qemu-riscv64 (``$RVVDIFF_QEMU`` or PATH), read its version and probe its -cpu properties.
 
     The probe result is cached per binary (path, size, mtime), so it costs one
     QEMU start per property once per machine.
     """
-    name = settings.get("QEMU") or "qemu-riscv64"
+    name = binary_name()
     path = shutil.which(name)
     if path is None:
         raise ToolchainError(

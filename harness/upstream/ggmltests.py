@@ -39,6 +39,7 @@ from pathlib import Path
 
 from harness.core import settings
 from harness.core.config import DATA_DIR, cache_dir
+from harness.emulators import qemu as qemu_emu
 from harness.upstream import stock
 
 TEST_PATCHES = DATA_DIR / "ggml-tests"
@@ -213,7 +214,7 @@ def _locked(work: Path) -> Iterator[None]:
 
 def emulator() -> str:
     """The qemu-riscv64 ctest starts the tests under (``$RVVDIFF_QEMU`` or PATH, as rvvdiff's runs)."""
-    name = settings.get("QEMU") or "qemu-riscv64"
+    name = qemu_emu.binary_name()
     return shutil.which(name) or name
 
 
@@ -255,7 +256,7 @@ def run_argv(c: TestClass, build_dir: Path, vlen: int) -> list[str]:
     :func:`run_test` runs it): ``QEMU_CPU`` gives QEMU the VLEN and the ISA build's extensions; the class's
     stress mode is the tail/mask part only, without ``rvv_vl_half_avl``.  ``--no-tests=error``: a build without the
     test (ctest finds nothing) is a failure, not a pass."""
-    cpu = stock.run_argv(executable(build_dir, c.target), vlen, c.isa, c.stress)[2]
+    cpu = stock.cpu_value(vlen, c.isa, c.stress)
     return ["env", f"QEMU_CPU={cpu}", "ctest", "--test-dir", str(build_dir), "-R", f"^{c.target}$",
             "--no-tests=error", "--output-on-failure", "--timeout", str(CTEST_TIMEOUT)]
 

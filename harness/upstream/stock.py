@@ -297,10 +297,15 @@ def link_command(program: Path, exe: Path, *, tree: Path, build_dir: Path, toolc
     return shlex.join(link_argv(program, exe, tree=tree, build_dir=build_dir, toolchain=toolchain, printed=printed))
 
 
+def cpu_value(vlen: int, isa: str | IsaBuild, stress: bool = False, half_avl: bool = False) -> str:
+    """QEMU's ``-cpu`` value (or ``QEMU_CPU``) for an ISA build, named or given, at ``vlen``."""
+    return qemu_emu.cpu(vlen, _isa(isa), stress, half_avl)
+
+
 def run_argv(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
              qemu: str = "qemu-riscv64") -> list[str]:
     """The command of :func:`run_command` as an argument list."""
-    return [qemu, "-cpu", qemu_emu.cpu(vlen, _isa(isa), stress, half_avl), str(exe)]
+    return [qemu, "-cpu", cpu_value(vlen, isa, stress, half_avl), str(exe)]
 
 
 def run_command(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
