@@ -29,10 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.commands.runner import add_cc_option, cc_args, run_suite
-from harness.core.config import PROJECT_ROOT
+from harness.core.config import work_dir
 from harness.report.ids import parse_id
-
-ROOT = PROJECT_ROOT
 
 #: One representative test per family (node id prefixes; the VLEN / ISA part is appended by the plugin).
 REPRESENTATIVES = [
@@ -121,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-examples", type=int, default=50)
     p.add_argument("--select", action="append", help="node id prefix (repeatable; default: one test per family)")
     p.add_argument("--ggml-src")
-    p.add_argument("--out", type=Path, default=ROOT / "reports" / "bench")
+    p.add_argument("--out", type=Path, default=work_dir() / "reports" / "bench")
     add_cc_option(p)
     a = p.parse_args(argv)
     common = ["--vlen", a.vlen, "--isa", a.isa, *cc_args(a.cc)] + (["--ggml-src", a.ggml_src] if a.ggml_src else [])

@@ -52,7 +52,7 @@ from typing import Any
 from harness.build.toolchain import COMPILERS
 from harness.commands.bisect_failure import BisectError, Failure, from_report, from_test
 from harness.commands.runner import read_results, run_suite
-from harness.core.config import PROJECT_ROOT, cache_dir
+from harness.core.config import PROJECT_ROOT, cache_dir, work_dir
 from harness.core.errors import RvvdiffError
 from harness.core.proc import own_session_env
 from harness.ggml import gitrev
@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", choices=BUDGETS, default="replay",
                    help="the test's budget at each step (default replay: the saved examples and the fixed cases, "
                         "the same at every step)")
-    p.add_argument("--out", type=Path, default=ROOT / "reports" / "bisect",
+    p.add_argument("--out", type=Path, default=work_dir() / "reports" / "bisect",
                    help="bisect.json and each step's log and reports (default: reports/bisect)")
     p.add_argument("--step-timeout", type=float, default=3600.0, metavar="S",
                    help="a step running longer (build included) is skipped (default 3600)")

@@ -60,7 +60,7 @@ from harness.commands import cost as cost_cmd
 from harness.commands import gate
 from harness.commands.runner import add_cc_option, cc_args, read_results, run_suite
 from harness.core import settings
-from harness.core.config import DATA_DIR, ISA_BUILDS, PROJECT_ROOT, SPIKE_VLENS, selection_type
+from harness.core.config import DATA_DIR, ISA_BUILDS, SPIKE_VLENS, selection_type, work_dir
 from harness.core.errors import RvvdiffError, UnknownName
 from harness.core.proc import own_session_env
 from harness.ggml import known, patches
@@ -415,7 +415,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--full", action="store_true", help="run every test on each patched tree, not only those reaching the change")
     p.add_argument("--no-cost", action="store_true", help="check: skip the cost (instructions under Spike, `fixes cost`)")
     p.add_argument("--together", action="store_true", help="all applicable fixes at once, the whole suite")
-    p.add_argument("--out", type=Path, default=PROJECT_ROOT / "reports" / "fixes")
+    p.add_argument("--out", type=Path, default=work_dir() / "reports" / "fixes")
     p.add_argument("--workers", default=settings.get("WORKERS") or "auto")
     add_cc_option(p)
     a, pytest_args = p.parse_known_args(argv)

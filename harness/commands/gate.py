@@ -62,7 +62,7 @@ from typing import Any
 from harness.commands import gate_cost
 from harness.commands.runner import add_cc_option, cc_args, run_suite
 from harness.core import settings
-from harness.core.config import COMPILER_NAMES, ISA_BUILDS, PROJECT_ROOT, parse_compilers
+from harness.core.config import COMPILER_NAMES, ISA_BUILDS, parse_compilers, work_dir
 from harness.core.errors import RvvdiffError
 from harness.core.proc import own_session_env
 from harness.ggml import changes, gitrev, known
@@ -72,7 +72,6 @@ from harness.report.gate_cost import COST_THRESHOLD
 from harness.report.gate_summary import COST_ROWS, summary_md, write
 from harness.report.gate_verdict import GateVerdict, Run, classify, state, untested
 
-ROOT = PROJECT_ROOT
 #: What the gate runs unless the pytest options given after HEAD say otherwise (later options win).
 DEFAULT_PYTEST = ["--vlen", "all", "--isa", "all", "--rvv-stress", "both"]
 
@@ -224,7 +223,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--lines-defer", dest="lines", action="store_const", const="defer",
                    help="a shard of a CI matrix: record the changed lines' coverage (gate-lines.json) for "
                         "`python -m harness.report.linegate merge`, which judges them over all shards")
-    p.add_argument("--out", default=str(ROOT / "reports"), help="where the reports go (default: reports/)")
+    p.add_argument("--out", default=str(work_dir() / "reports"), help="where the reports go (default: reports/)")
     p.add_argument("--workers", default=settings.get("WORKERS") or "auto",
                    help="pytest-xdist workers per run (default: $RVVDIFF_WORKERS or auto; 0: no xdist)")
     c = p.add_argument_group("cost (docs/gate.md: the cost lists)")

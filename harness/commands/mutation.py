@@ -28,12 +28,10 @@ from harness.build.builds import BuildError, IsaUnavailable, ensure_built
 from harness.build.toolchain import COMPILERS, ToolchainError
 from harness.build.toolchain import selected as default_compiler
 from harness.commands.runner import add_cc_option, cc_args, run_suite
-from harness.core.config import ISA_BUILDS, PROJECT_ROOT, parse_compilers
+from harness.core.config import ISA_BUILDS, parse_compilers, work_dir
 from harness.ggml import mutants
 from harness.ggml.source import resolve
 from harness.report.ids import parse_id
-
-ROOT = PROJECT_ROOT
 
 
 def _isas(args: list[str]) -> list[str]:
@@ -164,8 +162,8 @@ def main_mutants(argv: list[str]) -> int:
     p.add_argument("action", nargs="?", choices=["list", "run"], default="list")
     p.add_argument("--only", action="append", help="mutant name (repeatable)")
     p.add_argument("--max-examples", type=int, default=None, help="default: the suite's default budget")
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "mutants.md")
-    p.add_argument("--report-dir", type=Path, default=ROOT / "reports" / "mutants",
+    p.add_argument("--out", type=Path, default=work_dir() / "docs" / "mutants.md")
+    p.add_argument("--report-dir", type=Path, default=work_dir() / "reports" / "mutants",
                    help="where each mutant's failure reports go (default: reports/mutants)")
     p.add_argument("--timeout", type=float, default=3600)
     add_cc_option(p)
@@ -204,13 +202,13 @@ def main_audit(argv: list[str]) -> int:
                                 description="run the full suite N times with different seeds; list unexplained failures")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--seed", type=int, default=1, help="first Hypothesis seed (then +1 per run)")
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "audit.md")
+    p.add_argument("--out", type=Path, default=work_dir() / "docs" / "audit.md")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     a = p.parse_args(argv)
     rows = []
     for i in range(a.runs):
         seed = a.seed + i
-        rdir = ROOT / "reports" / "audit" / f"seed{seed}"
+        rdir = work_dir() / "reports" / "audit" / f"seed{seed}"
         cp = run_suite(["cases", "-n", "auto", "--vlen", "all", "--isa", "all", "--rvv-stress", "both",
                         f"--hypothesis-seed={seed}", *a.pytest_args, "-p", "no:cacheprovider", "-q"], report_dir=rdir,
                        output="capture", timeout=4 * 3600).check_timeout()

@@ -29,7 +29,7 @@ import urllib.request
 from pathlib import Path
 
 from harness.commands import fixes as fixes_cmd
-from harness.core.config import PROJECT_ROOT, cache_dir
+from harness.core.config import cache_dir, work_dir
 from harness.core.errors import RvvdiffError
 from harness.ggml.source import GgmlSource, resolve
 from harness.upstream import formatpatch, ggmltests, speed
@@ -190,7 +190,7 @@ def main(argv: list[str]) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ggml-src", action="append", default=[], metavar="TREE",
                    help="another tree to check the series against (repeatable)")
-    p.add_argument("--out", type=Path, default=PROJECT_ROOT / "docs" / "upstream" / "series",
+    p.add_argument("--out", type=Path, default=work_dir() / "docs" / "upstream" / "series",
                    help="where the descriptions and format-patch directories go (default: docs/upstream/series)")
     p.add_argument("--author", default=formatpatch.AUTHOR,
                    help=f"the commits' author, 'Name <mail>' (default: {formatpatch.AUTHOR})")

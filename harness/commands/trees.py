@@ -20,10 +20,8 @@ from pathlib import Path
 from harness.build import builds as build
 from harness.build.toolchain import COMPILERS, ToolchainError
 from harness.commands.runner import add_cc_option, cc_args, run_suite
-from harness.core.config import ISA_BUILDS, PROJECT_ROOT, parse_compilers
+from harness.core.config import ISA_BUILDS, parse_compilers, work_dir
 from harness.ggml import source
-
-ROOT = PROJECT_ROOT
 
 
 @dataclass
@@ -119,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="rvvdiff trees", description=__doc__.split("\n\n")[0])
     p.add_argument("trees", nargs="+", help="ggml / llama.cpp checkouts, or llama-cpp-python==VERSION; "
                    "extra pytest arguments follow a -- (e.g. -- -n 2)")
-    p.add_argument("--report-dir", type=Path, default=ROOT / "reports" / "trees")
+    p.add_argument("--report-dir", type=Path, default=work_dir() / "reports" / "trees")
     p.add_argument("--out", type=Path, help="also write the table to this file")
     add_cc_option(p)
     argv = sys.argv[1:] if argv is None else argv

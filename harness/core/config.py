@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,8 +169,21 @@ def parse_compilers(value: str, compilers: Sequence[str], isas: Sequence[str]) -
     return out
 
 
-#: rvvdiff's own directory (pytest's rootdir: cases/, reports/, docs/).
+#: The directory holding rvvdiff's packages (harness/, cases/, costs/): a checkout (pytest's rootdir
+#: there, with reports/ and docs/), or the site-packages of an installed wheel.  The suite's test ids
+#: (``cases/test_vec_dot.py::...``) are relative to it wherever it is (harness/report/ids.py).
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: Whether PROJECT_ROOT is a checkout (its pyproject.toml beside the packages), not an installed wheel.
+IS_CHECKOUT = (PROJECT_ROOT / "pyproject.toml").is_file()
+#: How a command line rvvdiff prints starts a program of its environment: ``.venv/bin/`` from the
+#: checkout's root (ci/setup.sh's environment), else the running environment's own bin/.
+VENV_BIN = ".venv/bin/" if IS_CHECKOUT else f"{Path(sys.executable).parent}/"
+
+
+def work_dir() -> Path:
+    """Where the commands write by default (reports/, and docs/ for the maintainers' commands): the
+    checkout, or for an installed wheel the current directory."""
+    return PROJECT_ROOT if IS_CHECKOUT else Path.cwd()
 #: The project's data, installed with the package: the known failures, the fixes of the findings, the mutants.
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 

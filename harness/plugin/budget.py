@@ -35,6 +35,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from harness.core.config import split_compiler
 from harness.ggml.changes import Diff, Reach
+from harness.plugin.options import report_dir
 
 BUDGETS = ("default", "thorough", "replay")
 #: The budget --plan or --changes gave a collected test (none: ``default``).
@@ -121,7 +122,7 @@ def select(config: pytest.Config, items: list[pytest.Item], requirements, entry_
                         "owners": sum(c.name in v for v in owns.values())} for c in diff.changes],
            "uncovered": [c.name for c in diff.changes if c.rvv and c.kind != "removed" and c.name not in reached],
            "collected": len(covers)}
-    d = Path(config.rootpath, config.getoption("report_dir"))
+    d = report_dir(config)
     d.mkdir(parents=True, exist_ok=True)
     tmp = d / f".covers.{os.getpid()}.json"
     tmp.write_text(json.dumps(out, indent=1))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,10 +32,19 @@ from harness.plugin import budget, linecov, workers
 from harness.plugin.benchlog import BenchLog
 from harness.plugin.options import THOROUGH_MAX_EXAMPLES, add_options, max_examples
 from harness.plugin.session import KEY, NAME, RvvdiffSession
+from harness.report.ids import suite_module_id
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+    """A test module of the suite (cases/, costs/) gets the id it has in a checkout, whatever the
+    rootdir (harness/report/ids.py: ``suite_module_id``); any other module pytest's own."""
+    nodeid = suite_module_id(module_path)
+    return pytest.Module.from_parent(parent, path=module_path, nodeid=nodeid) if nodeid else None
 
 
 @pytest.hookimpl(wrapper=True)  # a wrapper runs before xdist's own hook reads -n and --maxprocesses

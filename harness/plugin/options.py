@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.build.toolchain import COMPILERS, ToolchainError, selected
-from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, parse_compilers, selection_type
+from harness.core.config import IS_CHECKOUT, ISA_BUILDS, PROJECT_ROOT, SPIKE_VLENS, VLENS, parse_compilers, selection_type
 from harness.emulators import registry
 
 _parse_vlen_list = selection_type("--vlen", SPIKE_VLENS, "VLENs rvvdiff can emulate: 2048 and 4096 on Spike only",
@@ -35,6 +37,21 @@ def parse_cc(value: str) -> dict[str, tuple[str, ...]]:
         return parse_compilers(value, tuple(COMPILERS), tuple(ISA_BUILDS))
     except ValueError as e:
         raise pytest.UsageError(str(e)) from None
+
+
+def run_dir(config: pytest.Config) -> Path:
+    """What a relative ``--report-dir`` lies under: the rootdir, except when the rootdir is inside an
+    installed rvvdiff (``pytest --pyargs cases`` from a wheel: site-packages/cases), then the directory
+    pytest was started in."""
+    root = config.rootpath
+    if not IS_CHECKOUT and root.resolve().is_relative_to(PROJECT_ROOT):
+        return config.invocation_params.dir
+    return root
+
+
+def report_dir(config: pytest.Config) -> Path:
+    """Where this run's failure reports and summary go (``--report-dir``)."""
+    return Path(run_dir(config), config.getoption("report_dir"))
 
 
 def compilers(config: pytest.Config) -> dict[str, tuple[str, ...]]:
@@ -95,7 +112,8 @@ def add_options(parser: pytest.Parser) -> None:
                 help="the nightly budget: 200 examples per test instead of 25 (about 5x the run time)")
     g.addoption("--report-dir", default="reports", metavar="DIR",
                 help="where failure reports (case.json, inputs.npz, README.md per failing test) and the run's "
-                     "summary.md / summary.html / results.json go (default: reports/ under the rootdir)")
+                     "summary.md / summary.html / results.json go (default: reports/ under the rootdir; from an "
+                     "installed wheel, under the current directory)")
     g.addoption("--bench-log", default=None, metavar="FILE",
                 help="(used by `rvvdiff bench`) append one JSON line per Hypothesis example with its time split, "
                      "and per test the largest call timed again, repeated, inside the server")

@@ -26,7 +26,7 @@ from harness.build.cmake import tree_name
 from harness.build.server import adapter_kernels
 from harness.build.toolchain import SERVER_DIR, describe
 from harness.core import settings as env_settings
-from harness.core.config import ISA_BUILDS
+from harness.core.config import IS_CHECKOUT, ISA_BUILDS
 from harness.emulators import pool, registry
 from harness.emulators.qemu import cpu_props
 from harness.ggml import known
@@ -34,11 +34,11 @@ from harness.ggml.source import SDIST_SPEC
 from harness.plugin import budget, linecov, workers
 from harness.plugin.benchlog import BenchLog
 from harness.plugin.marks import entry_points, mark_known_failures, mark_not_in_tree, requirements
-from harness.plugin.options import compilers, max_examples
+from harness.plugin.options import compilers, max_examples, report_dir
 from harness.plugin.targets import Session, Target, emulator_for, server_stats
 from harness.report.failure import clear as clear_reports
 from harness.report.failure import write_failure
-from harness.report.ids import parse_id, replay_argv
+from harness.report.ids import parse_id, replay_argv, suite_module_id
 from harness.report.summary import write_summary
 
 #: The name the session is registered under with the plugin manager.
@@ -69,7 +69,7 @@ class RvvdiffSession(Session):
 
     @property
     def report_dir(self) -> Path:
-        return Path(self.config.rootpath, self.config.getoption("report_dir"))
+        return report_dir(self.config)
 
     @property
     def is_worker(self) -> bool:
@@ -359,12 +359,15 @@ def _target(item: pytest.Item) -> object:
 
 
 def replay_command(item: pytest.Item) -> str:
-    """One shell line that reruns this test, and so its shrunk failing example, from the rootdir."""
+    """One shell line that reruns this test, and so its shrunk failing example, from the rootdir (an
+    installed wheel's: from the directory pytest was started in, the test named by its module)."""
     db, src = item.config.getoption("example_db"), item.config.getoption("ggml_src")
+    pyargs = not IS_CHECKOUT and suite_module_id(item.path) is not None
     emulator = item.config.getoption("emulator")
     argv = replay_argv(item.nodeid, example_db=db and str(Path(db).resolve()),
                        known_failures=item.config.getoption("known_failures"),
                        compiler=getattr(_target(item), "compiler", ""),
                        ggml_src=src and (src if SDIST_SPEC.match(src) else str(Path(src).resolve())),
-                       extra=["--emulator", emulator] if emulator != registry.DEFAULT else ())
-    return f"cd {shlex.quote(str(item.config.rootpath))} && {shlex.join(argv)}"
+                       extra=["--emulator", emulator] if emulator != registry.DEFAULT else (), pyargs=pyargs)
+    where = item.config.invocation_params.dir if pyargs else item.config.rootpath
+    return f"cd {shlex.quote(str(where))} && {shlex.join(argv)}"

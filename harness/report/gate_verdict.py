@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.core.config import PROJECT_ROOT
+from harness.core.config import PROJECT_ROOT, VENV_BIN
 from harness.ggml import known
 from harness.report.gate_cost import CostLists
 from harness.report.ids import parse_id, replay_argv, slug
@@ -52,7 +52,7 @@ class Run:
     def replay(self, nodeid: str) -> str:
         """The command that replays ``nodeid`` on this run's tree with its saved examples."""
         argv = replay_argv(nodeid, ggml_src=self.tree, known_failures="ignore", example_db=str(self.db))
-        return f"cd {shlex.quote(str(ROOT))} && .venv/bin/{shlex.join(argv)}"
+        return f"cd {shlex.quote(str(ROOT))} && {VENV_BIN}{shlex.join(argv)}"
 
 
 def state(r: dict[str, Any] | None, *, error: str = "fail") -> str:
@@ -170,7 +170,7 @@ def classify(head: Run, base: Run | None, again: Run | None,
                      if r["outcome"] in ("passed", "failed")}
     for isa, why in sorted(broken.get("base", {}).items()):
         if isa not in broken["head"] and isa in built_on_head:
-            cmd = {n: f"cd {shlex.quote(str(ROOT))} && .venv/bin/rvvdiff build --ggml-src {shlex.quote(r.tree)} "
+            cmd = {n: f"cd {shlex.quote(str(ROOT))} && {VENV_BIN}rvvdiff build --ggml-src {shlex.quote(r.tree)} "
                       f"--isa {isa}" for n, r in runs.items()}
             out.append(Line("fixed", f"ISA build {isa}", "", "", None, isa, None,
                             f"does not build on BASE ({why[:300]}); builds on HEAD", cmd))

@@ -1,4 +1,5 @@
-"""Test ids: parsing ``<kernel>-vlen<N>-<isa>[-stress][-<compiler>]`` and the command that replays one."""
+"""Test ids: parsing ``<kernel>-vlen<N>-<isa>[-stress][-<compiler>]``, the command that replays one, and
+the suite's module ids (``cases/test_vec_dot.py``), the same in a checkout and in an installed wheel."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core.config import COMPILER_NAMES, split_compiler
+from harness.core.config import COMPILER_NAMES, PROJECT_ROOT, split_compiler
 
 #: The compiler component ends an id only when a run selected more than one compiler.
 ID_RE = re.compile(r"^(?:(?P<kernel>.*)-)?vlen(?P<vlen>\d+)-(?P<isa>[a-z0-9_]+)(?P<stress>-stress)?"
@@ -34,6 +35,28 @@ class TestId:
         return f"{self.isa}{' stress' if self.stress else ''}{f' {self.compiler}' if self.compiler else ''}"
 
 
+#: The packages of test modules: their ids are relative to PROJECT_ROOT, whatever pytest's rootdir.
+SUITE_PACKAGES = ("cases", "costs")
+
+
+def suite_module_id(path: Path) -> str | None:
+    """``cases/test_vec_dot.py`` for a test module of the suite (under PROJECT_ROOT's cases/ or
+    costs/), None for any other.  The plugin gives the module this id whatever the rootdir (an
+    installed wheel run as ``pytest --pyargs cases`` has site-packages/cases as its rootdir), so that
+    known failures, replay lines, the gate's reports and Hypothesis's saved examples see one id."""
+    try:
+        rel = Path(path).resolve().relative_to(PROJECT_ROOT)
+    except ValueError:
+        return None
+    return rel.as_posix() if len(rel.parts) > 1 and rel.parts[0] in SUITE_PACKAGES else None
+
+
+def as_pyarg(nodeid: str) -> str:
+    """``cases/test_vec_dot.py::test_vec_dot[...]`` as ``--pyargs`` names it, ``cases.test_vec_dot::test_vec_dot[...]``."""
+    path, sep, rest = nodeid.partition("::")
+    return str(Path(path).with_suffix("")).replace("/", ".") + sep + rest
+
+
 def parse_id(nodeid: str) -> TestId | None:
     """Split ``file::test[kernel-vlenN-isa(-stress)(-compiler)]``; None for tests without a target."""
     m = re.match(r"^(?P<path>[^:]*)::(?P<test>[^\[]+)\[(?P<params>.*)\]$", nodeid)
@@ -47,11 +70,13 @@ def parse_id(nodeid: str) -> TestId | None:
 
 
 def replay_argv(nodeid: str, *, ggml_src: str | None = None, example_db: str | None = None,
-                known_failures: str = "apply", compiler: str = "", extra: Sequence[str] = ()) -> list[str]:
+                known_failures: str = "apply", compiler: str = "", extra: Sequence[str] = (),
+                pyargs: bool = False) -> list[str]:
     """``pytest`` arguments that rerun one differential test alone (its target from its id), and so
     its saved shrunk example first: the plugin's replay line, the gate's per tree, bisect's.  ``--cc``
     names the compiler first: the id's, else ``compiler`` (a one-compiler run's ids name none); an id
-    that names one is replayed with every compiler selected, so that it stays the same id."""
+    that names one is replayed with every compiler selected, so that it stays the same id.
+    ``pyargs``: the test named by its module (:func:`as_pyarg`), for an installed wheel, from any directory."""
     tid = parse_id(nodeid)
     target = ["--vlen", str(tid.vlen), "--isa", tid.isa, "--rvv-stress", "on" if tid.stress else "off"] if tid else []
     named = split_compiler(nodeid)[1]
@@ -59,7 +84,7 @@ def replay_argv(nodeid: str, *, ggml_src: str | None = None, example_db: str | N
         target += ["--cc", ",".join([named, *(c for c in COMPILER_NAMES if c != named)])]
     elif compiler in COMPILER_NAMES:
         target += ["--cc", compiler]
-    argv = ["pytest", nodeid, *target, "-p", "no:xdist"]
+    argv = ["pytest", *(["--pyargs", as_pyarg(nodeid)] if pyargs else [nodeid]), *target, "-p", "no:xdist"]
     if example_db:
         argv += ["--example-db", str(example_db)]
     if known_failures != "apply":
