@@ -2,13 +2,16 @@
 
 A module that needs one calls :func:`get` (or :func:`path`) with its name; nothing else in the
 harness reads ``os.environ`` for an ``RVVDIFF_*`` name (tests/test_settings.py fails on one).
-The pytest report header shows the ones that are set (:func:`shown`), and the README's table of
-variables is generated from this table (:func:`markdown`; the same test fails when it is stale).
+The pytest report header shows the ones that are set (:func:`shown`), and the table of variables in
+docs/settings.md is generated from this table (:func:`markdown`; ``python -m harness.core.settings
+--write`` rewrites it, and the same test fails when it is stale).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,8 +113,40 @@ def shown() -> list[str]:
     return [f"{s.var}={os.environ[s.var]}" for s in SETTINGS if not s.internal and os.environ.get(s.var)]
 
 
+#: The page that carries the table, relative to the checkout, between ``<!-- settings -->`` markers.
+DOC = "docs/settings.md"
+_BLOCK = re.compile(r"(<!-- settings -->\n)(.*?)(<!-- /settings -->)", re.S)
+
+
 def markdown() -> str:
-    """The README's table of variables."""
+    """The table of variables of :data:`DOC`."""
     rows = ["| variable | what it does | default |", "|---|---|---|"]
     rows += [f"| `{s.var}` | {s.what}{' (set by rvvdiff)' if s.internal else ''} | {s.default} |" for s in SETTINGS]
     return "\n".join(rows) + "\n"
+
+
+def render_doc(text: str) -> str:
+    """``text`` with its ``<!-- settings -->`` block replaced by the current :func:`markdown`."""
+    if not _BLOCK.search(text):
+        raise ValueError(f"{DOC} has no <!-- settings --> ... <!-- /settings --> block")
+    return _BLOCK.sub(lambda m: m.group(1) + markdown() + m.group(3), text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.core.settings",
+                                 description=f"Print the table of RVVDIFF_* variables, or rewrite it in {DOC}.")
+    ap.add_argument("--write", action="store_true", help=f"rewrite the table in {DOC} (of this checkout)")
+    if not ap.parse_args(argv).write:
+        print(markdown(), end="")
+        return 0
+    p = Path(__file__).resolve().parents[2] / DOC
+    text = p.read_text()
+    new = render_doc(text)
+    if new != text:
+        p.write_text(new)
+    print(f"{p}: {'rewritten' if new != text else 'already current'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

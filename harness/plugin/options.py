@@ -145,7 +145,7 @@ def add_options(parser: pytest.Parser) -> None:
 
 
 #: Examples per test.  The default keeps the main job (every family, VLEN, ISA build, stress off
-#: and on) at about 14 minutes on 2 cores (README, figures); --thorough is for nightly runs.
+#: and on) at about 14 minutes on 2 cores (docs/performance.md, Budgets); --thorough is for nightly runs.
 DEFAULT_MAX_EXAMPLES = 25
 
 
