@@ -8,6 +8,7 @@ This package holds everything except the strategies and tests (``cases/``) and t
     ggml       reading a ggml tree (sources, C reader, inventory, changes, known failures)
     build      cross-compiling a tree and the kernel server
     emulators  QEMU and Spike behind one interface; the server pool
+    model      real models under llama.cpp's own tools: GGUF files, the tools built from the tree, their runs
     check      comparison helpers and what a test observed
     report     failure reports, replay, reproducers, summaries
     upstream   what goes to ggml's maintainers: public-API programs, issue texts, the stock toolchain,

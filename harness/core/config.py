@@ -72,6 +72,17 @@ ISA_BUILDS: dict[str, IsaBuild] = {
     )
 }
 
+#: The build without V (``-march=rv64gc...``): what boards without the vector extension run (the
+#: VisionFive 2's U74), ggml's generic C throughout.  Not part of ``all`` (``ISA_BUILDS`` are the vector
+#: builds the kernel families test); the model family builds it as the reference of its differential pair.
+NOVECTOR = IsaBuild(
+    "rv64gc",
+    "no vector extension: ggml's generic C, as boards without V run it",
+    {"GGML_RVV": "OFF", "GGML_RV_ZFH": "OFF", "GGML_RV_ZVFH": "OFF", "GGML_RV_ZVFBFWMA": "OFF"},
+    {"v": False, **_OFF},
+    (),
+)
+
 #: Options every build shares: static libraries, no OpenMP, the RVV-relevant
 #: features on, nothing of llama.cpp beyond ggml.  These, with an ISA build's
 #: ``cmake``, are what the harness *wants*; harness/build/builds.py passes only those

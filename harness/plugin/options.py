@@ -109,7 +109,8 @@ def add_options(parser: pytest.Parser) -> None:
     g.addoption("--max-examples", type=_positive(int, "--max-examples"), default=None, metavar="N",
                 help="Hypothesis examples per differential test (default: 25, or 200 with --thorough)")
     g.addoption("--thorough", action="store_true",
-                help="the nightly budget: 200 examples per test instead of 25 (about 5x the run time)")
+                help="the nightly budget: 200 examples per test instead of 25 (about 5x the run time); the model "
+                     "family's whole matrix (every type, path and target) instead of its budgeted part")
     g.addoption("--report-dir", default="reports", metavar="DIR",
                 help="where failure reports (case.json, inputs.npz, README.md per failing test) and the run's "
                      "summary.md / summary.html / results.json go (default: reports/ under the rootdir; from an "
@@ -140,6 +141,9 @@ def add_options(parser: pytest.Parser) -> None:
                 help="RVV line coverage measured from QEMU's log of the code the kernel servers execute: an lcov "
                      "tracefile per target and merged, a matrix per function and an HTML view in "
                      "<report-dir>/coverage/ (docs/coverage.md); off by default")
+    g.addoption("--gguf", default=None, metavar="PATH",
+                help="the model family (cases/test_model.py) runs this GGUF model as it is, instead of SmolLM2 "
+                     "and its requantized types (docs/model.md)")
     g.addoption("--kernel-timeout", type=_positive(float, "--kernel-timeout"), default=120.0, metavar="SECONDS",
                 help="deadline of one kernel call before it counts as hung (default: 120)")
 

@@ -120,6 +120,10 @@ class RvvdiffSession(Session):
         targets = [Target(v, ISA_BUILDS[i], s, c, named=len(chosen) > 1)
                    for i in cfg.getoption("isa") for v in cfg.getoption("vlen") for s in cfg.getoption("rvv_stress")
                    for c, isas in chosen.items() if i in isas]
+        # A test that runs at some targets only (the model family's budget) names them with a predicate.
+        only = metafunc.definition.get_closest_marker("rvvdiff_targets")
+        if only is not None:
+            targets = [t for t in targets if only.args[0](t, cfg)]
         metafunc.parametrize("target", targets, ids=[t.id for t in targets])
 
     @pytest.hookimpl(tryfirst=True)  # before -k / -m narrow the items: coverage of changes is the whole suite's

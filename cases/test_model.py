@@ -1,0 +1,102 @@
+"""The model family's tests; its table, shapes, bound and runs are in cases/model.py.
+
+The main job runs the budgeted part: SmolLM2 as shipped (Q4_1), repacking on, one thread, at every VLEN of
+the run's targets that build ggml's default riscv64 build (zvfh) without stress, and the references' own
+checks once per compiler (docs/model.md, "Budget").  ``--thorough`` runs the whole matrix: every type of
+cases/model.py's table, every path, every target.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cases import model as M
+from harness.model.catalogue import ModelError
+from harness.plugin.targets import session
+
+
+def _thorough(config: pytest.Config) -> bool:
+    return bool(config.getoption("thorough"))
+
+
+def budgeted(case: M.Case, path: M.RunPath) -> bool:
+    """The part of the matrix the main job runs: the real model as shipped, repacking on, one thread."""
+    return case.id == "smollm2-q4_1" and path == M.PATHS[0]
+
+
+def _main_job_target(target, config: pytest.Config) -> bool:
+    return _thorough(config) or (target.isa.name == "zvfh" and not target.stress)
+
+
+def _once_per_compiler(target, config: pytest.Config) -> bool:
+    """The references do not depend on VLEN, ISA build or stress: one target per compiler."""
+    return target.isa.name == "zvfh" and not target.stress and target.vlen == min(config.getoption("vlen"))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "case" not in metafunc.fixturenames:
+        return
+    thorough = _thorough(metafunc.config)
+    gguf = metafunc.config.getoption("gguf")
+    if gguf:
+        try:
+            case = M.user_case(gguf)
+        except ModelError as e:
+            raise pytest.UsageError(f"--gguf: {e}") from None
+        M.USER_GGUF["path"] = Path(gguf).resolve()
+        pairs = [(case, p) for p in M.PATHS if thorough or p == M.PATHS[0]]
+    else:
+        pairs = [(c, p) for c in M.CASES for p in M.PATHS if thorough or budgeted(c, p)]
+    metafunc.parametrize(("case", "path"), pairs, ids=[f"{c.id}-{p.id}" for c, p in pairs])
+
+
+def _model(source, case: M.Case):
+    """The model file; without it (never fetched, and no network) the test is skipped with the reason."""
+    try:
+        return M.model_file(source, case)
+    except ModelError as e:
+        pytest.skip(f"the model is not available: {e} (ci/setup.sh fetches it)")
+
+
+@pytest.mark.model
+@pytest.mark.rvvdiff_targets.with_args(_main_job_target)
+def test_model(case: M.Case, path: M.RunPath, target, request: pytest.FixtureRequest) -> None:
+    """llama-perplexity of the tree under test, at this target, against the generic riscv64 build's logits:
+    within :data:`cases.model.BOUND`."""
+    source = session().source
+    model = _model(source, case)
+    why = M.unreached(source, case, path, target.vlen, target.isa, model)
+    if why:
+        pytest.skip(why)
+    shape = M.SHAPE_THOROUGH if _thorough(request.config) else M.SHAPE
+    k = M.check(source, case, path, target.vlen, target.isa, target.stress, target.compiler, shape)
+    request.node.user_properties.append(("rvvdiff.model", k.line()))
+    bad = M.BOUND.violations(k)
+    assert not bad, (f"{case.id} ({path.id}) at {target.id}: {'; '.join(bad)} against the generic riscv64 build "
+                     f"({k.line()}; {k.tokens} tokens in {k.seconds:.0f} s)\nreplay: {' '.join(k.argv)}")
+
+
+@pytest.mark.model
+@pytest.mark.rvvdiff_targets.with_args(_once_per_compiler)
+def test_model_host(target, request: pytest.FixtureRequest) -> None:
+    """The second opinion on the reference: the host's own build of the tree against the generic riscv64
+    build's logits (same model, text and shape), within the same bound: two correct builds of different
+    architectures agree as closely as the bound asks of the RVV kernels."""
+    case = M.Case("smollm2", M.BY_NAME["q4_1"])
+    _model(session().source, case)
+    k = M.host_against_reference(session().source, target.compiler, case,
+                                 M.SHAPE_THOROUGH if _thorough(request.config) else M.SHAPE)
+    request.node.user_properties.append(("rvvdiff.model", k.line()))
+    bad = M.BOUND.violations(k)
+    assert not bad, f"host build against the {target.compiler} generic riscv64 build: {'; '.join(bad)} ({k.line()})"
+
+
+@pytest.mark.model
+@pytest.mark.rvvdiff_targets.with_args(_once_per_compiler)
+def test_novector_build(target) -> None:
+    """ggml builds for riscv64 without V (rv64gc: boards without the vector extension) as the tree is, by
+    the target's compiler.  Under clang the trees of 2025-2026 fail (llama.cpp #22159: ggml tests
+    __riscv_v_intrinsic, which clang defines without V); a known failure."""
+    M.novector_build(session().source, target.compiler)

@@ -1,0 +1,77 @@
+"""Reference logits: made once per model, text, tree, reference build and run shape, and kept in the cache.
+
+The reference is a run of ``llama-perplexity --kl-divergence-base FILE`` by a build without RVV: the
+tree's generic C for riscv64 under the emulator (the differential pair that isolates the RVV kernels), or
+the host's own build (a second opinion).  Its file holds the text's tokens and the logits of every scored
+position; every run under test reads it back.  The file is keyed by everything it depends on (the model's
+digest, the text's, the tools build's key, which names the tree's content, the compiler and the options,
+and the run's context and chunks), made under a lock so that parallel workers make it once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.config import cache_dir, locked
+from harness.model.catalogue import sha256_of
+from harness.model.perplexity import TEXT, Shape, base_args, invoke
+from harness.model.tools import Tools
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A reference's logits file and how it was made."""
+
+    path: Path
+    tools: Tools
+    #: The emulator command it ran under ([] on the host).
+    prefix: tuple[str, ...]
+    seconds: float
+    made_now: bool
+
+    def describe(self) -> str:
+        where = "under " + " ".join(self.prefix[:3]) if self.prefix else "natively"
+        return f"{self.tools.describe()}, {where}"
+
+
+
+_DIGESTS: dict[tuple[str, int, float], str] = {}
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file, remembered per (path, size, mtime) in this process."""
+    st = path.stat()
+    k = (str(path), st.st_size, st.st_mtime)
+    if k not in _DIGESTS:
+        _DIGESTS[k] = sha256_of(path)
+    return _DIGESTS[k]
+
+
+def reference(tools: Tools, prefix: Sequence[str], model: Path, shape: Shape, *, text: Path = TEXT,
+              timeout: float = 3600) -> Reference:
+    """The reference logits of ``model`` on ``text`` by ``tools`` (run under ``prefix``), made if missing."""
+    ref_shape = Shape(shape.ctx, shape.chunks, threads=1, repack=True)
+    key = hashlib.sha256(json.dumps([file_digest(model), file_digest(text), tools.key, ref_shape.ctx,
+                                     ref_shape.chunks]).encode()).hexdigest()[:24]
+    d = cache_dir() / "model" / "reference"
+    d.mkdir(parents=True, exist_ok=True)
+    out = d / f"{key}.kld"
+    meta = d / f"{key}.json"
+    with locked(d / f"{key}.lock"):
+        if out.is_file() and meta.is_file():
+            m = json.loads(meta.read_text())
+            return Reference(out, tools, tuple(prefix), m["seconds"], False)
+        tmp = out.with_name(out.name + ".part")
+        t0 = time.monotonic()
+        invoke(prefix, tools.tool("llama-perplexity"), model, base_args(ref_shape, tmp, text), timeout=timeout,
+               what=f"the reference run ({tools.describe()}) of {model.name}")
+        secs = time.monotonic() - t0
+        tmp.replace(out)
+        meta.write_text(json.dumps({"model": str(model), "tools": tools.describe(), "prefix": list(prefix),
+                                    "shape": ref_shape.label(), "seconds": secs}))
+        return Reference(out, tools, tuple(prefix), secs, True)

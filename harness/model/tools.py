@@ -1,0 +1,189 @@
+"""llama.cpp's own tools built from the tree under test: for riscv64 (per ISA build and compiler, run
+under the emulator) and for the host (the second-opinion reference, and the quantizers).
+
+A tools build is its own CMake directory beside the kernel server's: the whole llama.cpp (ggml, llama,
+common, tools) configured with ggml's options for the ISA build plus the tools, linked statically, only
+the targets asked for built.  VLEN and stress mode are run-time properties of the emulated CPU, so one
+build serves every VLEN and both stress modes of its (tree, ISA build, compiler).  The build is keyed by
+the content of every file it compiles and its options; a key that did not change costs nothing.
+
+The no-vector ISA build (``rv64gc``) meets a limitation of the trees of this era under clang: ggml guards
+its RVV code with ``__riscv_v_intrinsic``, which clang defines even without V, so vec.cpp fails to compile
+(llama.cpp #22159).  ``undefine_rvv_intrinsic`` builds it anyway with ``-U__riscv_v_intrinsic``: the
+reference build rvvdiff uses under clang, named as such wherever its results appear.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.build.builds import BuildError, IsaUnavailable
+from harness.build.cmake import plan_options, tree_name
+from harness.build.toolchain import Compiler, compiler
+from harness.core.config import ISA_BUILDS, IsaBuild, cache_dir, locked
+from harness.core.proc import CommandError, run
+from harness.ggml.source import GgmlSource
+
+#: The tools the model family runs.
+RISCV_TOOLS = ("llama-perplexity",)
+HOST_TOOLS = ("llama-perplexity", "llama-quantize", "llama-imatrix")
+
+#: What llama.cpp itself needs on top of the kernel server's options.
+TOOLS_CMAKE = {"LLAMA_BUILD_TOOLS": "ON", "LLAMA_BUILD_COMMON": "ON", "LLAMA_CURL": "OFF", "LLAMA_OPENSSL": "OFF",
+               "LLAMA_BUILD_SERVER": "OFF", "LLAMA_BUILD_TESTS": "OFF", "LLAMA_BUILD_EXAMPLES": "OFF"}
+
+#: The flag that makes a tree of this era compile without V under clang (see the module's docstring).
+UNDEF_RVV = "-U__riscv_v_intrinsic"
+
+
+@dataclass(frozen=True)
+class Tools:
+    """A finished tools build."""
+
+    dir: Path
+    #: ``riscv64`` or ``host``.
+    arch: str
+    compiler: str
+    isa: str | None
+    key: str
+    #: Extra compile flags the build needed (``-U__riscv_v_intrinsic``), named in every report of its runs.
+    workaround: tuple[str, ...] = ()
+
+    def tool(self, name: str) -> Path:
+        return self.dir / "bin" / name
+
+    def describe(self) -> str:
+        what = f"{self.arch} {self.isa or 'native'} by {self.compiler}"
+        return what + (f" (with {' '.join(self.workaround)})" if self.workaround else "")
+
+
+#: ggml-cpu's per-architecture folder each kind of build compiles (the others cannot change its binaries).
+_ARCH_DIR = {"riscv64": "riscv", "host": {"x86_64": "x86", "aarch64": "arm"}.get(os.uname().machine, os.uname().machine)}
+
+
+def _source_key(source: GgmlSource, arch: str) -> str:
+    """The content of everything a tools build for ``arch`` (riscv64 or host) compiles: ggml without the
+    other architectures' ggml-cpu folders, llama.cpp's src, include, common, vendor and the tools, the CMake
+    files.  A tree that differs from another only in another architecture's kernels (a RISC-V fix, for the
+    host build) has the same key, and shares the build."""
+    root, ggml = source.root, source.ggml
+    mine = _ARCH_DIR[arch]
+    files = [root / "CMakeLists.txt", root / "tools" / "CMakeLists.txt", ggml / "CMakeLists.txt"]
+    for d in ("src", "include", "common", "vendor", "cmake", "tools/perplexity", "tools/quantize", "tools/imatrix"):
+        if (root / d).is_dir():
+            files += [p for p in (root / d).rglob("*") if p.is_file()]
+    for d in (ggml / "include", ggml / "cmake", ggml / "src"):
+        if d.is_dir():
+            files += [p for p in d.rglob("*") if p.is_file()]
+    arch_root = source.cpu_dir / "arch"
+    keep = [p for p in set(files) if not (p.is_relative_to(arch_root) and p.relative_to(arch_root).parts[0] != mine)]
+    h = hashlib.sha256()
+    for p in sorted(keep):
+        h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _index() -> Path:
+    return cache_dir() / "tools" / "index.json"
+
+
+def _known(key: str, targets: tuple[str, ...]) -> Path | None:
+    """A finished build with ``key`` and ``targets`` anywhere in the cache (another copy of the same tree)."""
+    idx = json.loads(_index().read_text()) if _index().exists() else {}
+    d = idx.get(key)
+    if d is None:
+        return None
+    d = Path(d)
+    stamp = d / "rvvdiff-tools-stamp.json"
+    meta = json.loads(stamp.read_text()) if stamp.exists() else {}
+    ok = meta.get("key") == key and set(targets) <= set(meta.get("targets", []))
+    return d if ok and all((d / "bin" / t).is_file() for t in targets if t.startswith("llama-")) else None
+
+
+def _remember(key: str, d: Path) -> None:
+    with locked(cache_dir() / "tools" / "index.lock"):
+        idx = json.loads(_index().read_text()) if _index().exists() else {}
+        idx[key] = str(d)
+        _index().write_text(json.dumps(idx, indent=1))
+
+
+def _toolchain_file(d: Path, cc: Compiler) -> Path:
+    f = d / "riscv64-toolchain.cmake"
+    f.write_text("set(CMAKE_SYSTEM_NAME Linux)\nset(CMAKE_SYSTEM_PROCESSOR riscv64)\n"
+                 f"set(CMAKE_C_COMPILER {cc.cc})\nset(CMAKE_CXX_COMPILER {cc.cxx})\n"
+                 f"set(CMAKE_AR {cc.ar} CACHE FILEPATH \"\")\nset(CMAKE_RANLIB {cc.ranlib} CACHE FILEPATH \"\")\n"
+                 "set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)\n")
+    return f
+
+
+def _build(d: Path, source: GgmlSource, configure: list[str], targets: tuple[str, ...], key: str,
+           what: str, jobs: int | None) -> None:
+    """Configure and build ``targets`` in ``d`` unless the stamp says they were built with ``key``."""
+    stamp = d / "rvvdiff-tools-stamp.json"
+    log = d / "rvvdiff-tools.log"
+    meta = json.loads(stamp.read_text()) if stamp.exists() else {}
+    built = set(meta.get("targets", [])) if meta.get("key") == key else set()
+    if set(targets) <= built and all((d / "bin" / t).is_file() for t in targets if t.startswith("llama-")):
+        return
+    d.mkdir(parents=True, exist_ok=True)
+    try:
+        run(["cmake", "-S", source.root, "-B", d, *configure], timeout=1800, what=f"CMake configure ({what})", log_file=log)
+        run(["cmake", "--build", d, "--target", *targets, "-j", str(jobs or os.cpu_count() or 2)],
+            timeout=7200, what=f"building {' '.join(targets)} ({what})", log_file=log)
+    except CommandError as e:
+        raise BuildError(f"building llama.cpp's tools ({what}) from {tree_name(source)} failed (full log: {log}):\n{e}") from None
+    stamp.write_text(json.dumps({"key": key, "targets": sorted(built | set(targets))}))
+
+
+def _tools_dir(source: GgmlSource, label: str) -> Path:
+    tree = hashlib.sha256(str(source.root).encode()).hexdigest()[:12]
+    return cache_dir() / "tools" / f"{tree}-{label}"
+
+
+def riscv_tools(source: GgmlSource, isa: IsaBuild | str, compiler_name: str, *, workaround: bool = False,
+                targets: tuple[str, ...] = RISCV_TOOLS, jobs: int | None = None) -> Tools:
+    """llama.cpp's tools of ``source`` for riscv64, ISA build ``isa``, by the named compiler.
+
+    ``workaround``: compile with ``-U__riscv_v_intrinsic`` (the no-V build under clang)."""
+    isa = ISA_BUILDS[isa] if isinstance(isa, str) else isa
+    cc = compiler(compiler_name)
+    plan = plan_options(source, isa)
+    if plan.unavailable:
+        raise IsaUnavailable(plan.unavailable)
+    extra = (UNDEF_RVV,) if workaround else ()
+    opts = {**plan.passed, **TOOLS_CMAKE, "CMAKE_EXE_LINKER_FLAGS": "-static"}
+    if extra:
+        opts["CMAKE_C_FLAGS"] = opts["CMAKE_CXX_FLAGS"] = " ".join(extra)
+    key = hashlib.sha256(json.dumps([_source_key(source, "riscv64"), opts, cc.identity], sort_keys=True).encode()).hexdigest()
+    label = f"{isa.name}-{cc.name}" + ("-undef-rvv" if workaround else "")
+    d = _known(key, targets) or _tools_dir(source, label)
+    with locked(cache_dir() / "tools" / f"{d.name}.lock"):
+        d.mkdir(parents=True, exist_ok=True)
+        tc = _toolchain_file(d, cc)
+        _build(d, source, [f"-DCMAKE_TOOLCHAIN_FILE={tc}", *(f"-D{k}={v}" for k, v in opts.items())], targets, key,
+               f"riscv64 {isa.name} by {cc.name}", jobs)
+    _remember(key, d)
+    return Tools(d, "riscv64", cc.name, isa.name, key, extra)
+
+
+def host_tools(source: GgmlSource, *, targets: tuple[str, ...] = HOST_TOOLS, jobs: int | None = None) -> Tools:
+    """llama.cpp's tools of ``source`` built for this machine by its own C/C++ compiler (``cc`` / ``c++``),
+    without -march=native (the same reference on every machine of the architecture)."""
+    cc, cxx = shutil.which("cc"), shutil.which("c++")
+    if not cc or not cxx:
+        raise BuildError("the host's C/C++ compiler (cc, c++) is missing: install build-essential "
+                         "(ci/setup.sh does); the host reference and the requantized models need it")
+    ident = run([cxx, "--version"], timeout=60, what="the host compiler's version").stdout.splitlines()[0]
+    opts = {"CMAKE_BUILD_TYPE": "Release", "BUILD_SHARED_LIBS": "OFF", "GGML_NATIVE": "OFF", "GGML_OPENMP": "OFF",
+            **TOOLS_CMAKE, "CMAKE_C_COMPILER": cc, "CMAKE_CXX_COMPILER": cxx}
+    key = hashlib.sha256(json.dumps([_source_key(source, "host"), opts, ident], sort_keys=True).encode()).hexdigest()
+    d = _known(key, targets) or _tools_dir(source, "host")
+    with locked(cache_dir() / "tools" / f"{d.name}.lock"):
+        _build(d, source, [f"-D{k}={v}" for k, v in opts.items()], targets, key, "host", jobs)
+    _remember(key, d)
+    return Tools(d, "host", ident, None, key)
