@@ -6,7 +6,7 @@ This package holds everything except the strategies and tests (``cases/``) and t
 
     core       configuration, settings, errors, subprocesses
     ggml       reading a ggml tree (sources, C reader, inventory, changes, known failures)
-    build      cross-compiling a tree and the kernel server
+    toolchain  cross-compiling a tree and the kernel server
     emulators  QEMU and Spike behind one interface; the server pool
     check      comparison helpers and what a test observed
     report     failure reports, replay, reproducers, summaries

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 from helpers import gcc14_missing
 
-from harness.build.builds import ensure_built
 from harness.core.config import DATA_DIR, ISA_BUILDS, PROJECT_ROOT
 from harness.emulators import protocol as P
 from harness.emulators import spike
@@ -27,6 +26,7 @@ from harness.emulators.cost import CostError
 from harness.emulators.cost_runs import measure
 from harness.ggml import patches
 from harness.ggml.source import resolve
+from harness.toolchain.builds import ensure_built
 
 WHY_NOT = spike.available()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"SKIPPED: the cost checks did not run: {WHY_NOT}")

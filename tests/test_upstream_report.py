@@ -323,7 +323,7 @@ def test_a_finding_without_public_form_gets_a_text_that_says_why(tmp_path: Path)
 
 def test_cc_selection_names_unknown_compilers_and_drops_a_missing_gcc_with_one_line(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from harness.build.toolchain import ToolchainError
+    from harness.toolchain.compilers import ToolchainError
 
     def fake(name: str) -> None:
         if name == "gcc14":

@@ -16,7 +16,7 @@ x ``--threads`` (``model.md``); ``-k model`` measures only them.
 ``--changed-only`` (with ``--base``): only the cases whose code the change reaches (the gate's diff,
 harness/ggml/changes.py) are measured, on both trees.
 
-``--cc LIST`` (``all``, or a comma list of compiler names, harness/build/toolchain.py; default: the
+``--cc LIST`` (``all``, or a comma list of compiler names, harness/toolchain/compilers.py; default: the
 ``RVVDIFF_COMPILER`` setting, else clang): the runs are made once per compiler, each on that
 compiler's builds.  With more than one, ``cost.md`` leads with the kernels where one compiler's code
 is more than ``--cc-gap`` % dearer than another's at some VLEN (harness/report/cost_compilers.py),
@@ -36,7 +36,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from harness.build.toolchain import COMPILERS, selected
 from harness.commands import cost_board
 from harness.commands.runner import run_suite
 from harness.core import settings
@@ -47,6 +46,7 @@ from harness.ggml.source import resolve
 from harness.report import calibration, calibration_model, cost_compilers
 from harness.report import cost as cost_report
 from harness.report import model_cost as MC
+from harness.toolchain.compilers import COMPILERS, selected
 
 
 class CostRunError(RvvdiffError):
@@ -56,7 +56,7 @@ class CostRunError(RvvdiffError):
 def run_costs(tree: str | None, out: Path, name: str, args: argparse.Namespace, extra: list[str] = (),
               compiler: str | None = None, emulator: str = "spike") -> tuple[dict[cost_report.Key, dict], dict[str, str], float]:
     """Measure the selected cases on ``tree`` (built by ``compiler``, a name of
-    harness/build/toolchain.py's ``COMPILERS``; None: the selected one): (rows, unmeasured case -> reason, seconds)."""
+    harness/toolchain/compilers.py's ``COMPILERS``; None: the selected one): (rows, unmeasured case -> reason, seconds)."""
     log = out / f"{name}.jsonl"
     log.unlink(missing_ok=True)
     argv = ["costs", "--emulator", emulator, "--vlen", ",".join(map(str, args.vlen)), "--isa", ",".join(args.isa),

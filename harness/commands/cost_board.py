@@ -17,11 +17,11 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from harness.build.toolchain import ToolchainError
 from harness.commands.runner import run_suite
 from harness.core.errors import RvvdiffError
 from harness.emulators import cores, counters, registry
 from harness.report import cost as cost_report
+from harness.toolchain.compilers import ToolchainError
 
 
 class BoardCostError(RvvdiffError):

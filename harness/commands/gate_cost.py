@@ -47,7 +47,7 @@ def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, .
     BASE under Spike; write ``g/cost/cost.md``, ``cost.json``, ``cost.html``; the lists.  Never raises
     for a run that could not measure: the section's note says what happened, in one line.
 
-    ``compilers`` (names of harness/build/toolchain.py's ``COMPILERS``; empty: the selected one): with
+    ``compilers`` (names of harness/toolchain/compilers.py's ``COMPILERS``; empty: the selected one): with
     more than one, HEAD and BASE are measured with each, each compiler's HEAD against its own BASE, and
     the lists are the union of each compiler's (every move names its compiler: harness/report/gate_cost.merged)."""
     t0 = time.perf_counter()

@@ -24,14 +24,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.build.builds import BuildError, IsaUnavailable, ensure_built
-from harness.build.toolchain import COMPILERS, ToolchainError
-from harness.build.toolchain import selected as default_compiler
 from harness.commands.runner import add_cc_option, cc_args, run_suite
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT, parse_compilers
 from harness.ggml import mutants
 from harness.ggml.source import resolve
 from harness.report.ids import parse_id
+from harness.toolchain.builds import BuildError, IsaUnavailable, ensure_built
+from harness.toolchain.compilers import COMPILERS, ToolchainError
+from harness.toolchain.compilers import selected as default_compiler
 
 ROOT = PROJECT_ROOT
 

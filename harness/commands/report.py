@@ -27,7 +27,6 @@ import tempfile
 import types
 from pathlib import Path
 
-from harness.build.toolchain import COMPILERS, ToolchainError, compiler
 from harness.commands import fixes as fixes_cmd
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, cache_dir, parse_compilers, selection_type
 from harness.core.errors import RvvdiffError
@@ -35,6 +34,7 @@ from harness.emulators import registry
 from harness.ggml import known, patches, tree
 from harness.ggml.source import resolve
 from harness.report.failure import load_case
+from harness.toolchain.compilers import COMPILERS, ToolchainError, compiler
 from harness.upstream import issue, program, public, runs
 
 

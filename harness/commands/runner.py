@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.build.toolchain import COMPILERS
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT, parse_compilers
 from harness.core.errors import RvvdiffError
+from harness.toolchain.compilers import COMPILERS
 
 Results = dict[str, dict[str, Any]]  # node id -> its entry in results.json
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from harness.build.builds import Build
 from harness.core.proc import CommandError, run
+from harness.toolchain.builds import Build
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,13 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
-from harness.build.builds import Build
 from harness.core import settings
 from harness.core.config import cache_dir
 from harness.emulators import cores, elf, mca, snapshot
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
 from harness.emulators.cost import Cost, CostError, image, parse_histogram, second_estimate, tally
+from harness.toolchain.builds import Build
 
 
 def _notes(message: str) -> dict[str, str]:

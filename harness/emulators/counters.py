@@ -22,11 +22,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.build.toolchain import ToolchainError
 from harness.core import settings
 from harness.emulators import protocol as P
 from harness.emulators.board import Board, helper_program
 from harness.emulators.pool import KernelServer
+from harness.toolchain.compilers import ToolchainError
 
 #: The last three slopes (cycles per call) agree within this fraction of their median: stable.
 TOLERANCE = 0.02

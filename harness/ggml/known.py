@@ -313,7 +313,7 @@ def _entry(e: object, number: int, path: Path) -> Known:
     bad = [c for c in compilers if c not in COMPILER_NAMES]
     if bad:
         raise KnownFailuresError(f"{where}: compiler {', '.join(map(repr, bad))} is not one of "
-                                 f"{', '.join(COMPILER_NAMES)} (harness/build/toolchain.py's COMPILERS)")
+                                 f"{', '.join(COMPILER_NAMES)} (harness/toolchain/compilers.py's COMPILERS)")
     return Known(e["test"].strip(), e["reason"].strip(), e["reproducer"].strip(), functions, files, prints, ggml,
                  seen_in=seen_in, fix=fix, fix_pending=fix_pending, emulator=emulator, compilers=compilers,
                  number=number)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.build.toolchain import COMPILERS, ToolchainError, selected
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, parse_compilers, selection_type
 from harness.emulators import registry
+from harness.toolchain.compilers import COMPILERS, ToolchainError, selected
 
 _parse_vlen_list = selection_type("--vlen", SPIKE_VLENS, "VLENs rvvdiff can emulate: 2048 and 4096 on Spike only",
                                   pytest.UsageError)

@@ -11,8 +11,6 @@ import pytest
 from hypothesis import reject
 from hypothesis.control import currently_in_test_context
 
-from harness.build.builds import Build, BuildError, BuildFailedEarlier, IsaUnavailable, ensure_built, failed_reason
-from harness.build.toolchain import DEFAULT_COMPILER, ToolchainError
 from harness.check import observe
 from harness.core.config import IsaBuild
 from harness.emulators import counters, pool, registry
@@ -23,6 +21,8 @@ from harness.emulators.cost import Cost
 from harness.emulators.cost_runs import measure as measure_call
 from harness.emulators.trace import Trace, trace_call
 from harness.ggml.source import GgmlSource, SourceError, resolve
+from harness.toolchain.builds import Build, BuildError, BuildFailedEarlier, IsaUnavailable, ensure_built, failed_reason
+from harness.toolchain.compilers import DEFAULT_COMPILER, ToolchainError
 
 #: Why a stress target does not trace when the run has the target without stress too: which functions a
 #: call runs is decided by scalar code on the shapes and the build (ggml's VLEN dispatch reads vlenb, not
@@ -148,7 +148,7 @@ class Target:
     vlen: int
     isa: IsaBuild
     stress: bool
-    #: The compiler's name (harness/build/toolchain.py's ``COMPILERS``, or ``user``).
+    #: The compiler's name (harness/toolchain/compilers.py's ``COMPILERS``, or ``user``).
     compiler: str = DEFAULT_COMPILER
     #: The id ends in the compiler's name (the run selected more than one compiler).
     named: bool = field(default=False, compare=False)

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.build.toolchain import SERVER_DIR
 from harness.core.config import cache_dir, locked
 from harness.core.proc import CommandError, run
 from harness.ggml.source import GgmlSource
+from harness.toolchain.compilers import SERVER_DIR
 
 DRIVER = SERVER_DIR / "host_quantize.c"
 NAME = "rvvdiff-host-quantize"

@@ -9,8 +9,8 @@ import os
 import re
 from pathlib import Path
 
-from harness.build.toolchain import SERVER_DIR, Compiler
 from harness.core.proc import CommandError, run
+from harness.toolchain.compilers import SERVER_DIR, Compiler
 
 
 def server_sources() -> list[Path]:

@@ -34,15 +34,23 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.build import bindings
-from harness.build.cmake import CmakePlan, cmake_files, cmake_options, march_mismatch, march_of, plan_options, tree_name
-from harness.build.server import adapter_kernels, append_log, digest, first_errors, link_server, server_objects
-from harness.build.toolchain import DEFAULT_COMPILER, SERVER_DIR, Compiler, ToolchainError, compiler, rejected_flags, selected
 from harness.core import settings
 from harness.core.config import IsaBuild, cache_dir, locked
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError, run
 from harness.ggml.source import GgmlSource
+from harness.toolchain import bindings
+from harness.toolchain.cmake import CmakePlan, cmake_files, cmake_options, march_mismatch, march_of, plan_options, tree_name
+from harness.toolchain.compilers import (
+    DEFAULT_COMPILER,
+    SERVER_DIR,
+    Compiler,
+    ToolchainError,
+    compiler,
+    rejected_flags,
+    selected,
+)
+from harness.toolchain.server import adapter_kernels, append_log, digest, first_errors, link_server, server_objects
 
 
 class BuildError(RvvdiffError, RuntimeError):
@@ -77,7 +85,7 @@ class Build:
     failed_adapters: dict[str, str] = field(default_factory=dict)
     #: Options the harness wanted that the tree's CMake neither declares nor reads (and so were not passed).
     cmake_undeclared: tuple[str, ...] = ()
-    #: The name of the compiler that made it (harness/build/toolchain.py's ``COMPILERS``, or ``user``).
+    #: The name of the compiler that made it (harness/toolchain/compilers.py's ``COMPILERS``, or ``user``).
     compiler: str = DEFAULT_COMPILER
 
     @property
@@ -122,7 +130,7 @@ def build_key(source: GgmlSource, isa: IsaBuild, cc: Compiler) -> str:
 
 def build_dir(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = None) -> Path:
     """The build directory of ``source`` for ``isa`` with the named compiler (default:
-    :func:`harness.build.toolchain.selected`, the setting):
+    :func:`harness.toolchain.compilers.selected`, the setting):
     ``<tree>-<isa>`` for the default compiler, ``<tree>-<isa>-<name>`` for another, so the builds
     of one tree by both compilers live side by side."""
     tree = hashlib.sha256(str(source.root).encode()).hexdigest()[:12]
@@ -221,7 +229,7 @@ def failed_reason(source: GgmlSource, isa: IsaBuild, error: str, compiler_name: 
 def ensure_built(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = None, *,
                  jobs: int | None = None) -> Build:
     """Return the build of ``source`` for ``isa`` by the named compiler (default: the setting,
-    :func:`harness.build.toolchain.selected`), configuring and compiling what is out of date.
+    :func:`harness.toolchain.compilers.selected`), configuring and compiling what is out of date.
 
     Raises :class:`IsaUnavailable` when the tree's CMake cannot express ``isa``,
     :class:`BuildFailedEarlier` (one line) when it failed earlier in this pytest session, and
@@ -363,7 +371,7 @@ def compiler_gap(isa: IsaBuild, compiler_name: str) -> str | None:
 
 
 def _bindings(source: GgmlSource, d: Path) -> Path:
-    """Generate the server's bindings for ``source`` into ``d/bindings`` (harness/build/bindings.py)."""
+    """Generate the server's bindings for ``source`` into ``d/bindings`` (harness/toolchain/bindings.py)."""
     write = bindings.write
     out = d / "bindings"
     fresh = d / f"bindings.tmp{os.getpid()}"
@@ -375,7 +383,7 @@ def _bindings(source: GgmlSource, d: Path) -> Path:
         shutil.rmtree(fresh, ignore_errors=True)
         tb = "".join(traceback.format_exception(e)[-6:])
         raise BuildError(f"generating the kernel server's bindings from {tree_name(source)} failed "
-                         f"(harness/build/bindings.py):\n{tb}") from None
+                         f"(harness/toolchain/bindings.py):\n{tb}") from None
     # Bring ``out`` to exactly the generated set, touching only what changed (readers of an
     # unchanged file, e.g. a reproducer being compiled, are not disturbed).
     out.mkdir(exist_ok=True)
