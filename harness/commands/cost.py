@@ -37,10 +37,10 @@ import sys
 from pathlib import Path
 
 from harness.commands import cost_board
-from harness.commands.runner import run_suite
 from harness.core import settings
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS, selection_type
 from harness.core.errors import RvvdiffError
+from harness.core.runner import run_suite
 from harness.ggml import changes
 from harness.ggml.source import resolve
 from harness.report import calibration, calibration_model, cost_compilers

@@ -17,8 +17,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from harness.commands.runner import run_suite
 from harness.core.errors import RvvdiffError
+from harness.core.runner import run_suite
 from harness.emulators import cores, counters, registry
 from harness.report import cost as cost_report
 from harness.toolchain.compilers import ToolchainError

@@ -58,11 +58,11 @@ from typing import Any
 
 from harness.commands import cost as cost_cmd
 from harness.commands import gate
-from harness.commands.runner import add_cc_option, cc_args, read_results, run_suite
 from harness.core import settings
 from harness.core.config import DATA_DIR, ISA_BUILDS, PROJECT_ROOT, SPIKE_VLENS, selection_type
 from harness.core.errors import RvvdiffError, UnknownName
 from harness.core.proc import own_session_env
+from harness.core.runner import add_cc_option, cc_args, read_results, run_suite
 from harness.ggml import known, patches
 from harness.ggml.source import GgmlSource, resolve
 from harness.report import cost as cost_report

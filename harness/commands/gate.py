@@ -60,11 +60,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.commands import gate_cost
-from harness.commands.runner import add_cc_option, cc_args, run_suite
 from harness.core import settings
 from harness.core.config import COMPILER_NAMES, ISA_BUILDS, PROJECT_ROOT, parse_compilers
 from harness.core.errors import RvvdiffError
 from harness.core.proc import own_session_env
+from harness.core.runner import add_cc_option, cc_args, run_suite
 from harness.ggml import changes, gitrev, known
 from harness.ggml.source import GgmlSource, resolve
 from harness.report import coverage, linegate

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.commands.runner import add_cc_option, cc_args, run_suite
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT, parse_compilers
+from harness.core.runner import add_cc_option, cc_args, run_suite
 from harness.ggml import mutants
 from harness.ggml.source import resolve
 from harness.report.ids import parse_id

@@ -30,8 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.commands.runner import SuiteRun, run_suite
 from harness.core.config import ISA_BUILDS
+from harness.core.runner import SuiteRun, run_suite
 from harness.emulators import registry
 from harness.ggml import known
 from harness.ggml.source import resolve

@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.commands.runner import add_cc_option, cc_args, run_suite
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT, parse_compilers
+from harness.core.runner import add_cc_option, cc_args, run_suite
 from harness.ggml import source
 from harness.toolchain import builds as build
 from harness.toolchain.compilers import COMPILERS, ToolchainError

@@ -33,9 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.core.config import ISA_BUILDS, PROJECT_ROOT, parse_compilers
+from harness.core.config import COMPILER_NAMES, ISA_BUILDS, PROJECT_ROOT, parse_compilers
 from harness.core.errors import RvvdiffError
-from harness.toolchain.compilers import COMPILERS
 
 Results = dict[str, dict[str, Any]]  # node id -> its entry in results.json
 
@@ -96,7 +95,7 @@ class SuiteRun:
 def _cc_list(value: str) -> str:
     """``--cc`` of a command, checked as the plugin checks it (harness/core/config.py), passed on as given."""
     try:
-        parse_compilers(value, tuple(COMPILERS), tuple(ISA_BUILDS))
+        parse_compilers(value, COMPILER_NAMES, tuple(ISA_BUILDS))
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     return value
@@ -105,7 +104,7 @@ def _cc_list(value: str) -> str:
 def add_cc_option(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """The ``--cc LIST`` option of a command that runs the suite (passed on to pytest by :func:`cc_args`)."""
     p.add_argument("--cc", type=_cc_list, default=None, metavar="LIST",
-                   help=f"compilers whose builds the suite runs: 'all' or a comma list of {', '.join(COMPILERS)} "
+                   help=f"compilers whose builds the suite runs: 'all' or a comma list of {', '.join(COMPILER_NAMES)} "
                         "(NAME:ISA+ISA limits one to those ISA builds); default: RVVDIFF_COMPILER, else clang")
 
 
