@@ -9,6 +9,8 @@ This package holds everything except the strategies and tests (``cases/``) and t
     toolchain  cross-compiling a tree and the kernel server
     emulators  QEMU and Spike behind one interface; the server pool
     check      comparison helpers and what a test observed
+    cost       what a call costs: measured under Spike or on a board, priced on real cores, calibrated
+               against boards; the cost reports and the runs of the cost suite
     report     failure reports, replay, reproducers, summaries
     upstream   what goes to ggml's maintainers: public-API programs, issue texts, the stock toolchain,
                fix series, ggml's own tests patched

@@ -20,6 +20,7 @@ import pytest
 from costs import registry
 from harness.commands import fixes
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS
+from harness.cost import suite_runs
 from harness.ggml import known, mutants, patches, source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -245,30 +246,32 @@ def test_cost_compares_fixed_with_replaced_and_twin_and_lists_costlier_where_the
     patch.write_text("rvvdiff fix: t\nfinding: none\nfunctions: ggml_vec_dot_t\ntests: x\ncost: v, zvfh\n"
                      "wrong-vlens: 512\ncost-k: quant_dot\nvector-path: kept\n\n--- a/ggml/x\n+++ b/ggml/x\n")
     fix = fixes.Fix("t_fix", patch)
-    calls: list[list[str]] = []
+    calls: list[suite_runs.Options] = []
 
     def row(case: str, vlen: int, instret: int, twin: str | None) -> dict:
         return {"case": case, "function": "ggml_vec_dot_t" + ("_generic" if twin is None else ""), "vlen": vlen,
                 "isa": "zvfh", "instret": instret, "twin": twin, "impl": "rvv" if twin else "generic"}
 
-    def fake_cost(argv: list[str]) -> int:
-        calls.append(argv)
-        out = Path(argv[argv.index("--out") + 1])
-        out.mkdir(parents=True)
-        if "--changed-only" not in argv:  # the twins, on the patched tree
+    def fake_cost(run: suite_runs.Options) -> int:
+        calls.append(run)
+        run.out.mkdir(parents=True)
+        if not run.changed_only:  # the twins, on the patched tree
             head, base = [row("t-k4096-generic", v, 4000, None) for v in (256, 512)], []
         else:
             head = [row("t-k4096", 256, 1010, "t-k4096-generic"), row("t-k4096", 512, 2000, "t-k4096-generic")]
             base = [row("t-k4096", 256, 1000, "t-k4096-generic"), row("t-k4096", 512, 1000, "t-k4096-generic")]
-        (out / "cost.json").write_text(json.dumps({"head": head, "base": base, "unmeasured": {}, "seconds": 2.0}))
+        (run.out / "cost.json").write_text(json.dumps({"head": head, "base": base, "unmeasured": {}, "seconds": 2.0}))
         return 0
 
-    monkeypatch.setattr(fixes.cost_cmd, "main", fake_cost)
+    monkeypatch.setattr(suite_runs, "measure", fake_cost)
     monkeypatch.setattr(fixes.patches, "apply", lambda ps, src, kind, name=None: src)
     c = fixes.cost(fix, source.pinned(), tmp_path / "out", "2", (256, 512), ("zvfh", "zvfbfwma"), "t")
-    assert calls[0][calls[0].index("--isa") + 1] == "zvfh" and "--changed-only" in calls[0]
-    assert calls[0][calls[0].index("-k") + 1] == "(quant_dot) and (t)"
-    assert calls[1][calls[1].index("-k") + 1] == "t-k4096-generic"
+    assert calls[0].isa == ("zvfh",) and calls[0].changed_only and calls[0].base
+    assert calls[0].k == "(quant_dot) and (t)"
+    assert calls[1].k == "t-k4096-generic" and not calls[1].base
+    assert c["commands"][0] == (f"rvvdiff cost --ggml-src {source.pinned().root} --base {source.pinned().root} "
+                                f"--changed-only --vlen 256,512 --isa zvfh -n 2 -k '(quant_dot) and (t)' "
+                                f"--out {tmp_path / 'out' / 'cost'}")
     by = {r["vlen"]: r for r in c["rows"]}
     assert by[256]["fixed_over_replaced"] == 1.01 and by[256]["fixed_over_twin"] == round(1010 / 4000, 4)
     assert by[512]["fixed_over_replaced"] == 2.0 and by[512]["replaced_wrong"] and not by[256]["replaced_wrong"]

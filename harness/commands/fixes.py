@@ -56,16 +56,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.commands import cost as cost_cmd
 from harness.commands import gate
 from harness.core import settings
 from harness.core.config import DATA_DIR, ISA_BUILDS, PROJECT_ROOT, SPIKE_VLENS, selection_type
 from harness.core.errors import RvvdiffError, UnknownName
 from harness.core.proc import own_session_env
 from harness.core.runner import add_cc_option, cc_args, read_results, run_suite
+from harness.cost import suite_runs, suite_tables
 from harness.ggml import known, patches
 from harness.ggml.source import GgmlSource, resolve
-from harness.report import cost as cost_report
 from harness.report import gate_verdict
 from harness.report.gate_summary import write as write_gate
 
@@ -227,11 +226,11 @@ def cost(fix: Fix, source: GgmlSource, out: Path, workers: str, vlens: tuple[int
     before = select(fix.cost_with) if fix.cost_with else []
     base = patches.apply(before, source, "fix") if before else source
     patched = patches.apply([*before, fix], source, "fix")
-    common = ["--vlen", ",".join(map(str, vlens)), "--isa", ",".join(isas), "-n", str(workers)]
+    common = {"vlen": tuple(vlens), "isa": tuple(isas), "workers": str(workers)}
     expr = " and ".join(f"({e})" for e in (fix.cost_k, k) if e)
-    argv = ["--ggml-src", str(patched.root), "--base", str(base.root), "--changed-only", *common,
-            *(["-k", expr] if expr else []), "--out", str(out / "cost")]
-    cost_cmd.main(argv)  # its exit status says "a case was not measured": judged below, per case
+    run = suite_runs.Options(ggml_src=str(patched.root), base=str(base.root), changed_only=True, k=expr or None,
+                             out=out / "cost", **common)
+    suite_runs.measure(run)  # its exit status says "a case was not measured": judged below, per case
     data = json.loads((out / "cost" / "cost.json").read_text())
     if not data["head"] and not data["unmeasured"]:
         raise CostStepError(f"{fix.name}: no case of the cost suite (costs/) reaches the change "
@@ -241,15 +240,15 @@ def cost(fix: Fix, source: GgmlSource, out: Path, workers: str, vlens: tuple[int
     base_rows = {(r["case"], r["vlen"], r["isa"]): r for r in data["base"]}
     seconds = data.get("seconds", 0.0)
     twins = sorted({r["twin"] for r in rows.values() if r.get("twin")} - {key[0] for key in rows})
-    commands = [shlex.join(["rvvdiff", "cost", *argv])]
+    commands = [shlex.join(["rvvdiff", "cost", *run.argv()])]
     if twins:
-        targv = ["--ggml-src", str(patched.root), "-k", " or ".join(twins), *common, "--out", str(out / "cost-twins")]
-        cost_cmd.main(targv)
+        twin_run = suite_runs.Options(ggml_src=str(patched.root), k=" or ".join(twins), out=out / "cost-twins", **common)
+        suite_runs.measure(twin_run)
         tdata = json.loads((out / "cost-twins" / "cost.json").read_text())
         rows.update({(r["case"], r["vlen"], r["isa"]): r for r in tdata["head"]})
         data["unmeasured"].update(tdata["unmeasured"])
         seconds += tdata.get("seconds", 0.0)
-        commands.append(shlex.join(["rvvdiff", "cost", *targv]))
+        commands.append(shlex.join(["rvvdiff", "cost", *twin_run.argv()]))
     table = []
     twins_of = {r["twin"] for r in data["head"] if r.get("twin")}
     for r in sorted(data["head"], key=lambda r: (r["case"], r["isa"], r["vlen"])):
@@ -316,7 +315,7 @@ def cost_md(name: str, c: dict[str, Any]) -> list[str]:
     for (case, isa), per in sorted(by.items()):
         lines.append(f"| `{case}` | {isa} | " + " | ".join(cell(per.get(v)) for v in vlens) + " |")
     lines += [f"- costlier than the replaced code where it was right: {m}" for m in c["costlier_where_right"]]
-    lines += [f"- not measured: {line}" for line in cost_report.grouped(dict(sorted(c["unmeasured"].items())))]
+    lines += [f"- not measured: {line}" for line in suite_tables.grouped(dict(sorted(c["unmeasured"].items())))]
     lines += [f"- command: `{cmd}`" for cmd in c["commands"]]
     return lines
 

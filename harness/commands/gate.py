@@ -23,9 +23,9 @@ failing** blocks; a **pre-existing** failure (with the known-failures entry that
 **fixed** one (with the entry to remove) are reported.
 
 **Cost** (after the three runs; ``--no-cost`` skips it): the cost cases (costs/) the change reaches
-are measured under Spike on HEAD and on BASE (harness/commands/gate_cost.py: ``rvvdiff cost``'s runner
+are measured under Spike on HEAD and on BASE (harness/cost/gate_step.py: ``rvvdiff cost``'s runner
 with ``--changes`` and ``--changed-only`` and the gate's own diff; a case whose code did not change is
-not measured), at the gate's ``--vlen`` / ``--isa`` (``gate_cost.cost_targets``; without them every
+not measured), at the gate's ``--vlen`` / ``--isa`` (``gate_step.cost_targets``; without them every
 Spike VLEN, ISA build zvfh).  A case whose instructions per call moved beyond ``--cost-threshold`` (2 %) is listed
 **slower** or **faster**; a case measured on HEAD only (a new kernel) is named, not compared.
 Slower cases block only with ``--block-slower PCT`` (beyond PCT).  Without Spike, or when a tree's
@@ -59,16 +59,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.commands import gate_cost
 from harness.core import settings
 from harness.core.config import COMPILER_NAMES, ISA_BUILDS, PROJECT_ROOT, parse_compilers
 from harness.core.errors import RvvdiffError
 from harness.core.proc import own_session_env
 from harness.core.runner import add_cc_option, cc_args, run_suite
+from harness.cost import gate_step
+from harness.cost.gate_lists import COST_THRESHOLD
 from harness.ggml import changes, gitrev, known
 from harness.ggml.source import GgmlSource, resolve
 from harness.report import coverage, linegate
-from harness.report.gate_cost import COST_THRESHOLD
 from harness.report.gate_summary import COST_ROWS, summary_md, write
 from harness.report.gate_verdict import GateVerdict, Run, classify, state, untested
 
@@ -103,7 +103,7 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
          workers: str = "auto", cost: dict[str, Any] | None = None, line_coverage: str = "") -> GateVerdict:
     """The three runs, the cost step and the verdict.  ``also``: node-id globs that run on HEAD
     whatever they reach and on BASE whenever they ran on HEAD (a finding's tests, when a fix is
-    judged).  ``cost``: ``gate_cost.measure_cost``'s options (``vlens``, ``isas``, ``threshold``,
+    judged).  ``cost``: ``gate_step.measure_cost``'s options (``vlens``, ``isas``, ``threshold``,
     ``block_slower``); None skips the step."""
     head_src, base_src = resolve(str(head_dir)), resolve(base_dir)
     g = out / "gate"
@@ -157,8 +157,8 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
         print(f"\n=== rvvdiff gate: cost (Spike), HEAD and BASE, the cost cases the change reaches: VLEN "
               f"{','.join(map(str, cost['vlens']))}, ISA build {','.join(cost['isas'])}", flush=True)
         t_cost = time.perf_counter()
-        cost_workers = gate_cost.last_option(pytest_args, "-n", "--numprocesses") or workers
-        lists = gate_cost.measure_cost(str(head_src.root), str(base_src.root), g, workers=cost_workers, **cost)
+        cost_workers = gate_step.last_option(pytest_args, "-n", "--numprocesses") or workers
+        lists = gate_step.measure_cost(str(head_src.root), str(base_src.root), g, workers=cost_workers, **cost)
         seconds["cost"] = time.perf_counter() - t_cost
         print(f"rvvdiff gate: {lists.headline()} ({seconds['cost']:.0f} s)", flush=True)
         for m in lists.slower[:COST_ROWS]:
@@ -238,10 +238,10 @@ def main(argv: list[str]) -> int:
                         "(default: slower cases are listed, never block)")
     c.add_argument("--cost-vlen", default=None, metavar="LIST",
                    help="VLENs the cost step measures (default: the gate's --vlen, plus 2048 and 4096 when it "
-                        "includes 1024; without --vlen: " + ",".join(map(str, gate_cost.COST_VLENS)) + ")")
+                        "includes 1024; without --vlen: " + ",".join(map(str, gate_step.COST_VLENS)) + ")")
     c.add_argument("--cost-isa", default=None, metavar="LIST",
                    help="ISA builds the cost step measures (default: the gate's --isa, else "
-                        + ",".join(gate_cost.COST_ISAS) + ")")
+                        + ",".join(gate_step.COST_ISAS) + ")")
     add_cc_option(p)
     a, pytest_args = p.parse_known_args(argv)
     pytest_args += cc_args(a.cc)  # HEAD and BASE with the same compilers
@@ -252,7 +252,7 @@ def main(argv: list[str]) -> int:
         cost = None
         if not a.no_cost:
             try:
-                vlens, isas = gate_cost.cost_targets(pytest_args, a.cost_vlen, a.cost_isa)
+                vlens, isas = gate_step.cost_targets(pytest_args, a.cost_vlen, a.cost_isa)
             except ValueError as e:
                 raise GateError(str(e)) from None
             cost = {"vlens": vlens, "isas": isas, "threshold": a.cost_threshold, "block_slower": a.block_slower,

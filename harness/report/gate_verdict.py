@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import PROJECT_ROOT
+from harness.cost.gate_lists import CostLists
 from harness.ggml import known
-from harness.report.gate_cost import CostLists
 from harness.report.ids import parse_id, replay_argv, slug
 
 ROOT = PROJECT_ROOT

@@ -1,14 +1,14 @@
 """The model-shaped estimates held against the boards: for each change of harness/data/calibration.toml,
-the estimated tokens/s ratio of one transformer layer's mul_mats (harness/report/model_cost.py: BEFORE's
+the estimated tokens/s ratio of one transformer layer's mul_mats (harness/cost/per_token.py: BEFORE's
 cycles per token over AFTER's, at the board's VLEN, one core) beside the board's llama-bench ratio.
 
 A row's ``model_case`` table says which case (``spec``, as ``rvvdiff cost --model`` takes it) and its estimated
 ratio per batch and estimator (``b1 = { table = ..., mca = ..., instructions = ... }``); each measured test
 is compared with one batch: token generation (``tg*``) with batch 1, a prompt (``ppN``) with batch N
 where it was measured, else with the largest batch measured (said in the table).  The error factor is
-estimated / measured, as in harness/report/calibration.py; held-out rows are summarised apart.
+estimated / measured, as in harness/cost/calibration.py; held-out rows are summarised apart.
 
-``python -m harness.report.calibration_model`` prints the table; ``--write`` puts it into
+``python -m harness.cost.calibration_model`` prints the table; ``--write`` puts it into
 docs/calibration.md between its markers; ``estimate COST_JSON SPEC`` prints a cost run's entry for a row.
 """
 
@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.report import calibration
-from harness.report import model_cost as MC
+from harness.cost import calibration, per_token
 
 _BEGIN, _END = "<!-- model calibration table -->", "<!-- /model calibration table -->"
 SUMMARISED = ("table", "mca")
@@ -69,7 +68,7 @@ def parse(text: str, where: str = "calibration.toml") -> list[ModelRow]:
 
 def _case(m: Mapping[str, Any], r: Mapping[str, Any], by_name: Mapping[str, calibration.Row], where: str) -> ModelRow:
     try:
-        MC.parse_spec(m["spec"])
+        per_token.parse_spec(m["spec"])
         est = {("clang" if k == "estimates" else k.removeprefix("estimates_")): {
             int(b.removeprefix("b")): {e: float(x) for e, x in v.items()} for b, v in per.items()}
             for k, per in m.items() if k.startswith("estimates")}
@@ -111,7 +110,7 @@ def summary(rs: list[ModelRow] | None = None) -> str:
 
 def table(rs: list[ModelRow] | None = None) -> str:
     rs = rows() if rs is None else rs
-    ests = MC.ESTIMATORS
+    ests = per_token.ESTIMATORS
     head = ["change", "model case", "test", "measured x", "batch", "built by", *(f"est. x {e}" for e in ests),
             *(f"error {e}" for e in ests)]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -151,14 +150,14 @@ def doc_table(doc: Path = calibration.DOC) -> str:
 
 def estimate(cost: Mapping[str, Any], spec_text: str, vlen: int = 256) -> dict[str, dict[str, float]]:
     """A ``rvvdiff cost --base BEFORE --ggml-src AFTER --model SPEC`` run's ratios, as a row's ``estimates``."""
-    spec = MC.parse_spec(spec_text)[0]
-    head = MC.results(spec, MC.rows_by_slice(cost.get("head", []), spec, vlen))
-    base = MC.results(spec, MC.rows_by_slice(cost.get("base", []), spec, vlen))
-    return {f"b{h.batch}": {e: round(v, 3) for e, v in MC.ratio(b, h).items()} for b, h in zip(base, head)}
+    spec = per_token.parse_spec(spec_text)[0]
+    head = per_token.results(spec, per_token.rows_by_slice(cost.get("head", []), spec, vlen))
+    base = per_token.results(spec, per_token.rows_by_slice(cost.get("base", []), spec, vlen))
+    return {f"b{h.batch}": {e: round(v, 3) for e, v in per_token.ratio(b, h).items()} for b, h in zip(base, head)}
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.report.calibration_model", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m harness.cost.calibration_model", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", nargs="?", default="show", choices=["show", "estimate"])
     p.add_argument("cost_json", nargs="?", type=Path)

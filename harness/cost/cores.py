@@ -1,7 +1,7 @@
 """Estimated cycles on real RVV cores: a measured call's instruction mix priced with a core's
 per-instruction throughput table.
 
-Spike counts what a kernel asks a core to do (harness/emulators/cost.py), the same at every VLEN for
+Spike counts what a kernel asks a core to do (harness/cost/spike_count.py), the same at every VLEN for
 every core.  What a given core takes for it depends on how it executes each instruction: on the
 SpacemiT X60 (VLEN 256, 128-bit datapath) a ``vadd.vv`` at LMUL 1 occupies the vector unit for one
 cycle and a ``vrgather.vv`` at LMUL 8 for 256.  The tables here are rvv-bench's instruction
@@ -9,15 +9,15 @@ timings (camel-cdr/rvv-bench-results, MIT): for every instruction, SEW and LMUL,
 instruction measured on the real chip by looping over independent copies of it -- a reciprocal
 throughput, at vl = VLMAX, tail and mask agnostic (blank cells of that table filled from the
 undisturbed ones, which these cores execute alike).  One file per core in
-``harness/data/cost/cores/``, made by ``python -m harness.emulators.cores import`` from the page.
+``harness/data/cost/cores/``, made by ``python -m harness.cost.cores import`` from the page.
 
-The estimate of a call on a core is its mix (:attr:`harness.emulators.cost.Cost.mix`) priced
+The estimate of a call on a core is its mix (:attr:`harness.cost.spike_count.Cost.mix`) priced
 instruction by instruction: each vector instruction at the price of its name and the vtype in force,
 each scalar one at the core's measured ``add`` (``mul`` for multiplies and divides).  It holds only
 for a run at the core's own VLEN.  What it assumes and ignores, said in docs/cost.md: no overlap of
 scalar and vector work, no dependency stalls (latency), no memory system (every load hits), vl not
 mattering (true of these cores by the same measurements), the vtype found in the code
-(harness/emulators/cost.py).  An instruction the table does not price (an indexed load, a bf16
+(harness/cost/spike_count.py).  An instruction the table does not price (an indexed load, a bf16
 widening FMA on a core without Zvfbfwma) is counted as unpriced and reported, never guessed; an
 approximated price (a masked form priced as unmasked, a SEW the table left blank priced at the
 nearest one measured, a whole-register move priced as the unit-stride one of the same size) is
@@ -221,10 +221,10 @@ def import_page(page: str, header: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m harness.emulators.cores import PAGE --key K --core LABEL --vlen N --source URL``."""
+    """``python -m harness.cost.cores import PAGE --key K --core LABEL --vlen N --source URL``."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m harness.emulators.cores", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m harness.cost.cores", description=main.__doc__)
     p.add_argument("command", choices=["import", "list"])
     p.add_argument("page", nargs="?", type=Path, help="an rvv-bench-results <core>/index.html")
     p.add_argument("--key")

@@ -42,7 +42,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.emulators import elf, mca, rvvnames
+from harness.cost import mca
+from harness.emulators import elf, rvvnames
 from harness.emulators.spike import _functions
 
 
@@ -75,11 +76,11 @@ class Cost:
     vtype_unknown: int = 0
     #: The instruction mix of the call: executions per vector instruction name and vtype
     #: ("vwmacc.vv e8m1", "vle8.v e8mf2 v0.t", "vsetvli"), and of scalar instructions ("scalar",
-    #: "scalar mul", "scalar div"): what a core's per-instruction prices apply to (harness/emulators/cores.py).
+    #: "scalar mul", "scalar div"): what a core's per-instruction prices apply to (harness/cost/cores.py).
     #: Empty in a measurement kept by an rvvdiff that did not record it.
     mix: dict[str, int] = field(default_factory=dict)
     #: The second estimate at the VLEN LLVM's X60 model is for: llvm-mca over the executed basic blocks
-    #: (harness/emulators/mca.py; cycles, cycles by mix key, skipped). Empty elsewhere or without llvm-mca.
+    #: (harness/cost/mca.py; cycles, cycles by mix key, skipped). Empty elsewhere or without llvm-mca.
     mca: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -308,7 +309,7 @@ def tally(img: Image, diff: Counter[int], instret: int, cycles: int) -> Cost:
 
 
 def second_estimate(exe: Path, img: Image, diff: Counter[int]) -> dict:
-    """llvm-mca's X60 estimate of the call that executed ``diff`` (harness/emulators/mca.py), keyed as the mix."""
+    """llvm-mca's X60 estimate of the call that executed ``diff`` (harness/cost/mca.py), keyed as the mix."""
     def vinsn(pc: int) -> VInsn | None:
         fn = img.function_of(pc)
         return img.vector_map(fn[0]).get(pc) if fn is not None else None

@@ -1,7 +1,7 @@
 """The PR gate's cost lists (docs/gate.md: the cost lists): from a table of HEAD's and BASE's cost rows
-(harness/report/cost.py) to the cases slower or faster beyond the threshold, the ones that block with
+(harness/cost/suite_tables.py) to the cases slower or faster beyond the threshold, the ones that block with
 ``--block-slower``, and the one line the summary leads with.  Pure: the step that measures the rows
-is harness/commands/gate_cost.py, the summary's cost section harness/report/gate_summary.py.
+is harness/cost/gate_step.py, the summary's cost section harness/report/gate_summary.py.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.report import cost as cost_report
+from harness.cost import suite_tables
 
 #: HEAD / BASE beyond this many percent is listed as slower or faster (``--cost-threshold``).
-COST_THRESHOLD = cost_report.THRESHOLD * 100
+COST_THRESHOLD = suite_tables.THRESHOLD * 100
 #: Where a gate without Spike is told to get it.
 INSTALL_SPIKE = "install with ci/setup.sh --spike"
 
@@ -21,7 +21,7 @@ INSTALL_SPIKE = "install with ci/setup.sh --spike"
 @dataclass
 class CostLists:
     """The cost step: the cost cases (costs/) the change reaches, measured on HEAD and BASE under
-    Spike (harness/commands/gate_cost.py), slower / faster beyond ``threshold`` % of BASE's instructions.
+    Spike (harness/cost/gate_step.py), slower / faster beyond ``threshold`` % of BASE's instructions.
 
     ``note`` is one line when something was not measured (no Spike, a run that did not complete,
     BASE not measurable, nothing reached); the rest of the gate is unaffected by it."""
@@ -32,8 +32,8 @@ class CostLists:
     block_slower: float | None = None  # percent; None: slower never blocks
     vlens: list[int] = field(default_factory=list)
     isas: list[str] = field(default_factory=list)
-    slower: list[cost_report.Move] = field(default_factory=list)
-    faster: list[cost_report.Move] = field(default_factory=list)
+    slower: list[suite_tables.Move] = field(default_factory=list)
+    faster: list[suite_tables.Move] = field(default_factory=list)
     head_only: list[str] = field(default_factory=list)  # "case (n targets)": no BASE figure, not compared
     unmeasured: list[str] = field(default_factory=list)  # one line per reason
     measurements: dict[str, int] = field(default_factory=dict)  # tree -> rows
@@ -41,7 +41,7 @@ class CostLists:
     report: str = ""  # cost.md of the step
 
     @property
-    def blocking(self) -> list[cost_report.Move]:
+    def blocking(self) -> list[suite_tables.Move]:
         """The slower cases beyond ``--block-slower`` (none without it)."""
         if self.block_slower is None:
             return []
@@ -74,7 +74,7 @@ def _build_failure(why: str) -> bool:
 
 
 def _collapse(unmeasured: dict[str, str]) -> dict[str, list[str]]:
-    """Tree ("head", "base") -> one line per reason (harness/report/cost.grouped), and one line for
+    """Tree ("head", "base") -> one line per reason (harness/cost/suite_tables.grouped), and one line for
     all the cases the ISA builds that did not build left unmeasured (the first test of a build
     carries its error, the others are skipped pointing to it): a BASE that does not build is one line."""
     builds: dict[str, dict[str, Any]] = {}
@@ -95,11 +95,11 @@ def _collapse(unmeasured: dict[str, str]) -> dict[str, list[str]]:
         out[tree].append(f"{tree}: ISA build {', '.join(sorted(b['isas']))} did not build, {b['cases']} measurements "
                          f"missing ({' '.join(b['why'].split())[:240]})")
     for tree, why in rest.items():
-        out[tree] += cost_report.grouped(why)
+        out[tree] += suite_tables.grouped(why)
     return out
 
 
-def cost_lists(table: cost_report.CostTable, *, block_slower: float | None = None, vlens: tuple[int, ...] = (),
+def cost_lists(table: suite_tables.CostTable, *, block_slower: float | None = None, vlens: tuple[int, ...] = (),
                isas: tuple[str, ...] = (), seconds: float = 0.0, note: str = "", report: str = "") -> CostLists:
     """The gate's cost section from a table of HEAD's and BASE's rows.  A case measured on HEAD only
     (a new kernel, or BASE could not run it) is not compared: it is named, never slower or faster."""

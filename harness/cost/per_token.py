@@ -23,7 +23,7 @@ Per token = a layer's cycles over ``n``, times the model's layers.  The **estima
 generation reads every weight once per token), threading overhead and everything of a forward pass
 but these mul_mats (attention, norms, the output head).  The ratio between two trees (BEFORE's cycles
 per token over AFTER's) is the figure held against a board's before / after tokens/s
-(harness/report/calibration_model.py).
+(harness/cost/calibration_model.py).
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.errors import RvvdiffError
-from harness.emulators import cores
-from harness.report import cost_models
+from harness.cost import cores, estimate_pair
 
 #: Weight rows of the two slices the rule is fitted on, and of the slice that checks it (multiples of 16:
 #: the repacked layouts interleave 16 rows).
@@ -146,10 +145,10 @@ Work = dict[str, float]  # estimator -> cycles (instructions for "instructions")
 def work_of(row: Mapping[str, Any]) -> Work:
     """The estimators' figures of one measured row (a cost-log row at VLEN 256 has all three)."""
     out: Work = {"instructions": float(row["instret"])}
-    core = cost_models.x60(int(row["vlen"]))
+    core = estimate_pair.x60(int(row["vlen"]))
     if core is not None and row.get("mix"):
         out["table"] = cores.estimate(core, row["mix"]).cycles
-    if (m := cost_models.mca_cycles(dict(row))) is not None:
+    if (m := estimate_pair.mca_cycles(dict(row))) is not None:
         out["mca"] = m
     return out
 

@@ -1,7 +1,7 @@
 """Tables of the cost suite's rows (``--cost-log``): per kernel x VLEN x ISA build, HEAD against BASE.
 
 A row is one measured call (costs/test_cost.py): instructions retired, vector instructions and vector
-work (harness/emulators/cost.py).  Read here:
+work (harness/cost/spike_count.py).  Read here:
 
 * **cost per unit**: instructions per element (or per MAC) of the call, the figure that must fall as
   VLEN grows if the kernel uses the longer vectors;
@@ -13,10 +13,10 @@ work (harness/emulators/cost.py).  Read here:
   VLEN to the next (the longer vector is not used: a fixed-width path, a variant that slides more
   than it computes), and one that costs more than its scalar twin;
 * **estimated cycles on real cores**: a row's instruction mix priced with the per-instruction
-  throughput tables of the cores whose VLEN it ran at (harness/emulators/cores.py), and at VLEN 256 LLVM's
-  X60 model over the executed blocks (harness/emulators/mca.py); where the two differ by more than 1.5x,
-  the instructions responsible (harness/report/cost_models.py).  Every estimated change is followed by the
-  calibration error seen so far against boards (harness/report/calibration.py, docs/calibration.md).
+  throughput tables of the cores whose VLEN it ran at (harness/cost/cores.py), and at VLEN 256 LLVM's
+  X60 model over the executed blocks (harness/cost/mca.py); where the two differ by more than 1.5x,
+  the instructions responsible (harness/cost/estimate_pair.py).  Every estimated change is followed by the
+  calibration error seen so far against boards (harness/cost/calibration.py, docs/calibration.md).
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.emulators import cores
-from harness.report import calibration, cost_models
+from harness.cost import calibration, cores, estimate_pair
 
 #: A VLEN step must make the cost per unit fall by at least this fraction to count as scaling.
 SCALING_GAIN = 0.05
@@ -151,8 +150,8 @@ class CostTable:
         eh, eb = self.estimates(h), self.estimates(b)
         out = {c.label: eh[c.key]["cycles"] / eb[c.key]["cycles"] for c in cores.for_vlen(int(h["vlen"]))
                if c.key in eh and c.key in eb and eb[c.key]["cycles"]}
-        m = cost_models.mca_ratio(h, b)
-        return {**out, cost_models.MCA_LABEL: m} if m is not None else out
+        m = estimate_pair.mca_ratio(h, b)
+        return {**out, estimate_pair.MCA_LABEL: m} if m is not None else out
 
     def not_scaling(self, rows: dict[Key, dict[str, Any]] | None = None) -> list[str]:
         """One line per RVV case and ISA build whose cost per unit does not fall from a VLEN to the next."""
@@ -209,7 +208,7 @@ class CostTable:
                 "slower": [m.as_dict() for m in slower], "faster": [m.as_dict() for m in faster],
                 "not_scaling": self.not_scaling(), "costlier_than_twin": self.costlier_than_twin(),
                 "costlier_than_twin_on_cores": self.costlier_than_twin_on_cores(),
-                "estimator_disagreements": [d.as_dict() for d in cost_models.disagreements(self.head)],
+                "estimator_disagreements": [d.as_dict() for d in estimate_pair.disagreements(self.head)],
                 "calibration": calibration.summary(), "unmeasured": self.unmeasured}
 
     def markdown(self, *, title: str = "Cost per VLEN", head_name: str = "HEAD", base_name: str = "BASE") -> str:
@@ -241,11 +240,11 @@ class CostTable:
         if dear_est:
             out += ["", f"Vector code estimated costlier than the scalar twin on a real core ({len(dear_est)}; "
                     "rvv-bench's prices, docs/cost.md):"] + [f"- {x}" for x in dear_est]
-        split, failed = cost_models.disagreements(self.head), cost_models.failures(self.head)
+        split, failed = estimate_pair.disagreements(self.head), estimate_pair.failures(self.head)
         if failed:
-            out += ["", f"No {cost_models.MCA_LABEL} estimate ({len(failed)}; llvm-mca failed):"] + [f"- {x}" for x in failed]
+            out += ["", f"No {estimate_pair.MCA_LABEL} estimate ({len(failed)}; llvm-mca failed):"] + [f"- {x}" for x in failed]
         if split:
-            out += ["", f"The two X60 estimates differ by more than {cost_models.DISAGREE:g}x ({len(split)}; "
+            out += ["", f"The two X60 estimates differ by more than {estimate_pair.DISAGREE:g}x ({len(split)}; "
                     "rvv-bench's prices vs LLVM's model over the executed blocks, docs/calibration.md):"]
             out += [f"- {d.describe()}" for d in split]
         out += ["", *self._table(), *self._estimates_table()]
@@ -258,18 +257,18 @@ class CostTable:
             cs = cores.for_vlen(vlen)
             keys = [k for k in self.head if k[1] == vlen]
             missing = sum(1 for k in keys if not self.head[k].get("mix"))
-            with_mca = any(cost_models.mca_cycles(self.head[k]) for k in keys)
+            with_mca = any(estimate_pair.mca_cycles(self.head[k]) for k in keys)
             out += ["", f"### Estimated cycles at VLEN {vlen}: " + ", ".join(c.label for c in cs), "",
                     "Cycles per unit: the call's instruction mix priced with each core's measured reciprocal "
                     "throughputs (rvv-bench; no latency, overlap or memory system: docs/cost.md). vs twin: the "
                     "same estimate of the scalar `*_generic` twin. u: share of the call's instructions the table "
                     "does not price (left out of the figure)."
-                    + (f" {cost_models.MCA_LABEL}: LLVM's scheduling model of the X60 over the executed basic "
+                    + (f" {estimate_pair.MCA_LABEL}: LLVM's scheduling model of the X60 over the executed basic "
                        "blocks, weighted by their executions (latency and issue width included; "
                        "docs/calibration.md)." if with_mca else "")
                     + (f" {missing} rows have no instruction mix (kept by an older rvvdiff: "
                        "RVVDIFF_COST_CACHE=0 measures them again)." if missing else ""), ""]
-            head = ["kernel", "size", "ISA build"] + [c.label for c in cs] + ([cost_models.MCA_LABEL] if with_mca else [])
+            head = ["kernel", "size", "ISA build"] + [c.label for c in cs] + ([estimate_pair.MCA_LABEL] if with_mca else [])
             out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             for case in self.cases():
                 for isa in sorted({i for c, v, i in keys if c == case}):
@@ -290,7 +289,7 @@ class CostTable:
                             txt += f" u{share * 100:.0f}%"
                         cells.append(txt)
                     if with_mca:
-                        m, tm = cost_models.mca_cycles(r), cost_models.mca_cycles(twin)
+                        m, tm = estimate_pair.mca_cycles(r), estimate_pair.mca_cycles(twin)
                         cells.append("" if m is None else f"{m / r['units']:.3g}"
                                      + (f" (x{m / tm:.2f} twin)" if tm else ""))
                     out.append(f"| {r['function']} | {r['size']} | {isa} | " + " | ".join(cells) + " |")

@@ -1,4 +1,4 @@
-"""One call measured under Spike by two runs of the kernel server (harness/emulators/cost.py's docstring says
+"""One call measured under Spike by two runs of the kernel server (harness/cost/spike_count.py's docstring says
 what is counted and why): the runs, the check that run B executed at least what run A did at every address,
 and the cache of measurements (``$RVVDIFF_CACHE/cost``, off with ``RVVDIFF_COST_CACHE=0``)."""
 
@@ -18,10 +18,11 @@ from pathlib import Path
 
 from harness.core import settings
 from harness.core.config import cache_dir
-from harness.emulators import cores, elf, mca, snapshot
+from harness.cost import cores, mca, snapshot
+from harness.cost.spike_count import Cost, CostError, image, parse_histogram, second_estimate, tally
+from harness.emulators import elf
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
-from harness.emulators.cost import Cost, CostError, image, parse_histogram, second_estimate, tally
 from harness.toolchain.builds import Build
 
 
@@ -126,7 +127,7 @@ def measure(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], 
 
 
 def _started(argv: list[str], exe: Path, timeout: float) -> list[str]:
-    """``argv`` running the server's start-up snapshot instead of the server (harness/emulators/snapshot.py):
+    """``argv`` running the server's start-up snapshot instead of the server (harness/cost/snapshot.py):
     the same counts without ggml's start-up in each of the two runs.  Without one (RVVDIFF_COST_SNAPSHOT=0,
     or it could not be taken: said once as a warning), ``argv`` itself."""
     if settings.get("COST_SNAPSHOT") == "0":

@@ -4,8 +4,8 @@ ggml, beside rvvdiff's estimate of the same change (harness/data/calibration.tom
 A row is one change (a pull request: its ggml commit and the commit's parent), one board and what the
 board reported (tokens/s before and after, per llama-bench test: ``pp512``, ``tg32``), and rvvdiff's
 estimated speed-up of the kernel the model's weights run through at the board's VLEN: BEFORE's estimated
-cycles over AFTER's, by each estimator (``table``: rvv-bench's X60 prices, harness/emulators/cores.py;
-``mca``: LLVM's X60 model, harness/emulators/mca.py), from ``rvvdiff cost --base BEFORE --ggml-src AFTER``.
+cycles over AFTER's, by each estimator (``table``: rvv-bench's X60 prices, harness/cost/cores.py;
+``mca``: LLVM's X60 model, harness/cost/mca.py), from ``rvvdiff cost --base BEFORE --ggml-src AFTER``.
 
 The **error factor** of an estimate against a measured test is estimated speed-up / measured speed-up
 (1: exact; 2: the estimate promised twice the board's gain; 0.5: half).  :func:`summary` is the line
@@ -13,7 +13,7 @@ The **error factor** of an estimate against a measured test is estimated speed-u
 not held out, per estimator.  Rows marked ``held_out`` were kept out of every choice made from the table
 (none has tuned an estimator yet) and are summarised apart.
 
-``python -m harness.report.calibration`` prints the table; ``--write`` regenerates docs/calibration.md's
+``python -m harness.cost.calibration`` prints the table; ``--write`` regenerates docs/calibration.md's
 table between its markers; ``estimate COST_JSON FUNCTION`` prints a cost run's two ratios for a new row.
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 
 from harness.core.config import DATA_DIR
 from harness.core.errors import RvvdiffError
-from harness.report import cost_models
+from harness.cost import estimate_pair
 
 DATA = DATA_DIR / "calibration.toml"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "calibration.md"
@@ -192,7 +192,7 @@ def doc_table(doc: Path = DOC) -> str:
     return text.split(_BEGIN, 1)[1].split(_END, 1)[0].strip() if _BEGIN in text else ""
 
 
-def cost_ratios(cost: Mapping[str, Any], function: str, vlen: int = 256, core: str = cost_models.X60_KEY,
+def cost_ratios(cost: Mapping[str, Any], function: str, vlen: int = 256, core: str = estimate_pair.X60_KEY,
                 before_function: str | None = None) -> dict:
     """BEFORE / AFTER estimated cycles per unit of ``function`` in a ``rvvdiff cost --base`` run's cost.json,
     per estimator (and the instruction ratio), at ``vlen``.  With ``before_function``: one tree's two paths
@@ -210,14 +210,14 @@ def cost_ratios(cost: Mapping[str, Any], function: str, vlen: int = 256, core: s
     te, be = h.get("estimates", {}).get(core), b.get("estimates", {}).get(core)
     if te and be:
         out["table"] = (be["cycles"] / bu) / (te["cycles"] / hu)
-    hm, bm = cost_models.mca_cycles(h), cost_models.mca_cycles(b)
+    hm, bm = estimate_pair.mca_cycles(h), estimate_pair.mca_cycles(b)
     if hm and bm:
         out["mca"] = (bm / bu) / (hm / hu)
     return out
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.report.calibration", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m harness.cost.calibration", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", nargs="?", default="show", choices=["show", "estimate"])
     p.add_argument("cost_json", nargs="?", type=Path)

@@ -1,23 +1,20 @@
 """The PR gate's cost step (docs/gate.md: the cost lists): the cost cases (costs/) the change reaches,
-measured under Spike on HEAD and on BASE with ``rvvdiff cost``'s runner (harness/commands/cost.py),
+measured under Spike on HEAD and on BASE with ``rvvdiff cost``'s runs (harness/cost/suite_runs.py),
 at the VLENs and ISA builds :func:`cost_targets` picks; the lists come from
-harness/report/gate_cost.py.
+harness/cost/gate_lists.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 from typing import Any
 
-from harness.commands import cost as cost_cmd
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, parse_selection
-from harness.emulators import spike as spike_emu
-from harness.report import cost as cost_report
-from harness.report import cost_compilers
-from harness.report.gate_cost import COST_THRESHOLD, CostLists, cost_lists, merged, not_measured
+from harness.cost import compiler_gaps, suite_runs, suite_tables
+from harness.cost.gate_lists import COST_THRESHOLD, CostLists, cost_lists, merged, not_measured
+from harness.emulators import spike
 
 #: What the cost step measures when the gate is given no ``--vlen`` / ``--isa``: every VLEN Spike runs
 #: (where the RVV kernels dispatch differently) in ggml's default riscv64 build only.  Every ISA build
@@ -49,43 +46,43 @@ def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, .
 
     ``compilers`` (names of harness/toolchain/compilers.py's ``COMPILERS``; empty: the selected one): with
     more than one, HEAD and BASE are measured with each, each compiler's HEAD against its own BASE, and
-    the lists are the union of each compiler's (every move names its compiler: harness/report/gate_cost.merged)."""
+    the lists are the union of each compiler's (every move names its compiler: harness/cost/gate_lists.merged)."""
     t0 = time.perf_counter()
     plain = CostLists(False, "", threshold, block_slower, list(vlens), list(isas))
-    why = spike_emu.available()
+    why = spike.available()
     if why:
         plain.note = not_measured(why)
         return plain
     out = g / "cost"
     out.mkdir(parents=True, exist_ok=True)
-    args = argparse.Namespace(vlen=vlens, isa=isas, workers=workers, kernel_timeout=COST_KERNEL_TIMEOUT, k=None)
+    args = suite_runs.Options(vlen=vlens, isa=isas, workers=workers, kernel_timeout=COST_KERNEL_TIMEOUT)
     extra = ["--changes", str(g / "changes.json"), "--changed-only"]
     several = len(compilers) > 1
     lists: dict[str, CostLists] = {}
-    tables: dict[str, cost_report.CostTable] = {}
+    tables: dict[str, suite_tables.CostTable] = {}
     for cc in compilers or (None,):
         t1 = time.perf_counter()
         tag = f"-{cc}" if several else ""
         try:
-            head, missing, _ = cost_cmd.run_costs(head_tree, out, f"head{tag}", args, extra, cc)
-        except cost_cmd.CostRunError as e:
+            head, missing, _ = suite_runs.run_costs(head_tree, out, f"head{tag}", args, extra, cc)
+        except suite_runs.CostRunError as e:
             lists[cc or ""] = CostLists(False, "cost: no cost case (costs/) reaches the change; nothing to measure"
                                         if _reached_nothing(out / f"head{tag}-report")
                                         else f"cost not measured: {_first_line(e)}", threshold, block_slower,
                                         list(vlens), list(isas), seconds=time.perf_counter() - t1)
             continue
         note = ""
-        base: dict[cost_report.Key, dict[str, Any]] = {}
+        base: dict[suite_tables.Key, dict[str, Any]] = {}
         try:
-            base, missing_base, _ = cost_cmd.run_costs(base_tree, out, f"base{tag}", args, extra, cc)
+            base, missing_base, _ = suite_runs.run_costs(base_tree, out, f"base{tag}", args, extra, cc)
             missing.update(missing_base)
-        except cost_cmd.CostRunError as e:
+        except suite_runs.CostRunError as e:
             note = f"BASE not measured ({_first_line(e)}); HEAD's figures only"
-        table = tables[cc or ""] = cost_report.CostTable(head, base, missing, threshold / 100, cc if several else "")
+        table = tables[cc or ""] = suite_tables.CostTable(head, base, missing, threshold / 100, cc if several else "")
         lists[cc or ""] = cost_lists(table, block_slower=block_slower, vlens=vlens, isas=isas,
                                      seconds=time.perf_counter() - t1, note=note, report=str(out / "cost.md"))
     if tables:
-        cost_cmd.write_report(out, tables, time.perf_counter() - t0, cost_compilers.GAP)
+        suite_runs.write_report(out, tables, time.perf_counter() - t0, compiler_gaps.GAP)
     return merged(lists) if several else next(iter(lists.values()))
 
 

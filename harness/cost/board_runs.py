@@ -1,9 +1,9 @@
 """``rvvdiff cost --emulator native|ssh:HOST[:DIR]``: measured cost on a board, beside the estimates for it.
 
 The cost suite (costs/) runs on the board at its VLEN: each case's warm call is counted by the board's
-hardware counters (harness/emulators/counters.py: perf_event_open, repeated until stable), and, unless
+hardware counters (harness/cost/board_counters.py: perf_event_open, repeated until stable), and, unless
 ``--no-estimates``, once more under Spike at the same VLEN, whose instruction mix the per-core tables
-price (harness/emulators/cores.py).  Printed per case: measured cycles and instructions, Spike's
+price (harness/cost/cores.py).  Printed per case: measured cycles and instructions, Spike's
 instructions and the estimate of each core of that VLEN; a case where measured and estimated cycles
 differ by more than 1.5x either way is listed.  ``board.json`` in ``--out`` has the rows.  Without
 counter access every case is unmeasured and one line says how to allow it.
@@ -11,7 +11,6 @@ counter access every case is unmeasured and one line says how to allow it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 from pathlib import Path
@@ -19,8 +18,9 @@ from typing import Any
 
 from harness.core.errors import RvvdiffError
 from harness.core.runner import run_suite
-from harness.emulators import cores, counters, registry
-from harness.report import cost as cost_report
+from harness.cost import board_counters, cores, suite_tables
+from harness.cost.suite_runs import Options
+from harness.emulators import registry
 from harness.toolchain.compilers import ToolchainError
 
 
@@ -28,8 +28,8 @@ class BoardCostError(RvvdiffError):
     """A board cost run that could not start or did not complete."""
 
 
-def _run(spec: str, vlen: int, out: Path, name: str, args: argparse.Namespace,
-         workers: str) -> tuple[dict[cost_report.Key, dict], dict[str, str]]:
+def _run(spec: str, vlen: int, out: Path, name: str, args: Options,
+         workers: str) -> tuple[dict[suite_tables.Key, dict], dict[str, str]]:
     log = out / f"{name}.jsonl"
     log.unlink(missing_ok=True)
     argv = ["costs", "--emulator", spec, "--vlen", str(vlen), "--isa", ",".join(args.isa), "--cost-log", str(log),
@@ -41,10 +41,10 @@ def _run(spec: str, vlen: int, out: Path, name: str, args: argparse.Namespace,
     if not run.has_results:
         raise BoardCostError(f"the {name} run did not complete (exit {run.exit}); its log: {run.log}\n"
                              f"  command: {shlex.join(run.argv)}")
-    return cost_report.read_rows(log), cost_report.unmeasured(run.results, f"{name}: ")
+    return suite_tables.read_rows(log), suite_tables.unmeasured(run.results, f"{name}: ")
 
 
-def rows(measured: dict[cost_report.Key, dict], spike: dict[cost_report.Key, dict]) -> list[dict[str, Any]]:
+def rows(measured: dict[suite_tables.Key, dict], spike: dict[suite_tables.Key, dict]) -> list[dict[str, Any]]:
     """One row per measured case: measured cycles and instructions, Spike's instructions and the estimates."""
     out = []
     for key, m in sorted(measured.items()):
@@ -68,9 +68,8 @@ def table(found: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    if args.base or args.changed_only:
-        parser.error("--base / --changed-only compare two trees under Spike; a board run measures one tree")
+def main(args: Options) -> int:
+    """``rvvdiff cost --emulator BOARD`` once its options are checked; the command's exit status."""
     try:
         kind = registry.kind(args.emulator)
         board = registry.get(args.emulator)
@@ -83,7 +82,7 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     measured, missing = _run(args.emulator, vlen, out, "board", args, workers)
-    spike: dict[cost_report.Key, dict] = {}
+    spike: dict[suite_tables.Key, dict] = {}
     if not args.no_estimates and measured:
         spike, missing_spike = _run("spike", vlen, out, "spike", args, args.workers)
         missing.update(missing_spike)
@@ -92,10 +91,10 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     print(f"rvvdiff cost: {len(found)} cases measured on {board.describe()} at VLEN {vlen}; {out / 'board.json'}")
     for line in table(found):
         print("  " + line)
-    far = counters.disagreements(found)
-    print(f"rvvdiff cost: {len(far)} measured / estimated beyond {counters.DISAGREE:g}x:")
+    far = board_counters.disagreements(found)
+    print(f"rvvdiff cost: {len(far)} measured / estimated beyond {board_counters.DISAGREE:g}x:")
     for d in far[:40]:
         print(f"    {d.describe()}")
-    for line in cost_report.grouped(missing):
+    for line in suite_tables.grouped(missing):
         print(f"  not measured: {line}")
     return 0
