@@ -7,6 +7,7 @@ This package holds everything except the strategies and tests (``cases/``) and t
     core       configuration, settings, errors, subprocesses
     ggml       reading a ggml tree (sources, C reader, inventory, changes, known failures)
     toolchain  cross-compiling a tree and the kernel server
+    binary     reading a built binary: ELF symbols, DWARF lines, vector instruction names
     emulators  QEMU and Spike behind one interface; the server pool
     check      comparison helpers and what a test observed
     cost       what a call costs: measured under Spike or on a board, priced on real cores, calibrated

@@ -1,4 +1,4 @@
-"""Vector instruction names (harness/emulators/rvvnames.py) and the estimated cycles on real cores
+"""Vector instruction names (harness/binary/rvvnames.py) and the estimated cycles on real cores
 (harness/cost/cores.py): decoding checked against words GNU objdump names, prices against the
 imported tables, and an estimate worked by hand."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from harness.binary.rvvnames import name
 from harness.cost import cores
-from harness.emulators.rvvnames import name
 
 # Words from the pinned tree's server binary, named by riscv64-linux-gnu-objdump -M no-aliases
 # (the bf16 ones, which binutils 2.40 does not know, by the Zvfbfwma / Zvfbfmin encodings).

@@ -1,5 +1,5 @@
 """Symbol names as both compilers write them: GCC's clones read as the function they copy
-(harness/emulators/elf.base_symbol), in the trace, the coverage table and the cost histograms, and
+(harness/binary/elf.base_symbol), in the trace, the coverage table and the cost histograms, and
 the tinyBLAS_RVV gemm recognised in either mangling (cases/mul_mat.py)."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from cases import mul_mat as MM
+from harness.binary import elf
 from harness.cost import spike_count
-from harness.emulators import elf, trace
+from harness.emulators import trace
 
 #: A gemm as each compiler names it in the pinned tree's servers (f32 x f32, then f16 x f32).
 CLANG_F32 = "_ZN12_GLOBAL__N_112tinyBLAS_RVVIu17__rvv_float32m4_tu17__rvv_float32m4_tfffE4gemmILi2ELi2ELi8EEEvlll"

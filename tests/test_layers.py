@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["core", "ggml", "toolchain", "emulators", "check", "cost", "report", "upstream", "plugin", "commands"]
+LAYERS = ["core", "ggml", "toolchain", "binary", "emulators", "check", "cost", "report", "upstream", "plugin", "commands"]
 PACKAGES = ("harness", "oracles", "cases", "costs")
 
 

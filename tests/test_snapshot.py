@@ -8,8 +8,8 @@ import struct
 
 import pytest
 
+from harness.binary import elf
 from harness.cost import snapshot
-from harness.emulators import elf
 
 BASE = 0x20000000
 

@@ -23,7 +23,7 @@ import struct
 import subprocess
 from pathlib import Path
 
-from harness.emulators import elf as E
+from harness.binary import elf as E
 
 MAGIC = b"rvvdiff-snapshot"
 HEADER = b"RVVSNAP1"

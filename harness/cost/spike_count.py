@@ -42,8 +42,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.binary import elf, rvvnames
 from harness.cost import mca
-from harness.emulators import elf, rvvnames
 from harness.emulators.spike import _functions
 
 

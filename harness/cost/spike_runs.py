@@ -16,11 +16,11 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
+from harness.binary import elf
 from harness.core import settings
 from harness.core.config import cache_dir
 from harness.cost import cores, mca, snapshot
 from harness.cost.spike_count import Cost, CostError, image, parse_histogram, second_estimate, tally
-from harness.emulators import elf
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
 from harness.toolchain.builds import Build

@@ -35,10 +35,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.binary import elf
 from harness.core import settings
 from harness.core.config import SPIKE_VLENS, STRESS_PROPS, locked
 from harness.core.proc import run
-from harness.emulators import elf
 from harness.emulators.base import Emulator
 from harness.toolchain.builds import Build
 from harness.toolchain.compilers import SERVER_DIR, Compiler, ToolchainError, compiler

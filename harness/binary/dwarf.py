@@ -27,9 +27,9 @@ from pathlib import Path
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
+from harness.binary.elf import base_symbol
 from harness.core.config import cache_dir
 from harness.core.errors import RvvdiffError
-from harness.emulators.elf import base_symbol
 from harness.ggml import csource
 
 #: What is measured: (path under ggml-cpu/, a regex the function's name must match or None).  The RVV
