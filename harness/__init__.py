@@ -16,5 +16,6 @@ This package holds everything except the strategies and tests (``cases/``) and t
     upstream   what goes to ggml's maintainers: public-API programs, issue texts, the stock toolchain,
                fix series, ggml's own tests patched
     plugin     the pytest plugin
+    jobs       the jobs made of several suite runs: the PR gate, a fix's verification
     commands   the rvvdiff command line
 """

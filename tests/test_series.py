@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands import fixes
 from harness.commands import series as command
 from harness.core.config import PROJECT_ROOT
-from harness.ggml import patches, source
+from harness.ggml import fix_catalogue, patches, source
 from harness.upstream import formatpatch, series
 
 OUT = PROJECT_ROOT / "docs" / "upstream" / "series"
@@ -22,7 +21,7 @@ OUT = PROJECT_ROOT / "docs" / "upstream" / "series"
 
 @pytest.fixture(scope="module")
 def every() -> list[series.Series]:
-    return series.load(fixes.catalogue())
+    return series.load(fix_catalogue.catalogue())
 
 
 def test_every_fix_in_one_series_and_each_applies_in_order(every: list[series.Series]) -> None:

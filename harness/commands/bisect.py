@@ -49,12 +49,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.commands.bisect_failure import BisectError, Failure, from_report, from_test
 from harness.core.config import PROJECT_ROOT, cache_dir
 from harness.core.errors import RvvdiffError
 from harness.core.proc import own_session_env
 from harness.core.runner import read_results, run_suite
 from harness.ggml import gitrev
+from harness.jobs.bisect_failure import BisectError, Failure, from_report, from_test
 from harness.report.ids import replay_argv
 from harness.toolchain.compilers import COMPILERS
 

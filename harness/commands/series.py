@@ -28,9 +28,10 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from harness.commands import fixes as fixes_cmd
 from harness.core.config import PROJECT_ROOT, cache_dir
 from harness.core.errors import RvvdiffError
+from harness.cost import fix_cost
+from harness.ggml import fix_catalogue
 from harness.ggml.source import GgmlSource, resolve
 from harness.upstream import formatpatch, ggmltests, speed
 from harness.upstream import series as upstream_series
@@ -155,8 +156,8 @@ def measure_cycles(s: upstream_series.Series, work: Path, vlens: tuple[int, ...]
     for fx in s.fixes:
         isa = "zvfh" if "zvfh" in fx.cost_isas else (fx.cost_isas or ["zvfh"])[0]
         try:
-            res = fixes_cmd.cost(fx, pinned, work / fx.name, "1", vlens=vlens, isas=(isa,))
-        except fixes_cmd.CostStepError as e:
+            res = fix_cost.cost(fx, pinned, work / fx.name, "1", vlens=vlens, isas=(isa,))
+        except fix_cost.CostStepError as e:
             out[fx.name] = {"why": str(e), "isa": isa, "compiler": "clang"}
             continue
         data = json.loads((work / fx.name / "cost" / "cost.json").read_text())
@@ -172,9 +173,9 @@ def _same(a: GgmlSource, b: GgmlSource, rel: str) -> bool:
     return fa.is_file() and fb.is_file() and fa.read_bytes() == fb.read_bytes()
 
 
-def _why_not(fx: fixes_cmd.Fix, tree: GgmlSource) -> str:
+def _why_not(fx: fix_catalogue.Fix, tree: GgmlSource) -> str:
     """Why a fix that does not apply conflicts: the buggy code still there (rebase it), or changed (fixed upstream, moved)."""
-    return fixes_cmd.standing(fx, tree).detail
+    return fix_catalogue.standing(fx, tree).detail
 
 
 def _series(every: list[upstream_series.Series], name: str, flag: str) -> upstream_series.Series:
@@ -222,7 +223,7 @@ def main(argv: list[str]) -> int:
     runs_file = a.out / "test-runs.json"
     test_runs = json.loads(runs_file.read_text()) if runs_file.is_file() else {}
     status = 0
-    every = upstream_series.load(fixes_cmd.catalogue())
+    every = upstream_series.load(fix_catalogue.catalogue())
     for name in a.run_test:
         s = _series(every, name, "--run-test")
         test_runs[s.name] = [ln for ln in test_runs.get(s.name, []) if not any(

@@ -39,7 +39,7 @@ from harness.upstream.issue import paragraph
 
 
 class Fix(Protocol):
-    """What a series reads of a fix (harness/commands/fixes.py's ``Fix``, a :class:`harness.ggml.patches.Patch`)."""
+    """What a series reads of a fix (harness/ggml/fix_catalogue.py's ``Fix``, a :class:`harness.ggml.patches.Patch`)."""
 
     name: str
     patch: Path
