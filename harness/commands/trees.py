@@ -20,7 +20,7 @@ from pathlib import Path
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT, parse_compilers
 from harness.core.runner import add_cc_option, cc_args, run_suite
 from harness.ggml import source
-from harness.toolchain import builds as build
+from harness.toolchain import builds
 from harness.toolchain.compilers import COMPILERS, ToolchainError
 
 ROOT = PROJECT_ROOT
@@ -58,14 +58,14 @@ def _builds(tree: str, cc: str | None = None) -> tuple[str, dict[str, str]]:
     for compiler, name in ((c, i) for c, isas in chosen.items() for i in isas):
         label = name if len(chosen) == 1 else f"{name} by {compiler}"
         try:
-            build.ensure_built(src, ISA_BUILDS[name], compiler)
+            builds.ensure_built(src, ISA_BUILDS[name], compiler)
             out[label] = "built"
         except ToolchainError as e:
             out[label] = f"compiler not installed: {str(e)[:200]}"
-        except build.IsaUnavailable as e:
+        except builds.IsaUnavailable as e:
             out[label] = "not expressible: " + str(e).strip().splitlines()[0][:200]
-        except build.BuildError as e:
-            out[label] = "FAILED: " + build.first_errors(str(e), 1)[:200]
+        except builds.BuildError as e:
+            out[label] = "FAILED: " + builds.first_errors(str(e), 1)[:200]
     return src.describe(), out
 
 

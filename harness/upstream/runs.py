@@ -17,7 +17,7 @@ from pathlib import Path
 from harness.core.config import ISA_BUILDS, IsaBuild, cache_dir
 from harness.core.errors import RvvdiffError
 from harness.core.proc import run
-from harness.emulators import qemu as qemu_emu
+from harness.emulators import qemu
 from harness.emulators.base import Emulator
 from harness.ggml.source import GgmlSource
 from harness.toolchain.builds import Build, ensure_built
@@ -65,8 +65,8 @@ def run_program(exe: Path, isa: IsaBuild, vlen: int, stress: bool, emulator: Emu
     """Run the program under QEMU (default) or ``emulator``: (wrong?, its output); None: no verdict.
     ``trap``: the finding is a trap, not a number: the verdict is whether the program stopped abnormally
     (a signal under QEMU, a trap under Spike) instead of exiting with 0 or 1."""
-    emu = emulator or qemu_emu.qemu()
-    props = qemu_emu.cpu_props(isa, stress)
+    emu = emulator or qemu.qemu()
+    props = qemu.cpu_props(isa, stress)
     lacking = emu.lacking(props)
     if lacking:
         return None, emu.lacking_reason(lacking, f"VLEN {vlen}, {isa.name}")

@@ -34,7 +34,7 @@ from pathlib import Path
 from harness.core.config import COMMON_CMAKE, ISA_BUILDS, IsaBuild
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError, run
-from harness.emulators import qemu as qemu_emu
+from harness.emulators import qemu
 from harness.emulators.base import Ran
 from harness.toolchain.cmake import march_mismatch
 
@@ -299,7 +299,7 @@ def link_command(program: Path, exe: Path, *, tree: Path, build_dir: Path, toolc
 
 def cpu_value(vlen: int, isa: str | IsaBuild, stress: bool = False, half_avl: bool = False) -> str:
     """QEMU's ``-cpu`` value (or ``QEMU_CPU``) for an ISA build, named or given, at ``vlen``."""
-    return qemu_emu.cpu(vlen, _isa(isa), stress, half_avl)
+    return qemu.cpu(vlen, _isa(isa), stress, half_avl)
 
 
 def run_argv(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
@@ -390,7 +390,7 @@ def run_exe(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, 
             args: Sequence[str] = (), timeout: float = 300) -> Ran:
     """Run ``exe`` (with ``args``) under QEMU as :func:`run_command` says (the qemu-riscv64 rvvdiff runs:
     ``$RVVDIFF_QEMU`` or PATH); its exit status is for the caller to judge."""
-    return qemu_emu.qemu().run_program(exe, vlen, qemu_emu.cpu_props(_isa(isa), stress, half_avl), args=args, timeout=timeout,
+    return qemu.qemu().run_program(exe, vlen, qemu.cpu_props(_isa(isa), stress, half_avl), args=args, timeout=timeout,
                                 what=f"{Path(exe).name} under QEMU")
 
 

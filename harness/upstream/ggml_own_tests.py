@@ -39,7 +39,7 @@ from pathlib import Path
 
 from harness.core import settings
 from harness.core.config import DATA_DIR, cache_dir
-from harness.emulators import qemu as qemu_emu
+from harness.emulators import qemu
 from harness.upstream import stock
 
 TEST_PATCHES = DATA_DIR / "ggml-tests"
@@ -214,7 +214,7 @@ def _locked(work: Path) -> Iterator[None]:
 
 def emulator() -> str:
     """The qemu-riscv64 ctest starts the tests under (``$RVVDIFF_QEMU`` or PATH, as rvvdiff's runs)."""
-    name = qemu_emu.binary_name()
+    name = qemu.binary_name()
     return shutil.which(name) or name
 
 
