@@ -14,7 +14,7 @@ import pytest
 from harness.commands import series
 from harness.core.config import PROJECT_ROOT
 from harness.ggml import fix_catalogue, patches, source
-from harness.upstream import fix_series, formatpatch
+from harness.upstream import fix_series, formatpatch, series_runs
 
 OUT = PROJECT_ROOT / "docs" / "upstream" / "series"
 
@@ -77,7 +77,7 @@ def _am_on(tree: source.GgmlSource, every: list[fix_series.Series], tmp_path: Pa
     for s in every:
         clone = formatpatch.clone(base, tmp_path / "clone")
         ok, why = formatpatch.am(clone, sorted((OUT / s.stem).glob("*.patch")))
-        assert ok, f"{s.stem} on {series.tree_name(tree)}: {why}"
+        assert ok, f"{s.stem} on {series_runs.tree_name(tree)}: {why}"
         log = formatpatch.git(clone, "log", "--format=%s", f"-{len(s.fixes) + 1}").stdout.split("\n")
         assert log[-2 if log[-1] == "" else -1].startswith("tests: ")
         shutil.rmtree(clone)
@@ -89,7 +89,7 @@ def test_git_am_takes_every_series_on_a_clean_clone_of_the_pinned_tree(every: li
 
 
 def test_git_am_takes_every_series_on_b11434(every: list[fix_series.Series], tmp_path: Path) -> None:
-    root = series.b11434_root()
+    root = series_runs.b11434_root()
     if not (root / ".rvvdiff-extracted").is_file():
         pytest.skip(f"llama.cpp b11434 is not in the cache ({root}); `rvvdiff series --fetch-b11434` brings it")
     _am_on(source.resolve(root), every, tmp_path)
@@ -151,7 +151,7 @@ def test_run_test_records_the_verdicts_per_vlen(every: list[fix_series.Series], 
             "fixed": [ggml_own_tests.Run(128, True, 0, 1.0)]}
     monkeypatch.setattr(ggml_own_tests, "run_class", lambda name, **kw: ggml_own_tests.Result(
         c, Path("t"), Path("b"), [ggml_own_tests.Variant(n, [], 0.0, [], r) for n, r in runs.items()]))
-    lines = series.run_test(s, [128], None)
+    lines = series_runs.run_test(s, [128], None)
     assert lines[0].startswith("pinned tree: VLEN 128 FAILS (bf16 dot product error (ragged row))")
     assert lines[1].startswith("with the fixes: VLEN 128 passes;") and "rvv_ta_all_1s" in lines[1]
     assert not fix_series.text_defects("\n".join(lines))
@@ -169,7 +169,7 @@ def test_run_test_passes_the_series_fixes_and_the_stress_mode(every: list[fix_se
         seen.update(kw)
         return ggml_own_tests.Result(ggml_own_tests.CLASSES[name], Path("t"), Path("b"), [])
     monkeypatch.setattr(ggml_own_tests, "run_class", fake)
-    series.run_test(s, [512], None, "gcc14", None, True)
+    series_runs.run_test(s, [512], None, "gcc14", None, True)
     assert list(seen["fixes"]) == [fx.name for fx in s.fixes] and "iq2_xxs_vl512_misaligned_load" in seen["fixes"]
     assert seen["stress"] is True and seen["compiler"] == "gcc14"
     assert "iq2_xxs_vl512_misaligned_load" not in ggml_own_tests.CLASSES[s.test].fixes
@@ -217,7 +217,7 @@ def test_run_test_says_per_vlen_what_fails_where_the_vlens_differ(every: list[fi
                                                 " iq3_xxs dot product error (dequantized): FAILED (0.3)"])]
     monkeypatch.setattr(ggml_own_tests, "run_class", lambda name, **kw: ggml_own_tests.Result(
         ggml_own_tests.CLASSES[name], Path("t"), Path("b"), [ggml_own_tests.Variant("pinned", [], 0.0, [], runs)]))
-    line = series.run_test(s, [512, 1024], None)[0]
+    line = series_runs.run_test(s, [512, 1024], None)[0]
     assert line.startswith("pinned tree: VLEN 512 FAILS (iq2_xxs dot product error (dequantized)), VLEN 1024 FAILS "
                            "(iq2_xxs dot product error (dequantized); iq3_xxs dot product error (dequantized));"), line
 
