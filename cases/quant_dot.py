@@ -59,13 +59,13 @@ from cases import quant_blocks as QB
 from cases import quant_strategies as QS
 from cases import quant_variants as V
 from cases.strategies import KernelSpec
-from harness.build import host
 from harness.check import observe
 from harness.check.compare import assert_within_bound, note_expected
 from harness.core.config import cache_dir, locked
 from harness.emulators.protocol import In, Out
 from harness.ggml.tree import Tree
 from harness.plugin.targets import session
+from harness.toolchain import host
 from oracles import dots as OD
 from oracles import quant_types as QT
 from oracles import quants as Q
@@ -215,7 +215,7 @@ def weight_corpus(target, name: str) -> dict[tuple[str, int], np.ndarray]:
     """Rows of ``name`` made by ``ggml_quantize_chunk`` (with an importance matrix of ones) from
     the float rows of WEIGHT_DATA x WEIGHT_BLOCKS, made once per quantizer source and kept in the cache.
 
-    The rows are made by the tree's own quantizers built for the host (harness/build/host.py): they are
+    The rows are made by the tree's own quantizers built for the host (harness/toolchain/host.py): they are
     scalar reference code, so the host's rows are valid rows of the type, and the IQ1 / IQ2 grid tables
     that take minutes under QEMU take seconds there (one host process per type).  Where the host cannot build them, the emulated
     build makes the rows (the reason is noted in the test's report and warned once)."""

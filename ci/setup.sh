@@ -159,7 +159,7 @@ fi
 
 # ---------------------------------------------------------------- GCC 14 (optional)
 # Debian stable's amd64 cross compiler and riscv64 libraries in their own root; rvvdiff runs them from
-# the host through the root's dynamic loader (harness/build/toolchain.py, docs/compilers.md).
+# the host through the root's dynamic loader (harness/toolchain/compilers.py, docs/compilers.md).
 gcc14_pkgs="gcc-14-riscv64-linux-gnu,g++-14-riscv64-linux-gnu,libc6-dev-riscv64-cross,libstdc++-14-dev-riscv64-cross"
 gcc14_root="${RVVDIFF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvvdiff}/gcc14-root"
 gcc14_fail() {  # one line; fatal unless the caller asked for GCC 14 optionally
@@ -196,7 +196,7 @@ if [ "$gcc14" != 0 ]; then
     gcc14_install
   fi
   if [ -x "$gcc14_root/usr/bin/riscv64-linux-gnu-g++-14" ]; then
-    v=$(RVVDIFF_COMPILER=gcc14 .venv/bin/python -c "from harness.build.toolchain import compiler; print(compiler().identity)" 2>&1) \
+    v=$(RVVDIFF_COMPILER=gcc14 .venv/bin/python -c "from harness.toolchain.compilers import compiler; print(compiler().identity)" 2>&1) \
       || gcc14_fail "it is installed but does not run: $v"
     say "GCC 14: $v; $(du -sm "$gcc14_root" | cut -f1) MB"
   fi
@@ -214,7 +214,7 @@ fi
 
 # ---------------------------------------------------------------- the host's C compiler
 # The weight corpus of the quantized dot tests is made by the tree's quantizers built for the host
-# (harness/build/host.py): seconds instead of minutes of QEMU. Without cc / c++ the corpus is made under QEMU.
+# (harness/toolchain/host.py): seconds instead of minutes of QEMU. Without cc / c++ the corpus is made under QEMU.
 if command -v cc >/dev/null && command -v c++ >/dev/null; then
   say "host compiler: $(cc --version | head -n1)"
 else
@@ -223,7 +223,7 @@ fi
 
 # ---------------------------------------------------------------- llvm-mca (optional)
 # Debian's llvm-22 from bookworm-security (about 90 MB with libllvm22): llvm-mca -mcpu=spacemit-x60 prices the
-# executed basic blocks of a cost measurement (harness/emulators/mca.py, docs/calibration.md).
+# executed basic blocks of a cost measurement (harness/cost/mca.py, docs/calibration.md).
 if [ "$llvm_mca" != 0 ]; then
   mca_fail() {
     if [ "$llvm_mca" = optional ]; then say "llvm-mca: not installed: $1 (rvvdiff cost gives one estimate)"; else echo "setup: llvm-mca: $1" >&2; exit 1; fi

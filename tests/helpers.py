@@ -7,12 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.build.builds import Build, ensure_built
-from harness.build.toolchain import ToolchainError, compiler
 from harness.core import config
 from harness.emulators import pool
 from harness.emulators.qemu import qemu
 from harness.ggml import source
+from harness.toolchain.builds import Build, ensure_built
+from harness.toolchain.compilers import ToolchainError, compiler
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,7 +17,8 @@ import pytest
 import standin_board as standin
 from helpers import CRASHING, ROOT, pinned_build, run_diff_test, run_suite
 
-from harness.emulators import board, counters, pool, registry
+from harness.cost import board_counters
+from harness.emulators import board, pool, registry
 from harness.emulators.protocol import In, Out
 from harness.emulators.qemu import qemu
 
@@ -259,11 +260,11 @@ def test_counters_on_the_stand_in_board_say_how_to_get_them(stand_in: standin.St
     s = pool.KernelServer(pinned_build("zvfh"), standin.VLEN, False, ssh_board(stand_in))
     try:
         s.start()
-        with pytest.raises(counters.CounterAccess, match="board standin offers no hardware counters to perf_event_open"):
-            counters.BoardCounters(ssh_board(stand_in), s)
+        with pytest.raises(board_counters.CounterAccess, match="board standin offers no hardware counters to perf_event_open"):
+            board_counters.BoardCounters(ssh_board(stand_in), s)
     finally:
         s.stop()
-    line = counters.access_hint("board k1", "Permission denied", "3")
+    line = board_counters.access_hint("board k1", "Permission denied", "3")
     assert "kernel.perf_event_paranoid = 3" in line and "sysctl -w kernel.perf_event_paranoid=2" in line
 
 
@@ -271,7 +272,7 @@ def test_measure_with_a_fake_counter_is_stable_and_per_call(stand_in: standin.St
     s = pool.KernelServer(pinned_build("zvfh"), standin.VLEN, False, ssh_board(stand_in))
     try:
         x = bytes(range(256)) * 16
-        r, m = counters.measure(s, counters.FakeCounters(s, ghz=2.0, ipc=0.5), "selftest_echo", [], [],
+        r, m = board_counters.measure(s, board_counters.FakeCounters(s, ghz=2.0, ipc=0.5), "selftest_echo", [], [],
                                 [In(x), Out(len(x))])
         assert r.outputs == [x]
         assert m.rounds >= 3 and m.repeats[0] == 1 and m.repeats[1] >= 4
@@ -280,7 +281,7 @@ def test_measure_with_a_fake_counter_is_stable_and_per_call(stand_in: standin.St
         s.stop()
 
 
-class _Steady(counters.Counters):
+class _Steady(board_counters.Counters):
     """A counter that adds ``per_call`` per kernel repetition and ``overhead`` per request: what the slope removes."""
 
     def __init__(self, server: pool.KernelServer, per_call: int, overhead: int) -> None:
@@ -305,7 +306,7 @@ def test_the_slope_removes_the_request_overhead(stand_in: standin.StandIn, monke
 
     monkeypatch.setattr(s, "call", call)
     try:
-        _, m = counters.measure(s, src, "selftest_echo", [], [], [In(b"x"), Out(1)])
+        _, m = board_counters.measure(s, src, "selftest_echo", [], [], [In(b"x"), Out(1)])
         assert (m.cycles, m.instret, m.rounds, m.spread) == (1000, 1000, 3, 0.0)
     finally:
         s.stop()
@@ -316,7 +317,7 @@ def test_disagreements_beyond_one_and_a_half() -> None:
             {"case": "b", "measured_cycles": 1000, "estimates": {"x60": {"cycles": 1499}}},
             {"case": "c", "measured_cycles": 1000, "estimates": {"x60": {"cycles": 1501}}},
             {"case": "d", "measured_cycles": 1000, "estimates": {}}]
-    found = counters.disagreements(rows)
+    found = board_counters.disagreements(rows)
     assert [(d.case, d.core) for d in found] == [("a", "x60"), ("c", "x60")]
     assert found[0].describe() == "a: measured 1,600 cycles, estimated 1,000 on x60 (1.60x)"
 

@@ -12,8 +12,12 @@ from pathlib import Path
 import helpers
 import pytest
 
-from harness.build.builds import BuildError, IsaUnavailable, build_dir, build_key, ensure_built
-from harness.build.cmake import (
+from harness.core import config
+from harness.core.proc import CommandError
+from harness.emulators.qemu import emulation_gap
+from harness.ggml import mutants, source
+from harness.toolchain.builds import BuildError, IsaUnavailable, build_dir, build_key, ensure_built
+from harness.toolchain.cmake import (
     cmake_files,
     cmake_options,
     declared_options,
@@ -23,12 +27,8 @@ from harness.build.cmake import (
     plan_options,
     read_variables,
 )
-from harness.build.server import adapter_kernels, server_objects
-from harness.build.toolchain import compiler
-from harness.core import config
-from harness.core.proc import CommandError
-from harness.emulators.qemu import emulation_gap
-from harness.ggml import mutants, source
+from harness.toolchain.compilers import compiler
+from harness.toolchain.server import adapter_kernels, server_objects
 
 DATA = Path(__file__).parent / "data"
 
@@ -81,7 +81,7 @@ def test_failed_build_names_the_command_and_the_compiler_error() -> None:
 _BUILD = """
 import sys
 from pathlib import Path
-from harness.build.builds import ensure_built
+from harness.toolchain.builds import ensure_built
 from harness.core import config
 from harness.ggml import mutants, source
 tree = mutants.apply(mutants.Mutant("harmless", Path(sys.argv[1])), source.pinned())
@@ -335,14 +335,14 @@ def test_a_failed_build_is_one_error_and_skips_the_rest_across_workers(pytester:
 _BROKEN_SERVER_CONFTEST = """
 import shutil
 from pathlib import Path
-import harness.build.builds, harness.build.server, harness.plugin.hooks
+import harness.toolchain.builds, harness.toolchain.server, harness.plugin.hooks
 
 # The kernel server's sources, with k_vec.cpp broken as a tree lacking one of its names would break it.
 copy = Path(__file__).parent / "server"
-shutil.copytree(harness.build.builds.SERVER_DIR, copy, dirs_exist_ok=True)
+shutil.copytree(harness.toolchain.builds.SERVER_DIR, copy, dirs_exist_ok=True)
 with open(copy / "k_vec.cpp", "a") as f:
     f.write("\\nstatic int rvvdiff_broken = rvvdiff_no_such_symbol;\\n")
-harness.build.builds.SERVER_DIR = harness.build.server.SERVER_DIR = harness.plugin.hooks.SERVER_DIR = copy
+harness.toolchain.builds.SERVER_DIR = harness.toolchain.server.SERVER_DIR = harness.plugin.hooks.SERVER_DIR = copy
 """
 
 _TWO_FAMILIES = """

@@ -1,4 +1,4 @@
-"""The estimates held against the boards (harness/report/calibration.py, harness/data/calibration.toml,
+"""The estimates held against the boards (harness/cost/calibration.py, harness/data/calibration.toml,
 docs/calibration.md): the data file reads, the error factors are the ratios they say, the docs' table
 is generated from the data, and the report states the calibration next to every estimated change."""
 
@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.report import calibration as cal
-from harness.report import cost as cost_report
+from harness.cost import calibration, suite_tables
 
 ROW = """
 [[row]]
@@ -25,48 +24,48 @@ estimates = { table = 4.5, mca = 2.0 }
 
 
 def test_the_project_data_file_reads_and_the_docs_table_is_generated_from_it() -> None:
-    rows = cal.rows()
+    rows = calibration.rows()
     assert len(rows) >= 4 and {r.vlen for r in rows} == {256}
     assert any(r.held_out for r in rows) and not all(r.held_out for r in rows)
-    assert cal.doc_table() == cal.table(), (
-        "docs/calibration.md's table is not the data file's: run python -m harness.report.calibration --write")
+    assert calibration.doc_table() == calibration.table(), (
+        "docs/calibration.md's table is not the data file's: run python -m harness.cost.calibration --write")
 
 
 def test_an_error_factor_is_the_estimated_over_the_measured_speed_up() -> None:
-    (r,) = cal.parse(ROW)
+    (r,) = calibration.parse(ROW)
     assert r.speedup("pp32") == pytest.approx(3.0) and r.speedup("tg10") == pytest.approx(2.0)
     assert r.factor("table", "pp32") == pytest.approx(1.5) and r.factor("table", "tg10") == pytest.approx(2.25)
     assert r.factor("mca", "pp32") == pytest.approx(2 / 3)
-    assert cal.worst([r], "table") == (pytest.approx(2.25), 1)
-    assert cal.worst([r], "mca") == (pytest.approx(1.5), 1)  # 2/3 counts as 1.5x, either way
+    assert calibration.worst([r], "table") == (pytest.approx(2.25), 1)
+    assert calibration.worst([r], "mca") == (pytest.approx(1.5), 1)  # 2/3 counts as 1.5x, either way
 
 
 def test_the_summary_keeps_held_out_rows_apart_and_links_the_docs() -> None:
     held = ROW.replace('estimates = { table = 4.5, mca = 2.0 }', 'estimates = { table = 30.0 }\nheld_out = true')
-    rows = cal.parse(ROW + held)
-    s = cal.summary(rows)
+    rows = calibration.parse(ROW + held)
+    s = calibration.summary(rows)
     assert "clang builds, X60 by rvv-bench prices within 2.2x on 1 change, 15.0x on 1 held out, direction right on 2 of 2;" in s
     assert "clang builds, X60 by llvm-mca within 1.5x on 1 change, direction right on 1 of 1" in s
     assert "instructions" not in s.split("(", 2)[2]  # the instruction ratio is a reference, not summarised
     assert s.endswith("(docs/calibration.md)")
-    assert "no board measurement" in cal.summary([])
+    assert "no board measurement" in calibration.summary([])
 
 
 def test_another_compilers_estimates_are_kept_and_summarised_apart() -> None:
-    (r,) = cal.parse(ROW + "estimates_gcc14 = { table = 9.0 }\n")
+    (r,) = calibration.parse(ROW + "estimates_gcc14 = { table = 9.0 }\n")
     assert r.factor("table", "pp32", "gcc14") == pytest.approx(3.0) and r.factor("table", "pp32") == pytest.approx(1.5)
-    assert cal.compilers([r]) == ["clang", "gcc14"]
-    s = cal.summary([r])
+    assert calibration.compilers([r]) == ["clang", "gcc14"]
+    s = calibration.summary([r])
     assert s.index("clang builds, X60 by rvv-bench") < s.index("gcc14 builds, X60 by rvv-bench prices within 4.5x on 1 change")
-    lines = [ln for ln in cal.table([r]).splitlines()[2:]]
+    lines = [ln for ln in calibration.table([r]).splitlines()[2:]]
     assert len(lines) == 4 and [ln.split(" | ")[6] for ln in lines] == ["clang", "gcc14", "clang", "gcc14"]
 
 
 def test_an_estimate_that_calls_a_slowdown_a_gain_is_the_wrong_direction() -> None:
     slower = ROW.replace("tg10 = [1.0, 2.0]", "tg10 = [2.0, 1.0]")
-    (r,) = cal.parse(slower)
-    assert cal.direction_right([r], "table") == (0, 1)
-    assert "direction right on 0 of 1" in cal.summary([r])
+    (r,) = calibration.parse(slower)
+    assert calibration.direction_right([r], "table") == (0, 1)
+    assert "direction right on 0 of 1" in calibration.summary([r])
 
 
 @pytest.mark.parametrize("text, message", [
@@ -77,17 +76,17 @@ def test_an_estimate_that_calls_a_slowdown_a_gain_is_the_wrong_direction() -> No
     ("[[row]\n", "not TOML"),
 ])
 def test_a_malformed_row_is_named(text: str, message: str, tmp_path, monkeypatch) -> None:
-    with pytest.raises(cal.CalibrationError, match=message):
-        cal.parse(text)
+    with pytest.raises(calibration.CalibrationError, match=message):
+        calibration.parse(text)
     # In a cost report the summary line says so instead of ending the report.
     bad = tmp_path / "calibration.toml"
     bad.write_text(text)
-    monkeypatch.setattr(cal, "DATA", bad)
-    cal.rows.cache_clear()
+    monkeypatch.setattr(calibration, "DATA", bad)
+    calibration.rows.cache_clear()
     try:
-        line = cal.summary()
+        line = calibration.summary()
     finally:
-        cal.rows.cache_clear()
+        calibration.rows.cache_clear()
     assert line.startswith("calibration: unknown (") and message.split("'")[0] in line
 
 
@@ -99,10 +98,10 @@ def _cost_row(case: str, fn: str, instret: int, x60: float, mca: float) -> dict:
 def test_a_cost_run_gives_a_rows_two_estimates() -> None:
     cost = {"head": [_cost_row("c", "k", 100, 200.0, 300.0), _cost_row("d", "old", 400, 1000.0, 600.0)],
             "base": [_cost_row("c", "k", 300, 800.0, 450.0)]}
-    assert cal.cost_ratios(cost, "k") == {"instructions": 3.0, "table": 4.0, "mca": 1.5}
-    assert cal.cost_ratios(cost, "k", before_function="old") == {"instructions": 4.0, "table": 5.0, "mca": 2.0}
-    with pytest.raises(cal.CalibrationError, match="not in the cost run"):
-        cal.cost_ratios(cost, "absent")
+    assert calibration.cost_ratios(cost, "k") == {"instructions": 3.0, "table": 4.0, "mca": 1.5}
+    assert calibration.cost_ratios(cost, "k", before_function="old") == {"instructions": 4.0, "table": 5.0, "mca": 2.0}
+    with pytest.raises(calibration.CalibrationError, match="not in the cost run"):
+        calibration.cost_ratios(cost, "absent")
 
 
 def test_an_estimated_change_in_the_report_carries_the_calibration_line() -> None:
@@ -110,11 +109,11 @@ def test_an_estimated_change_in_the_report_carries_the_calibration_line() -> Non
     row = lambda mix: {"case": "k", "function": "k", "size": "k4096", "impl": "rvv", "twin": None,  # noqa: E731
                        "units": 4096, "unit": "element", "vlen": 256, "isa": "zvfh", "instret": sum(mix.values()),
                        "executed": sum(mix.values()), "vector": 1, "mix": mix}
-    t = cost_report.CostTable({("k", 256, "zvfh"): row(mix_h)}, {("k", 256, "zvfh"): row(mix_b)})
+    t = suite_tables.CostTable({("k", 256, "zvfh"): row(mix_h)}, {("k", 256, "zvfh"): row(mix_b)})
     md = t.markdown()
-    assert f"Estimated changes ('est.'): {cal.summary()}." in md
-    assert t.as_json()["calibration"] == cal.summary()
+    assert f"Estimated changes ('est.'): {calibration.summary()}." in md
+    assert t.as_json()["calibration"] == calibration.summary()
     # No estimated change (a VLEN no core is priced at): no calibration line.
-    t512 = cost_report.CostTable({("k", 512, "zvfh"): {**row(mix_h), "vlen": 512}},
+    t512 = suite_tables.CostTable({("k", 512, "zvfh"): {**row(mix_h), "vlen": 512}},
                                  {("k", 512, "zvfh"): {**row(mix_b), "vlen": 512}})
     assert "Estimated changes" not in t512.markdown()

@@ -1,4 +1,4 @@
-"""The model-shaped estimates beside the boards (harness/report/calibration_model.py): which batch a
+"""The model-shaped estimates beside the boards (harness/cost/calibration_model.py): which batch a
 measured test is held against, the error factor, held-out rows apart, and the docs table generated from
 the data file."""
 
@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.report import calibration
-from harness.report import calibration_model as CM
+from harness.cost import calibration, calibration_model
 
 ROW = """
 [[row]]
@@ -25,21 +24,22 @@ model_case = { spec = "tinyllama:q4_0:1+32", estimates = { b1 = { table = 4.0, m
 
 
 def test_a_test_is_held_against_its_batch() -> None:
-    (r,) = CM.parse(ROW)
+    (r,) = calibration_model.parse(ROW)
     assert [r.batch_for(t) for t in ("pp32", "pp512", "tg10")] == [32, 32, 1]
     assert r.factor("table", "pp32") == pytest.approx(1.0)
     assert r.factor("table", "pp512") == pytest.approx(1.5)
     assert r.factor("table", "tg10") == pytest.approx(2.0)
     assert r.factor("mca", "pp32") is None and r.factor("mca", "tg10") == pytest.approx(0.5)
-    assert CM.worst([r], "table") == (pytest.approx(2.0), 1)
-    assert "32 (for 512)" in CM.table([r])
-    assert "rvv-bench prices within 2.0x on 1 changes;" in CM.summary([r]) and "held out" not in CM.summary([r])
+    assert calibration_model.worst([r], "table") == (pytest.approx(2.0), 1)
+    assert "32 (for 512)" in calibration_model.table([r])
+    summary = calibration_model.summary([r])
+    assert "rvv-bench prices within 2.0x on 1 changes;" in summary and "held out" not in summary
 
 
 def test_held_out_rows_are_summarised_apart() -> None:
-    (r,) = CM.parse(ROW + "held_out = true\n")
-    assert "within 2.0x on 1 held out" in CM.summary([r]) and "changes" not in CM.summary([r])
-    assert CM.table([r]).splitlines()[2].startswith("| held out: x #1")
+    (r,) = calibration_model.parse(ROW + "held_out = true\n")
+    assert "within 2.0x on 1 held out" in calibration_model.summary([r]) and "changes" not in calibration_model.summary([r])
+    assert calibration_model.table([r]).splitlines()[2].startswith("| held out: x #1")
 
 
 
@@ -47,20 +47,20 @@ def test_a_case_that_does_not_run_what_the_board_ran_is_shown_not_summarised() -
     text = ROW.replace('model_case = { spec', 'model_case = [{ spec').replace("} } }\n", "} } },\n"
         '  { spec = "tinyllama:q4_0:1+32:cpu", summarised = false, note = "not the board\'s path", '
         'estimates = { b1 = { table = 9.0 } } }]\n')
-    rs = CM.parse(text)
+    rs = calibration_model.parse(text)
     assert [r.summarised for r in rs] == [True, False]
-    assert "rvv-bench prices within 2.0x on 1 changes;" in CM.summary(rs)
-    assert "(not summarised): not the board's path" in CM.table(rs)
+    assert "rvv-bench prices within 2.0x on 1 changes;" in calibration_model.summary(rs)
+    assert "(not summarised): not the board's path" in calibration_model.table(rs)
 
 
 def test_a_malformed_case_is_named() -> None:
     with pytest.raises(calibration.CalibrationError, match="x #1: model_case needs spec"):
-        CM.parse(ROW.replace('spec = "tinyllama:q4_0:1+32"', 'spec = "tinyllama:q4_0"'))
+        calibration_model.parse(ROW.replace('spec = "tinyllama:q4_0:1+32"', 'spec = "tinyllama:q4_0"'))
 
 
 def test_the_project_table_is_generated_from_the_data_file() -> None:
-    rs = CM.rows()
+    rs = calibration_model.rows()
     assert rs, "no row of harness/data/calibration.toml has a model-shaped estimate"
-    assert CM.doc_table() == CM.table(), (
+    assert calibration_model.doc_table() == calibration_model.table(), (
         "docs/calibration.md's model-shaped table is not the data file's: run "
-        "python -m harness.report.calibration_model --write")
+        "python -m harness.cost.calibration_model --write")

@@ -10,11 +10,11 @@ from types import SimpleNamespace
 import pytest
 from helpers import run_diff_test
 
-from harness.build.toolchain import COMPILERS
 from harness.core.config import COMPILER_NAMES, ISA_BUILDS, parse_compilers, split_compiler
 from harness.plugin.options import parse_cc
 from harness.report.failure import write_failure
 from harness.report.ids import parse_id, replay_argv
+from harness.toolchain.compilers import COMPILERS
 
 EVERY = tuple(ISA_BUILDS)
 
@@ -78,16 +78,16 @@ def test_the_header_names_each_compiler_and_the_builds_one_cannot_make(pytester:
 
 def test_a_compiler_not_installed_is_one_header_line_and_skips_its_targets_with_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.build import toolchain
     from harness.plugin import targets
+    from harness.toolchain import compilers
 
-    def missing() -> toolchain.Compiler:
-        raise toolchain.ToolchainError("GCC 14 (compiler gcc14) is not installed: run ci/setup.sh --gcc14")
+    def missing() -> compilers.Compiler:
+        raise compilers.ToolchainError("GCC 14 (compiler gcc14) is not installed: run ci/setup.sh --gcc14")
 
-    monkeypatch.setitem(toolchain.COMPILERS, "gcc14", toolchain.NamedCompiler("gcc14", "ci/setup.sh --gcc14", missing))
-    toolchain._compiler.cache_clear()
+    monkeypatch.setitem(compilers.COMPILERS, "gcc14", compilers.NamedCompiler("gcc14", "ci/setup.sh --gcc14", missing))
+    compilers._compiler.cache_clear()
     try:
-        assert toolchain.describe("gcc14") == {"compiler": "unavailable: GCC 14 (compiler gcc14) is not installed: "
+        assert compilers.describe("gcc14") == {"compiler": "unavailable: GCC 14 (compiler gcc14) is not installed: "
                                                            "run ci/setup.sh --gcc14"}
         s = targets.Session(SimpleNamespace(getoption=lambda name: None))  # type: ignore[arg-type]
         s.__dict__["source"] = SimpleNamespace()
@@ -95,7 +95,7 @@ def test_a_compiler_not_installed_is_one_header_line_and_skips_its_targets_with_
             s.build(ISA_BUILDS["zvfh"], "gcc14")
         assert s.unusable == {("zvfh", "gcc14"): "GCC 14 (compiler gcc14) is not installed: run ci/setup.sh --gcc14"}
     finally:
-        toolchain._compiler.cache_clear()
+        compilers._compiler.cache_clear()
 
 
 def test_ids_parse_and_split_with_and_without_the_compiler() -> None:

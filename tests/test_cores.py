@@ -1,13 +1,13 @@
-"""Vector instruction names (harness/emulators/rvvnames.py) and the estimated cycles on real cores
-(harness/emulators/cores.py): decoding checked against words GNU objdump names, prices against the
+"""Vector instruction names (harness/binary/rvvnames.py) and the estimated cycles on real cores
+(harness/cost/cores.py): decoding checked against words GNU objdump names, prices against the
 imported tables, and an estimate worked by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.emulators import cores
-from harness.emulators.rvvnames import name
+from harness.binary.rvvnames import name
+from harness.cost import cores
 
 # Words from the pinned tree's server binary, named by riscv64-linux-gnu-objdump -M no-aliases
 # (the bf16 ones, which binutils 2.40 does not know, by the Zvfbfwma / Zvfbfmin encodings).
@@ -123,7 +123,7 @@ def _row(case: str, vlen: int, mix: dict[str, int], twin: str | None) -> dict:
 
 
 def test_the_report_prices_rows_at_their_cores_and_flags_a_dearer_vector_kernel() -> None:
-    from harness.report import cost as cost_report
+    from harness.cost import suite_tables
 
     # Fewer instructions than the twin, but LMUL-8 gathers: dearer on the A100 (VLEN 1024) estimate.
     vec = {"vsetvli": 10, "vrgather.vv e8m8": 10, "scalar": 20}
@@ -132,7 +132,7 @@ def test_the_report_prices_rows_at_their_cores_and_flags_a_dearer_vector_kernel(
     for vlen in (256, 1024, 2048):
         rows[("k", vlen, "zvfh")] = _row("k", vlen, vec, "k-generic")
         rows[("k-generic", vlen, "zvfh")] = _row("k-generic", vlen, twin, None)
-    t = cost_report.CostTable(rows)
+    t = suite_tables.CostTable(rows)
     assert t.costlier_than_twin() == []  # by instructions the vector kernel is 25 times cheaper
     dear = t.costlier_than_twin_on_cores()
     assert len(dear) == 1 and "SpacemiT A100" in dear[0] and "VLEN 1024" in dear[0]
@@ -146,11 +146,11 @@ def test_the_report_prices_rows_at_their_cores_and_flags_a_dearer_vector_kernel(
 
 
 def test_a_move_carries_the_estimated_change_on_the_cores_of_its_vlen() -> None:
-    from harness.report import cost as cost_report
+    from harness.cost import suite_tables
 
     base = {("k", 256, "zvfh"): _row("k", 256, {"vadd.vv e8m1": 100, "scalar": 100}, None)}
     head = {("k", 256, "zvfh"): _row("k", 256, {"vrgather.vv e8m4": 100, "scalar": 110}, None)}
-    slower, faster = cost_report.CostTable(head, base).moves()
+    slower, faster = suite_tables.CostTable(head, base).moves()
     assert not faster and len(slower) == 1
     m = slower[0]
     assert m.ratio == pytest.approx(210 / 200)

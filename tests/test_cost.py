@@ -4,19 +4,15 @@ comparison of compilers (``rvvdiff cost --cc``) on fabricated rows."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import struct
 from collections import Counter
 
 import pytest
 
-from harness.commands import cost as cost_cmd
-from harness.emulators import cost as cost_emu
-from harness.emulators import cost_runs
+from harness.commands import cost
+from harness.cost import compiler_gaps, spike_count, spike_runs, suite_runs, suite_tables
 from harness.emulators import protocol as P
-from harness.report import cost as cost_report
-from harness.report import cost_compilers
 
 # Encodings as Spike's commit log shows them (llvm-objdump agrees).
 VSETIVLI_E64_M1 = 0xCD817057  # vsetivli zero, 2, e64, m1, ta, ma
@@ -33,47 +29,47 @@ def _vsetvli(sew: int, lmul_field: int) -> int:
 
 
 def test_config_instructions_carry_their_vtype() -> None:
-    v = cost_emu.classify(VSETIVLI_E64_M1, None)
-    assert v == cost_emu.VInsn("config", 0, True, "vsetivli")
-    vtype = cost_emu._config_vtype(VSETIVLI_E64_M1)
-    assert vtype is not None and cost_emu._sew(vtype) == 64 and vtype & 7 == 0
+    v = spike_count.classify(VSETIVLI_E64_M1, None)
+    assert v == spike_count.VInsn("config", 0, True, "vsetivli")
+    vtype = spike_count._config_vtype(VSETIVLI_E64_M1)
+    assert vtype is not None and spike_count._sew(vtype) == 64 and vtype & 7 == 0
     vsetvl = (0b1000000 << 25) | (11 << 20) | (10 << 15) | (7 << 12) | 0x57
-    assert cost_emu._config_vtype(vsetvl) is None
+    assert spike_count._config_vtype(vsetvl) is None
 
 
 @pytest.mark.parametrize(("word", "vtype", "kind", "work"), [
-    (VADD_VV, cost_emu._config_vtype(_vsetvli(32, 0)), "arith", 1),
-    (VADD_VV, cost_emu._config_vtype(_vsetvli(32, 2)), "arith", 4),  # m4
-    (VADD_VV, cost_emu._config_vtype(_vsetvli(8, 7)), "arith", 1),  # mf2 counts one register
-    (VSE32, cost_emu._config_vtype(_vsetvli(32, 1)), "store", 2),  # EMUL = 2 * 32/32
-    (VSE32, cost_emu._config_vtype(_vsetvli(8, 1)), "store", 8),  # EMUL = 2 * 32/8
-    (VLE8, cost_emu._config_vtype(_vsetvli(32, 0)), "load", 1),  # EMUL = 1 * 8/32 -> one register
-    (VS1R, cost_emu._config_vtype(_vsetvli(8, 3)), "store", 1),  # whole register: nf = 1, whatever the vtype
+    (VADD_VV, spike_count._config_vtype(_vsetvli(32, 0)), "arith", 1),
+    (VADD_VV, spike_count._config_vtype(_vsetvli(32, 2)), "arith", 4),  # m4
+    (VADD_VV, spike_count._config_vtype(_vsetvli(8, 7)), "arith", 1),  # mf2 counts one register
+    (VSE32, spike_count._config_vtype(_vsetvli(32, 1)), "store", 2),  # EMUL = 2 * 32/32
+    (VSE32, spike_count._config_vtype(_vsetvli(8, 1)), "store", 8),  # EMUL = 2 * 32/8
+    (VLE8, spike_count._config_vtype(_vsetvli(32, 0)), "load", 1),  # EMUL = 1 * 8/32 -> one register
+    (VS1R, spike_count._config_vtype(_vsetvli(8, 3)), "store", 1),  # whole register: nf = 1, whatever the vtype
     (VADD_VV, None, "arith", 1),  # vtype unknown: counted as LMUL 1
 ])
 def test_vector_work_is_registers_processed(word: int, vtype: int | None, kind: str, work: int) -> None:
-    v = cost_emu.classify(word, vtype)
+    v = spike_count.classify(word, vtype)
     assert v is not None and (v.kind, v.work) == (kind, work)
     assert v.known == (vtype is not None)
 
 
 def test_scalar_and_compressed_instructions_are_not_vector() -> None:
-    assert cost_emu.classify(0x00B50533, 0) is None  # add a0, a0, a1
-    assert cost_emu.classify(0x0005A007, 0) is None  # flw f0, 0(a1): LOAD-FP with a scalar width
-    assert cost_emu.is_csr_access(0xC2202573)  # csrr a0, vlenb
-    assert not cost_emu.is_csr_access(0x00000073)  # ecall
+    assert spike_count.classify(0x00B50533, 0) is None  # add a0, a0, a1
+    assert spike_count.classify(0x0005A007, 0) is None  # flw f0, 0(a1): LOAD-FP with a scalar width
+    assert spike_count.is_csr_access(0xC2202573)  # csrr a0, vlenb
+    assert not spike_count.is_csr_access(0x00000073)  # ecall
 
 
-def _image(words: list[int]) -> cost_emu.Image:
+def _image(words: list[int]) -> spike_count.Image:
     code = b"".join(struct.pack("<I", w) for w in words)
-    return cost_emu.Image(((0x1000, code),), (0x1000,), ("kernel",))
+    return spike_count.Image(((0x1000, code),), (0x1000,), ("kernel",))
 
 
 def test_tally_uses_the_preceding_vset_and_halves_csr_counts() -> None:
     csrr = 0xC2202573
     img = _image([_vsetvli(32, 2), VADD_VV, csrr, VADD_VV])
     hist = Counter({0x1000: 3, 0x1004: 3, 0x1008: 6, 0x100C: 3})  # the CSR read counted twice by Spike
-    c = cost_emu.tally(img, hist, instret=12, cycles=12)
+    c = spike_count.tally(img, hist, instret=12, cycles=12)
     assert c.executed == 12  # 3 + 3 + 6/2 + 3
     assert c.vector == 9 and c.vector_kinds == {"arith": 6, "config": 3}
     assert c.vector_work == 6 * 4  # two vadds at m4, three times
@@ -84,12 +80,12 @@ def test_tally_uses_the_preceding_vset_and_halves_csr_counts() -> None:
 def test_mix_names_scalar_multiplies_apart() -> None:
     mul, divu, addw = 0x02B50533, 0x02B55533, 0x00B5053B  # mul / divu a0, a0, a1; addw a0, a0, a1
     img = _image([_vsetvli(8, 7), VADD_VV & ~(1 << 25), mul, divu, addw])
-    c = cost_emu.tally(img, Counter({0x1000: 1, 0x1004: 2, 0x1008: 1, 0x100C: 1, 0x1010: 1}), instret=6, cycles=6)
+    c = spike_count.tally(img, Counter({0x1000: 1, 0x1004: 2, 0x1008: 1, 0x100C: 1, 0x1010: 1}), instret=6, cycles=6)
     assert c.mix == {"vsetvli": 1, "vadd.vv e8mf2 v0.t": 2, "scalar mul": 1, "scalar div": 1, "scalar": 1}
 
 
 def test_histogram_is_separated_from_the_server_stderr() -> None:
-    hist, rest = cost_emu.parse_histogram("ggml says hi\nPC Histogram size:2\n20000000 5\n20000004 7\n")
+    hist, rest = spike_count.parse_histogram("ggml says hi\nPC Histogram size:2\n20000000 5\n20000004 7\n")
     assert hist == {0x20000000: 5, 0x20000004: 7} and rest == "ggml says hi"
 
 
@@ -119,18 +115,18 @@ def _row(case: str, vlen: int, instret: int, *, impl: str = "rvv", isa: str = "z
 
 
 def test_moves_beyond_the_threshold_are_listed() -> None:
-    head = cost_report.merge([_row("a", 128, 1030), _row("b", 128, 900), _row("c", 128, 1010), _row("new", 128, 5)])
-    base = cost_report.merge([_row("a", 128, 1000), _row("b", 128, 1000), _row("c", 128, 1000)])
-    slower, faster = cost_report.CostTable(head, base).moves()
+    head = suite_tables.merge([_row("a", 128, 1030), _row("b", 128, 900), _row("c", 128, 1010), _row("new", 128, 5)])
+    base = suite_tables.merge([_row("a", 128, 1000), _row("b", 128, 1000), _row("c", 128, 1000)])
+    slower, faster = suite_tables.CostTable(head, base).moves()
     assert [m.case for m in slower] == ["a"] and [m.case for m in faster] == ["b"]  # c is within 2 %, new has no base
     assert round(slower[0].ratio, 2) == 1.03
 
 
 def test_not_scaling_and_costlier_than_twin_are_named() -> None:
-    rows = cost_report.merge([_row("flat", 128, 1000), _row("flat", 256, 990), _row("flat", 512, 500),
+    rows = suite_tables.merge([_row("flat", 128, 1000), _row("flat", 256, 990), _row("flat", 512, 500),
                     _row("flat", 128, 900, impl="generic"), _row("flat", 256, 900, impl="generic"),
                     _row("flat", 512, 900, impl="generic")])
-    t = cost_report.CostTable(rows)
+    t = suite_tables.CostTable(rows)
     (flat,) = t.not_scaling()
     assert "128->256: x0.99" in flat and "256->512" not in flat
     (dear,) = t.costlier_than_twin()
@@ -146,7 +142,7 @@ def test_unmeasured_cases_are_one_line_per_reason() -> None:
     results["costs/test_cost.py::test_cost[quant_dot-q2_K-k4096-vlen128-zvfh]"] = {
         "outcome": "failed", "reason": "quant_vec_dot: the kernel server died of signal 4 under Spike\nmore"}
     results["costs/test_cost.py::test_cost[quant_dot-q6_K-k4096-vlen128-zvfh]"] = {"outcome": "passed"}
-    lines = cost_report.grouped(cost_report.unmeasured(results, "base: "))
+    lines = suite_tables.grouped(suite_tables.unmeasured(results, "base: "))
     assert len(lines) == 2
     assert lines[0].startswith("2 cases (base: quant_dot-q4_0-k4096-vlen128-zvfh, ...): skipped: ISA build zvfh")
     assert lines[1] == ("base: quant_dot-q2_K-k4096-vlen128-zvfh: failed: quant_vec_dot: the kernel server died "
@@ -157,22 +153,22 @@ def test_cache_keeps_a_measurement(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("RVVDIFF_CACHE", str(tmp_path))
     exe = tmp_path / "server"
     exe.write_bytes(b"\x7fELF")
-    key = cost_runs._cache_key(exe, ["spike", "-g", "--isa=x", str(exe)], b"request")
+    key = spike_runs._cache_key(exe, ["spike", "-g", "--isa=x", str(exe)], b"request")
     r = P.Response(P.Status.OK, 7, "cost.instret=5", [b"\x00\x01"])
-    c = cost_emu.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6})
-    cost_runs._keep(key, r, c)
-    assert cost_runs._cached(key) == (r, c)
-    assert cost_runs._cached(key, need_mix=True) is None  # kept without a mix: a core's VLEN measures again
-    c2 = cost_emu.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6}, mix={"vadd.vv e8m1": 2, "scalar": 4})
-    cost_runs._keep(key, r, c2)
-    assert cost_runs._cached(key, need_mix=True) == (r, c2)
-    assert cost_runs._cached(key, need_mix=True, need_mca=True) is None  # no second estimate: measured again
-    c3 = cost_emu.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6}, mix={"scalar": 6}, mca={"cycles": 9.0, "by_key": {}})
-    cost_runs._keep(key, r, c3)
-    assert cost_runs._cached(key, need_mix=True, need_mca=True) == (r, c3)
+    c = spike_count.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6})
+    spike_runs._keep(key, r, c)
+    assert spike_runs._cached(key) == (r, c)
+    assert spike_runs._cached(key, need_mix=True) is None  # kept without a mix: a core's VLEN measures again
+    c2 = spike_count.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6}, mix={"vadd.vv e8m1": 2, "scalar": 4})
+    spike_runs._keep(key, r, c2)
+    assert spike_runs._cached(key, need_mix=True) == (r, c2)
+    assert spike_runs._cached(key, need_mix=True, need_mca=True) is None  # no second estimate: measured again
+    c3 = spike_count.Cost(5, 5, 6, 2, 3, {"arith": 2}, {"k": 6}, mix={"scalar": 6}, mca={"cycles": 9.0, "by_key": {}})
+    spike_runs._keep(key, r, c3)
+    assert spike_runs._cached(key, need_mix=True, need_mca=True) == (r, c3)
     assert c3.as_dict()["mca"] == {"cycles": 9.0, "by_key": {}} and "mca" not in c2.as_dict()
     monkeypatch.setenv("RVVDIFF_COST_CACHE", "0")
-    assert cost_runs._cache_key(exe, ["spike"], b"request") is None
+    assert spike_runs._cache_key(exe, ["spike"], b"request") is None
 
 
 # ------------------------------------------------------------------ per compiler
@@ -185,20 +181,20 @@ def _cc_row(case: str, vlen: int, instret: int, mix: dict[str, int] | None = Non
 def test_a_compiler_dearer_beyond_the_gap_is_listed_either_way() -> None:
     """gcc14 11 % dearer at 128 (listed), 5 % at 256 (not); clang 25 % dearer on b (listed, clang
     first); a case one compiler lacks is not compared."""
-    rows = {"gcc14": cost_report.merge([_cc_row("a", 128, 1110), _cc_row("a", 256, 1050), _cc_row("b", 128, 800),
+    rows = {"gcc14": suite_tables.merge([_cc_row("a", 128, 1110), _cc_row("a", 256, 1050), _cc_row("b", 128, 800),
                                         _cc_row("only", 128, 5)]),
-            "clang": cost_report.merge([_cc_row("a", 128, 1000), _cc_row("a", 256, 1000), _cc_row("b", 128, 1000)])}
-    found = cost_compilers.gaps(rows)
+            "clang": suite_tables.merge([_cc_row("a", 128, 1000), _cc_row("a", 256, 1000), _cc_row("b", 128, 1000)])}
+    found = compiler_gaps.gaps(rows)
     assert [(g.case, g.vlen, g.dearer, g.cheaper) for g in found] == [("b", 128, "clang", "gcc14"),
                                                                      ("a", 128, "gcc14", "clang")]
     assert round(found[0].ratio, 2) == 1.25 and found[1].dear == 1110 and found[1].cheap == 1000
     assert found[1].describe() == ("fn_a (a) at VLEN 128, zvfh: gcc14 dearer than clang: 1110 against 1000 "
                                    "instructions (+11.0 %)")
-    assert not cost_compilers.gaps(rows, threshold=0.3)
-    md = cost_compilers.markdown(rows, found)
+    assert not compiler_gaps.gaps(rows, threshold=0.3)
+    md = compiler_gaps.markdown(rows, found)
     assert md.startswith("## Cost per compiler: gcc14, clang") and "**Dearer by compiler** (2):" in md
     assert "| fn_a | k100 | zvfh | 128 | 1110 | 1000 | 0.901 |" in md
-    assert cost_compilers.as_json(rows, found)["dearer"][0]["dearer"] == "clang"
+    assert compiler_gaps.as_json(rows, found)["dearer"][0]["dearer"] == "clang"
 
 
 def test_an_estimate_on_a_core_can_make_a_compiler_dearer() -> None:
@@ -206,9 +202,9 @@ def test_an_estimate_on_a_core_can_make_a_compiler_dearer() -> None:
     the cores of that VLEN by their prices, though not by the count."""
     cheap = {"scalar": 100, "vadd.vv e32m1": 10}
     dear = {"scalar": 100, "vredsum.vs e32m8": 10}
-    rows = {"clang": cost_report.merge([_cc_row("a", 256, 110, dear)]),
-            "gcc14": cost_report.merge([_cc_row("a", 256, 110, cheap)])}
-    (g,) = cost_compilers.gaps(rows)
+    rows = {"clang": suite_tables.merge([_cc_row("a", 256, 110, dear)]),
+            "gcc14": suite_tables.merge([_cc_row("a", 256, 110, cheap)])}
+    (g,) = compiler_gaps.gaps(rows)
     assert (g.dearer, g.cheaper, g.ratio) == ("clang", "gcc14", 1.0)
     assert g.on_cores["SpacemiT X100 (SpacemiT K3)"] == pytest.approx(230 / 50)
     assert "est. SpacemiT X100 (SpacemiT K3) +360.0 %" in g.describe()
@@ -218,22 +214,22 @@ def test_cost_command_takes_a_list_of_compilers(tmp_path, monkeypatch, capsys) -
     """``rvvdiff cost --cc gcc14,clang``: one run per compiler, each told its compiler; the report
     leads with the comparison; an unknown name is one usage line."""
     with pytest.raises(SystemExit):
-        cost_cmd.main(["--cc", "icc"])
+        cost.main(["--cc", "icc"])
     assert "--cc 'icc': 'icc' is not allowed; use 'all' or a comma list of clang, gcc14" in capsys.readouterr().err
     asked = []
 
     def run(tree, out, name, args, extra=(), compiler=None):
         asked.append((name, compiler))
-        return cost_report.merge([_cc_row("a", 128, 1200 if compiler == "gcc14" else 1000)]), {}, 1.0
-    monkeypatch.setattr(cost_cmd, "run_costs", run)
-    assert cost_cmd.main(["--cc", "gcc14,clang", "--out", str(tmp_path)]) == 0
+        return suite_tables.merge([_cc_row("a", 128, 1200 if compiler == "gcc14" else 1000)]), {}, 1.0
+    monkeypatch.setattr(suite_runs, "run_costs", run)
+    assert cost.main(["--cc", "gcc14,clang", "--out", str(tmp_path)]) == 0
     assert asked == [("head-gcc14", "gcc14"), ("head-clang", "clang")]
     assert "fn_a (a) at VLEN 128, zvfh: gcc14 dearer than clang: 1200 against 1000" in capsys.readouterr().out
     data = json.loads((tmp_path / "cost.json").read_text())
     assert data["compilers"] == ["gcc14", "clang"] and set(data["per_compiler"]) == {"gcc14", "clang"}
     assert (tmp_path / "cost-gcc14.html").is_file() and "## Cost per VLEN: clang" in (tmp_path / "cost.md").read_text()
     asked.clear()  # without --cc: the selected compiler, no --cc passed on, the single report
-    assert cost_cmd.main(["--out", str(tmp_path)]) == 0
+    assert cost.main(["--out", str(tmp_path)]) == 0
     assert asked == [("head", None)] and "slower" in json.loads((tmp_path / "cost.json").read_text())
 
 
@@ -242,10 +238,10 @@ def test_a_cost_run_is_told_its_compiler(tmp_path, monkeypatch) -> None:
 
     def suite(argv, **kw):
         seen["argv"] = argv
-        raise cost_cmd.CostRunError("stop")
-    monkeypatch.setattr(cost_cmd, "run_suite", suite)
-    args = argparse.Namespace(vlen=(128,), isa=("zvfh",), workers="1", kernel_timeout=1.0, k=None)
+        raise suite_runs.CostRunError("stop")
+    monkeypatch.setattr(suite_runs, "run_suite", suite)
+    args = suite_runs.Options(vlen=(128,), isa=("zvfh",), workers="1", kernel_timeout=1.0)
     for cc in ("gcc14", None):
-        with pytest.raises(cost_cmd.CostRunError):
-            cost_cmd.run_costs(None, tmp_path, "head", args, [], cc)
+        with pytest.raises(suite_runs.CostRunError):
+            suite_runs.run_costs(None, tmp_path, "head", args, [], cc)
         assert (seen["argv"][seen["argv"].index("--cc") + 1] if "--cc" in seen["argv"] else None) == cc

@@ -1,4 +1,4 @@
-"""harness/emulators/cost_runs.py's two runs, without Spike: the histograms of runs A and B are given, and what
+"""harness/cost/spike_runs.py's two runs, without Spike: the histograms of runs A and B are given, and what
 measure() makes of them is checked (one more repetition, or the third against the second where the first call
 leaves state that sends the next one down another path, or a clear failure)."""
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.emulators import cost, cost_runs
+from harness.cost import spike_count, spike_runs
 from harness.emulators import protocol as P
 
 #: The call's instructions per address: start-up (0x10), the call (0x20, 0x24) and what runs after the
@@ -33,25 +33,25 @@ def _fake(monkeypatch: pytest.MonkeyPatch, after: dict[int, dict[int, int]]) -> 
         ok = P.Response(P.Status.OK, 0, "cost.instret=150\ncost.cycles=150", [])
         return [ok, ok], dict(hist)
 
-    monkeypatch.setattr(cost_runs, "_run", run)
-    monkeypatch.setattr(cost_runs, "_cached", lambda *a, **k: None)
-    monkeypatch.setattr(cost_runs, "_keep", lambda *a, **k: None)
-    monkeypatch.setattr(cost_runs, "_cache_key", lambda *a: None)
-    monkeypatch.setattr(cost_runs, "_started", lambda argv, exe, timeout: argv)
-    monkeypatch.setattr(cost_runs, "spike_argv", lambda *a: ["spike"])
-    monkeypatch.setattr(cost_runs, "image", lambda exe: SimpleNamespace(function_of=lambda pc: (pc, "_int_malloc")))
-    monkeypatch.setattr(cost_runs, "tally", lambda img, diff, instret, cycles: dict(diff))
-    monkeypatch.setattr(cost_runs.mca, "tools", lambda: None)
-    monkeypatch.setattr(cost_runs.P, "encode_call", lambda k, ip, fp, bufs, repeat=1, measure=False: b"R" * repeat)
-    monkeypatch.setattr(cost_runs.P, "encode_hello", lambda: b"")
-    monkeypatch.setattr(cost_runs.P, "encode_quit", lambda: b"")
+    monkeypatch.setattr(spike_runs, "_run", run)
+    monkeypatch.setattr(spike_runs, "_cached", lambda *a, **k: None)
+    monkeypatch.setattr(spike_runs, "_keep", lambda *a, **k: None)
+    monkeypatch.setattr(spike_runs, "_cache_key", lambda *a: None)
+    monkeypatch.setattr(spike_runs, "_started", lambda argv, exe, timeout: argv)
+    monkeypatch.setattr(spike_runs, "spike_argv", lambda *a: ["spike"])
+    monkeypatch.setattr(spike_runs, "image", lambda exe: SimpleNamespace(function_of=lambda pc: (pc, "_int_malloc")))
+    monkeypatch.setattr(spike_runs, "tally", lambda img, diff, instret, cycles: dict(diff))
+    monkeypatch.setattr(spike_runs.mca, "tools", lambda: None)
+    monkeypatch.setattr(spike_runs.P, "encode_call", lambda k, ip, fp, bufs, repeat=1, measure=False: b"R" * repeat)
+    monkeypatch.setattr(spike_runs.P, "encode_hello", lambda: b"")
+    monkeypatch.setattr(spike_runs.P, "encode_quit", lambda: b"")
     return seen
 
 
 def _measure() -> object:
     emu = SimpleNamespace(server_binary=lambda build: Path("/nonexistent/server"))
     build = SimpleNamespace(isa=SimpleNamespace(name="zvfh", qemu={}))
-    return cost_runs.measure(emu, build, 256, ("k", [], [], []), timeout=10, what="k")[1]
+    return spike_runs.measure(emu, build, 256, ("k", [], [], []), timeout=10, what="k")[1]
 
 
 def test_one_more_repetition_is_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -68,6 +68,6 @@ def test_state_left_by_the_first_call_is_measured_past(monkeypatch: pytest.Monke
 
 def test_a_call_that_never_settles_is_a_failure_that_says_where(monkeypatch: pytest.MonkeyPatch) -> None:
     _fake(monkeypatch, {1: {0x40: 9}, 2: {0x40: 6}, 3: {0x40: 3}})
-    with pytest.raises(cost.CostError, match=r"fewer instructions than run A at 1 addresses, 3 in all \(in "
+    with pytest.raises(spike_count.CostError, match=r"fewer instructions than run A at 1 addresses, 3 in all \(in "
                                              r"_int_malloc\), both after one call and after two"):
         _measure()

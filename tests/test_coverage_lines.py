@@ -10,7 +10,8 @@ import numpy as np
 from elftools.elf.elffile import ELFFile
 from helpers import pinned_build, run_suite
 
-from harness.emulators import dwarf, executed, pool
+from harness.binary import dwarf
+from harness.emulators import executed, pool
 from harness.emulators.executed import Executed
 from harness.emulators.protocol import In, Out
 from harness.emulators.qemu import qemu

@@ -1,5 +1,5 @@
 """Symbol names as both compilers write them: GCC's clones read as the function they copy
-(harness/emulators/elf.base_symbol), in the trace, the coverage table and the cost histograms, and
+(harness/binary/elf.base_symbol), in the trace, the coverage table and the cost histograms, and
 the tinyBLAS_RVV gemm recognised in either mangling (cases/mul_mat.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from cases import mul_mat as MM
-from harness.emulators import cost, elf, trace
+from harness.binary import elf
+from harness.cost import spike_count
+from harness.emulators import trace
 
 #: A gemm as each compiler names it in the pinned tree's servers (f32 x f32, then f16 x f32).
 CLANG_F32 = "_ZN12_GLOBAL__N_112tinyBLAS_RVVIu17__rvv_float32m4_tu17__rvv_float32m4_tfffE4gemmILi2ELi2ELi8EEEvlll"
@@ -71,7 +73,7 @@ def test_tinyblas_gemm_types():
 
 def test_cost_counts_clones_under_their_function():
     """A clone and its cold part add up under the function they copy in a call's histogram."""
-    img = cost.Image(segments=(), starts=(0x1000, 0x2000, 0x3000),
+    img = spike_count.Image(segments=(), starts=(0x1000, 0x2000, 0x3000),
                      names=("ggml_vec_dot_q4_K_q8_K_vl128.isra.0", "ggml_vec_dot_q4_K_q8_K_vl128.cold", "main"))
-    c = cost.tally(img, cost.Counter({0x1000: 5, 0x1004: 5, 0x2000: 3, 0x3000: 1}), 14, 14)
+    c = spike_count.tally(img, spike_count.Counter({0x1000: 5, 0x1004: 5, 0x2000: 3, 0x3000: 1}), 14, 14)
     assert c.functions == {"ggml_vec_dot_q4_K_q8_K_vl128": 13, "main": 1}

@@ -20,7 +20,9 @@ import pytest
 from costs import registry
 from harness.commands import fixes
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS
-from harness.ggml import known, mutants, patches, source
+from harness.cost import fix_cost, suite_runs
+from harness.ggml import fix_catalogue, known, mutants, patches, source
+from harness.jobs import fix_checks
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER_KEYS = ("rvvdiff fix", "finding", "functions", "tests", "cost", "wrong-vlens", "vector-path")
@@ -36,7 +38,7 @@ SELECTION = ["--vlen", "128", "--isa", "zvfh", "--rvv-stress", "off", "-k", "tes
 
 
 def test_every_finding_of_the_pinned_tree_has_a_fix_and_every_fix_a_finding() -> None:
-    cat = fixes.catalogue()
+    cat = fix_catalogue.catalogue()
     entries = known.load()
     pinned = [e for e in entries if not e.seen_in]
     assert pinned, "known_failures.toml lost its findings"
@@ -48,9 +50,9 @@ def test_every_finding_of_the_pinned_tree_has_a_fix_and_every_fix_a_finding() ->
     assert not orphans, f"fixes no known-failure entry names: {orphans}"
 
 
-@pytest.mark.parametrize("name", sorted(fixes.catalogue()))
+@pytest.mark.parametrize("name", sorted(fix_catalogue.catalogue()))
 def test_each_fix_applies_to_the_pinned_tree_and_has_its_report(name: str) -> None:
-    f = fixes.catalogue()[name]
+    f = fix_catalogue.catalogue()[name]
     missing = [k for k in HEADER_KEYS if not f.meta.get(k)]
     assert not missing, f"{f.patch}: header lacks {missing}"
     assert f.files and all(p.startswith("ggml/") for p in f.files), f"{f.patch}: paths are llama.cpp paths (ggml/...)"
@@ -59,8 +61,8 @@ def test_each_fix_applies_to_the_pinned_tree_and_has_its_report(name: str) -> No
     assert f.cost_isas and set(f.cost_isas) <= set(ISA_BUILDS), f"{f.patch}: cost names ISA builds: {f.cost_isas}"
     wrong = [v.strip() for v in f.meta["wrong-vlens"].split(",")]
     assert wrong == ["all"] or set(wrong) <= {str(v) for v in SPIKE_VLENS}, f"{f.patch}: wrong-vlens: {wrong}"
-    assert set(f.cost_with) <= set(fixes.catalogue()) - {name}, f"{f.patch}: cost-with names no other fix"
-    s = fixes.standing(f, source.pinned())
+    assert set(f.cost_with) <= set(fix_catalogue.catalogue()) - {name}, f"{f.patch}: cost-with names no other fix"
+    s = fix_catalogue.standing(f, source.pinned())
     assert s.state == "applies", s.describe()
     assert all("does not apply" not in e for e in s.entries), s.entries  # the finding is in the pinned tree
     text = f.report.read_text()
@@ -116,9 +118,9 @@ def fix_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mutant_tree: source
 
 
 def test_standing_applies_already_in_or_no_longer_applies(fix_dir: Path, mutant_tree: source.GgmlSource, tmp_path: Path) -> None:
-    f = fixes.select(["f16_tail"])[0]
-    assert fixes.standing(f, mutant_tree).state == "applies"
-    assert fixes.standing(f, source.pinned()).state == "applied"
+    f = fix_catalogue.select(["f16_tail"])[0]
+    assert fix_catalogue.standing(f, mutant_tree).state == "applies"
+    assert fix_catalogue.standing(f, source.pinned()).state == "applied"
     moved = tmp_path / "moved"
     subprocess.run(["cp", "-al", str(mutant_tree.root), str(moved)], check=True)
     for rel in f.files:  # the lines the patch touches were rewritten upstream
@@ -129,7 +131,7 @@ def test_standing_applies_already_in_or_no_longer_applies(fix_dir: Path, mutant_
         for ln in minus:
             text = text.replace(ln, ln.replace(" i ", " k ").replace("i +", "k +") + " // rewritten", 1)
         p.write_text(text)
-    s = fixes.standing(f, source.resolve(moved))
+    s = fix_catalogue.standing(f, source.resolve(moved))
     assert s.state == "conflict" and "no longer applies" in s.describe(), s.describe()
     assert "changed or are gone" in s.detail  # no entry names this planted fix
 
@@ -140,27 +142,27 @@ def test_a_ggml_repository_takes_the_same_patch_one_level_up(fix_dir: Path, muta
     subprocess.run(["cp", "-al", str(mutant_tree.ggml), str(repo)], check=True)
     tree = source.resolve(repo)
     assert tree.root == tree.ggml and patches.strip(tree) == 2
-    f = fixes.select(["f16_tail"])[0]
-    assert fixes.standing(f, tree).state == "applies"
+    f = fix_catalogue.select(["f16_tail"])[0]
+    assert fix_catalogue.standing(f, tree).state == "applies"
     fixed = patches.apply([f], tree, "fix")
     rel = f.files[0]
     assert patches.tree_path(fixed, rel).read_text() == (source.pinned().root / rel).read_text()
     assert (mutant_tree.root / rel).read_text() != (source.pinned().root / rel).read_text()  # the source is untouched
-    assert fixes.standing(f, fixed).state == "applied"
+    assert fix_catalogue.standing(f, fixed).state == "applied"
 
 
 def test_fixes_together_leave_out_the_ones_that_do_not_apply(fix_dir: Path, mutant_tree: source.GgmlSource) -> None:
     other = mutants.get("quant_q4_0_drops_odd_block")
     _reversed(other, mutants.apply(other, source.pinned()), fix_dir / "q4_0_block.patch",
               header=HEADER.format(title="q4_0 keeps its block", mutant=other.name))
-    tree, ok, left = fixes.combined(fixes.select([]), mutant_tree)
+    tree, ok, left = fix_checks.combined(fix_catalogue.select([]), mutant_tree)
     assert [f.name for f in ok] == ["f16_tail"] and [f.name for f in left] == ["q4_0_block"]
-    assert fixes.standing(ok[0], tree).state == "applied"
+    assert fix_catalogue.standing(ok[0], tree).state == "applied"
 
 
 def test_unknown_fix_is_a_clear_error(fix_dir: Path) -> None:
     with pytest.raises(KeyError, match="no fix nope; known: f16_tail"):
-        fixes.select(["nope"])
+        fix_catalogue.select(["nope"])
 
 
 # ------------------------------------------------------------------ the check, end to end
@@ -244,39 +246,41 @@ def test_cost_compares_fixed_with_replaced_and_twin_and_lists_costlier_where_the
     patch = tmp_path / "t_fix.patch"
     patch.write_text("rvvdiff fix: t\nfinding: none\nfunctions: ggml_vec_dot_t\ntests: x\ncost: v, zvfh\n"
                      "wrong-vlens: 512\ncost-k: quant_dot\nvector-path: kept\n\n--- a/ggml/x\n+++ b/ggml/x\n")
-    fix = fixes.Fix("t_fix", patch)
-    calls: list[list[str]] = []
+    fix = fix_catalogue.Fix("t_fix", patch)
+    calls: list[suite_runs.Options] = []
 
     def row(case: str, vlen: int, instret: int, twin: str | None) -> dict:
         return {"case": case, "function": "ggml_vec_dot_t" + ("_generic" if twin is None else ""), "vlen": vlen,
                 "isa": "zvfh", "instret": instret, "twin": twin, "impl": "rvv" if twin else "generic"}
 
-    def fake_cost(argv: list[str]) -> int:
-        calls.append(argv)
-        out = Path(argv[argv.index("--out") + 1])
-        out.mkdir(parents=True)
-        if "--changed-only" not in argv:  # the twins, on the patched tree
+    def fake_cost(run: suite_runs.Options) -> int:
+        calls.append(run)
+        run.out.mkdir(parents=True)
+        if not run.changed_only:  # the twins, on the patched tree
             head, base = [row("t-k4096-generic", v, 4000, None) for v in (256, 512)], []
         else:
             head = [row("t-k4096", 256, 1010, "t-k4096-generic"), row("t-k4096", 512, 2000, "t-k4096-generic")]
             base = [row("t-k4096", 256, 1000, "t-k4096-generic"), row("t-k4096", 512, 1000, "t-k4096-generic")]
-        (out / "cost.json").write_text(json.dumps({"head": head, "base": base, "unmeasured": {}, "seconds": 2.0}))
+        (run.out / "cost.json").write_text(json.dumps({"head": head, "base": base, "unmeasured": {}, "seconds": 2.0}))
         return 0
 
-    monkeypatch.setattr(fixes.cost_cmd, "main", fake_cost)
-    monkeypatch.setattr(fixes.patches, "apply", lambda ps, src, kind, name=None: src)
-    c = fixes.cost(fix, source.pinned(), tmp_path / "out", "2", (256, 512), ("zvfh", "zvfbfwma"), "t")
-    assert calls[0][calls[0].index("--isa") + 1] == "zvfh" and "--changed-only" in calls[0]
-    assert calls[0][calls[0].index("-k") + 1] == "(quant_dot) and (t)"
-    assert calls[1][calls[1].index("-k") + 1] == "t-k4096-generic"
+    monkeypatch.setattr(suite_runs, "measure", fake_cost)
+    monkeypatch.setattr(fix_cost.patches, "apply", lambda ps, src, kind, name=None: src)
+    c = fix_cost.cost(fix, source.pinned(), tmp_path / "out", "2", (256, 512), ("zvfh", "zvfbfwma"), "t")
+    assert calls[0].isa == ("zvfh",) and calls[0].changed_only and calls[0].base
+    assert calls[0].k == "(quant_dot) and (t)"
+    assert calls[1].k == "t-k4096-generic" and not calls[1].base
+    assert c["commands"][0] == (f"rvvdiff cost --ggml-src {source.pinned().root} --base {source.pinned().root} "
+                                f"--changed-only --vlen 256,512 --isa zvfh -n 2 -k '(quant_dot) and (t)' "
+                                f"--out {tmp_path / 'out' / 'cost'}")
     by = {r["vlen"]: r for r in c["rows"]}
     assert by[256]["fixed_over_replaced"] == 1.01 and by[256]["fixed_over_twin"] == round(1010 / 4000, 4)
     assert by[512]["fixed_over_replaced"] == 2.0 and by[512]["replaced_wrong"] and not by[256]["replaced_wrong"]
     assert c["costlier_where_right"] == ["t-k4096 at VLEN 256, zvfh: x1.010 (1000 -> 1010 instructions)"]
-    md = "\n".join(fixes.cost_md("t_fix", c))
+    md = "\n".join(fix_cost.cost_md("t_fix", c))
     assert "| fixed / replaced | 1.010 | 2.000 |" in md and "VLEN 512*" in md and "costlier than the replaced" in md
-    with pytest.raises(fixes.CostStepError, match="not in the selection"):
-        fixes.cost(fix, source.pinned(), tmp_path / "out2", "2", (256,), ("zvfbfwma",))
+    with pytest.raises(fix_cost.CostStepError, match="not in the selection"):
+        fix_cost.cost(fix, source.pinned(), tmp_path / "out2", "2", (256,), ("zvfbfwma",))
 
 
 def test_cost_selection_takes_vlen_and_isa_from_the_pytest_options() -> None:

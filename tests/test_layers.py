@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["core", "ggml", "build", "emulators", "model", "check", "report", "upstream", "plugin", "commands"]
+LAYERS = ["core", "ggml", "toolchain", "binary", "emulators", "model", "check", "cost", "report", "upstream", "plugin",
+          "jobs", "commands"]
 PACKAGES = ("harness", "oracles", "cases", "costs")
 
 
@@ -75,6 +76,15 @@ def test_layers_are_not_crossed_upwards() -> None:
             there = n.split(".")
             if there[0] == "harness" and len(there) > 1 and there[1] in LAYERS and LAYERS.index(there[1]) > here:
                 wrong.append(f"{p.relative_to(ROOT)}:{line}: {parts[1]} imports {n}, a layer above it")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_commands_are_shells_over_the_layers() -> None:
+    """A subcommand's module parses its arguments and calls the layers: no module of harness/commands imports
+    another, except cli.py, which imports the subcommands."""
+    wrong = [f"{m} imports {n}: move what both need into a layer below harness/commands" for m in MODULES
+             if m.startswith("harness.commands.") and m != "harness.commands.cli"
+             for n in GRAPH[m] if n.startswith("harness.commands.")]
     assert not wrong, "\n".join(wrong)
 
 

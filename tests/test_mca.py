@@ -1,5 +1,5 @@
-"""The second cost estimate (harness/emulators/mca.py: LLVM's X60 model over the executed basic blocks)
-and the comparison of the two estimates (harness/report/cost_models.py)."""
+"""The second cost estimate (harness/cost/mca.py: LLVM's X60 model over the executed basic blocks)
+and the comparison of the two estimates (harness/cost/estimate_pair.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.emulators import cores, mca
-from harness.report import cost_models
+from harness.cost import cores, estimate_pair, mca
 
 _FN = {0x100: "f", 0x200: "g"}
 
@@ -102,7 +101,7 @@ def _row(case: str, mix: dict[str, int], mca_by_key: dict[str, float] | None) ->
 
 
 def test_estimates_apart_by_more_than_the_factor_name_the_instructions_responsible() -> None:
-    x60 = cost_models.x60(256)
+    x60 = estimate_pair.x60(256)
     mix = {"vredsum.vs e32m1": 10, "scalar": 100}
     table = cores.breakdown(x60, mix)
     close = _row("close", mix, {k: v * 1.2 for k, v in table.items()})
@@ -110,32 +109,32 @@ def test_estimates_apart_by_more_than_the_factor_name_the_instructions_responsib
                             "scalar": table["scalar"]})
     none = _row("none", mix, None)
     rows = {(r["case"], 256, "zvfh"): r for r in (close, far, none)}
-    found = cost_models.disagreements(rows)
+    found = estimate_pair.disagreements(rows)
     assert [d.case for d in found] == ["far"]
     d = found[0]
     assert d.factor == pytest.approx(4.0)
     assert d.responsible[0][0] == "vredsum.vs e32m1"
     assert "x4.00" in d.describe() and "vredsum.vs e32m1" in d.describe()
-    assert cost_models.compare(none) is None
-    assert cost_models.mca_ratio(far, close) == pytest.approx(4.0 / 1.2)
+    assert estimate_pair.compare(none) is None
+    assert estimate_pair.mca_ratio(far, close) == pytest.approx(4.0 / 1.2)
 
 
 def test_a_failed_second_estimate_is_said_in_the_report() -> None:
-    from harness.report import cost as cost_report
+    from harness.cost import suite_tables
 
     row = {**_row("k", {"scalar": 10}, None), "mca": {"model": "spacemit-x60", "error": "RuntimeError: llvm-mca died"},
            "size": "k4096", "impl": "rvv", "twin": None, "executed": 10, "vector": 0, "unit": "element"}
-    assert cost_models.mca_cycles(row) is None and cost_models.compare(row) is None
-    md = cost_report.CostTable({("k", 256, "zvfh"): row}).markdown()
+    assert estimate_pair.mca_cycles(row) is None and estimate_pair.compare(row) is None
+    md = suite_tables.CostTable({("k", 256, "zvfh"): row}).markdown()
     assert "No X60 (llvm-mca) estimate (1; llvm-mca failed):" in md and "RuntimeError: llvm-mca died" in md
 
 
 def test_a_failing_llvm_mca_leaves_the_measurement_with_the_reason(monkeypatch, tmp_path: Path) -> None:
-    from harness.emulators import cost as cost_emu
+    from harness.cost import spike_count
 
     def broken(*a, **k):
         raise RuntimeError("llvm-mca exited with 1: bad input")
 
     monkeypatch.setattr(mca, "estimate", broken)
-    got = cost_emu.second_estimate(tmp_path / "server", cost_emu.Image((), (0,), ("f",)), cost_emu.Counter({0: 1}))
+    got = spike_count.second_estimate(tmp_path / "server", spike_count.Image((), (0,), ("f",)), spike_count.Counter({0: 1}))
     assert got == {"model": "spacemit-x60", "error": "RuntimeError: llvm-mca exited with 1: bad input"}

@@ -1,4 +1,4 @@
-"""The model-shaped cost case's arithmetic (harness/report/model_cost.py): the set-up of a request cancels
+"""The model-shaped cost case's arithmetic (harness/cost/per_token.py): the set-up of a request cancels
 between its reps 1 and reps 2 measurements, the row-scaling rule recovers a layer from two slices and is
 checked against a third, and the spec parser says what to write.  No Spike: rows are synthetic, or the
 instruction counts Spike measured for q4_0 on this machine (tinyllama:q4_0:1+32:check, pinned tree,
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.report import model_cost as MC
+from harness.cost import per_token
 
-SPEC = MC.parse_spec("tinyllama:q4_0:1+32:check")[0]
+SPEC = per_token.parse_spec("tinyllama:q4_0:1+32:check")[0]
 SETUP, FIXED, PER_ROW = 1_000_000, 50_000, 3_000  # per k, scaled below
 
 
@@ -19,8 +19,8 @@ def _row(k: int, m: int, n: int, reps: int, setup_per_row: int = 7) -> dict:
     ``reps`` computes of ``FIXED + m * PER_ROW`` (both grow with k and n)."""
     scale = k / 2048 * n
     compute = scale * (FIXED + m * PER_ROW)
-    return {"instret": SETUP + setup_per_row * m * k + reps * compute, "vlen": 128, "name": MC.case_name(SPEC),
-            "size": MC.size_label(k, m, n, reps)}
+    return {"instret": SETUP + setup_per_row * m * k + reps * compute, "vlen": 128, "name": per_token.case_name(SPEC),
+            "size": per_token.size_label(k, m, n, reps)}
 
 
 def _rows(**kw) -> dict:
@@ -28,18 +28,18 @@ def _rows(**kw) -> dict:
 
 
 def test_set_up_cancels() -> None:
-    once, twice = MC.work_of(_row(2048, 64, 1, 1)), MC.work_of(_row(2048, 64, 1, 2))
-    assert MC.compute(once, twice, "x") == {"instructions": FIXED + 64 * PER_ROW}
+    once, twice = per_token.work_of(_row(2048, 64, 1, 1)), per_token.work_of(_row(2048, 64, 1, 2))
+    assert per_token.compute(once, twice, "x") == {"instructions": FIXED + 64 * PER_ROW}
 
 
 def test_a_request_that_does_not_repeat_is_named() -> None:
-    r = MC.work_of(_row(2048, 64, 1, 1))
-    with pytest.raises(MC.ModelCostError, match="reps 2 costs no more than reps 1 by instructions"):
-        MC.compute(r, r, "model-tinyllama-q4_0 k2048-m64-n1")
+    r = per_token.work_of(_row(2048, 64, 1, 1))
+    with pytest.raises(per_token.ModelCostError, match="reps 2 costs no more than reps 1 by instructions"):
+        per_token.compute(r, r, "model-tinyllama-q4_0 k2048-m64-n1")
 
 
 def test_the_rule_recovers_a_layer_and_checks_itself() -> None:
-    res = MC.results(SPEC, _rows())
+    res = per_token.results(SPEC, _rows())
     assert [r.batch for r in res] == [1, 32]
     want = sum((k / 2048) * (FIXED + m * PER_ROW) for _, m, k in SPEC.shape.matmuls()) * SPEC.shape.layers
     assert res[0].per_token["instructions"] == pytest.approx(want)
@@ -51,14 +51,15 @@ def test_the_rule_recovers_a_layer_and_checks_itself() -> None:
 def test_a_rule_without_the_fixed_part_fails_the_check() -> None:
     """The planted error: scaling a slice by m alone (no fixed part) is off at the check slice by more than
     the tolerance, and so is a fit that forgets to cancel the set-up."""
-    rows = MC.rows_by_slice(list(_rows().values()), SPEC, 128)
-    work = {m: MC.compute(MC.work_of(rows[(2048, m, 32, 1)]), MC.work_of(rows[(2048, m, 32, 2)]), "x")
-            for m in (*MC.SLICES, MC.CHECK_SLICE)}
-    proportional = MC.Fit({"instructions": 0.0}, {"instructions": work[64]["instructions"] / 64})
-    assert abs(MC.check(proportional, MC.CHECK_SLICE, work[MC.CHECK_SLICE])["instructions"]) > MC.CHECK_TOLERANCE
-    raw = {m: MC.work_of(rows[(2048, m, 32, 2)]) for m in MC.SLICES}  # set-up not cancelled
-    assert abs(MC.check(MC.fit(raw), MC.CHECK_SLICE, work[MC.CHECK_SLICE])["instructions"]) > MC.CHECK_TOLERANCE
-    assert abs(MC.check(MC.fit(work), MC.CHECK_SLICE, work[MC.CHECK_SLICE])["instructions"]) < 1e-12
+    rows = per_token.rows_by_slice(list(_rows().values()), SPEC, 128)
+    work = {m: per_token.compute(per_token.work_of(rows[(2048, m, 32, 1)]), per_token.work_of(rows[(2048, m, 32, 2)]), "x")
+            for m in (*per_token.SLICES, per_token.CHECK_SLICE)}
+    proportional = per_token.Fit({"instructions": 0.0}, {"instructions": work[64]["instructions"] / 64})
+    at_check = work[per_token.CHECK_SLICE]
+    assert abs(per_token.check(proportional, per_token.CHECK_SLICE, at_check)["instructions"]) > per_token.CHECK_TOLERANCE
+    raw = {m: per_token.work_of(rows[(2048, m, 32, 2)]) for m in per_token.SLICES}  # set-up not cancelled
+    assert abs(per_token.check(per_token.fit(raw), per_token.CHECK_SLICE, at_check)["instructions"]) > per_token.CHECK_TOLERANCE
+    assert abs(per_token.check(per_token.fit(work), per_token.CHECK_SLICE, at_check)["instructions"]) < 1e-12
 
 
 #: Instructions retired (Spike) by q4_0 mul_mat requests, (k, m, n, reps) -> instret: the repacked
@@ -68,10 +69,12 @@ MEASURED = {(2048, 32, 32, 1): 2475869, (2048, 32, 32, 2): 4418572, (2048, 64, 3
 
 
 def test_the_rule_holds_on_measured_counts() -> None:
-    work = {m: MC.compute({"instructions": MEASURED[(2048, m, 32, 1)]}, {"instructions": MEASURED[(2048, m, 32, 2)]},
-                          "x") for m in (*MC.SLICES, MC.CHECK_SLICE)}
-    err = MC.check(MC.fit({m: work[m] for m in MC.SLICES}), MC.CHECK_SLICE, work[MC.CHECK_SLICE])
-    assert abs(err["instructions"]) < MC.CHECK_TOLERANCE
+    work = {m: per_token.compute({"instructions": MEASURED[(2048, m, 32, 1)]},
+                                 {"instructions": MEASURED[(2048, m, 32, 2)]}, "x")
+            for m in (*per_token.SLICES, per_token.CHECK_SLICE)}
+    fit = per_token.fit({m: work[m] for m in per_token.SLICES})
+    err = per_token.check(fit, per_token.CHECK_SLICE, work[per_token.CHECK_SLICE])
+    assert abs(err["instructions"]) < per_token.CHECK_TOLERANCE
 
 
 @pytest.mark.parametrize("text, message", [
@@ -79,29 +82,29 @@ def test_the_rule_holds_on_measured_counts() -> None:
     ("tinyllama:q4_0:1+x", "batches are positive"), ("tinyllama:q4_0:1:twice", "write SHAPE"),
     ("tinyllama:q4_0:1:cpu:cpu", "write SHAPE")])
 def test_a_bad_spec_says_what_to_write(text: str, message: str) -> None:
-    with pytest.raises(MC.ModelCostError, match=message):
-        MC.parse_spec(text)
+    with pytest.raises(per_token.ModelCostError, match=message):
+        per_token.parse_spec(text)
 
 
 def test_the_layer_shapes() -> None:
-    assert MC.SHAPES["tinyllama"].matmuls() == (
+    assert per_token.SHAPES["tinyllama"].matmuls() == (
         ("q", 2048, 2048), ("k", 256, 2048), ("v", 256, 2048), ("o", 2048, 2048), ("gate", 5632, 2048),
         ("up", 5632, 2048), ("down", 2048, 5632))
     assert len(SPEC.slices()) == 2 * 2 * 2 * 2 + 2
-    (cpu,) = MC.parse_spec("qwen3-1.7b:q1_0:1+64:cpu:check")
-    assert cpu.cpu and cpu.check and MC.case_name(cpu) == "model-qwen3-1.7b-q1_0-cpu"
+    (cpu,) = per_token.parse_spec("qwen3-1.7b:q1_0:1+64:cpu:check")
+    assert cpu.cpu and cpu.check and per_token.case_name(cpu) == "model-qwen3-1.7b-q1_0-cpu"
 
 
 def test_rows_of_several_isa_builds_are_refused() -> None:
     rows = [{**r, "isa": isa} for isa in ("v", "zvfh") for r in _rows().values()]
-    with pytest.raises(MC.ModelCostError, match="several ISA builds .v, zvfh.; run with one --isa"):
-        MC.rows_by_slice(rows, SPEC, 128)
+    with pytest.raises(per_token.ModelCostError, match="several ISA builds .v, zvfh.; run with one --isa"):
+        per_token.rows_by_slice(rows, SPEC, 128)
 
 
 def test_the_report_gives_per_token_the_ratio_and_the_bound() -> None:
     head = [{**r, "isa": "zvfh"} for r in _rows().values()]
     base = [{**r, "instret": r["instret"] * 3} for r in head]  # set-up and compute 3x dearer
-    lines = MC.report({"head": head, "base": base}, [SPEC], 1.0, 2, vlen=128)
+    lines = per_token.report({"head": head, "base": base}, [SPEC], 1.0, 2, vlen=128)
     assert "batch 1: per token instructions" in lines[2] and "BASE / HEAD: instructions 3.00x" in lines[2]
     assert "rule checked at 256 rows: instructions +0.00 %" in lines[3]
     assert "upper bound at 1 GHz x 2 threads" in lines[0]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands.mutation import _by_compiler, _merged, detect, table
 from harness.ggml import mutants
+from harness.jobs.mutant_runs import _by_compiler, _merged, detect, table
 
 #: mutant -> extra pytest arguments narrowing its selection for CI.
 FAST = {

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from helpers import run_suite
 
-from harness.build.toolchain import SERVER_DIR
 from harness.ggml import mutants, source
+from harness.toolchain.compilers import SERVER_DIR
 
 FAILING = [
     "cases/test_vec_dot.py::test_vec_dot[f16-vlen1024-zvfh]",

@@ -11,58 +11,57 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands import fixes
-from harness.commands import series as command
+from harness.commands import series
 from harness.core.config import PROJECT_ROOT
-from harness.ggml import patches, source
-from harness.upstream import formatpatch, series
+from harness.ggml import fix_catalogue, patches, source
+from harness.upstream import fix_series, formatpatch, series_runs
 
 OUT = PROJECT_ROOT / "docs" / "upstream" / "series"
 
 
 @pytest.fixture(scope="module")
-def every() -> list[series.Series]:
-    return series.load(fixes.catalogue())
+def every() -> list[fix_series.Series]:
+    return fix_series.load(fix_catalogue.catalogue())
 
 
-def test_every_fix_in_one_series_and_each_applies_in_order(every: list[series.Series]) -> None:
+def test_every_fix_in_one_series_and_each_applies_in_order(every: list[fix_series.Series]) -> None:
     pinned = source.pinned()
     for s in every:
-        ok, why = series.applies_in_order(s, pinned)
+        ok, why = fix_series.applies_in_order(s, pinned)
         assert ok, f"{s.name}: {why}"
 
 
-def test_a_series_that_no_longer_applies_says_which_patch(every: list[series.Series]) -> None:
+def test_a_series_that_no_longer_applies_says_which_patch(every: list[fix_series.Series]) -> None:
     s = every[0]
     pinned = source.pinned()
     fixed = patches.apply(s.fixes[:1], pinned, "fix", s.fixes[0].name)  # the first fix already in the tree
-    ok, why = series.applies_in_order(s, fixed)
+    ok, why = fix_series.applies_in_order(s, fixed)
     assert not ok and s.fixes[0].name in why and "already has this change" in why
 
 
-def test_every_series_has_a_regression_test_first(every: list[series.Series]) -> None:
+def test_every_series_has_a_regression_test_first(every: list[fix_series.Series]) -> None:
     for s in every:
         test = s.test_patch()
         assert test is not None and test.is_file(), s.name
-        first = series.commits(s)[0]
+        first = fix_series.commits(s)[0]
         assert first[1].startswith("tests: ") and "+++ b/tests/" in first[0], s.name
         # only public or test-suite interfaces: no test declares ggml's functions itself (their signatures come
         # from ggml's headers); one that includes an internal header by path says why in its description
-        # (series.toml's test_interface) and names the public route it could not take
+        # (fix_series.toml's test_interface) and names the public route it could not take
         assert not re.search(r"^\+.*(extern \"C\"|__attribute__\(\(weak\)\) void )", first[0], re.M), s.name
         assert '#include "ggml-cpu/' not in first[0] or ("by path" in s.test_interface
                                                          and "CPU_REPACK" in s.test_interface), s.name
-        text = series.description(s, {"t": (True, "")})
+        text = fix_series.description(s, {"t": (True, "")})
         assert not s.test_interface or s.test_interface in text
         assert not s.test_scope or s.test_scope in text
 
 
-def test_the_written_series_are_format_patch_files_of_the_current_generator(every: list[series.Series],
+def test_the_written_series_are_format_patch_files_of_the_current_generator(every: list[fix_series.Series],
                                                                            tmp_path: Path) -> None:
     """docs/upstream/series/<n>-<name>/ holds exactly what the generator writes now (reproducible bytes)."""
     pinned = source.pinned()
     for s in every:
-        files = series.write_commits(s, Path(pinned.root), tmp_path / "scratch", tmp_path / s.stem)
+        files = fix_series.write_commits(s, Path(pinned.root), tmp_path / "scratch", tmp_path / s.stem)
         assert [f.name for f in files] == sorted(p.name for p in (OUT / s.stem).glob("*.patch")), s.stem
         for f in files:
             text = f.read_text()
@@ -73,46 +72,46 @@ def test_the_written_series_are_format_patch_files_of_the_current_generator(ever
         assert len(files) == len(s.fixes) + 1
 
 
-def _am_on(tree: source.GgmlSource, every: list[series.Series], tmp_path: Path) -> None:
+def _am_on(tree: source.GgmlSource, every: list[fix_series.Series], tmp_path: Path) -> None:
     base = formatpatch.base_repo(Path(tree.root), tmp_path / "base")
     for s in every:
         clone = formatpatch.clone(base, tmp_path / "clone")
         ok, why = formatpatch.am(clone, sorted((OUT / s.stem).glob("*.patch")))
-        assert ok, f"{s.stem} on {command.tree_name(tree)}: {why}"
+        assert ok, f"{s.stem} on {series_runs.tree_name(tree)}: {why}"
         log = formatpatch.git(clone, "log", "--format=%s", f"-{len(s.fixes) + 1}").stdout.split("\n")
         assert log[-2 if log[-1] == "" else -1].startswith("tests: ")
         shutil.rmtree(clone)
 
 
-def test_git_am_takes_every_series_on_a_clean_clone_of_the_pinned_tree(every: list[series.Series],
+def test_git_am_takes_every_series_on_a_clean_clone_of_the_pinned_tree(every: list[fix_series.Series],
                                                                        tmp_path: Path) -> None:
     _am_on(source.pinned(), every, tmp_path)
 
 
-def test_git_am_takes_every_series_on_b11434(every: list[series.Series], tmp_path: Path) -> None:
-    root = command.b11434_root()
+def test_git_am_takes_every_series_on_b11434(every: list[fix_series.Series], tmp_path: Path) -> None:
+    root = series_runs.b11434_root()
     if not (root / ".rvvdiff-extracted").is_file():
         pytest.skip(f"llama.cpp b11434 is not in the cache ({root}); `rvvdiff series --fetch-b11434` brings it")
     _am_on(source.resolve(root), every, tmp_path)
 
 
-def test_git_am_refuses_a_series_whose_context_is_gone(every: list[series.Series], tmp_path: Path) -> None:
+def test_git_am_refuses_a_series_whose_context_is_gone(every: list[fix_series.Series], tmp_path: Path) -> None:
     """The am check can fail: the pinned tree with the first fix already in it refuses the series."""
     s = every[0]
     pinned = source.pinned()
     fixed = patches.apply(s.fixes[:1], pinned, "fix", s.fixes[0].name)
-    base = formatpatch.base_repo(Path(fixed.root), tmp_path / "base", series.touched(s))
+    base = formatpatch.base_repo(Path(fixed.root), tmp_path / "base", fix_series.touched(s))
     ok, why = formatpatch.am(formatpatch.clone(base, tmp_path / "clone"), sorted((OUT / s.stem).glob("*.patch")))
     assert not ok and "patch" in why.lower()
 
 
-def _texts(every: list[series.Series]) -> dict[str, str]:
+def _texts(every: list[fix_series.Series]) -> dict[str, str]:
     """Every text for upstream, rendered now: descriptions, commit messages; and the written files."""
     out = {}
     for s in every:
-        out[f"{s.stem}.md (rendered)"] = series.description(
+        out[f"{s.stem}.md (rendered)"] = fix_series.description(
             s, {"pinned llama.cpp 0c1e570": (True, "applies")}, {"pinned llama.cpp 0c1e570": (True, "applies")})
-        for i, (_, msg) in enumerate(series.commits(s), 1):
+        for i, (_, msg) in enumerate(fix_series.commits(s), 1):
             out[f"{s.stem} commit {i}"] = msg
         out[f"{s.stem}.md"] = (OUT / f"{s.stem}.md").read_text()
         for f in sorted((OUT / s.stem).glob("*.patch")):
@@ -121,8 +120,8 @@ def _texts(every: list[series.Series]) -> dict[str, str]:
     return out
 
 
-def test_no_text_holds_a_local_path_or_a_cut_sentence(every: list[series.Series]) -> None:
-    bad = {name: d for name, text in _texts(every).items() if (d := series.text_defects(text))}
+def test_no_text_holds_a_local_path_or_a_cut_sentence(every: list[fix_series.Series]) -> None:
+    bad = {name: d for name, text in _texts(every).items() if (d := fix_series.text_defects(text))}
     assert not bad
 
 
@@ -132,51 +131,51 @@ def test_no_text_holds_a_local_path_or_a_cut_sentence(every: list[series.Series]
     ("Built in /home/someone/llama.cpp with clang.", "local path"),
     ("It ends at an abbreviation, e.g.", "cut sentence"),
 ])
-def test_the_text_check_fails_on_a_planted_defect(planted: str, kind: str, every: list[series.Series]) -> None:
-    text = series.description(every[3], {"t": (True, "")}) + "\n" + planted + "\n"
-    assert any(d.startswith(kind) for d in series.text_defects(text))
+def test_the_text_check_fails_on_a_planted_defect(planted: str, kind: str, every: list[fix_series.Series]) -> None:
+    text = fix_series.description(every[3], {"t": (True, "")}) + "\n" + planted + "\n"
+    assert any(d.startswith(kind) for d in fix_series.text_defects(text))
 
 
 def test_first_sentence_does_not_stop_at_an_abbreviation() -> None:
     text = ("every op over K = `ne[0]` (e.g. `mul_mat` at decode, i.e. n = 1) returns NaN. Nobody else is hit.")
-    assert series.first_sentence(text).endswith("returns NaN.")
-    assert series.first_sentence("One. Two.") == "One."
+    assert fix_series.first_sentence(text).endswith("returns NaN.")
+    assert fix_series.first_sentence("One. Two.") == "One."
 
 
-def test_run_test_records_the_verdicts_per_vlen(every: list[series.Series], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_test_records_the_verdicts_per_vlen(every: list[fix_series.Series], monkeypatch: pytest.MonkeyPatch) -> None:
     """--run-test: the test class's result as one line per variant (fake runs: no build here)."""
-    from harness.upstream import ggmltests
+    from harness.upstream import ggml_own_tests
     s = next(x for x in every if x.name == "tail-agnostic-accumulators")
-    c = ggmltests.CLASSES[s.test]
-    runs = {"pinned": [ggmltests.Run(128, False, 1, 1.0, [" bf16 dot product error (ragged row): FAILED (nan)"])],
-            "fixed": [ggmltests.Run(128, True, 0, 1.0)]}
-    monkeypatch.setattr(ggmltests, "run_class", lambda name, **kw: ggmltests.Result(
-        c, Path("t"), Path("b"), [ggmltests.Variant(n, [], 0.0, [], r) for n, r in runs.items()]))
-    lines = command.run_test(s, [128], None)
+    c = ggml_own_tests.CLASSES[s.test]
+    runs = {"pinned": [ggml_own_tests.Run(128, False, 1, 1.0, [" bf16 dot product error (ragged row): FAILED (nan)"])],
+            "fixed": [ggml_own_tests.Run(128, True, 0, 1.0)]}
+    monkeypatch.setattr(ggml_own_tests, "run_class", lambda name, **kw: ggml_own_tests.Result(
+        c, Path("t"), Path("b"), [ggml_own_tests.Variant(n, [], 0.0, [], r) for n, r in runs.items()]))
+    lines = series_runs.run_test(s, [128], None)
     assert lines[0].startswith("pinned tree: VLEN 128 FAILS (bf16 dot product error (ragged row))")
     assert lines[1].startswith("with the fixes: VLEN 128 passes;") and "rvv_ta_all_1s" in lines[1]
-    assert not series.text_defects("\n".join(lines))
+    assert not fix_series.text_defects("\n".join(lines))
 
 
-def test_run_test_passes_the_series_fixes_and_the_stress_mode(every: list[series.Series],
+def test_run_test_passes_the_series_fixes_and_the_stress_mode(every: list[fix_series.Series],
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """--run-test applies all of the series' fixes in its order (series 2: the misaligned-load fix too, which the
     test class alone lacks) and --stress / --no-stress reach the run."""
-    from harness.upstream import ggmltests
+    from harness.upstream import ggml_own_tests
     s = next(x for x in every if x.name == "vlen-specific-offsets")
     seen: dict = {}
 
-    def fake(name: str, **kw: object) -> ggmltests.Result:
+    def fake(name: str, **kw: object) -> ggml_own_tests.Result:
         seen.update(kw)
-        return ggmltests.Result(ggmltests.CLASSES[name], Path("t"), Path("b"), [])
-    monkeypatch.setattr(ggmltests, "run_class", fake)
-    command.run_test(s, [512], None, "gcc14", None, True)
+        return ggml_own_tests.Result(ggml_own_tests.CLASSES[name], Path("t"), Path("b"), [])
+    monkeypatch.setattr(ggml_own_tests, "run_class", fake)
+    series_runs.run_test(s, [512], None, "gcc14", None, True)
     assert list(seen["fixes"]) == [fx.name for fx in s.fixes] and "iq2_xxs_vl512_misaligned_load" in seen["fixes"]
     assert seen["stress"] is True and seen["compiler"] == "gcc14"
-    assert "iq2_xxs_vl512_misaligned_load" not in ggmltests.CLASSES[s.test].fixes
+    assert "iq2_xxs_vl512_misaligned_load" not in ggml_own_tests.CLASSES[s.test].fixes
 
 
-def test_the_speed_paragraph_gives_cycles_per_core_and_says_no_board(every: list[series.Series]) -> None:
+def test_the_speed_paragraph_gives_cycles_per_core_and_says_no_board(every: list[fix_series.Series]) -> None:
     from harness.upstream import speed
     row = {"case": "c", "vlen": 256, "isa": "zvfh"}
     cost = {"cores": [{"key": "spacemit_x60", "core": "SpacemiT X60 (SpacemiT K1)", "vlen": 256}],
@@ -185,15 +184,15 @@ def test_the_speed_paragraph_gives_cycles_per_core_and_says_no_board(every: list
     assert speed.ratios(cost) == {"SpacemiT X60 (SpacemiT K1), VLEN 256": [0.9, 0.9]}
     s = every[0]
     cycles = {s.fixes[0].name: {"cores": speed.ratios(cost), "isa": "zvfh", "compiler": "clang"}}
-    text = series.description(s, {"t": (True, "")}, cycles=cycles)
+    text = fix_series.description(s, {"t": (True, "")}, cycles=cycles)
     para = next(ln for ln in text.splitlines() if ln.startswith("**Speed.**"))
     assert "No board was used" in para and "SpacemiT X60 (SpacemiT K1), VLEN 256 0.900" in para
     assert f"Not measured yet: `{s.fixes[1].name}`" in text and "direction right" in text
-    assert "not measured yet" in series.description(s, {"t": (True, "")})
-    assert not series.text_defects(text)
+    assert "not measured yet" in fix_series.description(s, {"t": (True, "")})
+    assert not fix_series.text_defects(text)
 
 
-def test_a_case_the_cost_run_could_not_measure_is_named_with_why(every: list[series.Series]) -> None:
+def test_a_case_the_cost_run_could_not_measure_is_named_with_why(every: list[fix_series.Series]) -> None:
     from harness.upstream import speed
     why = ("failed: quant_vec_dot [vlen1024-zvfh, on Spike]: the kernel server died of signal 7 under Spike before "
            "answering -- rvvdiff spike runtime: vector load with a misaligned element address (the RVV specification "
@@ -204,29 +203,29 @@ def test_a_case_the_cost_run_could_not_measure_is_named_with_why(every: list[ser
     s = every[0]
     cycles = {s.fixes[0].name: {"cores": {"SpacemiT X60 (SpacemiT K1), VLEN 256": [1.0, 1.0]}, "isa": "zvfh",
                                 "compiler": "clang", "unmeasured": lines}}
-    para = next(ln for ln in series.description(s, {"t": (True, "")}, cycles=cycles).splitlines()
+    para = next(ln for ln in fix_series.description(s, {"t": (True, "")}, cycles=cycles).splitlines()
                 if ln.startswith("**Speed.**"))
     assert f"VLEN 256 1.000 (not measured: {lines[0]})" in para
 
 
-def test_run_test_says_per_vlen_what_fails_where_the_vlens_differ(every: list[series.Series],
+def test_run_test_says_per_vlen_what_fails_where_the_vlens_differ(every: list[fix_series.Series],
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.upstream import ggmltests
+    from harness.upstream import ggml_own_tests
     s = next(x for x in every if x.name == "vlen-specific-offsets")
-    runs = [ggmltests.Run(512, False, 1, 1.0, [" iq2_xxs dot product error (dequantized): FAILED (0.5)"]),
-            ggmltests.Run(1024, False, 1, 1.0, [" iq2_xxs dot product error (dequantized): FAILED (0.5)",
+    runs = [ggml_own_tests.Run(512, False, 1, 1.0, [" iq2_xxs dot product error (dequantized): FAILED (0.5)"]),
+            ggml_own_tests.Run(1024, False, 1, 1.0, [" iq2_xxs dot product error (dequantized): FAILED (0.5)",
                                                 " iq3_xxs dot product error (dequantized): FAILED (0.3)"])]
-    monkeypatch.setattr(ggmltests, "run_class", lambda name, **kw: ggmltests.Result(
-        ggmltests.CLASSES[name], Path("t"), Path("b"), [ggmltests.Variant("pinned", [], 0.0, [], runs)]))
-    line = command.run_test(s, [512, 1024], None)[0]
+    monkeypatch.setattr(ggml_own_tests, "run_class", lambda name, **kw: ggml_own_tests.Result(
+        ggml_own_tests.CLASSES[name], Path("t"), Path("b"), [ggml_own_tests.Variant("pinned", [], 0.0, [], runs)]))
+    line = series_runs.run_test(s, [512, 1024], None)[0]
     assert line.startswith("pinned tree: VLEN 512 FAILS (iq2_xxs dot product error (dequantized)), VLEN 1024 FAILS "
                            "(iq2_xxs dot product error (dequantized); iq3_xxs dot product error (dequantized));"), line
 
 
 def test_an_unknown_stock_compiler_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
-        command.main(["--run-test", "1-odd-block-counts", "--cc", "clang,gcc13"])
+        series.main(["--run-test", "1-odd-block-counts", "--cc", "clang,gcc13"])
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "--cc: 'clang,gcc13': unknown compiler 'gcc13'; known are clang (clang-22), gcc14 (GCC 14)" in err
-    assert command._stock_compilers("gcc14, clang,gcc14") == ["gcc14", "clang"]
+    assert series._stock_compilers("gcc14, clang,gcc14") == ["gcc14", "clang"]

@@ -63,7 +63,7 @@ def test_ggml_alone_gets_no_llama_options(llama_tree: Path, tmp_path: Path) -> N
 
 
 def test_zig_build_commands_use_rvvdiffs_wrapper(llama_tree: Path, tmp_path: Path) -> None:
-    from harness.build.toolchain import compiler
+    from harness.toolchain.compilers import compiler
     cc = compiler()
     defs = dict(a[2:].split("=", 1) for a in shlex.split(stock.build_commands(llama_tree, "v", "zig", tmp_path)[0])
                 if a.startswith("-D"))
@@ -91,7 +91,7 @@ def test_gcc14_commands_as_printed_name_debians_compiler(llama_tree: Path, isa: 
 
 
 def _gcc14() -> object:
-    from harness.build.toolchain import ToolchainError, compiler
+    from harness.toolchain.compilers import ToolchainError, compiler
     try:
         return compiler("gcc14")
     except ToolchainError as e:
@@ -103,7 +103,7 @@ _GCC = _gcc14()
 
 @pytest.mark.skipif(isinstance(_GCC, str), reason=f"GCC 14 not installed ({_GCC}): run ci/setup.sh --gcc14")
 def test_gcc14_commands_rvvdiff_runs_use_the_roots_wrappers(llama_tree: Path, tmp_path: Path) -> None:
-    """The same commands as rvvdiff runs them: the gcc14 root's wrappers (harness/build/toolchain.py), ar included."""
+    """The same commands as rvvdiff runs them: the gcc14 root's wrappers (harness/toolchain/compilers.py), ar included."""
     cc = _GCC
     defs = dict(a[2:].split("=", 1) for a in shlex.split(stock.build_commands(llama_tree, "zvfh", "gcc14", tmp_path)[0])
                 if a.startswith("-D"))

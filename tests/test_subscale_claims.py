@@ -25,19 +25,18 @@ import pytest
 from helpers import run_suite
 
 from cases import subscales
-from harness.commands import fixes
-from harness.ggml import patches, source
+from harness.ggml import fix_catalogue, patches, source
 
 
 @dataclass(frozen=True)
 class Claim:
-    fix: fixes.Fix
+    fix: fix_catalogue.Fix
     type: str
     fields: frozenset[str]  # the sub-scales the title names
     like: dict[str, str]  # for a swap: field -> the field whose move it makes
 
 
-def _claim(fix: fixes.Fix) -> Claim | None:
+def _claim(fix: fix_catalogue.Fix) -> Claim | None:
     """What the title of ``fix``'s short report says about sub-blocks, in the forms the reports use."""
     title = fix.report.read_text().splitlines()[0]
     m = re.match(r"# ggml_vec_dot_(\w+?)_q8_K", title)
@@ -53,7 +52,7 @@ def _claim(fix: fixes.Fix) -> Claim | None:
     return None
 
 
-CLAIMS = [c for f in fixes.catalogue().values() if (c := _claim(f)) is not None]
+CLAIMS = [c for f in fix_catalogue.catalogue().values() if (c := _claim(f)) is not None]
 
 
 def test_the_reports_naming_sub_blocks_are_read() -> None:

@@ -1,4 +1,4 @@
-"""harness/build/toolchain.py: the named compilers (clang, gcc14), how one is selected, what a missing
+"""harness/toolchain/compilers.py: the named compilers (clang, gcc14), how one is selected, what a missing
 one says, and a -march a compiler rejects making an ISA build unavailable (docs/compilers.md)."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.build import builds, toolchain
-from harness.build.toolchain import COMPILERS, GCC14_SETUP, Compiler, ToolchainError, rejected_flags, selected
 from harness.core import config
 from harness.ggml import source
+from harness.toolchain import builds, compilers
+from harness.toolchain.compilers import COMPILERS, GCC14_SETUP, Compiler, ToolchainError, rejected_flags, selected
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def no_compiler_settings(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_the_registry_names_clang_the_default_and_gcc14() -> None:
     assert list(COMPILERS) == ["clang", "gcc14"]
-    assert toolchain.DEFAULT_COMPILER == "clang"
+    assert compilers.DEFAULT_COMPILER == "clang"
     assert COMPILERS["gcc14"].setup == GCC14_SETUP == "ci/setup.sh --gcc14"
 
 

@@ -1,5 +1,5 @@
 """Any ggml tree: the C reader (harness/ggml/csource.py), the generated server bindings
-(harness/build/bindings.py), the tree inventory (harness/ggml/tree.py), and a real older tree that lacks
+(harness/toolchain/bindings.py), the tree inventory (harness/ggml/tree.py), and a real older tree that lacks
 types and layouts the pinned one has (llama.cpp vendored by llama-cpp-python 0.3.20, ggml 0.9.11,
 March 2026: no Q1_0 or Q2_0)."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from helpers import run_suite
 
-from harness.build import bindings
 from harness.ggml import csource, source, tree
+from harness.toolchain import bindings
 
 OLD_TREE = "llama-cpp-python==0.3.20"
 

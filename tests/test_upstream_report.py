@@ -270,8 +270,8 @@ def test_each_findings_upstream_text_says_exactly_where_it_fails(name: str) -> N
     fix's ``wrong-vlens`` (those QEMU runs) and ``cost`` builds (those it ran), the fixed tree is right everywhere under
     every compiler, and a compiler wrong nowhere in the recorded mode has its stress rows and says how to
     see the bug."""
-    from harness.commands import fixes
     from harness.core.config import VLENS
+    from harness.ggml import fix_catalogue
 
     issue_file = ROOT / "docs/upstream" / name / "issue.md"
     assert issue_file.is_file(), f"run: rvvdiff report --fix {name} --upstream --out docs/upstream/{name}"
@@ -282,7 +282,7 @@ def test_each_findings_upstream_text_says_exactly_where_it_fails(name: str) -> N
         assert "**Why no public reproducer.**" in issue
         return
     _public_only((issue_file.parent / "repro.c").read_text())
-    fx = fixes.catalogue()[name]
+    fx = fix_catalogue.catalogue()[name]
     want = fx.meta["wrong-vlens"].strip()
     # A trap finding's table says trap / runs (its Spike rows are "pinned (spike)", "fixed (spike)").
     bad, good = ("trap", "runs") if "trap" in {c for row in table.values() for c in row.values()} else ("wrong", "ok")
@@ -323,7 +323,7 @@ def test_a_finding_without_public_form_gets_a_text_that_says_why(tmp_path: Path)
 
 def test_cc_selection_names_unknown_compilers_and_drops_a_missing_gcc_with_one_line(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from harness.build.toolchain import ToolchainError
+    from harness.toolchain.compilers import ToolchainError
 
     def fake(name: str) -> None:
         if name == "gcc14":

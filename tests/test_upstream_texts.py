@@ -14,15 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.commands import fixes
 from harness.core.config import ISA_BUILDS
-from harness.ggml import known, source
+from harness.ggml import fix_catalogue, known, source
 from harness.upstream import issue as issue_text
 from harness.upstream import program, public, runs
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs/upstream"
-FIXES = sorted(fixes.catalogue())
+FIXES = sorted(fix_catalogue.catalogue())
 
 
 def _entry(fix: str) -> known.Known | None:
@@ -50,7 +49,7 @@ def _verdicts(fx) -> list[runs.Verdict]:
 
 def render(fix: str) -> str:
     """The issue text of ``fix`` as the generator writes it (the public form the committed text has)."""
-    fx = fixes.catalogue()[fix]
+    fx = fix_catalogue.catalogue()[fix]
     entry = _entry(fix)
     md = fx.report.read_text() if fx.report.exists() else ""
     pinned = source.pinned()

@@ -28,8 +28,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from harness.commands.runner import add_cc_option, cc_args, run_suite
 from harness.core.config import work_dir
+from harness.core.runner import add_cc_option, cc_args, run_suite
 from harness.report.ids import parse_id
 
 #: One representative test per family (node id prefixes; the VLEN / ISA part is appended by the plugin).

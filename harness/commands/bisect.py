@@ -5,7 +5,7 @@ target) and two revisions GOOD and BAD of a git repository, ``git bisect`` choos
 and each step replays the failure at one of them:
 
 * the tree: :func:`harness.ggml.gitrev.checkout` moves one clone in rvvdiff's cache (slot
-  ``bisect``) to the commit, so its build directory (harness/build/builds.py keys it by path) rebuilds
+  ``bisect``) to the commit, so its build directory (harness/toolchain/builds.py keys it by path) rebuilds
   only what the step changed;
 * the replay: ``pytest NODEID`` from rvvdiff's root with the failure's VLEN, ISA build and stress
   mode, ``--plan`` giving the test the ``replay`` budget (its explicit and fixed cases, then the
@@ -49,14 +49,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.build.toolchain import COMPILERS
-from harness.commands.bisect_failure import BisectError, Failure, from_report, from_test
-from harness.commands.runner import read_results, run_suite
 from harness.core.config import PROJECT_ROOT, cache_dir, work_dir
 from harness.core.errors import RvvdiffError
 from harness.core.proc import own_session_env
+from harness.core.runner import read_results, run_suite
 from harness.ggml import gitrev
+from harness.jobs.bisect_failure import BisectError, Failure, from_report, from_test
 from harness.report.ids import replay_argv
+from harness.toolchain.compilers import COMPILERS
 
 ROOT = PROJECT_ROOT
 SLOT = "bisect"

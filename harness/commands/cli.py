@@ -7,10 +7,6 @@ import sys
 import time
 from collections.abc import Callable
 
-from harness.build import toolchain
-from harness.build.builds import BuildError, IsaUnavailable, ensure_built
-from harness.build.server import adapter_kernels
-from harness.build.toolchain import SERVER_DIR
 from harness.commands import bench, bisect, cost, fixes, gate, ggmltests, mutation, report, repro, series, spikecheck, trees
 from harness.core.config import ISA_BUILDS, selection_type
 from harness.core.errors import RvvdiffError
@@ -19,6 +15,10 @@ from harness.emulators import qemu
 from harness.emulators.qemu import emulation_gap
 from harness.ggml import known, mutants
 from harness.ggml.source import resolve
+from harness.toolchain import compilers
+from harness.toolchain.builds import BuildError, IsaUnavailable, ensure_built
+from harness.toolchain.compilers import SERVER_DIR
+from harness.toolchain.server import adapter_kernels
 
 _isas = selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", argparse.ArgumentTypeError)
 
@@ -28,7 +28,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     src = resolve(args.ggml_src)
     print(f"ggml source: {src.describe()} ({time.perf_counter() - t0:.1f} s)")
-    for k, v in {**toolchain.describe(), "qemu": qemu.describe()}.items():
+    for k, v in {**compilers.describe(), "qemu": qemu.describe()}.items():
         print(f"{k}: {v}")
     q = qemu.qemu()
     for name in args.isa:

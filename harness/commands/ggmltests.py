@@ -1,6 +1,6 @@
 """``rvvdiff ggml-tests``: ggml's own tests, patched to catch the findings, run on the pinned tree and with the fixes.
 
-For a bug class (``--list`` names them), :func:`harness.upstream.ggmltests.run_class` builds llama.cpp's
+For a bug class (``--list`` names them), :func:`harness.upstream.ggml_own_tests.run_class` builds llama.cpp's
 ``test-quantize-fns`` with the class's test patch (harness/data/ggml-tests/) using the stock toolchain,
 runs it with ctest under QEMU at the class's VLENs on the pinned tree and with the class's fixes, and this prints
 the verdict table and the commands that reproduce it by hand (docs/ggml-tests.md).
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.upstream.ggmltests import CLASSES, DEFAULT_WORK, commands, run_class, table
+from harness.upstream.ggml_own_tests import CLASSES, DEFAULT_WORK, commands, run_class, table
 
 
 def main(argv: list[str]) -> int:

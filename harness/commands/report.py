@@ -27,14 +27,13 @@ import tempfile
 import types
 from pathlib import Path
 
-from harness.build.toolchain import COMPILERS, ToolchainError, compiler
-from harness.commands import fixes as fixes_cmd
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, cache_dir, parse_compilers, selection_type
 from harness.core.errors import RvvdiffError
 from harness.emulators import registry
-from harness.ggml import known, patches, tree
+from harness.ggml import fix_catalogue, known, patches, tree
 from harness.ggml.source import resolve
 from harness.report.failure import load_case
+from harness.toolchain.compilers import COMPILERS, ToolchainError, compiler
 from harness.upstream import issue, program, public, runs
 
 
@@ -133,8 +132,8 @@ def main(argv: list[str]) -> int:
     except ToolchainError as e:
         print(f"rvvdiff report: --cc: {e}")
         return 2
-    if a.fix and a.fix not in fixes_cmd.catalogue():
-        p.error(f"--fix {a.fix}: no such fix ({', '.join(fixes_cmd.catalogue())})")
+    if a.fix and a.fix not in fix_catalogue.catalogue():
+        p.error(f"--fix {a.fix}: no such fix ({', '.join(fix_catalogue.catalogue())})")
     if a.enable is not None:
         if not a.fix or not a.enable.is_file():
             p.error("--enable PATCH needs --fix NAME and an existing patch file")
@@ -174,7 +173,7 @@ def main(argv: list[str]) -> int:
     if a.fixed:
         trees["fixed"] = resolve(a.fixed)
     elif entry and entry.fix:
-        fx = fixes_cmd.catalogue().get(entry.fix)
+        fx = fix_catalogue.catalogue().get(entry.fix)
         if fx is not None and patches.applies(fx, src)[0] == "applies":
             trees["fixed"] = patches.apply([fx], src, "fix", fx.name)
             fix_name = fx.name
@@ -210,7 +209,7 @@ def _enabled(a: argparse.Namespace) -> int:
     """``--fix NAME --enable PATCH``: the finding's code made live by PATCH on the pinned and the fixed tree, shown
     by an exact repacked mul_mat (:func:`public.exact_repack`) at every VLEN, the recorded target being the
     fix's first wrong VLEN in its first zvfh build."""
-    fx = fixes_cmd.catalogue()[a.fix]
+    fx = fix_catalogue.catalogue()[a.fix]
     entry = _entry("", "qemu", a.fix)
     fn = entry.functions if entry else ()
     m = re.match(r"ggml_gem[vm]_([a-z0-9]+_[a-zA-Z0-9]+?)_\d+x\d+_", fn[0] if fn else "")

@@ -6,14 +6,14 @@ import argparse
 import shlex
 from pathlib import Path
 
-from harness.build.builds import ensure_built, link_objects
-from harness.build.toolchain import COMPILERS, SERVER_DIR, ToolchainError, compiler
 from harness.core.config import ISA_BUILDS
 from harness.emulators import registry
 from harness.ggml.source import resolve
 from harness.report.failure import load_case
 from harness.report.replay import replay_on, side_by_side, spike_verdict
 from harness.report.reproducer import c_reproducer, upstream_reproducer
+from harness.toolchain.builds import ensure_built, link_objects
+from harness.toolchain.compilers import COMPILERS, SERVER_DIR, ToolchainError, compiler
 
 
 def _emulator(spec: str) -> str:

@@ -30,16 +30,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.build.builds import ensure_built
-from harness.build.toolchain import COMPILERS
-from harness.commands.runner import SuiteRun, run_suite
 from harness.core.config import ISA_BUILDS
+from harness.core.runner import SuiteRun, run_suite
 from harness.emulators import registry
 from harness.ggml import known
 from harness.ggml.source import resolve
 from harness.report.failure import load_case
 from harness.report.ids import replay_argv
 from harness.report.replay import Replay, replay_on, spike_verdict
+from harness.toolchain.builds import ensure_built
+from harness.toolchain.compilers import COMPILERS
 
 _PLACEHOLDER = re.compile(r"<ggml tree of ([^>]+)>")
 

@@ -1,2 +1,3 @@
 """The bottom layer: what every other package reads (VLENs, ISA builds, paths, the cache, the
-``RVVDIFF_*`` settings, the error root) and running subprocesses.  Imports nothing else of rvvdiff."""
+``RVVDIFF_*`` settings, the error root), running subprocesses, and the one suite runner (``runner``: a
+child pytest run of rvvdiff's tests and the results it leaves).  Imports nothing else of rvvdiff."""

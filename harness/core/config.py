@@ -33,7 +33,7 @@ class IsaBuild:
     #: QEMU ``-cpu`` properties for the extensions (VLEN and stress knobs are added per server).
     qemu: dict[str, bool] = field(default_factory=dict)
     #: The extensions the -march that the tree's CMake gives ggml-cpu must name for this build;
-    #: the ``qemu`` properties set to False are the ones it must not name (harness/build/builds.py checks both).
+    #: the ``qemu`` properties set to False are the ones it must not name (harness/toolchain/builds.py checks both).
     march: tuple[str, ...] = ()
 
     @property
@@ -85,7 +85,7 @@ NOVECTOR = IsaBuild(
 
 #: Options every build shares: static libraries, no OpenMP, the RVV-relevant
 #: features on, nothing of llama.cpp beyond ggml.  These, with an ISA build's
-#: ``cmake``, are what the harness *wants*; harness/build/builds.py passes only those
+#: ``cmake``, are what the harness *wants*; harness/toolchain/builds.py passes only those
 #: the tree's CMake declares (plus CMake's own variables, :data:`CMAKE_OWN`).
 COMMON_CMAKE: dict[str, str] = {
     "CMAKE_BUILD_TYPE": "Release",
@@ -142,7 +142,7 @@ def selection_type(option: str, allowed: Sequence[str | int], what: str, error: 
     return parse
 
 
-#: The compilers the harness knows by name (harness/build/toolchain.py's ``COMPILERS`` holds how each
+#: The compilers the harness knows by name (harness/toolchain/compilers.py's ``COMPILERS`` holds how each
 #: is found and installed; tests/test_toolchain.py checks the two agree).  Named here, in the first
 #: layer, because test ids and the known failures (harness/ggml/known.py) name them too.
 COMPILER_NAMES: tuple[str, ...] = ("clang", "gcc14")

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from harness.build.builds import Build
 from harness.core.proc import CommandError, run
+from harness.toolchain.builds import Build
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Emulator(ABC):
     timeout_factor: ClassVar[float] = 1.0
     #: Whether it can trace the functions a call executes (:mod:`harness.emulators.trace`).
     traces: ClassVar[bool] = False
-    #: Whether it counts the instructions a call retires, exactly (:mod:`harness.emulators.cost`).
+    #: Whether it counts the instructions a call retires, exactly (:mod:`harness.cost.spike_count`).
     counts: ClassVar[bool] = False
     #: Whether it logs the instructions its programs execute (--rvv-coverage, :mod:`harness.emulators.executed`).
     logs_exec: ClassVar[bool] = False

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
-from harness.build.builds import Build
-from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler
 from harness.core import settings
 from harness.core.config import STRESS_PROPS, cache_dir, locked
 from harness.core.proc import run
 from harness.emulators.base import Emulator
+from harness.toolchain.builds import Build
+from harness.toolchain.compilers import SERVER_DIR, ToolchainError, compiler
 
 #: Every VLEN a RISC-V core may have (RVV: a power of two from 32 to 65536 bits; rvvdiff's kernels need >= 128).
 BOARD_VLENS: tuple[int, ...] = tuple(2 ** k for k in range(7, 17))

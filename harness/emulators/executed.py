@@ -10,7 +10,7 @@ not give is how often an instruction ran: a line is executed or not.
 
 One log per server start, ``DIR/<target>/<pid>-<start>.log`` (the one-shot servers of the path
 checks, harness/emulators/trace.py, add theirs), beside a ``.json`` naming the
-program (the server binary whose DWARF maps the PCs to lines: harness/emulators/dwarf.py).  A server
+program (the server binary whose DWARF maps the PCs to lines: harness/binary/dwarf.py).  A server
 that stops compacts its log into its PCs (:func:`compact`); xdist workers write their own files, the
 controlling process reads them all (:func:`collect`).
 """

@@ -29,11 +29,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.build.builds import Build
 from harness.emulators import executed
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
 from harness.emulators.qemu import cpu_props
+from harness.toolchain.builds import Build
 
 
 class KernelFailure(AssertionError):

@@ -20,13 +20,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.builds import Build
-from harness.build.cmake import march_extras, tree_name
-from harness.build.toolchain import SERVER_DIR, ToolchainError, compiler, write_atomically
 from harness.core import settings
 from harness.core.config import HALF_AVL, ISA_BUILDS, STRESS_PROPS, VLENS, IsaBuild, cache_dir, locked
 from harness.core.proc import CommandError, run
 from harness.emulators.base import Emulator
+from harness.toolchain.builds import Build
+from harness.toolchain.cmake import march_extras, tree_name
+from harness.toolchain.compilers import SERVER_DIR, ToolchainError, compiler, write_atomically
 
 #: Every -cpu property the harness may ask for.
 QEMU_PROPERTIES: tuple[str, ...] = tuple(dict.fromkeys(

@@ -35,14 +35,14 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.builds import Build
-from harness.build.server import digest, server_objects
-from harness.build.toolchain import SERVER_DIR, Compiler, ToolchainError, compiler
+from harness.binary import elf
 from harness.core import settings
 from harness.core.config import SPIKE_VLENS, STRESS_PROPS, locked
 from harness.core.proc import run
-from harness.emulators import elf
 from harness.emulators.base import Emulator
+from harness.toolchain.builds import Build
+from harness.toolchain.compilers import SERVER_DIR, Compiler, ToolchainError, compiler
+from harness.toolchain.server import digest, server_objects
 
 #: Spike's memory (``-m<base>:<size>``) and where the server is linked: below 2 GiB because ggml is
 #: compiled for the medlow code model; above Spike's devices (the runtime's MEM_BASE / MEM_END).

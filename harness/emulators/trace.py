@@ -5,7 +5,7 @@ it, and ``-d in_asm`` logs each translation headed ``IN: <symbol>``; the
 kernel server is a static binary with its symbol table, so static functions
 (e.g. ggml's ``*_vl256`` variants) are named too.  A trace names functions, not their copies: GCC's
 clones (``ggml_vec_dot_q4_K_q8_K_vl128.isra.0``) are read as the function they copy
-(:func:`harness.emulators.elf.base_symbol`), so checks of what ran hold for both compilers.  With ``-d strace`` the
+(:func:`harness.binary.elf.base_symbol`), so checks of what ran hold for both compilers.  With ``-d strace`` the
 server's ``write`` of each response appears in the same log, which splits it
 into start-up, hello and the call.  A one-shot server (not the pooled one,
 whose code is already translated) runs hello, the call and quit, and the
@@ -27,7 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.emulators import elf, executed
+from harness.binary import elf
+from harness.emulators import executed
 from harness.emulators import protocol as P
 from harness.emulators.pool import KernelServer, _no_core_dumps
 

@@ -1,6 +1,6 @@
 """What changed between two ggml trees, function by function, and which kernels reach each change.
 
-The PR gate (harness/commands/gate.py) runs the tests that cover a changed function at the thorough
+The PR gate (harness/jobs/gate_runs.py) runs the tests that cover a changed function at the thorough
 budget, and blocks on a changed RVV function no test covers.  Both questions are answered here
 with the C reader (harness/ggml/csource.py), never by compiling:
 

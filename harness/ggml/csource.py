@@ -1,7 +1,7 @@
 """The one reader of ggml's C and C++ sources.
 
 Every place that needs to know what a ggml tree contains asks this module: the kernel server's
-generated bindings (harness/build/bindings.py), the coverage scans of the kernel families (RVV entry
+generated bindings (harness/toolchain/bindings.py), the coverage scans of the kernel families (RVV entry
 points, VLEN variants and their dispatch, the repack selection, vec.h's RVV paths), and the
 known-failure fingerprints (the source of the buggy function).
 

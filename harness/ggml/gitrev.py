@@ -4,7 +4,7 @@ A revision of a user's checkout is materialised in rvvdiff's cache, never in the
 itself: one ``git clone --shared --no-checkout`` per (repository, slot) borrows the objects of
 the user's repository, and each revision is a ``git checkout --detach`` in it.  Moving a slot
 from one revision to the next rewrites only the files that differ, so the build directory of
-that path (harness/build/builds.py keys it by path) rebuilds incrementally: a bisect step costs the
+that path (harness/toolchain/builds.py keys it by path) rebuilds incrementally: a bisect step costs the
 objects the step changed, not a full build.
 """
 

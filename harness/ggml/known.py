@@ -169,7 +169,7 @@ class Known:
     #: Trees other than the pinned one where the bug was seen (e.g. "ggml 2026-08-21 (d99724f2)"):
     #: an entry without it is a finding of the pinned tree and must apply to it (tests/test_known.py).
     seen_in: tuple[str, ...] = ()
-    #: The patch that fixes the bug: ``harness/data/fixes/<fix>.patch`` (harness/commands/fixes.py verifies it).
+    #: The patch that fixes the bug: ``harness/data/fixes/<fix>.patch`` (harness/jobs/fix_checks.py verifies it).
     fix: str = ""
     #: Why a finding has no fix patch yet (found, explained, its fix not written): every finding of the
     #: pinned tree names its ``fix`` or says this (tests/test_fixes.py), never neither or both.
@@ -313,7 +313,7 @@ def _entry(e: object, number: int, path: Path) -> Known:
     bad = [c for c in compilers if c not in COMPILER_NAMES]
     if bad:
         raise KnownFailuresError(f"{where}: compiler {', '.join(map(repr, bad))} is not one of "
-                                 f"{', '.join(COMPILER_NAMES)} (harness/build/toolchain.py's COMPILERS)")
+                                 f"{', '.join(COMPILER_NAMES)} (harness/toolchain/compilers.py's COMPILERS)")
     return Known(e["test"].strip(), e["reason"].strip(), e["reproducer"].strip(), functions, files, prints, ggml,
                  seen_in=seen_in, fix=fix, fix_pending=fix_pending, emulator=emulator, compilers=compilers,
                  number=number)

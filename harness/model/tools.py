@@ -22,12 +22,12 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.builds import BuildError, IsaUnavailable
-from harness.build.cmake import plan_options, tree_name
-from harness.build.toolchain import Compiler, compiler
 from harness.core.config import ISA_BUILDS, IsaBuild, cache_dir, locked
 from harness.core.proc import CommandError, run
 from harness.ggml.source import GgmlSource
+from harness.toolchain.builds import BuildError, IsaUnavailable
+from harness.toolchain.cmake import plan_options, tree_name
+from harness.toolchain.compilers import Compiler, compiler
 
 #: The tools the model family runs.
 RISCV_TOOLS = ("llama-perplexity",)

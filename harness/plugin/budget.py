@@ -1,4 +1,4 @@
-"""Per-test budgets and selections: what the PR gate (harness/commands/gate.py) asks of one pytest run.
+"""Per-test budgets and selections: what the PR gate (harness/jobs/gate_runs.py) asks of one pytest run.
 
 Three budgets, each a Hypothesis profile sharing one example database:
 

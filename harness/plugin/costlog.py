@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from harness.cost.spike_count import Cost
 from harness.emulators import protocol as P
-from harness.emulators.cost import Cost
 from harness.plugin.targets import Target, session
 
 

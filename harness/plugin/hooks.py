@@ -25,7 +25,6 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.internal import observability
 
-from harness.build.toolchain import ToolchainError
 from harness.core import settings as env_settings
 from harness.emulators import registry
 from harness.plugin import budget, linecov, workers
@@ -33,6 +32,7 @@ from harness.plugin.benchlog import BenchLog
 from harness.plugin.options import THOROUGH_MAX_EXAMPLES, add_options, max_examples
 from harness.plugin.session import KEY, NAME, RvvdiffSession
 from harness.report.ids import suite_module_id
+from harness.toolchain.compilers import ToolchainError
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

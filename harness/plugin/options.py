@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.build.toolchain import COMPILERS, ToolchainError, selected
 from harness.core.config import IS_CHECKOUT, ISA_BUILDS, PROJECT_ROOT, SPIKE_VLENS, VLENS, parse_compilers, selection_type
 from harness.emulators import registry
+from harness.toolchain.compilers import COMPILERS, ToolchainError, selected
 
 _parse_vlen_list = selection_type("--vlen", SPIKE_VLENS, "VLENs rvvdiff can emulate: 2048 and 4096 on Spike only",
                                   pytest.UsageError)

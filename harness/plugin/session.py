@@ -21,10 +21,6 @@ from typing import Any
 
 import pytest
 
-from harness.build.builds import build_dir, compiler_gap, failure_marker, failure_summary, forget_session, session_note
-from harness.build.cmake import tree_name
-from harness.build.server import adapter_kernels
-from harness.build.toolchain import SERVER_DIR, describe
 from harness.core import settings as env_settings
 from harness.core.config import IS_CHECKOUT, ISA_BUILDS
 from harness.emulators import pool, registry
@@ -40,6 +36,10 @@ from harness.report.failure import clear as clear_reports
 from harness.report.failure import write_failure
 from harness.report.ids import parse_id, replay_argv, suite_module_id
 from harness.report.summary import write_summary
+from harness.toolchain.builds import build_dir, compiler_gap, failure_marker, failure_summary, forget_session, session_note
+from harness.toolchain.cmake import tree_name
+from harness.toolchain.compilers import SERVER_DIR, describe
+from harness.toolchain.server import adapter_kernels
 
 #: The name the session is registered under with the plugin manager.
 NAME = "rvvdiff-session"
@@ -243,7 +243,7 @@ class RvvdiffSession(Session):
     def _build_outcomes(self) -> list[tuple[str, str]]:
         """(kind, line) for each ISA build of this session that failed, could not be expressed for the
         tree, or left adapters out: read from the files the session's processes (xdist workers
-        included) left in the build directories (harness/build/builds.py: failure marker, session note)."""
+        included) left in the build directories (harness/toolchain/builds.py: failure marker, session note)."""
         sid = env_settings.get("SESSION")
         if sid is None or not any(parse_id(r["nodeid"]) for r in self.results):
             return []

@@ -11,18 +11,19 @@ import pytest
 from hypothesis import reject
 from hypothesis.control import currently_in_test_context
 
-from harness.build.builds import Build, BuildError, BuildFailedEarlier, IsaUnavailable, ensure_built, failed_reason
-from harness.build.toolchain import DEFAULT_COMPILER, ToolchainError
 from harness.check import observe
 from harness.core.config import IsaBuild
-from harness.emulators import counters, pool, registry
+from harness.cost import board_counters
+from harness.cost.spike_count import Cost
+from harness.cost.spike_runs import measure as measure_call
+from harness.emulators import pool, registry
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
 from harness.emulators.board import Board
-from harness.emulators.cost import Cost
-from harness.emulators.cost_runs import measure as measure_call
 from harness.emulators.trace import Trace, trace_call
 from harness.ggml.source import GgmlSource, SourceError, resolve
+from harness.toolchain.builds import Build, BuildError, BuildFailedEarlier, IsaUnavailable, ensure_built, failed_reason
+from harness.toolchain.compilers import DEFAULT_COMPILER, ToolchainError
 
 #: Why a stress target does not trace when the run has the target without stress too: which functions a
 #: call runs is decided by scalar code on the shapes and the build (ggml's VLEN dispatch reads vlenb, not
@@ -148,7 +149,7 @@ class Target:
     vlen: int
     isa: IsaBuild
     stress: bool
-    #: The compiler's name (harness/build/toolchain.py's ``COMPILERS``, or ``user``).
+    #: The compiler's name (harness/toolchain/compilers.py's ``COMPILERS``, or ``user``).
     compiler: str = DEFAULT_COMPILER
     #: The id ends in the compiler's name (the run selected more than one compiler).
     named: bool = field(default=False, compare=False)
@@ -200,9 +201,9 @@ class Target:
 
     def measure(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
                 bufs: Sequence[P.Buf] = ()) -> tuple[P.Response, Cost]:
-        """One call counted by the emulator (harness/emulators/cost.py): its warm response and cost."""
+        """One call counted by the emulator (harness/cost/spike_count.py): its warm response and cost."""
         emu = session().emulator
-        if isinstance(emu, Board):  # a board: its hardware counters (harness/emulators/counters.py)
+        if isinstance(emu, Board):  # a board: its hardware counters (harness/cost/board_counters.py)
             return self._counted(emu, kernel, ip, fp, bufs)
         if not emu.counts:
             raise pytest.UsageError(f"the cost measure counts instructions under Spike; {emu.label} cannot: "
@@ -220,15 +221,15 @@ class Target:
                  bufs: Sequence[P.Buf]) -> tuple[P.Response, Cost]:
         srv = self.server()
         try:
-            source = counters.counters_for(board, srv)
-        except counters.CounterAccess as e:
+            source = board_counters.counters_for(board, srv)
+        except board_counters.CounterAccess as e:
             no_access = str(e)
         else:
             no_access = ""
         if no_access:
             pytest.fail(no_access, pytrace=False)
         try:
-            r, m = counters.measure(srv, source, kernel, ip, fp, bufs, timeout=session().timeout)
+            r, m = board_counters.measure(srv, source, kernel, ip, fp, bufs, timeout=session().timeout)
         finally:
             source.close()
         n = round(m.instret)

@@ -1,7 +1,7 @@
 """RVV line coverage: executed PCs mapped to source lines, per target, and what a run writes of them.
 
 The PCs come from the emulator (harness/emulators/executed.py: QEMU's translation log of the
-pooled servers); the server binary's DWARF line table (harness/emulators/dwarf.py) maps them to the
+pooled servers); the server binary's DWARF line table (harness/binary/dwarf.py) maps them to the
 in-scope source lines, the RVV code under test and its generic twins.  A line is executable in a
 target when the line table maps an address of that target's binary to it, and executed when QEMU
 translated one of those addresses.
@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.emulators.dwarf import CoverageError, line_table
+from harness.binary.dwarf import CoverageError, line_table
 from harness.emulators.executed import Executed
 from harness.ggml.cwalk import vlen_switches
 from harness.report.coverage_html import write_html
@@ -125,7 +125,7 @@ def measure(executed: dict[str, Executed]) -> Coverage:
 
 def functions(cov: Coverage) -> dict[str, dict[str, tuple[int, int]]]:
     """{function: {target: (lines executed, lines executable)}}: a line belongs to the function whose
-    source holds it (harness/emulators/dwarf.py's ``source_function``; an inlined copy counts for the
+    source holds it (harness/binary/dwarf.py's ``source_function``; an inlined copy counts for the
     function it was written in), else to the symbol holding its code (class members: tinyBLAS_RVV,
     repack's tensor_traits)."""
     out: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)

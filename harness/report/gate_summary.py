@@ -11,7 +11,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-from harness.report.gate_cost import CostLists
+from harness.cost.gate_lists import CostLists
 from harness.report.gate_verdict import LISTS, GateVerdict
 from harness.report.html import cells, page
 from harness.report.ids import parse_id

@@ -9,7 +9,7 @@ into the four lists, the changed code no test judged, and what blocks.
 * **fixed** - fails on BASE, passes on HEAD, BASE's example included - reported, with the
   known-failures entry to remove.
 
-Pure: a :class:`Run` holds one pytest run's results as harness/commands/gate.py read them; the only
+Pure: a :class:`Run` holds one pytest run's results as harness/jobs/gate_runs.py read them; the only
 I/O here is reading a failing test's ``case.json``.
 """
 
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import PROJECT_ROOT, VENV_BIN
+from harness.cost.gate_lists import CostLists
 from harness.ggml import known
-from harness.report.gate_cost import CostLists
 from harness.report.ids import parse_id, replay_argv, slug
 
 ROOT = PROJECT_ROOT
@@ -33,7 +33,7 @@ LISTS = ("regression", "new kernel failing", "pre-existing", "fixed")
 
 @dataclass
 class Run:
-    """One pytest run of the gate (harness/commands/gate.py runs it): its tree, its reports, its example
+    """One pytest run of the gate (harness/jobs/gate_runs.py runs it): its tree, its reports, its example
     database and its results by test id."""
 
     name: str  # "head", "base", "head-replay"

@@ -12,7 +12,7 @@ DWARF line table) and those its kernel servers executed.  A line HEAD adds or mo
   branch the preprocessor removed in every ISA build run, code the compiler folded away): listed, not
   blocking, since no test could execute it here.
 
-Files are matched by their path below ``ggml-cpu/`` (the coverage scope, harness/emulators/dwarf.py).
+Files are matched by their path below ``ggml-cpu/`` (the coverage scope, harness/binary/dwarf.py).
 
 Sharded (a CI matrix over VLEN x ISA build), no shard sees every target: each writes its
 :func:`record` (``gate-lines.json``: the changed lines, and which of them its targets compile and
@@ -30,7 +30,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.emulators.dwarf import in_scope
+from harness.binary.dwarf import in_scope
 from harness.ggml.source import GgmlSource
 from harness.report.coverage import TargetLines, line_ranges
 

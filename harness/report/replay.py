@@ -7,10 +7,10 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from harness.build.builds import Build
 from harness.emulators.base import Emulator
 from harness.emulators.pool import KernelFailure, KernelServer, ServerError
 from harness.report.failure import Case
+from harness.toolchain.builds import Build
 
 
 def decode_like(outputs: list[bytes], got: np.ndarray) -> tuple[int, np.dtype] | None:

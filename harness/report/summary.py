@@ -3,7 +3,7 @@
 ``summary.md`` (a matrix kernel x VLEN x ISA build: pass, fail, known failure, skipped with its
 reason), ``summary.html`` (the same, with a plot of error/bound ratios per kernel and VLEN) and
 ``results.json`` (one entry per test: outcome, reason, duration, observations) -- the file every
-command reads back through harness/commands/runner.py.  JUnit XML comes from pytest's
+command reads back through harness/core/runner.py.  JUnit XML comes from pytest's
 ``--junitxml``.  A failing test's own report is harness/report/failure.py's; ``rvvdiff repro``
 replays it (harness/commands/repro.py).
 """

@@ -5,7 +5,8 @@ ggml op (``public``: ``ggml_mul_mat`` through ``ggml.h``, or why there is none),
 C program (``program``), the program built against every ISA build and run at every VLEN
 (``runs``), the issue text with its verdict table (``issue``), the stock toolchain's commands that
 build ggml and link such a program (``stock``: Debian's clang-22 or rvvdiff's zig, ggml's own
-CMake), the fixes as pull-request series (``series``) and ggml's own tests patched to catch the
-findings (``ggmltests``).  The programs run under the emulators of :mod:`harness.emulators`; the
-``rvvdiff report --upstream``, ``series`` and ``ggml-tests`` subcommands are in :mod:`harness.commands`.
+CMake), the fixes as pull-request series (``fix_series``; checked, run and written by ``series_runs``)
+and ggml's own tests patched to catch the findings (``ggml_own_tests``).  The programs run under the
+emulators of :mod:`harness.emulators`; the ``rvvdiff report --upstream``, ``series`` and ``ggml-tests``
+subcommands are in :mod:`harness.commands`.
 """

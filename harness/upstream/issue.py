@@ -16,7 +16,7 @@ import shlex
 from pathlib import Path
 
 from harness.core.config import ISA_BUILDS, IsaBuild
-from harness.emulators import qemu as qemu_emu
+from harness.emulators import qemu
 from harness.ggml import known
 from harness.ggml.source import GgmlSource
 from harness.report.failure import Case
@@ -346,7 +346,7 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
              if on_spike[0] <= 1024 else f" (VLEN {', '.join(map(str, on_spike))} under Spike)")
     built = " and ".join(stock.LABELS.get(c, c) for c in ccs)
     tail += [ran + (f"Output at VLEN {wrong.vlen}, {wrong.isa} build: `" + " / ".join(out[:3]) + "`. " if wrong else "")
-             + f"Run here (QEMU {qemu_emu.qemu().version}{spike}), the program built by rvvdiff with {built} "
+             + f"Run here (QEMU {qemu.qemu().version}{spike}), the program built by rvvdiff with {built} "
              + "(zig's clang; Debian's GCC 14) " * (len(ccs) > 1)
              + _ran_where(verdicts)
              + (f" (fixed: with the patch `{fix}`)" if fix and any(v.tree == "fixed" for v in verdicts) else "")

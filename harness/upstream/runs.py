@@ -2,7 +2,7 @@
 
 The VLENs, builds and compilers an issue's title names are not copied from anywhere: :func:`verify`
 builds the program against each ISA build of the tree with one named compiler (rvvdiff's builds,
-harness/build/toolchain.py's ``COMPILERS``) and runs it at every QEMU VLEN (with the recorded
+harness/toolchain/compilers.py's ``COMPILERS``) and runs it at every QEMU VLEN (with the recorded
 tail/mask stress mode, or another), or under Spike; with a fixed tree (a fix of
 ``harness/data/fixes/`` or ``--fixed TREE``) the same program runs against it too.
 :func:`verify_stock` builds it once more with the stock toolchain's commands the issue prints.
@@ -14,14 +14,14 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.builds import Build, ensure_built
-from harness.build.toolchain import compiler
 from harness.core.config import ISA_BUILDS, IsaBuild, cache_dir
 from harness.core.errors import RvvdiffError
 from harness.core.proc import run
-from harness.emulators import qemu as qemu_emu
+from harness.emulators import qemu
 from harness.emulators.base import Emulator
 from harness.ggml.source import GgmlSource
+from harness.toolchain.builds import Build, ensure_built
+from harness.toolchain.compilers import compiler
 from harness.upstream import stock
 
 
@@ -65,8 +65,8 @@ def run_program(exe: Path, isa: IsaBuild, vlen: int, stress: bool, emulator: Emu
     """Run the program under QEMU (default) or ``emulator``: (wrong?, its output); None: no verdict.
     ``trap``: the finding is a trap, not a number: the verdict is whether the program stopped abnormally
     (a signal under QEMU, a trap under Spike) instead of exiting with 0 or 1."""
-    emu = emulator or qemu_emu.qemu()
-    props = qemu_emu.cpu_props(isa, stress)
+    emu = emulator or qemu.qemu()
+    props = qemu.cpu_props(isa, stress)
     lacking = emu.lacking(props)
     if lacking:
         return None, emu.lacking_reason(lacking, f"VLEN {vlen}, {isa.name}")

@@ -3,7 +3,7 @@
 Reports meant for ggml maintainers print commands they can run without rvvdiff: Debian
 bookworm's clang-22 (bookworm-security) with the GNU cross sysroot, Debian stable's GCC 14
 (``riscv64-linux-gnu-gcc-14``, the compiler of upstream's riscv64 CI), or rvvdiff's own zig
-(harness/build/toolchain.py), configuring ggml with ggml's own CMake, linking a program
+(harness/toolchain/compilers.py), configuring ggml with ggml's own CMake, linking a program
 statically and running it under ``qemu-riscv64`` (the ``-cpu`` value and the run are
 :mod:`harness.emulators.qemu`'s, as for the kernel servers).  Verified on Debian bookworm, see
 docs/upstream-toolchain.md.  Why not the older compilers: bookworm's GCC 12 cross compiler
@@ -15,7 +15,7 @@ ta/ma; with ``-fno-integrated-as``, binutils 2.40 does not know zvfh).
 lines (for a report); :func:`build_program`, :func:`run_exe` and :func:`run_program` run them.
 For GCC 14 the printed lines name the plain ``riscv64-linux-gnu-gcc-14`` a maintainer has from
 Debian's package, while rvvdiff runs the same commands with the gcc14 root's wrappers
-(``COMPILERS["gcc14"]`` of harness/build/toolchain.py): ``printed=True`` gives the former.
+(``COMPILERS["gcc14"]`` of harness/toolchain/compilers.py): ``printed=True`` gives the former.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.cmake import march_mismatch
 from harness.core.config import COMMON_CMAKE, ISA_BUILDS, IsaBuild
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError, run
-from harness.emulators import qemu as qemu_emu
+from harness.emulators import qemu
 from harness.emulators.base import Ran
+from harness.toolchain.cmake import march_mismatch
 
 TOOLCHAINS: tuple[str, ...] = ("clang", "gcc14", "zig")
 
@@ -215,16 +215,16 @@ def libraries(tree: Path, build_dir: Path) -> list[Path]:
 
 def _zig_tools() -> tuple[str, str, str, str]:
     """The wrapper scripts rvvdiff writes around zig (cc, c++, ar, ranlib); with RVVDIFF_CC/RVVDIFF_CXX
-    set, the compiler the harness itself builds with (harness/build/toolchain.py)."""
-    from harness.build.toolchain import compiler
+    set, the compiler the harness itself builds with (harness/toolchain/compilers.py)."""
+    from harness.toolchain.compilers import compiler
     cc = compiler()
     return cc.cc, cc.cxx, cc.ar, cc.ranlib
 
 
 def _gcc14_tools() -> tuple[str, str, str, str]:
-    """The gcc14 root's wrappers (cc, c++, ar, ranlib) that run Debian's GCC 14 here (harness/build/toolchain.py);
-    a :class:`harness.build.toolchain.ToolchainError` names the set-up command when it is not installed."""
-    from harness.build.toolchain import compiler
+    """The gcc14 root's wrappers (cc, c++, ar, ranlib) that run Debian's GCC 14 here (harness/toolchain/compilers.py);
+    a :class:`harness.toolchain.compilers.ToolchainError` names the set-up command when it is not installed."""
+    from harness.toolchain.compilers import compiler
     cc = compiler("gcc14")
     return cc.cc, cc.cxx, cc.ar, cc.ranlib
 
@@ -299,7 +299,7 @@ def link_command(program: Path, exe: Path, *, tree: Path, build_dir: Path, toolc
 
 def cpu_value(vlen: int, isa: str | IsaBuild, stress: bool = False, half_avl: bool = False) -> str:
     """QEMU's ``-cpu`` value (or ``QEMU_CPU``) for an ISA build, named or given, at ``vlen``."""
-    return qemu_emu.cpu(vlen, _isa(isa), stress, half_avl)
+    return qemu.cpu(vlen, _isa(isa), stress, half_avl)
 
 
 def run_argv(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
@@ -390,7 +390,7 @@ def run_exe(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, 
             args: Sequence[str] = (), timeout: float = 300) -> Ran:
     """Run ``exe`` (with ``args``) under QEMU as :func:`run_command` says (the qemu-riscv64 rvvdiff runs:
     ``$RVVDIFF_QEMU`` or PATH); its exit status is for the caller to judge."""
-    return qemu_emu.qemu().run_program(exe, vlen, qemu_emu.cpu_props(_isa(isa), stress, half_avl), args=args, timeout=timeout,
+    return qemu.qemu().run_program(exe, vlen, qemu.cpu_props(_isa(isa), stress, half_avl), args=args, timeout=timeout,
                                 what=f"{Path(exe).name} under QEMU")
 
 

@@ -1,0 +1,186 @@
+"""One run of the suite started by a command, and the results it leaves.
+
+Every command that runs the differential tests (gate, bisect, fixes, trees, bench, mutants,
+audit; spike-check can, with ``output="capture"`` and :meth:`SuiteRun.check_timeout`) starts
+``python -m pytest`` from rvvdiff's root through :func:`run_suite` and reads the ``results.json``
+the plugin writes at the end of a run (harness/report/summary.py) through :func:`read_results`:
+one entry per test, ``nodeid``, ``outcome`` (passed, failed, error, skipped, xfailed, xpassed),
+``reason`` and ``duration``, in the order the tests finished.
+
+Where the run's output goes is the caller's choice: ``"stream"`` (the terminal: a long run the user
+watches), ``"capture"`` (kept in :attr:`SuiteRun.stdout` / ``stderr``), or a file (the command
+line first, then everything pytest printed).  With a ``timeout`` the run gets a session of its own
+and, when it times out or the caller is interrupted, the whole session is killed (pytest and the
+emulators it started); :attr:`SuiteRun.exit` is then None.  Without one, pytest shares the caller's
+session (Ctrl-C reaches it as it reaches the caller, and the run is then ended like
+``subprocess.run`` ends it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from harness.core.config import COMPILER_NAMES, ISA_BUILDS, PROJECT_ROOT, parse_compilers
+from harness.core.errors import RvvdiffError
+
+Results = dict[str, dict[str, Any]]  # node id -> its entry in results.json
+
+
+class SuiteTimeout(RvvdiffError, subprocess.TimeoutExpired):
+    """A run that did not finish within its timeout, for a caller that cannot go on without it
+    (:meth:`SuiteRun.check_timeout`)."""
+
+    def __str__(self) -> str:
+        return (f"pytest did not finish within {self.timeout:.0f} s (killed): {shlex.join(self.cmd)}; "
+                f"rerun it alone to see where it hangs, or give a longer timeout")
+
+
+def read_results(report_dir: Path) -> Results | None:
+    """The entries of ``report_dir/results.json`` by node id (in the file's order), or None when the
+    run left no readable file (it did not get to its end, or collected nothing)."""
+    try:
+        return {r["nodeid"]: r for r in json.loads((Path(report_dir) / "results.json").read_text())}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+@dataclass
+class SuiteRun:
+    """What a pytest run left: its exit status (None: it timed out), its results, its output."""
+
+    argv: list[str]
+    exit: int | None
+    seconds: float
+    report_dir: Path | None = None
+    results: Results = field(default_factory=dict)
+    has_results: bool = False  # results.json was there and readable
+    stdout: str = ""  # with output="capture"
+    stderr: str = ""
+    log: Path | None = None  # with output=<a file>
+    timeout: float | None = None
+
+    @property
+    def timed_out(self) -> bool:
+        return self.exit is None
+
+    def check_timeout(self) -> SuiteRun:
+        """This run, or :class:`SuiteTimeout` if it timed out."""
+        if self.exit is None:
+            raise SuiteTimeout(self.argv, self.timeout or 0.0, self.stdout, self.stderr)
+        return self
+
+    def counts(self) -> Counter[str]:
+        """How many tests ended with each outcome."""
+        return Counter(r["outcome"] for r in self.results.values())
+
+    def last_line(self) -> str:
+        """pytest's closing line (``3 passed, 1 failed in 9.1s``) from the captured output, or ''."""
+        out = self.stdout.strip()
+        return out.splitlines()[-1] if out else ""
+
+
+def _cc_list(value: str) -> str:
+    """``--cc`` of a command, checked as the plugin checks it (harness/core/config.py), passed on as given."""
+    try:
+        parse_compilers(value, COMPILER_NAMES, tuple(ISA_BUILDS))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
+
+
+def add_cc_option(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The ``--cc LIST`` option of a command that runs the suite (passed on to pytest by :func:`cc_args`)."""
+    p.add_argument("--cc", type=_cc_list, default=None, metavar="LIST",
+                   help=f"compilers whose builds the suite runs: 'all' or a comma list of {', '.join(COMPILER_NAMES)} "
+                        "(NAME:ISA+ISA limits one to those ISA builds); default: RVVDIFF_COMPILER, else clang")
+
+
+def cc_args(cc: str | None) -> list[str]:
+    """The pytest arguments of a command's ``--cc`` (none when it was not given: the plugin's default)."""
+    return ["--cc", cc] if cc else []
+
+
+def suite_argv(args: Sequence[str | os.PathLike[str]], report_dir: Path | None = None) -> list[str]:
+    """The command that runs pytest with ``args`` (a leading ``pytest``, as
+    :func:`harness.report.ids.replay_argv` writes it, is the program's name) and, when given,
+    ``--report-dir report_dir``."""
+    args = [os.fspath(a) for a in args]
+    if args[:1] == ["pytest"]:
+        args = args[1:]
+    return [sys.executable, "-m", "pytest", *args, *(["--report-dir", str(report_dir)] if report_dir else [])]
+
+
+def run_suite(args: Sequence[str | os.PathLike[str]], *, report_dir: Path | None = None,
+              output: Literal["stream", "capture"] | Path = "stream", env: Mapping[str, str] | None = None,
+              timeout: float | None = None, clean: bool = False, echo: str | None = None) -> SuiteRun:
+    """Run pytest with ``args`` from rvvdiff's root and read its results.
+
+    ``report_dir``: passed as ``--report-dir`` and where ``results.json`` is read (``clean``: removed
+    first, so nothing of an earlier run is read as this one's).  ``env``: the whole environment
+    (default: this process's).  ``echo``: printed, with the command line, before the run starts."""
+    argv = suite_argv(args, report_dir)
+    if clean and report_dir is not None and report_dir.exists():
+        shutil.rmtree(report_dir)
+    if echo is not None:
+        print(f"{echo}\n    {shlex.join(argv)}", flush=True)
+    env = dict(env) if env is not None else None
+    log = output if isinstance(output, Path) else None
+    t0 = time.perf_counter()
+    stdout = stderr = ""
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "w") as f:
+            f.write(f"$ cd {shlex.quote(str(PROJECT_ROOT))} && {shlex.join(argv)}\n")
+            f.flush()
+            code = _run(argv, env, timeout, stdout=f, stderr=subprocess.STDOUT)[0]
+    elif output == "capture":
+        code, stdout, stderr = _run(argv, env, timeout, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    else:
+        code = _run(argv, env, timeout, stdout=None, stderr=None)[0]
+    seconds = time.perf_counter() - t0
+    results = read_results(report_dir) if report_dir is not None else None
+    return SuiteRun(argv, code, seconds, report_dir, results or {}, results is not None, stdout, stderr, log,
+                    timeout)
+
+
+def _run(argv: list[str], env: dict[str, str] | None, timeout: float | None, **streams: Any
+         ) -> tuple[int | None, str, str]:
+    """(exit status or None on a timeout, stdout, stderr) of ``argv``; see the module docstring."""
+    capture = streams.get("stdout") is subprocess.PIPE
+    proc = subprocess.Popen(argv, cwd=PROJECT_ROOT, env=env, text=capture or None,
+                            start_new_session=timeout is not None, **streams)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out or "", err or ""
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        out, err = proc.communicate()
+        return None, out or "", err or ""
+    except BaseException:  # an interrupt: the run stops with its caller
+        if timeout is not None:
+            _kill(proc)
+        else:
+            proc.kill()
+        proc.wait()
+        raise
+
+
+def _kill(proc: subprocess.Popen[Any]) -> None:
+    """pytest and everything it started (its session's process group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

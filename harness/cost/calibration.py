@@ -1,0 +1,243 @@
+"""The estimates held against the boards: published before / after measurements of real RVV changes to
+ggml, beside rvvdiff's estimate of the same change (harness/data/calibration.toml; docs/calibration.md).
+
+A row is one change (a pull request: its ggml commit and the commit's parent), one board and what the
+board reported (tokens/s before and after, per llama-bench test: ``pp512``, ``tg32``), and rvvdiff's
+estimated speed-up of the kernel the model's weights run through at the board's VLEN: BEFORE's estimated
+cycles over AFTER's, by each estimator (``table``: rvv-bench's X60 prices, harness/cost/cores.py;
+``mca``: LLVM's X60 model, harness/cost/mca.py), from ``rvvdiff cost --base BEFORE --ggml-src AFTER``.
+
+The **error factor** of an estimate against a measured test is estimated speed-up / measured speed-up
+(1: exact; 2: the estimate promised twice the board's gain; 0.5: half).  :func:`summary` is the line
+``rvvdiff cost`` prints next to every estimated change: the worst factor seen, either way, over the rows
+not held out, per estimator.  Rows marked ``held_out`` were kept out of every choice made from the table
+(none has tuned an estimator yet) and are summarised apart.
+
+``python -m harness.cost.calibration`` prints the table; ``--write`` regenerates docs/calibration.md's
+table between its markers; ``estimate COST_JSON FUNCTION`` prints a cost run's two ratios for a new row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.core.config import DATA_DIR
+from harness.core.errors import RvvdiffError
+from harness.cost import estimate_pair
+
+DATA = DATA_DIR / "calibration.toml"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "calibration.md"
+DOC_LINK = "docs/calibration.md"
+ESTIMATORS = {"table": "rvv-bench prices", "mca": "llvm-mca", "instructions": "instructions"}
+#: The estimators the summary line states (the instruction ratio is a reference: no core's prices).
+SUMMARISED = ("table", "mca")
+_BEGIN, _END = "<!-- calibration table -->", "<!-- /calibration table -->"
+
+
+class CalibrationError(RvvdiffError, ValueError):
+    """The data file is malformed; the message names the row and the field."""
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str  # "llama.cpp #18784"
+    change: str
+    board: str
+    vlen: int
+    model: str
+    kernel: str  # the function whose estimate stands for the change
+    before: str  # ggml-org/ggml commit
+    after: str
+    measured: Mapping[str, tuple[float, float]]  # test -> (t/s before, t/s after)
+    #: compiler -> estimator -> BEFORE / AFTER cycles per unit (``estimates``: clang's builds;
+    #: ``estimates_<compiler>``: another compiler's, e.g. ``estimates_gcc14``).
+    estimates: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    held_out: bool = False
+    note: str = ""
+    #: The function BEFORE ran instead, when the change moved the work to another one (a new path).
+    before_kernel: str = ""
+
+    def speedup(self, test: str) -> float:
+        b, a = self.measured[test]
+        return a / b
+
+    def factor(self, estimator: str, test: str, cc: str = "clang") -> float | None:
+        e = self.estimates.get(cc, {}).get(estimator)
+        return e / self.speedup(test) if e else None
+
+    def factors(self, estimator: str, cc: str = "clang") -> list[float]:
+        return [f for t in self.measured if (f := self.factor(estimator, t, cc)) is not None]
+
+
+def parse(text: str, where: str = "calibration.toml") -> list[Row]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise CalibrationError(f"{where}: not TOML: {e}") from None
+    rows = []
+    for i, r in enumerate(data.get("row", []), 1):
+        try:
+            measured = {t: (float(v[0]), float(v[1])) for t, v in r["measured"].items()}
+            bad = [t for t, (b, a) in measured.items() if b <= 0 or a <= 0]
+            if bad or not measured:
+                raise CalibrationError(f"{where}: row {i} ({r.get('name')}): measured needs test = [before, after] "
+                                       f"t/s, both positive ({', '.join(bad) or 'none given'})")
+            estimates = {("clang" if k == "estimates" else k.removeprefix("estimates_")): v for k, v in r.items()
+                         if k == "estimates" or k.startswith("estimates_")}
+            unknown = {e for v in estimates.values() for e in v} - set(ESTIMATORS)
+            if unknown:
+                raise CalibrationError(f"{where}: row {i} ({r['name']}): unknown estimator {sorted(unknown)}; "
+                                       f"known: {', '.join(ESTIMATORS)}")
+            rows.append(Row(r["name"], r["change"], r["board"], int(r["vlen"]), r["model"], r["kernel"],
+                            r["before"], r["after"], measured,
+                            {cc: {k: float(x) for k, x in v.items()} for cc, v in estimates.items() if v},
+                            bool(r.get("held_out", False)), r.get("note", ""), r.get("before_kernel", "")))
+        except KeyError as e:
+            raise CalibrationError(f"{where}: row {i}: missing field {e.args[0]!r}") from None
+    return rows
+
+
+@functools.lru_cache(maxsize=1)
+def rows() -> tuple[Row, ...]:
+    return tuple(parse(DATA.read_text(), str(DATA))) if DATA.is_file() else ()
+
+
+def compilers(rs: list[Row] | tuple[Row, ...]) -> list[str]:
+    """The compilers some row has estimates of, clang first."""
+    return sorted({cc for r in rs for cc in r.estimates}, key=lambda cc: (cc != "clang", cc))
+
+
+def worst(rs: list[Row] | tuple[Row, ...], estimator: str, cc: str = "clang") -> tuple[float, int] | None:
+    """(the largest error factor either way, rows with an estimate) over ``rs``; None without any."""
+    fs = [max(f, 1 / f) for r in rs for f in r.factors(estimator, cc)]
+    n = sum(1 for r in rs if r.factors(estimator, cc))
+    return (max(fs), n) if fs else None
+
+
+def direction_right(rs: list[Row] | tuple[Row, ...], estimator: str, cc: str = "clang") -> tuple[int, int]:
+    """(rows where every measured test moved the way the estimate says, rows with an estimate)."""
+    with_est = [r for r in rs if estimator in r.estimates.get(cc, {})]
+    ok = [r for r in with_est if all((r.estimates[cc][estimator] > 1) == (r.speedup(t) > 1) for t in r.measured)]
+    return len(ok), len(with_est)
+
+
+def summary(rs: list[Row] | tuple[Row, ...] | None = None) -> str:
+    """The calibration error seen so far, one line, with the link (module docstring); a data file that does
+    not read is said in the line (the cost report it is part of is not lost to it)."""
+    if rs is None:
+        try:
+            rs = rows()
+        except CalibrationError as e:
+            return f"calibration: unknown ({e}; {DOC_LINK} says how a row is written)"
+    parts = []
+    for cc, est in ((cc, est) for cc in compilers(rs) for est in SUMMARISED):
+        got, held = worst([r for r in rs if not r.held_out], est, cc), worst([r for r in rs if r.held_out], est, cc)
+        if got or held:
+            ok, n = direction_right(rs, est, cc)
+            parts.append(f"{cc} builds, X60 by {ESTIMATORS[est]} within "
+                         + ", ".join(x for x in (got and f"{got[0]:.1f}x on {got[1]} change{'s' if got[1] > 1 else ''}",
+                                                held and f"{held[0]:.1f}x on {held[1]} held out") if x)
+                         + f", direction right on {ok} of {n}")
+    if not parts:
+        return f"calibration: no board measurement set beside an estimate yet ({DOC_LINK})"
+    return ("calibration against boards (changed kernel's estimated speed-up vs the model's t/s, error either way): "
+            + "; ".join(parts) + f" ({DOC_LINK})")
+
+
+def table(rs: list[Row] | tuple[Row, ...] | None = None) -> str:
+    """The Markdown table of docs/calibration.md: one line per row and measured test (the change, board and
+    model named on its first line)."""
+    rs = rows() if rs is None else rs
+    head = ["change", "board, VLEN", "model, kernel", "test", "measured t/s", "measured x", "built by",
+            *(f"est. x {e}" for e in ESTIMATORS), *(f"error {e}" for e in ESTIMATORS)]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for part, held in (("", False), ("held out: ", True)):
+        for r in (r for r in rs if r.held_out == held):
+            lines = [(t, cc) for t in r.measured for cc in compilers([r])] or [(t, "") for t in r.measured]
+            for i, (t, cc) in enumerate(lines):
+                b, a = r.measured[t]
+                got = r.estimates.get(cc, {})
+                est = [f"{got[e]:.2f}" if e in got else "-" for e in ESTIMATORS]
+                err = [f"{f:.2f}" if (f := r.factor(e, t, cc)) is not None else "-" for e in ESTIMATORS]
+                kernel = f"`{r.before_kernel}` -> `{r.kernel}`" if r.before_kernel else f"`{r.kernel}`"
+                first = [f"{part}{r.name}: {r.change} ({r.before} -> {r.after})", f"{r.board}, {r.vlen}",
+                         f"{r.model}; {kernel}"] if i == 0 else ["", "", ""]
+                same = i > 0 and lines[i - 1][0] == t
+                measured = ["", ""] if same else [f"{b:g} -> {a:g}", f"{r.speedup(t):.2f}"]
+                out.append("| " + " | ".join([*first, "" if same else t, *measured, cc or "-", *est, *err]) + " |")
+    return "\n".join(out)
+
+
+def write_doc(doc: Path = DOC) -> bool:
+    """Put :func:`table` between the markers of ``doc``; True when it changed."""
+    text = doc.read_text()
+    if _BEGIN not in text or _END not in text:
+        raise CalibrationError(f"{doc}: no {_BEGIN} ... {_END} markers to put the table between")
+    new = text.split(_BEGIN)[0] + _BEGIN + "\n" + table() + "\n" + _END + text.split(_END, 1)[1]
+    if new != text:
+        doc.write_text(new)
+    return new != text
+
+
+def doc_table(doc: Path = DOC) -> str:
+    text = doc.read_text()
+    return text.split(_BEGIN, 1)[1].split(_END, 1)[0].strip() if _BEGIN in text else ""
+
+
+def cost_ratios(cost: Mapping[str, Any], function: str, vlen: int = 256, core: str = estimate_pair.X60_KEY,
+                before_function: str | None = None) -> dict:
+    """BEFORE / AFTER estimated cycles per unit of ``function`` in a ``rvvdiff cost --base`` run's cost.json,
+    per estimator (and the instruction ratio), at ``vlen``.  With ``before_function``: one tree's two paths
+    (the function the change stops calling on BEFORE's side, ``function`` on AFTER's), both from HEAD."""
+    def pick(side: str, fn: str) -> dict[str, Any] | None:
+        return next((r for r in cost.get(side, []) if r["function"] == fn and int(r["vlen"]) == vlen), None)
+
+    h = pick("head", function)
+    b = pick("head", before_function) if before_function else pick("base", function)
+    if h is None or b is None:
+        raise CalibrationError(f"{function} at VLEN {vlen}: not in the cost run's rows"
+                               + (f" (with {before_function})" if before_function else " of both trees"))
+    hu, bu = h["units"], b["units"]
+    out = {"instructions": (b["instret"] / bu) / (h["instret"] / hu)}
+    te, be = h.get("estimates", {}).get(core), b.get("estimates", {}).get(core)
+    if te and be:
+        out["table"] = (be["cycles"] / bu) / (te["cycles"] / hu)
+    hm, bm = estimate_pair.mca_cycles(h), estimate_pair.mca_cycles(b)
+    if hm and bm:
+        out["mca"] = (bm / bu) / (hm / hu)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m harness.cost.calibration", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", nargs="?", default="show", choices=["show", "estimate"])
+    p.add_argument("cost_json", nargs="?", type=Path)
+    p.add_argument("function", nargs="?")
+    p.add_argument("--before-function", default=None, help="estimate: BEFORE's path as another function of HEAD")
+    p.add_argument("--write", action="store_true", help="regenerate docs/calibration.md's table")
+    a = p.parse_args(argv)
+    if a.command == "estimate":
+        if not (a.cost_json and a.function):
+            p.error("estimate needs COST_JSON and FUNCTION")
+        print(json.dumps({k: round(v, 3) for k, v in cost_ratios(json.loads(a.cost_json.read_text()),
+                                                                 a.function, before_function=a.before_function).items()}))
+        return 0
+    if a.write:
+        print(f"{DOC}: {'rewritten' if write_doc() else 'already current'}")
+    else:
+        print(table())
+    print(summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

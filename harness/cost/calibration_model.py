@@ -1,0 +1,181 @@
+"""The model-shaped estimates held against the boards: for each change of harness/data/calibration.toml,
+the estimated tokens/s ratio of one transformer layer's mul_mats (harness/cost/per_token.py: BEFORE's
+cycles per token over AFTER's, at the board's VLEN, one core) beside the board's llama-bench ratio.
+
+A row's ``model_case`` table says which case (``spec``, as ``rvvdiff cost --model`` takes it) and its estimated
+ratio per batch and estimator (``b1 = { table = ..., mca = ..., instructions = ... }``); each measured test
+is compared with one batch: token generation (``tg*``) with batch 1, a prompt (``ppN``) with batch N
+where it was measured, else with the largest batch measured (said in the table).  The error factor is
+estimated / measured, as in harness/cost/calibration.py; held-out rows are summarised apart.
+
+``python -m harness.cost.calibration_model`` prints the table; ``--write`` puts it into
+docs/calibration.md between its markers; ``estimate COST_JSON SPEC`` prints a cost run's entry for a row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.cost import calibration, per_token
+
+_BEGIN, _END = "<!-- model calibration table -->", "<!-- /model calibration table -->"
+SUMMARISED = ("table", "mca")
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    row: calibration.Row
+    spec: str
+    #: compiler -> batch -> estimator -> BEFORE / AFTER cycles per token
+    estimates: Mapping[str, Mapping[int, Mapping[str, float]]]
+    #: False: shown, but not in the summary (the case does not run what the board ran; ``note`` says why).
+    summarised: bool = True
+    note: str = ""
+
+    def batch_for(self, test: str, cc: str = "clang") -> int | None:
+        have = sorted(self.estimates.get(cc, {}))
+        if not have:
+            return None
+        if test.startswith("tg"):
+            return 1 if 1 in have else None
+        n = int(test[2:]) if test.startswith("pp") and test[2:].isdigit() else None
+        prompt = [b for b in have if b > 1]
+        return n if n in have else (prompt[-1] if prompt else None)
+
+    def factor(self, estimator: str, test: str, cc: str = "clang") -> float | None:
+        b = self.batch_for(test, cc)
+        e = self.estimates.get(cc, {}).get(b, {}).get(estimator) if b else None
+        return e / self.row.speedup(test) if e else None
+
+
+def parse(text: str, where: str = "calibration.toml") -> list[ModelRow]:
+    data = tomllib.loads(text)
+    by_name = {r.name: r for r in calibration.parse(text, where)}
+    out = []
+    for r in data.get("row", []):
+        got = r.get("model_case") or []
+        for m in [got] if isinstance(got, dict) else got:
+            out.append(_case(m, r, by_name, where))
+    return out
+
+
+def _case(m: Mapping[str, Any], r: Mapping[str, Any], by_name: Mapping[str, calibration.Row], where: str) -> ModelRow:
+    try:
+        per_token.parse_spec(m["spec"])
+        est = {("clang" if k == "estimates" else k.removeprefix("estimates_")): {
+            int(b.removeprefix("b")): {e: float(x) for e, x in v.items()} for b, v in per.items()}
+            for k, per in m.items() if k.startswith("estimates")}
+    except (KeyError, ValueError, AttributeError) as e:
+        raise calibration.CalibrationError(f"{where}: row {r.get('name')}: model_case needs spec = "
+                                           f"'SHAPE:TYPE:BATCHES' and estimates = {{ b1 = {{ table = ... }} }} "
+                                           f"({e})") from None
+    return ModelRow(by_name[r["name"]], m["spec"], est, bool(m.get("summarised", True)), m.get("note", ""))
+
+
+def rows() -> list[ModelRow]:
+    return parse(calibration.DATA.read_text(), str(calibration.DATA)) if calibration.DATA.is_file() else []
+
+
+def worst(rs: list[ModelRow], estimator: str, cc: str = "clang") -> tuple[float, int] | None:
+    fs = [max(f, 1 / f) for r in rs for t in r.row.measured if (f := r.factor(estimator, t, cc)) is not None]
+    n = sum(1 for r in rs if any(r.factor(estimator, t, cc) is not None for t in r.row.measured))
+    return (max(fs), n) if fs else None
+
+
+def summary(rs: list[ModelRow] | None = None) -> str:
+    """One line: the worst error factor of the model-shaped ratios, per compiler and estimator, held-out rows
+    apart, cases marked not summarised left out."""
+    rs = [r for r in (rows() if rs is None else rs) if r.summarised]
+    parts = []
+    for cc in sorted({cc for r in rs for cc in r.estimates}, key=lambda cc: (cc != "clang", cc)):
+        for est in SUMMARISED:
+            got = worst([r for r in rs if not r.row.held_out], est, cc)
+            held = worst([r for r in rs if r.row.held_out], est, cc)
+            if got or held:
+                parts.append(f"{cc} builds, X60 by {calibration.ESTIMATORS[est]} within "
+                             + ", ".join(x for x in (got and f"{got[0]:.1f}x on {got[1]} changes",
+                                                    held and f"{held[0]:.1f}x on {held[1]} held out") if x))
+    if not parts:
+        return f"model-shaped calibration: no row yet ({calibration.DOC_LINK})"
+    return ("model-shaped estimates against boards (one layer's mul_mats, t/s ratio, error either way): "
+            + "; ".join(parts) + f" ({calibration.DOC_LINK})")
+
+
+def table(rs: list[ModelRow] | None = None) -> str:
+    rs = rows() if rs is None else rs
+    ests = per_token.ESTIMATORS
+    head = ["change", "model case", "test", "measured x", "batch", "built by", *(f"est. x {e}" for e in ests),
+            *(f"error {e}" for e in ests)]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for held in (False, True):
+        for r in (r for r in rs if r.row.held_out == held):
+            ccs = sorted(r.estimates, key=lambda cc: (cc != "clang", cc))
+            lines = [(t, cc) for t in r.row.measured for cc in ccs]
+            for i, (t, cc) in enumerate(lines):
+                b = r.batch_for(t, cc)
+                got = r.estimates.get(cc, {}).get(b, {}) if b else {}
+                n = int(t[2:]) if t.startswith("pp") and t[2:].isdigit() else 1
+                bl = "-" if b is None else (f"{b}" if b == n or t.startswith("tg") else f"{b} (for {n})")
+                spec = f"`{r.spec}`" + ("" if r.summarised else " (not summarised)") + (f": {r.note}" if r.note else "")
+                first = [("held out: " if held else "") + r.row.name, spec] if i == 0 else ["", ""]
+                same = i > 0 and lines[i - 1][0] == t
+                measured = ["", ""] if same else [t, f"{r.row.speedup(t):.2f}"]
+                out.append("| " + " | ".join([
+                    *first, *measured, bl, cc, *(f"{got[e]:.2f}" if e in got else "-" for e in ests),
+                    *(f"{f:.2f}" if (f := r.factor(e, t, cc)) is not None else "-" for e in ests)]) + " |")
+    return "\n".join(out)
+
+
+def write_doc(doc: Path = calibration.DOC) -> bool:
+    text = doc.read_text()
+    if _BEGIN not in text or _END not in text:
+        raise calibration.CalibrationError(f"{doc}: no {_BEGIN} ... {_END} markers to put the table between")
+    new = text.split(_BEGIN)[0] + _BEGIN + "\n" + table() + "\n" + _END + text.split(_END, 1)[1]
+    if new != text:
+        doc.write_text(new)
+    return new != text
+
+
+def doc_table(doc: Path = calibration.DOC) -> str:
+    text = doc.read_text()
+    return text.split(_BEGIN, 1)[1].split(_END, 1)[0].strip() if _BEGIN in text else ""
+
+
+def estimate(cost: Mapping[str, Any], spec_text: str, vlen: int = 256) -> dict[str, dict[str, float]]:
+    """A ``rvvdiff cost --base BEFORE --ggml-src AFTER --model SPEC`` run's ratios, as a row's ``estimates``."""
+    spec = per_token.parse_spec(spec_text)[0]
+    head = per_token.results(spec, per_token.rows_by_slice(cost.get("head", []), spec, vlen))
+    base = per_token.results(spec, per_token.rows_by_slice(cost.get("base", []), spec, vlen))
+    return {f"b{h.batch}": {e: round(v, 3) for e, v in per_token.ratio(b, h).items()} for b, h in zip(base, head)}
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m harness.cost.calibration_model", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", nargs="?", default="show", choices=["show", "estimate"])
+    p.add_argument("cost_json", nargs="?", type=Path)
+    p.add_argument("spec", nargs="?")
+    p.add_argument("--write", action="store_true", help="regenerate docs/calibration.md's model-shaped table")
+    a = p.parse_args(argv)
+    if a.command == "estimate":
+        if not (a.cost_json and a.spec):
+            p.error("estimate needs COST_JSON and SPEC")
+        print(json.dumps(estimate(json.loads(a.cost_json.read_text()), a.spec)))
+        return 0
+    if a.write:
+        print(f"{calibration.DOC}: {'rewritten' if write_doc() else 'already current'}")
+    else:
+        print(table())
+    print(summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,118 @@
+"""The PR gate's cost step (docs/gate.md: the cost lists): the cost cases (costs/) the change reaches,
+measured under Spike on HEAD and on BASE with ``rvvdiff cost``'s runs (harness/cost/suite_runs.py),
+at the VLENs and ISA builds :func:`cost_targets` picks; the lists come from
+harness/cost/gate_lists.py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, parse_selection
+from harness.cost import compiler_gaps, suite_runs, suite_tables
+from harness.cost.gate_lists import COST_THRESHOLD, CostLists, cost_lists, merged, not_measured
+from harness.emulators import spike
+
+#: What the cost step measures when the gate is given no ``--vlen`` / ``--isa``: every VLEN Spike runs
+#: (where the RVV kernels dispatch differently) in ggml's default riscv64 build only.  Every ISA build
+#: too took 27 min for a one-function change on 2 cores, this 8 (docs/gate.md: the cost lists).
+COST_VLENS: tuple[int, ...] = SPIKE_VLENS
+COST_ISAS: tuple[str, ...] = ("zvfh",)
+#: Deadline of one measured call, as ``rvvdiff cost``'s (Spike's slowdown applies on top).
+COST_KERNEL_TIMEOUT = 120.0
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _reached_nothing(report_dir: Path) -> bool:
+    """The cost run selected no case: its collection found none that reaches the change (covers.json)."""
+    try:
+        return not json.loads((report_dir / "covers.json").read_text()).get("covers")
+    except (OSError, ValueError):
+        return False
+
+
+def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, ...], isas: tuple[str, ...],
+                 workers: str, threshold: float = COST_THRESHOLD, block_slower: float | None = None,
+                 compilers: tuple[str, ...] = ()) -> CostLists:
+    """Run the cost cases the change reaches (``g/changes.json``, ``--changed-only``) on HEAD and on
+    BASE under Spike; write ``g/cost/cost.md``, ``cost.json``, ``cost.html``; the lists.  Never raises
+    for a run that could not measure: the section's note says what happened, in one line.
+
+    ``compilers`` (names of harness/toolchain/compilers.py's ``COMPILERS``; empty: the selected one): with
+    more than one, HEAD and BASE are measured with each, each compiler's HEAD against its own BASE, and
+    the lists are the union of each compiler's (every move names its compiler: harness/cost/gate_lists.merged)."""
+    t0 = time.perf_counter()
+    plain = CostLists(False, "", threshold, block_slower, list(vlens), list(isas))
+    why = spike.available()
+    if why:
+        plain.note = not_measured(why)
+        return plain
+    out = g / "cost"
+    out.mkdir(parents=True, exist_ok=True)
+    args = suite_runs.Options(vlen=vlens, isa=isas, workers=workers, kernel_timeout=COST_KERNEL_TIMEOUT)
+    extra = ["--changes", str(g / "changes.json"), "--changed-only"]
+    several = len(compilers) > 1
+    lists: dict[str, CostLists] = {}
+    tables: dict[str, suite_tables.CostTable] = {}
+    for cc in compilers or (None,):
+        t1 = time.perf_counter()
+        tag = f"-{cc}" if several else ""
+        try:
+            head, missing, _ = suite_runs.run_costs(head_tree, out, f"head{tag}", args, extra, cc)
+        except suite_runs.CostRunError as e:
+            lists[cc or ""] = CostLists(False, "cost: no cost case (costs/) reaches the change; nothing to measure"
+                                        if _reached_nothing(out / f"head{tag}-report")
+                                        else f"cost not measured: {_first_line(e)}", threshold, block_slower,
+                                        list(vlens), list(isas), seconds=time.perf_counter() - t1)
+            continue
+        note = ""
+        base: dict[suite_tables.Key, dict[str, Any]] = {}
+        try:
+            base, missing_base, _ = suite_runs.run_costs(base_tree, out, f"base{tag}", args, extra, cc)
+            missing.update(missing_base)
+        except suite_runs.CostRunError as e:
+            note = f"BASE not measured ({_first_line(e)}); HEAD's figures only"
+        table = tables[cc or ""] = suite_tables.CostTable(head, base, missing, threshold / 100, cc if several else "")
+        lists[cc or ""] = cost_lists(table, block_slower=block_slower, vlens=vlens, isas=isas,
+                                     seconds=time.perf_counter() - t1, note=note, report=str(out / "cost.md"))
+    if tables:
+        suite_runs.write_report(out, tables, time.perf_counter() - t0, compiler_gaps.GAP)
+    return merged(lists) if several else next(iter(lists.values()))
+
+
+def last_option(args: list[str], *names: str) -> str | None:
+    """The value of the last of ``names`` in a pytest command line (``--vlen 256`` or ``--vlen=256``)."""
+    value = None
+    for i, a in enumerate(args):
+        for n in names:
+            if a == n and i + 1 < len(args):
+                value = args[i + 1]
+            elif a.startswith(n + "="):
+                value = a[len(n) + 1:]
+            elif n.startswith("-") and not n.startswith("--") and a.startswith(n) and len(a) > len(n):
+                value = a[len(n):]  # -n2
+    return value
+
+
+def cost_targets(pytest_args: list[str], vlen: str | None = None, isa: str | None = None
+                 ) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The VLENs and ISA builds the cost step measures: ``--cost-vlen`` / ``--cost-isa``, else the
+    gate's own ``--vlen`` / ``--isa`` (its pytest options; ``all``: every one Spike runs), else
+    :data:`COST_VLENS` / :data:`COST_ISAS`.  A ``--vlen`` that includes QEMU's longest VLEN also
+    measures the longer ones only Spike runs (2048, 4096): no shard of the differential suite has them."""
+    chosen = vlen or last_option(pytest_args, "--vlen")
+    if chosen is None or chosen.strip() == "all":
+        vlens: tuple[int, ...] = COST_VLENS if chosen is None else SPIKE_VLENS
+    else:
+        vlens = parse_selection("--vlen", chosen, SPIKE_VLENS)
+        if vlen is None and VLENS[-1] in vlens:
+            vlens = tuple(dict.fromkeys([*vlens, *(v for v in SPIKE_VLENS if v > VLENS[-1])]))
+    chosen = isa or last_option(pytest_args, "--isa")
+    isas = COST_ISAS if chosen is None else parse_selection("--isa", chosen, tuple(ISA_BUILDS))
+    return tuple(sorted(vlens)), isas

