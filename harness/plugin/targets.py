@@ -266,6 +266,7 @@ def emulator_for(config: pytest.Config) -> Emulator:
         raise pytest.UsageError(str(e)) from None
 
 
-def server_stats(servers: pool.Pool) -> list[dict[str, Any]]:
+def server_stats(of: pool.Pool) -> list[dict[str, Any]]:
+    """The request counts and times of ``of``'s servers (for the summary; sent on by xdist workers)."""
     return [{"server": s.describe(), "requests": s.requests, "wall_s": s.wall_s, "kernel_s": s.kernel_s,
-             "starts": s.starts} for s in servers.servers()]
+             "starts": s.starts} for s in of.servers()]
