@@ -21,8 +21,12 @@ def pinned_build(isa: str = "zvfh") -> Build:
     return ensure_built(source.pinned(), config.ISA_BUILDS[isa])
 
 
+#: The kernel servers of the harness's own tests (stopped when the interpreter exits).
+POOL = pool.Pool()
+
+
 def server(vlen: int = 128, isa: str = "zvfh", stress: bool = False) -> pool.KernelServer:
-    return pool.server(pinned_build(isa), vlen, stress, qemu())
+    return POOL.server(pinned_build(isa), vlen, stress, qemu())
 
 
 def run_suite(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:

@@ -28,15 +28,13 @@ def _line_of(path: Path, text: str, after: str) -> int:
 
 def test_a_call_maps_to_the_lines_of_its_kernel(tmp_path: Path) -> None:
     build = pinned_build("zvfh")
-    executed.DIR = tmp_path
+    s = pool.KernelServer(build, 256, False, qemu(), log_dir=tmp_path)
     try:
-        s = pool.KernelServer(build, 256, False, qemu())
         x = np.ones(37, np.float16)
         r = s.call("vec_dot_f16", [37], [], [In(x.view(np.uint16)), In(x.view(np.uint16)), Out(4)])
         assert r.output(0, np.float32)[0] == 37.0
-        s.stop()  # QEMU closes its log, which becomes the PCs it lists
     finally:
-        executed.DIR = None
+        s.stop()  # QEMU closes its log, which becomes the PCs it lists
     assert [p.suffix for p in sorted((tmp_path / "vlen256-zvfh").iterdir())] == [".json", ".pcs"]
     got = executed.collect(tmp_path)
     assert list(got) == ["vlen256-zvfh"] and got["vlen256-zvfh"].program == build.server
@@ -55,13 +53,9 @@ def test_a_call_maps_to_the_lines_of_its_kernel(tmp_path: Path) -> None:
 
 
 def test_a_path_check_trace_counts_too(tmp_path: Path) -> None:
-    s = pool.KernelServer(pinned_build("zvfh"), 512, False, qemu())
+    s = pool.KernelServer(pinned_build("zvfh"), 512, False, qemu(), log_dir=tmp_path)
     x = np.ones(9, np.float16).view(np.uint16)
-    executed.DIR = tmp_path
-    try:
-        t = trace_call(s, "vec_dot_f16", [9], [], [In(x), In(x), Out(4)])
-    finally:
-        executed.DIR = None
+    t = trace_call(s, "vec_dot_f16", [9], [], [In(x), In(x), Out(4)])
     assert t.ran("ggml_vec_dot_f16")
     [pcs] = (tmp_path / "vlen512-zvfh").glob("*-trace*.pcs")
     got = executed.collect(tmp_path)["vlen512-zvfh"]

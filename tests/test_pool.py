@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from helpers import pinned_build, server
+from helpers import POOL, pinned_build, server
 
 from harness.core import config
 from harness.emulators import pool
@@ -62,7 +62,6 @@ def test_a_server_killed_between_calls_fails_the_next_call_and_restarts() -> Non
     try:
         s.start()
         s.proc.kill()
-        s.proc.wait()
         with pytest.raises(pool.KernelCrash, match=r"selftest_echo \(the server was found dead before this call\): "
                                                    r"the kernel server died of SIGKILL"):
             s.call("selftest_echo", [], [], [In(b"lost"), Out(4)])
@@ -116,7 +115,7 @@ def test_a_live_limit_stops_the_least_recently_used_servers() -> None:
     target's server stops the others when it starts; without a limit they stay up."""
     a = server(128)
     server(256).stop()  # the limit applies when a server starts
-    b = pool.server(pinned_build(), 256, False, qemu(), live_limit=1)
+    b = POOL.server(pinned_build(), 256, False, qemu(), live_limit=1)
     assert b.alive() and not a.alive()
     a = server(128)  # no limit: b stays up
     assert a.alive() and b.alive()

@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from elftools.elf.elffile import ELFFile
 from harness.binary.elf import base_symbol
 from harness.core.config import cache_dir
 from harness.core.errors import RvvdiffError
+from harness.core.proc import execute
 from harness.ggml import csource
 
 #: What is measured: (path under ggml-cpu/, a regex the function's name must match or None).  The RVV
@@ -222,7 +222,7 @@ def demangle(names: list[str]) -> list[str]:
     tool = shutil.which("c++filt")
     if not tool or not any(n.startswith("_Z") for n in names):
         return names
-    cp = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=120)
+    cp = execute([tool], input="\n".join(names) + "\n", timeout=120)
     out = cp.stdout.splitlines()
     return out if cp.returncode == 0 and len(out) == len(names) else names
 

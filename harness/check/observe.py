@@ -10,7 +10,8 @@ The figures go into an :class:`Observation`.  Its owner is the pytest plugin's s
 (harness/plugin/session.py): it makes one, attaches it for the run (:func:`attach`), empties it before
 each test and takes its figures after.  The module-level functions below are what comparisons
 and the differential test modules call: they write to the attached observation (outside a
-pytest run, to one nobody reads).
+pytest run, to one nobody reads).  The attached observations are the one thing of a run this process
+keeps outside the run's session: they are how code that is handed no session finds the run's.
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ SUMMED = frozenset({"calls", "kernel_s", "request_s"})
 
 class Observation:
     """What the running test observed: numeric metrics and notes (for its report), and the latest
-    objects kept under a key (the last kernel call, the last comparison: for its failure report)."""
+    objects kept under a key (the last kernel call, the last comparison: for its failure report).
 
-    def __init__(self) -> None:
+    ``owner``: the run's state it belongs to (the plugin's session), so that code handed nothing
+    reaches the run in progress through the attached observation."""
+
+    def __init__(self, owner: object = None) -> None:
+        self.owner = owner
         self.figures: dict[str, float | str] = {}
         self.kept: dict[str, object] = {}
 

@@ -41,7 +41,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -51,7 +50,7 @@ from typing import Any
 
 from harness.core.config import PROJECT_ROOT, cache_dir, work_dir
 from harness.core.errors import RvvdiffError
-from harness.core.proc import own_session_env
+from harness.core.proc import SubprocessError, own_session_env
 from harness.core.runner import read_results, run_suite
 from harness.ggml import gitrev
 from harness.jobs.bisect_failure import BisectError, Failure, from_report, from_test
@@ -406,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         bs.write("interrupted")
         print(f"\nrvvdiff bisect: interrupted; the steps so far are in {bs.out / 'bisect.json'}", file=sys.stderr)
         return 130
-    except (RvvdiffError, OSError, subprocess.SubprocessError) as e:
+    except (RvvdiffError, OSError, SubprocessError) as e:
         bs.result["message"] = str(e)
         with contextlib.suppress(OSError):
             bs.write("error")

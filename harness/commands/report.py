@@ -21,7 +21,6 @@ import pickle
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import types
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, cache_dir, parse_compilers, selection_type
 from harness.core.errors import RvvdiffError
+from harness.core.proc import execute
 from harness.emulators import registry
 from harness.ggml import fix_catalogue, known, patches, tree
 from harness.ggml.source import resolve
@@ -58,7 +58,7 @@ def finding_case(fix: str, work: Path) -> Path:
     shutil.rmtree(out, ignore_errors=True)
     argv = [sys.executable, "-m", "pytest", *words[1:], "--runxfail", "-q", "-p", "no:cacheprovider",
             "--report-dir", str(out)]
-    r = subprocess.run(argv, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=3600)
+    r = execute(argv, cwd=Path(__file__).resolve().parents[2], timeout=3600).finished(f"the reproducer of {fix}")
     cases = sorted((out / "cases").glob("*/case.json")) if (out / "cases").is_dir() else []
     if not cases:
         raise RvvdiffError(f"{fix}: its finding's test did not fail ({shlex.join(argv)}; exit {r.returncode}):\n"

@@ -12,8 +12,8 @@ watches), ``"capture"`` (kept in :attr:`SuiteRun.stdout` / ``stderr``), or a fil
 line first, then everything pytest printed).  With a ``timeout`` the run gets a session of its own
 and, when it times out or the caller is interrupted, the whole session is killed (pytest and the
 emulators it started); :attr:`SuiteRun.exit` is then None.  Without one, pytest shares the caller's
-session (Ctrl-C reaches it as it reaches the caller, and the run is then ended like
-``subprocess.run`` ends it).
+session (Ctrl-C reaches it as it reaches the caller, and the run is then killed: harness/core/proc.py's
+``execute``).
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -35,11 +33,12 @@ from typing import Any, Literal
 
 from harness.core.config import COMPILER_NAMES, ISA_BUILDS, PROJECT_ROOT, parse_compilers
 from harness.core.errors import RvvdiffError
+from harness.core.proc import PIPE, STDOUT, TimeoutExpired, execute
 
 Results = dict[str, dict[str, Any]]  # node id -> its entry in results.json
 
 
-class SuiteTimeout(RvvdiffError, subprocess.TimeoutExpired):
+class SuiteTimeout(RvvdiffError, TimeoutExpired):
     """A run that did not finish within its timeout, for a caller that cannot go on without it
     (:meth:`SuiteRun.check_timeout`)."""
 
@@ -145,9 +144,9 @@ def run_suite(args: Sequence[str | os.PathLike[str]], *, report_dir: Path | None
         with open(log, "w") as f:
             f.write(f"$ cd {shlex.quote(str(PROJECT_ROOT))} && {shlex.join(argv)}\n")
             f.flush()
-            code = _run(argv, env, timeout, stdout=f, stderr=subprocess.STDOUT)[0]
+            code = _run(argv, env, timeout, stdout=f, stderr=STDOUT)[0]
     elif output == "capture":
-        code, stdout, stderr = _run(argv, env, timeout, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        code, stdout, stderr = _run(argv, env, timeout, stdout=PIPE, stderr=PIPE)
     else:
         code = _run(argv, env, timeout, stdout=None, stderr=None)[0]
     seconds = time.perf_counter() - t0
@@ -159,28 +158,7 @@ def run_suite(args: Sequence[str | os.PathLike[str]], *, report_dir: Path | None
 def _run(argv: list[str], env: dict[str, str] | None, timeout: float | None, **streams: Any
          ) -> tuple[int | None, str, str]:
     """(exit status or None on a timeout, stdout, stderr) of ``argv``; see the module docstring."""
-    capture = streams.get("stdout") is subprocess.PIPE
-    proc = subprocess.Popen(argv, cwd=PROJECT_ROOT, env=env, text=capture or None,
-                            start_new_session=timeout is not None, **streams)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        return proc.returncode, out or "", err or ""
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        out, err = proc.communicate()
-        return None, out or "", err or ""
-    except BaseException:  # an interrupt: the run stops with its caller
-        if timeout is not None:
-            _kill(proc)
-        else:
-            proc.kill()
-        proc.wait()
-        raise
-
-
-def _kill(proc: subprocess.Popen[Any]) -> None:
-    """pytest and everything it started (its session's process group)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    changes = None if env is None else {**dict.fromkeys(os.environ.keys() - env.keys()), **env}  # env is the whole one
+    # No timeout: a run the user watches and ends with Ctrl-C, in the caller's session.
+    r = execute(argv, cwd=PROJECT_ROOT, env=changes, timeout=timeout, group=timeout is not None, **streams)
+    return r.returncode, r.stdout, r.stderr

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import math
 import statistics
-import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.core import settings
+from harness.core.proc import Process, deadline
 from harness.emulators import protocol as P
 from harness.emulators.board import Board, helper_program
 from harness.emulators.pool import KernelServer
@@ -36,6 +36,8 @@ MAX_ROUNDS = 12
 TARGET_S = 0.02
 #: Measured / estimated cycles beyond this factor (either way) is a disagreement listed by ``rvvdiff cost``.
 DISAGREE = 1.5
+#: Seconds the reader on the board has to answer (its first line comes after an ssh connection).
+READER_TIMEOUT = 120.0
 
 
 class CounterAccess(ToolchainError):
@@ -74,16 +76,18 @@ class BoardCounters(Counters):
             raise CounterAccess(f"{board.where()}: the server's pid on the board is unknown")
         self.where = board.where()
         argv = board.run_argv(board.place(helper_program("board_counters")), str(pid))
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, bufsize=1)
+        self.proc = Process(argv, group=False)  # in the caller's session, as the server it reads
         first = self._line()
         if first != "ready":
             self.close()
             raise CounterAccess(self._error(first))
 
     def _line(self) -> str:
-        assert self.proc.stdout is not None
-        return self.proc.stdout.readline().strip()
+        try:
+            return self.proc.readline(deadline(READER_TIMEOUT)).decode(errors="replace").strip()
+        except TimeoutError:
+            self.close()
+            raise CounterAccess(f"{self.where}: the counter reader did not answer within {READER_TIMEOUT:g} s") from None
 
     def _error(self, line: str) -> str:
         if line.startswith("error="):
@@ -92,9 +96,10 @@ class BoardCounters(Counters):
         return f"{self.where}: the counter reader did not start: {line or 'no output'}"
 
     def read(self) -> tuple[int, int]:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write("r\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.write(b"r\n", deadline(READER_TIMEOUT))
+        except (TimeoutError, EOFError):
+            pass  # what it said instead is the next line, or none
         line = self._line()
         try:
             cycles, instret = (int(x) for x in line.split())
@@ -103,9 +108,7 @@ class BoardCounters(Counters):
         return cycles, instret
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
+        self.proc.kill()
 
 
 class FakeCounters(Counters):

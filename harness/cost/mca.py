@@ -30,10 +30,11 @@ import functools
 import json
 import re
 import shutil
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness.core.proc import execute
 
 #: The core LLVM models, and the VLEN its model and the boards measured have.
 CPU = "spacemit-x60"
@@ -67,12 +68,14 @@ def tools() -> Tools | None:
             continue
         objdump = shutil.which(name.replace("llvm-mca", "llvm-objdump"))
         try:
-            cp = subprocess.run([mca, "-mtriple=riscv64", "-mcpu=help"], capture_output=True, text=True, timeout=30)
-            ver = subprocess.run([mca, "--version"], capture_output=True, text=True, timeout=30).stdout
-        except (OSError, subprocess.TimeoutExpired):
+            cp = execute([mca, "-mtriple=riscv64", "-mcpu=help"], timeout=30)
+            ver = execute([mca, "--version"], timeout=30)
+        except OSError:
+            continue
+        if cp.timed_out or ver.timed_out:
             continue
         if CPU in cp.stdout + cp.stderr and objdump:
-            m = re.search(r"LLVM version (\S+)", ver)
+            m = re.search(r"LLVM version (\S+)", ver.stdout)
             return Tools(mca, objdump, m.group(1) if m else "?")
     return None
 
@@ -94,8 +97,7 @@ def describe() -> str:
 def _disassembly(exe: Path, mtime_ns: int) -> dict[int, tuple[str, str]]:
     t = tools()
     assert t is not None
-    cp = subprocess.run([t.objdump, "-d", "--no-show-raw-insn", f"--mattr={MATTR}", str(exe)],
-                        capture_output=True, text=True, timeout=300, errors="replace")
+    cp = execute([t.objdump, "-d", "--no-show-raw-insn", f"--mattr={MATTR}", exe], timeout=300).finished("llvm-objdump")
     out: dict[int, tuple[str, str]] = {}
     for line in cp.stdout.splitlines():
         m = re.match(r"\s*([0-9a-f]+):\s+(\S+)\s*(.*)$", line)
@@ -204,9 +206,8 @@ def run_mca(text: str, *, timeout: float = 600) -> list[dict]:
     """llvm-mca's JSON regions for ``text`` (unsupported lines skipped)."""
     t = tools()
     assert t is not None
-    cp = subprocess.run([t.mca, "-mtriple=riscv64", f"-mcpu={CPU}", f"-mattr={MATTR}", f"-iterations={ITERATIONS}",
-                         "-json", "--skip-unsupported-instructions=any"],
-                        input=text, capture_output=True, text=True, timeout=timeout, errors="replace")
+    cp = execute([t.mca, "-mtriple=riscv64", f"-mcpu={CPU}", f"-mattr={MATTR}", f"-iterations={ITERATIONS}",
+                  "-json", "--skip-unsupported-instructions=any"], input=text, timeout=timeout).finished("llvm-mca")
     if cp.returncode != 0:
         raise RuntimeError(f"llvm-mca exited with {cp.returncode}: {cp.stderr.strip()[-800:]}")
     return json.loads(cp.stdout)["CodeRegions"]

@@ -20,10 +20,10 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-import subprocess
 from pathlib import Path
 
 from harness.binary import elf as E
+from harness.core.proc import execute
 
 MAGIC = b"rvvdiff-snapshot"
 HEADER = b"RVVSNAP1"
@@ -138,10 +138,9 @@ def resume_image(argv: list[str], exe: Path, *, timeout: float) -> Path:
     entry = next((value for value, kind, name in E.symbols(server) if name == ENTRY and kind == E.STT_FUNC), None)
     if entry is None:
         raise SnapshotError(f"{exe.name} has no {ENTRY} (a runtime without snapshots)")
-    try:
-        cp = subprocess.run([a for a in argv if a != "-g"], input=MAGIC, capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise SnapshotError(f"the start-up snapshot took longer than {timeout:.0f} s") from None
+    cp = execute([a for a in argv if a != "-g"], input=MAGIC, text=False, timeout=timeout)
+    if cp.timed_out:
+        raise SnapshotError(f"the start-up snapshot took longer than {timeout:.0f} s")
     if cp.returncode != 0:
         raise SnapshotError(f"the start-up snapshot run exited with {cp.returncode}: "
                             f"{cp.stderr.decode(errors='replace').strip()[-300:]}")

@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import struct
-import subprocess
 import tempfile
 import warnings
 from collections import Counter
@@ -19,6 +18,7 @@ from pathlib import Path
 from harness.binary import elf
 from harness.core import settings
 from harness.core.config import cache_dir
+from harness.core.proc import execute
 from harness.cost import cores, mca, snapshot
 from harness.cost.spike_count import Cost, CostError, image, parse_histogram, second_estimate, tally
 from harness.emulators import protocol as P
@@ -43,13 +43,10 @@ def _run(argv: list[str], stream: bytes, timeout: float, what: str, exe: Path,
     with tempfile.TemporaryFile() as f:
         f.write(stream)
         f.seek(0)
-        try:
-            cp = subprocess.run(argv, stdin=f, capture_output=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            cp = None
-    if cp is None:
+        cp = execute(argv, stdin=f, text=False, timeout=timeout)
+    if cp.timed_out:
         raise CostError(f"{what}: no answer within {timeout:.0f} s under Spike (a hang, or raise "
-                        "--kernel-timeout for a call this large)") from None
+                        "--kernel-timeout for a call this large)")
     hist, rest = parse_histogram(cp.stderr.decode(errors="replace"))
     try:
         responses = P.decode_responses(cp.stdout)

@@ -25,7 +25,6 @@ import os
 import platform
 import re
 import shlex
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -33,7 +32,7 @@ from typing import ClassVar
 
 from harness.core import settings
 from harness.core.config import STRESS_PROPS, cache_dir, locked
-from harness.core.proc import run
+from harness.core.proc import DEVNULL, Process, execute, run
 from harness.emulators.base import Emulator
 from harness.toolchain.builds import Build
 from harness.toolchain.compilers import SERVER_DIR, ToolchainError, compiler
@@ -139,7 +138,7 @@ class Board(Emulator):
         """``program`` on the board (copied there once when the board is remote)."""
         return program
 
-    def pid(self, proc: subprocess.Popen[bytes], stderr_head: bytes) -> int | None:
+    def pid(self, proc: Process, stderr_head: bytes) -> int | None:
         """The pid, on the board, of the server ``proc`` started (None: not known)."""
         return proc.pid
 
@@ -149,10 +148,9 @@ class Board(Emulator):
     def probe(self) -> Probe:
         prog = self.place(probe_program())
         argv = self.run_argv(prog)
-        try:
-            cp = subprocess.run(argv, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise BoardError(f"{self.where()}: the probe did not finish within 120 s ({shlex.join(argv)})") from None
+        cp = execute(argv, timeout=120, stdin=DEVNULL, text=False)
+        if cp.timed_out:
+            raise BoardError(f"{self.where()}: the probe did not finish within 120 s ({shlex.join(argv)})")
         out, err = cp.stdout.decode(errors="replace"), self._clean(cp.stderr)
         if cp.returncode != 0:
             raise BoardError(f"{self.where()}: the probe failed (exit {cp.returncode}; {shlex.join(argv)})"
@@ -305,23 +303,25 @@ class Ssh(Board):
             return remote
         q = shlex.quote(str(remote))
         tmp = shlex.quote(f"{remote}.tmp{os.getpid()}")
-        check = subprocess.run(self.argv(f"test -x {q}"), capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
-        if check.returncode == SSH_FAILED:
-            raise BoardError(f"{self.where()} is unreachable ({self.path}): "
-                             f"{check.stderr.decode(errors='replace').strip()[-300:]}; check `ssh {self.host} true` "
+        check = execute(self.argv(f"test -x {q}"), timeout=60, stdin=DEVNULL, text=False)
+        if check.timed_out or check.returncode == SSH_FAILED:
+            said = "no answer within 60 s" if check.timed_out else check.stderr.decode(errors="replace").strip()[-300:]
+            raise BoardError(f"{self.where()} is unreachable ({self.path}): {said}; check `ssh {self.host} true` "
                              "works without a password (docs/board.md)")
         if check.returncode != 0:
             with program.open("rb") as f:
-                cp = subprocess.run(self.argv(f"mkdir -p {shlex.quote(self.remote_dir)} && cat > {tmp} && "
-                                              f"chmod 755 {tmp} && mv -f {tmp} {q}"),
-                                    stdin=f, capture_output=True, timeout=600)
+                cp = execute(self.argv(f"mkdir -p {shlex.quote(self.remote_dir)} && cat > {tmp} && "
+                                       f"chmod 755 {tmp} && mv -f {tmp} {q}"),
+                             timeout=600, stdin=f, text=False)
+            if cp.timed_out:
+                raise BoardError(f"copying {program} to {self.where()}:{remote} did not finish within 600 s")
             if cp.returncode != 0:
                 raise BoardError(f"copying {program} to {self.where()}:{remote} failed (exit {cp.returncode}): "
                                  f"{cp.stderr.decode(errors='replace').strip()[-300:]}")
         self._placed.add(str(remote))
         return remote
 
-    def pid(self, proc: subprocess.Popen[bytes], stderr_head: bytes) -> int | None:
+    def pid(self, proc: Process, stderr_head: bytes) -> int | None:
         m = PID_LINE.search(stderr_head)
         return int(m.group(1)) if m else None
 
@@ -331,9 +331,8 @@ class Ssh(Board):
         if m is None:
             return
         try:
-            subprocess.run(self.argv(f"kill -9 {int(m.group(1))}"), capture_output=True, timeout=30,
-                           stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
+            execute(self.argv(f"kill -9 {int(m.group(1))}"), timeout=30, stdin=DEVNULL)  # a failure changes nothing
+        except OSError:
             pass
 
     def signal_of(self, returncode: int) -> int:

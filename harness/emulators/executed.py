@@ -1,6 +1,7 @@
 """Which guest instructions the kernel servers executed: QEMU's translation log, per target.
 
-With ``--rvv-coverage`` the plugin sets :data:`DIR`; every kernel server then starts under
+With ``--rvv-coverage`` the plugin gives its session's pool of servers a log directory ``DIR``
+(harness/emulators/pool.py's ``log_dir``); every kernel server of the pool then starts under
 ``qemu-riscv64 -d in_asm -D <log>`` (:meth:`harness.emulators.base.Emulator.exec_log_command`).
 QEMU translates a block of guest code the first time it is about to run it and logs each of its
 instructions (``0x<pc>:  <encoding>  <mnemonic>``); a block ends at a branch, so every logged
@@ -23,20 +24,18 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: Where the servers of this process log the code they execute (None: coverage is off).
-DIR: Path | None = None
-
 
 def target_name(vlen: int, isa: str, stress: bool) -> str:
     """The target as test ids name it (``vlen256-zvfh``, ``vlen512-v-stress``)."""
     return f"vlen{vlen}-{isa}" + ("-stress" if stress else "")
 
 
-def log_for(program: Path, vlen: int, isa: str, stress: bool, start: int | str) -> Path | None:
-    """A fresh log path for one server start (None when coverage is off); its ``.json`` is written now."""
-    if DIR is None:
+def log_for(where: Path | None, program: Path, vlen: int, isa: str, stress: bool, start: int | str) -> Path | None:
+    """A fresh log path in ``where`` for one server start (None when coverage is off: no ``where``); its
+    ``.json`` is written now."""
+    if where is None:
         return None
-    d = DIR / target_name(vlen, isa, stress)
+    d = where / target_name(vlen, isa, stress)
     d.mkdir(parents=True, exist_ok=True)
     log = d / f"{os.getpid()}-{start}.log"
     log.with_suffix(".json").write_text(json.dumps({"program": str(program), "vlen": vlen, "isa": isa,

@@ -4,9 +4,10 @@ The emulator is any :class:`harness.emulators.base.Emulator`: qemu-riscv64 (harn
 or Spike (harness/emulators/spike.py, the same server linked bare metal); both speak the same
 protocol on stdin/stdout, and the pool asks the emulator for its command, binary and limits.
 
-A server is started on first use and reused for every later request of the
-same process (so each pytest-xdist worker has its own; under rvvdiff's target
-scheduling a worker keeps only the server of the target it is on: :func:`server`'s ``live_limit``).  Every request has a
+A :class:`Pool` belongs to its owner (the pytest session of a process: harness/plugin/targets.py; a
+command or test that starts servers itself).  A server is started on first use and reused for every
+later request (so each pytest-xdist worker has its own; under rvvdiff's target scheduling a worker keeps
+only the server of the target it is on: :meth:`Pool.server`'s ``live_limit``).  Every request has a
 deadline.  When the kernel crashes or hangs, the request raises an exception
 that names the kernel, the signal or the timeout, and the server is restarted
 on the next request: one bad kernel costs one case, never the session.
@@ -14,21 +15,19 @@ on the next request: one bad kernel costs one case, never the session.
 
 from __future__ import annotations
 
-import atexit
 import fcntl
 import functools
 import os
-import resource
-import selectors
 import signal
 import struct
-import subprocess
 import tempfile
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core.proc import Process, deadline
 from harness.emulators import executed
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
@@ -72,17 +71,15 @@ _SIGNAL_MEANING = {
 }
 
 
-def _no_core_dumps() -> None:  # runs in the child before exec
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
 @dataclass
 class KernelServer:
     build: Build
     vlen: int
     stress: bool
     emulator: Emulator
-    proc: subprocess.Popen[bytes] | None = None
+    #: Where the server logs the code it executes (--rvv-coverage: harness/emulators/executed.py), or None.
+    log_dir: Path | None = None
+    proc: Process | None = None
     hello: dict[str, str] = field(default_factory=dict)
     #: Wall time spent in requests (Python side) and inside kernels (server side), for the time profile.
     wall_s: float = 0.0
@@ -125,19 +122,17 @@ class KernelServer:
             raise ServerError(f"{self.emulator.describe()} does not emulate VLEN {self.vlen} (it runs "
                               f"{', '.join(map(str, self.emulator.vlens))})" + self.emulator.vlen_hint)
         argv = self.argv
-        log = executed.log_for(self.program, self.vlen, self.build.isa.name, self.stress, self.starts + 1) \
-            if self.emulator.logs_exec else None
+        log = executed.log_for(self.log_dir, self.program, self.vlen, self.build.isa.name, self.stress,
+                               self.starts + 1) if self.emulator.logs_exec else None
         if log is not None:
             argv = self.emulator.exec_log_command(self.program, self.vlen, self.props, log)
         self._log = log
         self._stderr = tempfile.TemporaryFile()
         # Appending: Spike's runtime reopens /dev/stderr, and both writers must not overwrite each other.
         fcntl.fcntl(self._stderr.fileno(), fcntl.F_SETFL, os.O_APPEND)
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self._stderr, preexec_fn=_no_core_dumps)
+        # In the caller's session (a Ctrl-C at the terminal reaches it as before); a crash leaves no core file.
+        self.proc = Process(argv, stderr=self._stderr, group=False, core_dumps=False)
         self.starts += 1
-        os.set_blocking(self.proc.stdin.fileno(), False)
-        os.set_blocking(self.proc.stdout.fileno(), False)
         try:
             r = self._exchange(P.encode_hello(), "hello", timeout)
         except KernelFailure as e:
@@ -158,15 +153,7 @@ class KernelServer:
     def stop(self) -> None:
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            try:
-                os.set_blocking(self.proc.stdin.fileno(), True)
-                self.proc.stdin.write(P.encode_quit())
-                self.proc.stdin.close()
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired, ValueError):
-                self.proc.kill()
-                self.proc.wait()
+        self.proc.close(farewell=P.encode_quit(), grace=5)
         self.proc = None
         self._compact_log()
 
@@ -179,7 +166,6 @@ class KernelServer:
     def _kill(self) -> None:
         if self.proc is not None:
             self.proc.kill()
-            self.proc.wait()
             self.emulator.killed(self.stderr_head())
             self.proc = None
             self._compact_log()
@@ -223,19 +209,20 @@ class KernelServer:
     def _exchange(self, request: bytes, what: str, timeout: float) -> P.Response:
         assert self.proc is not None
         t0 = time.perf_counter()
-        deadline = t0 + timeout
+        until = deadline(timeout)
+        read = functools.partial(self.proc.read, until=until)
         try:
-            self._write(request, deadline)
-            head = self._read(P.RESPONSE_HEADER.size, deadline)
+            self.proc.write(request, until)
+            head = read(P.RESPONSE_HEADER.size)
             magic, status, ns, msg_len = P.RESPONSE_HEADER.unpack(head)
             if magic != P.RESPONSE_MAGIC:
                 raise ServerError(f"garbled response from the kernel server (magic {magic:#x}) after {what}")
-            msg = self._read(msg_len, deadline).decode(errors="replace")
-            (n_out,) = struct.unpack("<I", self._read(4, deadline))
+            msg = read(msg_len).decode(errors="replace")
+            (n_out,) = struct.unpack("<I", read(4))
             outs = []
             for _ in range(n_out):
-                (size,) = struct.unpack("<Q", self._read(8, deadline))
-                outs.append(self._read(size, deadline))
+                (size,) = struct.unpack("<Q", read(8))
+                outs.append(read(size))
         except TimeoutError:
             self._kill()
             raise KernelHang(f"{what} did not finish within {timeout:g} s and was killed "
@@ -249,11 +236,11 @@ class KernelServer:
 
     def _crash(self, what: str) -> KernelFailure:
         assert self.proc is not None
-        try:
-            rc = self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+        rc = self.proc.wait(10)
+        if rc is None:
             self._kill()
-            rc = None
+        else:
+            self.proc.close()  # reaped: its pipes are closed
         tail = self.emulator.explain(self.program, self._stderr_tail())
         self.proc = None
         if rc is not None:
@@ -270,80 +257,58 @@ class KernelServer:
             msg += f"\n  emulator/server stderr: {tail}"
         return KernelCrash(msg + "\n  the server is restarted for the next case")
 
-    def _write(self, data: bytes, deadline: float) -> None:
-        assert self.proc is not None and self.proc.stdin is not None
-        fd = self.proc.stdin.fileno()
-        view = memoryview(data)
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_WRITE)
-            while view:
-                left = deadline - time.perf_counter()
-                if left <= 0:
-                    raise TimeoutError
-                if not sel.select(left):
-                    continue
-                try:
-                    n = os.write(fd, view)
-                except BlockingIOError:
-                    continue
-                except (BrokenPipeError, ConnectionResetError):
-                    raise EOFError from None
-                view = view[n:]
 
-    def _read(self, n: int, deadline: float) -> bytes:
-        assert self.proc is not None and self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        chunks, got = [], 0
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while got < n:
-                left = deadline - time.perf_counter()
-                if left <= 0:
-                    raise TimeoutError
-                if not sel.select(left):
-                    continue
-                try:
-                    chunk = os.read(fd, min(n - got, 1 << 20))
-                except BlockingIOError:
-                    continue
-                if not chunk:
-                    raise EOFError
-                chunks.append(chunk)
-                got += len(chunk)
-        return b"".join(chunks)
-
-
-_POOL: dict[tuple[str, int, bool, str], KernelServer] = {}
-
-
-def server(build: Build, vlen: int, stress: bool, emulator: Emulator, *, live_limit: int | None = None) -> KernelServer:
-    """The (lazily started) server of this process for a build, VLEN, stress mode and emulator.
-
-    ``live_limit``: the most servers the caller wants running (None: no limit).  An xdist worker that
-    runs its tests target by target (harness/plugin/workers.py) keeps one: the server of the target
-    it is on; the least recently used others are stopped when a server starts, and started again
-    (counted) only if their target comes back.
-    """
-    key = (build.key + build.isa.name, vlen, stress, emulator.name)
-    s = _POOL.pop(key, None)
-    if s is None or s.build.server != build.server:
-        s = KernelServer(build, vlen, stress, emulator)
-    _POOL[key] = s  # the most recently used last
-    if not s.alive():
-        if live_limit is not None:
-            live = [o for o in _POOL.values() if o is not s and o.alive()]
-            for idle in live[:max(0, len(live) - live_limit + 1)]:
-                idle.stop()
-        s.start()
-    return s
-
-
-def servers() -> list[KernelServer]:
-    return list(_POOL.values())
-
-
-@atexit.register
-def shutdown() -> None:
-    for s in _POOL.values():
+def _stop_all(servers: dict[tuple[str, int, bool, str], KernelServer]) -> None:
+    for s in list(servers.values()):
         s.stop()
-    _POOL.clear()
+    servers.clear()
+
+
+class Pool:
+    """The kernel servers of one owner (the pytest session of a process, a command or test that starts
+    servers itself), one per (build, VLEN, stress mode, emulator): started on first use and reused.
+
+    :meth:`shutdown` stops them (the owner's end: the session's, the end of a ``with`` block); so does
+    the pool being collected or the interpreter exiting while they run.
+    """
+
+    def __init__(self, log_dir: Path | None = None) -> None:
+        self._servers: dict[tuple[str, int, bool, str], KernelServer] = {}
+        #: Where its servers log the code they execute (--rvv-coverage: harness/emulators/executed.py), or None.
+        self.log_dir = log_dir
+        weakref.finalize(self, _stop_all, self._servers)
+
+    def server(self, build: Build, vlen: int, stress: bool, emulator: Emulator, *,
+               live_limit: int | None = None) -> KernelServer:
+        """The (lazily started) server for a build, VLEN, stress mode and emulator.
+
+        ``live_limit``: the most servers the caller wants running (None: no limit).  An xdist worker that
+        runs its tests target by target (harness/plugin/workers.py) keeps one: the server of the target
+        it is on; the least recently used others are stopped when a server starts, and started again
+        (counted) only if their target comes back.
+        """
+        key = (build.key + build.isa.name, vlen, stress, emulator.name)
+        s = self._servers.pop(key, None)
+        if s is None or s.build.server != build.server:
+            s = KernelServer(build, vlen, stress, emulator, self.log_dir)
+        self._servers[key] = s  # the most recently used last
+        if not s.alive():
+            if live_limit is not None:
+                live = [o for o in self._servers.values() if o is not s and o.alive()]
+                for idle in live[:max(0, len(live) - live_limit + 1)]:
+                    idle.stop()
+            s.start()
+        return s
+
+    def servers(self) -> list[KernelServer]:
+        return list(self._servers.values())
+
+    def shutdown(self) -> None:
+        """Stop every server (each starts again if asked for)."""
+        _stop_all(self._servers)
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()

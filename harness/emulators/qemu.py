@@ -16,13 +16,12 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core import settings
 from harness.core.config import HALF_AVL, ISA_BUILDS, STRESS_PROPS, VLENS, IsaBuild, cache_dir, locked
-from harness.core.proc import CommandError, run
+from harness.core.proc import CommandError, execute, run
 from harness.emulators.base import Emulator
 from harness.toolchain.builds import Build
 from harness.toolchain.cmake import march_extras, tree_name
@@ -154,9 +153,8 @@ def _probe_binary() -> Path:
 
 @functools.cache
 def _knows(path: str, extension: str) -> bool:
-    cp = subprocess.run([path, "-cpu", f"rv64,{extension}=true", str(_probe_binary())],
-                        capture_output=True, text=True, timeout=60)
-    return cp.returncode == 0
+    cp = execute([path, "-cpu", f"rv64,{extension}=true", _probe_binary()], timeout=60)
+    return cp.finished("QEMU's -cpu property probe").returncode == 0
 
 
 @functools.cache
@@ -190,9 +188,8 @@ def qemu() -> Qemu:
         props = []
         for prop in QEMU_PROPERTIES:
             base = "v=true," if prop != "v" else ""
-            cp = subprocess.run([path, "-cpu", f"rv64,{base}{prop}=true", str(probe)],
-                                capture_output=True, text=True, timeout=60)
-            if cp.returncode == 0:
+            cp = execute([path, "-cpu", f"rv64,{base}{prop}=true", probe], timeout=60)
+            if cp.finished("QEMU's -cpu property probe").returncode == 0:
                 props.append(prop)
         write_atomically(cache, json.dumps(props))
     return Qemu(path, version, frozenset(props))

@@ -31,14 +31,13 @@ import re
 import shutil
 import signal
 import struct
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.binary import elf
 from harness.core import settings
 from harness.core.config import SPIKE_VLENS, STRESS_PROPS, locked
-from harness.core.proc import run
+from harness.core.proc import execute, run
 from harness.emulators.base import Emulator
 from harness.toolchain.builds import Build
 from harness.toolchain.compilers import SERVER_DIR, Compiler, ToolchainError, compiler
@@ -160,9 +159,11 @@ def spike() -> Spike:
         raise SpikeUnavailable("Spike needs dtc (the device-tree compiler) to start: apt-get install "
                                "device-tree-compiler, or run ci/setup.sh --spike")
     try:
-        cp = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=30)
+        cp = execute([path, "--help"], timeout=30)
     except OSError as e:
         raise SpikeUnavailable(f"{path} does not run ({e}); {INSTALL}") from None
+    if cp.timed_out:
+        raise SpikeUnavailable(f"{path} --help did not finish within 30 s; {INSTALL}")
     first = (cp.stdout + cp.stderr).strip().splitlines()
     version = first[0].replace("Spike RISC-V ISA Simulator", "").strip() if first else "unknown version"
     return Spike(path, version)

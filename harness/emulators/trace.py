@@ -21,16 +21,16 @@ from __future__ import annotations
 import itertools
 import re
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.binary import elf
+from harness.core.proc import execute
 from harness.emulators import executed
 from harness.emulators import protocol as P
-from harness.emulators.pool import KernelServer, _no_core_dumps
+from harness.emulators.pool import KernelServer
 
 _TRACES = itertools.count(1)
 _IN = re.compile(r"^IN: (\S+)")
@@ -78,11 +78,11 @@ def trace_call(server: KernelServer, kernel: str, ip=(), fp=(), bufs=(), *, time
             raise RuntimeError("tracing the functions a call executes uses QEMU's -d logging; "
                                f"run the trace without --emulator {server.emulator.name}")
         argv = server.emulator.trace_command(server.program, server.vlen, server.props, log)
-        cp = subprocess.run(argv, input=request, capture_output=True, timeout=timeout, preexec_fn=_no_core_dumps)
+        cp = execute(argv, input=request, text=False, timeout=timeout, core_dumps=False).finished(f"traced run of {kernel}")
         if cp.returncode != 0:
             raise RuntimeError(f"traced run of {kernel} failed (exit {cp.returncode}) [{server.describe()}]: "
                                f"{cp.stderr.decode(errors='replace')[-500:]}")
-        keep = executed.log_for(server.program, server.vlen, server.build.isa.name, server.stress,
+        keep = executed.log_for(server.log_dir, server.program, server.vlen, server.build.isa.name, server.stress,
                                 f"trace{next(_TRACES)}")
         if keep is not None:  # --rvv-coverage: what the traced call executed counts too
             shutil.copyfile(log, keep)

@@ -12,22 +12,24 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 from pathlib import Path
 
 from harness.core.config import cache_dir, locked
 from harness.core.errors import RvvdiffError
+from harness.core.proc import Result, execute
 
 
 class RevisionError(RvvdiffError, RuntimeError):
     """A revision that cannot be resolved or checked out; the message says what to do."""
 
 
-def git(repo: Path, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def git(repo: Path, *args: str, check: bool = True, timeout: float = 600) -> Result:
     """``git -C repo args``, without the caller's ``GIT_*`` variables (a ``git bisect run`` script's
-    would point at another repository); :class:`RevisionError` when it fails and ``check``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    cp = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=timeout, env=env)
+    would point at another repository); :class:`RevisionError` when it fails and ``check``, or times out."""
+    unset = {k: None for k in os.environ if k.startswith("GIT_")}
+    cp = execute(["git", "-C", repo, *args], timeout=timeout, env=unset)
+    if cp.timed_out:
+        raise RevisionError(f"git -C {repo} {' '.join(args)} did not finish within {timeout:g} s")
     if check and cp.returncode != 0:
         raise RevisionError(f"git -C {repo} {' '.join(args)} failed: {(cp.stderr or cp.stdout).strip()}")
     return cp
@@ -41,7 +43,7 @@ def toplevel(path: Path) -> Path | None:
     """The work tree of the git checkout holding ``path`` (None when it is not in one)."""
     try:
         return Path(_git(Path(path), "rev-parse", "--show-toplevel", timeout=30))
-    except (RevisionError, FileNotFoundError, subprocess.TimeoutExpired):
+    except (RevisionError, FileNotFoundError):
         return None
 
 

@@ -15,12 +15,11 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.config import cache_dir, locked
-from harness.core.proc import run
+from harness.core.proc import Result, execute, run
 from harness.ggml.source import GgmlSource
 
 
@@ -60,10 +59,9 @@ def tree_path(source: GgmlSource, rel: str) -> Path:
     return source.root / rel
 
 
-def _patch(source: GgmlSource, p: Patch, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["patch", f"-p{strip(source)}", "--dry-run", "--batch", "-s", *extra,
-                           "-d", str(source.root), "-i", str(p.patch)],
-                          capture_output=True, text=True, timeout=60)
+def _patch(source: GgmlSource, p: Patch, *extra: str) -> Result:
+    return execute(["patch", f"-p{strip(source)}", "--dry-run", "--batch", "-s", *extra, "-d", source.root, "-i", p.patch],
+                   timeout=60).finished("patch --dry-run")
 
 
 def applies(p: Patch, source: GgmlSource) -> tuple[str, str]:

@@ -7,7 +7,6 @@ import hashlib
 import json
 import re
 import shutil
-import subprocess
 import sys
 import tarfile
 import urllib.request
@@ -16,7 +15,7 @@ from pathlib import Path
 
 from harness.core.config import cache_dir, locked
 from harness.core.errors import RvvdiffError
-from harness.core.proc import run
+from harness.core.proc import execute, run
 
 
 class SourceError(RvvdiffError, RuntimeError):
@@ -90,15 +89,10 @@ def _content_hash(root: Path, ggml: Path) -> str:
 def _git_commit(path: Path) -> str | None:
     if shutil.which("git") is None:
         return None
-    try:
-        cp = subprocess.run(["git", "-C", str(path), "rev-parse", "--short=12", "HEAD"],
-                            capture_output=True, text=True, timeout=30)
-    except subprocess.TimeoutExpired:
+    cp = execute(["git", "-C", path, "rev-parse", "--short=12", "HEAD"], timeout=30)
+    if cp.returncode != 0:  # not a checkout, or no answer in time
         return None
-    if cp.returncode != 0:
-        return None
-    dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True, timeout=60)
+    dirty = execute(["git", "-C", path, "status", "--porcelain", "--untracked-files=no"], timeout=60).finished("git status")
     return cp.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 

@@ -88,7 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
         sess.bench = BenchLog(config.getoption("bench_log"), sess)
         observability.add_observability_callback(sess.bench.observe)
     _resolve_emulator_options(config)
-    linecov.configure(config, sess.report_dir)
+    linecov.configure(config, sess.report_dir, sess.pool)
 
 
 def _resolve_emulator_options(config: pytest.Config) -> None:

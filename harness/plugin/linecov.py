@@ -1,8 +1,8 @@
 """``--rvv-coverage``: the kernel servers log the code they execute, and the run ends with RVV line coverage.
 
-Off by default.  :func:`configure` points :data:`harness.emulators.executed.DIR` at
-``<report-dir>/coverage/raw`` (the controlling process clears ``<report-dir>/coverage`` first);
-:func:`finish` stops this process's servers, so QEMU closes its logs, and in the controlling
+Off by default.  :func:`configure` gives the session's pool of servers (harness/emulators/pool.py) its log
+directory ``<report-dir>/coverage/raw`` (the controlling process clears ``<report-dir>/coverage`` first);
+:func:`finish` stops the pool's servers, so QEMU closes its logs, and in the controlling
 process maps every target's PCs to lines (harness/report/coverage.py), writes the tracefiles, the
 matrix and the HTML view into ``<report-dir>/coverage/`` and appends the matrix to ``summary.md``,
 and returns the lines of the terminal summary (the plugin's session keeps them).
@@ -17,27 +17,27 @@ from pathlib import Path
 
 import pytest
 
-from harness.emulators import executed, pool
+from harness.emulators import executed
+from harness.emulators.pool import Pool
 from harness.report import coverage
 
 
-def configure(config: pytest.Config, report_dir: Path) -> None:
-    executed.DIR = None
+def configure(config: pytest.Config, report_dir: Path, pool: Pool) -> None:
+    pool.log_dir = None
     if not config.getoption("rvv_coverage"):
         return
     out = report_dir / "coverage"
     if getattr(config, "workerinput", None) is None:
         shutil.rmtree(out, ignore_errors=True)
-    executed.DIR = out / "raw"
+    pool.log_dir = out / "raw"
 
 
-def finish(config: pytest.Config, report_dir: Path, emulator_logs: bool) -> list[str]:
-    """Stop this process's servers (their logs complete); in the controlling process, write the
+def finish(config: pytest.Config, report_dir: Path, pool: Pool, emulator_logs: bool) -> list[str]:
+    """Stop the pool's servers (their logs complete); in the controlling process, write the
     coverage and return the terminal summary's lines on it (none without --rvv-coverage)."""
     if not config.getoption("rvv_coverage"):
         return []
-    for s in pool.servers():
-        s.stop()
+    pool.shutdown()
     if getattr(config, "workerinput", None) is not None:
         return []
     lines: list[str] = []

@@ -5,7 +5,7 @@ pytest_configure, registers it with the plugin manager (:data:`NAME`) and puts i
 ``config.stash`` (:data:`KEY`; :func:`of`), as pytest-xdist does with its ``DSession``.  Its
 ``pytest_*`` methods are hooks.  Under pytest-xdist each process (controller, worker) has its own.
 
-What it holds: the tree, builds, emulator, live-server limit and the running test's observation
+What it holds: the tree, builds, emulator, kernel servers, live-server limit and the running test's observation
 (:class:`harness.plugin.targets.Session`, its base, which the differential tests reach), the
 `rvvdiff bench` log, each test's outcome for the summary, the kernel servers' statistics, the
 verdicts on known failures, the build outcomes and the coverage lines of the terminal summary.
@@ -225,10 +225,10 @@ class RvvdiffSession(Session):
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
-            workeroutput["rvvdiff_stats"] = json.dumps(server_stats())
-            linecov.finish(self.config, self.report_dir, emulator_logs=True)
+            workeroutput["rvvdiff_stats"] = json.dumps(server_stats(self.pool))
+            linecov.finish(self.config, self.report_dir, self.pool, emulator_logs=True)
             return
-        self.stats.extend(server_stats())
+        self.stats.extend(server_stats(self.pool))
         self.build_outcomes = self._build_outcomes()
         if sid := env_settings.get("SESSION"):
             forget_session(sid)  # the markers served this session only
@@ -237,7 +237,7 @@ class RvvdiffSession(Session):
         if any(parse_id(r["nodeid"]) for r in self.results):
             header = [line.removeprefix("rvvdiff: ") for line in self.pytest_report_header(self.config)]
             write_summary(self.report_dir, self.results, header)
-        self.coverage_lines = linecov.finish(self.config, self.report_dir,
+        self.coverage_lines = linecov.finish(self.config, self.report_dir, self.pool,
                                              emulator_logs=registry.kind(self.config.getoption("emulator")).logs_exec)
 
     def _build_outcomes(self) -> list[tuple[str, str]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from hypothesis import reject
@@ -36,16 +36,13 @@ TRACED_WITHOUT_STRESS = ("traced at the same VLEN, ISA build and compiler withou
 
 class Session:
     """What every differential test of this process reaches: the tree, the emulator, the builds, the
-    most kernel servers it keeps running, and what the running test observed.
+    kernel servers and the most of them it keeps running, and what the running test observed.
 
     The pytest plugin's session (:class:`harness.plugin.session.RvvdiffSession`, made in
     pytest_configure) is one; the differential test modules reach the one of the run in progress
-    through :func:`session`.
+    through :func:`session`: the owner of the observation attached in this process (a pytest run
+    inside a test, pytester's in-process runs: the innermost).
     """
-
-    #: The sessions begun in this process and not ended, the run in progress last (a pytest run
-    #: inside a test, pytester's in-process runs: more than one).
-    _begun: ClassVar[list[Session]] = []
 
     def __init__(self, config: pytest.Config, live_limit: int | None = None) -> None:
         self.config = config
@@ -53,26 +50,28 @@ class Session:
         self.builds: dict[tuple[str, str], Build] = {}
         #: (ISA build, compiler) pairs this process will not use, with the one-line reason their tests are skipped.
         self.unusable: dict[tuple[str, str], str] = {}
+        #: The kernel servers of this process (harness/emulators/pool.py), stopped when the session ends.
+        self.pool = pool.Pool()
         #: The most kernel servers this process keeps running (None: no limit; harness/plugin/workers.py).
         self.live_limit = live_limit
         #: What the running test observed (harness/check/observe.py): attached while the session runs.
-        self.observation = observe.Observation()
+        self.observation = observe.Observation(owner=self)
 
     def begin(self) -> None:
         """This session is the run in progress (pytest_configure)."""
-        Session._begun.append(self)
         observe.attach(self.observation)
 
     def end(self) -> None:
-        """Its run is over (pytest_unconfigure): the run it interrupted, if any, is in progress again."""
-        if self in Session._begun:
-            Session._begun.remove(self)
+        """Its run is over (pytest_unconfigure): its servers stop, and the run it interrupted, if any, is
+        in progress again."""
         observe.detach(self.observation)
+        self.pool.shutdown()
 
     @staticmethod
     def current() -> Session | None:
         """The session of the pytest run in progress in this process, if any."""
-        return Session._begun[-1] if Session._begun else None
+        owner = observe.current().owner
+        return owner if isinstance(owner, Session) else None
 
     @functools.cached_property
     def source(self) -> GgmlSource:
@@ -94,8 +93,8 @@ class Session:
 
     def server(self, target: Target) -> pool.KernelServer:
         """The kernel server of ``target`` in this process (harness/emulators/pool.py), started on first use."""
-        return pool.server(self.build(target.isa, target.compiler), target.vlen, target.stress, self.emulator,
-                           live_limit=self.live_limit)
+        return self.pool.server(self.build(target.isa, target.compiler), target.vlen, target.stress, self.emulator,
+                                live_limit=self.live_limit)
 
     def build(self, isa: IsaBuild, compiler: str = DEFAULT_COMPILER) -> Build:
         """The build for ``isa`` by ``compiler``, made on first use (in the test's setup, before any
@@ -268,6 +267,7 @@ def emulator_for(config: pytest.Config) -> Emulator:
         raise pytest.UsageError(str(e)) from None
 
 
-def server_stats() -> list[dict[str, Any]]:
+def server_stats(of: pool.Pool) -> list[dict[str, Any]]:
+    """The request counts and times of ``of``'s servers (for the summary; sent on by xdist workers)."""
     return [{"server": s.describe(), "requests": s.requests, "wall_s": s.wall_s, "kernel_s": s.kernel_s,
-             "starts": s.starts} for s in pool.servers()]
+             "starts": s.starts} for s in of.servers()]

@@ -17,7 +17,7 @@ emulators wait for each other, and each of them starts its own server for every 
    ``w`` workers and ``t`` targets: two when there are enough targets, more when a narrow
    selection (few targets) must still give every worker about four scopes to draw from, so that
    no worker idles at the end.  A worker runs a scope's tests one after the other, so it keeps
-   one server live (its session's ``live_limit``, handed to :func:`harness.emulators.pool.server`):
+   one server live (its session's ``live_limit``, handed to :meth:`harness.emulators.pool.Pool.server`):
    the one of the target it is on; the others are stopped when it moves on.  Tests without a target (the coverage test) are
    each their own scope.
 

@@ -17,13 +17,12 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 from pathlib import Path
 
 import numpy as np
 
 from harness.core.config import cache_dir, locked
-from harness.core.proc import CommandError, run
+from harness.core.proc import CommandError, execute, run
 from harness.ggml.source import GgmlSource
 from harness.toolchain.compilers import SERVER_DIR
 
@@ -65,7 +64,7 @@ def _key_of(g: Path, cc: str, cxx: str) -> str:
         if p.is_file():
             h.update(p.name.encode() + b"\0" + p.read_bytes())
     for tool in (cc, cxx):
-        h.update(subprocess.run([tool, "--version"], capture_output=True, text=True).stdout.encode())
+        h.update(execute([tool, "--version"], timeout=60).finished(f"{tool} --version").stdout.encode())
     return h.hexdigest()[:16]
 
 
@@ -115,7 +114,7 @@ def quantize(exe: Path, type_id: int, batches: list[np.ndarray], imatrices: list
         request += struct.pack("<iqq", type_id, *rows.shape) + rows.tobytes() \
             + np.ascontiguousarray(imatrix, np.float32).tobytes()
         sizes.append((rows.shape[0], rb))
-    cp = subprocess.run([exe], input=request, capture_output=True, timeout=1200)
+    cp = execute([exe], input=request, text=False, timeout=1200)
     want = sum(n * rb for n, rb in sizes)
     if cp.returncode != 0 or len(cp.stdout) != want:
         raise HostBuildUnavailable(f"{exe} failed on type {type_id} (exit {cp.returncode}, {len(cp.stdout)} of "

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+
+from harness.core.proc import Result, execute
 
 AUTHOR = "rvvdiff <rvvdiff@localhost>"
 BASE_DATE = 1795651200  # 2026-11-26 00:00:00 UTC: commit N of a series is dated N minutes later
@@ -29,13 +30,13 @@ class GitError(RuntimeError):
 def _env(author: str, when: int) -> dict[str, str]:
     name, _, mail = author.partition(" <")
     stamp = f"@{when} +0000"
-    return {**os.environ, "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": mail.rstrip(">"), "GIT_AUTHOR_DATE": stamp,
+    return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": mail.rstrip(">"), "GIT_AUTHOR_DATE": stamp,
             "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": mail.rstrip(">"), "GIT_COMMITTER_DATE": stamp,
             "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "TZ": "UTC", "LC_ALL": "C"}
 
 
 def git(repo: Path | None, *args: str, stdin: str | None = None, author: str = AUTHOR, when: int = BASE_DATE,
-        git_dir: Path | None = None, work_tree: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        git_dir: Path | None = None, work_tree: Path | None = None, check: bool = True) -> Result:
     argv = ["git", *_GIT_CONFIG]
     if git_dir is not None:
         argv += [f"--git-dir={git_dir}"]
@@ -43,8 +44,7 @@ def git(repo: Path | None, *args: str, stdin: str | None = None, author: str = A
         argv += [f"--work-tree={work_tree}"]
     if repo is not None:
         argv += ["-C", str(repo)]
-    cp = subprocess.run([*argv, *args], input=stdin, capture_output=True, text=True, env=_env(author, when),
-                        timeout=600)
+    cp = execute([*argv, *args], input=stdin, env=_env(author, when), timeout=600).finished(f"git {args[0]}")
     if check and cp.returncode != 0:
         raise GitError(f"git {' '.join(args[:3])} failed: {(cp.stderr or cp.stdout).strip()[:400]}")
     return cp

@@ -28,7 +28,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -39,6 +38,7 @@ from pathlib import Path
 
 from harness.core import settings
 from harness.core.config import DATA_DIR, cache_dir
+from harness.core.proc import STDOUT, execute, run
 from harness.emulators import qemu
 from harness.upstream import stock
 
@@ -154,8 +154,7 @@ def patch_argv(patch: Path, tree: Path, dry_run: bool = False) -> list[str]:
 
 def check_applies(patch: Path, tree: Path | None = None) -> str | None:
     """None when ``patch`` applies cleanly to ``tree`` (default: the pinned tree), else patch's output."""
-    cp = subprocess.run(patch_argv(patch, tree or pinned_root(), dry_run=True), capture_output=True, text=True,
-                        timeout=60)
+    cp = execute(patch_argv(patch, tree or pinned_root(), dry_run=True), timeout=60).finished("patch --dry-run")
     return None if cp.returncode == 0 and "offset" not in cp.stdout and "fuzz" not in cp.stdout \
         else (cp.stdout + cp.stderr).strip() or f"exit {cp.returncode}"
 
@@ -177,7 +176,7 @@ def prepare_tree(tree: Path, patches: Sequence[Path], pinned: Path | None = None
     tree = Path(tree)
     if not tree.exists():
         tmp = tree.with_name(tree.name + f".tmp{os.getpid()}")
-        subprocess.run(["cp", "-al", str(pinned), str(tmp)], check=True, timeout=600)
+        run(["cp", "-al", pinned, tmp], timeout=600, what="copying the pinned tree (hard links)")
         os.replace(tmp, tree)
     files = sorted({f for p in [*all_patches(), *patches] for f in patched_files(p)})
     with tempfile.TemporaryDirectory(prefix="ggmltests-") as d:
@@ -186,7 +185,7 @@ def prepare_tree(tree: Path, patches: Sequence[Path], pinned: Path | None = None
             (stage / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(pinned / f, stage / f)
         for p in patches:
-            cp = subprocess.run(patch_argv(p, stage), capture_output=True, text=True, timeout=60)
+            cp = execute(patch_argv(p, stage), timeout=60).finished("patch")
             if cp.returncode != 0:
                 raise RuntimeError(f"{p.name} does not apply to {pinned}: {(cp.stdout + cp.stderr).strip()}")
         changed = []
@@ -276,9 +275,10 @@ def build(tree: Path, build_dir: Path, target: str, isa: str = "v", *, jobs: int
         for argv in steps:
             fh.write(f"$ {shlex.join(argv)}\n")
             fh.flush()
-            cp = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout)
-            if cp.returncode != 0:
-                raise stock.StockToolchainError(f"{shlex.join(argv[:6])} ... failed (exit {cp.returncode}); log {log}")
+            cp = execute(argv, stdout=fh, stderr=STDOUT, timeout=timeout)
+            if not cp.ok:
+                how = f"timed out after {timeout:g} s" if cp.timed_out else f"exit {cp.returncode}"
+                raise stock.StockToolchainError(f"{shlex.join(argv[:6])} ... failed ({how}); log {log}")
     return time.monotonic() - t0
 
 
@@ -298,11 +298,11 @@ def run_test(c: TestClass, build_dir: Path, vlen: int) -> Run:
     timeout), else the last lines."""
     t0 = time.monotonic()
     argv = run_argv(c, build_dir, vlen)
-    try:
-        cp = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=CTEST_TIMEOUT + 120)
-        rc, out = cp.returncode, cp.stdout + cp.stderr
-    except subprocess.TimeoutExpired:
+    cp = execute(argv, timeout=CTEST_TIMEOUT + 120)
+    if cp.timed_out:
         rc, out = -1, f"ctest did not return within {CTEST_TIMEOUT + 120} s: timed out"
+    else:
+        rc, out = cp.returncode, cp.stdout + cp.stderr
     lines = [ln.strip() for ln in out.splitlines()]
     fails = [ln for ln in lines if ("FAILED" in ln and not ln.startswith("The following tests FAILED"))
              or "Assert" in ln or "timed out" in ln][:12]
