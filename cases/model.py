@@ -143,12 +143,12 @@ PATHS = (RunPath(True, 1), RunPath(False, 1), RunPath(True, 4))
 
 # ------------------------------------------------------------------ run shapes
 
-#: The main job's run: 2 chunks of 16 tokens, the second half of each scored (16 positions: llama-perplexity
-#: gives the running mean KLD, same-top share and perplexity ratio; its percentiles need 100 positions).
-#: SmolLM2 under QEMU runs at the rates docs/model.md gives; the main job's budget allows this much.
+#: The main job's run: 2 chunks of 16 tokens, 7 positions of each scored (14: llama-perplexity gives the
+#: running mean KLD, same-top share and perplexity ratio; its percentiles need 100 positions).  SmolLM2
+#: under QEMU runs at the rates docs/model.md gives; the main job's budget allows this much.
 SHAPE = Shape(ctx=16, chunks=2)
-#: ``--thorough``: 4 chunks of 50 tokens, 100 positions scored: every statistic, the 99.9th percentile too.
-SHAPE_THOROUGH = Shape(ctx=50, chunks=4)
+#: ``--thorough``: 4 chunks of 52 tokens, 100 positions scored: every statistic, the 99.9th percentile too.
+SHAPE_THOROUGH = Shape(ctx=52, chunks=4)
 
 # ------------------------------------------------------------------ the bound
 
@@ -156,27 +156,35 @@ SHAPE_THOROUGH = Shape(ctx=50, chunks=4)
 @dataclass(frozen=True)
 class Bound:
     mean_kld: float
-    kld_999: float
+    #: None: not judged (no noise measured yet at 100 positions, where llama-perplexity prints it).
+    kld_999: float | None
     same_top: float  # percent, at least
 
     def violations(self, k: Kld) -> list[str]:
         out = []
         if not k.mean_kld <= self.mean_kld:
             out.append(f"mean KLD {k.mean_kld:.3g} > {self.mean_kld:g}")
-        if k.kld_999 is not None and not k.kld_999 <= self.kld_999:
+        if self.kld_999 is not None and k.kld_999 is not None and not k.kld_999 <= self.kld_999:
             out.append(f"99.9% KLD {k.kld_999:.3g} > {self.kld_999:g}")
         if not k.same_top >= self.same_top:
             out.append(f"same top token {k.same_top:.2f} % < {self.same_top:g} %")
         return out
 
 
-#: The pass bound.  Derivation (docs/model.md, "The bound"): the noise between correct builds measured
-#: by ``rvvdiff model-noise`` — ggml's generic C for riscv64 against the host's build, clang's generic
-#: build against GCC 14's, and the RVV builds on the types whose kernels no finding touches — is at most
-#: NOISE_MEAN (mean KLD) and NOISE_999 (99.9th percentile) over every type and VLEN measured; the bound is
-#: ten times that, and the top token may differ at one scored position in a hundred.
-NOISE_MEAN, NOISE_999 = 1e-4, 1e-3
-BOUND = Bound(mean_kld=10 * NOISE_MEAN, kld_999=10 * NOISE_999, same_top=99.0)
+#: The pass bound, derived from the noise between correct builds (docs/model.md, "The bound", has every
+#: figure and its command).  Measured on SmolLM2 Q4_1 at the main job's shape (14 scored positions), the
+#: pinned tree, 2026-11-27: the host's x86-64 build (AVX2, GCC 12) against clang's generic riscv64 build,
+#: mean KLD 0.0185, same top token 92.9 %; clang's RVV build at VLEN 128 against the generic one, 0.0255,
+#: 92.9 %; the RVV build against the host's, 0.0096, 85.7 %; the i-quant file (iq2_xxs requantized) at VLEN
+#: 256 against its generic run, 0.0228, 92.9 %; and the largest, the host's build with an F32 KV cache and
+#: no flash attention against the generic build run the same way, 0.041, 92.9 %.  This model is that
+#: sensitive: the host's own build with flash attention on and off differs by 0.033.  Correct builds differ
+#: by at most NOISE_MEAN in mean KLD and NOISE_TOP positions of 14 in top token; the bound allows five times
+#: the mean, and twice the top-token share lost.  A finding is far outside it: the iq2_xxs file at VLEN 512
+#: gives a mean KLD of 13.6 and the same top token at no position.
+NOISE_MEAN, NOISE_TOP = 0.041, 100.0 - 85.7
+BOUND = Bound(mean_kld=5 * NOISE_MEAN, kld_999=None, same_top=100.0 - 2 * NOISE_TOP)
+
 
 # ------------------------------------------------------------------ files, builds, runs
 

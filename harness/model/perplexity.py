@@ -55,8 +55,9 @@ class Shape:
 
     @property
     def scored(self) -> int:
-        """Positions whose logits are compared: the second half of each chunk."""
-        return (self.ctx - self.ctx // 2) * self.chunks
+        """Positions whose logits are compared: in each chunk, those of the second half that have a next
+        token (llama-perplexity scores tokens ctx/2 .. ctx-2 of each chunk)."""
+        return (self.ctx - self.ctx // 2 - 1) * self.chunks
 
     def label(self) -> str:
         return f"c{self.ctx}x{self.chunks}-t{self.threads}-{'repack' if self.repack else 'norepack'}"
