@@ -268,12 +268,15 @@ def unreached(source: GgmlSource, case: Case, path: RunPath, vlen: int, isa: Isa
 
 
 def check(source: GgmlSource, case: Case, path: RunPath, vlen: int, isa: IsaBuild, stress: bool, compiler: str,
-          shape: Shape, timeout: float = 3600) -> Kld:
-    """Run ``case`` under test and return what llama-perplexity reports against the reference; the test
-    asserts :data:`BOUND` on it."""
-    model = model_file(source, case)
+          shape: Shape, timeout: float = 3600, reference_source: GgmlSource | None = None) -> Kld:
+    """Run ``case`` under test and return what llama-perplexity reports against the reference (the no-V build
+    of ``reference_source``, default ``source``: a fixed tree is held against its own tree's generic C); the
+    test asserts :data:`BOUND` on it.  The model file is made by ``reference_source``'s host tools, so a tree
+    and its fixed copy run the same file."""
+    ref_tree = reference_source or source
+    model = model_file(ref_tree, case)
     gguf_file.check_against_tree(gguf_file.read(model), source.root, source.ggml / "include" / "ggml.h")
-    ref = reference_for(source, compiler, model, shape)
+    ref = reference_for(ref_tree, compiler, model, shape)
     tools = riscv_tools(source, isa, compiler)
     run_shape = Shape(shape.ctx, shape.chunks, path.threads, path.repack)
     return measure(emulator_prefix(vlen, isa, stress), tools.tool("llama-perplexity"), model, run_shape, ref.path,
