@@ -30,6 +30,11 @@ def test_a_target_test_is_scoped_by_target_and_shard_and_others_alone() -> None:
                    for i in range(40)}
     assert same_target == {"vlen512-zvfh-stress#0", "vlen512-zvfh-stress#1"}
     assert sched._split_scope("cases/test_coverage.py::test_coverage") == "cases/test_coverage.py::test_coverage"
+    # Two compilers: each compiler's build is a target of its own (its own server), never one scope.
+    by_cc = {cc: {sched._split_scope(f"cases/test_vec_dot.py::test_vec_dot[k{i}-vlen512-zvfh-{cc}]") for i in range(40)}
+             for cc in ("clang", "gcc14")}
+    assert by_cc["clang"] == {"vlen512-zvfh-clang#0", "vlen512-zvfh-clang#1"}
+    assert not by_cc["clang"] & by_cc["gcc14"]
 
 
 @pytest.mark.parametrize("env, given, expected", [
@@ -110,6 +115,20 @@ def test_servers_are_per_target_not_per_worker(pytester: pytest.Pytester, monkey
     pytester.makepyfile(test_echo=ECHO)
     r = pytester.runpytest_subprocess("--vlen", "all", "--isa", "zvfh", "--rvv-stress", "both", "-n", "4",
                                       "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=48)
+    starts = int(re.search(r"(\d+) emulator starts", r.stdout.str()).group(1))
+    assert starts <= 2 * 8, r.stdout.str()
+
+
+def test_two_compilers_start_servers_per_target_and_compiler(pytester: pytest.Pytester) -> None:
+    """Two compilers, four targets each, two workers: a worker keeps one live server and runs one target's
+    tests in a row, so starts stay about two per (target, compiler) -- not one per test, as when a scope mixed
+    the compilers' tests of one VLEN, ISA build and stress mode."""
+    pytester.makepyfile(test_echo=ECHO)
+    r = pytester.runpytest_subprocess("--vlen", "256,512", "--isa", "zvfh", "--rvv-stress", "both", "-n", "2",
+                                      "--cc", "clang,gcc14", "-p", "no:cacheprovider")
+    if "gcc14" in r.stdout.str() and "not installed" in r.stdout.str():
+        pytest.skip("GCC 14 is not installed (ci/setup.sh --gcc14)")
     r.assert_outcomes(passed=48)
     starts = int(re.search(r"(\d+) emulator starts", r.stdout.str()).group(1))
     assert starts <= 2 * 8, r.stdout.str()

@@ -11,7 +11,8 @@ emulators wait for each other, and each of them starts its own server for every 
    ``-n auto`` is already the number of cores.
 2. **Scheduling** (xdist's ``load`` mode, the default of ``-n``, is replaced by a load-scope
    scheduler of xdist's own): the scope of a differential test is its target (VLEN x ISA build x
-   stress mode) and a shard ``crc32(node id) mod k``; xdist gives each scope to one worker,
+   stress mode x compiler: each compiler's build has a server of its own) and a shard
+   ``crc32(node id) mod k``; xdist gives each scope to one worker,
    whole.  A target's tests therefore run on at most ``k`` workers, so at most ``k`` servers are
    ever started for it (plus restarts after a crash or hang).  ``k = max(2, ceil(4 w / t))`` for
    ``w`` workers and ``t`` targets: two when there are enough targets, more when a narrow
@@ -90,7 +91,7 @@ class TargetScheduling(LoadScopeScheduling):
     def schedule(self) -> None:
         if self.collection is None and self.collection_is_completed:
             ids = next(iter(self.registered_collections.values()), [])
-            targets = {(t.vlen, t.isa, t.stress) for t in map(parse_id, ids) if t is not None}
+            targets = {(t.vlen, t.isa, t.stress, t.compiler) for t in map(parse_id, ids) if t is not None}
             self.shards = shards(len(self.nodes), len(targets))
         super().schedule()
 
@@ -117,7 +118,10 @@ class TargetScheduling(LoadScopeScheduling):
         t = parse_id(nodeid)
         if t is None:
             return nodeid
-        return f"vlen{t.vlen}-{t.isa}{'-stress' if t.stress else ''}#{zlib.crc32(nodeid.encode()) % self.shards}"
+        # The compiler is part of the target: a scope holding both compilers' tests of one VLEN, ISA build
+        # and stress mode would make its worker alternate between two servers and restart one per test.
+        compiler = f"-{t.compiler}" if t.compiler else ""
+        return f"vlen{t.vlen}-{t.isa}{'-stress' if t.stress else ''}{compiler}#{zlib.crc32(nodeid.encode()) % self.shards}"
 
 
 def shards(workers: int, targets: int) -> int:
