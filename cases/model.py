@@ -86,18 +86,17 @@ TYPES: tuple[ModelType, ...] = (
     ModelType("iq2_xxs", "IQ2_XXS", _RS, imatrix=True),
     ModelType("iq1_s", "IQ1_S", _RS, imatrix=True),
     ModelType("iq1_m", "IQ1_M", _RS, imatrix=True),
+    ModelType("q1_0", "Q1_0", ("synth",)),  # blocks of 128: SmolLM2's rows of 576 fall back
     ModelType("tq1_0", "TQ1_0", ("synth",)),
     ModelType("tq2_0", "TQ2_0", ("synth",)),
 )
 
 BY_NAME = {t.name: t for t in TYPES}
 
-#: Types with an RVV kernel that no model of this family reaches, and why.
+#: Kernels with an RVV path that no model file of this family exercises as weights, and why.
 UNREACHED: dict[str, str] = {
-    "q8_1 / q8_K activations": "activations, not weights: every quantized model above runs them",
-    "q1_0": "llama-quantize has Q1_0, but its RVV vec_dot is reached only by a Q1_0 file, which llama-quantize "
-            "makes from F32/F16 sources with a block of 128: the dense 576-wide rows of SmolLM2 take it, but the "
-            "type is new (2026-09) and trees before it lack it; left to --gguf",
+    "q8_1 / q8_K activations": "activations, not weights: every quantized model above quantizes them (q8_1 for "
+                               "q4_1 / q5_1, q8_K for the K- and i-quants and tq*, q8_0 for the rest)",
 }
 
 

@@ -150,6 +150,14 @@ def test_every_type_is_one_record_and_reaches_a_base() -> None:
             assert "synth" in t.bases, t.name
 
 
+def test_every_rvv_dot_type_has_a_model_file() -> None:
+    """Each weight type with an RVV vec_dot (the quant_dot family's table) is made into a model file."""
+    from cases import quant_dot
+
+    made = {t.kernel_type for t in M.TYPES}
+    assert [k.name for k in quant_dot.DOTS if k.name not in made] == []
+
+
 def test_model_fetch_without_network_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RVVDIFF_CACHE", str(tmp_path))
     m = catalogue.MODELS[catalogue.DEFAULT]
