@@ -155,15 +155,15 @@ SHAPE_THOROUGH = Shape(ctx=52, chunks=4)
 @dataclass(frozen=True)
 class Bound:
     mean_kld: float
-    #: None: not judged (no noise measured yet at 100 positions, where llama-perplexity prints it).
-    kld_999: float | None
+    #: Judged where llama-perplexity prints it (from 100 scored positions: --thorough's shape).
+    kld_999: float
     same_top: float  # percent, at least
 
     def violations(self, k: Kld) -> list[str]:
         out = []
         if not k.mean_kld <= self.mean_kld:
             out.append(f"mean KLD {k.mean_kld:.3g} > {self.mean_kld:g}")
-        if self.kld_999 is not None and k.kld_999 is not None and not k.kld_999 <= self.kld_999:
+        if k.kld_999 is not None and not k.kld_999 <= self.kld_999:
             out.append(f"99.9% KLD {k.kld_999:.3g} > {self.kld_999:g}")
         if not k.same_top >= self.same_top:
             out.append(f"same top token {k.same_top:.2f} % < {self.same_top:g} %")
@@ -177,12 +177,14 @@ class Bound:
 #: 92.9 %; the RVV build against the host's, 0.0096, 85.7 %; the i-quant file (iq2_xxs requantized) at VLEN
 #: 256 against its generic run, 0.0228, 92.9 %; and the largest, the host's build with an F32 KV cache and
 #: no flash attention against the generic build run the same way, 0.041, 92.9 %.  This model is that
-#: sensitive: the host's own build with flash attention on and off differs by 0.033.  Correct builds differ
-#: by at most NOISE_MEAN in mean KLD and NOISE_TOP positions of 14 in top token; the bound allows five times
-#: the mean, and twice the top-token share lost.  A finding is far outside it: the iq2_xxs file at VLEN 512
-#: gives a mean KLD of 13.6 and the same top token at no position.
-NOISE_MEAN, NOISE_TOP = 0.041, 100.0 - 85.7
-BOUND = Bound(mean_kld=5 * NOISE_MEAN, kld_999=None, same_top=100.0 - 2 * NOISE_TOP)
+#: sensitive: the host's own build with flash attention on and off differs by 0.033.  At --thorough's shape
+#: (100 positions) the host against clang's generic build: mean KLD 0.0099, 99.9th percentile 0.115, same
+#: top token 95 %.  Correct builds differ by at most NOISE_MEAN in mean KLD, NOISE_999 in the 99.9th
+#: percentile and NOISE_TOP positions of 14 in top token; the bound allows five times the KLDs and twice the
+#: top-token share lost.  A finding is far outside it: the iq2_xxs file at VLEN 512 gives a mean KLD of 13.6
+#: and the same top token at no position.
+NOISE_MEAN, NOISE_999, NOISE_TOP = 0.041, 0.115, 100.0 - 85.7
+BOUND = Bound(mean_kld=5 * NOISE_MEAN, kld_999=5 * NOISE_999, same_top=100.0 - 2 * NOISE_TOP)
 
 
 # ------------------------------------------------------------------ files, builds, runs
