@@ -167,3 +167,22 @@ def test_model_fetch_without_network_says_what_to_do(tmp_path: Path, monkeypatch
         catalogue.fetch("fake", say=lambda *_: None)
     with pytest.raises(catalogue.ModelError, match="unknown model"):
         catalogue.fetch("nope")
+
+
+def test_a_directory_configured_for_another_compiler_or_processor_is_configured_afresh(tmp_path: Path) -> None:
+    from harness.toolchain.cmake import forget_stale_configuration
+
+    d = tmp_path / "b"
+    (d / "CMakeFiles" / "3.25.1").mkdir(parents=True)
+    (d / "CMakeCache.txt").write_text("CMAKE_C_COMPILER:UNINITIALIZED=/wrappers/new/cc\n")
+    system = d / "CMakeFiles" / "3.25.1" / "CMakeSystem.cmake"
+    system.write_text('set(CMAKE_SYSTEM_PROCESSOR "riscv64")\n')
+    argv = ["-DCMAKE_C_COMPILER=/wrappers/new/cc", "-DCMAKE_SYSTEM_PROCESSOR=riscv64"]
+    forget_stale_configuration(d, argv)
+    assert (d / "CMakeCache.txt").exists()  # the same compiler and processor: kept
+    system.write_text('set(CMAKE_SYSTEM_PROCESSOR "x86_64")\n')  # reset for the host by a compiler change
+    forget_stale_configuration(d, argv)
+    assert not (d / "CMakeCache.txt").exists() and not (d / "CMakeFiles").exists()
+    (d / "CMakeCache.txt").write_text("CMAKE_C_COMPILER:UNINITIALIZED=/wrappers/old/cc\n")
+    forget_stale_configuration(d, argv)
+    assert not (d / "CMakeCache.txt").exists()

@@ -26,7 +26,7 @@ from harness.core.config import ISA_BUILDS, IsaBuild, cache_dir, locked
 from harness.core.proc import CommandError, run
 from harness.ggml.source import GgmlSource
 from harness.toolchain.builds import BuildError, IsaUnavailable
-from harness.toolchain.cmake import plan_options, tree_name
+from harness.toolchain.cmake import forget_stale_configuration, plan_options, tree_name
 from harness.toolchain.compilers import Compiler, compiler
 
 #: The tools the model family runs.
@@ -131,6 +131,7 @@ def _build(d: Path, source: GgmlSource, configure: list[str], targets: tuple[str
     if set(targets) <= built and all((d / "bin" / t).is_file() for t in targets if t.startswith("llama-")):
         return
     d.mkdir(parents=True, exist_ok=True)
+    forget_stale_configuration(d, configure)
     try:
         run(["cmake", "-S", source.root, "-B", d, *configure], timeout=1800, what=f"CMake configure ({what})", log_file=log)
         run(["cmake", "--build", d, "--target", *targets, "-j", str(jobs or os.cpu_count() or 2)],
@@ -165,7 +166,9 @@ def riscv_tools(source: GgmlSource, isa: IsaBuild | str, compiler_name: str, *, 
     with locked(cache_dir() / "tools" / f"{d.name}.lock"):
         d.mkdir(parents=True, exist_ok=True)
         tc = _toolchain_file(d, cc)
-        _build(d, source, [f"-DCMAKE_TOOLCHAIN_FILE={tc}", *(f"-D{k}={v}" for k, v in opts.items())], targets, key,
+        configure = [f"-DCMAKE_TOOLCHAIN_FILE={tc}", f"-DCMAKE_C_COMPILER={cc.cc}", "-DCMAKE_SYSTEM_PROCESSOR=riscv64",
+                     *(f"-D{k}={v}" for k, v in opts.items())]
+        _build(d, source, configure, targets, key,
                f"riscv64 {isa.name} by {cc.name}", jobs)
     _remember(key, d)
     return Tools(d, "riscv64", cc.name, isa.name, key, extra)

@@ -4,6 +4,7 @@ for an ISA build, and whether the -march ggml-cpu compiles with keeps the build'
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -188,3 +189,24 @@ def march_extras(isa: IsaBuild, march: str | None) -> tuple[str, ...]:
 def tree_name(source: GgmlSource) -> str:
     """A short name of a tree for messages: ``ggml 0.9.4 at /path``."""
     return f"ggml {source.version} at {source.root}"
+
+
+def forget_stale_configuration(build_dir: Path, configure: list[str]) -> None:
+    """A build directory first configured with another C compiler (a toolchain wrapper rvvdiff has since
+    rewritten), or for another processor, is configured afresh: on a compiler change CMake resets its cache,
+    keeps only the variables that changed and loses CMAKE_SYSTEM_PROCESSOR, so the directory ends up
+    configured for the host, and stays so (its CMakeSystem.cmake is not redone)."""
+    def wanted(name: str) -> str | None:
+        return next((a.split("=", 1)[1] for a in configure if a.startswith(f"-D{name}=")), None)
+
+    cache = build_dir / "CMakeCache.txt"
+    if not cache.is_file():
+        return
+    m = re.search(r"^CMAKE_C_COMPILER:[A-Z]*=(.*)$", cache.read_text(errors="replace"), re.M)
+    stale = bool(m and wanted("CMAKE_C_COMPILER") not in (None, m.group(1)))
+    for f in build_dir.glob("CMakeFiles/*/CMakeSystem.cmake"):
+        p = re.search(r'set\(CMAKE_SYSTEM_PROCESSOR "([^"]*)"\)', f.read_text(errors="replace"))
+        stale |= bool(p and wanted("CMAKE_SYSTEM_PROCESSOR") not in (None, p.group(1)))
+    if stale:
+        cache.unlink()
+        shutil.rmtree(build_dir / "CMakeFiles", ignore_errors=True)

@@ -36,7 +36,7 @@ from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError, run
 from harness.emulators import qemu
 from harness.emulators.base import Ran
-from harness.toolchain.cmake import march_mismatch
+from harness.toolchain.cmake import forget_stale_configuration, march_mismatch
 
 TOOLCHAINS: tuple[str, ...] = ("clang", "gcc14", "zig")
 
@@ -355,6 +355,7 @@ def build_libraries(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: 
     build_dir.mkdir(parents=True, exist_ok=True)
     log_file = build_dir / "rvvdiff-stock.log"
     configure, build = build_argvs(tree, b, toolchain, build_dir, jobs, nice)
+    forget_stale_configuration(build_dir, configure)
     _step(configure, f"CMake configure of ggml ({toolchain}, {b.name})", 600, log_file)
     march = ggml_cpu_march(build_dir)
     if march is None:
