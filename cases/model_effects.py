@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", help="a finding (repeatable; default: every reachable one)")
     ap.add_argument("--write", action="store_true", help="write docs/model-effects.json and docs/model.md's table")
     a = ap.parse_args(argv)
-    rows = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    rows = {n: r for n, r in (json.loads(RESULTS.read_text()) if RESULTS.exists() else {}).items() if "pinned" in r}
     for name in a.only or [n for n, e in EFFECTS.items() if isinstance(e, Effect)]:
         e = EFFECTS[name]
         if not isinstance(e, Effect):
@@ -107,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         if a.write:
             RESULTS.write_text(json.dumps(rows, indent=1) + "\n")
     if a.write:
+        # One file the findings' texts can read: every finding, measured or why no model reaches it.
+        RESULTS.write_text(json.dumps({**rows, **{n: {"fix": n, "not_reached": e} for n, e in EFFECTS.items()
+                                                  if isinstance(e, str)}}, indent=1) + "\n")
         doc = PROJECT_ROOT / "docs" / "model.md"
         text = doc.read_text()
         head, _, rest = text.partition("<!-- model-effects -->")
