@@ -179,7 +179,8 @@ def _download(version: str, dest: Path) -> None:
     (pdir / dest.name).replace(dest)
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
+    """The sha256 of a file (a downloaded sdist, a model), read in 1 MB chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -203,7 +204,7 @@ def fetch_sdist(version: str, sha256: str | None = None, root: Path | None = Non
         expected = sha256 or _pypi_sha256(version)
         if not sdist.exists():
             _download(version, sdist)
-        digest = _sha256(sdist)
+        digest = sha256_of(sdist)
         if digest != expected:
             sdist.unlink()
             raise SourceError(f"{sdist.name}: sha256 {digest} does not match {expected}; "

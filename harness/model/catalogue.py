@@ -8,7 +8,6 @@ the reference cache's keys).
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import sys
 import zipfile
@@ -18,6 +17,7 @@ from pathlib import Path
 from harness.core.config import cache_dir, locked
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError, run
+from harness.ggml.source import sha256_of
 
 
 class ModelError(RvvdiffError):
@@ -64,14 +64,6 @@ def models_dir() -> Path:
     d = cache_dir() / "models"
     d.mkdir(parents=True, exist_ok=True)
     return d
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def cached(name: str = DEFAULT) -> Path | None:
