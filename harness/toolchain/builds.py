@@ -13,8 +13,8 @@ build that needs an option the tree lacks, or whose -march (as the tree's
 CMake wrote it into ggml-cpu's flags) names other extensions than the build
 promises, "cannot be expressed for this tree": :class:`IsaUnavailable`, which
 the plugin turns into skips with the reason.  So is a -march the compiler itself
-rejects (GCC 14 does not know zvfbfwma): probed once per build key, recorded in
-the stamp.  The kernel server is compiled one source at a time: an adapter
+rejects (GCC 14 does not know zvfbfwma, harness/core/matrix.py's ``CANNOT_MAKE``): probed once per build key,
+recorded in the stamp, in the compiler's own words.  The kernel server is compiled one source at a time: an adapter
 (``k_*.cpp``) that does not compile against the tree is left out of the link and
 costs only the kernels it registers
 (:attr:`Build.failed_adapters`); the core (``core.cpp``, ``server.cpp``)
@@ -37,12 +37,12 @@ from pathlib import Path
 from harness.core import settings
 from harness.core.config import IsaBuild, cache_dir, locked
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import DEFAULT_COMPILER
 from harness.core.proc import CommandError, run
 from harness.ggml.source import GgmlSource
 from harness.toolchain import bindings
 from harness.toolchain.cmake import CmakePlan, cmake_files, cmake_options, march_mismatch, march_of, plan_options, tree_name
 from harness.toolchain.compilers import (
-    DEFAULT_COMPILER,
     SERVER_DIR,
     Compiler,
     ToolchainError,

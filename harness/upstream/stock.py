@@ -38,11 +38,14 @@ from harness.emulators import qemu
 from harness.emulators.base import Ran
 from harness.toolchain.cmake import march_mismatch
 
-TOOLCHAINS: tuple[str, ...] = ("clang", "gcc14", "zig")
-
 #: The stock clang: Debian bookworm's clang-22 (from bookworm-security).
 CLANG_VERSION = 22
 CLANG = f"clang-{CLANG_VERSION}"
+#: The stock compiler of each compiler of the matrix (harness/core/matrix.py's ``COMPILER_NAMES``), as the texts
+#: for maintainers name it.
+NAMES: dict[str, str] = {"clang": CLANG, "gcc14": "GCC 14"}
+#: The stock toolchains: the matrix's compilers' stock counterparts, and zig (``zig cc``) as it is.
+TOOLCHAINS: tuple[str, ...] = (*NAMES, "zig")
 CLANGXX = f"clang++-{CLANG_VERSION}"
 TARGET = "riscv64-linux-gnu"
 SYSROOT = Path("/usr") / TARGET
