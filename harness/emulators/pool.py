@@ -123,7 +123,7 @@ class KernelServer:
                               f"{', '.join(map(str, self.emulator.vlens))})" + self.emulator.vlen_hint)
         argv = self.argv
         log = executed.log_for(self.log_dir, self.program, self.vlen, self.build.isa.name, self.stress,
-                               self.starts + 1) if self.emulator.logs_exec else None
+                               self.build.compiler, self.starts + 1) if self.emulator.logs_exec else None
         if log is not None:
             argv = self.emulator.exec_log_command(self.program, self.vlen, self.props, log)
         self._log = log
