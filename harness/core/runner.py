@@ -5,7 +5,8 @@ audit; spike-check can, with ``output="capture"`` and :meth:`SuiteRun.check_time
 ``python -m pytest`` from rvvdiff's root through :func:`run_suite` and reads the ``results.json``
 the plugin writes at the end of a run (harness/report/summary.py) through :func:`read_results`:
 one entry per test, ``nodeid``, ``outcome`` (passed, failed, error, skipped, xfailed, xpassed),
-``reason`` and ``duration``, in the order the tests finished.
+``reason`` and ``duration``, in the order the tests finished.  What a command selects of the matrix
+it passes as :meth:`harness.core.matrix.Matrix.pytest_args` writes it.
 
 Where the run's output goes is the caller's choice: ``"stream"`` (the terminal: a long run the user
 watches), ``"capture"`` (kept in :attr:`SuiteRun.stdout` / ``stderr``), or a file (the command
