@@ -62,6 +62,7 @@ def test_the_registries_name_the_tables_compilers_and_emulators() -> None:
     from harness.toolchain.compilers import COMPILERS
     from harness.upstream import stock
     assert tuple(COMPILERS) == COMPILER_NAMES and tuple(stock.NAMES) == COMPILER_NAMES
+    assert set(COMPILER_NAMES) < set(stock.TOOLCHAINS)
     assert registry.DEFAULT == matrix.DEFAULT_EMULATOR
     for e in EMULATOR_VALUES:
         kind = registry.kind(e.name.replace("HOST[:DIR]", "board"))

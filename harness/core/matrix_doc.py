@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Callable
-from pathlib import Path
 
 from harness.core.matrix import AXES, CANNOT_MAKE, COMPILER_NAMES, DEFAULT_ISAS, EMULATOR_VALUES, emulator_value
+from harness.core.settings import rewrite_generated
 
 #: The files written from the table, relative to the checkout.
 OPTIONS_DOC = "docs/options.md"
@@ -87,14 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     if not ap.parse_args(argv).write:
         print(markdown(), end="")
         return 0
-    root = Path(__file__).resolve().parents[2]
     for rel, render in RENDERED.items():
-        p = root / rel
-        text = p.read_text()
-        new = render(text)
-        if new != text:
-            p.write_text(new)
-        print(f"{p}: {'rewritten' if new != text else 'already current'}")
+        rewrite_generated(rel, render)
     return 0
 
 
