@@ -31,7 +31,8 @@ from harness.upstream.series_runs import fetch_b11434, write_all
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="rvvdiff series", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_options(p, "tree", repeat=True, prefix="another tree to check the series against (repeatable): ")
+    add_options(p, "tree", repeat=True, prefix="another tree to check the series against (repeatable): ",
+                default_words={"tree": "none: the pinned tree and b11434"})
     p.add_argument("--out", type=Path, default=work_dir() / "docs" / "upstream" / "series",
                    help="where the descriptions and format-patch directories go (default: docs/upstream/series)")
     p.add_argument("--author", default=formatpatch.AUTHOR,

@@ -246,9 +246,10 @@ class Axis:
     default: Any
     parse: Callable[[str], Any]
     write: Callable[[Any], str]
-    #: One value (``rvvdiff repro --vlen 512``): its parser and how it is written.
+    #: One value (``rvvdiff repro --vlen 512``): its parser, what it is, its metavar.
     parse_one: Callable[[str], Any]
     one_what: str
+    one_metavar: str
 
     @property
     def dest(self) -> str:
@@ -260,27 +261,27 @@ AXES: tuple[Axis, ...] = (
          f"VLENs: 'all' or a comma list of {', '.join(map(str, VLENS))} (QEMU), "
          f"{', '.join(str(v) for v in SPIKE_VLENS if v not in VLENS)} (Spike only); a board runs at its own",
          "all, every VLEN of the emulator", None, parse_vlens, lambda v: ",".join(map(str, v)),
-         _one(parse_vlens, "VLEN"), f"a VLEN, of {', '.join(map(str, SPIKE_VLENS))} (2048 and 4096 on Spike only)"),
+         _one(parse_vlens, "VLEN"), f"a VLEN, of {', '.join(map(str, SPIKE_VLENS))} (2048 and 4096 on Spike only)", "VLEN"),
     Axis("isas", "--isa", "LIST",
          f"ISA builds: 'all' ({', '.join(DEFAULT_ISAS)}) or a comma list of them and {NOVECTOR.name} (no vector "
          "extension: ggml's generic C)", "all", DEFAULT_ISAS, parse_isas, ",".join,
-         _one(parse_isas, "ISA build"), f"an ISA build, of {', '.join(ISAS)}"),
+         _one(parse_isas, "ISA build"), f"an ISA build, of {', '.join(ISAS)}", "ISA"),
     Axis("compilers", "--cc", "LIST",
          f"compilers that build ggml: 'all' or a comma list of {', '.join(COMPILER_NAMES)}; NAME:ISA+ISA limits one to "
          "those ISA builds (e.g. clang,gcc14:zvfh). With more than one, test ids end in the compiler's name",
          "RVVDIFF_COMPILER, else clang", None, parse_compilers, _write_compilers,
-         _one_compiler, f"a compiler, of {', '.join(COMPILER_NAMES)}"),
+         _one_compiler, f"a compiler, of {', '.join(COMPILER_NAMES)}", "NAME"),
     Axis("stress", "--rvv-stress", "MODE",
          "QEMU's tail/mask stress (agnostic elements set to all ones, vl = half the AVL): off, on (also the bare "
          "flag) or both", "off", STRESS_MODES["off"], parse_stress,
          lambda v: next(k for k, m in STRESS_MODES.items() if m == tuple(v)),
-         _one_stress, "off or on (also the bare flag)"),
+         _one_stress, "off or on (also the bare flag)", "MODE"),
     Axis("emulator", "--emulator", "NAME",
          "; ".join(f"{e.name}: {e.what}" for e in EMULATOR_VALUES), DEFAULT_EMULATOR, DEFAULT_EMULATOR,
-         parse_emulator, str, parse_emulator, "qemu, spike, native or ssh:HOST[:DIR]"),
+         parse_emulator, str, parse_emulator, "qemu, spike, native or ssh:HOST[:DIR]", "NAME"),
     Axis("tree", "--ggml-src", "PATH",
          "the llama.cpp or ggml tree to test: a checkout, or llama-cpp-python==X", "the pinned tree, fetched once",
-         None, str, str, str, "a llama.cpp or ggml checkout"),
+         None, str, str, str, "a llama.cpp or ggml checkout", "PATH"),
 )
 AXIS: dict[str, Axis] = {a.field: a for a in AXES}
 FIELDS: tuple[str, ...] = tuple(AXIS)
@@ -314,18 +315,12 @@ def add_options(parser: Any, *fields: str, error: type[Exception] = argparse.Arg
     add = getattr(parser, "addoption", None) or parser.add_argument
     defaults, words = defaults or {}, default_words or {}
     for a in (AXIS[f] for f in (fields or FIELDS)):
-        if a.field in defaults:
-            default = defaults[a.field]
-        else:
-            default = None if unset or one else a.default
+        default = defaults.get(a.field, None if unset or one else a.default)
         said = words.get(a.field) or (a.write(default) if a.field in defaults and default is not None
                                       else a.default_words)
-        what = a.one_what if one else a.what
         kw: dict[str, Any] = {"type": option_type(a.parse_one if one else a.parse, error), "default": default,
-                              "metavar": a.metavar if not one else a.metavar.removesuffix("LIST") or "VALUE",
-                              "help": f"{prefix}{what} (default: {said})"}
-        if one and a.field in ("vlens", "isas", "compilers"):
-            kw["metavar"] = {"vlens": "VLEN", "isas": "ISA", "compilers": "NAME"}[a.field]
+                              "metavar": a.one_metavar if one else a.metavar,
+                              "help": f"{prefix}{a.one_what if one else a.what} (default: {said})"}
         if a.field == "stress":
             kw.update(nargs="?", const=True if one else STRESS_MODES["on"])
         if repeat and a.field in ("vlens", "tree"):
