@@ -166,3 +166,17 @@ def test_every_command_and_the_plugin_spell_an_axis_alike(capsys: pytest.Capture
         with pytest.raises(SystemExit):
             main(argv)
         assert words(matrix.AXIS["isas"].what) in words(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("cc", COMPILER_NAMES)
+def test_the_builds_a_compiler_cannot_make_are_the_tables(cc: str) -> None:
+    """The table's CANNOT_MAKE against the installed compiler: it rejects exactly those builds' -march."""
+    from harness.core.config import ISA_BUILDS
+    from harness.toolchain import compilers
+    from harness.toolchain.builds import compiler_gap
+    try:
+        compilers.compiler(cc)
+    except compilers.ToolchainError as e:
+        pytest.skip(f"{cc} is not installed: {e}")
+    rejected = {i for i in DEFAULT_ISAS if compiler_gap(ISA_BUILDS[i], cc)}
+    assert rejected == {i for c, i in CANNOT_MAKE if c == cc}
