@@ -17,6 +17,7 @@ import pytest
 import standin_board as standin
 from helpers import CRASHING, ROOT, pinned_build, run_diff_test, run_suite
 
+from harness.core.matrix import parse_emulator
 from harness.cost import board_counters
 from harness.emulators import board, pool, registry
 from harness.emulators.protocol import In, Out
@@ -52,15 +53,17 @@ def remote_servers(b: standin.StandIn) -> list[str]:
 # ------------------------------------------------------------------ specs and the probe
 
 def test_emulator_specs() -> None:
-    assert registry.parse("ssh:board.lan") == "ssh:board.lan"
+    assert parse_emulator("ssh:board.lan") == "ssh:board.lan"
     k = registry.kind("ssh:me@board:/scratch/rvv")
     assert (k.host, k.remote_dir, k.name) == ("me@board", "/scratch/rvv", "ssh:me@board:/scratch/rvv")
     assert registry.kind("ssh:board").remote_dir == board.DEFAULT_DIR
     assert registry.is_board("native") and not registry.is_board("qemu")
     with pytest.raises(ValueError, match="give qemu, spike, native or ssh:HOST"):
-        registry.parse("ssh")
+        parse_emulator("ssh")
     with pytest.raises(ValueError, match="give qemu, spike, native or ssh:HOST"):
-        registry.parse("qemu2")
+        parse_emulator("qemu2")
+    with pytest.raises(ValueError, match="give qemu, spike, native or ssh:HOST"):
+        registry.kind("qemu2")
 
 
 def test_parse_probe_reads_hwprobe_and_cpuinfo() -> None:

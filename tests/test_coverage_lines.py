@@ -4,6 +4,7 @@ line.  (cases/test_coverage.py is another thing: the RVV functions no test knows
 
 from __future__ import annotations
 
+import array
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,7 @@ def test_a_call_maps_to_the_lines_of_its_kernel(tmp_path: Path) -> None:
         assert r.output(0, np.float32)[0] == 37.0
     finally:
         s.stop()  # QEMU closes its log, which becomes the PCs it lists
-    assert [p.suffix for p in sorted((tmp_path / "vlen256-zvfh").iterdir())] == [".json", ".pcs"]
+    assert [p.suffix for p in sorted((tmp_path / f"vlen256-zvfh-{build.compiler}").iterdir())] == [".json", ".pcs"]
     got = executed.collect(tmp_path)
     assert list(got) == ["vlen256-zvfh"] and got["vlen256-zvfh"].program == build.server
     cov = coverage.measure(got)
@@ -57,7 +58,7 @@ def test_a_path_check_trace_counts_too(tmp_path: Path) -> None:
     x = np.ones(9, np.float16).view(np.uint16)
     t = trace_call(s, "vec_dot_f16", [9], [], [In(x), In(x), Out(4)])
     assert t.ran("ggml_vec_dot_f16")
-    [pcs] = (tmp_path / "vlen512-zvfh").glob("*-trace*.pcs")
+    [pcs] = (tmp_path / f"vlen512-zvfh-{s.build.compiler}").glob("*-trace*.pcs")
     got = executed.collect(tmp_path)["vlen512-zvfh"]
     assert got.logs == 1 and len(got.pcs) == pcs.stat().st_size // 8 > 0
     assert coverage.functions(coverage.measure({"vlen512-zvfh": got}))["ggml_vec_dot_f16"]["vlen512-zvfh"][0] > 0
@@ -107,6 +108,33 @@ def test_runs_merge_into_one_matrix(tmp_path: Path) -> None:
     md = (tmp_path / "all" / "coverage.md").read_text()
     assert "| `f` | 1/1 | 0/1 |" in md and "| `g` | 0/1 | 1/1 |" in md
     assert coverage.read_lcov((tmp_path / "all" / "merged.info").read_text()) == {vec: {3: 1, 5: 1}}
+
+
+def _logged(where: Path, compiler: str, pcs: list[int], program: str = "/b/server") -> None:
+    """One server start's log of ``compiler``'s build at VLEN 256, zvfh, as a finished (compacted) log leaves it."""
+    log = executed.log_for(where, Path(program), 256, "zvfh", False, compiler, 1)
+    with open(log.with_suffix(".pcs"), "wb") as f:
+        array.array("Q", pcs).tofile(f)
+
+
+def test_two_compilers_builds_of_one_target_stay_two_targets(tmp_path: Path) -> None:
+    """A run of several compilers: each compiler's servers of one target are a target of their own, named as
+    the test ids name it; a run of one compiler keeps the names without it.  Merging runs keeps them apart."""
+    _logged(tmp_path / "two", "clang", [0x10, 0x14], "/b/clang-server")
+    _logged(tmp_path / "two", "gcc14", [0x20], "/b/gcc14-server")
+    got = executed.collect(tmp_path / "two")
+    assert sorted(got) == ["vlen256-zvfh-clang", "vlen256-zvfh-gcc14"]
+    assert got["vlen256-zvfh-gcc14"].pcs == {0x20} and not got["vlen256-zvfh-gcc14"].others
+    _logged(tmp_path / "one", "gcc14", [0x20])
+    assert list(executed.collect(tmp_path / "one")) == ["vlen256-zvfh"]
+    src = "/s/ggml-cpu/vec.cpp"
+    lines = {(src, 3, "f"), (src, 5, "f")}
+    clang = coverage.TargetLines("vlen256-zvfh", 256, "zvfh", False, lines, {(src, 3, "f")}, "clang")
+    gcc = coverage.TargetLines("vlen256-zvfh", 256, "zvfh", False, lines, {(src, 5, "f")}, "gcc14")
+    cov = coverage.combine([[clang], [gcc]])
+    assert [(t.target, t.build, len(t.executed)) for t in cov.targets] == [
+        ("vlen256-zvfh-clang", "zvfh clang", 1), ("vlen256-zvfh-gcc14", "zvfh gcc14", 1)]
+    assert [t.target for t in coverage.combine([[clang], [clang]]).targets] == ["vlen256-zvfh"]
 
 
 def test_scope_is_the_rvv_code_and_its_generic_twins() -> None:

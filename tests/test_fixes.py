@@ -20,6 +20,7 @@ import pytest
 from costs import registry
 from harness.commands import fixes
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS
+from harness.core.matrix import vlens_on
 from harness.cost import fix_cost, suite_runs
 from harness.ggml import fix_catalogue, known, mutants, patches, source
 from harness.jobs import fix_checks
@@ -267,11 +268,11 @@ def test_cost_compares_fixed_with_replaced_and_twin_and_lists_costlier_where_the
     monkeypatch.setattr(suite_runs, "measure", fake_cost)
     monkeypatch.setattr(fix_cost.patches, "apply", lambda ps, src, kind, name=None: src)
     c = fix_cost.cost(fix, source.pinned(), tmp_path / "out", "2", (256, 512), ("zvfh", "zvfbfwma"), "t")
-    assert calls[0].isa == ("zvfh",) and calls[0].changed_only and calls[0].base
+    assert calls[0].matrix.isa_builds == ("zvfh",) and calls[0].changed_only and calls[0].base
     assert calls[0].k == "(quant_dot) and (t)"
     assert calls[1].k == "t-k4096-generic" and not calls[1].base
-    assert c["commands"][0] == (f"rvvdiff cost --ggml-src {source.pinned().root} --base {source.pinned().root} "
-                                f"--changed-only --vlen 256,512 --isa zvfh -n 2 -k '(quant_dot) and (t)' "
+    assert c["commands"][0] == (f"rvvdiff cost --vlen 256,512 --isa zvfh --ggml-src {source.pinned().root} "
+                                f"--base {source.pinned().root} --changed-only -n 2 -k '(quant_dot) and (t)' "
                                 f"--out {tmp_path / 'out' / 'cost'}")
     by = {r["vlen"]: r for r in c["rows"]}
     assert by[256]["fixed_over_replaced"] == 1.01 and by[256]["fixed_over_twin"] == round(1010 / 4000, 4)
@@ -283,7 +284,13 @@ def test_cost_compares_fixed_with_replaced_and_twin_and_lists_costlier_where_the
         fix_cost.cost(fix, source.pinned(), tmp_path / "out2", "2", (256,), ("zvfbfwma",))
 
 
-def test_cost_selection_takes_vlen_and_isa_from_the_pytest_options() -> None:
-    assert fixes.cost_selection([]) == (SPIKE_VLENS, tuple(ISA_BUILDS), None)
-    assert fixes.cost_selection(["-k", "x", "--vlen", "128,4096", "--isa", "zvfh", "--rvv-stress", "off"]) == \
-        ((128, 4096), ("zvfh",), "x")
+def test_the_command_hands_its_matrix_and_k_to_the_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--vlen / --isa / --rvv-stress are the matrix's options, parsed once; the cost step measures its VLENs
+    (every one Spike runs when none is given) and ISA builds; -k selects the gate's tests or the cost cases."""
+    seen: dict = {}
+    monkeypatch.setattr(fixes.fix_checks, "run", lambda *a, **kw: seen.update(given=a[4], pytest_args=a[5], **kw) or 0)
+    monkeypatch.setattr(fixes, "resolve", lambda tree: tree)
+    assert fixes.main(["cost", "-k", "x", "--vlen", "128,4096", "--isa", "zvfh", "--rvv-stress", "off"]) == 0
+    assert (seen["given"].vlens, seen["given"].isa_builds, seen["given"].stress) == ((128, 4096), ("zvfh",), (False,))
+    assert seen["k"] == "x" and seen["pytest_args"] == ["-k", "x"]
+    assert fixes.main(["cost"]) == 0 and vlens_on("spike", seen["given"].vlens) == SPIKE_VLENS

@@ -21,6 +21,7 @@ import pytest
 from helpers import ROOT
 
 from harness.commands import gate
+from harness.core.matrix import Matrix, from_args
 from harness.cost import gate_step, suite_runs, suite_tables
 from harness.cost.gate_lists import CostLists, cost_lists
 from harness.report import gate_summary
@@ -139,7 +140,7 @@ def _fake_runs(monkeypatch: pytest.MonkeyPatch, base: object,
         calls.append((name, list(extra)))
         if compilers is not None:
             compilers.append(compiler)
-        assert args.vlen == (256, 512) and args.isa == ("zvfh",) and args.workers == "2"
+        assert args.vlens == (256, 512) and args.matrix.isa_builds == ("zvfh",) and args.workers == "2"
         if name.startswith("head"):
             return dict(HEAD), {}, 3.0
         if isinstance(base, Exception):
@@ -249,26 +250,27 @@ def test_a_change_no_cost_case_reaches_is_one_line(monkeypatch: pytest.MonkeyPat
 
 
 def test_the_cost_targets_follow_the_gates_selection() -> None:
-    assert gate_step.cost_targets([]) == ((128, 256, 512, 1024, 2048, 4096), ("zvfh",))
-    assert gate_step.cost_targets(["--isa", "all"]) == (gate_step.COST_VLENS, ("v", "zvfh", "zvfbfwma"))
-    assert gate_step.cost_targets(["--vlen", "512", "--isa", "zvfh"]) == ((512,), ("zvfh",))
-    assert gate_step.cost_targets(["--vlen=256,128", "-k", "x", "--isa", "v,zvfh"]) == ((128, 256), ("v", "zvfh"))
+    def targets(*argv: str, vlens: tuple[int, ...] | None = None, isas: tuple[str, ...] | None = None):
+        return gate_step.cost_targets(from_args(argv)[0], vlens, isas)
+    assert targets() == ((128, 256, 512, 1024, 2048, 4096), ("zvfh",))
+    assert targets("--isa", "all") == (gate_step.COST_VLENS, ("v", "zvfh", "zvfbfwma"))
+    assert targets("--vlen", "512", "--isa", "zvfh") == ((512,), ("zvfh",))
+    assert targets("--vlen=256,128", "-k", "x", "--isa", "v,zvfh") == ((128, 256), ("v", "zvfh"))
     # the last option wins, as in pytest; 'all' is every VLEN Spike runs
-    assert gate_step.cost_targets(["--vlen", "512", "--vlen", "all"])[0] == (128, 256, 512, 1024, 2048, 4096)
+    assert targets("--vlen", "512", "--vlen", "all")[0] == (128, 256, 512, 1024, 2048, 4096)
     # QEMU's longest VLEN brings the ones only Spike runs (no differential shard has them)
-    assert gate_step.cost_targets(["--vlen", "1024", "--isa", "v"]) == ((1024, 2048, 4096), ("v",))
+    assert targets("--vlen", "1024", "--isa", "v") == ((1024, 2048, 4096), ("v",))
     # --cost-vlen / --cost-isa say exactly what to measure
-    assert gate_step.cost_targets(["--vlen", "1024"], "1024", "zvfbfwma") == ((1024,), ("zvfbfwma",))
-    assert gate_step.cost_targets(["--vlen", "256"], "4096") == ((4096,), ("zvfh",))
-    with pytest.raises(ValueError, match="--vlen"):
-        gate_step.cost_targets([], "333")
+    assert targets("--vlen", "1024", vlens=(1024,), isas=("zvfbfwma",)) == ((1024,), ("zvfbfwma",))
+    assert targets("--vlen", "256", vlens=(4096,)) == ((4096,), ("zvfh",))
 
 
 def test_main_passes_the_cost_options_to_the_gate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     seen: dict = {}
 
-    def fake_gate(head_dir: Path, base_dir: str, how: str, out: Path, pytest_args: list[str], **kw: object):
-        seen.update(kw, pytest_args=pytest_args)
+    def fake_gate(head_dir: Path, base_dir: str, how: str, out: Path, given: Matrix, pytest_args: list[str],
+                  **kw: object):
+        seen.update(kw, given=given, pytest_args=pytest_args)
         (out / "gate").mkdir(parents=True, exist_ok=True)
         return _verdict(_lists(block_slower=kw["cost"]["block_slower"]) if kw["cost"] else None)
     monkeypatch.setattr(gate, "gate", fake_gate)
@@ -278,13 +280,16 @@ def test_main_passes_the_cost_options_to_the_gate(monkeypatch: pytest.MonkeyPatc
     assert gate.main(argv) == 0  # slower listed, not blocking
     assert seen["cost"] == {"vlens": (512,), "isas": ("zvfh",), "threshold": 2.0, "block_slower": None,
                             "compilers": ()}
-    assert seen["pytest_args"] == ["--vlen", "512", "--isa", "zvfh"]
+    assert seen["given"].pytest_args() == ["--vlen", "512", "--isa", "zvfh"] and seen["pytest_args"] == []
     assert gate.main([*argv, "--cc", "clang,gcc14:zvfh"]) == 0  # the cost step measures each compiler
-    assert seen["cost"]["compilers"] == ("clang", "gcc14") and seen["pytest_args"][-2:] == ["--cc", "clang,gcc14:zvfh"]
+    assert seen["cost"]["compilers"] == ("clang", "gcc14")
+    assert seen["given"].pytest_args()[-2:] == ["--cc", "clang,gcc14:zvfh"]
     assert gate.main([*argv, "--block-slower", "5", "--cost-threshold", "1"]) == 1  # the +10 % blocks
     assert seen["cost"]["threshold"] == 1.0 and seen["cost"]["block_slower"] == 5.0
     assert gate.main([*argv, "--no-cost"]) == 0 and seen["cost"] is None
-    assert gate.main([*argv, "--cost-vlen", "333"]) == 2
+    with pytest.raises(SystemExit) as e:  # a VLEN Spike does not run: a usage error
+        gate.main([*argv, "--cost-vlen", "333"])
+    assert e.value.code == 2
 
 
 def test_the_workflow_installs_spike_before_the_gate() -> None:

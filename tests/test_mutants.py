@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.matrix import parse_compilers
 from harness.ggml import mutants
 from harness.jobs.mutant_runs import _by_compiler, _merged, detect, table
 
@@ -61,8 +62,8 @@ def test_detection_is_counted_per_compiler() -> None:
     t = "cases/test_vec_dot.py::test_vec_dot[q4_0-vlen256-zvfh"
     results = [{"nodeid": f"{t}-clang]", "outcome": "failed"}, {"nodeid": f"{t}-gcc14]", "outcome": "passed"},
                {"nodeid": f"{t}-stress-gcc14]", "outcome": "passed"}, {"nodeid": "tests/x.py::test_y", "outcome": "failed"}]
-    per = _by_compiler(results, "clang,gcc14")
+    per = _by_compiler(results, parse_compilers("clang,gcc14"))
     assert per == {"clang": [1, 1], "gcc14": [0, 2]}
-    assert _by_compiler([{"nodeid": f"{t}]", "outcome": "error"}], "gcc14") == {"gcc14": [1, 1]}
+    assert _by_compiler([{"nodeid": f"{t}]", "outcome": "error"}], parse_compilers("gcc14")) == {"gcc14": [1, 1]}
     text = table([{"mutant": "m", "class": "c", "caught": False, "by_compiler": per}], {"machine": "m"})
     assert "clang 1/1, gcc14 **0/2**" in text

@@ -113,6 +113,27 @@ def test_fixed(target):
     assert "known failure: bug A" in r.stdout.str()
 
 
+@pytest.mark.parametrize("entry, other", [("gcc14", "clang"), ("clang", "gcc14")])
+def test_a_one_compiler_entry_never_marks_another_compilers_run(pytester: pytest.Pytester, monkeypatch,
+                                                                entry: str, other: str) -> None:
+    """Known failures are keyed by the full target, compiler included: an entry of one compiler marks that
+    compiler's tests only, in a run of it alone (ids name no compiler) and in a run of both (ids do)."""
+    pytester.makepyfile(test_kf="""
+def test_known(target):
+    assert False, "the listed bug"
+""")
+    known = pytester.path / "known.toml"
+    known.write_text(f'[[known]]\ntest = "*::test_known*"\nggml = ["*"]\nreason = "bug A"\nreproducer = "x"\n'
+                     f'compiler = "{entry}"\n')
+    monkeypatch.setenv("RVVDIFF_KNOWN_FAILURES", str(known))
+    base = ("--vlen", "128", "--isa", "zvfh", "-p", "no:cacheprovider", "-rxX")
+    pytester.runpytest_subprocess(*base, "--cc", other).assert_outcomes(failed=1)
+    pytester.runpytest_subprocess(*base, "--cc", entry).assert_outcomes(xfailed=1)
+    r = pytester.runpytest_subprocess(*base, "--cc", f"{other},{entry}")
+    r.assert_outcomes(xfailed=1, failed=1)
+    assert f"XFAIL test_kf.py::test_known[vlen128-zvfh-{entry}]" in r.stdout.str()
+
+
 def test_a_run_has_one_session_registered_in_its_stash_and_current_until_it_ends(
         pytester: pytest.Pytester, request: pytest.FixtureRequest) -> None:
     """The plugin's state is one object per run (harness/plugin/session.py): registered as a plugin,

@@ -227,5 +227,4 @@ def test_an_unknown_stock_compiler_is_one_clear_line(capsys: pytest.CaptureFixtu
         series.main(["--run-test", "1-odd-block-counts", "--cc", "clang,gcc13"])
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert "--cc: 'clang,gcc13': unknown compiler 'gcc13'; known are clang (clang-22), gcc14 (GCC 14)" in err
-    assert series._stock_compilers("gcc14, clang,gcc14") == ["gcc14", "clang"]
+    assert "--cc 'clang,gcc13': unknown compiler 'gcc13'; known are clang, gcc14" in err

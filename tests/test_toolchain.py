@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.core import config
+from harness.core import config, matrix
 from harness.ggml import source
-from harness.toolchain import builds, compilers
+from harness.toolchain import builds
 from harness.toolchain.compilers import COMPILERS, GCC14_SETUP, Compiler, ToolchainError, rejected_flags, selected
 
 
@@ -23,7 +23,7 @@ def no_compiler_settings(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_the_registry_names_clang_the_default_and_gcc14() -> None:
     assert list(COMPILERS) == ["clang", "gcc14"]
-    assert compilers.DEFAULT_COMPILER == "clang"
+    assert matrix.DEFAULT_COMPILER == "clang"
     assert COMPILERS["gcc14"].setup == GCC14_SETUP == "ci/setup.sh --gcc14"
 
 

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import work_dir
-from harness.core.runner import add_cc_option, cc_args, run_suite
+from harness.core.matrix import AXIS, Matrix, add_options
+from harness.core.runner import run_suite
 from harness.report.ids import parse_id
 
 #: One representative test per family (node id prefixes; the VLEN / ISA part is appended by the plugin).
@@ -114,15 +115,13 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="rvvdiff bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--vlen", default="all")
-    p.add_argument("--isa", default="zvfh")
+    add_options(p, "vlens", "isas", "compilers", "tree", unset=True, defaults={"isas": ("zvfh",)})
     p.add_argument("--max-examples", type=int, default=50)
     p.add_argument("--select", action="append", help="node id prefix (repeatable; default: one test per family)")
-    p.add_argument("--ggml-src")
     p.add_argument("--out", type=Path, default=work_dir() / "reports" / "bench")
-    add_cc_option(p)
     a = p.parse_args(argv)
-    common = ["--vlen", a.vlen, "--isa", a.isa, *cc_args(a.cc)] + (["--ggml-src", a.ggml_src] if a.ggml_src else [])
+    chosen = Matrix.of(a)
+    common = chosen.pytest_args()
     prefixes = a.select or REPRESENTATIVES
     ids = [i for i in collect(common) if any(i.startswith(pre) for pre in prefixes)]
     if not ids:
@@ -140,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         return cp.exit
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     results = summarize(rows)
-    meta = {"machine": f"{os.uname().nodename}, {os.cpu_count()} cores", "isa": a.isa, "vlen": a.vlen,
-            **({"compilers": a.cc} if a.cc else {}),
+    meta = {"machine": f"{os.uname().nodename}, {os.cpu_count()} cores", "isa": AXIS["isas"].write(chosen.isa_builds),
+            "vlen": AXIS["vlens"].write(chosen.vlens) if chosen.vlens else "all",
+            **({"compilers": AXIS["compilers"].write(chosen.compilers)} if chosen.compilers else {}),
             "max_examples": a.max_examples, "tests": len(ids), "wall_s": round(wall, 1),
             "pytest": cp.last_line()}
     (a.out / "bench.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))

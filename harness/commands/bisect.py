@@ -50,12 +50,12 @@ from typing import Any
 
 from harness.core.config import PROJECT_ROOT, cache_dir, work_dir
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import add_options
 from harness.core.proc import SubprocessError, own_session_env
 from harness.core.runner import read_results, run_suite
 from harness.ggml import gitrev
 from harness.jobs.bisect_failure import BisectError, Failure, from_report, from_test
 from harness.report.ids import replay_argv
-from harness.toolchain.compilers import COMPILERS
 
 ROOT = PROJECT_ROOT
 SLOT = "bisect"
@@ -358,15 +358,14 @@ def _found(bs: Bisect, first: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="rvvdiff bisect", description=__doc__.split("\n\n")[0],
-        usage="rvvdiff bisect (REPORT_DIR | --test NODEID [--vlen V --isa I --stress]) --repo CHECKOUT "
+        usage="rvvdiff bisect (REPORT_DIR | --test NODEID [--vlen V --isa I --rvv-stress --cc C]) --repo CHECKOUT "
               "--good REV --bad REV [--example-db DIR] [--out DIR] [-- extra pytest args]")
     p.add_argument("report", nargs="?", type=Path, help="a failure report: a directory under <report-dir>/cases/")
     p.add_argument("--test", metavar="NODEID", help="a test id instead of a report")
-    p.add_argument("--vlen", type=int, help="with --test: its VLEN (default: the one the id names)")
-    p.add_argument("--isa", help="with --test: its ISA build (default: the one the id names)")
-    p.add_argument("--stress", action="store_true", default=None, help="with --test: tail/mask stress on")
-    p.add_argument("--cc", choices=list(COMPILERS), help="with --test: the compiler of its build (default: the one "
-                   "the id names, else RVVDIFF_COMPILER, else clang)")
+    add_options(p, "vlens", "isas", "stress", "compilers", one=True, prefix="with --test: ", aliases={"stress": ("--stress",)},
+                default_words={"vlens": "the one the id names", "isas": "the one the id names",
+                               "stress": "the one the id names",
+                               "compilers": "the one the id names, else RVVDIFF_COMPILER, else clang"})
     p.add_argument("--repo", type=Path, required=True, help="the llama.cpp or ggml git repository (only read)")
     p.add_argument("--good", required=True, metavar="REV", help="a revision where the test passes")
     p.add_argument("--bad", required=True, metavar="REV", help="a later revision where it fails")
@@ -387,11 +386,11 @@ def main(argv: list[str] | None = None) -> int:
         if (a.report is None) == (a.test is None):
             raise BisectError("give a failure report directory or --test NODEID (one of them)")
         if a.report is not None:
-            if a.vlen is not None or a.isa is not None or a.stress is not None or a.cc is not None:
-                raise BisectError("--vlen, --isa, --stress and --cc go with --test; a report names its target")
+            if a.vlen is not None or a.isa is not None or a.rvv_stress is not None or a.cc is not None:
+                raise BisectError("--vlen, --isa, --rvv-stress and --cc go with --test; a report names its target")
             failure = from_report(a.report.resolve(), a.example_db and a.example_db.resolve())
         else:
-            failure = from_test(a.test, a.vlen, a.isa, a.stress, a.example_db and a.example_db.resolve(), a.cc)
+            failure = from_test(a.test, a.vlen, a.isa, a.rvv_stress, a.example_db and a.example_db.resolve(), a.cc)
         repo = repository(a.repo)
         good, bad = revisions(repo, a.good, a.bad)
         bs = Bisect(failure, repo, good, bad, a.out.resolve(), a.budget, extra, a.step_timeout)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from harness.commands import bench, bisect, cost, fixes, gate, ggmltests, mutation, report, repro, series, spikecheck, trees
-from harness.core.config import ISA_BUILDS, selection_type
+from harness.core import matrix
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError
 from harness.emulators import qemu
@@ -20,8 +20,6 @@ from harness.toolchain.builds import BuildError, IsaUnavailable, ensure_built
 from harness.toolchain.compilers import SERVER_DIR
 from harness.toolchain.server import adapter_kernels
 
-_isas = selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", argparse.ArgumentTypeError)
-
 
 def cmd_setup(args: argparse.Namespace) -> int:
     """Fetch the ggml source, check the compiler and QEMU, and (with --build) build every ISA build."""
@@ -32,7 +30,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
         print(f"{k}: {v}")
     q = qemu.qemu()
     for name in args.isa:
-        lacking = q.lacking(ISA_BUILDS[name].qemu)
+        lacking = q.lacking(matrix.ISAS[name].qemu)
         if lacking:
             print(f"warning: QEMU {q.version} cannot emulate {', '.join(lacking)}: ISA build {name} will be skipped",
                   file=sys.stderr)
@@ -50,7 +48,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     for name in args.isa:
         t = time.perf_counter()
         try:
-            b = ensure_built(src, ISA_BUILDS[name])
+            b = ensure_built(src, matrix.ISAS[name])
         except IsaUnavailable as e:
             print(f"{name}: not built: {e}")
             continue
@@ -124,10 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="rvvdiff", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--ggml-src", default=None, metavar="PATH",
-                        help="llama.cpp or ggml checkout (default: the pinned tree)")
-    common.add_argument("--isa", type=_isas, default=list(ISA_BUILDS), metavar="LIST",
-                        help="ISA builds: 'all' (default) or a comma list")
+    matrix.add_options(common, "tree", "isas")
     s = sub.add_parser("setup", parents=[common], help=cmd_setup.__doc__)
     s.add_argument("--build", action="store_true", help="also build every selected ISA build now")
     s.set_defaults(fn=cmd_setup)
@@ -137,8 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("name", help="mutant name (`rvvdiff mutants` lists them)")
     m.set_defaults(fn=cmd_mutant)
     k = sub.add_parser("known", help=cmd_known.__doc__)
-    k.add_argument("--ggml-src", default=None, metavar="PATH",
-                   help="llama.cpp or ggml checkout (default: the pinned tree)")
+    matrix.add_options(k, "tree")
     k.add_argument("--fingerprint", nargs="+", metavar=("FILE", "FUNCTION"),
                    help="print the function / file / fingerprint lines of a new entry (FILE relative to "
                         "the tree's ggml directory; several functions allowed)")

@@ -16,10 +16,10 @@ x ``--threads`` (``model.md``); ``-k model`` measures only them.
 ``--changed-only`` (with ``--base``): only the cases whose code the change reaches (the gate's diff,
 harness/ggml/changes.py) are measured, on both trees.
 
-``--cc LIST`` (``all``, or a comma list of compiler names, harness/toolchain/compilers.py; default: the
-``RVVDIFF_COMPILER`` setting, else clang): the runs are made once per compiler, each on that
-compiler's builds.  With more than one, ``cost.md`` leads with the kernels where one compiler's code
-is more than ``--cc-gap`` % dearer than another's at some VLEN (harness/cost/compiler_gaps.py),
+``--cc LIST`` (``all``, or a comma list of compiler names, ``NAME:ISA+ISA`` limiting one to those ISA
+builds: harness/core/matrix.py; default: the ``RVVDIFF_COMPILER`` setting, else clang): the runs are made
+once per compiler, each on that compiler's builds.  With more than one, ``cost.md`` leads with the
+kernels where one compiler's code is more than ``--cc-gap`` % dearer than another's at some VLEN (harness/cost/compiler_gaps.py),
 then has each compiler's table (its HEAD / BASE lists are that compiler's), and ``cost-<cc>.html``
 is each compiler's page.
 
@@ -33,9 +33,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.core.config import ISA_BUILDS, SPIKE_VLENS, selection_type
+from harness.core.matrix import Matrix, add_options
 from harness.cost import board_runs, per_token, suite_runs
-from harness.toolchain.compilers import COMPILERS
 
 D = suite_runs.Options()  # the defaults
 
@@ -43,13 +42,13 @@ D = suite_runs.Options()  # the defaults
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="rvvdiff cost", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--ggml-src", default=None, metavar="HEAD", help="the tree to measure (default: the pinned tree)")
+    # HEAD (--ggml-src), the VLENs, ISA builds, compilers and the emulator: the axes of the matrix.
+    add_options(p, "tree", "vlens", "isas", "compilers", "emulator", unset=True,
+                default_words={"vlens": "every VLEN Spike runs, 128 to 4096",
+                               "emulator": "spike: counted and estimated; native or ssh:HOST[:DIR]: measured on a board "
+                                           "by its hardware counters, beside Spike's estimates for it (docs/board.md)"})
     p.add_argument("--base", default=None, metavar="BASE", help="a tree to compare HEAD with")
     p.add_argument("-k", default=None, metavar="EXPR", help="pytest -k over the case ids (e.g. 'q4_0 or repack')")
-    p.add_argument("--vlen", type=selection_type("--vlen", SPIKE_VLENS, "VLENs Spike runs", argparse.ArgumentTypeError),
-                   default=D.vlen, metavar="LIST", help="'all' (default: 128 to 4096) or a comma list")
-    p.add_argument("--isa", type=selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", argparse.ArgumentTypeError),
-                   default=D.isa, metavar="LIST", help="'all' (default) or a comma list")
     p.add_argument("-n", dest="workers", default=D.workers, help="pytest-xdist workers (default: auto)")
     p.add_argument("--changed-only", action="store_true",
                    help="with --base: measure only the cases whose code differs between the trees")
@@ -61,15 +60,9 @@ def main(argv: list[str]) -> int:
                    help="deadline of one measured call (times Spike's slowdown, 10; default: 120)")
     p.add_argument("--out", type=Path, default=D.out, metavar="DIR",
                    help="where cost.md, cost.json, cost.html and the runs' logs go (default: reports/cost)")
-    p.add_argument("--cc", type=selection_type("--cc", tuple(COMPILERS), "compilers", argparse.ArgumentTypeError),
-                   default=D.cc, metavar="LIST",
-                   help="'all' or a comma list of compilers to measure each (default: RVVDIFF_COMPILER, else clang)")
     p.add_argument("--cc-gap", type=float, default=D.cc_gap, metavar="PCT",
                    help="with several --cc: list a call one compiler makes dearer than another by more than PCT "
                         "%% (default: 10)")
-    p.add_argument("--emulator", default=D.emulator, metavar="NAME",
-                   help="spike (default): counted and estimated; native or ssh:HOST[:DIR]: measured on a board by its "
-                        "hardware counters, beside Spike's estimates for it (harness/cost/board_runs.py; docs/board.md)")
     p.add_argument("--model", default=D.model, metavar="SPEC",
                    help="model-shaped cases SHAPE:TYPE:BATCH+BATCH[:check], comma-separated (tinyllama:q4_0:1+32; "
                         "shapes: " + ", ".join(per_token.SHAPES) + "); sets RVVDIFF_COST_MODEL for the runs")
@@ -78,7 +71,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--threads", type=int, default=D.threads, metavar="N",
                    help="with --model: threads for the upper-bound rate (default: 8)")
     p.add_argument("--no-estimates", action="store_true", help="with a board: measure only, no Spike run for the estimates")
-    args = suite_runs.Options(**vars(p.parse_args(argv)))
+    ns = p.parse_args(argv)
+    args = suite_runs.Options(suite_runs.COST_MATRIX.merged(Matrix.of(ns)), **Matrix.others(ns))
     if args.emulator != "spike":
         if args.base or args.changed_only:
             p.error("--base / --changed-only compare two trees under Spike; a board run measures one tree")

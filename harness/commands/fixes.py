@@ -30,7 +30,7 @@ the fix (``fix = "<name>"``) are the finding's expected failures.
     ``wrong-vlens``) is listed.  The header's ``cost-with`` names fixes applied to both trees first
     (the replaced code cannot be measured without them: it traps on Spike), its ``cost-k`` a pytest
     ``-k`` narrowing the cases (``-k`` on the command line narrows them further; in ``check`` it
-    selects the gate's tests, and the cost step takes only ``--vlen`` and ``--isa`` from the options).
+    selects the gate's tests, and the cost step takes only ``--vlen`` and ``--isa`` of the matrix).
 
 ``rvvdiff fixes check --together [--ggml-src TREE] [pytest options]``
     every fix that applies, applied together; the whole suite (every VLEN, ISA build, stress mode)
@@ -50,11 +50,12 @@ import sys
 from pathlib import Path
 
 from harness.core import settings
-from harness.core.config import ISA_BUILDS, SPIKE_VLENS, selection_type, work_dir
-from harness.core.runner import add_cc_option, cc_args
+from harness.core.config import work_dir
+from harness.core.matrix import Matrix, add_options
 from harness.ggml import fix_catalogue
 from harness.ggml.source import resolve
 from harness.jobs import fix_checks
+from harness.toolchain.compilers import selected
 
 
 def main(argv: list[str]) -> int:
@@ -63,33 +64,22 @@ def main(argv: list[str]) -> int:
                    help="list: where each fix stands on the tree; check: verify each (and measure its cost); "
                         "cost: only measure each fix's cost under Spike")
     p.add_argument("names", nargs="*", help="fixes (default: all in harness/data/fixes/)")
-    p.add_argument("--ggml-src", help="the tree to check against (default: the pinned tree)")
+    add_options(p, "tree", "vlens", "isas", "compilers", "stress", "emulator", unset=True,
+                default_words={"vlens": "all", "stress": "both"})
+    p.add_argument("-k", default=None, metavar="EXPR",
+                   help="check: pytest -k over the gate's tests; cost: over the cost cases (with the header's cost-k)")
     p.add_argument("--full", action="store_true", help="run every test on each patched tree, not only those reaching the change")
     p.add_argument("--no-cost", action="store_true", help="check: skip the cost (instructions under Spike, `fixes cost`)")
     p.add_argument("--together", action="store_true", help="all applicable fixes at once, the whole suite")
     p.add_argument("--out", type=Path, default=work_dir() / "reports" / "fixes")
     p.add_argument("--workers", default=settings.get("WORKERS") or "auto")
-    add_cc_option(p)
     a, pytest_args = p.parse_known_args(argv)
-    pytest_args += cc_args(a.cc)
-    vlens, isas, k = cost_selection(pytest_args)
-    source = resolve(a.ggml_src)
+    given = Matrix.of(a)
+    source = resolve(given.tree)
     fixes = fix_catalogue.select(a.names)
-    return fix_checks.run(a.action, fixes, source, a.out, pytest_args, full=a.full, no_cost=a.no_cost,
-                          all_together=a.together, workers=a.workers, vlens=vlens, isas=isas, k=k, argv=argv)
-
-
-def cost_selection(pytest_args: list[str]) -> tuple[tuple[int, ...], tuple[str, ...], str | None]:
-    """The VLENs (Spike's: 128 to 4096), ISA builds and cost cases (``-k``) the cost step measures:
-    every one, or what ``--vlen`` / ``--isa`` / ``-k`` among the pytest options select."""
-    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    p.add_argument("--vlen", type=selection_type("--vlen", SPIKE_VLENS, "VLENs Spike runs", argparse.ArgumentTypeError),
-                   default=SPIKE_VLENS)
-    p.add_argument("--isa", type=selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", argparse.ArgumentTypeError),
-                   default=tuple(ISA_BUILDS))
-    p.add_argument("-k", default=None)
-    known_args, _ = p.parse_known_args(pytest_args)
-    return tuple(known_args.vlen), tuple(known_args.isa), known_args.k
+    return fix_checks.run(a.action, fixes, source, a.out, given, [*pytest_args, *(["-k", a.k] if a.k else [])],
+                          full=a.full, no_cost=a.no_cost, all_together=a.together, workers=a.workers, k=a.k, argv=argv,
+                          compiler=selected())
 
 
 if __name__ == "__main__":

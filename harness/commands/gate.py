@@ -10,14 +10,15 @@ import sys
 from pathlib import Path
 
 from harness.core import settings
-from harness.core.config import COMPILER_NAMES, ISA_BUILDS, parse_compilers, work_dir
+from harness.core.config import work_dir
 from harness.core.errors import RvvdiffError
-from harness.core.runner import add_cc_option, cc_args
+from harness.core.matrix import Matrix, add_options, option_type, parse_isas, parse_vlens, vlens_on
 from harness.cost import gate_step
 from harness.cost.gate_lists import COST_THRESHOLD
 from harness.ggml import gitrev
 from harness.jobs.gate_runs import GateError, gate
 from harness.report.gate_summary import summary_md, write
+from harness.toolchain.compilers import selected
 
 
 def main(argv: list[str]) -> int:
@@ -25,8 +26,11 @@ def main(argv: list[str]) -> int:
         prog="rvvdiff gate", allow_abbrev=False,
         description="Judge a HEAD tree against its BASE: regressions and failing new kernels "
         "block, pre-existing failures do not, fixes are named; the tests that reach a change run at the thorough "
-        "budget. Options rvvdiff gate does not know go to pytest (e.g. --vlen 512 --isa zvfh, -k ...).")
+        "budget, over every VLEN, ISA build and stress mode unless the options of the matrix narrow it. Options "
+        "rvvdiff gate does not know go to pytest (e.g. -k ...).")
     p.add_argument("head", help="the tree under review: a llama.cpp or ggml checkout")
+    add_options(p, "vlens", "isas", "compilers", "stress", "emulator", unset=True,
+                default_words={"vlens": "all", "stress": "both"})
     p.add_argument("--base", help="BASE: a directory, or a revision of HEAD's git checkout "
                                   "(default: the merge-base of HEAD with the branch it targets)")
     p.add_argument("--target-branch", help="the branch HEAD targets, for the default BASE (default: "
@@ -53,30 +57,27 @@ def main(argv: list[str]) -> int:
     c.add_argument("--block-slower", type=float, default=None, metavar="PCT",
                    help="block (exit 1) when a cost case is slower on HEAD than on BASE by more than PCT %% "
                         "(default: slower cases are listed, never block)")
-    c.add_argument("--cost-vlen", default=None, metavar="LIST",
+    c.add_argument("--cost-vlen", type=option_type(lambda v: vlens_on("spike", parse_vlens(v))), default=None,
+                   metavar="LIST",
                    help="VLENs the cost step measures (default: the gate's --vlen, plus 2048 and 4096 when it "
                         "includes 1024; without --vlen: " + ",".join(map(str, gate_step.COST_VLENS)) + ")")
-    c.add_argument("--cost-isa", default=None, metavar="LIST",
+    c.add_argument("--cost-isa", type=option_type(parse_isas), default=None, metavar="LIST",
                    help="ISA builds the cost step measures (default: the gate's --isa, else "
                         + ",".join(gate_step.COST_ISAS) + ")")
-    add_cc_option(p)
     a, pytest_args = p.parse_known_args(argv)
-    pytest_args += cc_args(a.cc)  # HEAD and BASE with the same compilers
+    given = Matrix.of(a)  # HEAD and BASE with the same matrix
     head_dir = Path(a.head).resolve()
     try:
         if not head_dir.is_dir():
             raise GateError(f"HEAD {a.head}: no such directory (give a llama.cpp or ggml checkout)")
         cost = None
         if not a.no_cost:
-            try:
-                vlens, isas = gate_step.cost_targets(pytest_args, a.cost_vlen, a.cost_isa)
-            except ValueError as e:
-                raise GateError(str(e)) from None
+            vlens, isas = gate_step.cost_targets(given, a.cost_vlen, a.cost_isa)
             cost = {"vlens": vlens, "isas": isas, "threshold": a.cost_threshold, "block_slower": a.block_slower,
-                    "compilers": tuple(parse_compilers(a.cc, COMPILER_NAMES, tuple(ISA_BUILDS))) if a.cc else ()}
+                    "compilers": given.compiler_names}
         base_dir, how = gitrev.resolve_base(head_dir, a.base, a.target_branch)
         out = Path(a.out).resolve()
-        v = gate(head_dir, base_dir, how, out, pytest_args, changed_only=a.changed_only,
+        v = gate(head_dir, base_dir, how, out, given, pytest_args, compiler=selected(), changed_only=a.changed_only,
                  allow_uncovered=tuple(x for x in a.allow_uncovered.split(",") if x), workers=a.workers, cost=cost,
                  line_coverage=a.lines)
     except RvvdiffError as e:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.core.matrix import add_options
 from harness.upstream.ggml_own_tests import CLASSES, DEFAULT_WORK, commands, run_class, table
 
 
@@ -22,7 +23,7 @@ def main(argv: list[str]) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("cls", nargs="?", choices=sorted(CLASSES), help="bug class")
     ap.add_argument("--list", action="store_true", help="list the classes")
-    ap.add_argument("--vlen", type=int, action="append", help="VLEN (repeatable; default: the class's)")
+    add_options(ap, "vlens", repeat=True, prefix="(repeatable) ", default_words={"vlens": "the class's"})
     ap.add_argument("--pinned-only", action="store_true")
     ap.add_argument("--fixed-only", action="store_true")
     ap.add_argument("--commands", action="store_true", help="only print the commands")

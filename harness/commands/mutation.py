@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from harness.core.config import work_dir
-from harness.core.runner import add_cc_option
+from harness.core.matrix import add_options
 from harness.ggml import mutants
 from harness.jobs import mutant_runs
 
@@ -22,7 +22,7 @@ def main_mutants(argv: list[str]) -> int:
     p.add_argument("--report-dir", type=Path, default=work_dir() / "reports" / "mutants",
                    help="where each mutant's failure reports go (default: reports/mutants)")
     p.add_argument("--timeout", type=float, default=3600)
-    add_cc_option(p)
+    add_options(p, "compilers", unset=True)
     a = p.parse_args(argv)
     cat = mutants.catalogue()
     if a.action == "list":
@@ -30,7 +30,7 @@ def main_mutants(argv: list[str]) -> int:
             print(f"{name}: {m.meta.get('class', '?')} [{m.meta.get('family', '?')}]")
         return 0
     return mutant_runs.detection(cat, a.only, max_examples=a.max_examples, out=a.out, report_dir=a.report_dir,
-                                 timeout=a.timeout, cc=a.cc)
+                                 timeout=a.timeout, compilers=a.cc)
 
 
 def main_audit(argv: list[str]) -> int:

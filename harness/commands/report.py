@@ -24,25 +24,33 @@ import shutil
 import sys
 import tempfile
 import types
+from collections.abc import Mapping
 from pathlib import Path
 
-from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, cache_dir, parse_compilers, selection_type
+from harness.core.config import SPIKE_VLENS, VLENS, cache_dir
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import COMPILER_NAMES, DEFAULT_COMPILER, DEFAULT_ISAS, ISAS, add_options, vlens_on
 from harness.core.proc import execute
 from harness.emulators import registry
 from harness.ggml import fix_catalogue, known, patches, tree
 from harness.ggml.source import resolve
 from harness.report.failure import load_case
-from harness.toolchain.compilers import COMPILERS, ToolchainError, compiler
+from harness.toolchain.compilers import ToolchainError, compiler
 from harness.upstream import issue, program, public, runs
 
 
-def _entry(nodeid: str, emulator: str, fix: str | None = None) -> known.Known | None:
-    """The known-failure entry of a test: the one of ``fix`` if given (matching the test or not: a program made
-    without a recorded case, ``--enable``), else one of this emulator only, else any."""
-    found = [k for k in known.load() if k.matches(nodeid, emulator) or (fix and k.fix == fix and not k.seen_in)]
+def _entry(nodeid: str, emulator: str, compiler: str, fix: str | None = None) -> known.Known | None:
+    """The known-failure entry of a test (recorded on ``emulator``, built by ``compiler``): the one of ``fix`` if
+    given (matching the test or not: a program made without a recorded case, ``--enable``), else one of this
+    emulator only, else any."""
+    found = [k for k in known.load() if k.matches(nodeid, emulator, compiler) or (fix and k.fix == fix and not k.seen_in)]
     return next((k for k in found if fix and k.fix == fix), None) or next(
         (k for k in found if k.emulator == emulator), None) or (found[0] if found else None)
+
+
+def _built_by(case: dict) -> str:
+    """The compiler of a recorded case's build (a report of before compilers were recorded: the default one)."""
+    return case["target"].get("compiler") or DEFAULT_COMPILER
 
 
 def finding_case(fix: str, work: Path) -> Path:
@@ -66,13 +74,11 @@ def finding_case(fix: str, work: Path) -> Path:
     return cases[0].parent
 
 
-def compilers(spec: str | None) -> list[str]:
-    """The compilers of ``--cc`` (a ValueError names the known ones), each installed (else a ToolchainError
-    naming its set-up command); by default every known one that is installed, with one line for each missing."""
-    if spec is None or spec == "all":
-        names, missing_ok = list(COMPILERS), spec is None
-    else:  # the suite's --cc syntax (harness/core/config.py); a program is built whole, so ISA limits do not apply
-        names, missing_ok = list(parse_compilers(spec, tuple(COMPILERS), tuple(ISA_BUILDS))), False
+def compilers(chosen: Mapping[str, tuple[str, ...]] | None) -> list[str]:
+    """The compilers of ``--cc`` (parsed: a program is built whole, so ISA limits do not apply), each installed
+    (else a ToolchainError naming its set-up command); by default every known one that is installed, with one
+    line for each missing."""
+    names, missing_ok = (list(COMPILER_NAMES), True) if chosen is None else (list(chosen), False)
     out = []
     for n in names:
         try:
@@ -99,15 +105,10 @@ def main(argv: list[str]) -> int:
                    help="write the issue text and the public-API program (the only form so far)")
     p.add_argument("--fixed", default=None, metavar="TREE",
                    help="a fixed tree to run the program against (default: the known-failure entry's fix applied)")
-    p.add_argument("--vlen", type=selection_type("--vlen", VLENS, "VLENs QEMU runs", argparse.ArgumentTypeError),
-                   default=VLENS, metavar="LIST", help="'all' (default) or a comma list")
-    p.add_argument("--isa", type=selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", argparse.ArgumentTypeError),
-                   default=None, metavar="LIST", help="'all' (default) or a comma list")
+    add_options(p, "vlens", "isas", "compilers", unset=True,
+                default_words={"vlens": "every VLEN QEMU runs", "compilers": "every one that is installed"})
     p.add_argument("--spike", action="store_true",
                    help="also run the program under Spike at VLEN 2048 and 4096 (ci/setup.sh --spike)")
-    p.add_argument("--cc", default=None, metavar="LIST",
-                   help="the compilers: 'all' or a comma list of " + ", ".join(COMPILERS)
-                        + " (default: all that are installed)")
     p.add_argument("--no-stock", action="store_true",
                    help="do not build the program with the stock toolchain's commands (Debian's clang-22 and GCC 14, "
                         "ggml's CMake)")
@@ -126,6 +127,7 @@ def main(argv: list[str]) -> int:
     if (a.case is None) == (a.fix is None):
         p.error("give a case directory or --fix NAME")
     try:
+        a.vlen = vlens_on("qemu", a.vlen)
         a.cc = compilers(a.cc)
     except ValueError as e:
         p.error(str(e))
@@ -148,7 +150,7 @@ def main(argv: list[str]) -> int:
         pub = public.public_form(case, tree.of(public.source_of(case)).types)
     except public.NoPublicForm as e:
         why = str(e)
-        entry = _entry(case.data["test"], case.data["target"].get("emulator", "qemu"), a.fix)
+        entry = _entry(case.data["test"], case.data["target"].get("emulator", "qemu"), _built_by(case.data), a.fix)
         ggml = public.source_of(case).ggml
         if entry and entry.functions and not any(public.callers(ggml, f) for f in entry.functions):
             why = (f"no code of this tree calls {', '.join(entry.functions)} (only its declaration and definition "
@@ -161,10 +163,9 @@ def main(argv: list[str]) -> int:
         return 2
     tgt = case.data["target"]
     stress = bool(tgt.get("stress"))
-    names = list(ISA_BUILDS)
-    isas = list(a.isa) if a.isa else names
+    isas = list(a.isa) if a.isa else list(DEFAULT_ISAS)
     src = public.source_of(case)
-    entry = _entry(case.data["test"], tgt.get("emulator", "qemu"), a.fix)
+    entry = _entry(case.data["test"], tgt.get("emulator", "qemu"), _built_by(case.data), a.fix)
     if entry and entry.functions:  # the function the finding is about, not the op the test called
         pub.function = entry.functions[0]
     trees = {"pinned" if src.label.startswith("pinned") else "tree": src}
@@ -210,7 +211,7 @@ def _enabled(a: argparse.Namespace) -> int:
     by an exact repacked mul_mat (:func:`public.exact_repack`) at every VLEN, the recorded target being the
     fix's first wrong VLEN in its first zvfh build."""
     fx = fix_catalogue.catalogue()[a.fix]
-    entry = _entry("", "qemu", a.fix)
+    entry = _entry("", "qemu", a.cc[0], a.fix)
     fn = entry.functions if entry else ()
     m = re.match(r"ggml_gem[vm]_([a-z0-9]+_[a-zA-Z0-9]+?)_\d+x\d+_", fn[0] if fn else "")
     try:
@@ -228,7 +229,7 @@ def _enabled(a: argparse.Namespace) -> int:
              "fixed": patches.apply([fx, enable], src, "fix", f"{fx.name}+enable")}
     said = fx.meta.get("wrong-vlens", "").replace("all", ",".join(map(str, a.vlen)))
     wrong = [int(v) for v in said.split(",") if v.strip().isdigit() and int(v) in a.vlen] or [a.vlen[-1]]
-    isas = list(a.isa) if a.isa else list(ISA_BUILDS)
+    isas = list(a.isa) if a.isa else list(DEFAULT_ISAS)
     first = next((i for i in fx.cost_isas if i in isas), isas[0])
     data = {"test": "", "ggml": {"label": src.label, "commit": src.commit},
             "target": {"isa": first, "vlen": wrong[0], "compiler": a.cc[0], "emulator": "qemu"},
@@ -253,7 +254,7 @@ def _judge(a: argparse.Namespace, case, pub: public.Public, prog: Path, out: Pat
     """Build and run the program everywhere, write the issue text; 0 when it is true as written."""
     tgt = case.data["target"]
     src = next(iter(trees.values()))
-    entry = _entry(case.data["test"], tgt.get("emulator", "qemu"), a.fix)
+    entry = _entry(case.data["test"], tgt.get("emulator", "qemu"), _built_by(case.data), a.fix)
     # A finding that is a trap (the call crashed where the test ran, the oracle's value kept): every run is
     # judged by whether it traps, and Spike, where such traps show, runs every VLEN.
     trap = bool((case.data.get("comparison") or {}).get("crashed"))
@@ -282,8 +283,8 @@ def _judge(a: argparse.Namespace, case, pub: public.Public, prog: Path, out: Pat
     cause = issue.paragraph(fix_md, "Root cause") or issue.reason_of(entry)
     impact = issue.paragraph(fix_md, "Who hits it")
     fixed = [v for v in verdicts if v.tree == "fixed"]
-    recorded = tgt.get("compiler", "clang") if tgt.get("compiler", "clang") in a.cc else a.cc[0]
-    isa_ex, vl_ex = ISA_BUILDS[tgt["isa"]], tgt["vlen"]
+    recorded = _built_by(case.data) if _built_by(case.data) in a.cc else a.cc[0]
+    isa_ex, vl_ex = ISAS[tgt["isa"]], tgt["vlen"]
     # (the stock commands run the program under QEMU, which lets a trap finding's access through)
     stock_runs = []
     for cc in ([] if a.no_stock or trap else a.cc):

@@ -6,43 +6,30 @@ import argparse
 import shlex
 from pathlib import Path
 
-from harness.core.config import ISA_BUILDS
+from harness.core.matrix import ISAS, add_options
 from harness.emulators import registry
 from harness.ggml.source import resolve
 from harness.report.failure import load_case
 from harness.report.replay import replay_on, side_by_side, spike_verdict
 from harness.report.reproducer import c_reproducer, upstream_reproducer
 from harness.toolchain.builds import ensure_built, link_objects
-from harness.toolchain.compilers import COMPILERS, SERVER_DIR, ToolchainError, compiler
-
-
-def _emulator(spec: str) -> str:
-    """``--emulator``: a name :mod:`harness.emulators.registry` knows, or argparse's error with what to write."""
-    try:
-        return registry.parse(spec)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+from harness.toolchain.compilers import SERVER_DIR, ToolchainError, compiler
 
 
 def main_repro(argv: list[str]) -> int:
     """``rvvdiff repro``: replay a failure report outside pytest."""
     p = argparse.ArgumentParser(prog="rvvdiff repro", description=main_repro.__doc__)
     p.add_argument("report", type=Path, help="a directory under <report-dir>/cases/ (or its case.json)")
-    p.add_argument("--ggml-src", help="replay against another tree (default: the recorded one)")
-    p.add_argument("--vlen", type=int, help="replay at another VLEN")
-    p.add_argument("--isa", choices=list(ISA_BUILDS), help="replay in another ISA build")
-    p.add_argument("--cc", choices=list(COMPILERS), help="replay with the build of another compiler (default: the one "
-                   "that recorded the failure)")
-    p.add_argument("--emulator", type=_emulator, metavar="EMULATOR",
-                   help="replay on QEMU, on Spike or on a board (default: the one that recorded the failure); spike "
-                   "replays on both emulators and prints them side by side with a verdict; a board (native, "
-                   "ssh:HOST[:DIR]) replays at its own VLEN under its own tail/mask policy")
+    # Each replays at another target than the recorded one: spike replays on both emulators and prints them side by
+    # side with a verdict; a board (native, ssh:HOST[:DIR]) replays at its own VLEN under its own tail/mask policy.
+    add_options(p, "tree", "vlens", "isas", "compilers", "emulator", one=True, prefix="replay at another target: ",
+                default_words=dict.fromkeys(("tree", "vlens", "isas", "compilers", "emulator"), "the recorded one"))
     p.add_argument("--c", action="store_true", help="also write and print the standalone C++ reproducer (and, for a "
                    "vec_dot that ggml's API reaches, a ggml-only C program for an upstream report)")
     a = p.parse_args(argv)
     case = load_case(a.report.resolve())
     t = case.data["target"]
-    vlen, isa = a.vlen or t["vlen"], ISA_BUILDS[a.isa or t["isa"]]
+    vlen, isa = a.vlen or t["vlen"], ISAS[a.isa or t["isa"]]
     on = a.emulator or t.get("emulator", registry.DEFAULT)
     src_path = a.ggml_src or case.data["ggml"]["root"]
     src = resolve(None if (not a.ggml_src and case.data["ggml"]["label"].startswith("pinned")) else src_path)

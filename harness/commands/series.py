@@ -23,26 +23,16 @@ import argparse
 from pathlib import Path
 
 from harness.core.config import work_dir
-from harness.upstream import formatpatch, speed
-from harness.upstream.series_runs import STOCK_COMPILERS, fetch_b11434, write_all
-
-
-def _stock_compilers(value: str) -> list[str]:
-    """``--cc``: a comma list of :data:`STOCK_COMPILERS`; anything else is one line naming the known ones."""
-    names = [x.strip() for x in value.split(",") if x.strip()]
-    bad = [x for x in names if x not in STOCK_COMPILERS]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(
-            f"{value!r}: {'unknown compiler ' + ', '.join(map(repr, bad)) if bad else 'no compiler'}; known are "
-            + ", ".join(f"{k} ({v})" for k, v in STOCK_COMPILERS.items()) + ", as a comma list")
-    return list(dict.fromkeys(names))
+from harness.core.matrix import DEFAULT_COMPILER, ISAS, add_options
+from harness.upstream import formatpatch, speed, stock
+from harness.upstream.series_runs import fetch_b11434, write_all
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="rvvdiff series", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--ggml-src", action="append", default=[], metavar="TREE",
-                   help="another tree to check the series against (repeatable)")
+    add_options(p, "tree", repeat=True, prefix="another tree to check the series against (repeatable): ",
+                default_words={"tree": "none: the pinned tree and b11434"})
     p.add_argument("--out", type=Path, default=work_dir() / "docs" / "upstream" / "series",
                    help="where the descriptions and format-patch directories go (default: docs/upstream/series)")
     p.add_argument("--author", default=formatpatch.AUTHOR,
@@ -52,13 +42,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--run-test", action="append", default=[], metavar="SERIES",
                    help="build and run the series' regression test before and after its fixes (slow); record it in "
                         "<out>/test-runs.json")
-    p.add_argument("--vlen", type=int, action="append", help="with --run-test: the VLENs (default: the test's)")
-    p.add_argument("--cc", default=["clang"], type=_stock_compilers,
-                   help="with --run-test: the stock compilers, a comma list of clang (clang-22) and gcc14 (default: clang)")
-    p.add_argument("--isa", help="with --run-test: another ISA build than the test's (v, zvfh, zvfbfwma)")
-    p.add_argument("--stress", action=argparse.BooleanOptionalAction, default=None,
-                   help="with --run-test: QEMU's rvv_ta_all_1s / rvv_ma_all_1s on (--stress) or off (--no-stress); "
-                        "default: as the test says")
+    add_options(p, "vlens", repeat=True, prefix="with --run-test (repeatable): ", default_words={"vlens": "the test's"})
+    add_options(p, "compilers", prefix="with --run-test, built by each one's stock compiler ("
+                + ", ".join(f"{k}: {v}" for k, v in stock.NAMES.items()) + "): ",
+                defaults={"compilers": {DEFAULT_COMPILER: tuple(ISAS)}})
+    add_options(p, "isas", "stress", one=True, prefix="with --run-test: ", aliases={"stress": ("--stress",)},
+                default_words={"isas": "the test's", "stress": "as the test says"})
     p.add_argument("--cost", action="append", default=[], metavar="SERIES",
                    help="measure the estimated cycles per core of the series' fixes under Spike (slow; VLEN "
                         f"{' and '.join(map(str, speed.CYCLES_VLENS))}); record them in <out>/cycles.json")
@@ -67,5 +56,5 @@ def main(argv: list[str]) -> int:
     if a.fetch_b11434:
         print(f"llama.cpp b11434: {fetch_b11434()}")
         return 0
-    return write_all(a.out, a.ggml_src, author=a.author, run_tests=a.run_test, compilers=a.cc, vlens=a.vlen,
-                     isa=a.isa, stress=a.stress, cost=a.cost, work_dir=a.work)
+    return write_all(a.out, a.ggml_src or [], author=a.author, run_tests=a.run_test, compilers=list(a.cc), vlens=a.vlen,
+                     isa=a.isa, stress=a.rvv_stress, cost=a.cost, work_dir=a.work)

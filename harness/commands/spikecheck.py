@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.core.config import ISA_BUILDS
+from harness.core.matrix import ISAS, add_options, from_args
 from harness.core.runner import SuiteRun, run_suite
 from harness.emulators import registry
 from harness.ggml import known
@@ -39,7 +39,7 @@ from harness.report.failure import load_case
 from harness.report.ids import replay_argv
 from harness.report.replay import Replay, replay_on, spike_verdict
 from harness.toolchain.builds import ensure_built
-from harness.toolchain.compilers import COMPILERS
+from harness.toolchain.compilers import selected
 
 _PLACEHOLDER = re.compile(r"<ggml tree of ([^>]+)>")
 
@@ -47,9 +47,9 @@ _PLACEHOLDER = re.compile(r"<ggml tree of ([^>]+)>")
 def reproducer_target(entry: known.Known, trees: dict[str, str]) -> tuple[str, str | None, str | None]:
     """(node id, --ggml-src or None, why it cannot run here or None) from an entry's reproducer."""
     m = _PLACEHOLDER.search(entry.reproducer)
-    argv = shlex.split(_PLACEHOLDER.sub("TREE", entry.reproducer.split("  (")[0]))
-    nodeid = next(a for a in argv if "::" in a)
-    src = argv[argv.index("--ggml-src") + 1] if "--ggml-src" in argv else None
+    chosen, rest = from_args(shlex.split(_PLACEHOLDER.sub("TREE", entry.reproducer.split("  (")[0])))
+    nodeid = next(a for a in rest if "::" in a)
+    src = chosen.tree
     if m:
         label = m.group(1)
         if label not in trees:
@@ -62,7 +62,7 @@ def check(entry: known.Known, trees: dict[str, str], work: Path, max_examples: i
     """Check one entry on Spike, with the builds of ``compiler`` ("": the setting's)."""
     nodeid, src, why = reproducer_target(entry, trees)
     row = {"number": entry.number, "test": nodeid, "fix": entry.fix, "emulator": entry.emulator}
-    if not entry.for_compiler(compiler):
+    if not entry.for_compiler(compiler or selected()):
         why = f"the entry is for builds of {', '.join(entry.compilers)} only (--cc)"
     if why:
         return row | {"verdict": f"not checked: {why}"}
@@ -92,7 +92,7 @@ def check(entry: known.Known, trees: dict[str, str], work: Path, max_examples: i
     stress = case.data["target"]["stress"]
     spike_test = None if stress else pytest(out / "spike", "--emulator", "spike")
     t = case.data["target"]
-    build = ensure_built(resolve(src), ISA_BUILDS[t["isa"]], t.get("compiler"))
+    build = ensure_built(resolve(src), ISAS[t["isa"]], t.get("compiler"))
     qemu, spike = registry.get("qemu"), registry.get("spike")
     q = replay_on(case, build, t["vlen"], t["stress"], qemu)
     plain = replay_on(case, build, t["vlen"], False, qemu) if t["stress"] else None
@@ -134,15 +134,15 @@ def main(argv: list[str]) -> int:
                    help="where the tree a reproducer names as <ggml tree of LABEL> is (repeatable)")
     p.add_argument("--max-examples", type=int, default=25, help="Hypothesis examples of each QEMU run (25)")
     p.add_argument("--out", type=Path, help="also write the table (markdown) here")
-    p.add_argument("--cc", choices=list(COMPILERS), default="",
-                   help="the compiler whose builds are checked (default: RVVDIFF_COMPILER, else clang)")
+    add_options(p, "compilers", one=True, prefix="the compiler whose builds are checked: ",
+                default_words={"compilers": "RVVDIFF_COMPILER, else clang"})
     a = p.parse_args(argv)
     trees = dict(t.split("=", 1) for t in a.tree)
     entries = [e for e in known.load() if not a.entries or e.number in a.entries]
     rows = []
     with tempfile.TemporaryDirectory(prefix="rvvdiff-spike-check-") as d:
         for e in entries:
-            row = check(e, trees, Path(d), a.max_examples, a.cc)
+            row = check(e, trees, Path(d), a.max_examples, a.cc or "")
             rows.append(row)
             print(f"#{row['number']:<3} {row['test']}\n     {row['verdict']}"
                   + (f"\n     QEMU {row['qemu']}\n     Spike {row['spike']}" if "qemu" in row else ""), flush=True)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from harness.core.config import work_dir
-from harness.core.runner import add_cc_option
+from harness.core.matrix import add_options
 from harness.jobs.tree_runs import render, run_tree
 
 
@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
                    "extra pytest arguments follow a -- (e.g. -- -n 2)")
     p.add_argument("--report-dir", type=Path, default=work_dir() / "reports" / "trees")
     p.add_argument("--out", type=Path, help="also write the table to this file")
-    add_cc_option(p)
+    add_options(p, "compilers", unset=True)
     argv = sys.argv[1:] if argv is None else argv
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     a = p.parse_args(argv[:argv.index("--")] if "--" in argv else argv)

@@ -1,4 +1,5 @@
-"""What can be tested: the VLENs, the ISA builds, the compilers' names, and where the harness keeps its cache."""
+"""What can be tested: the VLENs, the ISA builds, and where the harness keeps its cache (the axes over them and
+their options: harness/core/matrix.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import contextlib
 import fcntl
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,70 +115,6 @@ HALF_AVL = "rvv_vl_half_avl"
 #: grants only half of the requested AVL when it can (:data:`HALF_AVL`; ggml's own
 #: tests run without it, harness/emulators/qemu.py's ``cpu_props`` leaves it out on request).
 STRESS_PROPS: dict[str, bool] = {"rvv_ta_all_1s": True, "rvv_ma_all_1s": True, HALF_AVL: True}
-
-
-def parse_selection(option: str, value: str, allowed: Sequence[str | int]) -> tuple:
-    """``all`` or a comma list of ``allowed`` values (converted to their type); anything else
-    raises ValueError with a message that names the option and the allowed values."""
-    if value.strip() == "all":
-        return tuple(allowed)
-    names = {str(a): a for a in allowed}
-    out = []
-    for part in (p.strip() for p in value.split(",")):
-        if part not in names:
-            raise ValueError(f"{option} {value!r}: {part!r} is not allowed; "
-                             f"use 'all' or a comma list of {', '.join(names)}")
-        out.append(names[part])
-    return tuple(dict.fromkeys(out))
-
-
-def selection_type(option: str, allowed: Sequence[str | int], what: str, error: type[Exception] = ValueError):
-    """An option parser (argparse / pytest ``type=``) for :func:`parse_selection` that raises
-    ``error`` (pytest.UsageError, argparse.ArgumentTypeError) naming ``what`` the values are."""
-    def parse(value: str) -> tuple:
-        try:
-            return parse_selection(option, value, allowed)
-        except ValueError as e:
-            raise error(f"{e} ({what})") from None
-    return parse
-
-
-#: The compilers the harness knows by name (harness/toolchain/compilers.py's ``COMPILERS`` holds how each
-#: is found and installed; tests/test_toolchain.py checks the two agree).  Named here, in the first
-#: layer, because test ids and the known failures (harness/ggml/known.py) name them too.
-COMPILER_NAMES: tuple[str, ...] = ("clang", "gcc14")
-
-
-def split_compiler(nodeid: str) -> tuple[str, str]:
-    """A test id without its compiler component, and that compiler (``""`` when it names none: a run
-    of one compiler), e.g. ``t.py::f[f16-vlen512-zvfh-gcc14]`` -> ``(t.py::f[f16-vlen512-zvfh], gcc14)``."""
-    for name in COMPILER_NAMES:
-        if nodeid.endswith(f"-{name}]"):
-            return nodeid[:-len(name) - 2] + "]", name
-    return nodeid, ""
-
-
-def parse_compilers(value: str, compilers: Sequence[str], isas: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    """``--cc``: ``all`` or a comma list of compiler names, an entry ``NAME:ISA+ISA`` limiting that
-    compiler to those ISA builds; returns each selected compiler with the ISA builds it may make
-    (all of ``isas`` when unrestricted).  Anything else raises ValueError naming the allowed values."""
-    if value.strip() == "all":
-        return {c: tuple(isas) for c in compilers}
-    out: dict[str, tuple[str, ...]] = {}
-    for part in (p.strip() for p in value.split(",")):
-        name, colon, limit = part.partition(":")
-        if name not in compilers:
-            raise ValueError(f"--cc {value!r}: unknown compiler {name!r}; known are {', '.join(compilers)} "
-                             "(or 'all'; NAME:ISA+ISA limits one to those ISA builds)")
-        chosen = tuple(dict.fromkeys(i.strip() for i in limit.split("+") if i.strip())) if colon else tuple(isas)
-        bad = [i for i in chosen if i not in isas]
-        if bad or not chosen:
-            raise ValueError(f"--cc {value!r}: {name}:{limit} names {', '.join(map(repr, bad)) or 'no ISA build'}; "
-                             f"after ':' give ISA builds joined by '+', of {', '.join(isas)}")
-        if name in out:
-            raise ValueError(f"--cc {value!r}: {name} is named twice")
-        out[name] = chosen
-    return out
 
 
 #: The directory holding rvvdiff's packages (harness/, cases/, costs/): a checkout (pytest's rootdir

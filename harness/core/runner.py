@@ -5,7 +5,8 @@ audit; spike-check can, with ``output="capture"`` and :meth:`SuiteRun.check_time
 ``python -m pytest`` from rvvdiff's root through :func:`run_suite` and reads the ``results.json``
 the plugin writes at the end of a run (harness/report/summary.py) through :func:`read_results`:
 one entry per test, ``nodeid``, ``outcome`` (passed, failed, error, skipped, xfailed, xpassed),
-``reason`` and ``duration``, in the order the tests finished.
+``reason`` and ``duration``, in the order the tests finished.  What a command selects of the matrix
+it passes as :meth:`harness.core.matrix.Matrix.pytest_args` writes it.
 
 Where the run's output goes is the caller's choice: ``"stream"`` (the terminal: a long run the user
 watches), ``"capture"`` (kept in :attr:`SuiteRun.stdout` / ``stderr``), or a file (the command
@@ -18,7 +19,6 @@ session (Ctrl-C reaches it as it reaches the caller, and the run is then killed:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.core.config import COMPILER_NAMES, ISA_BUILDS, PROJECT_ROOT, parse_compilers
+from harness.core.config import PROJECT_ROOT
 from harness.core.errors import RvvdiffError
 from harness.core.proc import PIPE, STDOUT, TimeoutExpired, execute
 
@@ -89,27 +89,6 @@ class SuiteRun:
         """pytest's closing line (``3 passed, 1 failed in 9.1s``) from the captured output, or ''."""
         out = self.stdout.strip()
         return out.splitlines()[-1] if out else ""
-
-
-def _cc_list(value: str) -> str:
-    """``--cc`` of a command, checked as the plugin checks it (harness/core/config.py), passed on as given."""
-    try:
-        parse_compilers(value, COMPILER_NAMES, tuple(ISA_BUILDS))
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return value
-
-
-def add_cc_option(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """The ``--cc LIST`` option of a command that runs the suite (passed on to pytest by :func:`cc_args`)."""
-    p.add_argument("--cc", type=_cc_list, default=None, metavar="LIST",
-                   help=f"compilers whose builds the suite runs: 'all' or a comma list of {', '.join(COMPILER_NAMES)} "
-                        "(NAME:ISA+ISA limits one to those ISA builds); default: RVVDIFF_COMPILER, else clang")
-
-
-def cc_args(cc: str | None) -> list[str]:
-    """The pytest arguments of a command's ``--cc`` (none when it was not given: the plugin's default)."""
-    return ["--cc", cc] if cc else []
 
 
 def suite_argv(args: Sequence[str | os.PathLike[str]], report_dir: Path | None = None) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,6 +133,17 @@ def render_doc(text: str) -> str:
     return _BLOCK.sub(lambda m: m.group(1) + markdown() + m.group(3), text)
 
 
+def rewrite_generated(rel: str, render: Callable[[str], str]) -> None:
+    """Rewrite the checkout's file ``rel`` through ``render`` (its generated blocks made current: this table
+    in docs/settings.md, the matrix's in docs/options.md and the CI workflow); print what became of it."""
+    p = Path(__file__).resolve().parents[2] / rel
+    text = p.read_text()
+    new = render(text)
+    if new != text:
+        p.write_text(new)
+    print(f"{p}: {'rewritten' if new != text else 'already current'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.core.settings",
                                  description=f"Print the table of RVVDIFF_* variables, or rewrite it in {DOC}.")
@@ -139,12 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     if not ap.parse_args(argv).write:
         print(markdown(), end="")
         return 0
-    p = Path(__file__).resolve().parents[2] / DOC
-    text = p.read_text()
-    new = render_doc(text)
-    if new != text:
-        p.write_text(new)
-    print(f"{p}: {'rewritten' if new != text else 'already current'}")
+    rewrite_generated(DOC, render_doc)
     return 0
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import Matrix
 from harness.core.runner import run_suite
 from harness.cost import board_counters, cores, suite_tables
 from harness.cost.suite_runs import Options
@@ -32,10 +33,9 @@ def _run(spec: str, vlen: int, out: Path, name: str, args: Options,
          workers: str) -> tuple[dict[suite_tables.Key, dict], dict[str, str]]:
     log = out / f"{name}.jsonl"
     log.unlink(missing_ok=True)
-    argv = ["costs", "--emulator", spec, "--vlen", str(vlen), "--isa", ",".join(args.isa), "--cost-log", str(log),
-            "-n", workers, "-q", "--kernel-timeout", str(args.kernel_timeout),
-            *(["--ggml-src", args.ggml_src] if args.ggml_src else []), *(["-k", args.k] if args.k else []),
-            *(["--cc", ",".join(args.cc)] if args.cc else [])]
+    on = args.matrix.merged(Matrix(vlens=(vlen,), isas=args.matrix.isa_builds, emulator=spec))
+    argv = ["costs", *on.pytest_args(), "--cost-log", str(log), "-n", workers, "-q",
+            "--kernel-timeout", str(args.kernel_timeout), *(["-k", args.k] if args.k else [])]
     run = run_suite(argv, report_dir=out / f"{name}-report", output=out / f"{name}.log", clean=True,
                     echo=f"rvvdiff cost: measuring on {spec}" if name == "board" else "rvvdiff cost: Spike's mix")
     if not run.has_results:

@@ -224,12 +224,14 @@ def main(argv: list[str]) -> int:
     """``python -m harness.cost.cores import PAGE --key K --core LABEL --vlen N --source URL``."""
     import argparse
 
+    from harness.core.matrix import add_options
+
     p = argparse.ArgumentParser(prog="python -m harness.cost.cores", description=main.__doc__)
     p.add_argument("command", choices=["import", "list"])
     p.add_argument("page", nargs="?", type=Path, help="an rvv-bench-results <core>/index.html")
     p.add_argument("--key")
     p.add_argument("--core")
-    p.add_argument("--vlen", type=int)
+    add_options(p, "vlens", one=True, prefix="the core's: ", default_words={"vlens": "none: import needs it"})
     p.add_argument("--source", default="")
     a = p.parse_args(argv)
     if a.command == "list":

@@ -15,8 +15,9 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from harness.core.config import ISA_BUILDS, SPIKE_VLENS
+from harness.core.config import SPIKE_VLENS
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import DEFAULT_ISAS, Matrix
 from harness.cost import suite_runs, suite_tables
 from harness.ggml import patches
 from harness.ggml.fix_catalogue import Fix, select
@@ -31,7 +32,7 @@ class CostStepError(RvvdiffError):
 
 
 def cost(fix: Fix, source: GgmlSource, out: Path, workers: str, vlens: tuple[int, ...] = SPIKE_VLENS,
-         isas: tuple[str, ...] = tuple(ISA_BUILDS), k: str | None = None) -> dict[str, Any]:
+         isas: tuple[str, ...] = DEFAULT_ISAS, k: str | None = None) -> dict[str, Any]:
     """The fix's cost (module docstring, ``fixes cost``): ``rvvdiff cost --changed-only`` between the
     tree and the patched tree in the fix's ISA builds, then the scalar twins of the cases it measured."""
     selected, isas = isas, tuple(i for i in fix.cost_isas if i in isas)
@@ -41,10 +42,10 @@ def cost(fix: Fix, source: GgmlSource, out: Path, workers: str, vlens: tuple[int
     before = select(fix.cost_with) if fix.cost_with else []
     base = patches.apply(before, source, "fix") if before else source
     patched = patches.apply([*before, fix], source, "fix")
-    common = {"vlen": tuple(vlens), "isa": tuple(isas), "workers": str(workers)}
+    on = Matrix(vlens=tuple(vlens), isas=tuple(isas), tree=str(patched.root))
     expr = " and ".join(f"({e})" for e in (fix.cost_k, k) if e)
-    run = suite_runs.Options(ggml_src=str(patched.root), base=str(base.root), changed_only=True, k=expr or None,
-                             out=out / "cost", **common)
+    run = suite_runs.Options(on, base=str(base.root), changed_only=True, k=expr or None, out=out / "cost",
+                             workers=str(workers))
     suite_runs.measure(run)  # its exit status says "a case was not measured": judged below, per case
     data = json.loads((out / "cost" / "cost.json").read_text())
     if not data["head"] and not data["unmeasured"]:
@@ -57,7 +58,7 @@ def cost(fix: Fix, source: GgmlSource, out: Path, workers: str, vlens: tuple[int
     twins = sorted({r["twin"] for r in rows.values() if r.get("twin")} - {key[0] for key in rows})
     commands = [shlex.join(["rvvdiff", "cost", *run.argv()])]
     if twins:
-        twin_run = suite_runs.Options(ggml_src=str(patched.root), k=" or ".join(twins), out=out / "cost-twins", **common)
+        twin_run = suite_runs.Options(on, k=" or ".join(twins), out=out / "cost-twins", workers=str(workers))
         suite_runs.measure(twin_run)
         tdata = json.loads((out / "cost-twins" / "cost.json").read_text())
         rows.update({(r["case"], r["vlen"], r["isa"]): r for r in tdata["head"]})

@@ -11,12 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.core.config import ISA_BUILDS, SPIKE_VLENS, VLENS, parse_selection
+from harness.core.config import SPIKE_VLENS, VLENS
+from harness.core.matrix import Matrix
 from harness.cost import compiler_gaps, suite_runs, suite_tables
 from harness.cost.gate_lists import COST_THRESHOLD, CostLists, cost_lists, merged, not_measured
 from harness.emulators import spike
 
-#: What the cost step measures when the gate is given no ``--vlen`` / ``--isa``: every VLEN Spike runs
+#: What the cost step measures when the gate is given no ``--vlen`` (or ``all``) / ``--isa``: every VLEN Spike runs
 #: (where the RVV kernels dispatch differently) in ggml's default riscv64 build only.  Every ISA build
 #: too took 27 min for a one-function change on 2 cores, this 8 (docs/gate.md: the cost lists).
 COST_VLENS: tuple[int, ...] = SPIKE_VLENS
@@ -55,7 +56,7 @@ def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, .
         return plain
     out = g / "cost"
     out.mkdir(parents=True, exist_ok=True)
-    args = suite_runs.Options(vlen=vlens, isa=isas, workers=workers, kernel_timeout=COST_KERNEL_TIMEOUT)
+    args = suite_runs.Options(Matrix(vlens=vlens, isas=isas), workers=workers, kernel_timeout=COST_KERNEL_TIMEOUT)
     extra = ["--changes", str(g / "changes.json"), "--changed-only"]
     several = len(compilers) > 1
     lists: dict[str, CostLists] = {}
@@ -86,33 +87,15 @@ def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, .
     return merged(lists) if several else next(iter(lists.values()))
 
 
-def last_option(args: list[str], *names: str) -> str | None:
-    """The value of the last of ``names`` in a pytest command line (``--vlen 256`` or ``--vlen=256``)."""
-    value = None
-    for i, a in enumerate(args):
-        for n in names:
-            if a == n and i + 1 < len(args):
-                value = args[i + 1]
-            elif a.startswith(n + "="):
-                value = a[len(n) + 1:]
-            elif n.startswith("-") and not n.startswith("--") and a.startswith(n) and len(a) > len(n):
-                value = a[len(n):]  # -n2
-    return value
-
-
-def cost_targets(pytest_args: list[str], vlen: str | None = None, isa: str | None = None
+def cost_targets(given: Matrix, vlens: tuple[int, ...] | None = None, isas: tuple[str, ...] | None = None
                  ) -> tuple[tuple[int, ...], tuple[str, ...]]:
-    """The VLENs and ISA builds the cost step measures: ``--cost-vlen`` / ``--cost-isa``, else the
-    gate's own ``--vlen`` / ``--isa`` (its pytest options; ``all``: every one Spike runs), else
-    :data:`COST_VLENS` / :data:`COST_ISAS`.  A ``--vlen`` that includes QEMU's longest VLEN also
-    measures the longer ones only Spike runs (2048, 4096): no shard of the differential suite has them."""
-    chosen = vlen or last_option(pytest_args, "--vlen")
-    if chosen is None or chosen.strip() == "all":
-        vlens: tuple[int, ...] = COST_VLENS if chosen is None else SPIKE_VLENS
-    else:
-        vlens = parse_selection("--vlen", chosen, SPIKE_VLENS)
-        if vlen is None and VLENS[-1] in vlens:
+    """The VLENs and ISA builds the cost step measures: ``vlens`` / ``isas`` (``--cost-vlen`` /
+    ``--cost-isa``), else the gate's own (``given``'s ``--vlen`` / ``--isa``; ``all``: every VLEN Spike
+    runs), else :data:`COST_VLENS` / :data:`COST_ISAS`.  A gate's ``--vlen`` that includes QEMU's longest
+    VLEN also measures the longer ones only Spike runs (2048, 4096): no shard of the differential suite
+    has them."""
+    if vlens is None:
+        vlens = given.vlens or COST_VLENS
+        if given.vlens is not None and VLENS[-1] in vlens:
             vlens = tuple(dict.fromkeys([*vlens, *(v for v in SPIKE_VLENS if v > VLENS[-1])]))
-    chosen = isa or last_option(pytest_args, "--isa")
-    isas = COST_ISAS if chosen is None else parse_selection("--isa", chosen, tuple(ISA_BUILDS))
-    return tuple(sorted(vlens)), isas
+    return tuple(sorted(vlens)), isas or given.isas or COST_ISAS

@@ -15,8 +15,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from harness.core import settings
-from harness.core.config import ISA_BUILDS, SPIKE_VLENS
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import ISAS, Matrix, vlens_on
 from harness.core.runner import run_suite
 from harness.cost import calibration, calibration_model, compiler_gaps, per_token, suite_tables
 from harness.ggml import changes
@@ -28,41 +28,57 @@ class CostRunError(RvvdiffError):
     """A cost run that did not complete (pytest could not start or was killed)."""
 
 
+#: The matrix of ``rvvdiff cost`` where it gives no axis: under Spike (every VLEN it runs, the vector ISA
+#: builds, the setting's compiler, the pinned tree).
+COST_MATRIX = Matrix(emulator="spike")
+
+
 @dataclass
 class Options:
-    """What one ``rvvdiff cost`` measures and how: its options by the command's names (the command's
-    defaults are these), in the order :meth:`argv` writes them."""
+    """What one ``rvvdiff cost`` measures and how: the axes of its matrix (``matrix``: ``--vlen``, ``--isa``,
+    ``--cc``, ``--emulator``, ``--ggml-src``, as parsed; :data:`COST_MATRIX` where it gives none) and its other
+    options by the command's names (the command's defaults are these), in the order :meth:`argv` writes them."""
 
-    ggml_src: str | None = None  # HEAD (None: the pinned tree)
+    matrix: Matrix = COST_MATRIX
     base: str | None = None
     changed_only: bool = False
-    vlen: tuple[int, ...] = SPIKE_VLENS
-    isa: tuple[str, ...] = tuple(ISA_BUILDS)
     workers: str = "auto"  # -n
     k: str | None = None
     out: Path = Path("reports/cost")
     threshold: float = suite_tables.THRESHOLD * 100  # PCT
     block_slower: float | None = None  # PCT
     kernel_timeout: float = 120.0  # seconds, times Spike's slowdown
-    cc: tuple[str, ...] | None = None  # None: the selected compiler
     cc_gap: float = compiler_gaps.GAP * 100  # PCT
-    emulator: str = "spike"
     model: str | None = None
     clock_ghz: float = 1.6
     threads: int = 8
     no_estimates: bool = False
 
+    @property
+    def emulator(self) -> str:
+        return self.matrix.emulator or str(COST_MATRIX.emulator)
+
+    @property
+    def head(self) -> str | None:
+        """The tree measured (None: the pinned tree)."""
+        return self.matrix.tree
+
+    @property
+    def vlens(self) -> tuple[int, ...]:
+        """The VLENs measured under Spike (every one it runs unless ``--vlen`` says)."""
+        return vlens_on("spike", self.matrix.vlens)
+
     def argv(self) -> list[str]:
-        """The ``rvvdiff cost`` arguments of this run: the trees, ``--vlen``, ``--isa``, ``-n`` and
-        ``--out`` always, any other option where it differs from the default."""
-        out: list[str] = []
+        """The ``rvvdiff cost`` arguments of this run: the matrix (``--vlen``, ``--isa``, ``-n`` and ``--out``
+        always), any other option where it differs from the default."""
+        given = Matrix(vlens=self.vlens, isas=self.matrix.isa_builds, compilers=self.matrix.compilers,
+                       emulator=None if self.emulator == COST_MATRIX.emulator else self.emulator, tree=self.head)
+        out: list[str] = given.pytest_args()
         default = Options()
         for f in fields(self):
             value = getattr(self, f.name)
             flag = {"workers": "-n", "k": "-k"}.get(f.name, "--" + f.name.replace("_", "-"))
-            if f.name in ("vlen", "isa", "cc"):
-                value = ",".join(map(str, value)) if value is not None else None
-            if f.name not in ("vlen", "isa", "workers", "out") and value == getattr(default, f.name):
+            if f.name == "matrix" or (f.name not in ("workers", "out") and value == getattr(default, f.name)):
                 continue
             if isinstance(value, bool):
                 out.append(flag)
@@ -72,15 +88,17 @@ class Options:
 
 
 def run_costs(tree: str | None, out: Path, name: str, args: Options, extra: list[str] = (),
-              compiler: str | None = None, emulator: str = "spike") -> tuple[dict[suite_tables.Key, dict], dict[str, str], float]:
-    """Measure the selected cases on ``tree`` (built by ``compiler``, a name of
-    harness/toolchain/compilers.py's ``COMPILERS``; None: the selected one): (rows, unmeasured case -> reason, seconds)."""
+              compiler: str | None = None, isas: tuple[str, ...] | None = None, emulator: str = "spike",
+              vlens: tuple[int, ...] | None = None) -> tuple[dict[suite_tables.Key, dict], dict[str, str], float]:
+    """Measure the selected cases on ``tree`` (built by ``compiler``, a name of harness/core/matrix.py's
+    ``COMPILER_NAMES``; None: the selected one) in ``isas`` (default: the matrix's) on ``emulator`` at
+    ``vlens`` (default: the matrix's under Spike): (rows, unmeasured case -> reason, seconds)."""
     log = out / f"{name}.jsonl"
     log.unlink(missing_ok=True)
-    argv = ["costs", "--emulator", emulator, "--vlen", ",".join(map(str, args.vlen)), "--isa", ",".join(args.isa),
-            "--cost-log", str(log), "-n", str(args.workers), "-q", "--kernel-timeout", str(args.kernel_timeout),
-            *(["--ggml-src", tree] if tree else []), *(["-k", args.k] if args.k else []),
-            *(["--cc", compiler] if compiler else []), *extra]
+    run_matrix = Matrix(vlens=vlens or args.vlens, isas=args.matrix.isa_builds if isas is None else isas,
+                        compilers={compiler: tuple(ISAS)} if compiler else None, emulator=emulator, tree=tree)
+    argv = ["costs", *run_matrix.pytest_args(), "--cost-log", str(log), "-n", str(args.workers), "-q",
+            "--kernel-timeout", str(args.kernel_timeout), *(["-k", args.k] if args.k else []), *extra]
     run = run_suite(argv, report_dir=out / f"{name}-report", output=out / f"{name}.log", clean=True,
                     echo=f"rvvdiff cost: measuring {name} ({tree or 'the pinned tree'}"
                          + (f", {compiler}" if compiler else "") + ")")
@@ -99,22 +117,26 @@ def measure(args: Options, specs: Sequence[per_token.Spec] = ()) -> int:
     out.mkdir(parents=True, exist_ok=True)
     extra: list[str] = []
     if args.changed_only:
-        diff = changes.diff(resolve(args.base), resolve(args.ggml_src))
+        diff = changes.diff(resolve(args.base), resolve(args.head))
         (out / "changes.json").write_text(json.dumps(diff.to_json(), indent=1))
         print(f"rvvdiff cost: {len(diff.changes)} changed functions / macros: "
               + ", ".join(c.describe() for c in diff.changes[:8]), flush=True)
         extra = ["--changes", str(out / "changes.json"), "--changed-only"]
-    compilers = args.cc or (selected(),)
+    compilers = args.matrix.compilers or {selected(): tuple(ISAS)}
     several = len(compilers) > 1
     tables: dict[str, suite_tables.CostTable] = {}
     seconds = 0.0
-    for cc in compilers:
-        tag, named = (f"-{cc}" if several else ""), (cc if args.cc else None)
-        head, missing, head_s = run_costs(args.ggml_src, out, f"head{tag}", args, extra, named)
+    for cc, allowed in compilers.items():
+        tag, named = (f"-{cc}" if several else ""), (cc if args.matrix.compilers else None)
+        isas = tuple(i for i in args.matrix.isa_builds if i in allowed)  # a compiler's NAME:ISA+ISA limit
+        if not isas:
+            print(f"rvvdiff cost: {cc}: none of the ISA builds selected is among its own ({', '.join(allowed)})")
+            continue
+        head, missing, head_s = run_costs(args.head, out, f"head{tag}", args, extra, named, isas)
         base: dict[suite_tables.Key, dict] = {}
         seconds += head_s
         if args.base:
-            base, missing_base, base_s = run_costs(args.base, out, f"base{tag}", args, extra, named)
+            base, missing_base, base_s = run_costs(args.base, out, f"base{tag}", args, extra, named, isas)
             missing.update(missing_base)
             seconds += base_s
         tables[cc] = suite_tables.CostTable(head, base, missing, args.threshold / 100, cc if several else "")

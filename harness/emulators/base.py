@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from harness.core.matrix import vlens_on
 from harness.core.proc import CommandError, run
 from harness.toolchain.builds import Build
 
@@ -116,13 +117,12 @@ class Emulator(ABC):
 
     @classmethod
     def resolve_vlens(cls, asked: tuple[int, ...] | None) -> tuple[int, ...]:
-        """The VLENs of a run that asked for ``asked`` (None: all it runs); ValueError (after "--vlen <list>: ")
-        for a VLEN it cannot run."""
-        if asked is None:
-            return cls.vlens
-        if any(v not in cls.vlens for v in asked):
-            raise ValueError(cls.vlen_limit)
-        return tuple(asked)
+        """The VLENs of a run that asked for ``asked`` (None: all it runs: the matrix's VLENs of this emulator,
+        harness/core/matrix.py); ValueError (after "--vlen <list>: ") for a VLEN it cannot run."""
+        try:
+            return vlens_on(cls.name, asked)
+        except ValueError:
+            raise ValueError(cls.vlen_limit) from None
 
     @classmethod
     def max_workers(cls) -> int | None:

@@ -32,6 +32,7 @@ from typing import ClassVar
 
 from harness.core import settings
 from harness.core.config import STRESS_PROPS, cache_dir, locked
+from harness.core.matrix import SSH_SPEC, emulator_value
 from harness.core.proc import DEVNULL, Process, execute, run
 from harness.emulators.base import Emulator
 from harness.toolchain.builds import Build
@@ -114,7 +115,7 @@ class Board(Emulator):
 
     label = "board"
     vlens = BOARD_VLENS
-    has_stress = False
+    has_stress = emulator_value("native").stress
     cpu_flag = "on"
     vlen_limit = "a board runs at its own VLEN only"
     no_stress = ("a board has one tail/mask policy, its core's own (the report header shows what it does with "
@@ -357,18 +358,15 @@ def _ssh(cls: type[Ssh], ssh: str) -> Ssh:
     return cls(tuple(shlex.split(ssh)))
 
 
-_SPEC = re.compile(r"^ssh:(?P<host>[A-Za-z0-9_.@\[\]-]+)(?::(?P<dir>.+))?$")
-
-
 @functools.cache
 def kind(spec: str) -> type[Board]:
     """The board emulator class of ``native`` or ``ssh:HOST[:DIR]``; ValueError (what to write) otherwise."""
     if spec == "native":
         return Native
-    m = _SPEC.match(spec)
+    emulator_value(spec)  # the table's grammar, or ValueError saying what to write
+    m = SSH_SPEC.match(spec)
     if m is None:
-        raise ValueError(f"--emulator {spec}: give qemu, spike, native or ssh:HOST[:DIR] (a board reached over ssh; "
-                         "docs/board.md)")
+        raise ValueError(f"--emulator {spec}: not a board (native or ssh:HOST[:DIR])")
     host, remote_dir = m.group("host"), m.group("dir") or DEFAULT_DIR
     return type(f"Ssh_{host}", (Ssh,), {"name": spec, "host": host, "remote_dir": remote_dir,
                                         "named_as": f"on board {host}"})

@@ -9,9 +9,10 @@ instruction ran at least once.  The log grows with the code translated, not with
 pooled server is not slowed per call (the overhead is measured in docs/coverage.md).  What it does
 not give is how often an instruction ran: a line is executed or not.
 
-One log per server start, ``DIR/<target>/<pid>-<start>.log`` (the one-shot servers of the path
+One log per server start, ``DIR/<target>-<compiler>/<pid>-<start>.log`` (the one-shot servers of the path
 checks, harness/emulators/trace.py, add theirs), beside a ``.json`` naming the
-program (the server binary whose DWARF maps the PCs to lines: harness/binary/dwarf.py).  A server
+program (the server binary whose DWARF maps the PCs to lines: harness/binary/dwarf.py) and the
+compiler of its build: two compilers' servers of one target are two targets, never merged.  A server
 that stops compacts its log into its PCs (:func:`compact`); xdist workers write their own files, the
 controlling process reads them all (:func:`collect`).
 """
@@ -19,27 +20,37 @@ controlling process reads them all (:func:`collect`).
 from __future__ import annotations
 
 import array
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 
-def target_name(vlen: int, isa: str, stress: bool) -> str:
-    """The target as test ids name it (``vlen256-zvfh``, ``vlen512-v-stress``)."""
-    return f"vlen{vlen}-{isa}" + ("-stress" if stress else "")
+def target_name(vlen: int, isa: str, stress: bool, compiler: str = "") -> str:
+    """The target as test ids name it (``vlen256-zvfh``, ``vlen512-v-stress``; ``vlen512-zvfh-gcc14`` in a
+    run of several compilers)."""
+    return f"vlen{vlen}-{isa}" + ("-stress" if stress else "") + (f"-{compiler}" if compiler else "")
 
 
-def log_for(where: Path | None, program: Path, vlen: int, isa: str, stress: bool, start: int | str) -> Path | None:
+def named(targets: list[tuple[int, str, bool, str]]) -> list[str]:
+    """Each (VLEN, ISA build, stress, compiler) named as test ids name its target: with the compiler only
+    when the targets are of several compilers."""
+    several = len({c for *_, c in targets}) > 1
+    return [target_name(v, i, s, c if several else "") for v, i, s, c in targets]
+
+
+def log_for(where: Path | None, program: Path, vlen: int, isa: str, stress: bool, compiler: str,
+            start: int | str) -> Path | None:
     """A fresh log path in ``where`` for one server start (None when coverage is off: no ``where``); its
     ``.json`` is written now."""
     if where is None:
         return None
-    d = where / target_name(vlen, isa, stress)
+    d = where / target_name(vlen, isa, stress, compiler)
     d.mkdir(parents=True, exist_ok=True)
     log = d / f"{os.getpid()}-{start}.log"
     log.with_suffix(".json").write_text(json.dumps({"program": str(program), "vlen": vlen, "isa": isa,
-                                                    "stress": stress}))
+                                                    "stress": stress, "compiler": compiler}))
     return log
 
 
@@ -92,6 +103,8 @@ class Executed:
     isa: str
     stress: bool
     program: Path
+    #: The compiler of the servers' build.
+    compiler: str = ""
     pcs: set[int] = field(default_factory=set)
     logs: int = 0
     #: Other programs the same target ran (a server rebuilt during the run): not mapped, named.
@@ -99,7 +112,8 @@ class Executed:
 
 
 def collect(d: Path) -> dict[str, Executed]:
-    """Every target's executed PCs under ``d`` (the logs of this process and of its xdist workers)."""
+    """Every target's executed PCs under ``d`` (the logs of this process and of its xdist workers), by target
+    as :func:`named` names it (each compiler's servers of one target apart)."""
     out: dict[str, Executed] = {}
     for meta in sorted(d.glob("*/*.json")):
         pcs = _pcs_of(meta)
@@ -109,10 +123,11 @@ def collect(d: Path) -> dict[str, Executed]:
         target = meta.parent.name
         e = out.get(target)
         if e is None:
-            e = out[target] = Executed(target, j["vlen"], j["isa"], j["stress"], Path(j["program"]))
+            e = out[target] = Executed(target, j["vlen"], j["isa"], j["stress"], Path(j["program"]), j.get("compiler", ""))
         if Path(j["program"]) != e.program:
             e.others.add(Path(j["program"]))
             continue
         e.pcs |= pcs
         e.logs += 1
-    return out
+    names = named([(e.vlen, e.isa, e.stress, e.compiler) for e in out.values()])
+    return {n: dataclasses.replace(e, target=n) for n, e in zip(names, out.values())}

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from harness.core import settings
 from harness.core.config import HALF_AVL, ISA_BUILDS, STRESS_PROPS, VLENS, IsaBuild, cache_dir, locked
+from harness.core.matrix import emulator_value
 from harness.core.proc import CommandError, execute, run
 from harness.emulators.base import Emulator
 from harness.toolchain.builds import Build
@@ -65,8 +66,8 @@ class Qemu(Emulator):
     name = "qemu"
     label = "QEMU"
     #: QEMU's ``vlen`` property stops at 1024 (RVV's 65536 is beyond its register file).
-    vlens = VLENS
-    has_stress = True
+    vlens = emulator_value("qemu").vlens
+    has_stress = emulator_value("qemu").stress
     traces = True
     logs_exec = True
     cpu_flag = "-cpu"

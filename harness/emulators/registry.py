@@ -2,11 +2,13 @@
 
 A name is ``qemu`` or ``spike`` (the emulators), or a board (harness/emulators/board.py): ``native``
 (pytest runs on the riscv64 host) or ``ssh:HOST[:DIR]`` (a board reached over ssh), whose class is
-made for that spec.
+made for that spec.  The names, their grammar and what each runs are the emulator axis of the matrix
+(harness/core/matrix.py); tests/test_matrix.py holds the classes against it.
 """
 
 from __future__ import annotations
 
+from harness.core.matrix import DEFAULT_EMULATOR
 from harness.emulators import board
 from harness.emulators.base import Emulator
 from harness.emulators.qemu import Qemu
@@ -14,16 +16,8 @@ from harness.emulators.spike import Spike
 
 EMULATORS: dict[str, type[Emulator]] = {"qemu": Qemu, "spike": Spike}
 #: The emulator of a run that names none; the others are named in messages and replay commands.
-DEFAULT = "qemu"
+DEFAULT = DEFAULT_EMULATOR
 NAMES: tuple[str, ...] = tuple(EMULATORS)
-#: How ``--emulator`` may be spelled (help texts, messages).
-SPELLINGS: tuple[str, ...] = (*NAMES, "native", "ssh:HOST[:DIR]")
-
-
-def parse(spec: str) -> str:
-    """``spec`` when it names an emulator or a board, else ValueError saying what to write."""
-    kind(spec)
-    return spec
 
 
 def kind(name: str) -> type[Emulator]:

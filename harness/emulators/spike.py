@@ -36,7 +36,8 @@ from pathlib import Path
 
 from harness.binary import elf
 from harness.core import settings
-from harness.core.config import SPIKE_VLENS, STRESS_PROPS, locked
+from harness.core.config import STRESS_PROPS, locked
+from harness.core.matrix import emulator_value
 from harness.core.proc import execute, run
 from harness.emulators.base import Emulator
 from harness.toolchain.builds import Build
@@ -72,8 +73,8 @@ class Spike(Emulator):
 
     name = "spike"
     label = "Spike"
-    vlens = SPIKE_VLENS
-    has_stress = False
+    vlens = emulator_value("spike").vlens
+    has_stress = emulator_value("spike").stress
     counts = True
     timeout_factor = SLOWDOWN
     cpu_flag = "--isa"

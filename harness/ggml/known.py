@@ -81,8 +81,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from harness.core import settings
-from harness.core.config import COMPILER_NAMES, DATA_DIR, ISA_BUILDS, split_compiler
+from harness.core.config import DATA_DIR, ISA_BUILDS
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import COMPILER_NAMES, split_compiler
 from harness.ggml import csource
 from harness.ggml.source import GgmlSource, resolve
 
@@ -178,7 +179,7 @@ class Known:
     #: behaviour the specification leaves to the hart, and only one emulator chooses the failing side
     #: (misaligned vector element accesses trap on Spike, not on QEMU).
     emulator: str = ""
-    #: Only in builds of these compilers (harness/core/config.py's ``COMPILER_NAMES``); empty: every compiler.
+    #: Only in builds of these compilers (harness/core/matrix.py's ``COMPILER_NAMES``); empty: every compiler.
     compilers: tuple[str, ...] = ()
     number: int = 0  # 1-based position in the file, for messages
 
@@ -186,16 +187,18 @@ class Known:
         """The tree is named explicitly by ``ggml``."""
         return any(g == "*" or source.commit.startswith(g) or g == f"ggml-{source.version}" for g in self.ggml)
 
-    def matches(self, nodeid: str, emulator: str = "qemu", compiler: str = "") -> bool:
-        """The entry is about this test: its glob matches the id without its compiler component, on
-        this emulator, and the compiler (the id's, else ``compiler``; unknown: any) is one of its own."""
+    def matches(self, nodeid: str, emulator: str, compiler: str) -> bool:
+        """The entry is about this test of a run on ``emulator``: its glob matches the id without its
+        compiler component, and the compiler of the test's build (the one the id names, else ``compiler``,
+        the run's: a run of one compiler names none in its ids) is one of the entry's.  A ``compiler`` of
+        "" (a test without a build) matches only an entry of every compiler."""
         bare, named = split_compiler(nodeid)
         return (fnmatch.fnmatchcase(bare, self.test) and self.emulator in ("", emulator)
                 and self.for_compiler(named or compiler))
 
     def for_compiler(self, compiler: str) -> bool:
-        """The bug shows in builds of ``compiler`` ("": unknown, any)."""
-        return not (self.compilers and compiler) or compiler in self.compilers
+        """The bug shows in builds of ``compiler``."""
+        return not self.compilers or compiler in self.compilers
 
     def judge(self, source: GgmlSource) -> KnownState:
         states = tuple(FunctionState(n, f, fingerprint(source, f, n), self.fingerprints)
@@ -313,7 +316,7 @@ def _entry(e: object, number: int, path: Path) -> Known:
     bad = [c for c in compilers if c not in COMPILER_NAMES]
     if bad:
         raise KnownFailuresError(f"{where}: compiler {', '.join(map(repr, bad))} is not one of "
-                                 f"{', '.join(COMPILER_NAMES)} (harness/toolchain/compilers.py's COMPILERS)")
+                                 f"{', '.join(COMPILER_NAMES)} (harness/core/matrix.py)")
     return Known(e["test"].strip(), e["reason"].strip(), e["reproducer"].strip(), functions, files, prints, ggml,
                  seen_in=seen_in, fix=fix, fix_pending=fix_pending, emulator=emulator, compilers=compilers,
                  number=number)

@@ -8,8 +8,9 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core.config import ISA_BUILDS, PROJECT_ROOT, VLENS
+from harness.core.config import PROJECT_ROOT, VLENS
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import ISAS, Matrix
 from harness.report.ids import parse_id
 
 ROOT = PROJECT_ROOT
@@ -33,7 +34,7 @@ class Failure:
     compiler: str = ""
 
     def target_args(self) -> list[str]:
-        return ["--vlen", str(self.vlen), "--isa", self.isa, "--rvv-stress", "on" if self.stress else "off"]
+        return Matrix(vlens=(self.vlen,), isas=(self.isa,), stress=(self.stress,)).pytest_args()
 
 
 def _replay_parts(replay: str) -> tuple[Path | None, list[str]]:
@@ -86,13 +87,13 @@ def from_test(nodeid: str, vlen: int | None, isa: str | None, stress: bool | Non
     if tid is None:
         raise BisectError(f"--test {nodeid}: not the id of a differential test "
                           f"(cases/FILE.py::TEST[...-vlenN-ISA] or [...-vlenN-ISA-stress])")
-    for name, given, named in (("--vlen", vlen, tid.vlen), ("--isa", isa, tid.isa), ("--stress", stress, tid.stress),
+    for name, given, named in (("--vlen", vlen, tid.vlen), ("--isa", isa, tid.isa), ("--rvv-stress", stress, tid.stress),
                                ("--cc", compiler, tid.compiler or compiler)):
         if given is not None and given != named:
             raise BisectError(f"{name} {given} disagrees with the test id {nodeid} (which names {named})")
     if tid.vlen not in VLENS:
         raise BisectError(f"--test {nodeid}: VLEN {tid.vlen} is not one of {', '.join(map(str, VLENS))}")
-    if tid.isa not in ISA_BUILDS:
-        raise BisectError(f"--test {nodeid}: ISA build {tid.isa!r} is not one of {', '.join(ISA_BUILDS)}")
+    if tid.isa not in ISAS:
+        raise BisectError(f"--test {nodeid}: ISA build {tid.isa!r} is not one of {', '.join(ISAS)}")
     return Failure(nodeid, tid.vlen, tid.isa, tid.stress, Path(example_db or default_db(ROOT)), "--test",
                    tid.compiler or compiler or "")

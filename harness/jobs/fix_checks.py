@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import WHOLE, Matrix, vlens_on
 from harness.core.proc import own_session_env
 from harness.core.runner import read_results, run_suite
 from harness.cost.fix_cost import cost
@@ -29,14 +30,13 @@ from harness.report import gate_verdict
 from harness.report.fix_summary import summary_md
 from harness.report.gate_summary import write as write_gate
 
-#: The main job's matrix: every VLEN, ISA build, stress mode (narrowed by the user's options).
-MATRIX = ["--vlen", "all", "--isa", "all", "--rvv-stress", "both"]
 
-
-def verify(fix: Fix, source: GgmlSource, out: Path, pytest_args: list[str], *, full: bool, workers: str) -> dict[str, Any]:
+def verify(fix: Fix, source: GgmlSource, out: Path, given: Matrix, pytest_args: list[str], *, full: bool,
+           workers: str, compiler: str = "") -> dict[str, Any]:
+    """One fix judged by the gate over the main job's matrix, narrowed by the axes ``given``."""
     patched = patches.apply([fix], source, "fix")
-    v = gate_runs.gate(patched.root, str(source.root), f"the tree without {fix.name}", out, pytest_args,
-                  changed_only=not full, also=tuple(fix.tests), workers=workers)
+    v = gate_runs.gate(patched.root, str(source.root), f"the tree without {fix.name}", out, given, pytest_args,
+                       compiler=compiler, changed_only=not full, also=tuple(fix.tests), workers=workers)
     write_gate(v, out)
     ran = {n: r for n, r in (read_results(out / "head") or {}).items()  # the finding's tests that ran to a verdict
            if fix.is_finding_test(n) and gate_verdict.state(r) in ("pass", "fail")}
@@ -72,12 +72,15 @@ def combined(fixes: list[Fix], source: GgmlSource) -> tuple[GgmlSource, list[Fix
     return patches.apply(ok, source, "fix", name="all"), ok, [f for f in fixes if f not in ok]
 
 
-def together(fixes: list[Fix], source: GgmlSource, out: Path, pytest_args: list[str], workers: str) -> dict[str, Any]:
-    """Every applicable fix at once; the whole suite with the known failures applied."""
+def together(fixes: list[Fix], source: GgmlSource, out: Path, given: Matrix, pytest_args: list[str],
+             workers: str) -> dict[str, Any]:
+    """Every applicable fix at once; the whole suite (the main job's matrix, narrowed by the axes ``given``)
+    with the known failures applied."""
     tree, ok, left = combined(fixes, source)
     applying = [v for v in known.judge(known.load(), tree) if v.applies]
     out.mkdir(parents=True, exist_ok=True)
-    run = run_suite(["cases", "-p", "no:cacheprovider", *MATRIX, *pytest_args, "--ggml-src", str(tree.root),
+    selection = WHOLE.merged(given).merged(Matrix(tree=str(tree.root)))
+    run = run_suite(["cases", "-p", "no:cacheprovider", *pytest_args, *selection.pytest_args(),
                      "--junitxml", str(out / "run" / "junit.xml"), "-n", workers], report_dir=out / "run",
                     env=own_session_env(), echo=f"\n=== rvvdiff fixes: all {len(ok)} applicable fixes together ({tree.root})")
     code, seconds, counts = run.exit, run.seconds, dict(run.counts())
@@ -92,13 +95,15 @@ def together(fixes: list[Fix], source: GgmlSource, out: Path, pytest_args: list[
             "seconds": seconds}
 
 
-def run(action: str, fixes: list[Fix], source: GgmlSource, out: Path, pytest_args: list[str], *, full: bool,
-        no_cost: bool, all_together: bool, workers: str, vlens: tuple[int, ...], isas: tuple[str, ...], k: str | None,
-        argv: list[str]) -> int:
+def run(action: str, fixes: list[Fix], source: GgmlSource, out: Path, given: Matrix, pytest_args: list[str], *,
+        full: bool, no_cost: bool, all_together: bool, workers: str, k: str | None, argv: list[str],
+        compiler: str = "") -> int:
     """``rvvdiff fixes ACTION`` once its options are parsed (harness/commands/fixes.py says what each action
     does and what the exit status means): where each fix stands on ``source``, then (``check``, ``cost``) each
     applicable fix verified and measured, or (``all_together``) every fix at once; ``summary.md`` and
-    ``fixes.json`` in ``out``; the exit status."""
+    ``fixes.json`` in ``out``; the exit status.  ``given``: the axes of the matrix the command was given (the
+    cost step measures its VLENs, every one Spike runs by default, and ISA builds); ``compiler``: the compiler
+    of the tests when it names none."""
     standings = [standing(f, source) for f in fixes]
     for s in standings:
         print(s.describe())
@@ -112,20 +117,20 @@ def run(action: str, fixes: list[Fix], source: GgmlSource, out: Path, pytest_arg
     cost_errors: dict[str, str] = {}
     together_run = None
     if all_together:
-        together_run = together(fixes, source, out / "together", pytest_args, workers)
+        together_run = together(fixes, source, out / "together", given, pytest_args, workers)
     else:
         for f, s in zip(fixes, standings):
             if s.state != "applies":
                 continue
             if action == "check":
-                checks[f.name] = verify(f, source, out / f.name, [*MATRIX, *pytest_args], full=full,
-                                        workers=workers)
+                checks[f.name] = verify(f, source, out / f.name, given, pytest_args, full=full, workers=workers,
+                                        compiler=compiler)
                 print(f"rvvdiff fixes: {f.name}: {checks[f.name]['result']}", flush=True)
             if not no_cost and checks.get(f.name, {}).get("result") != "failed":
                 try:
                     # -k selects tests for check's gate, cost cases only for the cost action
-                    costs[f.name] = cost(f, source, out / f.name, workers, vlens, isas,
-                                         k if action == "cost" else None)
+                    costs[f.name] = cost(f, source, out / f.name, workers, vlens_on("spike", given.vlens),
+                                         given.isa_builds, k if action == "cost" else None)
                 except (RvvdiffError, OSError, KeyError, ValueError) as e:  # the cost is lost, not the verdict
                     cost_errors[f.name] = str(e)
                     print(f"rvvdiff fixes: {f.name}: the cost could not be measured: {e}", file=sys.stderr)

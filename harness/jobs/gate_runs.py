@@ -27,11 +27,11 @@ failing** blocks; a **pre-existing** failure (with the known-failures entry that
 are measured under Spike on HEAD and on BASE (harness/cost/gate_step.py: ``rvvdiff cost``'s runner
 with ``--changes`` and ``--changed-only`` and the gate's own diff; a case whose code did not change is
 not measured), at the gate's ``--vlen`` / ``--isa`` (``gate_step.cost_targets``; without them every
-Spike VLEN, ISA build zvfh).  A case whose instructions per call moved beyond ``--cost-threshold`` (2 %) is listed
-**slower** or **faster**; a case measured on HEAD only (a new kernel) is named, not compared.
-Slower cases block only with ``--block-slower PCT`` (beyond PCT).  Without Spike, or when a tree's
-cost run cannot measure, the summary says so in one line and the verdict is the correctness runs'
-alone.
+Spike VLEN, ISA build zvfh), with each of its compilers.  A case whose instructions per call moved
+beyond ``--cost-threshold`` (2 %) is listed **slower** or **faster**; a case measured on HEAD only (a
+new kernel) is named, not compared.  Slower cases block only with ``--block-slower PCT`` (beyond
+PCT).  Without Spike, or when a tree's cost run cannot measure, the summary says so in one line and
+the verdict is the correctness runs' alone.
 
 A changed RVV function or macro that no collected test reaches, or whose selected tests all
 ended without a verdict on HEAD (skipped, or their ISA build failed), is an **uncovered change**
@@ -60,6 +60,7 @@ from typing import Any
 
 from harness.core.config import PROJECT_ROOT
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import DEFAULT_EMULATOR, WHOLE, Matrix
 from harness.core.proc import own_session_env
 from harness.core.runner import run_suite
 from harness.cost import gate_step
@@ -70,17 +71,29 @@ from harness.report.gate_summary import COST_ROWS
 from harness.report.gate_verdict import GateVerdict, Run, classify, state, untested
 
 ROOT = PROJECT_ROOT
-#: What the gate runs unless the pytest options given after HEAD say otherwise (later options win).
-DEFAULT_PYTEST = ["--vlen", "all", "--isa", "all", "--rvv-stress", "both"]
 
 
 class GateError(RvvdiffError, RuntimeError):
     """The gate cannot judge: the message says why and what to do."""
 
 
-def _pytest(run: Run, extra: list[str], pytest_args: list[str], workers: str) -> Run:
-    """Run the suite as ``run`` says; stream its output; read its results."""
-    args = ["cases", "-p", "no:cacheprovider", *DEFAULT_PYTEST, *pytest_args, "--ggml-src", run.tree,
+def _workers(args: list[str]) -> str | None:
+    """The value of the last ``-n`` / ``--numprocesses`` in the runs' pytest options (``-n 2``, ``-n2``,
+    ``--numprocesses=2``): the cost step's workers too."""
+    value = None
+    for i, a in enumerate(args):
+        if a in ("-n", "--numprocesses") and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith("--numprocesses="):
+            value = a.split("=", 1)[1]
+        elif a.startswith("-n") and not a.startswith("--") and len(a) > 2:
+            value = a[2:].lstrip("=")
+    return value
+
+
+def _pytest(run: Run, extra: list[str], selection: Matrix, pytest_args: list[str], workers: str) -> Run:
+    """Run the suite on ``run``'s tree at the targets of ``selection``; stream its output; read its results."""
+    args = ["cases", "-p", "no:cacheprovider", *pytest_args, *selection.merged(Matrix(tree=run.tree)).pytest_args(),
             "--known-failures", "ignore", "--example-db", str(run.db), "--junitxml", str(run.report_dir / "junit.xml"),
             *extra]
     if workers != "0" and not any(x in ("-n", "--numprocesses") or x.startswith(("-n", "--numprocesses="))
@@ -95,14 +108,20 @@ def _pytest(run: Run, extra: list[str], pytest_args: list[str], workers: str) ->
     return run
 
 
-def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: list[str], *,
-         changed_only: bool = False, allow_uncovered: tuple[str, ...] = (), also: tuple[str, ...] = (),
-         workers: str = "auto", cost: dict[str, Any] | None = None, line_coverage: str = "") -> GateVerdict:
-    """The three runs, the cost step and the verdict.  ``also``: node-id globs that run on HEAD
-    whatever they reach and on BASE whenever they ran on HEAD (a finding's tests, when a fix is
-    judged).  ``cost``: ``gate_step.measure_cost``'s options (``vlens``, ``isas``, ``threshold``,
-    ``block_slower``); None skips the step."""
+def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, given: Matrix, pytest_args: list[str], *,
+         compiler: str = "", changed_only: bool = False, allow_uncovered: tuple[str, ...] = (),
+         also: tuple[str, ...] = (), workers: str = "auto", cost: dict[str, Any] | None = None,
+         line_coverage: str = "") -> GateVerdict:
+    """The three runs, the cost step and the verdict.  ``given``: the axes of the matrix the gate was
+    given (the others: the main job's, every VLEN, ISA build and stress mode); ``compiler``: the compiler
+    of the runs' tests when ``given`` names none (the setting's); ``pytest_args``: the other options of
+    the runs.  ``also``: node-id globs that run on HEAD whatever they reach and on BASE whenever they ran
+    on HEAD (a finding's tests, when a fix is judged).  ``cost``: ``gate_step.measure_cost``'s options
+    (``vlens``, ``isas``, ``threshold``, ``block_slower``, ``compilers``); None skips the step."""
     head_src, base_src = resolve(str(head_dir)), resolve(base_dir)
+    selection = WHOLE.merged(given)
+    names = selection.compiler_names or (compiler,)
+    on = {"compiler": names[0] if len(names) == 1 else "", "emulator": selection.emulator or DEFAULT_EMULATOR}
     g = out / "gate"
     if g.exists():
         shutil.rmtree(g)
@@ -118,10 +137,10 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
     for c in diff.changes:
         print(f"    {c.describe()}")
 
-    head = _pytest(Run("head", str(head_src.root), out / "head", g / "db-head"),
+    head = _pytest(Run("head", str(head_src.root), out / "head", g / "db-head", **on),
                    ["--changes", str(g / "changes.json"), *(["--changed-only"] if changed_only else []),
                     *(x for a in also for x in ("--also-run", a)), *(["--rvv-coverage"] if line_coverage else [])],
-                   pytest_args, workers)
+                   selection, pytest_args, workers)
     seconds["head"] = head.seconds
     cov_path = head.report_dir / "covers.json"
     cov = json.loads(cov_path.read_text()) if cov_path.is_file() else {"covers": {}, "uncovered": [], "changes": []}
@@ -136,8 +155,8 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
         (g / f"plan-{name}.json").write_text(json.dumps({"tests": tests}, indent=1))
         if (g / f"db-{db_from}").is_dir():
             shutil.copytree(g / f"db-{db_from}", g / f"db-{name}")
-        r = _pytest(Run(name, tree, out / name, g / f"db-{name}"), ["--plan", str(g / f"plan-{name}.json")],
-                    pytest_args, workers)
+        r = _pytest(Run(name, tree, out / name, g / f"db-{name}", **on), ["--plan", str(g / f"plan-{name}.json")],
+                    selection, pytest_args, workers)
         seconds[name] = r.seconds
         return r
 
@@ -154,7 +173,7 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, pytest_args: l
         print(f"\n=== rvvdiff gate: cost (Spike), HEAD and BASE, the cost cases the change reaches: VLEN "
               f"{','.join(map(str, cost['vlens']))}, ISA build {','.join(cost['isas'])}", flush=True)
         t_cost = time.perf_counter()
-        cost_workers = gate_step.last_option(pytest_args, "-n", "--numprocesses") or workers
+        cost_workers = _workers(pytest_args) or workers
         lists = gate_step.measure_cost(str(head_src.root), str(base_src.root), g, workers=cost_workers, **cost)
         seconds["cost"] = time.perf_counter() - t_cost
         print(f"rvvdiff gate: {lists.headline()} ({seconds['cost']:.0f} s)", flush=True)

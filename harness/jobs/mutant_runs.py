@@ -19,27 +19,21 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.core.config import ISA_BUILDS, PROJECT_ROOT, parse_compilers, work_dir
-from harness.core.runner import cc_args, run_suite
+from harness.core.config import PROJECT_ROOT, work_dir
+from harness.core.matrix import AXIS, ISAS, WHOLE, Matrix, from_args
+from harness.core.runner import run_suite
 from harness.ggml import mutants
 from harness.ggml.source import resolve
 from harness.report.ids import parse_id
 from harness.toolchain.builds import BuildError, IsaUnavailable, ensure_built
-from harness.toolchain.compilers import COMPILERS, ToolchainError
+from harness.toolchain.compilers import ToolchainError
 from harness.toolchain.compilers import selected as default_compiler
 
 ROOT = PROJECT_ROOT
-
-
-def _isas(args: list[str]) -> list[str]:
-    """The ISA builds a pytest argument list selects (the last --isa wins, as in pytest)."""
-    values = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--isa"]
-    if not values or values[-1] == "all":
-        return list(ISA_BUILDS)
-    return values[-1].split(",")
 
 
 def _case_size(case: dict[str, Any]) -> str:
@@ -49,33 +43,30 @@ def _case_size(case: dict[str, Any]) -> str:
 
 
 def detect(m: mutants.Mutant, *, max_examples: int | None, out: Path, timeout: float,
-           extra: list[str] = (), cc: str | None = None) -> dict[str, Any]:
-    """Build one mutant with the compilers of ``cc`` (a ``--cc`` value; default: the setting's) and run
-    its selection (plus ``extra`` pytest arguments, e.g. a narrower --vlen / --isa for a fast check);
+           extra: list[str] = (), compilers: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
+    """Build one mutant with ``compilers`` (``--cc``'s, parsed; None: the setting's) and run its
+    selection (plus ``extra`` pytest arguments, e.g. a narrower --vlen / --isa for a fast check);
     return the row of the detection table."""
     meta = m.meta
     if "select" not in meta:
         return {"mutant": m.name, "class": meta.get("class", ""), "caught": None,
                 "note": "no `select:` line in the patch header"}
-    select = shlex.split(meta["select"]) + list(extra)
+    selected, rest = from_args(shlex.split(meta["select"]) + list(extra))
     tree = mutants.apply(m, resolve(None))
+    run = selected.merged(Matrix(compilers=compilers, tree=str(tree.root)))
     t0 = time.perf_counter()
-    chosen = parse_compilers(cc, tuple(COMPILERS), tuple(ISA_BUILDS)) if cc else {None: tuple(ISA_BUILDS)}
     try:
-        for isa in _isas(select):
-            for compiler in (c for c, isas in chosen.items() if isa in isas):
-                try:
-                    ensure_built(tree, ISA_BUILDS[isa], compiler)
-                except IsaUnavailable:  # (GCC 14 and zvfbfwma): the suite skips those targets with the reason
-                    continue
+        for compiler, isa in run.builds():
+            try:
+                ensure_built(tree, ISAS[isa], compiler)
+            except IsaUnavailable:  # (GCC 14 and zvfbfwma): the suite skips those targets with the reason
+                continue
     except (BuildError, ToolchainError) as e:
         return {"mutant": m.name, "class": meta.get("class", ""), "caught": None,
                 "note": f"the mutant does not build: {str(e).splitlines()[0]}"}
     build_s = time.perf_counter() - t0
     rdir = out / m.name
-    args = [*select, *cc_args(cc), "--ggml-src", str(tree.root), "-p", "no:xdist"]
-    if "--vlen" not in select:
-        args += ["--vlen", "all"]
+    args = [*rest, *run.pytest_args(), "-p", "no:xdist"]
     if max_examples:
         args += ["--max-examples", str(max_examples)]
     cp = run_suite([*args, "-p", "no:cacheprovider", "-q"], report_dir=rdir, output="capture",
@@ -88,7 +79,7 @@ def detect(m: mutants.Mutant, *, max_examples: int | None, out: Path, timeout: f
         elapsed += r.get("duration", 0.0)
         if r["outcome"] in ("failed", "error") and first is None:
             first = elapsed
-    by_compiler = _by_compiler(results, cc)
+    by_compiler = _by_compiler(results, compilers)
     vlens = sorted({parse_id(r["nodeid"]).vlen for r in failed if parse_id(r["nodeid"])})
     isas = sorted({parse_id(r["nodeid"]).isa for r in failed if parse_id(r["nodeid"])})
     sizes = []
@@ -107,10 +98,11 @@ def detect(m: mutants.Mutant, *, max_examples: int | None, out: Path, timeout: f
     }
 
 
-def _by_compiler(results: list[dict[str, Any]], cc: str | None) -> dict[str, list[int]]:
+def _by_compiler(results: list[dict[str, Any]], compilers: Mapping[str, tuple[str, ...]] | None
+                 ) -> dict[str, list[int]]:
     """compiler -> [failed tests, tests] of one mutant's run.  A run with one compiler has ids that
-    name none: its tests are that compiler's (``cc``'s, else the default)."""
-    single = next(iter(parse_compilers(cc, tuple(COMPILERS), tuple(ISA_BUILDS)))) if cc else default_compiler()
+    name none: its tests are that compiler's (the one of ``compilers``, else the default)."""
+    single = next(iter(compilers)) if compilers else default_compiler()
     out: dict[str, list[int]] = {}
     for r in results:
         tid = parse_id(r["nodeid"])
@@ -158,7 +150,7 @@ def table(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 
 
 def detection(cat: dict[str, mutants.Mutant], only: list[str] | None, *, max_examples: int | None, out: Path,
-              report_dir: Path, timeout: float, cc: str | None) -> int:
+              report_dir: Path, timeout: float, compilers: Mapping[str, tuple[str, ...]] | None) -> int:
     """``rvvdiff mutants run``: each mutant of ``only`` (default: all of ``cat``) detected, the table
     written to ``out`` (merged into the saved one when ``only`` names some); the command's exit status."""
     names = only or list(cat)
@@ -170,12 +162,13 @@ def detection(cat: dict[str, mutants.Mutant], only: list[str] | None, *, max_exa
     rows = []
     t0 = time.perf_counter()
     for n in names:
-        row = detect(cat[n], max_examples=max_examples, out=work, timeout=timeout, cc=cc)
+        row = detect(cat[n], max_examples=max_examples, out=work, timeout=timeout, compilers=compilers)
         print(f"{n}: caught={row['caught']} vlens={row.get('vlens')} shrunk={row.get('shrunk_case')} "
               f"first={row.get('time_to_detection_s')} run={row.get('run_s')}s", flush=True)
         rows.append(row)
     meta = {"machine": f"{os.uname().nodename}, {os.cpu_count()} cores", "ggml": resolve(None).describe(),
-            "examples per test": max_examples or "default", **({"compilers": cc} if cc else {}),
+            "examples per test": max_examples or "default",
+            **({"compilers": AXIS["compilers"].write(compilers)} if compilers else {}),
             "wall": f"{time.perf_counter() - t0:.0f} s"}
     rows, meta = _merged(out.with_suffix(".json"), rows, meta, list(cat)) if only else (rows, meta)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -192,9 +185,8 @@ def audit(runs: int, first_seed: int, pytest_args: list[str], out: Path) -> int:
     for i in range(runs):
         seed = first_seed + i
         rdir = work_dir() / "reports" / "audit" / f"seed{seed}"
-        cp = run_suite(["cases", "-n", "auto", "--vlen", "all", "--isa", "all", "--rvv-stress", "both",
-                        f"--hypothesis-seed={seed}", *pytest_args, "-p", "no:cacheprovider", "-q"], report_dir=rdir,
-                       output="capture", timeout=4 * 3600).check_timeout()
+        cp = run_suite(["cases", "-n", "auto", *WHOLE.pytest_args(), f"--hypothesis-seed={seed}", *pytest_args,
+                        "-p", "no:cacheprovider", "-q"], report_dir=rdir, output="capture", timeout=4 * 3600).check_timeout()
         results = list(cp.results.values())
         bad = [r for r in results if r["outcome"] in ("failed", "error", "xpassed")]
         rows.append({"seed": seed, "wall_s": round(cp.seconds), "tests": len(results),

@@ -9,14 +9,15 @@ from __future__ import annotations
 import collections
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.core.config import ISA_BUILDS, parse_compilers
-from harness.core.runner import cc_args, run_suite
+from harness.core.matrix import DEFAULT_ISAS, ISAS, Matrix
+from harness.core.runner import run_suite
 from harness.ggml import source
 from harness.toolchain import builds
-from harness.toolchain.compilers import COMPILERS, ToolchainError
+from harness.toolchain.compilers import ToolchainError
 
 
 @dataclass
@@ -42,16 +43,16 @@ HEADER = ["tree", "ISA builds", "tests", "passed", "not in this tree", "other sk
           "failed", "minutes"]
 
 
-def _builds(tree: str, cc: str | None = None) -> tuple[str, dict[str, str]]:
-    """Build every ISA build of ``tree`` with each compiler ``cc`` (a ``--cc`` value; default: the
-    setting's compiler); say what became of each."""
+def _builds(tree: str, compilers: Mapping[str, tuple[str, ...]] | None = None) -> tuple[str, dict[str, str]]:
+    """Build every ISA build of ``tree`` with each of ``compilers`` (``--cc``'s, parsed; None: the
+    setting's compiler), compiler by compiler; say what became of each."""
     src = source.resolve(tree)
-    chosen = parse_compilers(cc, tuple(COMPILERS), tuple(ISA_BUILDS)) if cc else {None: tuple(ISA_BUILDS)}
+    order = list(compilers or [None])
     out: dict[str, str] = {}
-    for compiler, name in ((c, i) for c, isas in chosen.items() for i in isas):
-        label = name if len(chosen) == 1 else f"{name} by {compiler}"
+    for compiler, name in sorted(Matrix(compilers=compilers).builds(), key=lambda b: order.index(b[0])):
+        label = name if len(order) == 1 else f"{name} by {compiler}"
         try:
-            builds.ensure_built(src, ISA_BUILDS[name], compiler)
+            builds.ensure_built(src, ISAS[name], compiler)
             out[label] = "built"
         except ToolchainError as e:
             out[label] = f"compiler not installed: {str(e)[:200]}"
@@ -62,15 +63,16 @@ def _builds(tree: str, cc: str | None = None) -> tuple[str, dict[str, str]]:
     return src.describe(), out
 
 
-def run_tree(tree: str, report_root: Path, pytest_args: list[str], cc: str | None = None) -> Row:
+def run_tree(tree: str, report_root: Path, pytest_args: list[str],
+             compilers: Mapping[str, tuple[str, ...]] | None = None) -> Row:
     row = Row(tree)
     t0 = time.time()
-    row.described, row.builds = _builds(tree, cc)
+    row.described, row.builds = _builds(tree, compilers)
     slug = re.sub(r"[^\w.=-]+", "_", tree.strip("/"))[-80:]
     rdir = report_root / slug
     log = report_root / f"{slug}.log"
-    run = run_suite(["cases", "--ggml-src", tree, "--vlen", "all", "--isa", "all", "-q", "-p", "no:cacheprovider",
-                     *cc_args(cc), *pytest_args], report_dir=rdir, output=log)
+    run = run_suite(["cases", *Matrix(isas=DEFAULT_ISAS, compilers=compilers, tree=tree).pytest_args(), "-q",
+                     "-p", "no:cacheprovider", *pytest_args], report_dir=rdir, output=log)
     row.exit_code = run.exit
     row.seconds = time.time() - t0
     if not run.has_results:

@@ -33,7 +33,7 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from harness.core.config import split_compiler
+from harness.core.matrix import split_compiler
 from harness.ggml.changes import Diff, Reach
 from harness.plugin.options import report_dir
 

@@ -6,7 +6,7 @@ import fnmatch
 
 import pytest
 
-from harness.core.config import ISA_BUILDS
+from harness.core.matrix import DEFAULT_ISAS
 from harness.emulators import registry
 from harness.ggml import known, tree
 from harness.ggml.source import GgmlSource
@@ -73,8 +73,8 @@ def mark_known_failures(config: pytest.Config, source: GgmlSource,
     # says nothing about it.  (Only an emulator with the stress mode runs the whole matrix.)
     kind = registry.kind(emulator)
     full = (kind.has_stress and tuple(config.getoption("vlen")) == kind.vlens
-            and tuple(config.getoption("isa")) == tuple(ISA_BUILDS) and tuple(config.getoption("rvv_stress")) == (False, True))
-    whole = [c for c, isas in chosen.items() if set(isas) >= set(ISA_BUILDS)]
+            and tuple(config.getoption("isa")) == DEFAULT_ISAS and tuple(config.getoption("rvv_stress")) == (False, True))
+    whole = [c for c, isas in chosen.items() if set(isas) >= set(DEFAULT_ISAS)]
     files = {it.nodeid.split("::", 1)[0] for it in items}
     unused = [k for i, k in enumerate(entries)
               if full and i not in used and any(k.for_compiler(c) for c in whole)

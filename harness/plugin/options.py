@@ -1,4 +1,4 @@
-"""The plugin's command-line options and their parsers."""
+"""The plugin's command-line options: the matrix's (harness/core/matrix.py) and the plugin's own."""
 
 from __future__ import annotations
 
@@ -6,37 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.config import IS_CHECKOUT, ISA_BUILDS, PROJECT_ROOT, SPIKE_VLENS, VLENS, parse_compilers, selection_type
-from harness.emulators import registry
-from harness.toolchain.compilers import COMPILERS, ToolchainError, selected
-
-_parse_vlen_list = selection_type("--vlen", SPIKE_VLENS, "VLENs rvvdiff can emulate: 2048 and 4096 on Spike only",
-                                  pytest.UsageError)
-
-
-def parse_vlens(value: str) -> tuple[int, ...] | None:
-    """A comma list of VLENs, or None for 'all': every VLEN of the chosen emulator (resolved in
-    pytest_configure, once --emulator is known)."""
-    return None if value.strip() == "all" else _parse_vlen_list(value)
-
-
-def parse_emulator(value: str) -> str:
-    """``--emulator``: an emulator's name or a board's spec (harness/emulators/registry.py)."""
-    try:
-        return registry.parse(value)
-    except ValueError as e:
-        raise pytest.UsageError(str(e)) from None
-
-
-parse_isas = selection_type("--isa", tuple(ISA_BUILDS), "ISA builds", pytest.UsageError)
-
-
-def parse_cc(value: str) -> dict[str, tuple[str, ...]]:
-    """``--cc``: each selected compiler with the ISA builds it may make (harness/core/config.py)."""
-    try:
-        return parse_compilers(value, tuple(COMPILERS), tuple(ISA_BUILDS))
-    except ValueError as e:
-        raise pytest.UsageError(str(e)) from None
+from harness.core import matrix
+from harness.core.config import IS_CHECKOUT, PROJECT_ROOT
+from harness.toolchain.compilers import ToolchainError, selected
 
 
 def run_dir(config: pytest.Config) -> Path:
@@ -62,16 +34,22 @@ def compilers(config: pytest.Config) -> dict[str, tuple[str, ...]]:
     if chosen is not None:
         return chosen
     try:
-        return {selected(): tuple(ISA_BUILDS)}
+        return {selected(): tuple(matrix.ISAS)}
     except ToolchainError as e:
         raise pytest.UsageError(str(e)) from None
 
 
-def parse_stress(value: str) -> tuple[bool, ...]:
-    modes = {"off": (False,), "on": (True,), "both": (False, True)}
-    if value not in modes:
-        raise pytest.UsageError(f"--rvv-stress {value!r}: use off, on or both")
-    return modes[value]
+def run_matrix(config: pytest.Config) -> matrix.Matrix:
+    """The run's matrix as parsed, with its compilers (:func:`compilers`) and, once pytest_configure
+    resolved them, its VLENs."""
+    return matrix.Matrix.of(config.option).merged(matrix.Matrix(compilers=compilers(config)))
+
+
+def id_compiler(config: pytest.Config) -> str:
+    """The compiler of a test whose id names none: the run's one compiler ("" with several: their ids
+    name theirs)."""
+    chosen = compilers(config)
+    return next(iter(chosen)) if len(chosen) == 1 else ""
 
 
 def _positive(kind: type, option: str):
@@ -88,24 +66,8 @@ def _positive(kind: type, option: str):
 
 def add_options(parser: pytest.Parser) -> None:
     g = parser.getgroup("rvvdiff", "rvvdiff: differential testing of ggml's RISC-V Vector kernels")
-    g.addoption("--vlen", type=parse_vlens, default=None, metavar="LIST",
-                help=f"VLENs to emulate: 'all' (default: {', '.join(map(str, VLENS))} on QEMU, also 2048 and 4096 "
-                     f"on Spike) or a comma list of them")
-    g.addoption("--emulator", type=parse_emulator, default=registry.DEFAULT, metavar="NAME",
-                help="qemu (default): qemu-riscv64 user mode; spike: Spike, the RISC-V reference simulator "
-                     "(bare metal, one thread, no tail/mask stress; VLEN up to 4096; install: ci/setup.sh --spike); "
-                     "native: this riscv64 host's own CPU; ssh:HOST[:DIR]: a RISC-V board over ssh (docs/board.md)")
-    g.addoption("--isa", type=parse_isas, default=tuple(ISA_BUILDS), metavar="LIST",
-                help=f"ISA builds: 'all' (default) or a comma list of {', '.join(ISA_BUILDS)}")
-    g.addoption("--cc", type=parse_cc, default=None, metavar="LIST",
-                help=f"compilers that build ggml: 'all' or a comma list of {', '.join(COMPILERS)}; NAME:ISA+ISA "
-                     "limits one to those ISA builds (e.g. clang,gcc14:zvfh); default: RVVDIFF_COMPILER, else clang. "
-                     "With more than one, test ids end in the compiler's name")
-    g.addoption("--rvv-stress", type=parse_stress, default=(False,), nargs="?", const=(True,), metavar="MODE",
-                help="QEMU tail/mask stress (agnostic elements set to all ones, vl = half the AVL): "
-                     "off (default), on (also the bare flag) or both")
-    g.addoption("--ggml-src", default=None, metavar="PATH",
-                help="llama.cpp or ggml checkout to test (default: the pinned tree, fetched once)")
+    # The axes of the matrix (VLEN, ISA build, compiler, stress, emulator, tree): harness/core/matrix.py.
+    matrix.add_options(g, error=pytest.UsageError)
     g.addoption("--max-examples", type=_positive(int, "--max-examples"), default=None, metavar="N",
                 help="Hypothesis examples per differential test (default: 25, or 200 with --thorough)")
     g.addoption("--thorough", action="store_true",

@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from harness.core import settings as env_settings
-from harness.core.config import IS_CHECKOUT, ISA_BUILDS
+from harness.core.config import IS_CHECKOUT
+from harness.core.matrix import AXIS, ISAS
 from harness.emulators import pool, registry
 from harness.emulators.qemu import cpu_props
 from harness.ggml import known
@@ -30,7 +31,7 @@ from harness.ggml.source import SDIST_SPEC
 from harness.plugin import budget, linecov, workers
 from harness.plugin.benchlog import BenchLog
 from harness.plugin.marks import entry_points, mark_known_failures, mark_not_in_tree, requirements
-from harness.plugin.options import compilers, max_examples, report_dir
+from harness.plugin.options import id_compiler, max_examples, report_dir, run_matrix
 from harness.plugin.targets import Session, Target, emulator_for, server_stats
 from harness.report.failure import clear as clear_reports
 from harness.report.failure import write_failure
@@ -91,18 +92,17 @@ class RvvdiffSession(Session):
             src = self.source.describe()
         except pytest.UsageError as e:
             src = f"unusable: {e}"
-        stress = {(False,): "off", (True,): "on", (False, True): "both"}[tuple(config.getoption("rvv_stress"))]
+        m = run_matrix(config)
         lines.append(f"rvvdiff: ggml source: {src}")
-        lines.append(f"rvvdiff: emulator: {registry.kind(config.getoption('emulator')).header()}")
-        for name, isas in compilers(config).items():
+        lines.append(f"rvvdiff: emulator: {registry.kind(m.emulator).header()}")
+        for name, isas in m.compilers.items():
             lines.append(f"rvvdiff: compiler: {describe(name)['compiler']}")
-            for isa in (i for i in config.getoption("isa") if i in isas):
-                if why := compiler_gap(ISA_BUILDS[isa], name):
+            for isa in (i for i in m.isas if i in isas):
+                if why := compiler_gap(ISAS[isa], name):
                     lines.append(f"rvvdiff: compiler {name} cannot make ISA build {isa}: {why}; its tests are skipped")
-        lines.append("rvvdiff: ISA builds: " + "; ".join(
-            f"{n} ({ISA_BUILDS[n].summary})" for n in config.getoption("isa")))
-        lines.append(f"rvvdiff: VLENs: {', '.join(map(str, config.getoption('vlen')))}; tail/mask stress: {stress}; "
-                     f"examples per test: {max_examples(config)}")
+        lines.append("rvvdiff: ISA builds: " + "; ".join(f"{n} ({ISAS[n].summary})" for n in m.isas))
+        lines.append(f"rvvdiff: VLENs: {', '.join(map(str, m.vlens))}; tail/mask stress: "
+                     f"{AXIS['stress'].write(m.stress)}; examples per test: {max_examples(config)}")
         if line := workers.describe(config):
             lines.append(f"rvvdiff: {line}")
         if shown := env_settings.shown():
@@ -116,10 +116,9 @@ class RvvdiffSession(Session):
         if "target" not in metafunc.fixturenames:
             return
         cfg = metafunc.config
-        chosen = compilers(cfg)
-        targets = [Target(v, ISA_BUILDS[i], s, c, named=len(chosen) > 1)
-                   for i in cfg.getoption("isa") for v in cfg.getoption("vlen") for s in cfg.getoption("rvv_stress")
-                   for c, isas in chosen.items() if i in isas]
+        m = run_matrix(cfg)
+        targets = [Target(v, ISAS[i], s, c, named=len(m.compilers) > 1)
+                   for i in m.isas for v in m.vlens for s in m.stress for c, isas in m.compilers.items() if i in isas]
         # A test that runs at some targets only (the model family's budget) names them with a predicate.
         only = metafunc.definition.get_closest_marker("rvvdiff_targets")
         if only is not None:
@@ -252,10 +251,10 @@ class RvvdiffSession(Session):
         except pytest.UsageError:
             return []
         out = []
-        chosen = compilers(self.config)
-        for name, cc in ((i, c) for i in self.config.getoption("isa") for c, isas in chosen.items() if i in isas):
-            d = build_dir(src, ISA_BUILDS[name], cc)
-            name = name if len(chosen) == 1 else f"{name} by {cc}"
+        m = run_matrix(self.config)
+        for cc, name in m.builds():
+            d = build_dir(src, ISAS[name], cc)
+            name = name if len(m.compilers) == 1 else f"{name} by {cc}"
             log = d / "rvvdiff-build.log"
             marker, note = failure_marker(d, sid), session_note(d, sid)
             if marker.exists():
@@ -304,10 +303,10 @@ class RvvdiffSession(Session):
                 changed = [v for v in known.judge(known.load(), self.source) if v.state == "changed"]
             except (pytest.UsageError, known.KnownFailuresError, OSError):
                 changed = []  # the workers reported the error
-        emulator = self.config.getoption("emulator")
+        emulator, compiler = self.config.getoption("emulator"), id_compiler(self.config)
         older = 0  # entries of bugs seen in other trees (seen_in) whose code this tree no longer has
         for v in changed or []:
-            if not any(v.entry.matches(n, emulator) for n in ran):
+            if not any(v.entry.matches(n, emulator, compiler) for n in ran):
                 continue  # its tests were deselected or not run
             if v.entry.seen_in:
                 older += 1
@@ -372,6 +371,6 @@ def replay_command(item: pytest.Item) -> str:
                        known_failures=item.config.getoption("known_failures"),
                        compiler=getattr(_target(item), "compiler", ""),
                        ggml_src=src and (src if SDIST_SPEC.match(src) else str(Path(src).resolve())),
-                       extra=["--emulator", emulator] if emulator != registry.DEFAULT else (), pyargs=pyargs)
+                       emulator=emulator, pyargs=pyargs)
     where = item.config.invocation_params.dir if pyargs else item.config.rootpath
     return f"cd {shlex.quote(str(where))} && {shlex.join(argv)}"

@@ -13,6 +13,7 @@ from hypothesis.control import currently_in_test_context
 
 from harness.check import observe
 from harness.core.config import IsaBuild
+from harness.core.matrix import DEFAULT_COMPILER
 from harness.cost import board_counters
 from harness.cost.spike_count import Cost
 from harness.cost.spike_runs import measure as measure_call
@@ -23,7 +24,7 @@ from harness.emulators.board import Board
 from harness.emulators.trace import Trace, trace_call
 from harness.ggml.source import GgmlSource, SourceError, resolve
 from harness.toolchain.builds import Build, BuildError, BuildFailedEarlier, IsaUnavailable, ensure_built, failed_reason
-from harness.toolchain.compilers import DEFAULT_COMPILER, ToolchainError
+from harness.toolchain.compilers import ToolchainError
 
 #: Why a stress target does not trace when the run has the target without stress too: which functions a
 #: call runs is decided by scalar code on the shapes and the build (ggml's VLEN dispatch reads vlenb, not

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.binary.dwarf import CoverageError, line_table
-from harness.emulators.executed import Executed
+from harness.emulators.executed import Executed, named
 from harness.ggml.cwalk import vlen_switches
 from harness.report.coverage_html import write_html
 
@@ -84,6 +84,14 @@ class TargetLines:
     stress: bool
     executable: set[tuple[str, int, str]]
     executed: set[tuple[str, int, str]]
+    #: The compiler of the target's build ("": a coverage written before compilers were recorded).
+    compiler: str = ""
+
+    @property
+    def build(self) -> str:
+        """Its build as the tables name it: the ISA build (``zvfh``), and its compiler where the target's name
+        carries it (``zvfh gcc14``: a coverage of several compilers)."""
+        return self.target.removeprefix(f"vlen{self.vlen}-").replace("-stress", "").replace("-", " ")
 
     def tracefile(self) -> dict[str, dict[int, int]]:
         out: dict[str, dict[int, int]] = defaultdict(dict)
@@ -102,9 +110,11 @@ class Coverage:
 
 
 def measure(executed: dict[str, Executed]) -> Coverage:
-    """Each target's PCs mapped to in-scope lines; a target that cannot be mapped is one problem line."""
+    """Each target's PCs mapped to in-scope lines, per compiler; a target that cannot be mapped is one problem
+    line."""
     cov = Coverage()
-    for name in sorted(executed, key=lambda t: (executed[t].isa, executed[t].vlen, executed[t].stress)):
+    for name in sorted(executed, key=lambda t: (executed[t].isa, executed[t].vlen, executed[t].stress,
+                                                executed[t].compiler)):
         e = executed[name]
         try:
             table = line_table(e.program)
@@ -119,7 +129,7 @@ def measure(executed: dict[str, Executed]) -> Coverage:
             cov.problems.append(f"{name}: the logs of {len(e.others)} other server binary(ies) of this target "
                                 f"(rebuilt during the run) are not counted: {', '.join(sorted(map(str, e.others)))}")
         cov.targets.append(TargetLines(name, e.vlen, e.isa, e.stress,
-                                       table.executable(e.pcs, {fn for _, _, fn in hit}), hit))
+                                       table.executable(e.pcs, {fn for _, _, fn in hit}), hit, e.compiler))
     return cov
 
 
@@ -219,7 +229,7 @@ def in_arm(t: TargetLines) -> TargetLines:
     entered = {fn for _, _, fn in t.executed}
     return TargetLines(t.target, t.vlen, t.isa, t.stress,
                        {k for k in t.executable if k[2] in entered and k[1] not in other_arms(k[0], t.vlen)},
-                       set(t.executed))
+                       set(t.executed), t.compiler)
 
 
 def arms(cov: Coverage) -> Coverage:
@@ -243,11 +253,11 @@ def describe_targets(targets: Iterable[str], cov: Coverage) -> str:
     by_name = {t.target: t for t in cov.targets}
     modes = defaultdict(set)
     for t in cov.targets:
-        modes[(t.isa, t.vlen)].add(t.stress)
+        modes[(t.build, t.vlen)].add(t.stress)
     got: dict[tuple[str, int], set[bool]] = defaultdict(set)
     for name in targets:
         t = by_name[name]
-        got[(t.isa, t.vlen)].add(t.stress)
+        got[(t.build, t.vlen)].add(t.stress)
     builds: dict[int, list[str]] = defaultdict(list)
     for (isa, vlen), stress in sorted(got.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         only = "" if stress == modes[(isa, vlen)] else (" (stress only)" if True in stress else " (plain only)")
@@ -272,7 +282,7 @@ def arms_md(cov: Coverage) -> list[str]:
           + "; ".join(f"{f} {', '.join(lns)}" for f, lns in files.items()) + ".", ""]
     cells: dict[tuple[str, int], dict[bool, tuple[tuple[int, int, int], TargetLines]]] = defaultdict(dict)
     for t in narrowed.targets:
-        cells[(t.isa, t.vlen)][t.stress] = (arm_counts(t), t)
+        cells[(t.build, t.vlen)][t.stress] = (arm_counts(t), t)
     vlens = sorted({v for _, v in cells})
     merged = all(len(c) == 1 or (c[False][1].executable == c[True][1].executable
                                  and c[False][1].executed == c[True][1].executed) for c in cells.values())
@@ -284,7 +294,7 @@ def arms_md(cov: Coverage) -> list[str]:
         shown = [c[s][0] for s in sorted(c)][:1 if merged else 2]
         return " / ".join(f"{h}/{n} ({100 * h / max(1, n):.1f} %)" for h, n, _ in shown)
 
-    isas = list(dict.fromkeys(t.isa for t in narrowed.targets))
+    isas = list(dict.fromkeys(t.build for t in narrowed.targets))
     md += ["| build | " + " | ".join(f"VLEN {v}" for v in vlens) + " |", "|---|" + "---|" * len(vlens),
            *[f"| {isa} | " + " | ".join(cell(isa, v) for v in vlens) + " |" for isa in isas], ""]
     md.append("Stress modes merged: each build x VLEN ran the same lines with and without `--rvv-stress`."
@@ -331,7 +341,8 @@ def write(cov: Coverage, out: Path) -> list[Path]:
         put(out / f"{name}.info", lcov(name, tf))
     put(out / "merged.info", lcov("merged", merge(traces.values())))
     put(out / "targets.json", json.dumps([{"target": t.target, "vlen": t.vlen, "isa": t.isa, "stress": t.stress,
-                                            "executable": sorted(t.executable), "executed": sorted(t.executed)}
+                                            "compiler": t.compiler, "executable": sorted(t.executable),
+                                            "executed": sorted(t.executed)}
                                            for t in cov.targets]))
     md = ["# RVV line coverage", "", "Lines executed / executable per target (docs/coverage.md).", "",
           *[f"- {line}" for line in totals(cov)], "", *matrix_md(cov)]
@@ -351,19 +362,25 @@ def write(cov: Coverage, out: Path) -> list[Path]:
 def load(d: Path) -> list[TargetLines]:
     """The targets a run's coverage directory holds (its ``targets.json``)."""
     return [TargetLines(j["target"], j["vlen"], j["isa"], j["stress"], {tuple(k) for k in j["executable"]},
-                        {tuple(k) for k in j["executed"]}) for j in json.loads((d / "targets.json").read_text())]
+                        {tuple(k) for k in j["executed"]}, j.get("compiler", ""))
+            for j in json.loads((d / "targets.json").read_text())]
 
 
 def combine(runs: Iterable[list[TargetLines]]) -> Coverage:
-    """Several runs' targets in one coverage; a target of two runs is their union."""
-    by: dict[str, TargetLines] = {}
+    """Several runs' targets in one coverage; a target of two runs with the same compiler is their union
+    (two compilers' builds of one target stay two targets, named with their compilers)."""
+    by: dict[tuple[int, str, bool, str], TargetLines] = {}
     for targets in runs:
         for t in targets:
-            if t.target in by:
-                by[t.target].executable |= t.executable
-                by[t.target].executed |= t.executed
+            key = (t.vlen, t.isa, t.stress, t.compiler)
+            if key in by:
+                by[key].executable |= t.executable
+                by[key].executed |= t.executed
             else:
-                by[t.target] = TargetLines(t.target, t.vlen, t.isa, t.stress, set(t.executable), set(t.executed))
+                by[key] = TargetLines(t.target, t.vlen, t.isa, t.stress, set(t.executable), set(t.executed),
+                                      t.compiler)
+    for key, name in zip(by, named(list(by))):
+        by[key].target = name
     return Coverage(sorted(by.values(), key=lambda t: (t.isa, t.vlen, t.stress)))
 
 

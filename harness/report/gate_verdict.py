@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import PROJECT_ROOT, VENV_BIN
+from harness.core.matrix import DEFAULT_EMULATOR
 from harness.cost.gate_lists import CostLists
 from harness.ggml import known
 from harness.report.ids import parse_id, replay_argv, slug
@@ -40,6 +41,9 @@ class Run:
     tree: str
     report_dir: Path
     db: Path
+    #: The compiler of a test whose id names none (the run's one compiler), and the emulator.
+    compiler: str = ""
+    emulator: str = DEFAULT_EMULATOR
     seconds: float = 0.0
     exit: int | None = None
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -51,7 +55,8 @@ class Run:
 
     def replay(self, nodeid: str) -> str:
         """The command that replays ``nodeid`` on this run's tree with its saved examples."""
-        argv = replay_argv(nodeid, ggml_src=self.tree, known_failures="ignore", example_db=str(self.db))
+        argv = replay_argv(nodeid, ggml_src=self.tree, known_failures="ignore", example_db=str(self.db),
+                           compiler=self.compiler, emulator=self.emulator)
         return f"cd {shlex.quote(str(ROOT))} && {VENV_BIN}{shlex.join(argv)}"
 
 
@@ -115,7 +120,8 @@ def _line(kind: str, nodeid: str, why: str, runs: dict[str, Run], entries: list[
     replay = {n: runs[n].replay(nodeid) for n in ("head", "base") if n in runs}
     return Line(kind, nodeid, nodeid.split("::")[-1].split("[")[0], tid.kernel if tid else "",
                 tid.vlen if tid else None, tid.isa if tid else "", tid.stress if tid else None, why, replay,
-                [f"#{e.number} {e.test}: {e.reason}" for e in entries if e.matches(nodeid)])
+                [f"#{e.number} {e.test}: {e.reason}" for e in entries
+                 if e.matches(nodeid, runs["head"].emulator, runs["head"].compiler)])
 
 
 def classify(head: Run, base: Run | None, again: Run | None,

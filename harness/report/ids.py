@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core.config import COMPILER_NAMES, PROJECT_ROOT, split_compiler
+from harness.core.config import PROJECT_ROOT
+from harness.core.matrix import COMPILER_NAMES, DEFAULT_EMULATOR, ISAS, Matrix, split_compiler
 
 #: The compiler component ends an id only when a run selected more than one compiler.
 ID_RE = re.compile(r"^(?:(?P<kernel>.*)-)?vlen(?P<vlen>\d+)-(?P<isa>[a-z0-9_]+)(?P<stress>-stress)?"
@@ -70,27 +71,26 @@ def parse_id(nodeid: str) -> TestId | None:
 
 
 def replay_argv(nodeid: str, *, ggml_src: str | None = None, example_db: str | None = None,
-                known_failures: str = "apply", compiler: str = "", extra: Sequence[str] = (),
-                pyargs: bool = False) -> list[str]:
+                known_failures: str = "apply", compiler: str = "", emulator: str = DEFAULT_EMULATOR,
+                extra: Sequence[str] = (), pyargs: bool = False) -> list[str]:
     """``pytest`` arguments that rerun one differential test alone (its target from its id), and so
     its saved shrunk example first: the plugin's replay line, the gate's per tree, bisect's.  ``--cc``
     names the compiler first: the id's, else ``compiler`` (a one-compiler run's ids name none); an id
-    that names one is replayed with every compiler selected, so that it stays the same id.
+    that names one is replayed with every compiler selected, so that it stays the same id.  ``emulator``
+    is named when it is not the default.
     ``pyargs``: the test named by its module (:func:`as_pyarg`), for an installed wheel, from any directory."""
     tid = parse_id(nodeid)
-    target = ["--vlen", str(tid.vlen), "--isa", tid.isa, "--rvv-stress", "on" if tid.stress else "off"] if tid else []
     named = split_compiler(nodeid)[1]
-    if named:  # the id (Hypothesis's key of the saved example) keeps its compiler only with several selected
-        target += ["--cc", ",".join([named, *(c for c in COMPILER_NAMES if c != named)])]
-    elif compiler in COMPILER_NAMES:
-        target += ["--cc", compiler]
-    argv = ["pytest", *(["--pyargs", as_pyarg(nodeid)] if pyargs else [nodeid]), *target, "-p", "no:xdist"]
+    # An id names its compiler (Hypothesis's key of the saved example) only with several selected: all, its own first.
+    order = [named, *(c for c in COMPILER_NAMES if c != named)] if named else [compiler] if compiler in COMPILER_NAMES else []
+    target = Matrix(vlens=(tid.vlen,) if tid else None, isas=(tid.isa,) if tid else None,
+                    compilers={c: tuple(ISAS) for c in order} or None, stress=(tid.stress,) if tid else None,
+                    emulator=emulator if emulator != DEFAULT_EMULATOR else None, tree=str(ggml_src) if ggml_src else None)
+    argv = ["pytest", *(["--pyargs", as_pyarg(nodeid)] if pyargs else [nodeid]), *target.pytest_args(), "-p", "no:xdist"]
     if example_db:
         argv += ["--example-db", str(example_db)]
     if known_failures != "apply":
         argv += ["--known-failures", known_failures]
-    if ggml_src:
-        argv += ["--ggml-src", str(ggml_src)]
     return argv + list(extra)
 
 

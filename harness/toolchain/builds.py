@@ -13,8 +13,8 @@ build that needs an option the tree lacks, or whose -march (as the tree's
 CMake wrote it into ggml-cpu's flags) names other extensions than the build
 promises, "cannot be expressed for this tree": :class:`IsaUnavailable`, which
 the plugin turns into skips with the reason.  So is a -march the compiler itself
-rejects (GCC 14 does not know zvfbfwma): probed once per build key, recorded in
-the stamp.  The kernel server is compiled one source at a time: an adapter
+rejects (GCC 14 does not know zvfbfwma, harness/core/matrix.py's ``CANNOT_MAKE``): probed once per build key,
+recorded in the stamp, in the compiler's own words.  The kernel server is compiled one source at a time: an adapter
 (``k_*.cpp``) that does not compile against the tree is left out of the link and
 costs only the kernels it registers
 (:attr:`Build.failed_adapters`); the core (``core.cpp``, ``server.cpp``)
@@ -37,12 +37,12 @@ from pathlib import Path
 from harness.core import settings
 from harness.core.config import IsaBuild, cache_dir, locked
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import DEFAULT_COMPILER
 from harness.core.proc import CommandError, run
 from harness.ggml.source import GgmlSource
 from harness.toolchain import bindings
 from harness.toolchain.cmake import CmakePlan, cmake_files, cmake_options, march_mismatch, march_of, plan_options, tree_name
 from harness.toolchain.compilers import (
-    DEFAULT_COMPILER,
     SERVER_DIR,
     Compiler,
     ToolchainError,
@@ -208,12 +208,22 @@ def _write_note(d: Path, note: dict) -> None:
 
 
 
+def known_cause(isa: IsaBuild, errors: str) -> str | None:
+    """What a build's first compiler errors are known to mean, or None."""
+    if not isa.march and "requires the 'zve32f' extension" in errors:
+        return ("the tree guards its RVV code with __riscv_v_intrinsic, which clang defines without the vector "
+                "extension: trees of this era do not build without V under clang (llama.cpp #22159); GCC 14 "
+                "builds them (--cc gcc14)")
+    return None
+
+
 def failure_summary(error: str) -> str:
-    """One line of a build failure's message (:func:`ensure_built`'s): its first compiler error, or
-    else the line that says what failed."""
+    """One line of a build failure's message (:func:`ensure_built`'s): its first compiler error (and what it
+    is known to mean), or else the line that says what failed."""
     m = re.search(r"^first errors:\n  (.*)$", error, re.M)
     if m:
-        return m.group(1)
+        cause = re.search(r"^known cause: (.*)$", error, re.M)
+        return m.group(1) + (f" -- {cause.group(1)}" if cause else "")
     lines = [ln.strip() for ln in error.splitlines() if ln.strip()]
     return lines[1] if len(lines) > 1 else (lines or ["no message"])[0]
 
@@ -273,8 +283,9 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = 
             lead = "".join(f"  {line}\n" for line in first)
             src_arg = "" if source.pinned else f" --ggml-src {shlex.quote(str(source.root))}"
             env = "" if cc.name == DEFAULT_COMPILER else f"RVVDIFF_COMPILER={cc.name} "
+            cause = known_cause(isa, "\n".join(first))
             msg = (f"building ISA build {isa.name!r} of {source.describe()} with {cc.name} failed (full log: {log}):\n"
-                   + (f"first errors:\n{lead}" if lead else "") + f"{e}\n"
+                   + (f"first errors:\n{lead}" if lead else "") + (f"known cause: {cause}\n" if cause else "") + f"{e}\n"
                    f"What to do: fix the tree (or the harness's server sources) and rerun; "
                    f"`{env}rvvdiff build{src_arg} --isa {isa.name}` retries this build alone; "
                    f"--isa selects other ISA builds meanwhile.")

@@ -22,6 +22,7 @@ from pathlib import Path
 from harness.core import settings
 from harness.core.config import cache_dir, locked
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import DEFAULT_COMPILER
 from harness.core.proc import CommandError, run
 
 SERVER_DIR = Path(__file__).resolve().parent.parent / "server"
@@ -204,11 +205,12 @@ class NamedCompiler:
     find: Callable[[], Compiler]
 
 
+#: How each compiler of the matrix (harness/core/matrix.py's ``COMPILER_NAMES``, tests/test_matrix.py holds
+#: the two together) is installed and found.
 COMPILERS: dict[str, NamedCompiler] = {c.name: c for c in (
     NamedCompiler("clang", "ci/setup.sh", _zig_clang),
     NamedCompiler("gcc14", GCC14_SETUP, _gcc14),
 )}
-DEFAULT_COMPILER = "clang"
 
 
 def selected() -> str:

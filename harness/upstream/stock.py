@@ -38,11 +38,12 @@ from harness.emulators import qemu
 from harness.emulators.base import Ran
 from harness.toolchain.cmake import forget_stale_configuration, march_mismatch
 
-TOOLCHAINS: tuple[str, ...] = ("clang", "gcc14", "zig")
-
 #: The stock clang: Debian bookworm's clang-22 (from bookworm-security).
 CLANG_VERSION = 22
 CLANG = f"clang-{CLANG_VERSION}"
+#: The stock compiler of each compiler of the matrix (harness/core/matrix.py's ``COMPILER_NAMES``), as the texts
+#: for maintainers name it.
+NAMES: dict[str, str] = {"clang": CLANG, "gcc14": "GCC 14"}
 CLANGXX = f"clang++-{CLANG_VERSION}"
 TARGET = "riscv64-linux-gnu"
 SYSROOT = Path("/usr") / TARGET
@@ -67,8 +68,9 @@ COMMON_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 APT_INSTALL = "apt-get install -y " + " ".join(p for p, _ in CLANG_PACKAGES)
 GCC_APT_INSTALL = "apt-get install -y " + " ".join(GCC_PACKAGES)
-#: How each toolchain is named in a report.
+#: The stock toolchains, each as a report names it: the matrix's compilers' counterparts, and zig as it is.
 LABELS = {"clang": "clang", "gcc14": "GCC 14", "zig": "zig"}
+TOOLCHAINS: tuple[str, ...] = tuple(LABELS)
 
 #: The public-API program the end-to-end check links: a 1x1 ggml_mul_mat of a q4_0 row (256
 #: values) by a q8_0 row, whose inputs quantize exactly, so the result is the integer

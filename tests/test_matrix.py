@@ -1,0 +1,182 @@
+"""The test matrix (harness/core/matrix.py): one table of the axes, each option parsed once and written back
+the same way, every command declaring them through it, and what is written from or held against the table
+(docs/options.md, the CI workflow's job matrices, ci/main-job.sh, the registries of compilers and emulators)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+
+import pytest
+from helpers import ROOT
+
+from harness.core import matrix, matrix_doc
+from harness.core.matrix import (
+    CANNOT_MAKE,
+    COMPILER_NAMES,
+    DEFAULT_ISAS,
+    EMULATOR_VALUES,
+    ISAS,
+    WHOLE,
+    Matrix,
+    add_options,
+    can_make,
+    from_args,
+    vlens_on,
+)
+
+
+def test_docs_and_workflow_are_written_from_the_table() -> None:
+    for rel, render in matrix_doc.RENDERED.items():
+        text = (ROOT / rel).read_text()
+        assert render(text) == text, f"{rel} is stale: run python -m harness.core.matrix_doc --write"
+
+
+def test_the_workflow_excludes_exactly_the_builds_a_compiler_cannot_make() -> None:
+    yaml = pytest.importorskip("yaml")
+    jobs = yaml.safe_load((ROOT / matrix_doc.WORKFLOW).read_text())["jobs"]
+    gate = jobs["rvvdiff"]["strategy"]["matrix"]
+    shards = {(v, i, c) for v in gate["vlen"] for i in gate["isa"] for c in gate["cc"]}
+    shards -= {(v, x["isa"], x["cc"]) for x in gate.get("exclude", []) for v in gate["vlen"]}
+    assert {i for _, i, _ in shards} == set(DEFAULT_ISAS) and {c for *_, c in shards} == set(COMPILER_NAMES)
+    assert all(can_make(c, i) for _, i, c in shards)
+    assert len(shards) == len(gate["vlen"]) * (len(DEFAULT_ISAS) * len(COMPILER_NAMES) - len(CANNOT_MAKE))
+    assert set(jobs["model"]["strategy"]["matrix"]["cc"]) == set(COMPILER_NAMES)
+
+
+def test_the_main_job_selects_only_builds_its_compilers_can_make() -> None:
+    """ci/main-job.sh keeps its own selection (GCC 14 for ggml's default build only); it must be one the
+    matrix's parser takes, every vector build must run, and no build a compiler cannot make."""
+    line = next(ln for ln in (ROOT / "ci/main-job.sh").read_text().splitlines() if ln.startswith("exec "))
+    chosen, rest = from_args(shlex.split(line.replace('"$@"', "")))
+    assert chosen.isas == DEFAULT_ISAS and chosen.stress == (False, True) and chosen.vlens is None
+    assert set(chosen.compiler_names) == set(COMPILER_NAMES)
+    builds = chosen.builds()
+    assert {i for _, i in builds} == set(DEFAULT_ISAS)
+    assert all(can_make(c, i) for c, i in builds), [b for b in builds if not can_make(*b)]
+
+
+def test_the_registries_name_the_tables_compilers_and_emulators() -> None:
+    from harness.emulators import board, registry
+    from harness.toolchain.compilers import COMPILERS
+    from harness.upstream import stock
+    assert tuple(COMPILERS) == COMPILER_NAMES and tuple(stock.NAMES) == COMPILER_NAMES
+    assert set(COMPILER_NAMES) < set(stock.TOOLCHAINS)
+    assert registry.DEFAULT == matrix.DEFAULT_EMULATOR
+    for e in EMULATOR_VALUES:
+        kind = registry.kind(e.name.replace("HOST[:DIR]", "board"))
+        assert kind.has_stress == e.stress, e.name
+        if e.vlens is not None:
+            assert kind.vlens == e.vlens and vlens_on(e.name, None) == e.vlens
+        else:
+            assert issubclass(kind, board.Board)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--vlen", "256,128", "--isa", "zvfh,rv64gc", "--cc", "gcc14:zvfh,clang", "--rvv-stress", "both",
+     "--emulator", "spike", "--ggml-src", "/t"],
+    ["--isa", "all", "--cc", "all", "--rvv-stress"],
+    ["--vlen", "all", "--rvv-stress", "off"],
+    [],
+])
+def test_a_matrix_is_written_as_it_was_parsed(argv: list[str]) -> None:
+    chosen, rest = from_args(argv)
+    assert rest == []
+    assert from_args(chosen.pytest_args())[0] == chosen
+    assert not Matrix().pytest_args() and WHOLE.pytest_args() == ["--isa", "v,zvfh,zvfbfwma", "--rvv-stress", "both"]
+
+
+def test_the_grammar() -> None:
+    assert matrix.parse_vlens("all") is None and matrix.parse_vlens("512, 128,512") == (512, 128)
+    assert matrix.parse_isas("all") == DEFAULT_ISAS and "rv64gc" in ISAS and "rv64gc" not in DEFAULT_ISAS
+    assert matrix.parse_isas("rv64gc") == ("rv64gc",)
+    assert matrix.parse_compilers("clang,gcc14:zvfh") == {"clang": tuple(ISAS), "gcc14": ("zvfh",)}
+    assert matrix.parse_stress("both") == (False, True)
+    for parse, value, says in ((matrix.parse_vlens, "333", "2048 and 4096 on Spike only"),
+                               (matrix.parse_isas, "zvfx", "'all' is v, zvfh, zvfbfwma"),
+                               (matrix.parse_stress, "sometimes", "use off, on or both"),
+                               (matrix.parse_emulator, "gem5", "give qemu, spike, native or ssh:HOST")):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            parse(value)
+    with pytest.raises(ValueError, match="qemu runs VLEN 128"):
+        vlens_on("qemu", (2048,))
+    assert vlens_on("spike", None)[-1] == 4096
+
+
+def test_the_last_option_wins_and_others_pass_through() -> None:
+    chosen, rest = from_args(["cases/t.py", "-k", "x", "--isa", "v", "--isa=zvfh", "-n", "2"])
+    assert chosen.isas == ("zvfh",) and rest == ["cases/t.py", "-k", "x", "-n", "2"]
+    with pytest.raises(ValueError, match="unknown compiler"):
+        from_args(["--cc", "icc"])
+
+
+def test_builds_follow_the_isa_builds_then_the_compilers_and_their_limits() -> None:
+    chosen = Matrix(isas=("v", "zvfh"), compilers=matrix.parse_compilers("clang,gcc14:zvfh"))
+    assert chosen.builds() == [("clang", "v"), ("clang", "zvfh"), ("gcc14", "zvfh")]
+    assert Matrix().builds() == [(None, i) for i in DEFAULT_ISAS]  # the setting's compiler, the vector builds
+    assert Matrix(isas=("rv64gc",)).builds() == [(None, "rv64gc")]
+
+
+def test_one_value_forms_and_the_unset_default() -> None:
+    p = argparse.ArgumentParser(exit_on_error=False)
+    add_options(p, "vlens", "isas", "compilers", "stress", one=True, aliases={"stress": ("--stress",)})
+    a = p.parse_args(["--vlen", "512", "--isa", "rv64gc", "--cc", "gcc14", "--stress"])
+    assert (a.vlen, a.isa, a.cc, a.rvv_stress) == (512, "rv64gc", "gcc14", True)
+    assert p.parse_args(["--rvv-stress", "off"]).rvv_stress is False and p.parse_args([]).vlen is None
+    for bad in (["--vlen", "128,256"], ["--cc", "gcc14:zvfh"], ["--rvv-stress", "both"]):
+        with pytest.raises(argparse.ArgumentError):
+            p.parse_args(bad)
+    q = argparse.ArgumentParser()
+    add_options(q, "vlens", "tree", repeat=True)
+    assert q.parse_args(["--vlen", "128", "--vlen", "512,1024"]).vlen == [128, 512, 1024]
+    assert q.parse_args(["--ggml-src", "a", "--ggml-src", "b"]).ggml_src == ["a", "b"]
+
+
+_AXIS_OPTION = re.compile(r"""add_?(?:argument|option)\(\s*["'](--vlen|--isa|--cc|--rvv-stress|--stress|--emulator|"""
+                          r"""--ggml-src)["']""")
+
+
+def test_no_command_declares_an_axis_itself() -> None:
+    """Every --vlen / --isa / --cc / --rvv-stress / --emulator / --ggml-src is declared by matrix.add_options."""
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in sorted((ROOT / "harness").rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1) if _AXIS_OPTION.search(line)]
+    assert not found, found
+
+
+def test_every_command_and_the_plugin_spell_an_axis_alike(capsys: pytest.CaptureFixture[str]) -> None:
+    """The plugin declares every axis with the table's help; a command taking an axis's list form explains it
+    in the same words."""
+    from harness.commands import bench, cli
+    from harness.plugin import options
+
+    declared: dict[str, str] = {}
+
+    class Group:
+        def addoption(self, *names: str, **kw: object) -> None:
+            declared[names[0]] = str(kw.get("help", ""))
+
+    options.add_options(type("Parser", (), {"getgroup": lambda self, *a: Group()})())
+    for a in matrix.AXES:
+        assert declared[a.option].startswith(a.what), a.option
+
+    def words(text: str) -> str:
+        return " ".join(text.split())
+    for main, argv in ((cli.main, ["build", "--help"]), (bench.main, ["--help"])):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert words(matrix.AXIS["isas"].what) in words(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("cc", COMPILER_NAMES)
+def test_the_builds_a_compiler_cannot_make_are_the_tables(cc: str) -> None:
+    """The table's CANNOT_MAKE against the installed compiler: it rejects exactly those builds' -march."""
+    from harness.core.config import ISA_BUILDS
+    from harness.toolchain import compilers
+    from harness.toolchain.builds import compiler_gap
+    try:
+        compilers.compiler(cc)
+    except compilers.ToolchainError as e:
+        pytest.skip(f"{cc} is not installed: {e}")
+    rejected = {i for i in DEFAULT_ISAS if compiler_gap(ISA_BUILDS[i], cc)}
+    assert rejected == {i for c, i in CANNOT_MAKE if c == cc}
