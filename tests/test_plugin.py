@@ -17,7 +17,7 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     (["--vlen", "300"], "--vlen '300': '300' is not allowed; use 'all' or a comma list of "
                         "128, 256, 512, 1024, 2048, 4096 (VLENs rvvdiff can emulate: 2048 and 4096 on Spike only)"),
     (["--vlen", "128,abc"], "'abc' is not allowed"),
-    (["--isa", "rv64gx"], "--isa 'rv64gx': 'rv64gx' is not allowed; use 'all' or a comma list of v, zvfh, "
+    (["--isa", "zve32f"], "--isa 'zve32f': 'zve32f' is not allowed; use 'all' or a comma list of v, zvfh, "
                           "zvfbfwma, rv64gc (ISA builds; 'all' is v, zvfh, zvfbfwma)"),
     (["--rvv-stress", "sometimes"], "--rvv-stress 'sometimes': use off, on or both"),
     (["--max-examples", "0"], "--max-examples '0': expected a positive number"),
