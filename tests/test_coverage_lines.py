@@ -147,7 +147,7 @@ def test_scope_is_the_rvv_code_and_its_generic_twins() -> None:
 
 def test_a_pc_outside_the_program_is_one_line() -> None:
     build = pinned_build("zvfh")
-    e = Executed("vlen256-zvfh", 256, "zvfh", False, build.server, {0x10, 0x20})
+    e = Executed("vlen256-zvfh", 256, "zvfh", False, build.server, pcs={0x10, 0x20})
     cov = coverage.measure({"vlen256-zvfh": e})
     assert cov.problems == [f"vlen256-zvfh: 2 executed PC(s) outside {build.server.name}'s code sections "
                             "(not mapped to any line; ignored)"]
@@ -178,8 +178,8 @@ def test_a_binary_without_debug_info_is_one_line(tmp_path: Path) -> None:
     stripped = _without_debug_sections(pinned_build("zvfh").server, tmp_path / "rvvdiff-server")
     other = tmp_path / "not-elf"
     other.write_text("hello")
-    cov = coverage.measure({"vlen256-zvfh": Executed("vlen256-zvfh", 256, "zvfh", False, stripped, {0x10}),
-                            "vlen512-zvfh": Executed("vlen512-zvfh", 512, "zvfh", False, other, {0x10})})
+    cov = coverage.measure({"vlen256-zvfh": Executed("vlen256-zvfh", 256, "zvfh", False, stripped, pcs={0x10}),
+                            "vlen512-zvfh": Executed("vlen512-zvfh", 512, "zvfh", False, other, pcs={0x10})})
     assert cov.targets == []
     assert cov.problems == [
         f"vlen256-zvfh: no line coverage: {stripped} has no DWARF line table (built without -g): "
