@@ -39,7 +39,7 @@ class Reference:
         return f"{self.tools.describe()}, {where}"
 
 
-
+#: sha256 of the model and text files, by (path, size, mtime): a cache, not run state.
 _DIGESTS: dict[tuple[str, int, float], str] = {}
 
 
