@@ -33,18 +33,19 @@ class Effect:
 #: Each finding of the pinned tree: where a model reaches it, or why none does.
 EFFECTS: dict[str, Effect | str] = {
     "iq2_xxs_vl512_subblock_offsets": Effect("smollm2-iq2_xxs", 512),
-    "iq2_xxs_vl512_misaligned_load": "the same kernel and VLEN as iq2_xxs_vl512_subblock_offsets (its row); "
-                                     "QEMU does not trap misaligned vector loads, so the model shows only the offsets",
+    "iq2_xxs_vl512_misaligned_load": "it is in the same kernel at the same VLEN as the wrong sub-block offsets "
+                                     "(iq2_xxs_vl512_subblock_offsets, whose effect on the model is measured), and "
+                                     "QEMU does not trap misaligned vector loads, so a model run shows only the offsets",
     "iq3_xxs_vl1024_subblock_offsets": Effect("smollm2-iq3_xxs", 1024),
     "iq2_s_vl1024_scale_nibbles_swapped": Effect("smollm2-iq2_s", 1024),
     "k_quants_vl512_agnostic_accumulator": Effect("smollm2-q3_k", 512, stress=True),
     "q4_K_int16_subblock_sum": Effect("smollm2-q4_k", 256),
     "vec_dot_bf16_tail_agnostic": Effect("smollm2-bf16", 128, isa="zvfbfwma", stress=True),
     "vec_dot_f16_unroll_tail_agnostic": Effect("smollm2-f16", 256, stress=True),
-    "iq4_nl_odd_block_dropped": "needs a row of an odd number of 32-blocks; SmolLM2's rows (576 = 18 blocks, "
-                                "1536 = 48) and the synthetic model's (512, 1536) are all even",
-    "mxfp4_odd_block_dropped": "needs a row of an odd number of 32-blocks (as iq4_nl's); llama-quantize's MXFP4_MOE "
-                               "also keeps dense (non-expert) tensors out of mxfp4",
+    "iq4_nl_odd_block_dropped": "it needs a row of an odd number of 32-blocks, and SmolLM2's rows (576 = 18 blocks, "
+                                "1536 = 48) and those of the model cut from it (512, 1536) are all even",
+    "mxfp4_odd_block_dropped": "it needs a row of an odd number of 32-blocks (as iq4_nl's), and llama-quantize's "
+                               "MXFP4_MOE also keeps dense (non-expert) tensors out of mxfp4",
     "repack_q4_0_8x8_vlen512": "ggml's repack selection never picks q4_0 8x8 on RISC-V (only the 16x1 layouts, only "
                                "at VLEN 256): llama.cpp never runs the kernel (llama.cpp #28642 would change that)",
     "repack_q4_K_16x1_vlen512": "ggml's repack selection picks q4_K 16x1 only at VLEN 256: at 512, where the bug is, "

@@ -11,11 +11,12 @@ report's bold paragraphs (``**Root cause.**``, ``**Who hits it.**``; the fix ser
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
 
-from harness.core.config import ISA_BUILDS, IsaBuild
+from harness.core.config import ISA_BUILDS, PROJECT_ROOT, IsaBuild
 from harness.emulators import qemu
 from harness.ggml import known
 from harness.ggml.source import GgmlSource
@@ -276,6 +277,43 @@ def upstream_lines(fix: str) -> list[str]:
                 f"{NEWEST}{test}"]
 
 
+#: What each finding does to a real model (written by ``python -m cases.model_effects --write``; a checkout's docs).
+MODEL_EFFECTS = PROJECT_ROOT / "docs" / "model-effects.json"
+
+
+def _model_words(line: str) -> str:
+    """A model run's figures in an issue's words: ``same top token 0.00 %, mean KLD 13.1, ..., PPL ratio
+    89200.3284 (14 positions)`` -> ``the same top token at 0 % of 14 positions, mean KL divergence 13.1,
+    perplexity x 89200``."""
+    m = re.match(r"same top token ([\d.]+) %, mean KLD ([^,]+), .*PPL ratio ([\d.]+) \((\d+) positions\)", line)
+    if not m:
+        return line
+    ratio = float(m.group(3))
+    return (f"the same top token at {float(m.group(1)):g} % of {m.group(4)} positions, mean KL divergence {m.group(2)}, "
+            f"perplexity x {ratio:.3g}" if ratio < 1000 else
+            f"the same top token at {float(m.group(1)):g} % of {m.group(4)} positions, mean KL divergence {m.group(2)}, "
+            f"perplexity x {ratio:,.0f}")
+
+
+def model_lines(fix: str) -> list[str]:
+    """The **On a real model.** paragraph: what the finding does to SmolLM2-135M run by llama.cpp's own
+    llama-perplexity under QEMU against ggml's generic C, before and after the fix, or why no model reaches it
+    ([] when it was not measured, or outside a checkout)."""
+    effects = json.loads(MODEL_EFFECTS.read_text()) if MODEL_EFFECTS.is_file() else {}
+    e = effects.get(fix)
+    if e is None:
+        return []
+    if "not_reached" in e:
+        return ["", f"**On a real model.** No model run reaches this code: {sentence(e['not_reached'])}"]
+    base, _, qtype = e["case"].partition("-")
+    model = "SmolLM2-135M-Instruct" if base == "smollm2" else "a model cut from SmolLM2-135M's weights"
+    how = (f"{model} requantized to {qtype.upper()} by llama-quantize, run by llama.cpp's llama-perplexity under "
+           f"QEMU at VLEN {e['vlen']} ({e['compiler']}, {e['isa']} build{', tail/mask stress' if e['stress'] else ''}) "
+           "against the same tree built without V")
+    return ["", f"**On a real model.** {how}: {_model_words(e['pinned']['line'])}; with the fix: "
+                f"{_model_words(e['fixed']['line'])}."]
+
+
 def enable_line(enable: str) -> list[str]:
     """For a program run on trees with an enabling patch: what the patch does (its header, the lines before the
     diff) and that both trees of the table carry it."""
@@ -318,7 +356,7 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
                if trap else "")]
     if impact:
         head += ["", f"**Who hits it.** {impact}"]
-    head += upstream_lines(fix) + enable_line(enable)
+    head += upstream_lines(fix) + model_lines(fix) + enable_line(enable)
     head += ["", f"Tree: {ggml['label']}, commit {ggml['commit']}. The program: {pub.what}, "
                  f"with {getattr(pub, 'inputs', 'the inputs of a shrunk case')} (ggml's public API only):"]
     prog = ["```c", *src_text.rstrip("\n").splitlines(), "```"]
@@ -408,7 +446,7 @@ def no_public_issue(case_data: dict, reason: str, entry: known.Known | None, arr
         f"with {cc}{stress}, when called directly (no op of this tree reaches it)",
         "", f"**What goes wrong.** {sentence(what)}",
         "", f"**Why no public reproducer.** {sentence(reason[:1].upper() + reason[1:])}",
-        *upstream_lines(fix), *numbers,
+        *upstream_lines(fix), *model_lines(fix), *numbers,
         "", f"Tree: {g['label']}, commit {g['commit']}. rvvdiff (a differential tester outside ggml) shows it "
             "from a checkout of rvvdiff, calling the function as the tree declares it:",
         "```sh", replay_command(case_data["replay"]), "```", ""])
