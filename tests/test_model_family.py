@@ -186,3 +186,25 @@ def test_a_directory_configured_for_another_compiler_or_processor_is_configured_
     (d / "CMakeCache.txt").write_text("CMAKE_C_COMPILER:UNINITIALIZED=/wrappers/old/cc\n")
     forget_stale_configuration(d, argv)
     assert not (d / "CMakeCache.txt").exists()
+
+
+def test_an_issue_text_says_what_the_finding_does_to_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from harness.upstream import issue
+
+    effects = {"f": {"fix": "f", "case": "smollm2-iq2_xxs", "vlen": 512, "isa": "zvfh", "stress": False,
+                     "compiler": "clang",
+                     "pinned": {"line": "same top token 0.00 %, mean KLD 13.1, 99.9% KLD n/a (under 100 positions), "
+                                        "PPL ratio 89200.3284 (14 positions)"},
+                     "fixed": {"line": "same top token 100.00 %, mean KLD 0.0175, 99.9% KLD n/a (under 100 "
+                                       "positions), PPL ratio 1.2213 (14 positions)"}},
+               "g": {"fix": "g", "not_reached": "it needs a row of an odd number of blocks"}}
+    p = tmp_path / "model-effects.json"
+    p.write_text(json.dumps(effects))
+    monkeypatch.setattr(issue, "MODEL_EFFECTS", p)
+    text = issue.model_lines("f")[1]
+    assert "at VLEN 512 (clang, zvfh build)" in text and "mean KL divergence 13.1, perplexity x 89,200" in text
+    assert "with the fix: the same top token at 100 % of 14 positions" in text and issue.defects(text) == []
+    assert issue.model_lines("g")[1].startswith("**On a real model.** No model run reaches this code: it needs")
+    assert issue.model_lines("h") == []
