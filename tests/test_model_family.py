@@ -173,19 +173,38 @@ def test_a_directory_configured_for_another_compiler_or_processor_is_configured_
     from harness.toolchain.cmake import forget_stale_configuration
 
     d = tmp_path / "b"
-    (d / "CMakeFiles" / "3.25.1").mkdir(parents=True)
-    (d / "CMakeCache.txt").write_text("CMAKE_C_COMPILER:UNINITIALIZED=/wrappers/new/cc\n")
-    system = d / "CMakeFiles" / "3.25.1" / "CMakeSystem.cmake"
-    system.write_text('set(CMAKE_SYSTEM_PROCESSOR "riscv64")\n')
-    argv = ["-DCMAKE_C_COMPILER=/wrappers/new/cc", "-DCMAKE_SYSTEM_PROCESSOR=riscv64"]
+
+    def configured(cache: str = "", processor: str = "riscv64") -> Path:
+        (d / "CMakeFiles" / "3.25.1").mkdir(parents=True, exist_ok=True)
+        (d / "CMakeFiles" / "3.25.1" / "CMakeSystem.cmake").write_text(f'set(CMAKE_SYSTEM_PROCESSOR "{processor}")\n')
+        (d / "CMakeCache.txt").write_text(cache)
+        return d / "CMakeCache.txt"
+
+    tc = tmp_path / "riscv64-toolchain.cmake"
+    tc.write_text("set(CMAKE_CXX_COMPILER /wrappers/new/c++)\n")
+    argv = [f"-DCMAKE_TOOLCHAIN_FILE={tc}", "-DCMAKE_C_COMPILER=/wrappers/new/cc", "-DCMAKE_SYSTEM_PROCESSOR=riscv64"]
+    cache = configured("CMAKE_C_COMPILER:UNINITIALIZED=/wrappers/new/cc\n")
     forget_stale_configuration(d, argv)
-    assert (d / "CMakeCache.txt").exists()  # the same compiler and processor: kept
-    system.write_text('set(CMAKE_SYSTEM_PROCESSOR "x86_64")\n')  # reset for the host by a compiler change
+    assert not cache.exists()  # no record of its last configure (made before the record): afresh, once
+    cache = configured("CMAKE_C_COMPILER:UNINITIALIZED=/wrappers/new/cc\n")
     forget_stale_configuration(d, argv)
-    assert not (d / "CMakeCache.txt").exists() and not (d / "CMakeFiles").exists()
-    (d / "CMakeCache.txt").write_text("CMAKE_C_COMPILER:UNINITIALIZED=/wrappers/old/cc\n")
+    assert cache.exists()  # configured as asked last time: kept
+    configured("CMAKE_C_COMPILER:UNINITIALIZED=/wrappers/new/cc\n", "x86_64")  # reset for the host
     forget_stale_configuration(d, argv)
-    assert not (d / "CMakeCache.txt").exists()
+    assert not cache.exists() and not (d / "CMakeFiles").exists()
+    cache = configured("CMAKE_C_COMPILER:UNINITIALIZED=/wrappers/old/cc\n")
+    forget_stale_configuration(d, argv)
+    assert not cache.exists()
+    # The state CI met: a cache without a C compiler entry, whose toolchain file now names other wrappers.
+    cache = configured()
+    forget_stale_configuration(d, argv)
+    assert cache.exists()
+    tc.write_text("set(CMAKE_CXX_COMPILER /wrappers/newer/c++)\n")
+    forget_stale_configuration(d, argv)
+    assert not cache.exists()
+    cache = configured()
+    forget_stale_configuration(d, [*argv, "-DBUILD_SHARED_LIBS=OFF"])  # other options: afresh too
+    assert not cache.exists()
 
 
 def test_an_issue_text_says_what_the_finding_does_to_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
