@@ -1,6 +1,6 @@
-"""``rvvdiff bisect`` (harness/commands/bisect.py): reading a failure report, the verdict of a step from
-its results.json, the argument errors, the git bisect driving (with stand-in steps), and one
-real bisect over a small history made from the pinned ggml with a planted bug in one commit."""
+"""``rvvdiff bisect`` (harness/commands/bisect.py, harness/jobs/bisect_runs.py): reading a failure report,
+the verdict of a step from its results.json, the argument errors, the git bisect driving (with stand-in
+steps), and one real bisect over a small history made from the pinned ggml with a planted bug in one commit."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 from harness.commands import bisect, cli
 from harness.core import config
 from harness.ggml import mutants, source
+from harness.jobs import bisect_failure, bisect_runs
 
 NODE = "cases/test_quant_dot.py::test_vec_dot_exact[q4_0-vlen128-zvfh]"
 
@@ -53,31 +54,31 @@ def _case(d: Path, replay: str, test: str = NODE) -> Path:
 def test_a_report_gives_the_test_its_target_and_the_database_the_run_used(tmp_path: Path) -> None:
     d = _case(tmp_path / "r" / "cases" / "x", f"cd /somewhere && pytest '{NODE}' --vlen 128 --isa zvfh --rvv-stress on "
                                               f"-p no:xdist --example-db /data/db --known-failures ignore")
-    f = bisect.from_report(d)
+    f = bisect_failure.from_report(d)
     assert (f.nodeid, f.vlen, f.isa, f.stress, f.example_db) == (NODE, 128, "zvfh", True, Path("/data/db"))
     assert f.target_args() == ["--vlen", "128", "--isa", "zvfh", "--rvv-stress", "on"]
-    assert bisect.from_report(d / "case.json").nodeid == NODE  # the file itself will do
-    assert bisect.from_report(d, tmp_path / "mine").example_db == tmp_path / "mine"  # --example-db wins
+    assert bisect_failure.from_report(d / "case.json").nodeid == NODE  # the file itself will do
+    assert bisect_failure.from_report(d, tmp_path / "mine").example_db == tmp_path / "mine"  # --example-db wins
 
 
 def test_without_example_db_the_run_used_its_directorys_hypothesis_database(tmp_path: Path) -> None:
     d = _case(tmp_path / "x", f"cd '/some where' && pytest '{NODE}' --vlen 128 --isa zvfh -p no:xdist")
-    assert bisect.from_report(d).example_db == Path("/some where/.hypothesis/examples")
+    assert bisect_failure.from_report(d).example_db == Path("/some where/.hypothesis/examples")
 
 
 def test_a_directory_without_case_json_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(bisect.BisectError, match="no case.json here"):
-        bisect.from_report(tmp_path)
+    with pytest.raises(bisect_failure.BisectError, match="no case.json here"):
+        bisect_failure.from_report(tmp_path)
 
 
 def test_a_test_id_names_its_target_and_must_agree_with_the_options() -> None:
-    f = bisect.from_test(NODE.replace("zvfh]", "zvfh-stress]"), None, None, None)
+    f = bisect_failure.from_test(NODE.replace("zvfh]", "zvfh-stress]"), None, None, None)
     assert (f.vlen, f.isa, f.stress) == (128, "zvfh", True)
-    assert bisect.from_test(NODE, 128, "zvfh", None).example_db == bisect.ROOT / ".hypothesis" / "examples"
-    with pytest.raises(bisect.BisectError, match="--vlen 256 disagrees"):
-        bisect.from_test(NODE, 256, None, None)
-    with pytest.raises(bisect.BisectError, match="not the id of a differential test"):
-        bisect.from_test("cases/test_quant_dot.py::test_rvv_vec_dot_coverage", None, None, None)
+    assert bisect_failure.from_test(NODE, 128, "zvfh", None).example_db == bisect_failure.ROOT / ".hypothesis" / "examples"
+    with pytest.raises(bisect_failure.BisectError, match="--vlen 256 disagrees"):
+        bisect_failure.from_test(NODE, 256, None, None)
+    with pytest.raises(bisect_failure.BisectError, match="not the id of a differential test"):
+        bisect_failure.from_test("cases/test_quant_dot.py::test_rvv_vec_dot_coverage", None, None, None)
 
 
 # ------------------------------------------------------------------ a step's verdict
@@ -100,7 +101,7 @@ def _results(d: Path, *entries: dict) -> Path:
 def test_results_json_decides_the_verdict(tmp_path: Path, outcome: str, reason: str, expected: str) -> None:
     d = _results(tmp_path, {"nodeid": "other", "outcome": "failed"},
                  {"nodeid": NODE, "outcome": outcome, "reason": reason})
-    v = bisect.verdict(d, NODE, 0 if expected == "good" else 1)
+    v = bisect_runs.verdict(d, NODE, 0 if expected == "good" else 1)
     assert (v.verdict, v.outcome) == (expected, outcome)
     if expected == "skip":
         assert reason in v.reason
@@ -112,15 +113,15 @@ def test_a_failure_is_described_by_its_reports_assertion(tmp_path: Path) -> None
     (d / "cases" / "x" / "case.json").write_text(json.dumps(
         {"test": NODE, "failure": "    def f():\n>       raise\n"
                                   "E       AssertionError: got 0.0, but should be 36.0\n"}))
-    assert bisect.verdict(d, NODE, 1).reason == "AssertionError: got 0.0, but should be 36.0"
+    assert bisect_runs.verdict(d, NODE, 1).reason == "AssertionError: got 0.0, but should be 36.0"
 
 
 def test_no_results_an_uncollected_test_or_a_timeout_is_a_skip(tmp_path: Path) -> None:
-    v = bisect.verdict(tmp_path / "none", NODE, 4)
+    v = bisect_runs.verdict(tmp_path / "none", NODE, 4)
     assert (v.verdict, v.outcome) == ("skip", "no results") and "not in this tree" in v.reason
-    assert bisect.verdict(_results(tmp_path / "r", {"nodeid": "other", "outcome": "passed"}), NODE, 0).outcome == \
+    assert bisect_runs.verdict(_results(tmp_path / "r", {"nodeid": "other", "outcome": "passed"}), NODE, 0).outcome == \
         "not collected"
-    assert bisect.verdict(tmp_path / "r", NODE, None).outcome == "timeout"
+    assert bisect_runs.verdict(tmp_path / "r", NODE, None).outcome == "timeout"
 
 
 # ------------------------------------------------------------------ argument errors
@@ -158,17 +159,17 @@ def _fake_steps(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, shas: list[str]
     tested: list[str] = []
     monkeypatch.setenv("RVVDIFF_CACHE", str(tmp_path / "cache"))  # the lock of a throw-away repository
 
-    def run_step(self: bisect.Bisect, sha: str, role: str) -> bisect.Step:
+    def run_step(self: bisect_runs.Bisect, sha: str, role: str) -> bisect_runs.Step:
         i = shas.index(sha)
         v = "skip" if i in skipped else ("bad" if i >= first_bad else "good")
         tested.append(sha)
         self.slot = Path("/slot")
-        step = bisect.Step(sha, f"commit {i}", role, v, v, "", 0.0, "")
+        step = bisect_runs.Step(sha, f"commit {i}", role, v, v, "", 0.0, "")
         self.steps.append(step)
         self.write()
         return step
 
-    monkeypatch.setattr(bisect.Bisect, "run_step", run_step)
+    monkeypatch.setattr(bisect_runs.Bisect, "run_step", run_step)
     return tested
 
 

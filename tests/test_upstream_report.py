@@ -20,6 +20,7 @@ from helpers import gcc14_missing
 from harness.commands import report
 from harness.core.config import ISA_BUILDS
 from harness.ggml import mutants, source, tree
+from harness.jobs import issue_runs
 from harness.report.failure import Case, load_case
 from harness.upstream import issue as issue_text
 from harness.upstream import program, public, runs
@@ -330,16 +331,16 @@ def test_cc_selection_names_unknown_compilers_and_drops_a_missing_gcc_with_one_l
         if name == "gcc14":
             raise ToolchainError("GCC 14 (compiler gcc14) is not installed: ...; run ci/setup.sh --gcc14")
 
-    monkeypatch.setattr(report, "compiler", fake)
+    monkeypatch.setattr(issue_runs, "compiler", fake)
     with pytest.raises(SystemExit):  # --cc is the matrix's option: an unknown name is a usage error
         report.main(["--upstream", "--fix", "x", "--cc", "clang,icc"])
     assert "unknown compiler 'icc'; known are clang, gcc14" in capsys.readouterr().err
-    assert report.compilers(None) == ["clang"]
+    assert issue_runs.compilers(None) == ["clang"]
     said = capsys.readouterr().out.splitlines()
     assert len(said) == 1 and "gcc14 not installed" in said[0] and "ci/setup.sh --gcc14" in said[0]
     with pytest.raises(ToolchainError, match="ci/setup.sh --gcc14"):
-        report.compilers(parse_compilers("gcc14"))
-    assert report.compilers(parse_compilers("clang")) == ["clang"]
+        issue_runs.compilers(parse_compilers("gcc14"))
+    assert issue_runs.compilers(parse_compilers("clang")) == ["clang"]
 
 
 @pytest.mark.parametrize("weight", sorted(public.EXACT_SHAPES))

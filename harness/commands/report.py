@@ -16,82 +16,12 @@ would not be true); 2 when there is no public form (the reason is printed) or no
 from __future__ import annotations
 
 import argparse
-import hashlib
-import pickle
-import re
-import shlex
-import shutil
-import sys
-import tempfile
-import types
-from collections.abc import Mapping
 from pathlib import Path
 
-from harness.core.config import SPIKE_VLENS, VLENS, cache_dir
-from harness.core.errors import RvvdiffError
-from harness.core.matrix import COMPILER_NAMES, DEFAULT_COMPILER, DEFAULT_ISAS, ISAS, add_options, vlens_on
-from harness.core.proc import execute
-from harness.emulators import registry
-from harness.ggml import fix_catalogue, known, patches, tree
-from harness.ggml.source import resolve
-from harness.report.failure import load_case
-from harness.toolchain.compilers import ToolchainError, compiler
-from harness.upstream import issue, program, public, runs
-
-
-def _entry(nodeid: str, emulator: str, compiler: str, fix: str | None = None) -> known.Known | None:
-    """The known-failure entry of a test (recorded on ``emulator``, built by ``compiler``): the one of ``fix`` if
-    given (matching the test or not: a program made without a recorded case, ``--enable``), else one of this
-    emulator only, else any."""
-    found = [k for k in known.load() if k.matches(nodeid, emulator, compiler) or (fix and k.fix == fix and not k.seen_in)]
-    return next((k for k in found if fix and k.fix == fix), None) or next(
-        (k for k in found if k.emulator == emulator), None) or (found[0] if found else None)
-
-
-def _built_by(case: dict) -> str:
-    """The compiler of a recorded case's build (a report of before compilers were recorded: the default one)."""
-    return case["target"].get("compiler") or DEFAULT_COMPILER
-
-
-def finding_case(fix: str, work: Path) -> Path:
-    """The failure report of a fix's finding on the pinned tree: its known-failure entry's reproducer
-    command (a pytest selection), run with ``--runxfail`` into ``work``."""
-    entries = [e for e in known.load() if e.fix == fix and not e.seen_in]
-    if not entries:
-        raise RvvdiffError(f"no known-failure entry of the pinned tree names the fix {fix}")
-    words = shlex.split(entries[0].reproducer.split("  (")[0])
-    if words[:1] != ["pytest"]:
-        raise RvvdiffError(f"entry #{entries[0].number}: its reproducer is not a pytest command: {entries[0].reproducer}")
-    out = work / fix
-    shutil.rmtree(out, ignore_errors=True)
-    argv = [sys.executable, "-m", "pytest", *words[1:], "--runxfail", "-q", "-p", "no:cacheprovider",
-            "--report-dir", str(out)]
-    r = execute(argv, cwd=Path(__file__).resolve().parents[2], timeout=3600).finished(f"the reproducer of {fix}")
-    cases = sorted((out / "cases").glob("*/case.json")) if (out / "cases").is_dir() else []
-    if not cases:
-        raise RvvdiffError(f"{fix}: its finding's test did not fail ({shlex.join(argv)}; exit {r.returncode}):\n"
-                           + r.stdout[-800:])
-    return cases[0].parent
-
-
-def compilers(chosen: Mapping[str, tuple[str, ...]] | None) -> list[str]:
-    """The compilers of ``--cc`` (parsed: a program is built whole, so ISA limits do not apply), each installed
-    (else a ToolchainError naming its set-up command); by default every known one that is installed, with one
-    line for each missing."""
-    names, missing_ok = (list(COMPILER_NAMES), True) if chosen is None else (list(chosen), False)
-    out = []
-    for n in names:
-        try:
-            compiler(n)
-        except ToolchainError as e:
-            if not missing_ok:
-                raise
-            print(f"rvvdiff report: {n} not installed, the program runs without it: {e}")
-            continue
-        out.append(n)
-    if not out:
-        raise ToolchainError("no compiler of " + ", ".join(names) + " is installed")
-    return out
+from harness.core.matrix import add_options, vlens_on
+from harness.ggml import fix_catalogue
+from harness.jobs import issue_runs
+from harness.toolchain.compilers import ToolchainError
 
 
 def main(argv: list[str]) -> int:
@@ -123,12 +53,12 @@ def main(argv: list[str]) -> int:
     if a.rerender:
         if a.out is None:
             p.error("--rerender needs --out DIR")
-        return rerender(a.out.resolve())
+        return issue_runs.rerender(a.out.resolve())
     if (a.case is None) == (a.fix is None):
         p.error("give a case directory or --fix NAME")
     try:
         a.vlen = vlens_on("qemu", a.vlen)
-        a.cc = compilers(a.cc)
+        a.cc = issue_runs.compilers(a.cc)
     except ValueError as e:
         p.error(str(e))
     except ToolchainError as e:
@@ -136,186 +66,9 @@ def main(argv: list[str]) -> int:
         return 2
     if a.fix and a.fix not in fix_catalogue.catalogue():
         p.error(f"--fix {a.fix}: no such fix ({', '.join(fix_catalogue.catalogue())})")
+    req = issue_runs.Request(a.vlen, a.cc, a.isa, a.fix, a.fixed, a.spike, a.no_stock, a.enable, a.out)
     if a.enable is not None:
         if not a.fix or not a.enable.is_file():
             p.error("--enable PATCH needs --fix NAME and an existing patch file")
-        return _enabled(a)
-    if a.fix:
-        case_dir = finding_case(a.fix, cache_dir() / "upstream-cases")
-    else:
-        case_dir = a.case.resolve()
-    case = load_case(case_dir)
-    out = (a.out or case.dir / "upstream").resolve()
-    try:
-        pub = public.public_form(case, tree.of(public.source_of(case)).types)
-    except public.NoPublicForm as e:
-        why = str(e)
-        entry = _entry(case.data["test"], case.data["target"].get("emulator", "qemu"), _built_by(case.data), a.fix)
-        ggml = public.source_of(case).ggml
-        if entry and entry.functions and not any(public.callers(ggml, f) for f in entry.functions):
-            why = (f"no code of this tree calls {', '.join(entry.functions)} (only its declaration and definition "
-                   "name it), so no op reaches it; it is wrong for any future caller")
-        print(f"rvvdiff report: no public-API program for {case.data['test']}: {why}")
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "repro.c").unlink(missing_ok=True)
-        (out / "issue.md").write_text(issue.no_public_issue(case.data, why, entry, case.arrays, a.fix or ""))
-        print(f"rvvdiff report: {out / 'issue.md'} (no public program)")
-        return 2
-    tgt = case.data["target"]
-    stress = bool(tgt.get("stress"))
-    isas = list(a.isa) if a.isa else list(DEFAULT_ISAS)
-    src = public.source_of(case)
-    entry = _entry(case.data["test"], tgt.get("emulator", "qemu"), _built_by(case.data), a.fix)
-    if entry and entry.functions:  # the function the finding is about, not the op the test called
-        pub.function = entry.functions[0]
-    trees = {"pinned" if src.label.startswith("pinned") else "tree": src}
-    fix_name = a.fixed or ""
-    fix_md = ""
-    if a.fixed:
-        trees["fixed"] = resolve(a.fixed)
-    elif entry and entry.fix:
-        fx = fix_catalogue.catalogue().get(entry.fix)
-        if fx is not None and patches.applies(fx, src)[0] == "applies":
-            trees["fixed"] = patches.apply([fx], src, "fix", fx.name)
-            fix_name = fx.name
-            fix_md = fx.report.read_text() if fx.report.exists() else ""
-    out.mkdir(parents=True, exist_ok=True)
-    title = pub.function
-    prog = out / "repro.c"
-    prog.write_text(program.program(pub, title))
-    with tempfile.TemporaryDirectory(prefix="rvvdiff-upstream-") as tmp:  # the executables; out keeps the texts
-        return _judge(a, case, pub, prog, out, trees, isas, stress, fix_name, fix_md, Path(tmp))
-
-
-def _saved(out: Path) -> Path:
-    """Where the runs behind ``out``'s issue text are kept (``--rerender`` writes the text again from them)."""
-    return cache_dir() / "upstream-runs" / (hashlib.sha256(str(out).encode()).hexdigest()[:12] + f"-{out.name}.pickle")
-
-
-def rerender(out: Path) -> int:
-    """Write ``out``'s issue text again from the runs of its last ``rvvdiff report --upstream`` (the generator's
-    wording changed, the runs did not): no build, no run."""
-    path = _saved(out)
-    if not path.is_file():
-        print(f"rvvdiff report: --rerender: no saved runs for {out}: run it without --rerender first")
-        return 2
-    s = pickle.loads(path.read_bytes())
-    text = issue.issue(types.SimpleNamespace(data=s.data), s.pub, s.program, s.verdicts, **s.kwargs)
-    (out / "issue.md").write_text(text)
-    print(f"rvvdiff report: {out / 'issue.md'} ({len(text.splitlines())} lines), from the saved runs")
-    return 0
-
-
-def _enabled(a: argparse.Namespace) -> int:
-    """``--fix NAME --enable PATCH``: the finding's code made live by PATCH on the pinned and the fixed tree, shown
-    by an exact repacked mul_mat (:func:`public.exact_repack`) at every VLEN, the recorded target being the
-    fix's first wrong VLEN in its first zvfh build."""
-    fx = fix_catalogue.catalogue()[a.fix]
-    entry = _entry("", "qemu", a.cc[0], a.fix)
-    fn = entry.functions if entry else ()
-    m = re.match(r"ggml_gem[vm]_([a-z0-9]+_[a-zA-Z0-9]+?)_\d+x\d+_", fn[0] if fn else "")
-    try:
-        pub = public.exact_repack(m.group(1) if m else "")
-    except public.NoPublicForm as e:
-        print(f"rvvdiff report: --enable: {e}")
-        return 2
-    pub.function = " / ".join(fn)
-    src = resolve(None)
-    enable = patches.Patch("enable", a.enable.resolve())
-    if patches.applies(enable, src)[0] != "applies":
-        print(f"rvvdiff report: --enable {a.enable}: does not apply to {src.label}")
-        return 2
-    trees = {"pinned": patches.apply([enable], src, "enable", f"{fx.name}-enable"),
-             "fixed": patches.apply([fx, enable], src, "fix", f"{fx.name}+enable")}
-    said = fx.meta.get("wrong-vlens", "").replace("all", ",".join(map(str, a.vlen)))
-    wrong = [int(v) for v in said.split(",") if v.strip().isdigit() and int(v) in a.vlen] or [a.vlen[-1]]
-    isas = list(a.isa) if a.isa else list(DEFAULT_ISAS)
-    first = next((i for i in fx.cost_isas if i in isas), isas[0])
-    data = {"test": "", "ggml": {"label": src.label, "commit": src.commit},
-            "target": {"isa": first, "vlen": wrong[0], "compiler": a.cc[0], "emulator": "qemu"},
-            "comparison": {"name": "C"}}
-    case = types.SimpleNamespace(data=data, dir=None)
-    out = a.out.resolve() if a.out else None
-    if out is None:
-        print("rvvdiff report: --enable needs --out DIR")
-        return 2
-    out.mkdir(parents=True, exist_ok=True)
-    prog = out / "repro.c"
-    prog.write_text(program.program(pub, pub.function))
-    if a.enable.resolve() != (out / "enable.patch").resolve():
-        shutil.copyfile(a.enable, out / "enable.patch")
-    with tempfile.TemporaryDirectory(prefix="rvvdiff-upstream-") as tmp:
-        return _judge(a, case, pub, prog, out, trees, isas, False, fx.name,
-                      fx.report.read_text() if fx.report.exists() else "", Path(tmp))
-
-
-def _judge(a: argparse.Namespace, case, pub: public.Public, prog: Path, out: Path, trees: dict, isas: list[str],
-           stress: bool, fix_name: str, fix_md: str, work: Path) -> int:
-    """Build and run the program everywhere, write the issue text; 0 when it is true as written."""
-    tgt = case.data["target"]
-    src = next(iter(trees.values()))
-    entry = _entry(case.data["test"], tgt.get("emulator", "qemu"), _built_by(case.data), a.fix)
-    # A finding that is a trap (the call crashed where the test ran, the oracle's value kept): every run is
-    # judged by whether it traps, and Spike, where such traps show, runs every VLEN.
-    trap = bool((case.data.get("comparison") or {}).get("crashed"))
-    verdicts = []
-    for cc in a.cc:
-        mine = runs.verify(prog, trees, isas, list(a.vlen), stress, work, trap=trap, cc=cc)
-        if not stress and not trap and not any(v.failing for v in mine if v.tree != "fixed"):
-            # right everywhere under QEMU's default policy: does it show with agnostic elements written as ones?
-            mine += runs.verify(prog, {k: t for k, t in trees.items() if k != "fixed"}, isas, list(a.vlen), True,
-                                work, cc=cc)
-        verdicts += mine
-    if a.spike:
-        try:
-            spike = registry.get("spike")
-        except ToolchainError as e:
-            print(f"rvvdiff report: --spike: {e}")
-            return 2
-        for cc in a.cc:
-            verdicts += runs.verify(prog, trees, isas, [v for v in SPIKE_VLENS if trap or v not in VLENS], stress,
-                                    work, spike, trap=trap, cc=cc)
-    for v in verdicts:
-        word = issue.verdict_word(v.failing, trap, v.text)
-        state = word.upper() if v.failing else word
-        print(f"  {v.tree:6} {v.compiler:6} {v.isa:9} VLEN {v.vlen:5}{' stress' if v.stress != stress else ''}: "
-              f"{state}" + ("" if v.failing is not None else f" ({v.text})"))
-    cause = issue.paragraph(fix_md, "Root cause") or issue.reason_of(entry)
-    impact = issue.paragraph(fix_md, "Who hits it")
-    fixed = [v for v in verdicts if v.tree == "fixed"]
-    recorded = _built_by(case.data) if _built_by(case.data) in a.cc else a.cc[0]
-    isa_ex, vl_ex = ISAS[tgt["isa"]], tgt["vlen"]
-    # (the stock commands run the program under QEMU, which lets a trap finding's access through)
-    stock_runs = []
-    for cc in ([] if a.no_stock or trap else a.cc):
-        i, vl, st = issue.example(verdicts, cc, stress, isa_ex, vl_ex)
-        stock_runs += [runs.verify_stock(t, label, i, vl, st, prog, work, cc) for label, t in trees.items()]
-    for v in stock_runs:
-        print(f"  {v.tree:6} {v.compiler:6} {v.isa:9} VLEN {v.vlen:5}{' stress' if v.stress else ''}, built with the "
-              "stock commands: " + {True: "WRONG", False: "ok", None: f"not run ({v.text})"}[v.failing])
-    enable = (out / "enable.patch").read_text() if getattr(a, "enable", None) is not None else ""
-    kwargs = dict(stress=stress, isa_example=isa_ex, vlen_example=vl_ex, tree=src, stock_runs=stock_runs, cause=cause,
-                  impact=impact, fix=fix_name, trap=trap, enable=enable)
-    saved = types.SimpleNamespace(data=case.data, pub=pub, program=prog.read_text(), verdicts=verdicts, kwargs=kwargs)
-    _saved(out).parent.mkdir(parents=True, exist_ok=True)
-    _saved(out).write_bytes(pickle.dumps(saved))
-    text = issue.issue(types.SimpleNamespace(data=case.data), pub, saved.program, verdicts, **kwargs)
-    (out / "issue.md").write_text(text)
-    print(f"rvvdiff report: {out / 'issue.md'} ({len(text.splitlines())} lines), {prog}")
-    at = [v for v in verdicts if v.tree != "fixed" and v.isa == tgt["isa"] and v.vlen == tgt["vlen"]
-          and v.emulator == tgt.get("emulator", "qemu") and v.compiler == recorded and v.stress == stress]
-
-    def agrees(s: runs.Verdict) -> bool:  # a stock run says what rvvdiff's build of that compiler says there
-        same = [v for v in verdicts if (v.tree, v.compiler, v.isa, v.vlen, v.stress, v.emulator)
-                == (s.tree, s.compiler, s.isa, s.vlen, s.stress, "qemu") and v.failing is not None]
-        return s.failing is None or not same or same[0].failing == s.failing
-
-    # "not run" cells (Spike has no stress mode; a kernel that traps there) say so in the table and judge nothing
-    true = (bool(at and at[0].failing) and not any(v.failing for v in fixed)
-            and (not fixed or any(v.failing is False for v in fixed)) and all(map(agrees, stock_runs)))
-    for (t, cc, isa), why in {(v.tree, v.compiler, v.isa): v.text for v in verdicts if v.failing is None}.items():
-        print(f"  not run: {t} {cc} {isa}: {why.splitlines()[0] if why else ''}")
-    if not true:
-        print("rvvdiff report: the program does not fail at the recorded target, or the fixed tree still fails: "
-              "the issue would not be true as written (table above)")
-    return 0 if true else 1
+        return issue_runs.enabled_issue(req)
+    return issue_runs.case_issue(req, None if a.fix else a.case)
