@@ -132,6 +132,9 @@ def pytest_args(failure: Failure, tree: Path, db: Path, plan: Path, extra: list[
 
 @dataclass
 class Bisect:
+    """One bisect of a failure between GOOD and BAD: its steps so far, the slot they move, what ``bisect.json``
+    keeps."""
+
     failure: Failure
     repo: Path
     good: str
