@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's own tests (house style, harness, oracles, planted bugs), on every core (pytest-xdist
 # -n auto unless an -n / --numprocesses is given).  Sets up whatever is missing first.  Extra arguments
-# go to pytest.
+# go to pytest (--long: also the long verifications, tests marked long; docs/setup.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/setup.sh --spike --gcc14=optional --board --llvm-mca=optional   # Spike: the cost and Spike checks; GCC 14: the compiler axis; sshd: the stand-in board; llvm-mca: the second cost estimate

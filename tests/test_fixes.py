@@ -179,6 +179,7 @@ def _check(fix_dir: Path, tree: source.GgmlSource, out: Path, *extra: str) -> tu
     return cp.returncode, data
 
 
+@pytest.mark.long(7)
 def test_check_verifies_the_fix_names_the_finding_fixed_and_measures_its_cost(
         fix_dir: Path, mutant_tree: source.GgmlSource, tmp_path: Path) -> None:
     code, data = _check(fix_dir, mutant_tree, tmp_path / "out")
@@ -218,6 +219,7 @@ def test_check_fails_a_fix_that_breaks_the_kernel_another_way(fix_dir: Path, mut
     assert any(p.startswith(("regression", "finding test still fails")) for p in c["problems"]), c["problems"]
 
 
+@pytest.mark.long(5)
 def test_check_does_not_verify_a_fix_that_fixes_nothing(fix_dir: Path, mutant_tree: source.GgmlSource,
                                                         tmp_path: Path) -> None:
     """A change in the buggy function that keeps the bug: the finding's tests still fail."""

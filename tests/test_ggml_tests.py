@@ -190,6 +190,7 @@ _MISSING = stock.missing("clang")
 @needs_tree
 @pytest.mark.skipif(_MISSING is not None, reason=f"end-to-end ggml test build skipped: {_MISSING}")
 @pytest.mark.skipif(settings.get("SKIP_GGMLTESTS_E2E") == "1", reason="RVVDIFF_SKIP_GGMLTESTS_E2E=1")
+@pytest.mark.long(25)
 def test_odd_block_count_fails_on_the_pinned_tree_and_passes_with_the_fixes() -> None:
     """End to end: builds llama.cpp's test-quantize-fns with clang-22 (the first build of llama + common
     takes about 15 min on two cores; the work directory is reused, later builds take about 1 min),
