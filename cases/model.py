@@ -262,7 +262,13 @@ def unreached(source: GgmlSource, case: Case, path: RunPath, vlen: int, isa: Isa
     """Why a (case, path) is not worth a run at this VLEN and build (it would repeat another run), or None."""
     if isa.name not in case.type.isas:
         return f"{case.type.name} has no kernel of its own in the {isa.name} build (its runs: {', '.join(case.type.isas)})"
-    if not path.repack and not repacked(source, gguf_file.read(model), vlen, bool(isa.qemu.get("zvfh"))):
+    info = gguf_file.read(model)
+    kernel = case.type.kernel_type.lower()
+    if case.type.quantize and kernel not in {t.lower() for t in info.types}:
+        held = ", ".join(f"{n} {t}" for t, n in sorted(info.types.items(), key=lambda x: -x[1]))
+        return (f"llama-quantize's {case.type.quantize} puts no tensor of {case.base} in {kernel} (it holds {held}): a run "
+                f"would not reach the {kernel} kernels")
+    if not path.repack and not repacked(source, info, vlen, bool(isa.qemu.get("zvfh"))):
         return (f"no weight of {case.id} is repacked at VLEN {vlen} in the {isa.name} build (ggml's selection, read "
                 "from the tree, for each tensor's type and rows): -nr would repeat the run with repacking")
     return None

@@ -37,7 +37,9 @@ EFFECTS: dict[str, Effect | str] = {
                                      "(iq2_xxs_vl512_subblock_offsets, whose effect on the model is measured), and "
                                      "QEMU does not trap misaligned vector loads, so a model run shows only the offsets",
     "iq3_xxs_vl1024_subblock_offsets": Effect("smollm2-iq3_xxs", 1024),
-    "iq2_s_vl1024_scale_nibbles_swapped": Effect("smollm2-iq2_s", 1024),
+    # llama-quantize's IQ2_S mix puts none of SmolLM2's tensors in IQ2_S (ffn_down goes to IQ2_XS / IQ3_S):
+    # the model cut from it, whose rows are a multiple of 256, holds IQ2_S tensors.
+    "iq2_s_vl1024_scale_nibbles_swapped": Effect("synth-iq2_s", 1024),
     "k_quants_vl512_agnostic_accumulator": Effect("smollm2-q3_k", 512, stress=True),
     "q4_K_int16_subblock_sum": Effect("smollm2-q4_k", 256),
     "vec_dot_bf16_tail_agnostic": Effect("smollm2-bf16", 128, isa="zvfbfwma", stress=True),
@@ -67,6 +69,9 @@ def measure(fix_name: str, effect: Effect) -> dict:
     isa = ISA_BUILDS[effect.isa]
     out = {"fix": fix_name, "case": effect.case, "vlen": effect.vlen, "isa": effect.isa, "stress": effect.stress,
            "compiler": "clang"}
+    why = M.unreached(pinned, case, M.PATHS[0], effect.vlen, isa, M.model_file(pinned, case))
+    if why:
+        raise SystemExit(f"{fix_name}: {effect.case} does not reach the finding's code: {why}")
     for label, tree in (("pinned", pinned), ("fixed", fixed)):
         try:
             k = M.check(tree, case, M.PATHS[0], effect.vlen, isa, effect.stress, "clang", M.SHAPE, reference_source=pinned)
