@@ -81,7 +81,8 @@ TYPES: tuple[ModelType, ...] = (
     ModelType("iq4_xs", "IQ4_XS", _RS, imatrix=True),
     ModelType("iq3_s", "IQ3_S", _RS, imatrix=True),
     ModelType("iq3_xxs", "IQ3_XXS", _RS, imatrix=True),
-    ModelType("iq2_s", "IQ2_S", _RS, imatrix=True),
+    # llama-quantize's IQ2_S mix makes IQ2_XS tensors (its default type); IQ2_M's default type is IQ2_S.
+    ModelType("iq2_s", "IQ2_M", _RS, imatrix=True),
     ModelType("iq2_xs", "IQ2_XS", _RS, imatrix=True),
     ModelType("iq2_xxs", "IQ2_XXS", _RS, imatrix=True),
     ModelType("iq1_s", "IQ1_S", _RS, imatrix=True),

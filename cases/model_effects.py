@@ -68,7 +68,7 @@ def measure(fix_name: str, effect: Effect) -> dict:
     case = M.Case(base, M.BY_NAME[name])
     isa = ISA_BUILDS[effect.isa]
     out = {"fix": fix_name, "case": effect.case, "vlen": effect.vlen, "isa": effect.isa, "stress": effect.stress,
-           "compiler": "clang"}
+           "compiler": "clang", "quantize": case.type.quantize}
     why = M.unreached(pinned, case, M.PATHS[0], effect.vlen, isa, M.model_file(pinned, case))
     if why:
         raise SystemExit(f"{fix_name}: {effect.case} does not reach the finding's code: {why}")

@@ -281,18 +281,21 @@ def upstream_lines(fix: str) -> list[str]:
 MODEL_EFFECTS = PROJECT_ROOT / "docs" / "model-effects.json"
 
 
-def _model_words(line: str) -> str:
+def _model_words(line: str, perplexity: bool = True) -> str:
     """A model run's figures in an issue's words: ``same top token 0.00 %, mean KLD 13.1, ..., PPL ratio
     89200.3284 (14 positions)`` -> ``the same top token at 0 % of 14 positions, mean KL divergence 13.1,
-    perplexity x 89200``."""
+    perplexity x 89200``.  ``perplexity=False`` for the model cut from SmolLM2's weights (hidden 512 of 576): it
+    predicts no text, every token of the text has a probability near zero under any build, and its perplexity
+    ratio follows the logits of tokens the model never predicts, not the build (the figures that weigh by what
+    the model predicts, KL divergence and the top token, stay)."""
     m = re.match(r"same top token ([\d.]+) %, mean KLD ([^,]+), .*PPL ratio ([\d.]+) \((\d+) positions\)", line)
     if not m:
         return line
     ratio = float(m.group(3))
-    return (f"the same top token at {float(m.group(1)):g} % of {m.group(4)} positions, mean KL divergence {m.group(2)}, "
-            f"perplexity x {ratio:.3g}" if ratio < 1000 else
-            f"the same top token at {float(m.group(1)):g} % of {m.group(4)} positions, mean KL divergence {m.group(2)}, "
-            f"perplexity x {ratio:,.0f}")
+    words = f"the same top token at {float(m.group(1)):g} % of {m.group(4)} positions, mean KL divergence {m.group(2)}"
+    if not perplexity:
+        return words
+    return words + (f", perplexity x {ratio:.3g}" if ratio < 1000 else f", perplexity x {ratio:,.0f}")
 
 
 def model_lines(fix: str) -> list[str]:
@@ -306,12 +309,15 @@ def model_lines(fix: str) -> list[str]:
     if "not_reached" in e:
         return ["", f"**On a real model.** No model run reaches this code: {sentence(e['not_reached'])}"]
     base, _, qtype = e["case"].partition("-")
-    model = "SmolLM2-135M-Instruct" if base == "smollm2" else "a model cut from SmolLM2-135M's weights"
-    how = (f"{model} requantized to {qtype.upper()} by llama-quantize, run by llama.cpp's llama-perplexity under "
+    real = base == "smollm2"
+    model = "SmolLM2-135M-Instruct" if real else "a model cut from SmolLM2-135M's weights (rows a multiple of 256)"
+    made = e.get("quantize") or qtype.upper()
+    made = made if made == qtype.upper() else f"{made} (its {qtype.upper()} tensors)"
+    how = (f"{model[0].upper()}{model[1:]} requantized to {made} by llama-quantize, run by llama.cpp's llama-perplexity under "
            f"QEMU at VLEN {e['vlen']} ({e['compiler']}, {e['isa']} build{', tail/mask stress' if e['stress'] else ''}) "
            "against the same tree built without V")
-    return ["", f"**On a real model.** {how}: {_model_words(e['pinned']['line'])}; with the fix: "
-                f"{_model_words(e['fixed']['line'])}."]
+    return ["", f"**On a real model.** {how}: {_model_words(e['pinned']['line'], real)}; with the fix: "
+                f"{_model_words(e['fixed']['line'], real)}."]
 
 
 def enable_line(enable: str) -> list[str]:
