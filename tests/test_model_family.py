@@ -227,3 +227,16 @@ def test_an_issue_text_says_what_the_finding_does_to_the_model(tmp_path: Path, m
     assert "with the fix: the same top token at 100 % of 14 positions" in text and issue.defects(text) == []
     assert issue.model_lines("g")[1].startswith("**On a real model.** No model run reaches this code: it needs")
     assert issue.model_lines("h") == []
+
+
+def test_a_model_file_without_a_tensor_of_its_type_is_not_run(tmp_path: Path) -> None:
+    """llama-quantize's mixes choose per tensor (its IQ2_S mix makes IQ2_XS tensors): a file that holds no tensor of
+    the case's type reaches none of its kernels, and the run is refused with the types the file holds."""
+    from harness.core.config import ISA_BUILDS
+    from harness.ggml import source
+
+    model = _write(tmp_path / "m.gguf")  # f32 and f16 tensors only
+    tree = source.pinned()
+    why = M.unreached(tree, M.Case("smollm2", M.BY_NAME["iq2_s"]), M.PATHS[0], 256, ISA_BUILDS["zvfh"], model)
+    assert why and "puts no tensor of smollm2 in iq2_s" in why and "1 f16" in why, why
+    assert M.unreached(tree, M.Case("smollm2", M.BY_NAME["f16"]), M.PATHS[0], 256, ISA_BUILDS["zvfh"], model) is None
