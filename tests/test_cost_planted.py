@@ -81,6 +81,7 @@ def test_planted_slowdown_is_slower_and_unreached_kernels_are_not_measured(tmp_p
     assert all(m["ratio"] > 1.2 for m in data["slower"]), data["slower"]
 
 
+@pytest.mark.long(2)
 def test_planted_speedup_is_faster(tmp_path: Path, trees) -> None:
     pinned, planted = trees
     code, data, out = _cost(tmp_path, "--ggml-src", pinned, "--base", planted, *CHANGED, "--block-slower", "0")
@@ -105,6 +106,7 @@ def test_a_kernel_that_traps_or_hangs_is_one_clear_line(kernel: str, says: str) 
     assert says in str(e.value) and "under Spike" in str(e.value), str(e.value)
 
 
+@pytest.mark.long(2)
 def test_the_start_up_snapshot_measures_what_a_fresh_start_measures(tmp_path: Path) -> None:
     """A run resumed from the snapshot taken after ggml's start-up (harness/cost/snapshot.py) counts
     exactly what a run from the ELF entry counts: instructions, histogram by function, mix."""

@@ -119,6 +119,7 @@ def test_pinned_tree_differs_exactly_where_the_reports_say(tmp_path: Path) -> No
                 assert like == c.like, f"{name}: moves like {like}, the report says swapped: {c.like}"
 
 
+@pytest.mark.long(2)
 @pytest.mark.parametrize("isa", ["zvfh"])
 def test_fixed_tree_differs_nowhere(isa: str, tmp_path: Path) -> None:
     tree = patches.apply([c.fix for c in CLAIMS], source.pinned(), "fix")

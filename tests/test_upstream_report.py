@@ -213,6 +213,7 @@ def test_finding_issue_fails_on_the_tree_and_passes_with_the_fix(tmp_path: Path)
 
 
 @pytest.mark.skipif(gcc14_missing() is not None, reason="GCC 14 not installed: run ci/setup.sh --gcc14")
+@pytest.mark.long(3)
 def test_finding_issue_with_both_compilers(tmp_path: Path) -> None:
     """The iq4_nl finding's program built by zig's clang and by GCC 14 (zvfh, the pinned and the fixed tree):
     wrong under both on the tree, right with the fix, and the title and table say so per compiler."""

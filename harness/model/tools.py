@@ -195,7 +195,9 @@ def riscv_tools(source: GgmlSource, isa: IsaBuild | str, compiler_name: str, *, 
                                     sort_keys=True).encode()).hexdigest()
     label = f"{isa.name}-{cc.name}" + ("-undef-rvv" if workaround else "")
     d = _known(key, targets) or _tools_dir(source, label)
-    with locked(cache_dir() / "tools" / f"{d.name}.lock"):
+    # One lock for every ISA build of a tree by a compiler: the second build starts once the first is done and
+    # finds all but its ggml-cpu in ccache (two at once would both compile everything).
+    with locked(cache_dir() / "tools" / f"{d.name.split('-', 1)[0]}-{cc.name}.lock"):
         d.mkdir(parents=True, exist_ok=True)
         tc = _toolchain_file(d, cc)
         configure = [f"-DCMAKE_TOOLCHAIN_FILE={tc}", f"-DCMAKE_C_COMPILER={cc.cc}", "-DCMAKE_SYSTEM_PROCESSOR=riscv64",
