@@ -28,6 +28,8 @@ class Effect:
     vlen: int
     isa: str = "zvfh"
     stress: bool = False
+    #: Repacking off (``-nr``) where the finding is in the vec_dot of a type ggml repacks at that VLEN.
+    repack: bool = True
 
 
 #: Each finding of the pinned tree: where a model reaches it, or why none does.
@@ -41,7 +43,8 @@ EFFECTS: dict[str, Effect | str] = {
     # the model cut from it, whose rows are a multiple of 256, holds IQ2_S tensors.
     "iq2_s_vl1024_scale_nibbles_swapped": Effect("synth-iq2_s", 1024),
     "k_quants_vl512_agnostic_accumulator": Effect("smollm2-q3_k", 512, stress=True),
-    "q4_K_int16_subblock_sum": Effect("smollm2-q4_k", 256),
+    # At VLEN 256 the zvfh build repacks q4_K (16x1): the vec_dot the finding is in runs with -nr.
+    "q4_K_int16_subblock_sum": Effect("smollm2-q4_k", 256, repack=False),
     "vec_dot_bf16_tail_agnostic": Effect("smollm2-bf16", 128, isa="zvfbfwma", stress=True),
     "vec_dot_f16_unroll_tail_agnostic": Effect("smollm2-f16", 256, stress=True),
     "iq4_nl_odd_block_dropped": "it needs a row of an odd number of 32-blocks, and SmolLM2's rows (576 = 18 blocks, "
@@ -68,13 +71,14 @@ def measure(fix_name: str, effect: Effect) -> dict:
     case = M.Case(base, M.BY_NAME[name])
     isa = ISA_BUILDS[effect.isa]
     out = {"fix": fix_name, "case": effect.case, "vlen": effect.vlen, "isa": effect.isa, "stress": effect.stress,
-           "compiler": "clang", "quantize": case.type.quantize}
-    why = M.unreached(pinned, case, M.PATHS[0], effect.vlen, isa, M.model_file(pinned, case))
+           "compiler": "clang", "quantize": case.type.quantize, "repack": effect.repack}
+    path = M.RunPath(effect.repack, 1)
+    why = M.unreached(pinned, case, path, effect.vlen, isa, M.model_file(pinned, case))
     if why:
         raise SystemExit(f"{fix_name}: {effect.case} does not reach the finding's code: {why}")
     for label, tree in (("pinned", pinned), ("fixed", fixed)):
         try:
-            k = M.check(tree, case, M.PATHS[0], effect.vlen, isa, effect.stress, "clang", M.SHAPE, reference_source=pinned)
+            k = M.check(tree, case, path, effect.vlen, isa, effect.stress, "clang", M.SHAPE, reference_source=pinned)
             out[label] = {"line": k.line(), "mean_kld": k.mean_kld, "same_top": k.same_top, "ppl_ratio": k.ppl_ratio,
                           "within": not M.BOUND.violations(k)}
         except Exception as e:  # noqa: BLE001 - a crash of the tool is this row's result
@@ -89,7 +93,7 @@ def table(rows: dict[str, dict]) -> str:
             lines.append(f"| {name} | not reached: {e} | | |")
             continue
         r = rows.get(name)
-        where = f"{e.case}, VLEN {e.vlen}, {e.isa}{', stress' if e.stress else ''}, clang"
+        where = f"{e.case}, VLEN {e.vlen}, {e.isa}{', stress' if e.stress else ''}{', -nr' if not e.repack else ''}, clang"
         if r is None:
             lines.append(f"| {name} | {where} | not measured yet (`python -m cases.model_effects --only {name}`) | |")
         else:
