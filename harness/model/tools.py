@@ -174,9 +174,13 @@ def _build(d: Path, source: GgmlSource, configure: list[str], targets: tuple[str
     stamp.write_text(json.dumps({"key": key, "targets": sorted(built | set(targets))}))
 
 
+def _tree_tag(source: GgmlSource) -> str:
+    """The tools directories' prefix for a tree (its path's digest)."""
+    return hashlib.sha256(str(source.root).encode()).hexdigest()[:12]
+
+
 def _tools_dir(source: GgmlSource, label: str) -> Path:
-    tree = hashlib.sha256(str(source.root).encode()).hexdigest()[:12]
-    return cache_dir() / "tools" / f"{tree}-{label}"
+    return cache_dir() / "tools" / f"{_tree_tag(source)}-{label}"
 
 
 def riscv_tools(source: GgmlSource, isa: IsaBuild | str, compiler_name: str, *, workaround: bool = False,
@@ -197,7 +201,7 @@ def riscv_tools(source: GgmlSource, isa: IsaBuild | str, compiler_name: str, *, 
     d = _known(key, targets) or _tools_dir(source, label)
     # One lock for every ISA build of a tree by a compiler: the second build starts once the first is done and
     # finds all but its ggml-cpu in ccache (two at once would both compile everything).
-    with locked(cache_dir() / "tools" / f"{d.name.split('-', 1)[0]}-{cc.name}.lock"):
+    with locked(cache_dir() / "tools" / f"{_tree_tag(source)}-{cc.name}.lock"):
         d.mkdir(parents=True, exist_ok=True)
         tc = _toolchain_file(d, cc)
         configure = [f"-DCMAKE_TOOLCHAIN_FILE={tc}", f"-DCMAKE_C_COMPILER={cc.cc}", "-DCMAKE_SYSTEM_PROCESSOR=riscv64",
