@@ -338,7 +338,7 @@ def _context(case: AttnCase, target, p: Problem, side: str) -> str:
 def check_attention(case: AttnCase, target, p: Problem) -> None:
     """One problem on both sides, judged as ``test_flash_attn`` says."""
     sh = p.shape
-    path = fused_path(case.k, case.v, sh.n_q, sh.n_kv, sh.dv)
+    path = fused_path(case.k, case.v, sh.n_q, sh.n_kv, sh.dv, vector=target.isa.vector)
     assert path == case.path, f"table error: {p!r} takes {path}, not {case.path}"
     observe.note("path", path)
     q_f, arith_f = case.fused_arithmetic(sh.threads)

@@ -53,7 +53,8 @@ HEAD_SIZES = (4, 8, 32, 40, 64, 80, 96, 112, 128, 192, 256)
 class TiledRule:
     """When ggml_compute_forward_flash_attn_ext_f16 takes the tiled path (f32 / f16 K = V aside):
     ``n_q >= q``, and in the tree's era ``n_kv % kv == 0`` (the first tiled path, 2026-02, tiles
-    of 32 x 16) or ``DV % GGML_F32_EPR == 0`` (the simd_gemm era, tiles of 64 x 64)."""
+    of 32 x 16) or ``DV % GGML_F32_EPR == 0`` (the simd_gemm era, tiles of 64 x 64).  The DV rule sits
+    under ``#if defined(GGML_SIMD)``: a build without V (rv64gc) has no GGML_SIMD, and no DV rule."""
 
     q: int = Q_TILE
     kv: int = KV_TILE
@@ -61,9 +62,9 @@ class TiledRule:
     dv_epr: bool = True
     present: bool = True  # the tree has a tiled path at all (before 2026-02 it does not)
 
-    def takes(self, n_q: int, n_kv: int, dv: int) -> bool:
+    def takes(self, n_q: int, n_kv: int, dv: int, *, vector: bool = True) -> bool:
         return self.present and n_q >= self.q and (not self.kv_multiple or n_kv % self.kv == 0) and \
-            (not self.dv_epr or dv % F32_EPR == 0)
+            (not self.dv_epr or not vector or dv % F32_EPR == 0)
 
 
 @lru_cache(maxsize=8)
@@ -89,13 +90,13 @@ def tiled_rule() -> TiledRule:
         return TiledRule()
 
 
-def fused_path(k: str, v: str, n_q: int, n_kv: int, dv: int) -> str:
+def fused_path(k: str, v: str, n_q: int, n_kv: int, dv: int, *, vector: bool = True) -> str:
     """The path ggml_compute_forward_flash_attn_ext_f16 takes (the module docstring's rules, with
-    the tree's own tiled-path rule)."""
+    the tree's own tiled-path rule) in a build with V, or without it (``vector`` False: rv64gc)."""
     f = k == v and k in ("f32", "f16")
     if f and n_q == 1 and n_kv >= SPLIT_MIN_KV:
         return "split"
-    if f and tiled_rule().takes(n_q, n_kv, dv):
+    if f and tiled_rule().takes(n_q, n_kv, dv, vector=vector):
         return "tiled"
     return "one_chunk"
 
@@ -202,7 +203,7 @@ def _real_kv(n_q: int, dk: int, dv: int, n_kv: int) -> int:
 
 
 @st.composite
-def shapes(draw: st.DrawFn, case: AttnCase) -> Shape:
+def shapes(draw: st.DrawFn, case: AttnCase, vector: bool = True) -> Shape:
     """Shapes that take ``case.path``, at its thresholds and tile edges: queries around 64
     and its multiples, KV lengths around 64-wide tiles and around 512, and now and then a
     real decode's KV cache (2048-8192 positions, one or two queries); head sizes of real
@@ -242,13 +243,14 @@ def shapes(draw: st.DrawFn, case: AttnCase) -> Shape:
             kv_heads = 1
     shape = Shape(n_q, n_kv, dk, dv, kv_heads * ratio, kv_heads, threads)
     if case.path == "one_chunk":  # the shapes of one-chunk's own types never leave it; f32/f16 ones:
-        shape = _keep_one_chunk(case, shape)
+        shape = _keep_one_chunk(case, shape, vector)
     return shape
 
 
-def _keep_one_chunk(case: AttnCase, sh: Shape) -> Shape:
-    """Moves an f32 / f16 shape off the tiled and split conditions, onto their near misses."""
-    if fused_path(case.k, case.v, sh.n_q, sh.n_kv, sh.dv) == "one_chunk":
+def _keep_one_chunk(case: AttnCase, sh: Shape, vector: bool = True) -> Shape:
+    """Moves an f32 / f16 shape off the tiled and split conditions, onto their near misses (in a build
+    without V, where the tiled path has no DV rule, the one query short of a Q tile)."""
+    if fused_path(case.k, case.v, sh.n_q, sh.n_kv, sh.dv, vector=vector) == "one_chunk":
         return sh
     if sh.n_q == 1:  # split needs n_kv >= 512: one less, or two queries
         return Shape(2, sh.n_kv, sh.dk, sh.dv, sh.heads, sh.kv_heads, sh.threads) if sh.n_kv > 512 else \
@@ -256,6 +258,8 @@ def _keep_one_chunk(case: AttnCase, sh: Shape) -> Shape:
     rule = tiled_rule()
     if rule.kv_multiple:  # the first tiled path also needs n_kv % KV tile == 0: one position more
         return Shape(sh.n_q, sh.n_kv + 1, sh.dk, sh.dv, sh.heads, sh.kv_heads, sh.threads)
+    if not vector:  # tiled needs n_q >= 64 only: a query short of a tile
+        return Shape(rule.q - 1, sh.n_kv, sh.dk, sh.dv, sh.heads, sh.kv_heads, sh.threads)
     # tiled needs n_q >= 64 and DV % 4 == 0: one query less, or a DV that is not a multiple of 4
     return Shape(rule.q - 1, sh.n_kv, sh.dk, sh.dv, sh.heads, sh.kv_heads, sh.threads) if sh.n_q == rule.q else \
         Shape(sh.n_q, sh.n_kv, sh.dk, sh.dv + 2, sh.heads, sh.kv_heads, sh.threads)
@@ -361,10 +365,10 @@ def make_problem(case: AttnCase, sh: Shape, opts: Options, seed: int) -> Problem
 
 
 @st.composite
-def problems(draw: st.DrawFn, case: AttnCase) -> Problem:
+def problems(draw: st.DrawFn, case: AttnCase, vector: bool = True) -> Problem:
     """A shape of the case's path, a mask kind (with ALiBi or not), softcap, sinks, scale,
     sharpness of the softmax and an offset of V; the data from a seed."""
-    sh = draw(shapes(case), label="shape")
+    sh = draw(shapes(case, vector), label="shape")
     mask = draw(st.sampled_from(MASKS), label="mask")
     alibi = mask != "none" and draw(st.booleans(), label="alibi")
     opts = Options(

@@ -111,7 +111,7 @@ class MatMulKernel(S.KernelSpec):
     def path(self, isa: IsaBuild, vlen: int, k: int, m: int, n: int, threads: int) -> str:
         """The path ggml-cpu takes for this shape (the module docstring's conditions), with the
         tinyBLAS_RVV types the tree's llamafile_sgemm compiles in ``isa`` (``tinyblas``)."""
-        tb = tinyblas(session().source, tuple(isa.extensions)).get(self.a)
+        tb = tinyblas(session().source, tuple(isa.extensions), vector=isa.vector).get(self.a)
         if tb is not None and on_tinyblas(vlen, k, m, n):
             return f"tinyBLAS_RVV<{tb.vector}>::gemm<{RM},{RN},{block_rows(m, threads)}>"
         return f"ggml_vec_dot_{self.a}"
@@ -157,16 +157,16 @@ class TinyBlas:
 
 
 @cache
-def tinyblas(src: GgmlSource, extensions: tuple[str, ...]) -> dict[str, TinyBlas]:
+def tinyblas(src: GgmlSource, extensions: tuple[str, ...], *, vector: bool = True) -> dict[str, TinyBlas]:
     """A's format (or C type, for a type ggml's formats do not name) -> the tinyBLAS_RVV that the
     tree's ``llamafile_sgemm``, as a build with ``extensions`` compiles it, runs for it (the first
     one instantiated: the others are other LMULs of the same branch, compiled out).  Empty when the
-    tree has no tinyBLAS_RVV (before 2026)."""
+    tree has no tinyBLAS_RVV (before 2026), or for a build without V (``vector`` False: rv64gc)."""
     if not (src.ggml / SGEMM).is_file():
         return {}
     inv = tree.of(src)
     headers = [inv.file(h) for h in HEADERS if (src.ggml / h).is_file()]
-    f = inv.file(SGEMM).functions(csource.build_macros(extensions, headers)).get("llamafile_sgemm")
+    f = inv.file(SGEMM).functions(csource.build_macros(extensions, headers, vector=vector)).get("llamafile_sgemm")
     if f is None:
         return {}
     first = f.end - f.body.count("\n")  # the line of the body's opening brace

@@ -90,14 +90,17 @@ def expected_path(kernel: RepackKernel, layout: str | None, n: int) -> str:
     return " + ".join(sorted(parts))
 
 
-def expected_quantizers(kernel: RepackKernel, layout: str | None, n: int) -> str:
+def expected_quantizers(kernel: RepackKernel, layout: str | None, n: int, *, rvv_row: bool = True) -> str:
     """The activation quantizers of the repacked path: ggml_quantize_mat_<q8>_4x<blocklen> for the
-    groups of 4 rows, the type's quantize_row_<q8> (from_float) for the leftovers."""
+    groups of 4 rows, the type's quantize_row_<q8> (from_float) for the leftovers.  ``rvv_row`` False:
+    the build compiles no RVV body of quantize_row_<q8> (rv64gc, or a tree without one), so the
+    generic one runs, and it calls quantize_row_<q8>_ref."""
     lay = kernel.layout
+    row = [f"quantize_row_{lay.activation}"] + ([] if rvv_row else [f"quantize_row_{lay.activation}_ref"])
     if layout is None:
-        return f"quantize_row_{lay.activation}"
+        return " + ".join(sorted(row))
     parts = ([f"ggml_quantize_mat_{lay.activation}_4x{lay.activation_blocklen}"] if n >= 4 else [])
-    parts += [f"quantize_row_{lay.activation}"] if n % 4 else []
+    parts += row if n % 4 else []
     return " + ".join(sorted(parts))
 
 

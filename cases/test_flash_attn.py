@@ -39,7 +39,7 @@ def test_flash_attn(case: AttnCase, target, request: pytest.FixtureRequest) -> N
     Drawn problems first (a failure among them shrinks to the smallest failing shape), then, on
     every run, the loop-crossing shapes of ``loop_shapes`` at the target's VLEN (fixed sizes: as
     explicit examples ahead of the draws they would pre-empt the shrinking of any bug they catch)."""
-    S.explore(request, problems(case), finding_problems(case), lambda p: check_attention(case, target, p),
+    S.explore(request, problems(case, target.isa.vector), finding_problems(case), lambda p: check_attention(case, target, p),
               after=loop_problems(case, target.vlen))
 
 
@@ -47,7 +47,7 @@ def test_flash_attn(case: AttnCase, target, request: pytest.FixtureRequest) -> N
 def test_flash_attn_path(case: AttnCase, target) -> None:
     """The probes of the case's path take it, as QEMU's trace shows; the K type's vec_dot is recorded."""
     for sh in PROBES[case.path]:
-        if fused_path(case.k, case.v, sh.n_q, sh.n_kv, sh.dv) != case.path or \
+        if fused_path(case.k, case.v, sh.n_q, sh.n_kv, sh.dv, vector=target.isa.vector) != case.path or \
                 (case.v in BLOCK_BYTES and sh.dv % 32) or (case.k in BLOCK_BYTES and sh.dk % 32):
             continue  # a near miss of f32 / f16 that this case's types take the same way anyway
         opts = Options("causal", 1, 0.0, 0.0, True, float(np.float32(1 / math.sqrt(sh.dk))), 1.0, 0.0)

@@ -59,6 +59,7 @@ def test_quantize_edges(q: Quantizer, target) -> None:
 @pytest.mark.parametrize("q", QUANTIZERS, ids=IDS)
 def test_quantize_variant(q: Quantizer, target) -> None:
     """Trace one call: the RVV body of quantize_row_<q> ran, not the generic / reference one."""
+    target.needs_vector(f"which body of quantize_row_{q.name} runs")
     found = V.scan(session().source.cpu_dir)
     entry = found.quantizers.get(q.name)
     if entry is None or not entry.rvv:

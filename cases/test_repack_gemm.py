@@ -43,6 +43,7 @@ from cases import strategies as S
 from harness.check import observe
 from harness.check.compare import assert_all_within, assert_bitwise_equal
 from harness.emulators.protocol import In, Out
+from harness.plugin.targets import session
 from oracles import quants as Q
 from oracles import repack as RP
 
@@ -172,6 +173,8 @@ def test_mul_mat_path(kernel: K.RepackKernel, target) -> None:
     Where ggml never repacks only one probe runs (the selection sweep covers the rest)."""
     lay = kernel.layout
     probes = PROBES if SEL.expected_layout(target, lay.weight, 16) else PROBES[1:2]
+    row = V.scan(session().source.cpu_dir).quantizers.get(lay.activation)
+    rvv_row = row is not None and row.rvv and target.isa.vector
     for i, (m, n, batch, threads) in enumerate(probes):
         case = RS.exact_mul_mat_case(kernel, m, n, batch, threads, n_blocks=2, seed=i)
         layout = SEL.expected_layout(target, lay.weight, m)
@@ -179,7 +182,7 @@ def test_mul_mat_path(kernel: K.RepackKernel, target) -> None:
         bufs = [In(case.weights), In(case.x), Out(4 * batch * n * m)]
         calls = target.trace("repack_mul_mat", ip, [], bufs).call
         ran, quant = SEL.executed_path(calls), SEL.executed_quantizers(calls)
-        want, want_quant = SEL.expected_path(kernel, layout, n), SEL.expected_quantizers(kernel, layout, n)
+        want, want_quant = SEL.expected_path(kernel, layout, n), SEL.expected_quantizers(kernel, layout, n, rvv_row=rvv_row)
         ctx = f"probe m={m}, n={n}, planes={batch}, threads={threads}, {target.id}"
         observe.note("variant", f"m={m} n={n}: {ran}")
         assert ran == want, f"path={ran!r}, but should be {want!r} [{ctx}]"

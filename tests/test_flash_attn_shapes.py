@@ -55,3 +55,19 @@ def test_one_split_case_runs_the_empty_chunk_shape_on_the_split_path(vlen: int) 
     assert FP.fused_path(case.k, case.v, sh.n_q, sh.n_kv, sh.dv) == "split"
     assert _empty_after_short_chunk(sh.n_kv, sh.threads)
     assert sh.threads <= 64  # the kernel server's MAX_THREADS (harness/server/server.h)
+
+
+@pytest.mark.parametrize("case", [c for c in FP.CASES if c.path == "one_chunk" and c.k == c.v and c.k in ("f32", "f16")],
+                         ids=lambda c: c.name)
+def test_one_chunk_shapes_stay_one_chunk_in_a_build_without_vector(case: FP.AttnCase) -> None:
+    """ops.cpp's tiled rule keeps DV % GGML_F32_EPR under #if defined(GGML_SIMD): a build without V
+    (rv64gc) takes the tiled path at 64 queries whatever DV is, so its one-chunk shapes are a query short."""
+    rule = FP.tiled_rule()
+    assert rule.dv_epr, "the pinned tree's tiled rule has the DV condition"
+    odd_dv = FP.Shape(64, 64, 64, 6, 1, 1, 1)  # the near miss of a vector build
+    assert FP.fused_path(case.k, case.v, 64, 64, 6) == "one_chunk"
+    assert FP.fused_path(case.k, case.v, 64, 64, 6, vector=False) == "tiled"
+    for sh in (odd_dv, FP.Shape(100, 64, 64, 64, 1, 1, 1), FP.Shape(64, 200, 64, 6, 1, 1, 1)):
+        for vector in (True, False):
+            kept = FP._keep_one_chunk(case, sh, vector)
+            assert FP.fused_path(case.k, case.v, kept.n_q, kept.n_kv, kept.dv, vector=vector) == "one_chunk", (sh, vector)

@@ -225,6 +225,30 @@ def test_an_entry_with_a_compiler_marks_only_that_compilers_tests(tree: GgmlSour
     assert unused == []
 
 
+def test_an_entry_of_rvv_code_does_not_mark_the_build_without_vector(tree: GgmlSource, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """rv64gc compiles none of the RVV code: an entry of a function with an RVV branch leaves its tests
+    alone there (they are judged afresh); an entry of code without one marks them too."""
+    from harness.plugin import marks as plugin
+
+    fps = {f: known.fingerprint(tree, "src/ggml-cpu/vec.cpp", f) for f in ("toy_dot", "toy_helper")}
+    assert not known.same_without_vector(tree, "src/ggml-cpu/vec.cpp", "toy_dot")
+    assert known.same_without_vector(tree, "src/ggml-cpu/vec.cpp", "toy_helper")
+    p = tmp_path / "known.toml"
+    p.write_text("".join(entry(test=f"t.py::test_{f}*", function=f, file="src/ggml-cpu/vec.cpp", fingerprint=[fp])
+                         for f, fp in fps.items()))
+    monkeypatch.setenv("RVVDIFF_KNOWN_FAILURES", str(p))
+    items = []
+    for isa in (config.ISA_BUILDS["zvfh"], config.NOVECTOR):
+        for f in fps:
+            target = SimpleNamespace(compiler="gcc14", isa=isa)
+            items.append(_Item(nodeid=f"t.py::test_{f}[x-vlen512-{isa.name}]", markers=[],
+                               callspec=SimpleNamespace(params={"target": target})))
+    plugin.mark_known_failures(_config({"gcc14": tuple(config.ISA_BUILDS)}), tree, items)  # type: ignore[arg-type]
+    # zvfh: both entries; rv64gc: only the one of code without an RVV branch
+    assert [len(it.markers) for it in items] == [1, 1, 0, 1]
+
+
 def test_matches_strips_the_compiler_component(tmp_path: Path) -> None:
     p = tmp_path / "known.toml"
     p.write_text(entry(test="t.py::f[[]x-vlen512-zvfh]", ggml=["*"], compiler="gcc14"))

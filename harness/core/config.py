@@ -41,6 +41,11 @@ class IsaBuild:
     def extensions(self) -> list[str]:
         return [k for k, on in self.qemu.items() if on]
 
+    @property
+    def vector(self) -> bool:
+        """The build has the vector extension (every build but rv64gc): the tree's RVV code is in it."""
+        return self.qemu.get("v", False)
+
 
 _OFF = {"zfh": False, "zfhmin": False, "zvfh": False, "zvfhmin": False, "zvfbfmin": False,
         "zvfbfwma": False, "zfbfmin": False}

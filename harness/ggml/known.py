@@ -57,6 +57,11 @@ that has a zvfh path).  A change there alone keeps the entry, and if it fixed th
 xfail reports the pass; a change of the read branch alone drops the entry and the failures show
 as new.  Both are loud, neither is silent.
 
+**The build without V** (``rv64gc``, ggml's generic C) compiles none of the RVV code the
+fingerprints read: an entry applies to its tests only when every function it names compiles to the
+same code without the vector extension (a bug in code with no RVV branch), or when it names no
+function (:meth:`Known.in_build_without_vector`).
+
 **Strictness.**  A test matching an applicable entry is marked ``xfail(strict=True)``: it must keep
 failing, and one that starts to pass fails the run ("known failure now passes: remove the entry,
 or its fingerprint").  An applicable entry that matches no collected test (on a run over the whole
@@ -138,6 +143,23 @@ def fingerprint(source: GgmlSource, file: str, function: str) -> str | None:
     return f.fingerprint if f else None
 
 
+@functools.lru_cache(maxsize=64)
+def _compiled_without_vector(path: Path, mtime_ns: int) -> dict[str, csource.Function]:
+    macros = csource.with_includes(path, csource.scalar_macros(FINGERPRINT_MACROS))
+    return csource.read(path).functions(macros)
+
+
+def same_without_vector(source: GgmlSource, file: str, function: str) -> bool:
+    """``function`` compiles to the same code in a build without the vector extension (rv64gc) as in
+    the RVV build its fingerprint reads: the code holds no RVV branch."""
+    path = source.ggml / file
+    if not path.is_file():
+        return False
+    rvv = definitions(path).get(function)
+    scalar = _compiled_without_vector(path, path.stat().st_mtime_ns).get(function)
+    return rvv is not None and scalar is not None and rvv.fingerprint == scalar.fingerprint
+
+
 def _absence(source: GgmlSource, file: str, function: str) -> str:
     """Why ``function`` has no fingerprint in ``source``, in words."""
     path = source.ggml / file
@@ -195,6 +217,12 @@ class Known:
         bare, named = split_compiler(nodeid)
         return (fnmatch.fnmatchcase(bare, self.test) and self.emulator in ("", emulator)
                 and self.for_compiler(named or compiler))
+
+    def in_build_without_vector(self, source: GgmlSource) -> bool:
+        """The entry holds in a build without V (rv64gc, ggml's generic C): it names no function (a
+        tree named by ``ggml``: nothing says which code), or every function it names holds no RVV
+        branch (:func:`same_without_vector`).  A bug in RVV code is not in a build that compiles none."""
+        return all(same_without_vector(source, f, n) for n, f in zip(self.functions, self.files))
 
     def for_compiler(self, compiler: str) -> bool:
         """The bug shows in builds of ``compiler``."""

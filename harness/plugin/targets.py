@@ -162,6 +162,14 @@ class Target:
     def server(self) -> pool.KernelServer:
         return session().server(self)
 
+    def needs_vector(self, what: str) -> None:
+        """Skip a test that asks which RVV code runs (``what``) on a build without V, saying why: rv64gc
+        compiles none of the tree's RVV code; its kernels are ggml's generic C, which the other tests
+        of the target still check against their oracles."""
+        if not self.isa.vector:
+            pytest.skip(f"{what}: the {self.isa.name} build has no vector extension and compiles none of the tree's "
+                        "RVV code (ggml's generic C runs; the vector builds answer this)")
+
     @property
     def features(self) -> dict[str, bool]:
         """Extensions the build was compiled for, as the server reports them (``feature.zvfh`` ...)."""
