@@ -16,7 +16,7 @@ from tests.helpers import gcc14_missing, run_suite
 @pytest.mark.long(4)
 @pytest.mark.skipif(gcc14_missing() is not None, reason="GCC 14 not installed: run ci/setup.sh --gcc14")
 def test_the_kernel_families_pass_on_the_build_without_vector() -> None:
-    r = run_suite("cases", "--deselect", "cases/test_model.py", "--vlen", "128", "--isa", "rv64gc", "--cc", "gcc14",
+    r = run_suite("cases", "--deselect", "cases/test_model.py", "--vlen", "128,256", "--isa", "rv64gc", "--cc", "gcc14",
                   "--max-examples", "3", "-q", "-rs", "-p", "no:xdist")
     tail = r.stdout[-3000:]
     assert r.returncode == 0, tail
