@@ -74,8 +74,8 @@ def measure(fix_name: str, effect: Effect) -> dict:
            "compiler": "clang", "quantize": case.type.quantize, "repack": effect.repack}
     path = M.RunPath(effect.repack, 1)
     why = M.unreached(pinned, case, path, effect.vlen, isa, M.model_file(pinned, case))
-    if why:
-        raise SystemExit(f"{fix_name}: {effect.case} does not reach the finding's code: {why}")
+    if why:  # a row that says so: the other findings are still measured
+        return {**out, "unreached": f"{effect.case} does not reach the finding's code: {why}"}
     for label, tree in (("pinned", pinned), ("fixed", fixed)):
         try:
             k = M.check(tree, case, path, effect.vlen, isa, effect.stress, "clang", M.SHAPE, reference_source=pinned)
@@ -96,6 +96,8 @@ def table(rows: dict[str, dict]) -> str:
         where = f"{e.case}, VLEN {e.vlen}, {e.isa}{', stress' if e.stress else ''}{', -nr' if not e.repack else ''}, clang"
         if r is None:
             lines.append(f"| {name} | {where} | not measured yet (`python -m cases.model_effects --only {name}`) | |")
+        elif "unreached" in r:
+            lines.append(f"| {name} | {where} | not reached: {r['unreached']} | |")
         else:
             lines.append(f"| {name} | {where} | {r['pinned']['line']} | {r['fixed']['line']} |")
     return "\n".join(lines)
@@ -106,14 +108,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", help="a finding (repeatable; default: every reachable one)")
     ap.add_argument("--write", action="store_true", help="write docs/model-effects.json and docs/model.md's table")
     a = ap.parse_args(argv)
-    rows = {n: r for n, r in (json.loads(RESULTS.read_text()) if RESULTS.exists() else {}).items() if "pinned" in r}
+    rows = {n: r for n, r in (json.loads(RESULTS.read_text()) if RESULTS.exists() else {}).items()
+            if "pinned" in r or "unreached" in r}
     for name in a.only or [n for n, e in EFFECTS.items() if isinstance(e, Effect)]:
         e = EFFECTS[name]
         if not isinstance(e, Effect):
             print(f"{name}: not reached: {e}")
             continue
-        rows[name] = measure(name, e)
-        print(f"{name}: as it is: {rows[name]['pinned']['line']}; with its fix: {rows[name]['fixed']['line']}", flush=True)
+        rows[name] = r = measure(name, e)
+        print(f"{name}: not reached: {r['unreached']}" if "unreached" in r else
+              f"{name}: as it is: {r['pinned']['line']}; with its fix: {r['fixed']['line']}", flush=True)
         if a.write:
             RESULTS.write_text(json.dumps(rows, indent=1) + "\n")
     if a.write:

@@ -306,8 +306,8 @@ def model_lines(fix: str) -> list[str]:
     e = effects.get(fix)
     if e is None:
         return []
-    if "not_reached" in e:
-        return ["", f"**On a real model.** No model run reaches this code: {sentence(e['not_reached'])}"]
+    if "not_reached" in e or "unreached" in e:
+        return ["", f"**On a real model.** No model run reaches this code: {sentence(e.get('not_reached') or e['unreached'])}"]
     base, _, qtype = e["case"].partition("-")
     real = base == "smollm2"
     model = "SmolLM2-135M-Instruct" if real else "a model cut from SmolLM2-135M's weights (rows a multiple of 256)"
