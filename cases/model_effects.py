@@ -42,7 +42,8 @@ EFFECTS: dict[str, Effect | str] = {
     # llama-quantize's IQ2_S mix puts none of SmolLM2's tensors in IQ2_S (ffn_down goes to IQ2_XS / IQ3_S):
     # the model cut from it, whose rows are a multiple of 256, holds IQ2_S tensors.
     "iq2_s_vl1024_scale_nibbles_swapped": Effect("synth-iq2_s", 1024),
-    "k_quants_vl512_agnostic_accumulator": Effect("smollm2-q3_k", 512, stress=True),
+    # llama-quantize's Q3_K_M puts none of SmolLM2's tensors in q3_K (rows of 576 fall back): the cut model.
+    "k_quants_vl512_agnostic_accumulator": Effect("synth-q3_k", 512, stress=True),
     # At VLEN 256 the zvfh build repacks q4_K (16x1): the vec_dot the finding is in runs with -nr.
     "q4_K_int16_subblock_sum": Effect("smollm2-q4_k", 256, repack=False),
     "vec_dot_bf16_tail_agnostic": Effect("smollm2-bf16", 128, isa="zvfbfwma", stress=True),
