@@ -139,13 +139,15 @@ def summary(rs: list[Row] | tuple[Row, ...] | None = None) -> str:
             return f"calibration: unknown ({e}; {DOC_LINK} says how a row is written)"
     parts = []
     for cc, est in ((cc, est) for cc in compilers(rs) for est in SUMMARISED):
-        got, held = worst([r for r in rs if not r.held_out], est, cc), worst([r for r in rs if r.held_out], est, cc)
+        given, out = [r for r in rs if not r.held_out], [r for r in rs if r.held_out]
+        got, held = worst(given, est, cc), worst(out, est, cc)
         if got or held:
-            ok, n = direction_right(rs, est, cc)
+            (ok, n), (hok, hn) = direction_right(given, est, cc), direction_right(out, est, cc)
             parts.append(f"{cc} builds, X60 by {ESTIMATORS[est]} within "
                          + ", ".join(x for x in (got and f"{got[0]:.1f}x on {got[1]} change{'s' if got[1] > 1 else ''}",
                                                 held and f"{held[0]:.1f}x on {held[1]} held out") if x)
-                         + f", direction right on {ok} of {n}")
+                         + (f", direction right on {ok} of {n}" if n else "")
+                         + (f", on {hok} of {hn} held out" if hn else ""))
     if not parts:
         return f"calibration: no board measurement set beside an estimate yet ({DOC_LINK})"
     return ("calibration against boards (changed kernel's estimated speed-up vs the model's t/s, error either way): "
