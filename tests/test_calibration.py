@@ -4,6 +4,8 @@ is generated from the data, and the report states the calibration next to every 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.cost import calibration, suite_tables
@@ -119,3 +121,44 @@ def test_an_estimated_change_in_the_report_carries_the_calibration_line() -> Non
     t512 = suite_tables.CostTable({("k", 512, "zvfh"): {**row(mix_h), "vlen": 512}},
                                  {("k", 512, "zvfh"): {**row(mix_b), "vlen": 512}})
     assert "Estimated changes" not in t512.markdown()
+
+
+#: The modules that make estimates (prices per core, LLVM's model, their pairing and per-token sums).
+ESTIMATOR_MODULES = ("harness.cost.cores", "harness.cost.mca", "harness.cost.estimate_pair", "harness.cost.per_token",
+                     "harness.cost.spike_count")
+
+
+def _source(module: str) -> Path | None:
+    """The file of a harness module (None for a name that is a function or class, not a module)."""
+    base = Path(__file__).resolve().parent.parent / module.replace(".", "/")
+    return next((f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()), None)
+
+
+def _imports(module: str) -> dict[str, Path]:
+    """The harness modules ``module`` imports, directly or through others (read from the source), by file."""
+    import ast
+
+    seen: dict[str, Path] = {}
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        f = _source(name)
+        if name in seen or f is None:
+            continue
+        seen[name] = f
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("harness"):
+                todo += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                todo += [a.name for a in node.names if a.name.startswith("harness")]
+    return seen
+
+
+@pytest.mark.parametrize("module", ESTIMATOR_MODULES)
+def test_no_estimator_reads_the_calibration_rows(module: str) -> None:
+    """The board rows judge the estimators; an estimator that read them would be fitted to them."""
+    reached = _imports(module)
+    assert len(reached) > 1 or module.endswith("cores"), reached  # the walk follows imports
+    assert not [m for m in reached if "calibration" in m], f"{module} reaches {sorted(m for m in reached if 'calibration' in m)}"
+    for m, f in reached.items():
+        assert "calibration.toml" not in f.read_text(), f"{m} names calibration.toml"
