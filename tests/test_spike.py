@@ -217,12 +217,12 @@ def test_spike_verdicts(q, s, stress, plain, words) -> None:
 
 def test_spike_check_reads_each_reproducer() -> None:
     """Every entry of known_failures.toml names a test (and a tree) spike-check can run."""
-    from harness.commands import spikecheck
     from harness.ggml import known
+    from harness.jobs import spike_checks
     trees = {"2026-08-21": "/trees/a", "2026-02-27": "/trees/b"}
     for e in known.load():
-        nodeid, src, why = spikecheck.reproducer_target(e, trees)
+        nodeid, src, why = spike_checks.reproducer_target(e, trees)
         assert nodeid.startswith("cases/test_") and "::" in nodeid and why is None, (e.number, nodeid, why)
         assert src is None or src.startswith(("llama-cpp-python==", "/trees/")), (e.number, src)
     e = next(e for e in known.load() if "<ggml tree of" in e.reproducer)
-    assert "pass --tree" in spikecheck.reproducer_target(e, {})[2]
+    assert "pass --tree" in spike_checks.reproducer_target(e, {})[2]

@@ -1,7 +1,9 @@
-"""The jobs made of several suite runs, below the command line that starts them: the PR gate's runs
+"""The jobs made of several suite runs or replays, below the command line that starts them: the PR gate's runs
 and verdict (``gate_runs``: HEAD, BASE, HEAD again, the cost step), a fix's verification and all fixes
 together (``fix_checks``), the suite on several trees (``tree_runs``), planted bugs detected and the
 false-positive audit (``mutant_runs``), the failure a bisect replays (``bisect_failure``) and the bisect
 itself (``bisect_runs``: a replay per commit, its verdict, git bisect driven), a failure report made an
 upstream issue text and checked true (``issue_runs``: its program built and run on the tree and on the fixed
-tree).  Every suite run goes through harness/core/runner.py."""
+tree), a failure report replayed outside pytest (``repro_runs``: on QEMU, a board, or Spike beside QEMU; the
+standalone reproducers), every known failure re-checked on Spike (``spike_checks``) and where the suite's time
+goes (``bench_runs``).  Every suite run goes through harness/core/runner.py."""

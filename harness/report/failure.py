@@ -9,7 +9,7 @@
 It is written by the process that ran the test (an xdist worker) as soon as the test fails, so a
 later crash of that worker loses nothing.  After shrinking, Hypothesis runs the minimal failing
 example last: the call and the comparison recorded then are the minimal case.  ``rvvdiff repro
-<dir>`` replays it (harness/commands/repro.py, harness/report/replay.py), ``--c`` as a standalone
+<dir>`` replays it (harness/jobs/repro_runs.py, harness/report/replay.py), ``--c`` as a standalone
 program (harness/report/reproducer.py).
 """
 

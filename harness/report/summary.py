@@ -5,7 +5,7 @@ reason), ``summary.html`` (the same, with a plot of error/bound ratios per kerne
 ``results.json`` (one entry per test: outcome, reason, duration, observations) -- the file every
 command reads back through harness/core/runner.py.  JUnit XML comes from pytest's
 ``--junitxml``.  A failing test's own report is harness/report/failure.py's; ``rvvdiff repro``
-replays it (harness/commands/repro.py).
+replays it (harness/jobs/repro_runs.py).
 """
 
 from __future__ import annotations
