@@ -162,3 +162,16 @@ def test_no_estimator_reads_the_calibration_rows(module: str) -> None:
     assert not [m for m in reached if "calibration" in m], f"{module} reaches {sorted(m for m in reached if 'calibration' in m)}"
     for m, f in reached.items():
         assert "calibration.toml" not in f.read_text(), f"{m} names calibration.toml"
+
+
+def test_the_series_track_record_keeps_the_held_out_row_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sentence the series pages carry: the given rows' worst error and direction, then the held-out
+    row's own, never one figure over both (a held-out error of 15x must not read as the given rows')."""
+    from harness.upstream import speed
+
+    held = ROW.replace('estimates = { table = 4.5, mca = 2.0 }', 'estimates = { table = 30.0 }\nheld_out = true')
+    monkeypatch.setattr(calibration, "rows", lambda: tuple(calibration.parse(ROW + held)))
+    s = speed.track_record()
+    assert ("by rvv-bench prices within 2.2x of the measured speed-up on 1 change, the direction right on 1 of 1 and, "
+            "on 1 change held out of every choice of the estimates, within 15.0x, the direction right on 1 of 1") in s
+    assert "by LLVM's X60 model within 1.5x of the measured speed-up on 1 change, the direction right on 1 of 1 (" in s

@@ -64,12 +64,19 @@ def track_record() -> str:
     except calibration.CalibrationError as e:
         return f"Their track record against boards could not be read ({e})."
     parts = []
+    given, held_out = [r for r in rs if not r.held_out], [r for r in rs if r.held_out]
     for est, what in (("table", "rvv-bench prices"), ("mca", "LLVM's X60 model")):
-        w = calibration.worst(rs, est)
-        ok, n = calibration.direction_right(rs, est)
+        w, h = calibration.worst(given, est), calibration.worst(held_out, est)
+        (ok, n), (hok, hn) = calibration.direction_right(given, est), calibration.direction_right(held_out, est)
+        said = []
         if w:
-            parts.append(f"by {what} within {w[0]:.1f}x of the measured speed-up on {w[1]} changes, the direction right"
-                         f" on {ok} of {n}")
+            said.append(f"within {w[0]:.1f}x of the measured speed-up on {w[1]} change{'s' if w[1] > 1 else ''}, the "
+                        f"direction right on {ok} of {n}")
+        if h:  # the rows kept out of every choice of the estimators: their own figures, never pooled
+            said.append(f"on {h[1]} change{'s' if h[1] > 1 else ''} held out of every choice of the estimates, within "
+                        f"{h[0]:.1f}x, the direction right on {hok} of {hn}")
+        if said:
+            parts.append(f"by {what} " + " and, ".join(said))
     if not parts:
         return "No board measurement has been set beside such an estimate yet."
     return ("Held against `llama-bench` speed-ups that SpacemiT K1 boards measured for earlier RVV changes, rvvdiff's"
