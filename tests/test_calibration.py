@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cost import calibration, suite_tables
+from harness.cost import calibration, cores, suite_tables
 
 ROW = """
 [[row]]
@@ -97,6 +97,34 @@ def test_a_malformed_row_is_named(text: str, message: str, tmp_path, monkeypatch
 def _cost_row(case: str, fn: str, instret: int, x60: float, mca: float) -> dict:
     return {"case": case, "function": fn, "vlen": 256, "isa": "zvfh", "units": 4096, "instret": instret,
             "estimates": {"spacemit_x60": {"cycles": x60}}, "mca": {"cycles": mca}}
+
+
+def _row_on_every_core(fn: str, vlen: int, instret: int, cycles: float) -> dict:
+    """A cost row at ``vlen`` priced on every core of that VLEN (twice the cycles on the second and later)."""
+    keys = [c.key for c in cores.for_vlen(vlen)]
+    return {"case": "c", "function": fn, "vlen": vlen, "isa": "zvfh", "units": 4096, "instret": instret,
+            "estimates": {k: {"cycles": cycles * (1 if i == 0 else 2)} for i, k in enumerate(keys)},
+            **({"mca": {"cycles": cycles}} if vlen == 256 else {})}
+
+
+def test_estimate_prices_every_core_on_one_and_on_several_compilers() -> None:
+    """``estimate`` for the X60, X100 and Ascalon at 256 and the A100 at 1024, LLVM's model for the X60 only; a
+    multi-compiler cost.json gives one set per compiler."""
+    run = {"head": [_row_on_every_core("k", 256, 100, 200.0), _row_on_every_core("k", 1024, 50, 100.0)],
+           "base": [_row_on_every_core("k", 256, 300, 600.0), _row_on_every_core("k", 1024, 100, 300.0)]}
+    got = calibration.every_core(run, "k")
+    assert list(got) == ["run"]
+    by_core = got["run"]
+    assert {name.split(" (VLEN")[0].split(" (")[0] for name in by_core} >= {"SpacemiT X60", "SpacemiT X100",
+                                                                            "Tenstorrent Ascalon X", "SpacemiT A100"}
+    x60 = next(r for name, r in by_core.items() if name.startswith("SpacemiT X60"))
+    assert x60 == {"instructions": 3.0, "table": 3.0, "mca": 3.0}
+    a100 = next(r for name, r in by_core.items() if name.startswith("SpacemiT A100"))
+    assert a100 == {"instructions": 2.0, "table": 3.0} and "(VLEN 1024)" in next(n for n in by_core if "A100" in n)
+    two = calibration.every_core({"compilers": ["clang", "gcc14"], "per_compiler": {"clang": run, "gcc14": run}}, "k")
+    assert list(two) == ["clang", "gcc14"] and two["gcc14"] == by_core
+    with pytest.raises(calibration.CalibrationError, match="no priced core's VLEN"):
+        calibration.every_core({"head": [_row_on_every_core("k", 512, 1, 1.0)], "base": []}, "k")
 
 
 def test_a_cost_run_gives_a_rows_two_estimates() -> None:

@@ -31,7 +31,7 @@ from typing import Any
 
 from harness.core.config import DATA_DIR
 from harness.core.errors import RvvdiffError
-from harness.cost import estimate_pair
+from harness.cost import cores, estimate_pair
 
 DATA = DATA_DIR / "calibration.toml"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "calibration.md"
@@ -218,6 +218,32 @@ def cost_ratios(cost: Mapping[str, Any], function: str, vlen: int = 256, core: s
     return out
 
 
+def every_core(cost: Mapping[str, Any], function: str, before_function: str | None = None) -> dict[str, dict]:
+    """:func:`cost_ratios` for every priced core at its own VLEN (harness/cost/cores.py: the X60, X100 and Ascalon
+    at 256, the A100 at 1024; LLVM's model only for the X60), per compiler of the run: ``{compiler: {"<core>
+    (VLEN n)": ratios}}``.  A one-compiler cost.json is keyed ``run``; a multi-compiler one (``per_compiler``)
+    by its compilers.  A core whose VLEN the run did not measure is left out; none at all is an error."""
+    runs = cost["per_compiler"] if "per_compiler" in cost else {"run": cost}
+    out: dict[str, dict] = {}
+    for cc, run in runs.items():
+        per = {}
+        for core in cores.all_cores():
+            try:
+                r = cost_ratios(run, function, core.vlen, core.key, before_function)
+            except CalibrationError:
+                continue
+            if core.key != estimate_pair.X60_KEY:
+                r.pop("mca", None)
+            per[f"{core.label} (VLEN {core.vlen})"] = r
+        if per:
+            out[cc] = per
+    if not out:
+        vlens = sorted({int(r["vlen"]) for run in runs.values() for r in run.get("head", []) if r["function"] == function})
+        raise CalibrationError(f"{function}: no priced core's VLEN ({', '.join(str(v) for v in sorted(cores.vlens()))}) "
+                               f"among the cost run's rows of both trees (it measured it at VLEN {vlens or 'none'})")
+    return out
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m harness.cost.calibration", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -230,8 +256,15 @@ def main(argv: list[str]) -> int:
     if a.command == "estimate":
         if not (a.cost_json and a.function):
             p.error("estimate needs COST_JSON and FUNCTION")
-        print(json.dumps({k: round(v, 3) for k, v in cost_ratios(json.loads(a.cost_json.read_text()),
-                                                                 a.function, before_function=a.before_function).items()}))
+        try:
+            got = every_core(json.loads(a.cost_json.read_text()), a.function, a.before_function)
+        except CalibrationError as e:
+            print(f"python -m harness.cost.calibration estimate: {e}", file=sys.stderr)
+            return 2
+        print(json.dumps({cc: {core: {k: round(v, 3) for k, v in r.items()} for core, r in per.items()}
+                          for cc, per in got.items()}, indent=1))
+        print("(estimates: a core's prices and LLVM's X60 model, not measurements; 'instructions' is the count ratio)",
+              file=sys.stderr)
         return 0
     if a.write:
         print(f"{DOC}: {'rewritten' if write_doc() else 'already current'}")
