@@ -2,7 +2,8 @@
 # The kernel-PR gate, runnable anywhere: judges a HEAD tree against its BASE with the
 # differential suite (harness/commands/gate.py, docs/gate.md).  Regressions, failing new kernels and
 # changed RVV code no test reaches block (exit 1); failures BASE has too are reported, and so
-# are fixes, with the known_failures.toml entry to remove.
+# are fixes, with the known_failures.toml entry to remove.  A cost step that measured nothing on
+# HEAD or BASE (no Spike: --no-cost skips the step) exits 3 when nothing blocks.
 #
 #   ci/gate.sh HEAD [--base BASE] [--target-branch BRANCH] [--changed-only] [pytest options...]
 #   ci/gate.sh ~/llama.cpp                                 # BASE: merge-base of HEAD with origin/master

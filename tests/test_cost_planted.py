@@ -1,8 +1,9 @@
 """The cost path end to end under Spike, on a few kernels: two runs count the same; a planted slowdown
 (ggml_vec_dot_q4_0_q8_0 with a discarded second pass: harness/data/cost/) is listed slower, the
 reverse change faster; a kernel the change does not reach is not measured; a kernel that traps or
-hangs is one clear line; the same cases measured on GCC 14's build and clang's side by side
-(``--cc gcc14,clang``) when GCC 14 is installed.
+hangs is one clear line, and a run that measures none of its cases exits 3 naming the trap; the same
+cases measured on GCC 14's build and clang's side by side (``--cc gcc14,clang``) when GCC 14 is
+installed.
 
 ``rvvdiff cost`` runs as a user runs it (its own pytest, ``--changed-only``) on the pinned tree and
 on the planted one, at VLEN 128 and 1024 of the zvfh build.
@@ -37,9 +38,9 @@ SELECT = ["--isa", "zvfh", "--vlen", "128,1024", "-n", "2"]
 CHANGED = ["--changed-only", "-k", "quant_dot"]
 
 
-def _cost(tmp: Path, *args: str, cache: bool = True) -> tuple[int, dict, str]:
+def _cost(tmp: Path, *args: str, cache: bool = True, select: list[str] = SELECT) -> tuple[int, dict, str]:
     env = dict(os.environ, **({} if cache else {"RVVDIFF_COST_CACHE": "0"}))
-    cp = subprocess.run([sys.executable, "-m", "harness.commands.cli", "cost", *args, *SELECT, "--out", str(tmp)],
+    cp = subprocess.run([sys.executable, "-m", "harness.commands.cli", "cost", *args, *select, "--out", str(tmp)],
                         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=3600, env=env)
     data = json.loads((tmp / "cost.json").read_text()) if (tmp / "cost.json").is_file() else {}
     return cp.returncode, data, cp.stdout + cp.stderr
@@ -95,6 +96,19 @@ def test_a_slower_case_blocks_with_block_slower(tmp_path: Path, trees) -> None:
     pinned, planted = trees
     code, _, out = _cost(tmp_path, "--ggml-src", planted, "--base", pinned, *CHANGED, "--block-slower", "5")
     assert code == 1 and "blocking: a case is slower by more than 5 %" in out, out
+
+
+def test_a_run_that_measures_none_of_its_cases_exits_3_and_says_why(tmp_path: Path) -> None:
+    """The pinned tree's ``ggml_vec_dot_iq2_xxs_q8_K_vl512`` traps under Spike at VLEN 1024 (a misaligned vector
+    load: harness/data/fixes/iq2_xxs_vl512_misaligned_load.md): neither of its two cases is measured, and the
+    command says so and exits 3 instead of passing with an empty table."""
+    code, data, out = _cost(tmp_path, "-k", "quant_dot and iq2_xxs and not generic",
+                            select=["--isa", "zvfh", "--vlen", "1024", "-n", "1"])
+    assert code == 3, out
+    assert "rvvdiff cost: 2 cases selected" in out and "0 of 2 selected cases measured" in out, out
+    assert "not measured: failed, 2 cases (head: quant_dot-iq2_xxs-k" in out and "misaligned" in out, out
+    assert "rvvdiff cost: incomplete: 0 of 2 selected cases measured: 2 failed" in out, out
+    assert not data["head"] and len(data["unmeasured"]) == 2
 
 
 @pytest.mark.parametrize(("kernel", "says"), [("selftest_sigill", "died of signal 4"),

@@ -285,6 +285,13 @@ def test_cost_compares_fixed_with_replaced_and_twin_and_lists_costlier_where_the
     with pytest.raises(fix_cost.CostStepError, match="not in the selection"):
         fix_cost.cost(fix, source.pinned(), tmp_path / "out2", "2", (256,), ("zvfbfwma",))
 
+    def nothing(run: suite_runs.Options) -> int:  # rvvdiff cost's selection holds no case: said before any run
+        raise suite_runs.CostSelectionError("no case of the cost suite (costs/) reaches the change between BASE and "
+                                            "HEAD (--vlen 256): nothing to measure")
+    monkeypatch.setattr(suite_runs, "measure", nothing)
+    with pytest.raises(fix_cost.CostStepError, match=r"^t_fix \(ggml_vec_dot_t; zvfh\): no case of the cost suite "):
+        fix_cost.cost(fix, source.pinned(), tmp_path / "out3", "2", (256,), ("zvfh",))
+
 
 def test_the_command_hands_its_matrix_and_k_to_the_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     """--vlen / --isa / --rvv-stress are the matrix's options, parsed once; the cost step measures its VLENs

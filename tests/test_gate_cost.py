@@ -4,8 +4,10 @@ measure_cost, cost_targets), on fabricated cost rows: no Spike, no build, no pyt
 * a case slower on HEAD is listed, and blocks only with ``--block-slower`` below its change;
 * a case faster on HEAD is listed, never blocks;
 * a case measured on HEAD only (a new kernel) is named, not listed as moved;
-* no Spike: one line in the summary, how to install it, nothing run, the verdict unchanged;
-* a BASE whose cost run does not complete, or does not build: one line, HEAD's figures kept;
+* no Spike: one line in the summary, how to install it, nothing run, the step incomplete (exit 3);
+* a BASE whose cost run does not complete, or does not build: one line, HEAD's figures kept, the step
+  incomplete; a tree whose cases all fail: incomplete; a BASE without the new kernel, or a change no cost
+  case reaches: not incomplete;
 * the VLENs / ISA builds measured follow the gate's --vlen / --isa;
 * the summary (Markdown, HTML) and gate.json carry the lists; the workflow installs Spike.
 
@@ -117,16 +119,21 @@ def test_without_spike_one_line_says_why_and_how_and_nothing_runs(monkeypatch: p
     c = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("zvfh",), workers="2")
     assert not c.measured and not c.slower and not c.blocking
     assert c.note == "cost not measured: Spike is not installed; install with ci/setup.sh --spike"
-    md = gate_summary.summary_md(_verdict(c))
-    assert md.startswith("# rvvdiff gate: passes")
-    assert [ln for ln in md.splitlines() if "cost" in ln.lower()] == [f"- {c.note}"]
+    # the step measured nothing: it does not pass, it is incomplete (exit 3), and says how to run without it
+    assert c.incomplete == "nothing measured on HEAD or BASE (give --no-cost to run the gate without the cost step)"
+    v = _verdict(c)
+    md = gate_summary.summary_md(v)
+    assert md.startswith("# rvvdiff gate: INCOMPLETE") and v.status == 3 and not v.blocking
+    assert [ln for ln in md.splitlines() if "cost" in ln.lower()] == [f"- {c.note}",
+                                                                    f"- cost step incomplete: {c.incomplete} (exit 3)"]
     # dtc missing: its own reason, which already says how
     monkeypatch.setattr(gate_step.spike, "available", lambda: "Spike needs dtc (the device-tree compiler) to start: "
                         "apt-get install device-tree-compiler, or run ci/setup.sh --spike")
     note = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("zvfh",), workers="2").note
     assert note.startswith("cost not measured: Spike needs dtc") and note.count("ci/setup.sh --spike") == 1
-    # --no-cost: one line too
+    # --no-cost: one line too, and the gate passes
     assert "- cost not measured (--no-cost)" in gate_summary.summary_md(_verdict(None))
+    assert _verdict(None).status == 0 and not _verdict(None).incomplete
 
 
 def _fake_runs(monkeypatch: pytest.MonkeyPatch, base: object,
@@ -170,9 +177,13 @@ def test_a_base_that_cannot_be_measured_is_one_line_and_heads_figures_stay(monke
     assert c.measured and not c.slower and not c.faster and not c.blocking
     assert c.note == "BASE not measured (the base run did not complete (exit 3); its log: /x/base.log); HEAD's figures only"
     assert len(c.head_only) == 4 and c.measurements == {"head": 5, "base": 0}
+    assert c.incomplete == "BASE's cost run did not complete" and _verdict(c).status == 3
     md = gate_summary.summary_md(_verdict(c))
     assert md.count("BASE not measured") == 2  # the headline and the section, one line each
-    assert "No case moved beyond the threshold." in md
+    assert "No case moved beyond the threshold." in md and md.startswith("# rvvdiff gate: INCOMPLETE")
+    assert "- cost step incomplete: BASE's cost run did not complete (exit 3)" in md
+    # with --block-slower and a blocking case, the gate blocks (1 wins over 3)
+    assert _verdict(CostLists(True, block_slower=0, slower=_lists().slower, incomplete="x")).status == 1
 
 
 def test_a_base_that_does_not_build_is_one_line() -> None:
@@ -194,14 +205,33 @@ def test_a_base_that_does_not_build_is_one_line() -> None:
     assert c.unmeasured == ["head: quant_dot-q4_0-k4096-vlen4096-zvfh: failed: CostError: the call trapped "
                             "(pc 0x1000)"]
     assert not c.slower and not c.blocking and len(c.head_only) == 4
+    assert c.incomplete == "BASE measured none of its 8 selected cases" and c.selected == {"head": 6, "base": 8}
     md = gate_summary.summary_md(_verdict(c))
     assert len([ln for ln in md.splitlines() if "did not build" in ln]) == 2  # headline, section: one line each
+    assert "5 of 14 selected cases measured (HEAD 5 of 6, BASE 0 of 8)" in md
     # with part of BASE measured, the build that failed is one line among the unmeasured
     c = cost_lists(suite_tables.CostTable(HEAD, BASE, missing))
     assert [x.split(" (")[0] for x in c.unmeasured] == ["head: quant_dot-q4_0-k4096-vlen4096-zvfh: failed: CostError: "
                                                         "the call trapped", "base: ISA build v, zvfh did not build, "
                                                         "8 measurements missing"]
-    assert not c.note and c.slower
+    assert not c.note and c.slower and not c.incomplete  # fewer than selected, not none: listed, not incomplete
+
+
+def test_a_tree_whose_cases_all_fail_is_incomplete_and_cases_it_lacks_are_not() -> None:
+    """HEAD measured none of its cases (each failed): incomplete, the reason among the unmeasured lines.  A BASE
+    that lacks the kernel (every case skipped as not in this tree: a new kernel) has nothing to measure."""
+    failed = {f"head: quant_dot-q4_0-k4096-vlen{v}-zvfh": "failed: oracles/quants.py:442: KeyError" for v in (256, 512)}
+    c = cost_lists(suite_tables.CostTable({}, BASE, failed), block_slower=5)
+    assert c.incomplete == "HEAD measured none of its 2 selected cases" and not c.blocking
+    assert c.unmeasured == ["2 cases (head: quant_dot-q4_0-k4096-vlen256-zvfh, ...): failed: oracles/quants.py:442: "
+                            "KeyError"]
+    v = _verdict(c)
+    assert v.status == 3 and gate_summary.summary_md(v).startswith("# rvvdiff gate: INCOMPLETE")
+    assert json.loads(json.dumps(v.as_json()))["incomplete"] == c.incomplete
+    absent = {f"base: quant_dot-q1_0-k4096-vlen{v}-zvfh": "skipped: not in this tree: ggml_vec_dot_q1_0_q8_0 (BASE)"
+              for v in (256, 512)}
+    c = cost_lists(suite_tables.CostTable(_rows(*(r for r in HEAD.values() if "q1_0" in r["case"])), {}, absent))
+    assert not c.incomplete and c.head_only == ["quant_dot-q1_0-k4096 (2 targets)"] and _verdict(c).status == 0
 
 
 def test_each_compiler_has_its_slower_and_faster_lists(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -219,7 +249,7 @@ def test_each_compiler_has_its_slower_and_faster_lists(monkeypatch: pytest.Monke
     assert "zvfh, gcc14: 10000 -> 11000" in c.slower[0].describe()
     assert c.head_only == ["gcc14: quant_dot-q1_0-k4096 (2 targets)", "clang: quant_dot-q1_0-k4096 (2 targets)"]
     assert c.measurements == {"head": 10, "base": 6, "head-gcc14": 5, "base-gcc14": 3, "head-clang": 5, "base-clang": 3}
-    assert "10 measurements on HEAD, 6 on BASE" in "\n".join(gate_summary.cost_md(c))
+    assert "16 of 16 selected cases measured (HEAD 10 of 10, BASE 6 of 6)" in "\n".join(gate_summary.cost_md(c))
     assert c.headline().startswith("cost (Spike, HEAD / BASE instructions beyond 2 %): 2 slower, 2 faster")
     md = (tmp_path / "cost/cost.md").read_text()
     assert md.startswith("## Cost per compiler: gcc14, clang") and "## Cost per VLEN: gcc14" in md
@@ -235,6 +265,7 @@ def test_each_compiler_has_its_slower_and_faster_lists(monkeypatch: pytest.Monke
                                compilers=("gcc14", "clang"))
     assert c.measured and {m.compiler for m in c.slower} == {"clang"}
     assert c.note == "gcc14: cost not measured: the head-gcc14 run did not complete (exit 2); its log: x"
+    assert c.incomplete == "gcc14: HEAD's cost run did not complete"
 
 
 def test_a_change_no_cost_case_reaches_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -247,6 +278,7 @@ def test_a_change_no_cost_case_reaches_is_one_line(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(suite_runs, "run_costs", run)
     c = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("v",), workers="2")
     assert not c.measured and c.note == "cost: no cost case (costs/) reaches the change; nothing to measure"
+    assert not c.incomplete and _verdict(c).status == 0  # nothing selected: nothing missing
 
 
 def test_the_cost_targets_follow_the_gates_selection() -> None:
@@ -287,6 +319,9 @@ def test_main_passes_the_cost_options_to_the_gate(monkeypatch: pytest.MonkeyPatc
     assert gate.main([*argv, "--block-slower", "5", "--cost-threshold", "1"]) == 1  # the +10 % blocks
     assert seen["cost"]["threshold"] == 1.0 and seen["cost"]["block_slower"] == 5.0
     assert gate.main([*argv, "--no-cost"]) == 0 and seen["cost"] is None
+    # a cost step that measured nothing: exit 3, not a pass
+    monkeypatch.setattr(gate, "gate", lambda *a, **k: _verdict(CostLists(False, "cost not measured: x", incomplete="y")))
+    assert gate.main(argv) == 3
     with pytest.raises(SystemExit) as e:  # a VLEN Spike does not run: a usage error
         gate.main([*argv, "--cost-vlen", "333"])
     assert e.value.code == 2

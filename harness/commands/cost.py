@@ -23,9 +23,16 @@ kernels where one compiler's code is more than ``--cc-gap`` % dearer than anothe
 then has each compiler's table (its HEAD / BASE lists are that compiler's), and ``cost-<cc>.html``
 is each compiler's page.
 
-Exit status: 0 when both runs completed (cases that could not be measured are listed, one line per
-reason: a kernel that traps under Spike, a build that fails, a tree without the kernel); 1 with
-``--block-slower PCT`` when a case is slower than that; 2 when a run did not complete.
+Before any run, what cannot be measured is one line: a ``--model`` TYPE the model-shaped case does not
+take (a usage error) or a tree lacks, a ``-k`` (or ``--changed-only``) that selects no case (a collection
+of the cost suite, nothing built).  After the runs, ``N of M selected cases measured`` (per tree), and
+each reason a selected case was not measured, one line per reason with its count: a kernel that traps
+under Spike, a build that fails, a tree without the kernel.
+
+Exit status: 0 when every selected case was measured on every tree and none blocks; 1 with
+``--block-slower PCT`` when a case is slower than that; 2 for a usage error, a selection that holds
+nothing to measure, or a run that did not complete; 3 when nothing blocks but not every selected case
+was measured (none, or fewer than selected: the reasons are listed).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """``rvvdiff gate HEAD --base BASE``: did this change make the RVV kernels worse?  The command line of
 the PR gate; what it runs and how it judges is harness/jobs/gate_runs.py (docs/gate.md).  The exit
-status is 1 exactly when something blocks, 0 otherwise, 2 when the gate could not judge.
+status is 1 exactly when something blocks; else 3 when the cost step measured nothing on HEAD or BASE
+where it had cases to measure (no Spike, a run that did not complete, every case failing), 0 otherwise;
+2 when the gate could not judge.
 """
 
 from __future__ import annotations
@@ -85,8 +87,8 @@ def main(argv: list[str]) -> int:
         return 2
     path = write(v, out)
     print("\n" + summary_md(v))
-    print(f"rvvdiff gate: {'BLOCKS' if v.blocking else 'passes'} ({path})")
-    return 1 if v.blocking else 0
+    print(f"rvvdiff gate: {v.word()} ({path})")
+    return v.status
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ from harness.core.errors import RvvdiffError
 from harness.core.proc import PIPE, STDOUT, TimeoutExpired, execute
 
 Results = dict[str, dict[str, Any]]  # node id -> its entry in results.json
+#: pytest's exit status when its selection holds no test (``pytest.ExitCode.NO_TESTS_COLLECTED``).
+NO_TESTS_COLLECTED = 5
 
 
 class SuiteTimeout(RvvdiffError, TimeoutExpired):

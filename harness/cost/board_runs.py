@@ -6,7 +6,9 @@ hardware counters (harness/cost/board_counters.py: perf_event_open, repeated unt
 price (harness/cost/cores.py).  Printed per case: measured cycles and instructions, Spike's
 instructions and the estimate of each core of that VLEN; a case where measured and estimated cycles
 differ by more than 1.5x either way is listed.  ``board.json`` in ``--out`` has the rows.  Without
-counter access every case is unmeasured and one line says how to allow it.
+counter access every case is unmeasured and one line says how to allow it.  The exit status is
+``rvvdiff cost``'s: 3 when not every selected case was measured on the board or under Spike
+(harness/cost/run_tally.py).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from typing import Any
 from harness.core.errors import RvvdiffError
 from harness.core.matrix import Matrix
 from harness.core.runner import run_suite
-from harness.cost import board_counters, cores, suite_tables
-from harness.cost.suite_runs import Options
+from harness.cost import board_counters, cores, run_tally, suite_tables
+from harness.cost.suite_runs import Options, finish
 from harness.emulators import registry
 from harness.toolchain.compilers import ToolchainError
 
@@ -41,7 +43,8 @@ def _run(spec: str, vlen: int, out: Path, name: str, args: Options,
     if not run.has_results:
         raise BoardCostError(f"the {name} run did not complete (exit {run.exit}); its log: {run.log}\n"
                              f"  command: {shlex.join(run.argv)}")
-    return suite_tables.read_rows(log), suite_tables.unmeasured(run.results, f"{name}: ")
+    rows = suite_tables.read_rows(log)
+    return rows, suite_tables.unmeasured(run.results, f"{name}: ", rows)
 
 
 def rows(measured: dict[suite_tables.Key, dict], spike: dict[suite_tables.Key, dict]) -> list[dict[str, Any]]:
@@ -95,6 +98,9 @@ def main(args: Options) -> int:
     print(f"rvvdiff cost: {len(far)} measured / estimated beyond {board_counters.DISAGREE:g}x:")
     for d in far[:40]:
         print(f"    {d.describe()}")
-    for line in suite_tables.grouped(missing):
+    estimated = not args.no_estimates and measured  # Spike's run was made
+    tally = run_tally.Tally({"board": len(measured), **({"spike": len(spike)} if estimated else {})}, missing)
+    print(f"rvvdiff cost: {tally.summary()}")
+    for line in tally.reasons():
         print(f"  not measured: {line}")
-    return 0
+    return finish(tally, False)

@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.cost import suite_tables
+from harness.cost import run_tally, suite_tables
 
 #: HEAD / BASE beyond this many percent is listed as slower or faster (``--cost-threshold``).
 COST_THRESHOLD = suite_tables.THRESHOLD * 100
@@ -24,7 +24,10 @@ class CostLists:
     Spike (harness/cost/gate_step.py), slower / faster beyond ``threshold`` % of BASE's instructions.
 
     ``note`` is one line when something was not measured (no Spike, a run that did not complete,
-    BASE not measurable, nothing reached); the rest of the gate is unaffected by it."""
+    BASE not measurable, nothing reached).  ``incomplete`` says why the step measured nothing on HEAD
+    or on BASE although it had cases to measure there (no Spike, a run that did not complete, a build
+    that failed, every case failing); the gate then exits 3 unless something blocks.  A change no
+    cost case reaches, or cases a tree does not have (a new kernel on BASE), leave it empty."""
 
     measured: bool = False  # HEAD's cost run completed
     note: str = ""
@@ -39,6 +42,8 @@ class CostLists:
     measurements: dict[str, int] = field(default_factory=dict)  # tree -> rows
     seconds: float = 0.0
     report: str = ""  # cost.md of the step
+    selected: dict[str, int] = field(default_factory=dict)  # tree -> cases selected (rows + unmeasured)
+    incomplete: str = ""
 
     @property
     def blocking(self) -> list[suite_tables.Move]:
@@ -100,10 +105,16 @@ def _collapse(unmeasured: dict[str, str]) -> dict[str, list[str]]:
 
 
 def cost_lists(table: suite_tables.CostTable, *, block_slower: float | None = None, vlens: tuple[int, ...] = (),
-               isas: tuple[str, ...] = (), seconds: float = 0.0, note: str = "", report: str = "") -> CostLists:
+               isas: tuple[str, ...] = (), seconds: float = 0.0, note: str = "", report: str = "",
+               incomplete: str = "") -> CostLists:
     """The gate's cost section from a table of HEAD's and BASE's rows.  A case measured on HEAD only
-    (a new kernel, or BASE could not run it) is not compared: it is named, never slower or faster."""
+    (a new kernel, or BASE could not run it) is not compared: it is named, never slower or faster.  A
+    tree that measured none of the cases it has makes the step incomplete (harness/cost/run_tally.py),
+    as does ``incomplete`` (BASE's run that did not complete)."""
     slower, faster = table.moves()
+    tally = run_tally.Tally.of([table], base=True)
+    incomplete = "; ".join([*filter(None, [incomplete]), *(
+        f"{run_tally.label(r)} measured none of its {tally.selected(r)} selected cases" for r in tally.empty())])
     only: dict[str, int] = defaultdict(int)
     for key in table.head:
         if key not in table.base:
@@ -116,24 +127,26 @@ def cost_lists(table: suite_tables.CostTable, *, block_slower: float | None = No
     return CostLists(True, note, table.threshold * 100, block_slower, list(vlens), list(isas), slower, faster,
                      [f"{c} ({n} target{'s' if n > 1 else ''})" for c, n in only.items()],
                      [x for tree in sorted(lines, key=lambda t: t != "head") for x in lines[tree]],
-                     {"head": len(table.head), "base": len(table.base)}, seconds, report)
+                     {"head": len(table.head), "base": len(table.base)}, seconds, report,
+                     {"head": tally.selected("head"), "base": tally.selected("base")}, incomplete)
 
 
 
 
-def _counts(per_compiler: dict[str, CostLists]) -> dict[str, int]:
-    """Rows per tree over every compiler (``head``, ``base``: what the summary reads), then per tree and compiler."""
+def _counts(per_compiler: dict[str, CostLists], what: str = "measurements") -> dict[str, int]:
+    """Rows (or cases selected: ``what``) per tree over every compiler (``head``, ``base``: what the summary
+    reads), then per tree and compiler."""
     out: dict[str, int] = defaultdict(int)
     for c in per_compiler.values():
-        for tree, n in c.measurements.items():
+        for tree, n in getattr(c, what).items():
             out[tree] += n
-    return {**out, **{f"{tree}-{cc}": n for cc, c in per_compiler.items() for tree, n in c.measurements.items()}}
+    return {**out, **{f"{tree}-{cc}": n for cc, c in per_compiler.items() for tree, n in getattr(c, what).items()}}
 
 
 def merged(per_compiler: dict[str, CostLists]) -> CostLists:
     """One cost section from each compiler's (``rvvdiff gate`` measuring several): every compiler's
     slower and faster moves (each names its compiler), its HEAD-only and unmeasured lines prefixed
-    with its name, its notes; measured when any compiler's HEAD run completed."""
+    with its name, its notes and why it is incomplete; measured when any compiler's HEAD run completed."""
     first = next(iter(per_compiler.values()))
     order = lambda m: (-abs(m.ratio - 1), m.case, m.isa, m.vlen)  # noqa: E731  (stable: compilers in run order)
     return CostLists(
@@ -146,4 +159,6 @@ def merged(per_compiler: dict[str, CostLists]) -> CostLists:
         [f"{cc}: {x}" for cc, c in per_compiler.items() for x in c.unmeasured],
         _counts(per_compiler),
         sum(c.seconds for c in per_compiler.values()),
-        next((c.report for c in per_compiler.values() if c.report), ""))
+        next((c.report for c in per_compiler.values() if c.report), ""),
+        _counts(per_compiler, "selected"),
+        "; ".join(f"{cc}: {c.incomplete}" for cc, c in per_compiler.items() if c.incomplete))

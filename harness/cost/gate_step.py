@@ -24,6 +24,8 @@ COST_VLENS: tuple[int, ...] = SPIKE_VLENS
 COST_ISAS: tuple[str, ...] = ("zvfh",)
 #: Deadline of one measured call, as ``rvvdiff cost``'s (Spike's slowdown applies on top).
 COST_KERNEL_TIMEOUT = 120.0
+#: Why a step without Spike is incomplete, and how to run the gate without it.
+NOTHING_MEASURED = "nothing measured on HEAD or BASE (give --no-cost to run the gate without the cost step)"
 
 
 def _first_line(e: BaseException) -> str:
@@ -43,7 +45,9 @@ def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, .
                  compilers: tuple[str, ...] = ()) -> CostLists:
     """Run the cost cases the change reaches (``g/changes.json``, ``--changed-only``) on HEAD and on
     BASE under Spike; write ``g/cost/cost.md``, ``cost.json``, ``cost.html``; the lists.  Never raises
-    for a run that could not measure: the section's note says what happened, in one line.
+    for a run that could not measure: the section's note says what happened, in one line, and a step
+    that measured nothing on HEAD or on BASE where it had cases to measure is ``incomplete`` (no Spike,
+    a run that did not complete, a tree whose cases all failed); one that no cost case reaches is not.
 
     ``compilers`` (names of harness/toolchain/compilers.py's ``COMPILERS``; empty: the selected one): with
     more than one, HEAD and BASE are measured with each, each compiler's HEAD against its own BASE, and
@@ -53,6 +57,7 @@ def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, .
     why = spike.available()
     if why:
         plain.note = not_measured(why)
+        plain.incomplete = NOTHING_MEASURED
         return plain
     out = g / "cost"
     out.mkdir(parents=True, exist_ok=True)
@@ -67,21 +72,24 @@ def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, .
         try:
             head, missing, _ = suite_runs.run_costs(head_tree, out, f"head{tag}", args, extra, cc)
         except suite_runs.CostRunError as e:
+            nothing = _reached_nothing(out / f"head{tag}-report")
             lists[cc or ""] = CostLists(False, "cost: no cost case (costs/) reaches the change; nothing to measure"
-                                        if _reached_nothing(out / f"head{tag}-report")
-                                        else f"cost not measured: {_first_line(e)}", threshold, block_slower,
-                                        list(vlens), list(isas), seconds=time.perf_counter() - t1)
+                                        if nothing else f"cost not measured: {_first_line(e)}", threshold, block_slower,
+                                        list(vlens), list(isas), seconds=time.perf_counter() - t1,
+                                        incomplete="" if nothing else "HEAD's cost run did not complete")
             continue
-        note = ""
+        note = incomplete = ""
         base: dict[suite_tables.Key, dict[str, Any]] = {}
         try:
             base, missing_base, _ = suite_runs.run_costs(base_tree, out, f"base{tag}", args, extra, cc)
             missing.update(missing_base)
         except suite_runs.CostRunError as e:
             note = f"BASE not measured ({_first_line(e)}); HEAD's figures only"
+            incomplete = "BASE's cost run did not complete"
         table = tables[cc or ""] = suite_tables.CostTable(head, base, missing, threshold / 100, cc if several else "")
         lists[cc or ""] = cost_lists(table, block_slower=block_slower, vlens=vlens, isas=isas,
-                                     seconds=time.perf_counter() - t1, note=note, report=str(out / "cost.md"))
+                                     seconds=time.perf_counter() - t1, note=note, report=str(out / "cost.md"),
+                                     incomplete=incomplete)
     if tables:
         suite_runs.write_report(out, tables, time.perf_counter() - t0, compiler_gaps.GAP)
     return merged(lists) if several else next(iter(lists.values()))

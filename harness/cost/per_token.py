@@ -34,6 +34,7 @@ from typing import Any
 
 from harness.core.errors import RvvdiffError
 from harness.cost import cores, estimate_pair
+from oracles import quant_types as QT
 
 #: Weight rows of the two slices the rule is fitted on, and of the slice that checks it (multiples of 16:
 #: the repacked layouts interleave 16 rows).
@@ -102,6 +103,9 @@ class Spec:
 
 
 FLAGS = ("check", "cpu")
+#: The weight types the model-shaped case takes: the quantized types with a dot product (oracles/quant_types.py),
+#: whose weight rows costs/model.py builds from the type's blocks.  A float type (f16, bf16, f32) is none of them.
+TYPES = tuple(r.name for r in QT.RECORDS if r.vec_dot_type)
 
 
 def parse_spec(text: str) -> list[Spec]:
@@ -119,6 +123,9 @@ def parse_spec(text: str) -> list[Spec]:
             batches = ()
         if not batches or min(batches) < 1:
             raise ModelCostError(f"model case {item!r}: batches are positive integers joined by '+' (1+32)")
+        if parts[1] not in TYPES:
+            raise ModelCostError(f"model case {item!r}: the model-shaped case takes a quantized weight type, not "
+                                 f"{parts[1]!r}: one of {', '.join(TYPES)} (e.g. {parts[0]}:q4_0:{parts[2]})")
         out.append(Spec(SHAPES[parts[0]], parts[1], batches, "check" in flags, "cpu" in flags))
     return out
 

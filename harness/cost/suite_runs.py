@@ -17,15 +17,19 @@ from pathlib import Path
 from harness.core import settings
 from harness.core.errors import RvvdiffError
 from harness.core.matrix import ISAS, Matrix, vlens_on
-from harness.core.runner import run_suite
-from harness.cost import calibration, calibration_model, compiler_gaps, per_token, suite_tables
-from harness.ggml import changes
+from harness.core.runner import NO_TESTS_COLLECTED, run_suite
+from harness.cost import calibration, calibration_model, compiler_gaps, per_token, run_tally, suite_tables
+from harness.ggml import changes, tree
 from harness.ggml.source import resolve
 from harness.toolchain.compilers import selected
 
 
 class CostRunError(RvvdiffError):
     """A cost run that did not complete (pytest could not start or was killed)."""
+
+
+class CostSelectionError(RvvdiffError):
+    """What ``rvvdiff cost`` was asked to measure holds no case it can measure: said before any run."""
 
 
 #: The matrix of ``rvvdiff cost`` where it gives no axis: under Spike (every VLEN it runs, the vector ISA
@@ -87,25 +91,68 @@ class Options:
         return out
 
 
+def _suite_args(run_matrix: Matrix, args: Options, extra: Sequence[str]) -> list[str]:
+    """The pytest arguments that select a run's cases: the cost suite, the matrix, ``-k``, ``extra``."""
+    return ["costs", *run_matrix.pytest_args(), "--kernel-timeout", str(args.kernel_timeout),
+            *(["-k", args.k] if args.k else []), *extra]
+
+
 def run_costs(tree: str | None, out: Path, name: str, args: Options, extra: list[str] = (),
               compiler: str | None = None, isas: tuple[str, ...] | None = None, emulator: str = "spike",
               vlens: tuple[int, ...] | None = None) -> tuple[dict[suite_tables.Key, dict], dict[str, str], float]:
     """Measure the selected cases on ``tree`` (built by ``compiler``, a name of harness/core/matrix.py's
     ``COMPILER_NAMES``; None: the selected one) in ``isas`` (default: the matrix's) on ``emulator`` at
-    ``vlens`` (default: the matrix's under Spike): (rows, unmeasured case -> reason, seconds)."""
+    ``vlens`` (default: the matrix's under Spike): (rows, unmeasured case -> reason, seconds).  Every
+    case the run selected is a row or an unmeasured case (harness/cost/run_tally.py counts them)."""
     log = out / f"{name}.jsonl"
     log.unlink(missing_ok=True)
     run_matrix = Matrix(vlens=vlens or args.vlens, isas=args.matrix.isa_builds if isas is None else isas,
                         compilers={compiler: tuple(ISAS)} if compiler else None, emulator=emulator, tree=tree)
-    argv = ["costs", *run_matrix.pytest_args(), "--cost-log", str(log), "-n", str(args.workers), "-q",
-            "--kernel-timeout", str(args.kernel_timeout), *(["-k", args.k] if args.k else []), *extra]
+    argv = [*_suite_args(run_matrix, args, extra), "--cost-log", str(log), "-n", str(args.workers), "-q"]
     run = run_suite(argv, report_dir=out / f"{name}-report", output=out / f"{name}.log", clean=True,
                     echo=f"rvvdiff cost: measuring {name} ({tree or 'the pinned tree'}"
                          + (f", {compiler}" if compiler else "") + ")")
     if not run.has_results:
         raise CostRunError(f"the {name} run did not complete (exit {run.exit}); its log: {run.log}\n"
                            f"  command: {shlex.join(run.argv)}")
-    return suite_tables.read_rows(log), suite_tables.unmeasured(run.results, f"{name}: "), run.seconds
+    rows = suite_tables.read_rows(log)
+    return rows, suite_tables.unmeasured(run.results, f"{name}: ", rows), run.seconds
+
+
+def check_selection(args: Options, specs: Sequence[per_token.Spec], extra: Sequence[str], out: Path) -> int:
+    """Before any run: the number of tests of the cost suite the options select on HEAD (a collection,
+    nothing built or measured), or :class:`CostSelectionError` saying why none can be measured: a
+    ``--model`` type a tree does not have, a ``-k`` (or ``--changed-only``) that selects no case."""
+    for spec in specs:
+        for which, tree_arg in (("HEAD", args.head), ("BASE", args.base)):
+            if which == "BASE" and not args.base:
+                continue
+            src = resolve(tree_arg)
+            if spec.type not in tree.of(src).types:
+                raise CostSelectionError(f"--model {args.model}: ggml type {spec.type!r} is not in {which}'s tree "
+                                         f"({src.describe()}), so its model-shaped case cannot be measured there; "
+                                         "give a type both trees have")
+    on = Matrix(vlens=args.vlens, isas=args.matrix.isa_builds, compilers=args.matrix.compilers, emulator="spike",
+                tree=args.head)
+    run = run_suite([*_suite_args(on, args, extra), "--collect-only", "-q"], report_dir=out / "selection",
+                    output="capture", clean=True)
+    ids = [ln for ln in run.stdout.splitlines() if "::test_cost[" in ln]
+    if ids:
+        return len(ids)
+    if run.exit != NO_TESTS_COLLECTED:
+        said = [ln for ln in (run.stdout + run.stderr).strip().splitlines() if ln.strip()][-12:]
+        raise CostRunError(f"collecting the cost suite failed (exit {run.exit}):\n  " + "\n  ".join(said)
+                           + f"\n  command: {shlex.join(run.argv)}")
+    where = shlex.join(on.pytest_args())
+    if args.changed_only:
+        raise CostSelectionError("no case of the cost suite (costs/) reaches the change between BASE and HEAD"
+                                 + (f" among those -k {args.k!r} selects" if args.k else "") + f" ({where}): "
+                                 "nothing to measure")
+    if args.k:
+        hint = (" (the model-shaped cases exist only with --model SPEC)" if "model" in args.k and not specs else "")
+        raise CostSelectionError(f"-k {args.k!r} selects no case of the cost suite (costs/) at {where}{hint}; "
+                                 f"`pytest costs --collect-only -q {where}` lists the case ids")
+    raise CostSelectionError(f"no case of the cost suite (costs/) at {where}: nothing to measure")
 
 
 def measure(args: Options, specs: Sequence[per_token.Spec] = ()) -> int:
@@ -122,6 +169,8 @@ def measure(args: Options, specs: Sequence[per_token.Spec] = ()) -> int:
         print(f"rvvdiff cost: {len(diff.changes)} changed functions / macros: "
               + ", ".join(c.describe() for c in diff.changes[:8]), flush=True)
         extra = ["--changes", str(out / "changes.json"), "--changed-only"]
+    n = check_selection(args, specs, extra, out)
+    print(f"rvvdiff cost: {n} case{'s' if n > 1 else ''} selected" + (" on each tree" if args.base else ""), flush=True)
     compilers = args.matrix.compilers or {selected(): tuple(ISAS)}
     several = len(compilers) > 1
     tables: dict[str, suite_tables.CostTable] = {}
@@ -142,9 +191,10 @@ def measure(args: Options, specs: Sequence[per_token.Spec] = ()) -> int:
         tables[cc] = suite_tables.CostTable(head, base, missing, args.threshold / 100, cc if several else "")
     write_report(out, tables, seconds, args.cc_gap / 100)
     slower = [m for t in tables.values() for m in t.moves()[0]]
+    tally = run_tally.Tally.of(tables.values(), bool(args.base))
     for cc, table in tables.items():
-        print(f"rvvdiff cost: {len(table.head)} measurements on HEAD" + (f", {len(table.base)} on BASE" if args.base else "")
-              + (f" ({cc})" if several else "") + f"; {out / 'cost.md'}")
+        counted = run_tally.Tally.of([table], bool(args.base)) if several else tally
+        print(f"rvvdiff cost: {counted.summary()}" + (f" ({cc})" if several else "") + f"; {out / 'cost.md'}")
         if args.base:
             s, f = table.moves()
             print(f"  slower: {len(s)}, faster: {len(f)} (beyond {args.threshold:g} %)")
@@ -154,7 +204,7 @@ def measure(args: Options, specs: Sequence[per_token.Spec] = ()) -> int:
                 print(f"    faster: {m.describe()}")
             if any(m.on_cores for m in s + f):
                 print(f"  est.: {calibration.summary()}")
-        for line in suite_tables.grouped(table.unmeasured):
+        for line in counted.reasons():
             print(f"  not measured: {line}")
     if several:
         found = compiler_gaps.gaps({cc: t.head for cc, t in tables.items()}, args.cc_gap / 100)
@@ -172,11 +222,19 @@ def measure(args: Options, specs: Sequence[per_token.Spec] = ()) -> int:
             (out / (f"model-{cc}.md" if several else "model.md")).write_text("\n".join(lines) + "\n")
             print("\n".join(lines))
     print(f"rvvdiff cost: measured in {seconds:.0f} s")
-    status = 0
-    if args.block_slower is not None and any(m.ratio > 1 + args.block_slower / 100 for m in slower):
+    blocking = args.block_slower is not None and any(m.ratio > 1 + args.block_slower / 100 for m in slower)
+    if blocking:
         print(f"rvvdiff cost: blocking: a case is slower by more than {args.block_slower:g} %", file=sys.stderr)
-        status = 1
-    return status
+    return finish(tally, blocking)
+
+
+def finish(tally: run_tally.Tally, blocking: bool) -> int:
+    """The exit status of a cost command (harness/cost/run_tally.py), with one line on stderr when not every
+    selected case was measured: how many, and by what outcome (each reason is a "not measured" line above)."""
+    if not tally.complete:
+        print(f"rvvdiff cost: incomplete: {tally.summary()}: {tally.counts() or 'nothing selected'}; each reason "
+              "is a 'not measured' line above", file=sys.stderr)
+    return run_tally.exit_status(tally, blocking)
 
 
 def write_report(out: Path, tables: dict[str, suite_tables.CostTable], seconds: float, gap: float) -> None:

@@ -381,12 +381,20 @@ def _plot(t: CostTable, case: str, w: int = 320, h: int = 200) -> str:
     return f"<figure>{''.join(parts)}<figcaption>{html.escape(fn)} ({html.escape(case)})</figcaption></figure>"
 
 
-def unmeasured(results: dict[str, dict[str, Any]], prefix: str = "") -> dict[str, str]:
-    """Cost tests of a run's results.json that produced no row: their one-line reason."""
+def unmeasured(results: dict[str, dict[str, Any]], prefix: str = "",
+               rows: dict[Key, dict[str, Any]] | None = None) -> dict[str, str]:
+    """Cost tests of a run's results.json that produced no row: their one-line reason.  With the run's
+    ``rows``, a test that passed and left none is one too, so that every test the run selected is
+    either a row or here."""
+    logged = None if rows is None else {r.get("nodeid") for r in rows.values()}
     out = {}
     for nodeid, r in results.items():
-        if "test_cost[" not in nodeid or r.get("outcome") == "passed":
+        if "test_cost[" not in nodeid:
             continue
+        if r.get("outcome") == "passed":
+            if logged is None or nodeid in logged:
+                continue
+            r = {"outcome": "no row", "reason": "passed but left no row in the cost log"}
         why = (r.get("reason") or r.get("outcome", "")).strip().splitlines()
         out[prefix + nodeid.split("[", 1)[1].rstrip("]")] = f"{r.get('outcome')}: {why[0] if why else ''}"[:600]
     return out
@@ -396,10 +404,15 @@ def merge(rows: Iterable[dict[str, Any]]) -> dict[Key, dict[str, Any]]:
     return {(r["case"], int(r["vlen"]), r["isa"]): r for r in rows}
 
 
-def grouped(unmeasured: dict[str, str]) -> list[str]:
-    """One line per reason: a build that fails, or a tree without a kernel, is one line, not one per case."""
+def by_reason(unmeasured: dict[str, str]) -> dict[str, list[str]]:
+    """The cases not measured grouped by their one-line reason, in the order the reasons first come."""
     by: dict[str, list[str]] = defaultdict(list)
     for case, why in unmeasured.items():
         by[why].append(case)
+    return dict(by)
+
+
+def grouped(unmeasured: dict[str, str]) -> list[str]:
+    """One line per reason: a build that fails, or a tree without a kernel, is one line, not one per case."""
     return [f"{cases[0]}: {why}" if len(cases) == 1 else f"{len(cases)} cases ({cases[0]}, ...): {why}"
-            for why, cases in by.items()]
+            for why, cases in by_reason(unmeasured).items()]

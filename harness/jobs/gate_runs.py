@@ -30,18 +30,20 @@ not measured), at the gate's ``--vlen`` / ``--isa`` (``gate_step.cost_targets``;
 Spike VLEN, ISA build zvfh), with each of its compilers.  A case whose instructions per call moved
 beyond ``--cost-threshold`` (2 %) is listed **slower** or **faster**; a case measured on HEAD only (a
 new kernel) is named, not compared.  Slower cases block only with ``--block-slower PCT`` (beyond
-PCT).  Without Spike, or when a tree's cost run cannot measure, the summary says so in one line and
-the verdict is the correctness runs' alone.
+PCT).  Without Spike, or when a tree's cost run measures none of the cases it has (a run that did not
+complete, a build that failed, every case failing), the summary says why in one line and the step is
+incomplete: the gate exits 3 unless something blocks (``--no-cost`` skips the step).  A change no
+cost case reaches is not measured and passes.
 
 A changed RVV function or macro that no collected test reaches, or whose selected tests all
 ended without a verdict on HEAD (skipped, or their ISA build failed), is an **uncovered change**
 and blocks too (``--allow-uncovered NAME`` accepts one, for a change a reviewer judged harmless).
 The exit status is 1 exactly when something blocks (with ``--block-slower``, a slower cost case
-too), 0 otherwise, 2 when the gate could not judge (bad arguments, a correctness run that did not
-complete).  ``<out>/gate/summary.md`` (appended to ``$GITHUB_STEP_SUMMARY``), ``summary.html`` and
-``gate.json`` (harness/report/gate_summary.py) lead with the lists (the cost lists
-among them); each run's own reports are in ``<out>/head``, ``<out>/base`` and ``<out>/head-replay``,
-the cost step's in ``<out>/gate/cost``.
+too); else 3 when the cost step is incomplete, 0 otherwise; 2 when the gate could not judge (bad
+arguments, a correctness run that did not complete).  ``<out>/gate/summary.md`` (appended to
+``$GITHUB_STEP_SUMMARY``), ``summary.html`` and ``gate.json`` (harness/report/gate_summary.py) lead
+with the lists (the cost lists among them); each run's own reports are in ``<out>/head``,
+``<out>/base`` and ``<out>/head-replay``, the cost step's in ``<out>/gate/cost``.
 
 A failure found on both trees with different shrunk inputs is judged by HEAD's example: if it
 fails on BASE the failure is pre-existing, even when HEAD also fails elsewhere for a new reason
@@ -177,6 +179,8 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, given: Matrix,
         lists = gate_step.measure_cost(str(head_src.root), str(base_src.root), g, workers=cost_workers, **cost)
         seconds["cost"] = time.perf_counter() - t_cost
         print(f"rvvdiff gate: {lists.headline()} ({seconds['cost']:.0f} s)", flush=True)
+        if lists.incomplete:
+            print(f"rvvdiff gate: cost step incomplete: {lists.incomplete}", flush=True)
         for m in lists.slower[:COST_ROWS]:
             print(f"    slower{' (blocks)' if m in lists.blocking else ''}: {m.describe()}")
         for m in lists.faster[:COST_ROWS]:

@@ -11,6 +11,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
+from harness.cost import run_tally
 from harness.cost.gate_lists import CostLists
 from harness.report.gate_verdict import LISTS, GateVerdict
 from harness.report.html import cells, page
@@ -18,6 +19,8 @@ from harness.report.ids import parse_id
 
 #: Rows of each cost list in the summary (the rest are in cost.json).
 COST_ROWS = 40
+#: The trees the cost section counts.
+TREES = ("head", "base")
 
 
 def _groups(nodeids: list[str]) -> list[str]:
@@ -33,12 +36,12 @@ def _groups(nodeids: list[str]) -> list[str]:
 def summary_md(v: GateVerdict) -> str:
     """``summary.md``: the verdict and the counts, the lists with their replay lines, the uncovered
     changes and lines, the cost section, the changed functions and the tests that reach them."""
-    status = "BLOCKS" if v.blocking else "passes"
-    out = [f"# rvvdiff gate: {status}", "",
+    out = [f"# rvvdiff gate: {v.word()}", "",
            f"- HEAD: {v.head}", f"- BASE: {v.base}",
            "- " + ", ".join(f"{k}: {len(v.of(k))}" for k in LISTS) + f", uncovered changes: {len(v.uncovered)}"
            + (f", uncovered lines: {len(v.uncovered_lines)} functions" if v.line_counts is not None else ""),
            "- " + (v.cost.headline() if v.cost else "cost not measured (--no-cost)"),
+           *([f"- {incomplete_line(v)}"] if v.incomplete else []),
            "- time: " + ", ".join(f"{k} {s:.0f} s" for k, s in v.seconds.items()), ""]
     titles = {"regression": "Regressions (block)", "new kernel failing": "New kernels failing (block)",
               "pre-existing": "Pre-existing failures (do not block)", "fixed": "Fixed (do not block)"}
@@ -97,6 +100,11 @@ def summary_md(v: GateVerdict) -> str:
     return "\n".join(out)
 
 
+def incomplete_line(v: GateVerdict) -> str:
+    """The one line of a cost step that measured nothing on HEAD or BASE: why, and what the exit status is."""
+    return (f"cost step incomplete: {v.incomplete}" + ("" if v.blocking else f" (exit {v.status})"))
+
+
 def cost_md(c: CostLists) -> list[str]:
     """The summary's cost section: the slower and faster lists as one table."""
     block = (f"; slower beyond {c.block_slower:g} % blocks (--block-slower)" if c.block_slower is not None
@@ -105,8 +113,8 @@ def cost_md(c: CostLists) -> list[str]:
            + (f", {len(c.blocking)} beyond --block-slower (block)" if c.blocking else ""), "",
            f"Instructions retired per call under Spike, HEAD against BASE, for the cost cases the change reaches "
            f"(VLEN {', '.join(map(str, c.vlens))}; ISA build {', '.join(c.isas)}; "
-           f"{c.measurements.get('head', 0)} measurements on HEAD, {c.measurements.get('base', 0)} on BASE; "
-           f"{c.seconds:.0f} s). Listed beyond {c.threshold:g} %{block}."
+           + run_tally.summary({t: c.measurements.get(t, 0) for t in TREES}, {t: c.selected.get(t, 0) for t in TREES})
+           + f"; {c.seconds:.0f} s). Listed beyond {c.threshold:g} %{block}."
            + (f" Full table: `{c.report}`." if c.report else "")]
     if c.note:
         out += ["", c.note]
@@ -142,7 +150,8 @@ def summary_html(v: GateVerdict, md: str) -> str:
     for n in v.uncovered:
         rows.append(f"<tr><td>uncovered change</td><td>{html.escape(n)}</td>" + "<td></td>" * 7 + "</tr>")
     head = cells("th", ("list", "test", "kernel", "VLEN", "ISA build", "stress", "why", "known failure", "replay"))
-    cost = [f"<h2>Cost</h2><p>{html.escape(v.cost.headline() if v.cost else 'cost not measured (--no-cost)')}</p>"]
+    cost = [f"<h2>Cost</h2><p>{html.escape(v.cost.headline() if v.cost else 'cost not measured (--no-cost)')}</p>",
+            *([f"<p><b>{html.escape(incomplete_line(v))}</b></p>"] if v.incomplete else [])]
     if v.cost and (v.cost.slower or v.cost.faster):
         blocking = set(v.cost.blocking)
         crows = ["<tr>" + cells("td", ("slower (blocks)" if m in blocking else what, m.function, m.case, m.vlen, m.isa,
@@ -151,7 +160,7 @@ def summary_html(v: GateVerdict, md: str) -> str:
         chead = cells("th", ("list", "function", "case", "VLEN", "ISA build", "BASE", "HEAD", "change"))
         cost.append(f"<table><tr>{chead}</tr>{''.join(crows)}</table>")
     return page("rvvdiff gate", "body{font-family:sans-serif}td{vertical-align:top;border-top:1px solid #ccc;padding:3px}"
-                "code{font-size:80%}", [f"<h1>rvvdiff gate: {'BLOCKS' if v.blocking else 'passes'}</h1>",
+                "code{font-size:80%}", [f"<h1>rvvdiff gate: {v.word()}</h1>",
                                         f"<table><tr>{head}</tr>{''.join(rows)}</table>", *cost,
                                         f"<h2>Summary</h2><pre>{html.escape(md)}</pre>"])
 

@@ -25,6 +25,7 @@ from typing import Any
 from harness.core.config import PROJECT_ROOT, VENV_BIN
 from harness.core.matrix import DEFAULT_EMULATOR
 from harness.cost.gate_lists import CostLists
+from harness.cost.run_tally import INCOMPLETE
 from harness.ggml import known
 from harness.report.ids import parse_id, replay_argv, slug
 
@@ -209,7 +210,7 @@ def untested(cov: dict[str, Any], results: dict[str, dict[str, Any]]) -> list[st
 @dataclass
 class GateVerdict:
     """What the gate found: the four lists, the changed code and the tests that reach it, the changes no
-    test judged, each run's figures and the cost lists; :attr:`blocking` is the exit status."""
+    test judged, each run's figures and the cost lists; :attr:`status` is the exit status."""
 
     head: str
     base: str
@@ -238,6 +239,21 @@ class GateVerdict:
         return bool(self.of("regression") or self.of("new kernel failing") or self.uncovered
                     or self.uncovered_lines or self.line_problem or (self.cost and self.cost.blocking))
 
+    @property
+    def incomplete(self) -> str:
+        """Why the cost step measured nothing on HEAD or BASE where it had cases to measure ("" when it did)."""
+        return self.cost.incomplete if self.cost else ""
+
+    @property
+    def status(self) -> int:
+        """The exit status: 1 when something blocks, else 3 when the cost step is incomplete, else 0."""
+        return 1 if self.blocking else INCOMPLETE if self.incomplete else 0
+
+    def word(self) -> str:
+        """The verdict in one word, as the summary's title and the last line say it."""
+        return {1: "BLOCKS", INCOMPLETE: "INCOMPLETE", 0: "passes"}[self.status]
+
     def as_json(self) -> dict[str, Any]:
-        return {**asdict(self), "cost": self.cost.as_json() if self.cost else None, "blocking": self.blocking}
+        return {**asdict(self), "cost": self.cost.as_json() if self.cost else None, "blocking": self.blocking,
+                "incomplete": self.incomplete, "status": self.status}
 
