@@ -63,10 +63,22 @@ def _x60() -> cores.Core:
 
 def test_the_imported_tables_say_where_they_come_from() -> None:
     got = cores.all_cores()
-    assert {c.key for c in got} >= {"spacemit_x60", "spacemit_x100", "tt_asc_x", "spacemit_a100"}
+    assert {c.key for c in got} >= {"spacemit_x60", "spacemit_x100", "tt_asc_x", "spacemit_a100", "thead_c908", "xiangshan_v3"}
     for c in got:
-        assert c.vlen in (256, 1024) and "rvv-bench-results" in c.source and len(c.prices) > 500
-    assert cores.vlens() == {256, 1024}
+        assert c.vlen in (128, 256, 1024) and "rvv-bench-results" in c.source and len(c.prices) > 500
+    assert cores.vlens() == {128, 256, 1024}
+
+
+def test_a_vlen_128_core_says_it_cannot_price_memory_and_counts_it_unpriced() -> None:
+    """The C908 (K230) and XiangShan V3 pages time no load or store: their tables say so, and a call's loads
+    are counted as unpriced on them, never priced by a guess."""
+    at_128 = {c.key: c for c in cores.for_vlen(128)}
+    assert set(at_128) == {"thead_c908", "xiangshan_v3"}
+    for c in at_128.values():
+        assert c.cannot_price.startswith("vector loads and stores")
+        e = cores.estimate(c, {"vle8.v e8m1": 10, "vadd.vv e8m1": 4, "scalar": 3})
+        assert e.unpriced == 10 and "vle8.v e8m1" in e.unpriced_names and e.cycles > 0
+    assert all(not c.cannot_price for c in cores.all_cores() if c.vlen != 128)
 
 
 def test_prices_follow_the_vtype_and_the_mask() -> None:

@@ -51,6 +51,9 @@ class Core:
     source: str  # where the prices come from (URL, commit)
     prices: Mapping[tuple[str, bool], Mapping[str, float]] = field(repr=False)
 
+    #: What its table cannot price, in words (the file's ``# cannot price:`` line; "" when it prices every kind).
+    cannot_price: str = ""
+
     @property
     def scalar(self) -> float:
         return _row_median(self.prices.get(("add", False), {}), 1.0)
@@ -161,7 +164,8 @@ def _parse_file(path: Path) -> Core:
             cols = cells[2:]
             continue
         prices[(cells[0], cells[1] == "v0.t")] = {c: float(x) for c, x in zip(cols, cells[2:]) if x}
-    return Core(path.stem, meta.get("core", path.stem), int(meta["vlen"]), meta.get("source", ""), prices)
+    return Core(path.stem, meta.get("core", path.stem), int(meta["vlen"]), meta.get("source", ""), prices,
+                meta.get("cannot price", ""))
 
 
 @functools.lru_cache(maxsize=1)
@@ -215,7 +219,11 @@ def import_page(page: str, header: str) -> str:
                     have[j] = f"{float(c):g}"
     if not merged:
         raise ValueError("no instruction table (tblMaa...) in the page")
-    lines = [header.rstrip("\n"), "\t".join(["instruction", "mask", *COLUMNS])]
+    head = [header.rstrip("\n")]
+    if not any(re.fullmatch(r"v[ls]e\d+\.v", n) for n, _ in merged):  # the older pages (C908, XiangShan V3) time no memory op
+        head.append("# cannot price: vector loads and stores (the page times no memory instruction: every vle*, vse*, "
+                    "strided, indexed and segment access is counted as unpriced, so the estimate is of the arithmetic)")
+    lines = [*head, "\t".join(["instruction", "mask", *COLUMNS])]
     lines += ["\t".join([n, "v0.t" if m else "", *cells]) for (n, m), cells in sorted(merged.items())]
     return "\n".join(lines) + "\n"
 
