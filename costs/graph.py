@@ -60,7 +60,7 @@ def path_of(kernel: MM.MatMulKernel, shape: Shape) -> Callable[[Any, Mapping[str
         want = kernel.path(target.isa, target.vlen, shape.k, shape.m, shape.n, shape.threads)
         out = {"path": MM.path_kind(ran)}
         if ran.startswith("ggml_vec_dot_") and not rvv_path(session().source, target.isa, ran, VEC_FILES):
-            out["path"] = f"{ran} (vec_dot fallback: ggml's C loop, no RVV code in the {target.isa.name} build)"
+            out["path"] = f"{ran} (vec_dot fallback, C loop: no RVV intrinsics in the {target.isa.name} build)"
         if want != ran:
             out["path_expected"] = MM.path_kind(want)
         return out
