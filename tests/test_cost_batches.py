@@ -109,6 +109,7 @@ def test_the_page_sets_each_side_of_a_switch_beside_the_other() -> None:
     table = suite_tables.CostTable(head, base)
     md = table.markdown()
     assert "Paths by batch (1;" in md and f"n=1: {FALLBACK}" in md
+    assert f"| ggml_mul_mat (f16_f32: {GEMM}) | 64x4096x2 | zvfh | 0.5 [0.250 of base] |" in md  # the case's label
     (js,) = table.as_json()["batch_paths"]
     assert js["switches"] == [2] and js["batches"][1] == {"batch": 2, "path": GEMM, "per_unit": 0.5,
                                                            "head_over_base": 0.25}

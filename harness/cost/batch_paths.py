@@ -76,3 +76,11 @@ def markdown(head: Mapping[Key, Mapping[str, Any]], base: Mapping[Key, Mapping[s
     return ["", f"Paths by batch ({len(found)}; the path each call measured and its instructions per unit, "
             "smallest batch first: a HEAD / BASE verdict holds for the path it was measured on):"] + \
         [f"- {s.describe()}" for s in found]
+
+
+def label(function: str, rows: list[Mapping[str, Any]]) -> str:
+    """The table's name of a case from its rows: the function, and for a case whose rows record a path the
+    kernel and that path (its paths joined when they differ across the row's VLENs)."""
+    paths = list(dict.fromkeys(_path(r) for r in rows if r.get("path")))
+    return f"{function} ({rows[0]['name']}: {' / '.join(paths)})" if paths else function
+

@@ -321,7 +321,8 @@ class CostTable:
                     if hb is not None and abs(hb - 1) > 1e-9:
                         txt += f" [{hb:.3f} of base]"
                     cells.append(txt)
-                name = any_row["function"] + ("" if any_row["impl"] == "rvv" else "")
+                name = batch_paths.label(any_row["function"], [r for k, r in self.head.items() if k[0] == case and k[2] == isa]
+                                         or [any_row])
                 lines.append(f"| {name} | {any_row['size']} | {isa} | " + " | ".join(cells) + " |")
         return lines
 
