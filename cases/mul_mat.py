@@ -8,7 +8,8 @@ VLEN / 8 elements either way) takes the product when
     n >= 2,  k % (VLEN / 8) == 0,  m % 4 == 0,  and A's type has a kernel in the build
     (pinned tree: f32 in any RVV build, f16 with zvfh, bf16 with zvfbfwma; the tests read
     it from the tree under test: ``tinyblas``, and the ``mul_mat`` coverage scan lists
-    the instantiations no entry of ``KERNELS`` tests),
+    the instantiations no entry of ``KERNELS`` tests; the smallest n too, from the
+    ``if (n < N) return false;`` on the way to each instantiation: ``TinyBlas.min_n``),
 
 where m = rows of A (``ne01``), n = rows of B (``ne11``), k = the dot length.  A B of
 another type than A is first converted to A's dot type (``from_float``: f32 -> f16 /
