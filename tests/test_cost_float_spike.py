@@ -1,7 +1,8 @@
 """Float mul_mat's cost by batch end to end under Spike, ``rvvdiff cost`` run as a user runs it on the
 pinned tree at VLEN 256 of the zvfh build: f16 weights with f32 activations at batch 1 take the vec_dot
 fallback and at batch 2 tinyBLAS_RVV, and the page says so; the model-shaped case of f16 weights names
-the path of each batch (long: 16 measurements of a layer's slices)."""
+the path of each batch (16 measurements of a layer's slices: about 110 s on two busy cores, 35 s for the
+first test)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,6 @@ def test_each_side_of_the_batch_switch_is_measured_on_its_path(tmp_path: Path) -
     assert f"n=1: {FALLBACK}" in (tmp_path / "cost.md").read_text()
 
 
-@pytest.mark.long(4)
 def test_a_float_model_names_the_path_of_each_batch(tmp_path: Path) -> None:
     code, data, out = _cost(tmp_path, "--model", "tinyllama:f16:1+2", "-k", "model")
     assert code == 0, out
