@@ -8,7 +8,8 @@ VLEN / 8 elements either way) takes the product when
     n >= 2,  k % (VLEN / 8) == 0,  m % 4 == 0,  and A's type has a kernel in the build
     (pinned tree: f32 in any RVV build, f16 with zvfh, bf16 with zvfbfwma; the tests read
     it from the tree under test: ``tinyblas``, and the ``mul_mat`` coverage scan lists
-    the instantiations no entry of ``KERNELS`` tests),
+    the instantiations no entry of ``KERNELS`` tests; the smallest n too, from the
+    ``if (n < N) return false;`` on the way to each instantiation: ``TinyBlas.min_n``),
 
 where m = rows of A (``ne01``), n = rows of B (``ne11``), k = the dot length.  A B of
 another type than A is first converted to A's dot type (``from_float``: f32 -> f16 /
@@ -112,7 +113,7 @@ class MatMulKernel(S.KernelSpec):
         """The path ggml-cpu takes for this shape (the module docstring's conditions), with the
         tinyBLAS_RVV types the tree's llamafile_sgemm compiles in ``isa`` (``tinyblas``)."""
         tb = tinyblas(session().source, tuple(isa.extensions), vector=isa.vector).get(self.a)
-        if tb is not None and on_tinyblas(vlen, k, m, n):
+        if tb is not None and on_tinyblas(vlen, k, m, n, tb.min_n):
             return f"tinyBLAS_RVV<{tb.vector}>::gemm<{RM},{RN},{block_rows(m, threads)}>"
         return f"ggml_vec_dot_{self.a}"
 
@@ -147,6 +148,10 @@ TINYBLAS_TA = {"float": "f32", "ggml_fp16_t": "f16", "ggml_bf16_t": "bf16"}
 _INSTANCE = re.compile(r"\btinyBLAS_RVV\s*<\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*>")
 
 
+#: ``if (n < N) return false;`` in llamafile_sgemm: a batch below N never reaches tinyBLAS (``<=`` too).
+_MIN_N = re.compile(r"\bif\s*\(\s*n\s*(<=?)\s*(\d+)\s*\)\s*\{?\s*return\s+false\b")
+
+
 @dataclass(frozen=True)
 class TinyBlas:
     """One tinyBLAS_RVV instantiation llamafile_sgemm compiles."""
@@ -154,6 +159,10 @@ class TinyBlas:
     vector: str  # V as in the mangled name: vfloat16m2_t -> float16m2
     ta: str  # A's C type
     line: int  # in sgemm.cpp
+    #: The smallest batch (B rows, n) llamafile_sgemm lets reach it in this build: the ``n < N`` returns
+    #: before the switch and in the type's case ahead of the instantiation (pinned tree: 2, decoding
+    #: takes the vec_dot fallback).
+    min_n: int = 2
 
 
 @cache
@@ -174,8 +183,30 @@ def tinyblas(src: GgmlSource, extensions: tuple[str, ...], *, vector: bool = Tru
     for m in _INSTANCE.finditer(f.body):
         fmt = TINYBLAS_TA.get(m.group(3), m.group(3))
         out.setdefault(fmt, TinyBlas(m.group(2).removeprefix("v").removesuffix("_t"), m.group(3),
-                                     first + f.body.count("\n", 0, m.start())))
+                                     first + f.body.count("\n", 0, m.start()), _min_n(f.body, m.start())))
     return out
+
+
+def _min_n(body: str, at: int) -> int:
+    """The smallest n that gets past every ``n < N`` return on the way to the instantiation at ``at`` of
+    llamafile_sgemm's preprocessed ``body``: those before its ``switch`` and those of the ``case`` it is in."""
+    switch = body.find("switch")
+    case = body.rfind("case ", 0, at)
+    text = body[:switch if switch >= 0 else at] + (body[case:at] if 0 <= switch < case else "")
+    return max([int(n) + (op == "<=") for op, n in _MIN_N.findall(text)], default=1)
+
+
+def switch_batches(src: GgmlSource) -> tuple[int, ...]:
+    """The batches on both sides of every batch switch of the tree's tinyBLAS_RVV (``min_n - 1`` on the
+    vec_dot fallback, ``min_n`` on tinyBLAS) in any ISA build that compiles it, smallest first."""
+    edges = {tb.min_n for b in ISA_BUILDS.values() if b.vector
+             for tb in tinyblas(src, tuple(b.extensions), vector=b.vector).values()}
+    return tuple(sorted({n for e in edges for n in (e - 1, e) if n >= 1}))
+
+
+def path_kind(path: str) -> str:
+    """A path of ``MatMulKernel.path`` or ``executed_path`` with what it is: the vec_dot fallback named so."""
+    return f"{path} (vec_dot fallback)" if path.startswith("ggml_vec_dot_") else path
 
 
 @coverage.register("mul_mat")
@@ -351,11 +382,13 @@ def stored_matrix(fmt: str, x: np.ndarray, pad: int = 0) -> np.ndarray:
     return stored
 
 
-def run_mul_mat(kernel: MatMulKernel, target, shape: Shape, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """C = A x B^T on the target: a [batch, m, k], b [batch * bcast, n, k] -> [batch * bcast, n, m]."""
+def run_mul_mat(kernel: MatMulKernel, target, shape: Shape, a: np.ndarray, b: np.ndarray, reps: int = 1) -> np.ndarray:
+    """C = A x B^T on the target: a [batch, m, k], b [batch * bcast, n, k] -> [batch * bcast, n, m]; the graph
+    computed ``reps`` times after its one set-up (a cost measurement's repetitions: costs/model.py)."""
     sh = shape
     observe.note("path", kernel.path(target.isa, target.vlen, sh.k, sh.m, sh.n, sh.threads))
     ip = [type_id(kernel.a), type_id(kernel.b), sh.k, sh.m, sh.n, sh.k + sh.pad, sh.batch, sh.bcast, sh.threads]
+    ip += [reps] if reps != 1 else []
     bufs = [In(stored_matrix(kernel.a, a, sh.pad)), In(stored_matrix(kernel.b, b)), Out(4 * sh.m * sh.n * sh.batch * sh.bcast)]
     r = target.call("mul_mat", ip, [], bufs)
     return r.output(0, np.float32).reshape(sh.batch * sh.bcast, sh.n, sh.m)

@@ -62,9 +62,10 @@ def block_rows(m: int, threads: int) -> int:
     return 8 if m % 16 == 0 and m // 16 >= threads else 4 if m % 8 == 0 else 2
 
 
-def on_tinyblas(vlen: int, k: int, m: int, n: int) -> bool:
-    """tinyBLAS_RVV's entry conditions apart from the type (module docstring)."""
-    return n >= 2 and k % (vlen // 8) == 0 and m % 4 == 0
+def on_tinyblas(vlen: int, k: int, m: int, n: int, min_n: int = 2) -> bool:
+    """tinyBLAS_RVV's entry conditions apart from the type (module docstring); ``min_n``: the smallest
+    batch llamafile_sgemm hands it (cases/mul_mat.py reads it from the tree; 2 in the pinned tree)."""
+    return n >= min_n and k % (vlen // 8) == 0 and m % 4 == 0
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ vector kernels, whose scalar loop an RVV build does not compile as a function of
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,13 @@ class CostCase:
     entry_points: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
     has_twin: bool = True  # False: no callable scalar twin in an RVV build (twin_id is None)
+    #: The batch (activation rows) of a case of a batch sweep, whose path may switch with it (0: none);
+    #: its row carries it, and the report sets the batches of one kernel side by side
+    #: (harness/cost/batch_paths.py).
+    batch: int = 0
+    #: What the row records of the path the call took, given the target and the functions the measured
+    #: call executed (``path``: the path measured; ``path_expected``: the tree's prediction where it differs).
+    path: Callable[[Any, Mapping[str, int]], dict[str, str]] | None = None
 
     @property
     def id(self) -> str:

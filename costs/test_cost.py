@@ -37,4 +37,6 @@ def test_cost(case, target, request):
     record(request.config, {"nodeid": request.node.nodeid, "case": case.id, "family": case.family,
                             "name": case.name, "size": case.size, "impl": case.impl, "function": case.function,
                             "twin": case.twin_id, "units": case.units, "unit": case.unit,
-                            "vlen": target.vlen, "isa": target.isa.name, **c.as_dict()})
+                            "vlen": target.vlen, "isa": target.isa.name, **c.as_dict(),
+                            **({"batch": case.batch} if case.batch else {}),
+                            **(case.path(target, c.functions) if case.path else {})})

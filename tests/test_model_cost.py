@@ -108,3 +108,36 @@ def test_the_report_gives_per_token_the_ratio_and_the_bound() -> None:
     assert "batch 1: per token instructions" in lines[2] and "BASE / HEAD: instructions 3.00x" in lines[2]
     assert "rule checked at 256 rows: instructions +0.00 %" in lines[3]
     assert "upper bound at 1 GHz x 2 threads" in lines[0]
+
+
+def test_float_specs_parse_and_say_where_their_vector_kernels_are() -> None:
+    f16, bf16, f32 = per_token.parse_spec("tinyllama:f16:1+32+128,tinyllama:bf16:1,qwen3-1.7b:f32:4:check")
+    assert (f16.type, f16.batches, f16.cpu) == ("f16", (1, 32, 128), False) and f32.check
+    assert per_token.case_name(bf16) == "model-tinyllama-bf16" and len(f16.slices()) == 3 * 2 * 2 * 2
+    with pytest.raises(per_token.ModelCostError, match="float weights are not repacked .write tinyllama:f16:1."):
+        per_token.parse_spec("tinyllama:f16:1:cpu")
+    with pytest.raises(per_token.ModelCostError, match="takes a float or quantized weight type, not 'i8'"):
+        per_token.parse_spec("tinyllama:i8:1")
+    notes = per_token.notes([f16, bf16, f32], ("v", "zvfh"))
+    assert notes == [
+        "model case tinyllama:f16: f16's vector kernels (tinyBLAS_RVV, ggml_vec_dot_f16) need zvfh (--isa zvfh, "
+        "zvfbfwma); at --isa v it measures ggml's C loop (the report names each batch's path)",
+        "model case tinyllama:bf16: bf16's vector kernels (tinyBLAS_RVV, ggml_vec_dot_bf16) need zvfbfwma (--isa "
+        "zvfbfwma); at --isa v,zvfh it measures ggml's C loop (the report names each batch's path)"]
+    assert per_token.notes([f16, bf16], ("zvfbfwma",)) == []
+
+
+def test_the_report_names_each_batch_path() -> None:
+    """A float spec's rows carry the path each slice measured; BASE's is named where it differs (a change that
+    moved the batch to another path), and the tree's prediction where the run disagrees with it."""
+    spec = per_token.parse_spec("tinyllama:f16:1+32")[0]
+    fallback, gemm = "ggml_vec_dot_f16 (vec_dot fallback)", "tinyBLAS_RVV<float16m2>::gemm<2,2,8>"
+
+    def rows(path32: str, **extra) -> list[dict]:
+        return [{**_row(*s), "name": per_token.case_name(spec), "isa": "zvfh", "path": fallback if s[2] == 1 else path32,
+                 **extra} for s in spec.slices()]
+    lines = per_token.report({"head": rows(gemm), "base": rows(fallback)}, [spec], 1.0, 1, vlen=128)
+    assert "batch 1: per token" in lines[2] and lines[2].endswith(f"; path: {fallback}")
+    assert lines[3].endswith(f"; path: {gemm} (BASE: {fallback})")
+    odd = per_token.report({"head": rows(fallback, path_expected=gemm)}, [spec], 1.0, 1, vlen=128)
+    assert odd[3].endswith(f"; path: {fallback}; the tree predicted {gemm}")

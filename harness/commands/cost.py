@@ -92,4 +92,6 @@ def main(argv: list[str]) -> int:
             specs = per_token.parse_spec(args.model)
         except per_token.ModelCostError as e:
             p.error(str(e))
+        for line in per_token.notes(specs, tuple(args.matrix.isa_builds)):
+            print(f"rvvdiff cost: {line}", flush=True)
     return suite_runs.measure(args, specs)

@@ -2,9 +2,12 @@
 estimated cycles per token on one core, a tokens/s ratio between two trees and an upper-bound rate.
 
 What is measured (costs/model.py builds the calls): ``mul_mat(W, X)`` through ggml's own graph on one
-thread (the kernel server's ``repack_mul_mat``: the weights placed as llama.cpp places them, in
-CPU_REPACK where the tree repacks the type, else in the CPU buffer), W of ``m`` rows of ``k`` elements of
-the weight type, X a batch of ``n`` float rows (1: token generation; 32, 128, 512: a prompt).
+thread, W of ``m`` rows of ``k`` elements of the weight type, X a batch of ``n`` f32 rows (1: token
+generation; 32, 128, 512: a prompt).  A quantized W goes through the kernel server's ``repack_mul_mat``
+(the weights placed as llama.cpp places them, in CPU_REPACK where the tree repacks the type, else in the
+CPU buffer); a float W (f32, f16, bf16) through its ``mul_mat``, the differential mul_mat family's
+request: ggml converts X to the weight's dot type, then tinyBLAS_RVV or the type's vec_dot runs, which
+one depending on the batch.  The rows record the path measured and the report names it per batch.
 
 Two rules turn a few small measurements into a layer:
 
@@ -32,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core.config import ISA_BUILDS
 from harness.core.errors import RvvdiffError
 from harness.cost import cores, estimate_pair
 from oracles import quant_types as QT
@@ -103,9 +107,14 @@ class Spec:
 
 
 FLAGS = ("check", "cpu")
+#: The float weight types: measured as the differential mul_mat family's request (no repacking, so no ``:cpu``).
+FLOAT_TYPES = ("f32", "f16", "bf16")
 #: The weight types the model-shaped case takes: the quantized types with a dot product (oracles/quant_types.py),
-#: whose weight rows costs/model.py builds from the type's blocks.  A float type (f16, bf16, f32) is none of them.
-TYPES = tuple(r.name for r in QT.RECORDS if r.vec_dot_type)
+#: whose weight rows costs/model.py builds from the type's blocks, and the float types.
+TYPES = (*FLOAT_TYPES, *(r.name for r in QT.RECORDS if r.vec_dot_type))
+#: The extension a float type's vector kernels (tinyBLAS_RVV, the vec_dot) need in the pinned tree; a build
+#: without it runs ggml's C loop.  The report names the path each batch measured, read from the run.
+VECTOR_EXTENSION = {"f16": "zvfh", "bf16": "zvfbfwma"}
 
 
 def parse_spec(text: str) -> list[Spec]:
@@ -124,9 +133,27 @@ def parse_spec(text: str) -> list[Spec]:
         if not batches or min(batches) < 1:
             raise ModelCostError(f"model case {item!r}: batches are positive integers joined by '+' (1+32)")
         if parts[1] not in TYPES:
-            raise ModelCostError(f"model case {item!r}: the model-shaped case takes a quantized weight type, not "
-                                 f"{parts[1]!r}: one of {', '.join(TYPES)} (e.g. {parts[0]}:q4_0:{parts[2]})")
+            raise ModelCostError(f"model case {item!r}: the model-shaped case takes a float or quantized weight type, "
+                                 f"not {parts[1]!r}: one of {', '.join(TYPES)} (e.g. {parts[0]}:q4_0:{parts[2]})")
+        if parts[1] in FLOAT_TYPES and "cpu" in flags:
+            raise ModelCostError(f"model case {item!r}: ':cpu' places quantized weights outside CPU_REPACK; float "
+                                 f"weights are not repacked (write {':'.join(p for p in parts if p != 'cpu')})")
         out.append(Spec(SHAPES[parts[0]], parts[1], batches, "check" in flags, "cpu" in flags))
+    return out
+
+
+def notes(specs: list[Spec], isas: tuple[str, ...]) -> list[str]:
+    """One line per float spec whose vector kernels some selected ISA build lacks (:data:`VECTOR_EXTENSION`):
+    what that build measures instead."""
+    out = []
+    for spec in specs:
+        ext = VECTOR_EXTENSION.get(spec.type)
+        lack = [i for i in isas if ext and i in ISA_BUILDS and ext not in ISA_BUILDS[i].extensions]
+        if lack:
+            having = ", ".join(b.name for b in ISA_BUILDS.values() if ext in b.extensions)
+            out.append(f"model case {spec.shape.name}:{spec.type}: {spec.type}'s vector kernels (tinyBLAS_RVV, "
+                       f"ggml_vec_dot_{spec.type}) need {ext} (--isa {having}); "
+                       f"at --isa {','.join(lack)} it measures ggml's C loop (the report names each batch's path)")
     return out
 
 
@@ -210,6 +237,10 @@ class Result:
     batch: int
     per_token: Work  # cycles per token, all layers, one core
     checked: dict[str, float]  # the rule's relative error at the check slice ({} without one)
+    #: The paths the batch's slices measured (a float type's rows record it: costs/graph.py ``path_of``), and
+    #: the tree's predictions that differ from them.
+    paths: tuple[str, ...] = ()
+    unexpected: tuple[str, ...] = ()
 
     def rate(self, estimator: str, clock_ghz: float, threads: int) -> float:
         """Tokens/s upper bound (module docstring)."""
@@ -233,7 +264,10 @@ def results(spec: Spec, rows: Mapping[tuple[int, int, int, int], Mapping[str, An
         k0 = spec.shape.ks()[0]
         if spec.check and n == max(spec.batches):
             checked = check(fits[k0], CHECK_SLICE, work(k0, CHECK_SLICE, n))
-        out.append(Result(spec, n, {e: v * spec.shape.layers / n for e, v in per_layer.items()}, checked))
+        mine = [r for key, r in rows.items() if key[2] == n]
+        out.append(Result(spec, n, {e: v * spec.shape.layers / n for e, v in per_layer.items()}, checked,
+                          tuple(sorted({r["path"] for r in mine if r.get("path")})),
+                          tuple(sorted({r["path_expected"] for r in mine if r.get("path_expected")}))))
     return out
 
 
@@ -275,6 +309,12 @@ def report(cost: Mapping[str, Any], specs: list[Spec], clock_ghz: float, threads
                 r = ratio(base[i], h)
                 line += ("; BASE: est. rate <= " + rates(base[i], [e for e in cyc if e in r])
                          + "; BASE / HEAD: " + ", ".join(f"{e} {r[e]:.2f}x" for e in est if e in r))
+            if h.paths:
+                line += "; path: " + " / ".join(h.paths)
+                if base and base[i].paths != h.paths:
+                    line += " (BASE: " + " / ".join(base[i].paths) + ")"
+            if h.unexpected:
+                line += "; the tree predicted " + " / ".join(h.unexpected)
             if h.checked:
                 line += (f"; rule checked at {CHECK_SLICE} rows: "
                          + ", ".join(f"{e} {v * 100:+.2f} %" for e, v in h.checked.items()))

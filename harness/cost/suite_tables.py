@@ -9,6 +9,8 @@ work (harness/cost/spike_count.py).  Read here:
   (below 1: the vector code is cheaper);
 * **HEAD / BASE**: the same case on the two trees; beyond ``threshold`` (default 2 %) it is listed
   *slower* or *faster*;
+* **paths by batch**: the cases of a batch sweep side by side, each batch with the path it measured
+  (harness/cost/batch_paths.py);
 * **flags**: an RVV case whose cost per unit does not fall by at least :data:`SCALING_GAIN` from one
   VLEN to the next (the longer vector is not used: a fixed-width path, a variant that slides more
   than it computes), and one that costs more than its scalar twin;
@@ -29,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.cost import calibration, cores, estimate_pair
+from harness.cost import batch_paths, calibration, cores, estimate_pair
 
 #: A VLEN step must make the cost per unit fall by at least this fraction to count as scaling.
 SCALING_GAIN = 0.05
@@ -209,6 +211,7 @@ class CostTable:
                 "not_scaling": self.not_scaling(), "costlier_than_twin": self.costlier_than_twin(),
                 "costlier_than_twin_on_cores": self.costlier_than_twin_on_cores(),
                 "estimator_disagreements": [d.as_dict() for d in estimate_pair.disagreements(self.head)],
+                "batch_paths": [s.as_dict() for s in batch_paths.sweeps(self.head, self.base)],
                 "calibration": calibration.summary(), "unmeasured": self.unmeasured}
 
     def markdown(self, *, title: str = "Cost per VLEN", head_name: str = "HEAD", base_name: str = "BASE") -> str:
@@ -230,6 +233,7 @@ class CostTable:
         if self.unmeasured:
             out += ["", "Not measured (one line each; the rest of the table is complete):"]
             out += [f"- {line}" for line in grouped(self.unmeasured)]
+        out += batch_paths.markdown(self.head, self.base)
         flat, dear = self.not_scaling(), self.costlier_than_twin()
         if flat:
             out += ["", f"Not cheaper with a longer VLEN ({len(flat)}; a step counts when it saves "
@@ -317,7 +321,8 @@ class CostTable:
                     if hb is not None and abs(hb - 1) > 1e-9:
                         txt += f" [{hb:.3f} of base]"
                     cells.append(txt)
-                name = any_row["function"] + ("" if any_row["impl"] == "rvv" else "")
+                name = batch_paths.label(any_row["function"], [r for k, r in self.head.items() if k[0] == case and k[2] == isa]
+                                         or [any_row])
                 lines.append(f"| {name} | {any_row['size']} | {isa} | " + " | ".join(cells) + " |")
         return lines
 

@@ -57,8 +57,9 @@ class Graph {
     }
 
     // Gives every tensor still without memory a guarded scratch allocation, computes the
-    // graph ending in `out` on n_threads (1..MAX_THREADS) threads, and checks the scratch guards.
-    uint32_t compute(Call & c, ggml_tensor * out, int n_threads) {
+    // graph ending in `out` on n_threads (1..MAX_THREADS) threads `reps` times (the set-up
+    // once), and checks the scratch guards.
+    uint32_t compute(Call & c, ggml_tensor * out, int n_threads, int64_t reps = 1) {
         ggml_cgraph * gf = ggml_new_graph(ctx_);
         ggml_build_forward_expand(gf, out);
         std::vector<const char *> names;
@@ -77,8 +78,10 @@ class Graph {
             plan.work_data = mem_.back().data();
             names.push_back("the work buffer (ggml_graph_plan's work_size)");
         }
-        const ggml_status st = ggml_graph_compute(gf, &plan);
-        if (st != GGML_STATUS_SUCCESS) return c.bad("%s: ggml_graph_compute returned %d", c.name.c_str(), (int) st);
+        for (int64_t r = 0; r < reps; ++r) {
+            const ggml_status st = ggml_graph_compute(gf, &plan);
+            if (st != GGML_STATUS_SUCCESS) return c.bad("%s: ggml_graph_compute returned %d", c.name.c_str(), (int) st);
+        }
         for (size_t i = 0; i < mem_.size(); ++i) {
             long where = 0;
             if (!mem_[i].guards_intact(where)) {
@@ -105,16 +108,18 @@ class Graph {
 };
 
 
-// mul_mat: ip = {type_a, type_b, k, m, n, lda, batch, bcast, n_threads}
+// mul_mat: ip = {type_a, type_b, k, m, n, lda, batch, bcast, n_threads[, reps]}
+//   reps (default 1): how many times the graph is computed after the one set-up (a cost
+//   measurement of reps 1 and 2 differs by one compute: costs/model.py)
 //   bufs = {A [batch][m][lda] of type_a (only the first k of each row are used),
 //           B [batch*bcast][n][k] of type_b, C [batch*bcast][n][m] f32 out}
 // C = A x B^T per batch; B batch b uses A batch b / bcast (ggml's broadcast).
 uint32_t k_mul_mat(Call & c) {
-    if (!c.shape(9, 0, 3)) return ST_BAD_REQUEST;
+    if (!c.shape(c.ip.size() == 10 ? 10 : 9, 0, 3)) return ST_BAD_REQUEST;
     const int64_t ta = c.ip[0], tb = c.ip[1], k = c.ip[2], m = c.ip[3], n = c.ip[4], lda = c.ip[5];
-    const int64_t batch = c.ip[6], bcast = c.ip[7], n_threads = c.ip[8];
+    const int64_t batch = c.ip[6], bcast = c.ip[7], n_threads = c.ip[8], reps = c.ip.size() == 10 ? c.ip[9] : 1;
     if (!known_type(ta) || !known_type(tb)) return c.bad("mul_mat: unsupported types %lld, %lld", (long long) ta, (long long) tb);
-    if (k < 1 || m < 1 || n < 1 || lda < k || batch < 1 || bcast < 1) return c.bad("mul_mat: bad shape");
+    if (k < 1 || m < 1 || n < 1 || lda < k || batch < 1 || bcast < 1 || reps < 1) return c.bad("mul_mat: bad shape");
     if (const uint32_t st = check_threads(c, n_threads)) return st;
 
     Graph g(8);
@@ -124,7 +129,7 @@ uint32_t k_mul_mat(Call & c) {
     ggml_tensor * a = lda == k ? a_rows : ggml_view_3d(g.ctx(), a_rows, k, m, batch, a_rows->nb[1], a_rows->nb[2], 0);
     ggml_tensor * out = ggml_mul_mat(g.ctx(), a, b);
     if (!g.bind(c, out, 2)) return ST_BAD_REQUEST;
-    return g.compute(c, out, (int) n_threads);
+    return g.compute(c, out, (int) n_threads, reps);
 }
 
 // attention: ip = {fused, type_k, type_v, DK, DV, n_q, n_kv, H, H_kv, mask_heads, n_threads}
