@@ -43,6 +43,7 @@ def test_each_side_of_the_batch_switch_is_measured_on_its_path(tmp_path: Path) -
     assert f"n=1: {FALLBACK}" in (tmp_path / "cost.md").read_text()
 
 
+@pytest.mark.long(2)
 def test_a_float_model_names_the_path_of_each_batch(tmp_path: Path) -> None:
     code, data, out = _cost(tmp_path, "--model", "tinyllama:f16:1+2", "-k", "model")
     assert code == 0, out
