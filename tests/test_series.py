@@ -185,7 +185,7 @@ def test_the_speed_paragraph_gives_cycles_per_core_and_says_no_board(every: list
     s = every[0]
     cycles = {s.fixes[0].name: {"cores": speed.ratios(cost), "isa": "zvfh", "compiler": "clang"}}
     text = fix_series.description(s, {"t": (True, "")}, cycles=cycles)
-    para = next(ln for ln in text.splitlines() if ln.startswith("**Speed.**"))
+    para = next(ln for ln in text.splitlines() if ln.startswith("**Speed (an estimate).**"))
     assert "No board was used" in para and "SpacemiT X60 (SpacemiT K1), VLEN 256 0.900" in para
     assert f"Not measured yet: `{s.fixes[1].name}`" in text and "direction right" in text
     assert "not measured yet" in fix_series.description(s, {"t": (True, "")})
@@ -204,7 +204,7 @@ def test_a_case_the_cost_run_could_not_measure_is_named_with_why(every: list[fix
     cycles = {s.fixes[0].name: {"cores": {"SpacemiT X60 (SpacemiT K1), VLEN 256": [1.0, 1.0]}, "isa": "zvfh",
                                 "compiler": "clang", "unmeasured": lines}}
     para = next(ln for ln in fix_series.description(s, {"t": (True, "")}, cycles=cycles).splitlines()
-                if ln.startswith("**Speed.**"))
+                if ln.startswith("**Speed (an estimate).**"))
     assert f"VLEN 256 1.000 (not measured: {lines[0]})" in para
 
 
