@@ -59,7 +59,7 @@ class Program:
 
 PROGRAMS: dict[str, Program] = {
     "vec_dot_f16_unroll_tail_agnostic": Program(F16_UNROLL, "zvfh", True, "it includes ggml-cpu's `vec.h` by path and "
-                                                "calls the function on one element (no library is linked)"),
+                                                "calls the function on one element; no library is linked"),
 }
 #: Findings whose reproducer is their fix series' regression test (it calls the function through an internal header).
 BY_TEST = ("repack_q2_K_16x1_generic_gemm_layout",)
@@ -138,9 +138,14 @@ def _series_patch(fix: str) -> str:
     return found[0].name if found else ""
 
 
-def _numbers(verdicts: list[Verdict], stress: bool) -> str:
+def _numbers(verdicts: list[Verdict], stress: bool, test: bool) -> str:
+    """The program's output where it was first wrong, or the checks of the regression test that failed there."""
     bad = next((v for v in verdicts if v.tree != "fixed" and v.failing and v.stress == stress), None)
-    return f"Output at VLEN {bad.vlen}: `{bad.text.splitlines()[0]}`." if bad and bad.text else ""
+    if not bad or not bad.text:
+        return ""
+    if test:
+        return f"At VLEN {bad.vlen} the failing check: `{bad.text}`."
+    return f"Output at VLEN {bad.vlen}: `{bad.text.splitlines()[0]}`."
 
 
 def direct_issue(fix: str, ggml: dict, verdicts: list[Verdict], entry: known.Known | None, why: str) -> str:
@@ -178,7 +183,7 @@ def direct_issue(fix: str, ggml: dict, verdicts: list[Verdict], entry: known.Kno
         other = testcmd.other_compilers(runs)
         body += [other] if other else []
         how = f"test-quantize-fns built by {names} with ggml's CMake, run under QEMU"
-    numbers = _numbers(verdicts, stress)
+    numbers = _numbers(verdicts, stress, prog is None)
     table = [f"{numbers + ' ' if numbers else ''}The table: {how}"
              + (f" (fixed: with the patch `{fix}`)" if any(v.tree == "fixed" for v in verdicts) else "") + ":", "",
              *verdict_table(verdicts, stress=stress)]

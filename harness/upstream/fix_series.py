@@ -473,8 +473,9 @@ def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, st
             issue = PROJECT_ROOT / "docs" / "upstream" / fx.name / "issue.md"
             text = issue.read_text() if issue.is_file() else ""
             head = text.splitlines()[0].lstrip("# ") if text else "no issue text yet"
-            kind = ("public-API program" if "```c" in text or "is attached" in text
-                    else "no public program (says why)" if text else "")
+            kind = ("public-API program" if "```c" in text or "`repro.c`" in text else
+                    "a program that calls the function directly" if "`repro.cpp`" in text else
+                    "the series' regression test as reproducer" if text else "")
             lines.append(f"- [{fx.name}](../{fx.name}/issue.md) ({len(text.splitlines())} lines, {kind}): {head}")
         lines.append("")
     return "\n".join(lines)

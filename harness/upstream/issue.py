@@ -30,7 +30,7 @@ from harness.upstream.testcmd import wrapped
 MAX_LINES = 60
 def _vlens(found: list[int], tested: list[int]) -> str:
     found = sorted(set(found))
-    if found and found == sorted(set(tested)):
+    if len(found) > 2 and found == sorted(set(tested)):
         return f"every VLEN ({found[0]}-{found[-1]})"
     return "VLEN " + (", ".join(map(str, found)) or "none")
 
@@ -115,7 +115,8 @@ def verdict_table(verdicts: list[Verdict], trap: bool = False, stress: bool = Fa
     both = {v.vlen for v in verdicts if v.emulator == "qemu"} & {v.vlen for v in verdicts if v.emulator != "qemu"}
 
     def row_of(v: Verdict) -> tuple[str, str]:
-        cc = stock.LABELS.get(v.compiler, v.compiler) + (", with stress" if v.stress != stress else "")
+        cc = stock.LABELS.get(v.compiler, v.compiler) + (
+            "" if v.stress == stress else ", with stress" if v.stress else ", QEMU's default policy")
         return (f"{v.tree} ({v.emulator})" if both and v.emulator != "qemu" else v.tree), cc
 
     notes: dict[str, str] = {}
@@ -199,14 +200,14 @@ def stress_hint(verdicts: list[Verdict], stress: bool, cc: str) -> str:
 def title_function(function: str, fix: str = "") -> str:
     """The functions a title names: ``function``, or when the fix changes several kernels (its header's
     ``functions:``), each of them (``ggml_vec_dot_q3_K_q8_K, ggml_vec_dot_q6_K_q8_K and ggml_vec_dot_iq1_m_q8_K
-    (_vl512, _vl1024)``)."""
+    , _vl512 and _vl1024 variants``)."""
     fx = fix_catalogue.catalogue().get(fix) if fix else None
     names = [n.strip() for n in (fx.meta.get("functions", "") if fx else "").split(",") if n.strip()]
     bases = list(dict.fromkeys(re.sub(r"_vl\d+$", "", n) for n in names))
     if len(bases) < 2:
         return function
     tails = list(dict.fromkeys(m.group(0) for n in names if (m := re.search(r"_vl\d+$", n))))
-    return ", ".join(bases[:-1]) + f" and {bases[-1]}" + (f" ({', '.join(tails)})" if tails else "")
+    return ", ".join(bases[:-1]) + f" and {bases[-1]}" + (f", {' and '.join(tails)} variants" if tails else "")
 
 
 def _unmade(verdicts: list[Verdict], cc: str, isa: IsaBuild) -> str:
@@ -214,8 +215,8 @@ def _unmade(verdicts: list[Verdict], cc: str, isa: IsaBuild) -> str:
     in every build it can); '' when it gets them."""
     why = CANNOT_MAKE.get((cc, isa.name))
     wrong = any(v.failing for v in verdicts if v.compiler == cc and v.tree != "fixed")
-    return "" if why is None or wrong else (f"No {stock.LABELS.get(cc, cc)} commands: {why[0].lower()}{why[1:]}, and its "
-                                             "other builds are right (the table).")
+    return "" if why is None or wrong else (f"No {stock.LABELS.get(cc, cc)} commands: {why}, and its other builds are "
+                                             "right (the table).")
 
 
 #: The sentence of a finding that shows only where agnostic elements are written as ones.

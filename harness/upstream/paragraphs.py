@@ -138,7 +138,7 @@ def model_lines(fix: str) -> list[str]:
     made = made if made == qtype.upper() else f"{made} (its {qtype.upper()} tensors)"
     how = (f"{model[0].upper()}{model[1:]} requantized to {made} by llama-quantize, run by llama.cpp's llama-perplexity under "
            f"QEMU at VLEN {e['vlen']} ({e['compiler']}, {e['isa']} build{', tail/mask stress' if e['stress'] else ''}"
-           f"{', repacking off (-nr)' if e.get('repack') is False else ''}) "
+           f"{', repacking off: -nr' if e.get('repack') is False else ''}) "
            "against the same tree built without V")
     if e["pinned"]["line"] == e["fixed"]["line"]:
         return ["", f"**On a real model.** {how}: {_model_words(e['pinned']['line'], real)}, the same figures with the fix: "

@@ -71,8 +71,8 @@ def from_text(text: str) -> dict:
     head = [c.strip() for c in rows[0].strip("|").split("|")]
     vlens = [int(c.split()[1]) for c in head[3:]]
     notes = lines[lines.index(rows[-1]) + 1:]
-    unbuilt = {(m.group(1), m.group(2)): m.group(3) for ln in notes
-               if (m := re.match(r"(\S+(?: 14)?) cannot build (\w+): (.+)$", ln))}
+    unbuilt = {(u.group(1), u.group(2)): u.group(3) for ln in notes
+               if (u := re.match(r"(\S+(?: 14)?) cannot build (\w+): (.+)$", ln))}
     why_not_run = next((ln.removeprefix("not run: ") for ln in notes if ln.startswith("not run: ")), "")
     spike_rows = any(" (spike)" in r for r in rows)
     out_m = re.search(r"Output at VLEN (\d+), (\w+) build: `([^`]*)`", text)

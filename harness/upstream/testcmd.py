@@ -122,7 +122,7 @@ def where_it_fails(runs: list[TestRun]) -> list[str]:
         how = [isa_options(isa)] + (["QEMU's rvv_ta_all_1s / rvv_ma_all_1s"] if stress else []) + (
             [f"with {', '.join(base)} applied"] if base else [])
         out.append(f"{' and '.join(ccs)} ({'; '.join(how)}): {_vlens(list(vlens))}"
-                   + (f" ({'; '.join(what)})" if what else ""))
+                   + (f": {'; '.join(what)}" if what else ""))
     return out
 
 
