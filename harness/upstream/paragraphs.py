@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 
 from harness.core.config import PROJECT_ROOT
-from harness.ggml import known
+from harness.ggml import fix_catalogue, known
 
 #: The newest llama.cpp checked, and what it still has (read from its sources: the RVV files
 #: arch/riscv/quants.c, arch/riscv/repack.cpp, vec.h, vec.cpp and repack.h are byte-identical to the pinned
@@ -86,7 +86,10 @@ def upstream_lines(fix: str) -> list[str]:
     ser = series_of(fix)
     if fix not in UPSTREAM and ser is None:
         return []
-    out = ["", f"**Upstream.** {UPSTREAM.get(fix, 'No upstream issue or pull request about it found (searched).')}"]
+    fx = fix_catalogue.catalogue().get(fix)
+    fn = (fx.meta.get("functions", "").split(",")[0].strip() if fx else "") or "it"
+    said = UPSTREAM.get(fix, f"No upstream issue or pull request about `{fn}` found (searched).")
+    out = ["", f"**Upstream.** {said}"]
     if ser:
         n, entry = ser
         test = ("no test reaches the function" if fix in entry.get("unreached", {}) else

@@ -111,7 +111,7 @@ def isa_options(isa: str) -> str:
     return " ".join(f"-D{k}={v}" for k, v in ISA_BUILDS[isa].cmake.items())
 
 
-def where_it_fails(runs: list[TestRun]) -> list[str]:
+def where_it_fails(runs: list[TestRun], names: dict[str, str] | None = None) -> list[str]:
     """One line per build that fails without the fixes, the compilers that fail alike merged: ``clang-22 and GCC 14
     (-DGGML_RVV=ON ...; rvv_ta_all_1s / rvv_ma_all_1s): VLEN 128 and 512 (bf16 dot product error (ragged row))``."""
     merged: dict[tuple, list[str]] = {}
@@ -120,7 +120,7 @@ def where_it_fails(runs: list[TestRun]) -> list[str]:
     out = []
     for (isa, stress, base, vlens, what), ccs in merged.items():
         how = [isa_options(isa)] + (["QEMU's rvv_ta_all_1s / rvv_ma_all_1s"] if stress else []) + (
-            [f"with {', '.join(base)} applied"] if base else [])
+            [f"with {', '.join((names or {}).get(b, b) for b in base)} applied"] if base else [])
         out.append(f"{' and '.join(ccs)} ({'; '.join(how)}): {_vlens(list(vlens))}"
                    + (f": {'; '.join(what)}" if what else ""))
     return out
