@@ -38,7 +38,7 @@ def every() -> list[fix_series.Series]:
     return fix_series.load(fix_catalogue.catalogue())
 
 
-def _rendered_issue(name: str, monkeypatch: pytest.MonkeyPatch | None = None) -> str:
+def _rendered_issue(name: str) -> str:
     """The issue text ``rvvdiff report --upstream --rerender`` writes now from ``runs.json`` (into a copy)."""
     import shutil
     import tempfile
@@ -124,6 +124,7 @@ def test_the_written_commits_carry_the_generators_messages_and_a_real_author(eve
         files = sorted((ROOT / "docs/upstream/series" / s.stem).glob("*.patch"))
         for f, (_, msg) in zip(files, fix_series.commits(s)):
             head = f.read_text().split("\ndiff --git ")[0]
+            assert msg.rstrip().splitlines()[-1] in head, f.name
             assert "rvvdiff@localhost" not in head and "From: rvvdiff" not in head
             assert wording.commit_defects(head) == [], f.name
 

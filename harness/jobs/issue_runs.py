@@ -203,13 +203,21 @@ def _write_direct(out: Path, rec: dict) -> int:
     return 0 if wrong and not any(v.failing for v in verdicts if v.tree == "fixed") else 1
 
 
+def _text(path: Path) -> str:
+    return path.read_text() if path.is_file() else ""
+
+
 def rerender(out: Path | None) -> int:
     """Write ``out``'s issue text again from the runs kept beside it (``runs.json``: the generator's wording, or
-    docs/model-effects.json, changed; the runs did not): no build, no run.  ``out`` None: every text of
-    docs/upstream."""
+    docs/model-effects.json, changed; the runs did not): no build, no run.  A text written before runs were kept
+    gets its ``runs.json`` read back from its own table first (:func:`harness.upstream.record.bootstrap`).  ``out``
+    None: every text of docs/upstream."""
     if out is None:
-        dirs = sorted(d for d in UPSTREAM_DOCS.iterdir() if (d / record.RECORD).is_file())
+        dirs = sorted(d for d in UPSTREAM_DOCS.iterdir() if (d / "issue.md").is_file())
         return max([rerender(d) for d in dirs] or [2])
+    if not (out / record.RECORD).is_file() and "The program: " in _text(out / "issue.md"):
+        print(f"rvvdiff report: {out}: {record.RECORD} read back from the text's own table and output lines")
+        record.bootstrap(out, out.name)
     if not (out / record.RECORD).is_file():
         print(f"rvvdiff report: --rerender: no {record.RECORD} in {out}: run `rvvdiff report --upstream` first")
         return 2
