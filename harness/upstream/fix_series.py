@@ -84,7 +84,7 @@ class Series:
     stress_base: list[str] = field(default_factory=list)
     #: the llama.cpp issue the series fixes (its last commit says ``Fixes #N``), 0 when none
     closes: int = 0
-    #: fix name -> why the regression test cannot reach it (said in its commit message)
+    #: fix name -> why the regression test cannot show its finding, and how it was checked (its commit message)
     unreached: dict[str, str] = field(default_factory=dict)
     #: for a fix of a departure from the RVV specification that no known core shows: says so (the description)
     conformance: str = ""
@@ -312,7 +312,7 @@ def fix_message(series: Series, fx: Fix) -> str:
         body.append(_wrap("Tested: the check the first commit of this series adds to test-quantize-fns fails "
                           "under qemu-riscv64 without this change and passes with the series."))
     elif fx.name in series.unreached:
-        body.append(_wrap(f"Tested: no test reaches it: {series.unreached[fx.name]}"))
+        body.append(_wrap(f"Tested: {series.unreached[fx.name]}"))
     last = series.fixes[-1].name == fx.name
     trailer = [f"Fixes #{series.closes}"] if series.closes and last else []
     return "\n".join([series.subjects[fx.name], "", "\n\n".join(body), *([""] + trailer if trailer else [])]) + "\n"

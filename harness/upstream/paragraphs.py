@@ -92,7 +92,7 @@ def upstream_lines(fix: str) -> list[str]:
     out = ["", f"**Upstream.** {said}"]
     if ser:
         n, entry = ser
-        test = ("no test reaches the function" if fix in entry.get("unreached", {}) else
+        test = ("which the series' regression test cannot show" if fix in entry.get("unreached", {}) else
                 "after a check for tests/test-quantize-fns.cpp that fails without it")
         out += ["", f"**Fix.** Pull request series {n}, \"{entry['title']}\": the fix, {test}."]
     return out
