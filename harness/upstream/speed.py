@@ -86,7 +86,7 @@ def track_record() -> str:
 
 def paragraph(fix_names: Sequence[str], cycles: Mapping[str, Any] | None) -> str:
     """The Speed paragraph for a series whose fixes are ``fix_names``; ``cycles``: its entry of cycles.json."""
-    head = ("**Speed.** No board was used and there are no `llama-bench` figures. Instructions retired under Spike:"
+    head = ("**Speed (an estimate).** No board was used and there are no `llama-bench` figures. Instructions retired under Spike:"
             " the table's cost column (fixed / replaced per VLEN).")
     got = {f: cycles[f] for f in fix_names if cycles and f in cycles}
     if not got:

@@ -242,7 +242,7 @@ def cmake_options(tree: Path, isa: str | IsaBuild) -> dict[str, str]:
     return {**opts, **_isa(isa).cmake, "CMAKE_EXPORT_COMPILE_COMMANDS": "ON"}
 
 
-def _toolchain_options(toolchain: str, printed: bool) -> dict[str, str]:
+def toolchain_options(toolchain: str, printed: bool) -> dict[str, str]:
     _check_toolchain(toolchain)
     cross = {"CMAKE_SYSTEM_NAME": "Linux", "CMAKE_SYSTEM_PROCESSOR": "riscv64"}
     if toolchain == "clang":
@@ -258,7 +258,7 @@ def build_argvs(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path
                 nice: int | None = None, *, printed: bool = False) -> list[list[str]]:
     """The configure and build commands as argument lists (see :func:`build_commands`)."""
     lay = layout(tree)
-    opts = {**_toolchain_options(toolchain, printed), **cmake_options(tree, isa)}
+    opts = {**toolchain_options(toolchain, printed), **cmake_options(tree, isa)}
     configure = ["cmake", "-S", str(lay.source), "-B", str(build_dir), *(f"-D{k}={v}" for k, v in opts.items())]
     build = ["cmake", "--build", str(build_dir), "--target", "ggml-cpu", "ggml-base", f"-j{jobs}"]
     if nice is not None:

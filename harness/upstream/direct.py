@@ -1,0 +1,209 @@
+"""The issue text of a finding no public op reaches, with a reproducer a maintainer runs without rvvdiff.
+
+No public API reaches these functions, so the reproducer calls them the way ggml's own code would: either a short
+program that includes ggml-cpu's header by path and calls the (inline) function (:data:`PROGRAMS`, built by the
+stock compilers with no library and run under ``qemu-riscv64``: :func:`verify`), or the regression test of the
+finding's fix series (:data:`BY_TEST`: its first commit, test-quantize-fns, built with ggml's CMake; its recorded
+runs are docs/upstream/series/test-runs.json's, read by harness/upstream/testcmd.py).  :func:`direct_issue` writes
+the text: the title from those runs (exactly the VLENs, builds and compilers where it was wrong), what goes wrong,
+why there is no public program, upstream, the commands and the verdict table.  :data:`TRAP_CHECK` says, for a
+trap finding, how to see it without a hart that traps.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.config import ISA_BUILDS, PROJECT_ROOT, VLENS
+from harness.core.proc import execute
+from harness.emulators import qemu
+from harness.ggml import fix_catalogue, known
+from harness.ggml.source import GgmlSource
+from harness.upstream import stock, testcmd
+from harness.upstream.issue import MAX_LINES, title_of, verdict_table
+from harness.upstream.paragraphs import model_lines, reason_of, sentence, series_of, tree_line, upstream_lines
+from harness.upstream.runs import Verdict
+
+#: ggml_vec_dot_f16_unroll on one f16 element per row: exact result -30 (6 * -5), NaN where the accumulator's tail
+#: is written with ones.
+F16_UNROLL = r"""// ggml_vec_dot_f16_unroll (ggml-cpu's vec.h, inline; no code of the tree calls it yet) on n = 1:
+// two rows of one f16 value times one f16 value. The exact result is 6 * -5 = -30 for both rows.
+#include "vec.h"
+#include <cstdio>
+
+int main() {
+    ggml_fp16_t x[2][1] = {{GGML_CPU_FP32_TO_FP16(6.0f)}, {GGML_CPU_FP32_TO_FP16(6.0f)}};
+    ggml_fp16_t y[1] = {GGML_CPU_FP32_TO_FP16(-5.0f)};
+    float s[2] = {0.0f, 0.0f};
+    ggml_vec_dot_f16_unroll(1, sizeof(x[0]), s, x, y);
+    printf("s = %g %g, expected -30 -30\n", s[0], s[1]);
+    return s[0] == -30.0f && s[1] == -30.0f ? 0 : 1;
+}
+"""
+
+
+@dataclass(frozen=True)
+class Program:
+    """A program that includes ggml-cpu's internal headers by path and calls the function directly."""
+
+    source: str
+    #: the ISA build whose ``-march`` the program is compiled with
+    isa: str
+    #: whether the finding shows only with tail/mask-agnostic elements written as ones
+    stress: bool
+    what: str
+
+
+PROGRAMS: dict[str, Program] = {
+    "vec_dot_f16_unroll_tail_agnostic": Program(F16_UNROLL, "zvfh", True, "it includes ggml-cpu's `vec.h` by path and "
+                                                "calls the function on one element; no library is linked"),
+}
+#: Findings whose reproducer is their fix series' regression test (it calls the function through an internal header).
+BY_TEST = ("repack_q2_K_16x1_generic_gemm_layout",)
+
+#: For a trap finding: how to see it without a hart that traps.
+TRAP_CHECK = {
+    "iq2_xxs_vl512_misaligned_load": (
+        "The trap needs a hart that does not carry out misaligned vector element accesses, which the RVV "
+        "specification allows to raise address-misaligned instead: Spike, the RISC-V ISA simulator, is one (the "
+        "table's Spike rows: the same program linked for bare metal); no board was checked. Without such a hart the "
+        "misalignment shows in the code: `block_iq2_xxs` is 66 bytes and `qs` starts at byte 2, so in the tensor's "
+        "data (ggml aligns it to at least 16 bytes) the `qs` of every even block sits at 2 mod 4, and the kernel loads it with "
+        "32-bit elements (`__riscv_vlseg2e32_v_u32mf2x2((const uint32_t*)q2_ptr, 8)`)."),
+}
+
+
+def march(isa: str) -> str:
+    """The ``-march`` of an ISA build for a program compiled alone (``rv64gcv_zfh_zvfh``)."""
+    exts = ISA_BUILDS[isa].march
+    return "rv64gc" + exts[0] + "".join(f"_{e}" for e in exts[1:])
+
+
+def compile_argv(prog: Program, cc: str, tree: Path, src: Path, exe: Path, printed: bool = False) -> list[str]:
+    """The command that compiles the program with compiler ``cc`` (``printed``: Debian's names, the tree named
+    ``llama.cpp``, else the compiler rvvdiff runs for it)."""
+    inc = ["ggml/src/ggml-cpu", "ggml/src", "ggml/include"]
+    root = "llama.cpp" if printed else str(tree)
+    if cc == "clang":
+        head = [stock.CLANGXX, f"--target={stock.TARGET}"]
+    else:
+        head = [stock.GXX if printed else stock._gcc14_tools()[1]]
+    return [*head, f"-march={march(prog.isa)}", "-O2", *[f"-I{root}/{d}" for d in inc], str(src), "-static",
+            "-o", str(exe)]
+
+
+def verify(fix: str, trees: dict[str, GgmlSource], compilers: list[str], work: Path,
+           vlens: tuple[int, ...] = VLENS) -> list[Verdict]:
+    """The program of ``fix`` compiled by each stock compiler against each tree and run under qemu-riscv64 at every
+    VLEN, with QEMU's default tail/mask policy and with agnostic elements written as ones."""
+    prog = PROGRAMS[fix]
+    work.mkdir(parents=True, exist_ok=True)
+    src = work / "repro.cpp"
+    src.write_text(prog.source)
+    out = []
+    for cc in compilers:
+        for label, tree in trees.items():
+            exe = work / f"repro-{label}-{cc}"
+            cp = execute(compile_argv(prog, cc, Path(tree.root), src, exe), timeout=600).finished(f"compiling {src.name}")
+            for stress in (False, True):
+                for vl in vlens:
+                    if not cp.ok:
+                        out.append(Verdict(label, prog.isa, vl, None, f"not built: {cp.stderr.strip()[:300]}", "qemu",
+                                           cc, stress))
+                        continue
+                    r = stock.run_exe(exe, vl, prog.isa, stress, half_avl=False, timeout=120)
+                    ok = r.returncode in (0, 1)
+                    out.append(Verdict(label, prog.isa, vl, (r.returncode == 1) if ok else None,
+                                       r.stdout.strip() if ok else f"exit {r.returncode}", "qemu", cc, stress))
+    return out
+
+
+def test_verdicts(fix: str) -> list[Verdict]:
+    """The recorded runs of the regression test of ``fix``'s series as verdicts (before: "pinned", after: "fixed")."""
+    ser = series_of(fix)
+    lines = json.loads(testcmd.TEST_RUNS.read_text()).get(ser[1]["name"], []) if ser and testcmd.TEST_RUNS.is_file() else []
+    return [Verdict("fixed" if r.fixed else "pinned", r.isa, vl, not ok, "; ".join(r.failures) if not ok else "",
+                    "qemu", r.cc, r.stress) for r in testcmd.read_runs(lines) for vl, ok in r.vlens.items()]
+
+
+def _series_patch(fix: str) -> str:
+    """The file name of the first commit (the regression test) of ``fix``'s series."""
+    ser = series_of(fix)
+    if ser is None:
+        return ""
+    found = sorted((PROJECT_ROOT / "docs" / "upstream" / "series" / f"{ser[0]}-{ser[1]['name']}").glob("0001-*.patch"))
+    return found[0].name if found else ""
+
+
+def _numbers(verdicts: list[Verdict], stress: bool, test: bool) -> str:
+    """The program's output where it was first wrong, or the checks of the regression test that failed there."""
+    bad = next((v for v in verdicts if v.tree != "fixed" and v.failing and v.stress == stress), None)
+    if not bad or not bad.text:
+        return ""
+    if test:
+        return f"At VLEN {bad.vlen} the failing check: `{bad.text}`."
+    return f"Output at VLEN {bad.vlen}: `{bad.text.splitlines()[0]}`."
+
+
+def direct_issue(fix: str, ggml: dict, verdicts: list[Verdict], entry: known.Known | None, why: str) -> str:
+    """The issue text of ``fix``, a finding no public op reaches, from the verdicts of its reproducer."""
+    fx = fix_catalogue.catalogue()[fix]
+    fn = (entry.functions[0] if entry and entry.functions else fx.meta.get("functions", "").split(",")[0].strip())
+    scalar = "scalar" in fx.meta.get("vector-path", "")
+    prog = PROGRAMS.get(fix)
+    stress = prog.stress if prog else any(v.stress for v in verdicts)
+    title = title_of(fn, verdicts, stress).replace("(RISC-V RVV)", "(RISC-V, scalar code)" if scalar else "(RISC-V RVV)")
+    head = [f"### {title}, when called directly (no op of this tree reaches it)",
+            "", f"**What goes wrong.** {sentence(reason_of(entry))}",
+            "", f"**Why no public reproducer.** {sentence(why[:1].upper() + why[1:])}",
+            *upstream_lines(fix), *model_lines(fix), "", tree_line(ggml["label"], ggml["commit"])]
+    ccs = list(dict.fromkeys(v.compiler for v in verdicts))
+    names = " and ".join(stock.NAMES.get(c, c) for c in ccs)
+    if prog:
+        body = [f"The program, `repro.cpp` ({prog.what}):", "```cpp", *prog.source.rstrip("\n").splitlines(), "```",
+                f"Built with {names} (Debian: `{stock.APT_INSTALL.split(' -y ')[1]}`; GCC 14: "
+                f"`{stock.GCC_APT_INSTALL.split(' -y ')[1]}`; qemu-user >= 10) and run:", "```sh"]
+        for cc in ccs:
+            exe = "repro" if cc == "clang" else "repro-gcc"
+            body.append(shlex.join(compile_argv(prog, cc, Path("llama.cpp"), Path("repro.cpp"), Path(exe), True)))
+        bad = next((v for v in verdicts if v.failing and v.tree != "fixed" and v.stress == stress), None)
+        if bad:
+            body.append(shlex.join(["qemu-riscv64", "-cpu", stock.cpu_value(bad.vlen, prog.isa, stress), "./repro"]))
+        body += ["```"]
+        how = f"the program built by {names} as above, run under QEMU {qemu.qemu().version}"
+    else:
+        patch = _series_patch(fix)
+        body = [f"The reproducer is the regression test of the fix series: its first commit, `{patch}`, adds the check "
+                "to tests/test-quantize-fns.cpp. In a llama.cpp checkout with that commit applied (`git am`):", "```sh"]
+        runs = _runs_of(verdicts)
+        body += [*testcmd.build_lines(runs), *testcmd.run_lines(runs), "```"]
+        other = testcmd.other_compilers(runs)
+        body += [other] if other else []
+        how = f"test-quantize-fns built by {names} with ggml's CMake, run under QEMU"
+    numbers = _numbers(verdicts, stress, prog is None)
+    table = [f"{numbers + ' ' if numbers else ''}The table: {how}"
+             + (f" (fixed: with the patch `{fix}`)" if any(v.tree == "fixed" for v in verdicts) else "") + ":", "",
+             *verdict_table(verdicts, stress=stress)]
+    text = head + [""] + body + table
+    if len(text) > MAX_LINES and prog:
+        text = head + ["", f"The program, `repro.cpp` ({prog.what}; {len(prog.source.splitlines())} lines), is "
+                           "attached."] + body[body.index("```cpp") + len(prog.source.splitlines()) + 2:] + table
+    return "\n".join(text).rstrip() + "\n"
+
+
+def _runs_of(verdicts: list[Verdict]) -> list[testcmd.TestRun]:
+    """Verdicts of a regression test's runs back as :class:`testcmd.TestRun` (one per tree, compiler and mode)."""
+    out: dict[tuple, dict] = {}
+    for v in verdicts:
+        d = out.setdefault((v.tree, v.compiler, v.isa, v.stress), {"vlens": {}, "what": []})
+        d["vlens"][v.vlen] = not v.failing
+        d["what"] += [w for w in v.text.split("; ") if w and v.failing]
+    return [testcmd.TestRun(tree == "fixed", (), stock.NAMES.get(cc, cc), cc, isa, stress, d["vlens"],
+                            tuple(dict.fromkeys(d["what"]))) for (tree, cc, isa, stress), d in out.items()]
+
+
+def trap_check(fix: str) -> str:
+    return TRAP_CHECK.get(fix, "")

@@ -1,0 +1,167 @@
+"""A series' regression test as a maintainer runs it: ggml's ``test-quantize-fns`` built with the stock toolchain
+and run under ``qemu-riscv64`` directly, with no rvvdiff and no ctest set-up.
+
+:func:`read_runs` reads back the lines ``rvvdiff series --run-test`` records in docs/upstream/series/test-runs.json
+(:func:`harness.upstream.series_runs.run_test` writes them: the test built by each stock compiler, before and after
+the series' fixes); :func:`failing` keeps the runs where the test fails without the fixes: per compiler, the ISA
+build, the tail/mask policy, the VLENs and what failed.  :func:`configure_line`, :func:`build_line` and
+:func:`run_line` are the commands (the configure options are ggml's CMake options of the recorded runs, the
+``-cpu`` value the one those runs gave QEMU); :func:`commands` and :func:`where_it_fails` put them in the words of a
+commit message, a series page and an issue text.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.config import ISA_BUILDS, PROJECT_ROOT
+from harness.upstream import stock
+
+#: The regression tests' recorded runs (``rvvdiff series --run-test``), per series.
+TEST_RUNS = PROJECT_ROOT / "docs" / "upstream" / "series" / "test-runs.json"
+#: The test every series adds its check to.
+TARGET = "test-quantize-fns"
+#: The build directory the printed commands use.
+BUILD = "build"
+#: CMake options of the test build on top of the library build's (harness/upstream/ggml_own_tests.py's
+#: ``TEST_CMAKE``: the tests need llama-common, and run statically linked under qemu-riscv64).
+TEST_OPTIONS = {"LLAMA_BUILD_TESTS": "ON", "LLAMA_BUILD_COMMON": "ON", "CMAKE_EXE_LINKER_FLAGS": "-static"}
+_STRESS_WORDS = " with rvv_ta_all_1s / rvv_ma_all_1s"
+_LINE = re.compile(r"^(?P<side>pinned tree|with the fixes)(?: \+ (?P<base>[^:]+))?: (?P<cells>.+?); test-quantize-fns "
+                   r"built with ggml's CMake by (?P<cc>[^(]+) \((?P<isa>\w+) build\), run by ctest under qemu-riscv64"
+                   r"(?P<stress>" + re.escape(_STRESS_WORDS) + r")?\.$")
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """One recorded line: one side (before / with the fixes) built by one compiler, at every VLEN it ran."""
+
+    fixed: bool
+    #: fixes of other series applied on both sides (a stress run whose stress also shows their finding)
+    base: tuple[str, ...]
+    #: the stock compiler as the texts name it (clang-22, GCC 14) and as the matrix does (clang, gcc14)
+    compiler: str
+    cc: str
+    isa: str
+    stress: bool
+    #: VLEN -> passed
+    vlens: dict[int, bool]
+    #: what failed ("iq4_nl dot product error (odd blocks)"), over every VLEN
+    failures: tuple[str, ...]
+
+    @property
+    def failing(self) -> list[int]:
+        return [v for v, ok in self.vlens.items() if not ok]
+
+
+def read_runs(lines: list[str]) -> list[TestRun]:
+    """The recorded lines of one series (test-runs.json), each as a :class:`TestRun` (lines of another form are
+    skipped)."""
+    names = {v: k for k, v in stock.NAMES.items()}
+    out = []
+    for ln in lines:
+        m = _LINE.match(ln.strip())
+        if not m:
+            continue
+        vlens = {int(v): ok == "passes" for v, ok in re.findall(r"VLEN (\d+) (passes|FAILS)", m["cells"])}
+        what = [w.strip() for grp in re.findall(r"\(([^()]*(?:\([^()]*\)[^()]*)*)\)", m["cells"]) for w in grp.split(";")]
+        base = tuple(b.strip() for b in (m["base"] or "").split(",") if b.strip())
+        cc = m["cc"].strip()
+        out.append(TestRun(m["side"] == "with the fixes", base, cc, names.get(cc, cc), m["isa"], bool(m["stress"]),
+                           vlens, tuple(dict.fromkeys(w for w in what if w and w != "..."))))
+    return out
+
+
+def failing(runs: list[TestRun]) -> list[TestRun]:
+    """The runs without the series' fixes where the test fails, one per compiler, in the recorded order."""
+    return [r for r in runs if not r.fixed and r.failing]
+
+
+def configure_line(cc: str, isa: str, tree: Path | None = None) -> list[str]:
+    """``cmake`` configuring llama.cpp (named ``llama.cpp``) for the test with compiler ``cc`` (clang, gcc14) in ISA
+    build ``isa``: the library options :mod:`harness.upstream.stock` prints and :data:`TEST_OPTIONS`."""
+    from harness.ggml.source import pinned
+
+    root = Path(tree or pinned().root)
+    argv = stock.build_argvs(root, isa, cc, Path(BUILD), printed=True)[0]
+    keep = [a.replace(str(root), "llama.cpp") for a in argv
+            if a != "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON" and not any(a.startswith(f"-D{k}=") for k in TEST_OPTIONS)]
+    return keep + [f"-D{k}={v}" for k, v in TEST_OPTIONS.items()]
+
+
+def build_line() -> list[str]:
+    return ["cmake", "--build", BUILD, "--target", TARGET, "-j"]
+
+
+def run_line(vlen: int, isa: str, stress: bool) -> list[str]:
+    """The test run under qemu-riscv64 at ``vlen``: the ``-cpu`` value the recorded runs gave QEMU (the ISA build's
+    extensions; ``stress``: tail- and mask-agnostic elements written as ones, without ``rvv_vl_half_avl``)."""
+    return ["qemu-riscv64", "-cpu", stock.cpu_value(vlen, isa, stress), f"{BUILD}/bin/{TARGET}"]
+
+
+def _vlens(vs: list[int]) -> str:
+    return "VLEN " + (" and ".join(map(str, vs)) if len(vs) <= 2 else ", ".join(map(str, vs[:-1])) + f" and {vs[-1]}")
+
+
+def isa_options(isa: str) -> str:
+    """The ISA build's ggml options as the recorded runs gave them (``-DGGML_RVV=ON -DGGML_RV_ZFH=OFF ...``)."""
+    return " ".join(f"-D{k}={v}" for k, v in ISA_BUILDS[isa].cmake.items())
+
+
+def where_it_fails(runs: list[TestRun], names: dict[str, str] | None = None) -> list[str]:
+    """One line per build that fails without the fixes, the compilers that fail alike merged: ``clang-22 and GCC 14
+    (-DGGML_RVV=ON ...; rvv_ta_all_1s / rvv_ma_all_1s): VLEN 128 and 512 (bf16 dot product error (ragged row))``."""
+    merged: dict[tuple, list[str]] = {}
+    for r in failing(runs):
+        merged.setdefault((r.isa, r.stress, r.base, tuple(r.failing), r.failures), []).append(r.compiler)
+    out = []
+    for (isa, stress, base, vlens, what), ccs in merged.items():
+        how = [isa_options(isa)] + (["QEMU's rvv_ta_all_1s / rvv_ma_all_1s"] if stress else []) + (
+            [f"with {', '.join((names or {}).get(b, b) for b in base)} applied"] if base else [])
+        out.append(f"{' and '.join(ccs)} ({'; '.join(how)}): {_vlens(list(vlens))}"
+                   + (f": {'; '.join(what)}" if what else ""))
+    return out
+
+
+def run_lines(runs: list[TestRun]) -> list[str]:
+    """The runs that show the failure, one per build and tail/mask policy at its first failing VLEN."""
+    return list(dict.fromkeys(shlex.join(run_line(r.failing[0], r.isa, r.stress)) for r in failing(runs)))
+
+
+def build_lines(runs: list[TestRun], width: int = 100) -> list[str]:
+    """Configure and build the test for the first compiler that fails (the others differ in their compiler options
+    only: :func:`other_compilers`)."""
+    first = next(iter(failing(runs)), None)
+    if first is None:
+        return []
+    return [*wrapped(configure_line(first.cc, first.isa), width), *wrapped(build_line(), width)]
+
+
+def other_compilers(runs: list[TestRun]) -> str:
+    """How the configure line of :func:`build_lines` changes for the other compilers that fail ('' if none)."""
+    bad = failing(runs)
+    seen = {bad[0].cc} if bad else set()
+    said = []
+    for r in bad:
+        if r.cc in seen:
+            continue
+        seen.add(r.cc)
+        opts = stock.toolchain_options(r.cc, True)
+        said.append(f"{r.compiler}: " + " ".join(f"-D{k}={v}" for k, v in opts.items() if k.endswith("_COMPILER"))
+                    + (f", {isa_options(r.isa)}" if r.isa != bad[0].isa else ""))
+    return ("For " + "; for ".join(said) + " instead of the compiler options above.") if said else ""
+
+
+def wrapped(argv: list[str], width: int = 100) -> list[str]:
+    """``argv`` as shell lines of at most ``width`` characters, continued with backslashes."""
+    lines, cur = [], ""
+    for w in map(shlex.quote, argv):
+        if cur and len(cur) + 1 + len(w) > width:
+            lines.append(cur + " \\")
+            cur = "  " + w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    return lines + [cur]
