@@ -180,9 +180,10 @@ class Bound:
 #: no flash attention against the generic build run the same way, 0.041, 92.9 %.  This model is that
 #: sensitive: the host's own build with flash attention on and off differs by 0.033.  At --thorough's shape
 #: (100 positions) the host against clang's generic build: mean KLD 0.0099, 99.9th percentile 0.115, same
-#: top token 95 %.  GCC 14's generic build against clang's: 0.0047, 100 %; GCC 14's RVV build at VLEN 128 against
-#: its generic one: 0.0175, 92.9 % (python -m cases.model_noise, 2026-11-28).  Correct builds differ by at most NOISE_MEAN in mean KLD, NOISE_999 in the 99.9th
-#: percentile and NOISE_TOP positions of 14 in top token; the bound allows five times the KLDs and twice the
+#: top token 95 %.  GCC 14's generic build against clang's: 0.0047, 100 %; GCC 14's RVV build at VLEN 128
+#: against its generic one: 0.0175, 92.9 % (python -m cases.model_noise, 2026-11-28).  Correct builds differ
+#: by at most NOISE_MEAN in mean KLD, NOISE_999 in the 99.9th percentile and NOISE_TOP positions of 14 in top
+#: token; the bound allows five times the KLDs and twice the
 #: top-token share lost.  A finding is far outside it: the iq2_xxs file at VLEN 512 gives a mean KLD of 13.1
 #: and the same top token at no position (with its fix: 0.0175, 100 %).
 NOISE_MEAN, NOISE_999, NOISE_TOP = 0.041, 0.115, 100.0 - 85.7

@@ -114,14 +114,18 @@ def _model_words(line: str, perplexity: bool = True) -> str:
     predicts no text, every token of the text has a probability near zero under any build, and its perplexity
     ratio follows the logits of tokens the model never predicts, not the build (the figures that weigh by what
     the model predicts, KL divergence and the top token, stay)."""
-    m = re.match(r"same top token ([\d.]+) %, mean KLD ([^,]+), .*PPL ratio ([\d.]+) \((\d+) positions\)", line)
+    m = re.match(r"same top token ([\d.]+) %, mean KLD ([^,]+), .*PPL ratio ([\d.]+|nan|inf) \((\d+) positions\)", line)
     if not m:
         return line
+    if m.group(2) == "nan":  # the run's logits are NaN: no figure but the top token means anything
+        return (f"the logits are NaN (the same top token at {float(m.group(1)):g} % of {m.group(4)} positions; "
+                "KL divergence and perplexity NaN)")
     ratio = float(m.group(3))
     words = f"the same top token at {float(m.group(1)):g} % of {m.group(4)} positions, mean KL divergence {m.group(2)}"
     if not perplexity:
         return words
-    return words + (f", perplexity x {ratio:.3g}" if ratio < 1000 else f", perplexity x {ratio:,.0f}")
+    return words + (f", perplexity x {ratio:.3f}" if ratio < 10 else f", perplexity x {ratio:.3g}" if ratio < 1000
+                    else f", perplexity x {ratio:,.0f}")
 
 
 def model_lines(fix: str) -> list[str]:
