@@ -16,7 +16,7 @@ LOCAL_PATH = re.compile(r"(?<![\w.])(?:/tmp/|/root/|/home/|/work/|/check/|~/\.ca
 #: "e.g." / "i.e." and the capitalised word after it.
 _ABBREV = re.compile(r"\b(?:e\.g|i\.e)\.(?:\s+([A-Z][a-z]+)\b|\s*$)", re.M)
 #: Reproductions that need a checkout of rvvdiff, and the ctest set-up of a patch no series carries.
-_RVVDIFF_ONLY = re.compile(r"pytest '?cases/|rvvdiff report --upstream|ctest-emulator|CMAKE_CROSSCOMPILING_EMULATOR")
+_INSIDE_THE_TOOL = re.compile(r"pytest '?cases/|rvvdiff report --upstream|ctest-emulator|CMAKE_CROSSCOMPILING_EMULATOR")
 #: A commit message's words that belong to the series page or to rvvdiff, not to ggml's history.
 _NOT_IN_COMMITS = re.compile(r"Measured with rvvdiff|\bpinned tree\b|\b(?:docs|harness|cases)/\S+|"
                              r"::test_\w+\[|instructions retired|fixed / the replaced|under Spike, per VLEN|"
@@ -44,7 +44,7 @@ def defects(text: str) -> list[str]:
     """What makes a text for upstream unsendable (the module's list)."""
     out = [f"machine-local path {m.group(0)!r} in: {ln.strip()[:120]}" for ln in text.splitlines()
            for m in LOCAL_PATH.finditer(ln)]
-    out += [f"reproduces only with rvvdiff: {ln.strip()[:120]}" for ln in text.splitlines() if _RVVDIFF_ONLY.search(ln)]
+    out += [f"reproduces only with rvvdiff: {ln.strip()[:120]}" for ln in text.splitlines() if _INSIDE_THE_TOOL.search(ln)]
     lines = text.splitlines()
     out += [f"a program announced with a colon, then attached: {a.strip()[:80]!r} / {b.strip()[:80]!r}"
             for a, b in zip(lines, lines[1:]) if a.rstrip().endswith(":") and b.rstrip().endswith("is attached.")]
