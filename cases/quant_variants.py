@@ -89,6 +89,12 @@ class VariantScan:
     notes: tuple[str, ...] = ()
 
 
+def rvv_quantizer_runs(target, q8: str) -> bool:
+    """quantize_row_<q8> runs an RVV body on ``target``: the tree has one and the build compiles it (not rv64gc)."""
+    entry = scan(session().source.cpu_dir).quantizers.get(q8)
+    return entry is not None and entry.rvv and target.isa.vector
+
+
 def scan(cpu_dir: Path) -> VariantScan:
     """Read ``<cpu_dir>/arch/riscv/quants.c`` of the tree under test, as a ``__riscv_v`` build
     compiles it (harness/ggml/csource.py; read again when the file changes)."""

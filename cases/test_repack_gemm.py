@@ -43,7 +43,6 @@ from cases import strategies as S
 from harness.check import observe
 from harness.check.compare import assert_all_within, assert_bitwise_equal
 from harness.emulators.protocol import In, Out
-from harness.plugin.targets import session
 from oracles import quants as Q
 from oracles import repack as RP
 
@@ -173,8 +172,7 @@ def test_mul_mat_path(kernel: K.RepackKernel, target) -> None:
     Where ggml never repacks only one probe runs (the selection sweep covers the rest)."""
     lay = kernel.layout
     probes = PROBES if SEL.expected_layout(target, lay.weight, 16) else PROBES[1:2]
-    row = V.scan(session().source.cpu_dir).quantizers.get(lay.activation)
-    rvv_row = row is not None and row.rvv and target.isa.vector
+    rvv_row = V.rvv_quantizer_runs(target, lay.activation)
     for i, (m, n, batch, threads) in enumerate(probes):
         case = RS.exact_mul_mat_case(kernel, m, n, batch, threads, n_blocks=2, seed=i)
         layout = SEL.expected_layout(target, lay.weight, m)

@@ -39,6 +39,9 @@ from harness.core.config import DATA_DIR
 CORES_DIR = DATA_DIR / "cost" / "cores"
 LMULS = ("mf8", "mf4", "mf2", "m1", "m2", "m4", "m8")
 COLUMNS = tuple(f"e{sew}{lm}" for sew in (8, 16, 32, 64) for lm in LMULS)
+#: A vector load or store in a mix key or a table's instruction name (unit-stride, strided, indexed, segment:
+#: ``vle8.v``, ``vsse32.v``, ``vluxei8.v``, ``vlseg2e16.v``), not ``vsetvli`` or ``vsext``.
+MEMORY_OP = re.compile(r"v[ls](?:[suo]?e\d|[suo]?seg\d|[uo]xei\d)")
 #: The page's tables, in the order they fill a cell (vl = VLMAX; ta/ma first).
 TABLES = ("tblMaa", "tblMau", "tblMua", "tblMuu")
 
@@ -220,7 +223,7 @@ def import_page(page: str, header: str) -> str:
     if not merged:
         raise ValueError("no instruction table (tblMaa...) in the page")
     head = [header.rstrip("\n")]
-    if not any(re.fullmatch(r"v[ls]e\d+\.v", n) for n, _ in merged):  # the older pages (C908, XiangShan V3) time no memory op
+    if not any(MEMORY_OP.match(n) for n, _ in merged):  # the older pages (C908, XiangShan V3) time no memory op
         head.append("# cannot price: vector loads and stores (the page times no memory instruction: every vle*, vse*, "
                     "strided, indexed and segment access is counted as unpriced, so the estimate is of the arithmetic)")
     lines = [*head, "\t".join(["instruction", "mask", *COLUMNS])]
