@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from cases import model as M
+from harness.check import observe
 from harness.model.catalogue import ModelError
 from harness.plugin.options import compilers
 from harness.plugin.targets import session
@@ -81,6 +82,7 @@ def test_model(case: M.Case, path: M.RunPath, target, request: pytest.FixtureReq
         pytest.skip(why)
     shape = M.SHAPE_THOROUGH if _thorough(request.config) else M.SHAPE
     k = M.check(source, case, path, target.vlen, target.isa, target.stress, target.compiler, shape)
+    observe.record("emulated_s", k.seconds)
     request.node.user_properties.append(("rvvdiff.model", k.line()))
     bad = M.BOUND.violations(k)
     assert not bad, (f"{case.id} ({path.id}) at {target.id}: {'; '.join(bad)} against the generic riscv64 build "

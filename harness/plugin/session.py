@@ -28,7 +28,7 @@ from harness.emulators import pool, registry
 from harness.emulators.qemu import cpu_props
 from harness.ggml import known
 from harness.ggml.source import SDIST_SPEC
-from harness.plugin import budget, linecov, workers
+from harness.plugin import budget, linecov, timing, workers
 from harness.plugin.benchlog import BenchLog
 from harness.plugin.marks import entry_points, mark_known_failures, mark_not_in_tree, requirements
 from harness.plugin.options import id_compiler, max_examples, report_dir, run_matrix
@@ -294,6 +294,7 @@ class RvvdiffSession(Session):
                    if getattr(r, "when", "") == "call" and any(k.startswith("rvvdiff.") for k, _ in r.user_properties)]
         if reports:
             self._figures(tr, reports)
+        self._time(tr)
 
     def _known_notes(self, tr: Any, ran: set[str]) -> None:
         """The terminal summary's notes on known failures whose function changed in this tree."""
@@ -317,6 +318,16 @@ class RvvdiffSession(Session):
             tr.write_line(f"rvvdiff: note: {older} known failure(s) of other trees (seen_in) do not apply: "
                           "their functions changed here, so those tests are judged afresh "
                           "(`rvvdiff known` lists them)")
+
+    def _time(self, tr: Any) -> None:
+        """Worker time per family (harness/plugin/timing.py), in the summary and the report directory's time.json."""
+        everything = [r for rs in tr.stats.values() for r in rs]
+        rows = timing.table(everything)
+        if not any(r["request_s"] or r["emulated_s"] for r in rows.values()):
+            return  # no differential test ran: nothing to say
+        for line in timing.lines(rows):
+            tr.write_line(line)
+        timing.write(self.report_dir / "time.json", rows, time.time() - (self.t0 or time.time()))
 
     def _figures(self, tr: Any, reports: list[Any]) -> None:
         """The terminal summary's rvvdiff section: worst error per kernel, kernel calls, time in servers."""
