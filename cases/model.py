@@ -277,6 +277,13 @@ def unreached(source: GgmlSource, case: Case, path: RunPath, vlen: int, isa: Isa
     return None
 
 
+def figures(k: Kld) -> list[tuple[str, float]]:
+    """A run's figures as report properties (harness/report/model_table.py reads them back from results.json)."""
+    out = [("rvvdiff.model_top", k.same_top), ("rvvdiff.model_kld", k.mean_kld), ("rvvdiff.model_ppl_ratio", k.ppl_ratio),
+           ("rvvdiff.model_tps", k.tokens_per_second)]
+    return out + ([("rvvdiff.model_kld999", k.kld_999)] if k.kld_999 is not None else [])
+
+
 def check(source: GgmlSource, case: Case, path: RunPath, vlen: int, isa: IsaBuild, stress: bool, compiler: str,
           shape: Shape, timeout: float = 3600, reference_source: GgmlSource | None = None) -> Kld:
     """Run ``case`` under test and return what llama-perplexity reports against the reference (the no-V build

@@ -84,6 +84,7 @@ def test_model(case: M.Case, path: M.RunPath, target, request: pytest.FixtureReq
     k = M.check(source, case, path, target.vlen, target.isa, target.stress, target.compiler, shape)
     observe.record("emulated_s", k.seconds)
     request.node.user_properties.append(("rvvdiff.model", k.line()))
+    request.node.user_properties.extend(M.figures(k))
     bad = M.BOUND.violations(k)
     assert not bad, (f"{case.id} ({path.id}) at {target.id}: {'; '.join(bad)} against the generic riscv64 build "
                      f"({k.line()}; {k.tokens} tokens in {k.seconds:.0f} s)\nreplay: {' '.join(k.argv)}")
@@ -103,6 +104,7 @@ def test_model_host(target, request: pytest.FixtureRequest) -> None:
     k = M.host_against_reference(session().source, target.compiler, case,
                                  M.SHAPE_THOROUGH if _thorough(request.config) else M.SHAPE)
     request.node.user_properties.append(("rvvdiff.model", k.line()))
+    request.node.user_properties.extend(M.figures(k))
     bad = M.BOUND.violations(k)
     assert not bad, f"host build against the {target.compiler} generic riscv64 build: {'; '.join(bad)} ({k.line()})"
 

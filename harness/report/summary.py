@@ -20,6 +20,7 @@ from typing import Any
 from harness.report.failure import jsonable
 from harness.report.html import page
 from harness.report.ids import parse_id
+from harness.report.model_table import markdown as model_section
 
 _MARK = {"passed": "pass", "failed": "FAIL", "xfailed": "known", "xpassed": "FIXED?", "skipped": "skip",
          "error": "ERROR"}
@@ -60,6 +61,7 @@ def write_summary(report_dir: Path, results: list[dict[str, Any]], header: list[
         md += ["", "## Not passing", ""]
         md += [f"- `{n}`: {_MARK.get(next(r['outcome'] for r in results if r['nodeid'] == n), '')} {reason[:300]}"
                for n, reason in reasons]
+    md += model_section(results)
     (report_dir / "summary.md").write_text("\n".join(md) + "\n")
     (report_dir / "summary.html").write_text(_html(rows, columns, header, counts, results))
 
