@@ -10,4 +10,4 @@ workers=(-n auto)
 for a in "$@"; do
   case "$a" in -n|-n*|--numprocesses|--numprocesses=*) workers=() ;; esac
 done
-exec .venv/bin/pytest tests -rs "${workers[@]}" "$@"
+exec .venv/bin/pytest tests -rs --durations=25 "${workers[@]}" "$@"   # the 25 slowest tests at the end: where its time goes
