@@ -121,6 +121,17 @@ def record_lines(runs: list[ArchRun]) -> list[str]:
     return out
 
 
+def summary(lines: list[str]) -> str:
+    """One sentence on the recorded runs off RISC-V (lines of :func:`record_lines`), '' when none."""
+    said = {a: [ln for ln in lines if ln.startswith(WORDS[a])] for a in ARCHS}
+    if not any(said.values()):
+        return ""
+    parts = [f"{a}: " + ("passes" if all(": passes;" in ln for ln in said[a]) else "FAILS") for a in ARCHS if said[a]]
+    return ("Off RISC-V, the stacked test (every series' check) built and run on x86-64 natively and on aarch64 with "
+            "FP16 vector arithmetic (zig's clang, -mcpu=cortex_a76, qemu-aarch64 -cpu max), before and after the fixes: "
+            + "; ".join(parts) + ".")
+
+
 def main(argv: list[str] | None = None) -> int:
     from harness.ggml import fix_catalogue
     from harness.upstream import fix_series

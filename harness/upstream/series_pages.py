@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from harness.core.config import PROJECT_ROOT, VLENS
-from harness.upstream import speed, testcmd
+from harness.upstream import other_arch, speed, testcmd
 from harness.upstream.fix_series import Series, first_sentence, header, local_refs, recorded_runs, subjects, upstream_row
 from harness.upstream.paragraphs import model_lines, paragraph
 
@@ -85,7 +85,10 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
     lines.append("**Regression test** (first commit, ggml's tests/test-quantize-fns.cpp): "
                  + (header(test)["title"] if test else (series.test_note or "none yet")) + "."
                  + "".join(f" {x}" for x in (series.test_scope, series.test_interface) if x))
-    lines += test_lines(testcmd.read_runs(recorded_runs(series) if test_runs is None else test_runs))
+    recorded = recorded_runs(series) if test_runs is None else test_runs
+    off = other_arch.summary(recorded)
+    lines[-1] += f" {off}" if off else ""
+    lines += test_lines(testcmd.read_runs(recorded))
     lines.append("**Applies** (`patch --dry-run`, in order): "
                  + "; ".join(f"{t}: {'yes' if ok else why}" for t, (ok, why) in trees.items()) + ".")
     if am:
