@@ -109,3 +109,15 @@ def test_the_stacked_tree_builds_its_tests_for_riscv64_with_both_compilers(every
     for cc in ("clang", "gcc14"):
         exe = ggml_own_tests.build_patched(patches, ggml_own_tests.work_dir() / "stack", "zvfh", cc)
         assert exe.is_file(), cc
+
+
+def test_the_shared_test_helpers_land_once_in_the_first_series(every: list[fix_series.Series]) -> None:
+    """Each helper is defined by one test commit of the stack (series 1's); the tolerance is derived per type there,
+    not one constant."""
+    added = {s.name: [ln for ln in fix_series.commits(s)[0][0].splitlines() if ln.startswith("+")] for s in every}
+    for helper in ("generate_data_q8_exact(size_t", "vec_dot_rounding_bound(ggml_type", "rounding_scale(ggml_type",
+                   "dequantized_dot_product_error(ggml_type"):
+        where = [n for n, lines in added.items() if any(ln.startswith("+static") and helper in ln for ln in lines)]
+        assert where == [every[0].name], (helper, where)
+    text = "\n".join(ln for lines in added.values() for ln in lines)
+    assert "MAX_DOT_PRODUCT_ERROR_DEQUANTIZED" not in text and "GGML_TYPE_F16 ? " in text
