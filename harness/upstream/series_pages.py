@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -101,6 +102,14 @@ def test_lines(runs: list[testcmd.TestRun]) -> list[str]:
     """Where the regression test fails without the series' fixes (the recorded runs), whether it passes with them,
     and the commands that build and run it directly under qemu-riscv64 in a llama.cpp checkout with the series."""
     where = testcmd.where_it_fails(runs, subjects())
+    if not where and runs:
+        r = runs[0]
+        return [f"Recorded under qemu-riscv64 (no board was used): {', '.join(dict.fromkeys(x.compiler for x in runs))}, "
+                f"{r.isa} build, VLEN {' and '.join(map(str, r.vlens))}: it passes before and after the fixes, which "
+                "it cannot reach on this tree (above). To run it in a llama.cpp checkout with the series applied:",
+                "```sh", *testcmd.wrapped(testcmd.configure_line(r.cc, r.isa), 100),
+                *testcmd.wrapped(testcmd.build_line(), 100),
+                shlex.join(testcmd.run_line(next(iter(r.vlens)), r.isa, r.stress)), "```"]
     if not where:
         return ["The regression test has no recorded run yet (`rvvdiff series --run-test SERIES` records it)."]
     fixed = [r for r in runs if r.fixed]
