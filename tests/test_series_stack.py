@@ -121,3 +121,18 @@ def test_the_shared_test_helpers_land_once_in_the_first_series(every: list[fix_s
         assert where == [every[0].name], (helper, where)
     text = "\n".join(ln for lines in added.values() for ln in lines)
     assert "MAX_DOT_PRODUCT_ERROR_DEQUANTIZED" not in text and "GGML_TYPE_F16 ? " in text
+
+
+def test_every_series_has_runs_off_risc_v_recorded_and_said_on_its_page(every: list[fix_series.Series]) -> None:
+    """x86-64 and aarch64 lines (python -m harness.upstream.other_arch --record) name their architecture; the page
+    says the result."""
+    from harness.upstream import other_arch
+    for s in every:
+        lines = fix_series.recorded_runs(s)
+        for arch in other_arch.ARCHS:
+            assert any(ln.startswith(other_arch.WORDS[arch]) for ln in lines), (s.name, arch)
+        said = other_arch.summary(lines)
+        assert said and said in (_out() / f"{s.stem}.md").read_text(), s.name
+    runs = [other_arch.ArchRun("aarch64", False, False, [" f16 dot product error (ragged rows): FAILED (3.1)"], [])]
+    assert "FAILS (f16 dot product error (ragged rows))" in other_arch.record_lines(runs)[0]
+    assert other_arch.summary(other_arch.record_lines(runs)).endswith("aarch64: FAILS.")
