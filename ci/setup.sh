@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # rvvdiff set-up, from nothing to ready, on Debian bookworm (re-running it on a
 # ready machine takes seconds):
-#   1. qemu-riscv64: $RVVDIFF_QEMU, else one on PATH of version >= 10, else
+#   1. qemu-riscv64: $RVVDIFF_QEMU, else one on PATH of version >= 10 (with qemu-aarch64 beside it), else
 #      qemu-user from bookworm-backports (needs root and apt);
 #   2. the virtual environment .venv with rvvdiff installed from pyproject.toml
 #      (pytest, hypothesis, numpy, ml_dtypes, pytest-xdist, gguf, ziglang; ruff);
@@ -66,11 +66,14 @@ qemu_major() { "$1" --version 2>/dev/null | sed -n 's/.*version \([0-9]*\)\..*/\
 if [ -n "${RVVDIFF_QEMU:-}" ]; then
   command -v "$RVVDIFF_QEMU" >/dev/null || { echo "setup: RVVDIFF_QEMU=$RVVDIFF_QEMU not found" >&2; exit 1; }
   say "QEMU: $RVVDIFF_QEMU (from RVVDIFF_QEMU), version $(qemu_major "$RVVDIFF_QEMU").x"
-elif command -v qemu-riscv64 >/dev/null && [ "$(qemu_major qemu-riscv64)" -ge 10 ] 2>/dev/null; then
-  say "QEMU: $(command -v qemu-riscv64), $(qemu-riscv64 --version | head -n1)"
+elif command -v qemu-riscv64 >/dev/null && [ "$(qemu_major qemu-riscv64)" -ge 10 ] 2>/dev/null \
+     && command -v qemu-aarch64 >/dev/null; then
+  say "QEMU: $(command -v qemu-riscv64), $(qemu-riscv64 --version | head -n1); qemu-aarch64 too"
 else
   have=$(command -v qemu-riscv64 >/dev/null && qemu-riscv64 --version | head -n1 || echo none)
-  say "QEMU: found '$have'; installing qemu-user 10 from bookworm-backports"
+  # qemu-user brings qemu-aarch64 as well: the series' regression tests run on aarch64 too
+  # (python -m harness.upstream.other_arch)
+  say "QEMU: found '$have' (qemu-aarch64: $(command -v qemu-aarch64 || echo none)); installing qemu-user 10 from bookworm-backports"
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
     echo "setup: need root and apt-get to install qemu-user from bookworm-backports;" \
          "install QEMU >= 10 yourself and set RVVDIFF_QEMU, or rerun as root" >&2

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.core import settings
+from harness.core.proc import execute
 from harness.upstream import ggml_own_tests, stock
 
 HEADER_KEYS = ("rvvdiff ggml-test:", "class:", "fixes:", "vlens:")
@@ -62,10 +63,21 @@ PATCHED = sorted(c.name for c in ggml_own_tests.CLASSES.values() if c.patched)
 
 @needs_tree
 @pytest.mark.parametrize("name", PATCHED)
-def test_patch_applies_to_the_pinned_tree(name: str) -> None:
-    patch = ggml_own_tests.CLASSES[name].patch
-    assert patch is not None
-    assert ggml_own_tests.check_applies(patch, PINNED) is None
+def test_patch_applies_to_the_pinned_tree(name: str, tmp_path: Path) -> None:
+    """On the pinned tree with what the class builds on (its ``needs``: their tests and fixes), and nothing else."""
+    c = ggml_own_tests.CLASSES[name]
+    assert c.patch is not None and PINNED is not None
+    base = c.base_patches()
+    tree = PINNED
+    if base:
+        tree = tmp_path / "base"
+        for f in {f for p in base + [c.patch] for f in ggml_own_tests.patched_files(p)}:
+            (tree / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(PINNED / f, tree / f)
+        for p in base:
+            assert ggml_own_tests.check_applies(p, tree) is None, p.name
+            execute(ggml_own_tests.patch_argv(p, tree), timeout=60).finished("patch")
+    assert ggml_own_tests.check_applies(c.patch, tree) is None
 
 
 @needs_tree
@@ -81,14 +93,15 @@ def test_fixes_apply_on_top_of_the_test_patch(name: str, tmp_path: Path) -> None
         (mini / f).write_bytes((PINNED / f).read_bytes())
     before = {f: (mini / f).stat().st_ino for f in files}
     tree = tmp_path / "tree"
-    changed = ggml_own_tests.prepare_tree(tree, [c.patch, *c.fix_patches()], pinned=mini)
+    changed = ggml_own_tests.prepare_tree(tree, [*c.base_patches(), c.patch, *c.fix_patches()], pinned=mini)
     assert "tests/test-quantize-fns.cpp" in changed
     own = set(ggml_own_tests.patched_files(c.patch))
     assert all((mini / f).read_bytes() == (PINNED / f).read_bytes() for f in files)  # the source is never written
     assert all((mini / f).stat().st_ino == before[f] for f in files)
     assert all((tree / f).stat().st_ino != (mini / f).stat().st_ino for f in changed)  # hard links broken
     # Back to the pinned test alone: every file the test patch does not change is the pinned one again.
-    ggml_own_tests.prepare_tree(tree, [c.patch], pinned=mini)
+    ggml_own_tests.prepare_tree(tree, [*c.base_patches(), c.patch], pinned=mini)
+    own |= {f for p in c.base_patches() for f in ggml_own_tests.patched_files(p)}
     for f in files:
         if f not in own:
             assert (tree / f).read_bytes() == (PINNED / f).read_bytes()

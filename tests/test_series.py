@@ -1,12 +1,10 @@
 """``rvvdiff series``: every fix is in exactly one series, each series applies in order to the pinned tree;
-each series is real ``git format-patch`` output that ``git am`` takes on a clean clone of the pinned tree (and
-of llama.cpp b11434 when ``rvvdiff series --fetch-b11434`` has brought it); no text for upstream holds a
-machine-local path or a sentence cut short."""
+each series is real ``git format-patch`` output (``git am`` of the stack and of each series alone on the trees:
+tests/test_series_stack.py); no text for upstream holds a machine-local path or a sentence cut short."""
 
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ import pytest
 from harness.commands import series
 from harness.core.config import PROJECT_ROOT
 from harness.ggml import fix_catalogue, patches, source
-from harness.upstream import fix_series, formatpatch, series_runs
+from harness.upstream import fix_series, formatpatch, series_pages, series_runs
 
 OUT = PROJECT_ROOT / "docs" / "upstream" / "series"
 
@@ -51,7 +49,7 @@ def test_every_series_has_a_regression_test_first(every: list[fix_series.Series]
         assert not re.search(r"^\+.*(extern \"C\"|__attribute__\(\(weak\)\) void )", first[0], re.M), s.name
         assert '#include "ggml-cpu/' not in first[0] or ("by path" in s.test_interface
                                                          and "CPU_REPACK" in s.test_interface), s.name
-        text = fix_series.description(s, {"t": (True, "")})
+        text = series_pages.description(s, {"t": (True, "")})
         assert not s.test_interface or s.test_interface in text
         assert not s.test_scope or s.test_scope in text
 
@@ -64,7 +62,7 @@ def test_the_written_series_are_format_patch_files_of_the_current_generator(ever
     author = re.search(r"^From: (.+)$", next((OUT / every[0].stem).glob("0001-*.patch")).read_text(), re.M).group(1)
     assert "rvvdiff" not in author
     for s in every:
-        files = fix_series.write_commits(s, Path(pinned.root), tmp_path / "scratch", tmp_path / s.stem, author)
+        files = fix_series.write_commits(s, Path(pinned.root), tmp_path / "scratch", tmp_path / s.stem, author, every)
         assert [f.name for f in files] == sorted(p.name for p in (OUT / s.stem).glob("*.patch")), s.stem
         for f in files:
             text = f.read_text()
@@ -73,29 +71,6 @@ def test_the_written_series_are_format_patch_files_of_the_current_generator(ever
             assert "\ndiff --git a/" in text and f"\nFrom: {author}\n" in text
             assert text == (OUT / s.stem / f.name).read_text(), f"{s.stem}/{f.name}: run `rvvdiff series`"
         assert len(files) == len(s.fixes) + 1
-
-
-def _am_on(tree: source.GgmlSource, every: list[fix_series.Series], tmp_path: Path) -> None:
-    base = formatpatch.base_repo(Path(tree.root), tmp_path / "base")
-    for s in every:
-        clone = formatpatch.clone(base, tmp_path / "clone")
-        ok, why = formatpatch.am(clone, sorted((OUT / s.stem).glob("*.patch")))
-        assert ok, f"{s.stem} on {series_runs.tree_name(tree)}: {why}"
-        log = formatpatch.git(clone, "log", "--format=%s", f"-{len(s.fixes) + 1}").stdout.split("\n")
-        assert log[-2 if log[-1] == "" else -1].startswith("tests: ")
-        shutil.rmtree(clone)
-
-
-def test_git_am_takes_every_series_on_a_clean_clone_of_the_pinned_tree(every: list[fix_series.Series],
-                                                                       tmp_path: Path) -> None:
-    _am_on(source.pinned(), every, tmp_path)
-
-
-def test_git_am_takes_every_series_on_b11434(every: list[fix_series.Series], tmp_path: Path) -> None:
-    root = series_runs.b11434_root()
-    if not (root / ".rvvdiff-extracted").is_file():
-        pytest.skip(f"llama.cpp b11434 is not in the cache ({root}); `rvvdiff series --fetch-b11434` brings it")
-    _am_on(source.resolve(root), every, tmp_path)
 
 
 def test_git_am_refuses_a_series_whose_context_is_gone(every: list[fix_series.Series], tmp_path: Path) -> None:
@@ -112,7 +87,7 @@ def _texts(every: list[fix_series.Series]) -> dict[str, str]:
     """Every text for upstream, rendered now: descriptions, commit messages; and the written files."""
     out = {}
     for s in every:
-        out[f"{s.stem}.md (rendered)"] = fix_series.description(
+        out[f"{s.stem}.md (rendered)"] = series_pages.description(
             s, {"pinned llama.cpp 0c1e570": (True, "applies")}, {"pinned llama.cpp 0c1e570": (True, "applies")})
         for i, (_, msg) in enumerate(fix_series.commits(s), 1):
             out[f"{s.stem} commit {i}"] = msg
@@ -135,7 +110,7 @@ def test_no_text_holds_a_local_path_or_a_cut_sentence(every: list[fix_series.Ser
     ("It ends at an abbreviation, e.g.", "cut sentence"),
 ])
 def test_the_text_check_fails_on_a_planted_defect(planted: str, kind: str, every: list[fix_series.Series]) -> None:
-    text = fix_series.description(every[3], {"t": (True, "")}) + "\n" + planted + "\n"
+    text = series_pages.description(every[3], {"t": (True, "")}) + "\n" + planted + "\n"
     assert any(d.startswith(kind) for d in fix_series.text_defects(text))
 
 
@@ -187,11 +162,11 @@ def test_the_speed_paragraph_gives_cycles_per_core_and_says_no_board(every: list
     assert speed.ratios(cost) == {"SpacemiT X60 (SpacemiT K1), VLEN 256": [0.9, 0.9]}
     s = every[0]
     cycles = {s.fixes[0].name: {"cores": speed.ratios(cost), "isa": "zvfh", "compiler": "clang"}}
-    text = fix_series.description(s, {"t": (True, "")}, cycles=cycles)
+    text = series_pages.description(s, {"t": (True, "")}, cycles=cycles)
     para = next(ln for ln in text.splitlines() if ln.startswith("**Speed (an estimate).**"))
     assert "No board was used" in para and "SpacemiT X60 (SpacemiT K1), VLEN 256 0.900" in para
     assert f"Not measured yet: `{s.fixes[1].name}`" in text and "direction right" in text
-    assert "not measured yet" in fix_series.description(s, {"t": (True, "")})
+    assert "not measured yet" in series_pages.description(s, {"t": (True, "")})
     assert not fix_series.text_defects(text)
 
 
@@ -206,7 +181,7 @@ def test_a_case_the_cost_run_could_not_measure_is_named_with_why(every: list[fix
     s = every[0]
     cycles = {s.fixes[0].name: {"cores": {"SpacemiT X60 (SpacemiT K1), VLEN 256": [1.0, 1.0]}, "isa": "zvfh",
                                 "compiler": "clang", "unmeasured": lines}}
-    para = next(ln for ln in fix_series.description(s, {"t": (True, "")}, cycles=cycles).splitlines()
+    para = next(ln for ln in series_pages.description(s, {"t": (True, "")}, cycles=cycles).splitlines()
                 if ln.startswith("**Speed (an estimate).**"))
     assert f"VLEN 256 1.000 (not measured: {lines[0]})" in para
 

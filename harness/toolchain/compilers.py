@@ -75,7 +75,7 @@ class Compiler:
     name: str = "clang"
 
 
-def _zig_binary() -> Path:
+def zig_binary() -> Path:
     try:
         import ziglang  # type: ignore[import-untyped]
     except ImportError:
@@ -111,7 +111,7 @@ def _user_compiler() -> Compiler:
 
 def _zig_clang() -> Compiler:
     """zig's clang behind the -march-translating wrapper (:data:`_WRAPPER`)."""
-    zig = _zig_binary()
+    zig = zig_binary()
     version = run([zig, "version"], timeout=120, what="zig version").stdout.strip()
     tag = hashlib.sha256(f"{zig}\n{version}\n{_WRAPPER}".encode()).hexdigest()[:12]
     wdir = cache_dir() / "toolchain" / tag

