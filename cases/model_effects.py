@@ -52,9 +52,9 @@ EFFECTS: dict[str, Effect | str] = {
     "vec_dot_bf16_tail_agnostic": Effect("smollm2-bf16", 1024, isa="zvfbfwma", stress=True),
     # Measured 2026-11-28 (SmolLM2 F16, VLEN 256, zvfh, stress, clang): the same figures with and without the fix.
     "vec_dot_f16_unroll_tail_agnostic": "nothing in the tree calls ggml_vec_dot_f16_unroll (ggml-cpu's vec.h defines it; "
-                                        "no op of ggml-cpu calls it), so no model runs it: SmolLM2 F16 at VLEN 256 with "
-                                        "stress gives the same figures with and without the fix (mean KLD 1e-05, same "
-                                        "top token 100 %)",
+                                        "no op of ggml-cpu calls it); measured: SmolLM2 F16 at VLEN 256 with stress gives "
+                                        "the same figures with and without the fix (mean KLD 1e-05, same top token "
+                                        "100 %)",
     "iq4_nl_odd_block_dropped": "it needs a row of an odd number of 32-blocks, and SmolLM2's rows (576 = 18 blocks, "
                                 "1536 = 48) and those of the model cut from it (512, 1536) are all even",
     "mxfp4_odd_block_dropped": "it needs a row of an odd number of 32-blocks (as iq4_nl's), and llama-quantize's "
