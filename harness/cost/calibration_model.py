@@ -89,6 +89,15 @@ def worst(rs: list[ModelRow], estimator: str, cc: str = "clang") -> tuple[float,
     return (max(fs), n) if fs else None
 
 
+def direction_right(rs: list[ModelRow], estimator: str, cc: str = "clang") -> tuple[int, int]:
+    """(cases where every measured test moved the way its batch's estimate says, cases with an estimate)."""
+    def moves(r: ModelRow) -> list[bool]:
+        return [(f * r.row.speedup(t) > 1) == (r.row.speedup(t) > 1) for t in r.row.measured
+                if (f := r.factor(estimator, t, cc)) is not None]
+    with_est = [m for r in rs if (m := moves(r))]
+    return sum(all(m) for m in with_est), len(with_est)
+
+
 def summary(rs: list[ModelRow] | None = None) -> str:
     """One line: the worst error factor of the model-shaped ratios, per compiler and estimator, held-out rows
     apart, cases marked not summarised left out."""
@@ -100,10 +109,14 @@ def summary(rs: list[ModelRow] | None = None) -> str:
             got, held = worst(given, est, cc), worst([r for r in rs if r.row.held_out], est, cc)
             used = len({r.row.name for r in given if r.row.used_for})
             if got or held:
+                (ok, n), (hok, hn) = (direction_right(given, est, cc),
+                                      direction_right([r for r in rs if r.row.held_out], est, cc))
                 parts.append(f"{cc} builds, X60 by {calibration.ESTIMATORS[est]} within "
                              + ", ".join(x for x in (got and f"{got[0]:.1f}x on {got[1]} changes"
                                                      + (f" ({used} held out until used for an estimator)" if used else ""),
-                                                    held and f"{held[0]:.1f}x on {held[1]} held out") if x))
+                                                    held and f"{held[0]:.1f}x on {held[1]} held out") if x)
+                             + (f", direction right on {ok} of {n}" if n else "")
+                             + (f", on {hok} of {hn} held out" if hn else ""))
     if not parts:
         return f"model-shaped calibration: no row yet ({calibration.DOC_LINK})"
     return ("model-shaped estimates against boards (one layer's mul_mats, t/s ratio, error either way): "
