@@ -27,7 +27,7 @@ estimates = { table = 4.5, mca = 2.0 }
 
 def test_the_project_data_file_reads_and_the_docs_table_is_generated_from_it() -> None:
     rows = calibration.rows()
-    assert len(rows) >= 4 and {r.vlen for r in rows} == {256}
+    assert len(rows) >= 4 and {r.vlen for r in rows} == {128, 256}
     assert any(r.held_out for r in rows) and not all(r.held_out for r in rows)
     assert calibration.doc_table() == calibration.table(), (
         "docs/calibration.md's table is not the data file's: run python -m harness.cost.calibration --write")

@@ -33,7 +33,8 @@ def test_a_test_is_held_against_its_batch() -> None:
     assert calibration_model.worst([r], "table") == (pytest.approx(2.0), 1)
     assert "32 (for 512)" in calibration_model.table([r])
     summary = calibration_model.summary([r])
-    assert "rvv-bench prices within 2.0x on 1 changes;" in summary and "held out" not in summary
+    assert "rvv-bench prices within 2.0x on 1 changes, direction right on 1 of 1;" in summary
+    assert "held out" not in summary
 
 
 def test_held_out_rows_are_summarised_apart() -> None:
@@ -49,8 +50,16 @@ def test_a_case_that_does_not_run_what_the_board_ran_is_shown_not_summarised() -
         'estimates = { b1 = { table = 9.0 } } }]\n')
     rs = calibration_model.parse(text)
     assert [r.summarised for r in rs] == [True, False]
-    assert "rvv-bench prices within 2.0x on 1 changes;" in calibration_model.summary(rs)
+    assert "rvv-bench prices within 2.0x on 1 changes, direction right on 1 of 1;" in calibration_model.summary(rs)
     assert "(not summarised): not the board's path" in calibration_model.table(rs)
+
+
+def test_a_board_slowdown_the_estimate_calls_a_speed_up_is_a_wrong_direction_held_out_apart() -> None:
+    slower = ROW.replace("pp32 = [1.0, 3.0]", "pp32 = [3.0, 2.0]")
+    rs = calibration_model.parse(slower + ROW.replace("x #1", "x #2") + "held_out = true\n")
+    assert calibration_model.direction_right(rs[:1], "table") == (0, 1)
+    s = calibration_model.summary(rs)
+    assert "direction right on 0 of 1, on 1 of 1 held out" in s
 
 
 def test_a_malformed_case_is_named() -> None:

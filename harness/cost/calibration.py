@@ -11,10 +11,14 @@ The **error factor** of an estimate against a measured test is estimated speed-u
 (1: exact; 2: the estimate promised twice the board's gain; 0.5: half).  :func:`summary` is the line
 ``rvvdiff cost`` prints next to every estimated change: the worst factor seen, either way, over the rows
 not held out, per estimator.  Rows marked ``held_out`` were kept out of every choice made from the table
-(none has tuned an estimator yet) and are summarised apart.
+and are summarised apart; a held-out row used to change an estimator (``used_for``) is held out no longer,
+and its label says so.
 
 ``python -m harness.cost.calibration`` prints the table; ``--write`` regenerates docs/calibration.md's
-table between its markers; ``estimate COST_JSON FUNCTION`` prints a cost run's two ratios for a new row.
+table between its markers; ``estimate COST_JSON FUNCTION`` prints a cost run's ratios for every priced core;
+``record ROW [COST_JSON ...]`` keeps the part of each cost run the row needs (its committed source) and
+writes the row's estimates from that source into the data file; ``check`` lists each figure of the data
+file its source does not reproduce (harness/cost/calibration_sources.py).
 """
 
 from __future__ import annotations
@@ -29,21 +33,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.core.config import DATA_DIR
-from harness.core.errors import RvvdiffError
-from harness.cost import cores, estimate_pair
+from harness.cost import calibration_sources, cores, estimate_pair
+from harness.cost.calibration_sources import CalibrationError, cost_ratios
 
-DATA = DATA_DIR / "calibration.toml"
+DATA = calibration_sources.DATA
 DOC = Path(__file__).resolve().parents[2] / "docs" / "calibration.md"
 DOC_LINK = "docs/calibration.md"
 ESTIMATORS = {"table": "rvv-bench prices", "mca": "llvm-mca", "instructions": "instructions"}
 #: The estimators the summary line states (the instruction ratio is a reference: no core's prices).
 SUMMARISED = ("table", "mca")
 _BEGIN, _END = "<!-- calibration table -->", "<!-- /calibration table -->"
-
-
-class CalibrationError(RvvdiffError, ValueError):
-    """The data file is malformed; the message names the row and the field."""
 
 
 @dataclass(frozen=True)
@@ -60,10 +59,25 @@ class Row:
     #: compiler -> estimator -> BEFORE / AFTER cycles per unit (``estimates``: clang's builds;
     #: ``estimates_<compiler>``: another compiler's, e.g. ``estimates_gcc14``).
     estimates: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: Kept apart from every choice made from the table: set aside before any number was computed for it
+    #: and not yet used to change an estimator.
     held_out: bool = False
     note: str = ""
     #: The function BEFORE ran instead, when the change moved the work to another one (a new path).
     before_kernel: str = ""
+    #: The estimator change a held-out row was used for: it is held out no longer (``held_out`` is False)
+    #: and every table and summary says so.
+    used_for: str = ""
+    #: Every other priced core's BEFORE / AFTER ratio at the row's VLEN, clang's builds: core key ->
+    #: ``x`` and the shares of BEFORE's and AFTER's instructions its table cannot price.
+    priced: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The row's name as the tables print it: held out, or once held out and what it was used for."""
+        if self.held_out:
+            return f"held out: {self.name}"
+        return f"{self.name} (held out until used for {self.used_for})" if self.used_for else self.name
 
     def speedup(self, test: str) -> float:
         b, a = self.measured[test]
@@ -99,7 +113,8 @@ def parse(text: str, where: str = "calibration.toml") -> list[Row]:
             rows.append(Row(r["name"], r["change"], r["board"], int(r["vlen"]), r["model"], r["kernel"],
                             r["before"], r["after"], measured,
                             {cc: {k: float(x) for k, x in v.items()} for cc, v in estimates.items() if v},
-                            bool(r.get("held_out", False)), r.get("note", ""), r.get("before_kernel", "")))
+                            bool(r.get("held_out", False)) and not r.get("used_for"), r.get("note", ""),
+                            r.get("before_kernel", ""), r.get("used_for", ""), r.get("priced", {})))
         except KeyError as e:
             raise CalibrationError(f"{where}: row {i}: missing field {e.args[0]!r}") from None
     return rows
@@ -143,8 +158,10 @@ def summary(rs: list[Row] | tuple[Row, ...] | None = None) -> str:
         got, held = worst(given, est, cc), worst(out, est, cc)
         if got or held:
             (ok, n), (hok, hn) = direction_right(given, est, cc), direction_right(out, est, cc)
+            used = sum(1 for r in given if r.used_for and r.factors(est, cc))
             parts.append(f"{cc} builds, X60 by {ESTIMATORS[est]} within "
-                         + ", ".join(x for x in (got and f"{got[0]:.1f}x on {got[1]} change{'s' if got[1] > 1 else ''}",
+                         + ", ".join(x for x in (got and f"{got[0]:.1f}x on {got[1]} change{'s' if got[1] > 1 else ''}"
+                                                 + (f" ({used} held out until used for an estimator)" if used else ""),
                                                 held and f"{held[0]:.1f}x on {held[1]} held out") if x)
                          + (f", direction right on {ok} of {n}" if n else "")
                          + (f", on {hok} of {hn} held out" if hn else ""))
@@ -159,9 +176,9 @@ def table(rs: list[Row] | tuple[Row, ...] | None = None) -> str:
     model named on its first line)."""
     rs = rows() if rs is None else rs
     head = ["change", "board, VLEN", "model, kernel", "test", "measured t/s", "measured x", "built by",
-            *(f"est. x {e}" for e in ESTIMATORS), *(f"error {e}" for e in ESTIMATORS)]
+            *(f"est. x {e}" for e in ESTIMATORS), *(f"error {e}" for e in ESTIMATORS), "est. x other cores (table)"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for part, held in (("", False), ("held out: ", True)):
+    for held in (False, True):
         for r in (r for r in rs if r.held_out == held):
             lines = [(t, cc) for t in r.measured for cc in compilers([r])] or [(t, "") for t in r.measured]
             for i, (t, cc) in enumerate(lines):
@@ -170,12 +187,22 @@ def table(rs: list[Row] | tuple[Row, ...] | None = None) -> str:
                 est = [f"{got[e]:.2f}" if e in got else "-" for e in ESTIMATORS]
                 err = [f"{f:.2f}" if (f := r.factor(e, t, cc)) is not None else "-" for e in ESTIMATORS]
                 kernel = f"`{r.before_kernel}` -> `{r.kernel}`" if r.before_kernel else f"`{r.kernel}`"
-                first = [f"{part}{r.name}: {r.change} ({r.before} -> {r.after})", f"{r.board}, {r.vlen}",
+                first = [f"{r.label}: {r.change} ({r.before} -> {r.after})", f"{r.board}, {r.vlen}",
                          f"{r.model}; {kernel}"] if i == 0 else ["", "", ""]
                 same = i > 0 and lines[i - 1][0] == t
                 measured = ["", ""] if same else [f"{b:g} -> {a:g}", f"{r.speedup(t):.2f}"]
-                out.append("| " + " | ".join([*first, "" if same else t, *measured, cc or "-", *est, *err]) + " |")
+                others = other_cores(r) if i == 0 else ""
+                out.append("| " + " | ".join([*first, "" if same else t, *measured, cc or "-", *est, *err, others]) + " |")
     return "\n".join(out)
+
+
+def other_cores(r: Row) -> str:
+    """The other cores' cell of a row: each core's ratio and, where its table cannot price some of the calls'
+    instructions, their shares (BEFORE / AFTER), which its cycles leave out."""
+    labels = {c.key: c.label for c in cores.all_cores()}
+    return "; ".join(f"{labels.get(k, k)} {v['x']:.2f}" + (
+        f" ({v['unpriced_before']:.0%} / {v['unpriced_after']:.0%} of instructions unpriced)"
+        if v.get("unpriced_before") or v.get("unpriced_after") else "") for k, v in r.priced.items()) or "-"
 
 
 def write_doc(doc: Path = DOC) -> bool:
@@ -192,30 +219,6 @@ def write_doc(doc: Path = DOC) -> bool:
 def doc_table(doc: Path = DOC) -> str:
     text = doc.read_text()
     return text.split(_BEGIN, 1)[1].split(_END, 1)[0].strip() if _BEGIN in text else ""
-
-
-def cost_ratios(cost: Mapping[str, Any], function: str, vlen: int = 256, core: str = estimate_pair.X60_KEY,
-                before_function: str | None = None) -> dict:
-    """BEFORE / AFTER estimated cycles per unit of ``function`` in a ``rvvdiff cost --base`` run's cost.json,
-    per estimator (and the instruction ratio), at ``vlen``.  With ``before_function``: one tree's two paths
-    (the function the change stops calling on BEFORE's side, ``function`` on AFTER's), both from HEAD."""
-    def pick(side: str, fn: str) -> dict[str, Any] | None:
-        return next((r for r in cost.get(side, []) if r["function"] == fn and int(r["vlen"]) == vlen), None)
-
-    h = pick("head", function)
-    b = pick("head", before_function) if before_function else pick("base", function)
-    if h is None or b is None:
-        raise CalibrationError(f"{function} at VLEN {vlen}: not in the cost run's rows"
-                               + (f" (with {before_function})" if before_function else " of both trees"))
-    hu, bu = h["units"], b["units"]
-    out = {"instructions": (b["instret"] / bu) / (h["instret"] / hu)}
-    te, be = h.get("estimates", {}).get(core), b.get("estimates", {}).get(core)
-    if te and be:
-        out["table"] = (be["cycles"] / bu) / (te["cycles"] / hu)
-    hm, bm = estimate_pair.mca_cycles(h), estimate_pair.mca_cycles(b)
-    if hm and bm:
-        out["mca"] = (bm / bu) / (hm / hu)
-    return out
 
 
 def every_core(cost: Mapping[str, Any], function: str, before_function: str | None = None) -> dict[str, dict]:
@@ -247,25 +250,35 @@ def every_core(cost: Mapping[str, Any], function: str, before_function: str | No
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m harness.cost.calibration", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", nargs="?", default="show", choices=["show", "estimate"])
-    p.add_argument("cost_json", nargs="?", type=Path)
-    p.add_argument("function", nargs="?")
+    p.add_argument("command", nargs="?", default="show", choices=["show", "estimate", "record", "check"])
+    p.add_argument("args", nargs="*", help="estimate: COST_JSON FUNCTION; record: ROW [COST_JSON ...]")
     p.add_argument("--before-function", default=None, help="estimate: BEFORE's path as another function of HEAD")
+    p.add_argument("--cc", default="clang", help="record: the compiler of a one-compiler COST_JSON (default: clang)")
     p.add_argument("--write", action="store_true", help="regenerate docs/calibration.md's table")
     a = p.parse_args(argv)
-    if a.command == "estimate":
-        if not (a.cost_json and a.function):
-            p.error("estimate needs COST_JSON and FUNCTION")
-        try:
-            got = every_core(json.loads(a.cost_json.read_text()), a.function, a.before_function)
-        except CalibrationError as e:
-            print(f"python -m harness.cost.calibration estimate: {e}", file=sys.stderr)
-            return 2
-        print(json.dumps({cc: {core: {k: round(v, 3) for k, v in r.items()} for core, r in per.items()}
-                          for cc, per in got.items()}, indent=1))
-        print("(estimates: a core's prices and LLVM's X60 model, not measurements; 'instructions' is the count ratio)",
-              file=sys.stderr)
-        return 0
+    try:
+        if a.command == "estimate":
+            if len(a.args) != 2:
+                p.error("estimate needs COST_JSON and FUNCTION")
+            got = every_core(json.loads(Path(a.args[0]).read_text()), a.args[1], a.before_function)
+            print(json.dumps({cc: {core: {k: round(v, 3) for k, v in r.items()} for core, r in per.items()}
+                              for cc, per in got.items()}, indent=1))
+            print("(estimates: a core's prices and LLVM's X60 model, not measurements; 'instructions' is the count "
+                  "ratio)", file=sys.stderr)
+            return 0
+        if a.command == "record":
+            if not a.args:
+                p.error("record needs ROW (its name in the data file) and the cost.json files to keep, if any")
+            new = calibration_sources.record(a.args[0], [Path(x) for x in a.args[1:]], a.cc)
+            print(f"{DATA}: {a.args[0]}: " + json.dumps(new))
+            return 0
+        if a.command == "check":
+            bad = calibration_sources.stale()
+            print("\n".join(bad) or f"{DATA}: every estimate is its row's committed cost output's")
+            return 1 if bad else 0
+    except CalibrationError as e:
+        print(f"python -m harness.cost.calibration {a.command}: {e}", file=sys.stderr)
+        return 2
     if a.write:
         print(f"{DOC}: {'rewritten' if write_doc() else 'already current'}")
     else:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cost import calibration, per_token
+from harness.cost import calibration, calibration_sources, per_token
 
 _BEGIN, _END = "<!-- model calibration table -->", "<!-- /model calibration table -->"
 SUMMARISED = ("table", "mca")
@@ -89,6 +89,15 @@ def worst(rs: list[ModelRow], estimator: str, cc: str = "clang") -> tuple[float,
     return (max(fs), n) if fs else None
 
 
+def direction_right(rs: list[ModelRow], estimator: str, cc: str = "clang") -> tuple[int, int]:
+    """(cases where every measured test moved the way its batch's estimate says, cases with an estimate)."""
+    def moves(r: ModelRow) -> list[bool]:
+        return [(f * r.row.speedup(t) > 1) == (r.row.speedup(t) > 1) for t in r.row.measured
+                if (f := r.factor(estimator, t, cc)) is not None]
+    with_est = [m for r in rs if (m := moves(r))]
+    return sum(all(m) for m in with_est), len(with_est)
+
+
 def summary(rs: list[ModelRow] | None = None) -> str:
     """One line: the worst error factor of the model-shaped ratios, per compiler and estimator, held-out rows
     apart, cases marked not summarised left out."""
@@ -96,12 +105,18 @@ def summary(rs: list[ModelRow] | None = None) -> str:
     parts = []
     for cc in sorted({cc for r in rs for cc in r.estimates}, key=lambda cc: (cc != "clang", cc)):
         for est in SUMMARISED:
-            got = worst([r for r in rs if not r.row.held_out], est, cc)
-            held = worst([r for r in rs if r.row.held_out], est, cc)
+            given = [r for r in rs if not r.row.held_out]
+            got, held = worst(given, est, cc), worst([r for r in rs if r.row.held_out], est, cc)
+            used = len({r.row.name for r in given if r.row.used_for})
             if got or held:
+                (ok, n), (hok, hn) = (direction_right(given, est, cc),
+                                      direction_right([r for r in rs if r.row.held_out], est, cc))
                 parts.append(f"{cc} builds, X60 by {calibration.ESTIMATORS[est]} within "
-                             + ", ".join(x for x in (got and f"{got[0]:.1f}x on {got[1]} changes",
-                                                    held and f"{held[0]:.1f}x on {held[1]} held out") if x))
+                             + ", ".join(x for x in (got and f"{got[0]:.1f}x on {got[1]} changes"
+                                                     + (f" ({used} held out until used for an estimator)" if used else ""),
+                                                    held and f"{held[0]:.1f}x on {held[1]} held out") if x)
+                             + (f", direction right on {ok} of {n}" if n else "")
+                             + (f", on {hok} of {hn} held out" if hn else ""))
     if not parts:
         return f"model-shaped calibration: no row yet ({calibration.DOC_LINK})"
     return ("model-shaped estimates against boards (one layer's mul_mats, t/s ratio, error either way): "
@@ -124,7 +139,7 @@ def table(rs: list[ModelRow] | None = None) -> str:
                 n = int(t[2:]) if t.startswith("pp") and t[2:].isdigit() else 1
                 bl = "-" if b is None else (f"{b}" if b == n or t.startswith("tg") else f"{b} (for {n})")
                 spec = f"`{r.spec}`" + ("" if r.summarised else " (not summarised)") + (f": {r.note}" if r.note else "")
-                first = [("held out: " if held else "") + r.row.name, spec] if i == 0 else ["", ""]
+                first = [r.row.label, spec] if i == 0 else ["", ""]
                 same = i > 0 and lines[i - 1][0] == t
                 measured = ["", ""] if same else [t, f"{r.row.speedup(t):.2f}"]
                 out.append("| " + " | ".join([
@@ -150,10 +165,7 @@ def doc_table(doc: Path = calibration.DOC) -> str:
 
 def estimate(cost: Mapping[str, Any], spec_text: str, vlen: int = 256) -> dict[str, dict[str, float]]:
     """A ``rvvdiff cost --base BEFORE --ggml-src AFTER --model SPEC`` run's ratios, as a row's ``estimates``."""
-    spec = per_token.parse_spec(spec_text)[0]
-    head = per_token.results(spec, per_token.rows_by_slice(cost.get("head", []), spec, vlen))
-    base = per_token.results(spec, per_token.rows_by_slice(cost.get("base", []), spec, vlen))
-    return {f"b{h.batch}": {e: round(v, 3) for e, v in per_token.ratio(b, h).items()} for b, h in zip(base, head)}
+    return calibration_sources.model_ratios(cost, spec_text, vlen)
 
 
 def main(argv: list[str]) -> int:

@@ -157,8 +157,12 @@ def notes(specs: list[Spec], isas: tuple[str, ...]) -> list[str]:
     return out
 
 
+#: How every model-shaped case's name begins.
+CASE_PREFIX = "model-"
+
+
 def case_name(spec: Spec) -> str:
-    return f"model-{spec.shape.name}-{spec.type}" + ("-cpu" if spec.cpu else "")
+    return f"{CASE_PREFIX}{spec.shape.name}-{spec.type}" + ("-cpu" if spec.cpu else "")
 
 
 def size_label(k: int, m: int, n: int, reps: int) -> str:
