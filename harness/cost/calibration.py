@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core.matrix import add_options
 from harness.cost import calibration_sources, cores, estimate_pair
 from harness.cost.calibration_sources import CalibrationError, cost_ratios
 
@@ -253,7 +254,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("command", nargs="?", default="show", choices=["show", "estimate", "record", "check"])
     p.add_argument("args", nargs="*", help="estimate: COST_JSON FUNCTION; record: ROW [COST_JSON ...]")
     p.add_argument("--before-function", default=None, help="estimate: BEFORE's path as another function of HEAD")
-    p.add_argument("--cc", default="clang", help="record: the compiler of a one-compiler COST_JSON (default: clang)")
+    add_options(p, "compilers", one=True, defaults={"compilers": "clang"}, default_words={"compilers": "clang"},
+                prefix="record: the compiler of a one-compiler COST_JSON: ")
     p.add_argument("--write", action="store_true", help="regenerate docs/calibration.md's table")
     a = p.parse_args(argv)
     try:
