@@ -319,6 +319,10 @@ class RvvdiffSession(Session):
                           "their functions changed here, so those tests are judged afresh "
                           "(`rvvdiff known` lists them)")
 
+    def _wall(self) -> float:
+        """Seconds since the run began (0 before it did)."""
+        return time.time() - self.t0 if self.t0 is not None else 0.0
+
     def _time(self, tr: Any) -> None:
         """Worker time per family (harness/plugin/timing.py), in the summary and the report directory's time.json."""
         everything = [r for rs in tr.stats.values() for r in rs]
@@ -327,7 +331,7 @@ class RvvdiffSession(Session):
             return  # no differential test ran: nothing to say
         for line in timing.lines(rows):
             tr.write_line(line)
-        timing.write(self.report_dir / "time.json", rows, time.time() - (self.t0 or time.time()))
+        timing.write(self.report_dir / "time.json", rows, self._wall())
 
     def _figures(self, tr: Any, reports: list[Any]) -> None:
         """The terminal summary's rvvdiff section: worst error per kernel, kernel calls, time in servers."""
@@ -353,7 +357,7 @@ class RvvdiffSession(Session):
         req = sum(s["wall_s"] for s in self.stats)
         ker = sum(s["kernel_s"] for s in self.stats)
         starts = sum(s["starts"] for s in self.stats)
-        dur = time.time() - (self.t0 if self.t0 is not None else time.time())
+        dur = self._wall()
         tr.write_line(f"{len(reports)} differential tests, {int(calls)} kernel calls"
                       + (f" ({calls / dur:.0f}/s over {dur:.1f} s wall)" if dur > 0 else "")
                       + f"; time in server requests {req:.1f} s (inside kernels {ker:.2f} s); {starts} emulator starts")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -80,11 +81,11 @@ def build(arch: str, tree: Path, build_dir: Path) -> Path:
     if not (build_dir / "CMakeCache.txt").is_file():
         execute(["cmake", "-S", str(tree), "-B", str(build_dir), "-G", "Ninja", *CMAKE, *extra],
                 timeout=1800).check("cmake configure")
-    execute(["nice", "-n", "5", "cmake", "--build", str(build_dir), "--target", "ggml", "-j2"],
+    execute(["cmake", "--build", str(build_dir), "--target", "ggml", "-j", str(os.cpu_count() or 2)],
             timeout=7200).check("cmake --build")
     libs = [str(build_dir / "ggml" / "src" / f"libggml{x}.a") for x in ("", "-cpu", "-base")]
     exe = build_dir / "test-quantize-fns"
-    execute(["nice", "-n", "5", cxx, "-std=c++17", "-O2", f"-I{tree / 'ggml' / 'include'}",
+    execute([cxx, "-std=c++17", "-O2", f"-I{tree / 'ggml' / 'include'}",
              str(tree / "tests" / "test-quantize-fns.cpp"), *libs, "-lpthread", "-lm", *link, "-o", str(exe)],
             timeout=1800).check("compiling test-quantize-fns")
     return exe
