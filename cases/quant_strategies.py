@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 from hypothesis import strategies as st
@@ -80,12 +81,13 @@ def block_count_range(block: int, *, max_elements: int = LONG_TOP,
     return 1, max([top, *real_counts(block, max_elements=max_real)])
 
 
+@cache
 def block_counts(block: int, *, max_elements: int = LONG_TOP,
                  max_real: int = max(REAL_ROW_ELEMENTS)) -> st.SearchStrategy[int]:
     """Block counts: 1, 2, 3 and small ones first (shrinking goes there), odd and even counts
     around 16 and 32, long rows of at least LONG_ROW elements, and last the block counts of
     real models' row lengths (REAL_ROW_ELEMENTS up to ``max_real``: 64 to 448 blocks of 32, 8
-    to 56 super-blocks of 256)."""
+    to 56 super-blocks of 256).  One strategy per set of arguments (``QB.scale_class_lists`` says why)."""
     top = max(1, max_elements // block)
     long_lo = min(top, max(1, LONG // block))
     small = st.integers(1, min(top, 8))
@@ -159,8 +161,7 @@ def pairs(draw: st.DrawFn, x_type: str, y_type: str, *, n_blocks: int | None = N
         kind = draw(st.sampled_from(QB.FLOAT_KINDS), label="y_floats")
         y = QB.quantized_activation_row(y_type, QB.activation_floats(kind, n, seed, cap))
     else:
-        classes = draw(st.lists(st.sampled_from(QB.SCALE_CLASSES), min_size=1, max_size=3, unique=True),
-                       label="y_scale_classes")
+        classes = draw(QB.scale_class_lists(QB.SCALE_CLASSES), label="y_scale_classes")
         qs_mode = draw(st.sampled_from(QB.QS_MODES), label="y_qs")
         y = QB.activation_row(y_type, n // fy.block, seed, classes, qs_mode, max_scale=cap)
     return Pair(x_type, y_type, x, y)

@@ -5,6 +5,7 @@ construction)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 from hypothesis import strategies as st
@@ -36,9 +37,11 @@ def real_blocks(block: int) -> tuple[int, ...]:
     return tuple(k // block for k in REAL_K)
 
 
+@cache
 def block_counts(block: int | None = None) -> st.SearchStrategy[int]:
     """Blocks along K: 1 (shrinking goes there), 2, 3, odd / even counts up to 7, and (given the
-    block size) now and then the block count of a real model's row (``REAL_K``)."""
+    block size) now and then the block count of a real model's row (``REAL_K``).  One strategy per block size
+    (``QB.scale_class_lists`` says why)."""
     small = st.one_of(st.integers(1, 3), st.sampled_from([4, 5, 7]))
     return small if block is None else st.one_of(small, st.sampled_from(real_blocks(block)))
 
@@ -83,7 +86,7 @@ def weight_matrix(name: str, rows: int, n_blocks: int, recipe: QB.RowRecipe) -> 
 @st.composite
 def activation_rows(draw: st.DrawFn, name: str, rows: int, n_blocks: int) -> np.ndarray:
     """``rows`` raw activation rows of ``name`` (consistent q8_K bsums): drawn scale classes and quant mode."""
-    classes = draw(st.lists(st.sampled_from(QB.SCALE_CLASSES), min_size=1, max_size=3, unique=True), label="a_scales")
+    classes = draw(QB.scale_class_lists(QB.SCALE_CLASSES), label="a_scales")
     qs_mode = draw(st.sampled_from(QB.QS_MODES), label="a_qs")
     seed = draw(st.integers(0, 2**32 - 1), label="a_seed")
     return np.stack([QB.activation_row(name, n_blocks, seed + r, classes, qs_mode) for r in range(rows)])

@@ -228,7 +228,7 @@ def float_vectors(draw: st.DrawFn, n: int, fmt: str, *, kinds: Sequence[str] = V
     unknown = set(kinds) - set(VALUE_KINDS)
     if not kinds or unknown:
         raise ValueError(f"float_vectors: kinds must be a non-empty subset of {VALUE_KINDS}, got {kinds!r}")
-    kind = draw(st.sampled_from(list(kinds)), label="kind")
+    kind = draw(st.sampled_from(tuple(kinds)), label="kind")
     seed = draw(st.integers(0, 2**32 - 1), label="seed")
     lim = _MAX_EXP[fmt]
     scale_exp = draw(st.integers(-lim // 2, lim // 2), label="scale_exp")

@@ -7,5 +7,8 @@
 # Extra arguments go to pytest (e.g. --ggml-src ~/llama.cpp, -k vec_dot, --cc all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Keep Python's compiled modules even where the machine sets PYTHONDONTWRITEBYTECODE: without them every pytest
+# and rvvdiff process compiles and assertion-rewrites the harness's modules afresh (docs/performance.md, start-up).
+unset PYTHONDONTWRITEBYTECODE
 ci/setup.sh --gcc14=optional
 exec .venv/bin/pytest cases -n auto --vlen all --isa all --rvv-stress both --cc clang,gcc14:zvfh "$@"

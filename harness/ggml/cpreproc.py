@@ -13,10 +13,13 @@ Its names are csource's too (``csource.preprocess``, ``csource.Note`` ...): read
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from harness.core.memo import DiskMemo, code_digest
 
 #: Macros every riscv64 build of ggml-cpu with RVV defines (the compiler's and CMake's).
 RVV_MACROS: dict[str, int] = {"__riscv": 1, "__riscv_v": 1000000, "__riscv_v_intrinsic": 12000,
@@ -176,11 +179,30 @@ class Preprocessed:
     #: Every ``#define`` in a compiled branch (object- and function-like): name -> (line, its text
     #: after the name, whitespace collapsed); the last one wins.
     definitions: dict[str, tuple[int, str]] = field(default_factory=dict)
+    #: The digest of what it was read from (text, macros, path and the reader's code): the key under which
+    #: readings of this text are kept (:data:`MEMO`).
+    digest: str = ""
+
+
+#: The reader's results kept between runs (harness/core/memo.py), keyed by the reader's code: every module
+#: of harness/ggml, so a change to any of them reads afresh.
+MEMO = DiskMemo("csource", code_digest(Path(__file__).parent.glob("*.py")))
 
 
 def preprocess(text: str, macros: Mapping[str, int] | None, path: Path = Path("?")) -> Preprocessed:
     """Keep what a build with ``macros`` compiles; ``macros=None`` keeps every branch (then only the
-    conditions are recorded).  ``#define`` / ``#undef`` of object-like macros are followed."""
+    conditions are recorded).  ``#define`` / ``#undef`` of object-like macros are followed.  Read once
+    per text, macros and path (:data:`MEMO`)."""
+    key = MEMO.key("preprocess", text, json.dumps(None if macros is None else sorted(dict(macros).items())), str(path))
+
+    def compute() -> Preprocessed:
+        pp = _preprocess(text, macros, path)
+        pp.digest = key
+        return pp
+    return MEMO.through(key, compute, Preprocessed)
+
+
+def _preprocess(text: str, macros: Mapping[str, int] | None, path: Path) -> Preprocessed:
     macros = None if macros is None else dict(macros)
     lines = strip_comments(text).split("\n")
     out: list[str] = []

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.config import VLENS
+from harness.ggml.cpreproc import MEMO
 from harness.ggml.cpreproc import RVV_MACROS as RVV_MACROS
 from harness.ggml.cpreproc import Note as Note
 from harness.ggml.cpreproc import Preprocessed as Preprocessed
@@ -109,6 +110,13 @@ def closing(text: str, start: int) -> int:
 
 
 def _definitions(pp: Preprocessed, path: Path) -> list[Function]:
+    """The top-level definitions of a preprocessed file, read once per preprocessing (``cpreproc.MEMO``)."""
+    if not pp.digest:
+        return _read_definitions(pp, path)
+    return MEMO.through(MEMO.key("definitions", pp.digest, str(path)), lambda: _read_definitions(pp, path), list)
+
+
+def _read_definitions(pp: Preprocessed, path: Path) -> list[Function]:
     text = pp.text
     out: list[Function] = []
     i, n = 0, len(text)
@@ -182,13 +190,19 @@ class CFile:
         return dict(self.preprocessed(macros).macros or {})
 
     def declared(self) -> set[str]:
-        """Names of the functions this file declares or defines (every branch)."""
+        """Names of the functions this file declares or defines (every branch; read once per text: ``cpreproc.MEMO``)."""
+        return MEMO.through(MEMO.key("declared", self.text), self._declared, set)
+
+    def _declared(self) -> set[str]:
         text = strip_comments(self.text)
         names = set(re.findall(r"\b([A-Za-z_]\w*)\s*\([^;{}()]*(?:\([^()]*\)[^;{}()]*)*\)\s*(?:const\s*)?[;{]", text))
         return names - _NOT_FUNCTIONS
 
     def types(self) -> set[str]:
-        """Names of the structs and typedefs this file declares."""
+        """Names of the structs and typedefs this file declares (read once per text: ``cpreproc.MEMO``)."""
+        return MEMO.through(MEMO.key("types", self.text), self._types, set)
+
+    def _types(self) -> set[str]:
         text = strip_comments(self.text)
         names = set(re.findall(r"\bstruct\s+(\w+)\s*\{", text))
         names |= set(re.findall(r"\}\s*(\w+)\s*;", text))
