@@ -99,7 +99,7 @@ fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing rvvdiff and its dependencies into .venv"
   .venv/bin/pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
-  .venv/bin/python -c "import harness, hypothesis, numpy, ml_dtypes, xdist, gguf, ziglang, elftools" \
+  .venv/bin/python -c "import harness, hypothesis, numpy, ml_dtypes, xdist, gguf, ziglang, elftools, pytest_split" \
     || { echo "setup: the venv is incomplete after pip install" >&2; exit 1; }
   echo "$want" > "$stamp"
 else

@@ -1,7 +1,7 @@
 """What is written from the table of the matrix (harness/core/matrix.py): the table of the axes in
 docs/options.md (between ``<!-- matrix -->`` markers) and the job matrices of ci/github/rvvdiff.yml
 (between ``# matrix: JOB`` and ``# /matrix`` comments): the PR gate's shards (VLEN x ISA build x
-compiler, without the builds a compiler cannot make) and the nightly model job's (VLEN x compiler).
+compiler, without the builds a compiler cannot make) and the nightly model job's (VLEN x compiler x stress).
 
 ``python -m harness.core.matrix_doc --write`` rewrites both; tests/test_matrix.py fails when either is stale.
 """
@@ -41,13 +41,16 @@ def _qemu_vlens() -> str:
 
 def job_matrix(job: str) -> list[str]:
     """The lines of a CI job's matrix (without indentation): ``gate``: a shard per QEMU VLEN x vector ISA build
-    x compiler, but the builds a compiler cannot make; ``model``: a shard per QEMU VLEN x compiler."""
+    x compiler, but the builds a compiler cannot make; ``model``: a shard per QEMU VLEN x compiler x stress
+    mode (each night one part of the week's split, docs/model.md)."""
     lines = [f"vlen: [{_qemu_vlens()}]"]
     if job == "gate":
         lines.append(f"isa: [{', '.join(DEFAULT_ISAS)}]")
     elif job != "model":
         raise ValueError(f"{WORKFLOW}: no job matrix {job!r} (gate, model)")
     lines.append(f"cc: [{', '.join(COMPILER_NAMES)}]")
+    if job == "model":
+        lines.append('stress: ["off", "on"]')  # quoted: YAML 1.1 reads a bare off / on as a boolean
     gaps = [(cc, isa, why) for (cc, isa), why in CANNOT_MAKE.items() if isa in DEFAULT_ISAS]
     if job == "gate" and gaps:
         lines.append("exclude:")
