@@ -70,8 +70,10 @@ def track_record() -> str:
         (ok, n), (hok, hn) = calibration.direction_right(given, est), calibration.direction_right(held_out, est)
         said = []
         if w:
-            said.append(f"within {w[0]:.1f}x of the measured speed-up on {w[1]} change{'s' if w[1] > 1 else ''}, the "
-                        f"direction right on {ok} of {n}")
+            once = sum(1 for r in given if r.used_for and r.factors(est, "clang"))
+            said.append(f"within {w[0]:.1f}x of the measured speed-up on {w[1]} change{'s' if w[1] > 1 else ''}"
+                        + (f" ({once} of them held out until used to change an estimator)" if once else "")
+                        + f", the direction right on {ok} of {n}")
         if h:  # the rows kept out of every choice of the estimators: their own figures, never pooled
             said.append(f"on {h[1]} change{'s' if h[1] > 1 else ''} held out of every choice of the estimates, within "
                         f"{h[0]:.1f}x, the direction right on {hok} of {hn}")
