@@ -3,6 +3,7 @@ input or to the reader's code reads afresh, and a damaged file costs a recomputa
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -72,5 +73,9 @@ def test_preprocess_read_once_per_input(cache: Path, monkeypatch: pytest.MonkeyP
     # what is read from the preprocessed text is kept too, and is the same
     assert [f.name for f in csource._definitions(again, Path("x.c"))] == ["f"]
     assert [f.name for f in csource._definitions(off, Path("x.c"))] == ["g"]
+    # a reader that rewrites the preprocessed text keeps the digest (dataclasses.replace): the text decides
+    opened = replace(on, text=on.text.replace("int f(void)", "int h(void)"))
+    assert opened.digest == on.digest
+    assert [f.name for f in csource._definitions(opened, Path("x.c"))] == ["h"]
     cpreproc.preprocess(text + "\n", {"A": 1}, Path("x.c"))
     assert len(calls) == 3  # another text: read afresh

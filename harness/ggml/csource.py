@@ -110,10 +110,12 @@ def closing(text: str, start: int) -> int:
 
 
 def _definitions(pp: Preprocessed, path: Path) -> list[Function]:
-    """The top-level definitions of a preprocessed file, read once per preprocessing (``cpreproc.MEMO``)."""
+    """The top-level definitions of a preprocessed file, read once per preprocessing and text (``cpreproc.MEMO``).
+    The key holds the text itself besides the preprocessing's digest: a reader that rewrites a preprocessed text
+    (``dataclasses.replace``, as harness/ggml/changes.py opens class bodies) carries the digest over unchanged."""
     if not pp.digest:
         return _read_definitions(pp, path)
-    return MEMO.through(MEMO.key("definitions", pp.digest, str(path)), lambda: _read_definitions(pp, path), list)
+    return MEMO.through(MEMO.key("definitions", pp.digest, pp.text, str(path)), lambda: _read_definitions(pp, path), list)
 
 
 def _read_definitions(pp: Preprocessed, path: Path) -> list[Function]:
