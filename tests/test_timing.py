@@ -50,3 +50,25 @@ def test_the_table_is_written_with_the_wall_time(tmp_path) -> None:
     timing.write(tmp_path / "r" / "time.json", rows, 12.34)
     data = json.loads((tmp_path / "r" / "time.json").read_text())
     assert data["wall_s"] == 12.3 and data["families"]["x"]["request_s"] == 0.5 and data["all"]["tests"] == 1
+
+
+def test_a_traced_probe_counts_as_emulated_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A path check's traced probe is a QEMU run of its own: its time is the test's emulated work, not harness."""
+    import time
+    from types import SimpleNamespace
+
+    from harness.check import observe
+    from harness.core.config import ISA_BUILDS
+    from harness.plugin import targets
+
+    fake = SimpleNamespace(emulator=SimpleNamespace(traces=True), timeout=5.0, server=lambda t: "server",
+                           config=SimpleNamespace(getoption=lambda name: (False,)))
+    monkeypatch.setattr(targets, "session", lambda: fake)
+    monkeypatch.setattr(targets, "trace_call", lambda *a, **k: (time.sleep(0.05), "the trace")[1])
+    obs = observe.Observation()
+    observe.attach(obs)
+    try:
+        assert targets.Target(256, ISA_BUILDS["zvfh"], False).trace("attention") == "the trace"
+        assert obs.peek("emulated_s") >= 0.05
+    finally:
+        observe.detach(obs)

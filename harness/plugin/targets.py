@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -250,7 +251,11 @@ class Target:
             pytest.skip("a trace of the functions a call executes needs QEMU's -d logging: this check runs on QEMU")
         if self.stress and False in session().config.getoption("rvv_stress"):
             pytest.skip(TRACED_WITHOUT_STRESS)
-        return trace_call(self.server(), kernel, ip, fp, bufs, timeout=session().timeout)
+        started = time.perf_counter()
+        try:
+            return trace_call(self.server(), kernel, ip, fp, bufs, timeout=session().timeout)
+        finally:  # a traced probe is emulated work too (one logging QEMU per probe): the timing table counts it so
+            observe.record("emulated_s", time.perf_counter() - started)
 
     def __repr__(self) -> str:
         return f"Target({self.id!r})"

@@ -8,12 +8,14 @@ controlling process received (every outcome, known failures and skips included):
   fixtures made;
 * ``request_s`` / ``kernel_s``: the time the test's kernel-server requests took, and of that the time the
   server measured inside the kernels (``harness/check/observe.py``'s summed metrics);
-* ``emulated_s``: the time llama.cpp's own tools ran under the emulator (the model family: the tree's kernels
-  inside a whole model, timed by the run; not one kernel call);
+* ``emulated_s``: the time the emulator ran outside the kernel server's requests: llama.cpp's own tools (the
+  model family: the tree's kernels inside a whole model, timed by the run) and the traced probes of the path
+  checks (a logging QEMU per probe, ``Target.trace``);
 * ``harness_s``: the rest of the calls: Hypothesis's generation and shrinking, the oracles and comparisons,
-  the path traces and whatever else runs in the worker's Python.
+  and whatever else runs in the worker's Python.
 
-The share that counts is the emulated work (inside kernels plus the tools' runs) against the worker time.
+The share that counts is the emulated work (inside kernels, the tools' runs and the traced probes) against the
+worker time.
 """
 
 from __future__ import annotations
@@ -72,9 +74,9 @@ def share(row: dict[str, float]) -> float:
 def lines(rows: dict[str, dict[str, float]]) -> list[str]:
     """The table as terminal lines, the families by worker time, the whole run last."""
     head = (f"  {'family':<22} {'tests':>6} {'worker s':>9} {'set-up s':>9} {'requests':>9} {'kernels':>9} "
-            f"{'tools emu':>9} {'harness':>9} {'emulated':>8}")
-    out = ["worker time per family (set-up: builds and starts; emulated: inside kernels and llama.cpp's tools "
-           "under the emulator):", head]
+            f"{'other emu':>9} {'harness':>9} {'emulated':>8}")
+    out = ["worker time per family (set-up: builds and starts; other emu: llama.cpp's tools and traced probes under "
+           "the emulator; emulated: those and the time inside kernels):", head]
     for name, r in [*sorted(rows.items(), key=lambda kv: -kv[1]["worker_s"]), ("(all)", totals(rows))]:
         out.append(f"  {name:<22} {int(r['tests']):>6} {r['worker_s']:>9.1f} {r['setup_s']:>9.1f} {r['request_s']:>9.1f} "
                    f"{r['kernel_s']:>9.1f} {r['emulated_s']:>9.1f} {r['harness_s']:>9.1f} {share(r):>7.0%}")
