@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness.core.config import cache_dir
 from harness.core.errors import RvvdiffError
-from harness.core.matrix import can_make
+from harness.core.matrix import CANNOT_MAKE, can_make
 from harness.cost import fix_cost
 from harness.ggml import fix_catalogue
 from harness.ggml.source import GgmlSource, resolve
@@ -93,11 +93,13 @@ def run_test(s: fix_series.Series, vlens: list[int] | None, work: Path | None,
              compiler: str = "clang", isa: str | None = None, stress: bool | None = None) -> list[str]:
     """Build and run the series' regression test before and after all of the series' fixes (in its order); one
     line per variant.  A compiler that cannot make the test's ISA build (harness/core/matrix.py's ``CANNOT_MAKE``:
-    GCC 14 and zvfbfwma) builds it as zvfh (the bf16 dot then takes its scalar path).  ``stress``: QEMU's
-    rvv_ta_all_1s / rvv_ma_all_1s on (True) or off (False) whatever the test class says (None: the class's)."""
+    GCC 14 and zvfbfwma) builds it as zvfh (the bf16 dot then takes its scalar path), and its lines say so.
+    ``stress``: QEMU's rvv_ta_all_1s / rvv_ma_all_1s on (True) or off (False) whatever the test class says (None:
+    the class's)."""
     if s.test not in ggml_own_tests.CLASSES:
         raise RvvdiffError(f"series {s.name}: its test {s.test!r} is no class of rvvdiff ggml-tests")
-    isa = isa or (None if can_make(compiler, ggml_own_tests.CLASSES[s.test].isa) else "zvfh")
+    wanted = ggml_own_tests.CLASSES[s.test].isa
+    isa = isa or (None if can_make(compiler, wanted) else "zvfh")
     stressed = ggml_own_tests.CLASSES[s.test].stress if stress is None else stress
     base = s.stress_base if stressed else []
     res = ggml_own_tests.run_class(s.test, vlens=vlens, work=work, compiler=compiler, isa=isa, stress=stress,
@@ -105,7 +107,9 @@ def run_test(s: fix_series.Series, vlens: list[int] | None, work: Path | None,
     c = res.cls
     cc = stock.NAMES.get(compiler, compiler)
     how = (f"test-quantize-fns built with ggml's CMake by {cc} ({c.isa} build), run by ctest under qemu-riscv64"
-           + (" with rvv_ta_all_1s / rvv_ma_all_1s" if c.stress else ""))
+           + (" with rvv_ta_all_1s / rvv_ma_all_1s" if c.stress else "")
+           + ("" if can_make(compiler, wanted) else f"; {CANNOT_MAKE[(compiler, wanted)]}, so it stands for the test's "
+              f"{wanted} build"))
     out = []
     def what(runs: list[ggml_own_tests.Run]) -> str:
         w = sorted({f.split(":")[0].strip() for r in runs for f in r.failures})
