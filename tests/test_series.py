@@ -161,6 +161,13 @@ def test_a_build_the_compiler_cannot_make_is_said_in_the_record(every: list[fix_
     assert "; " not in series_runs.run_test(s, [512], None, "clang")[0].split("qemu-riscv64")[-1]
 
 
+def test_a_rerun_replaces_its_compilers_lines_where_they_stood() -> None:
+    gcc, clang, off = "... by GCC 14 (v build) ...", "... by clang-22 (v build) ...", "x86-64 (the host ...): passes"
+    assert series_runs._replaced([gcc + "1", gcc + "2", off, clang], "by GCC 14 (", ["new1", "new2"]) == \
+        ["new1", "new2", off, clang]
+    assert series_runs._replaced([off, clang], "by GCC 14 (", ["new"]) == [off, clang, "new"]
+
+
 def test_run_test_passes_the_series_fixes_and_the_stress_mode(every: list[fix_series.Series],
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """--run-test applies all of the series' fixes in its order (series 2: the misaligned-load fix too, which the

@@ -163,6 +163,14 @@ def _series(every: list[fix_series.Series], name: str, flag: str) -> fix_series.
     return s
 
 
+def _replaced(lines: list[str], said: str, new: list[str]) -> list[str]:
+    """``lines`` with those that contain ``said`` (one compiler's runs) replaced by ``new``, where the first of them
+    stood (at the end when none did), so that a re-run keeps the recorded order."""
+    at = next((i for i, ln in enumerate(lines) if said in ln), len(lines))
+    kept = [ln for ln in lines if said not in ln]
+    return kept[:at] + new + kept[at:]
+
+
 def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list[str], compilers: list[str],
               vlens: list[int] | None, isa: str | None, stress: bool | None, cost: list[str], work_dir: Path | None) -> int:
     """``rvvdiff series`` once its options are parsed: the regression tests of ``run_tests`` run (one per
@@ -180,10 +188,9 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
     every = fix_series.load(fix_catalogue.catalogue())
     for name in run_tests:
         s = _series(every, name, "--run-test")
-        test_runs[s.name] = [ln for ln in test_runs.get(s.name, []) if not any(
-            f"by {cc} (" in ln for cc in [stock.NAMES[x] for x in compilers])]
         for cc in compilers:
-            test_runs[s.name] += run_test(s, vlens, work_dir, cc, isa, stress)
+            test_runs[s.name] = _replaced(test_runs.get(s.name, []), f"by {stock.NAMES[cc]} (",
+                                          run_test(s, vlens, work_dir, cc, isa, stress))
         print("\n".join(f"{s.stem}: {ln}" for ln in test_runs[s.name]))
         runs_file.write_text(json.dumps(test_runs, indent=1, sort_keys=True) + "\n")
     cycles_file = out / "cycles.json"
