@@ -5,6 +5,7 @@ tests/test_series_stack.py); no text for upstream holds a machine-local path or 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,38 @@ def test_run_test_records_the_verdicts_per_vlen(every: list[fix_series.Series], 
     assert lines[0].startswith("pinned tree: VLEN 128 FAILS (bf16 dot product error (ragged row))")
     assert lines[1].startswith("with the fixes: VLEN 128 passes;") and "rvv_ta_all_1s" in lines[1]
     assert not fix_series.text_defects("\n".join(lines))
+
+
+def test_a_build_the_compiler_cannot_make_is_said_in_the_record(every: list[fix_series.Series],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Series 4's test asks for a zvfbfwma build, which GCC 14 cannot make: its GCC 14 lines are of a zvfh build and
+    say why, and read back as runs of that build (fake runs: no build here)."""
+    from harness.core.matrix import CANNOT_MAKE
+    from harness.upstream import ggml_own_tests, testcmd
+    s = next(x for x in every if x.name == "tail-agnostic-accumulators")
+    seen: dict = {}
+
+    def fake(name: str, **kw: object) -> ggml_own_tests.Result:
+        seen.update(kw)
+        c = ggml_own_tests.CLASSES[name]
+        c = replace(c, isa=str(kw["isa"] or c.isa))
+        return ggml_own_tests.Result(c, Path("t"), Path("b"), [ggml_own_tests.Variant(
+            "pinned", [], 0.0, [], [ggml_own_tests.Run(512, False, 1, 1.0, [" q3_K dot product error: FAILED (0.5)"])])])
+    monkeypatch.setattr(ggml_own_tests, "run_class", fake)
+    line = series_runs.run_test(s, [512], None, "gcc14")[0]
+    assert seen["isa"] == "zvfh" and "by GCC 14 (zvfh build)" in line
+    assert line.endswith(f"; {CANNOT_MAKE[('gcc14', 'zvfbfwma')]}, so it stands for the test's zvfbfwma build."), line
+    run = testcmd.read_runs([line])[0]
+    assert (run.isa, run.stress, run.failing) == ("zvfh", True, [512]) and "cannot make" in run.note
+    assert not fix_series.text_defects(line)
+    assert "; " not in series_runs.run_test(s, [512], None, "clang")[0].split("qemu-riscv64")[-1]
+
+
+def test_a_rerun_replaces_its_compilers_lines_where_they_stood() -> None:
+    gcc, clang, off = "... by GCC 14 (v build) ...", "... by clang-22 (v build) ...", "x86-64 (the host ...): passes"
+    assert series_runs._replaced([gcc + "1", gcc + "2", off, clang], "by GCC 14 (", ["new1", "new2"]) == \
+        ["new1", "new2", off, clang]
+    assert series_runs._replaced([off, clang], "by GCC 14 (", ["new"]) == [off, clang, "new"]
 
 
 def test_run_test_passes_the_series_fixes_and_the_stress_mode(every: list[fix_series.Series],

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness.core.config import cache_dir
 from harness.core.errors import RvvdiffError
-from harness.core.matrix import can_make
+from harness.core.matrix import CANNOT_MAKE, can_make
 from harness.cost import fix_cost
 from harness.ggml import fix_catalogue
 from harness.ggml.source import GgmlSource, resolve
@@ -93,11 +93,13 @@ def run_test(s: fix_series.Series, vlens: list[int] | None, work: Path | None,
              compiler: str = "clang", isa: str | None = None, stress: bool | None = None) -> list[str]:
     """Build and run the series' regression test before and after all of the series' fixes (in its order); one
     line per variant.  A compiler that cannot make the test's ISA build (harness/core/matrix.py's ``CANNOT_MAKE``:
-    GCC 14 and zvfbfwma) builds it as zvfh (the bf16 dot then takes its scalar path).  ``stress``: QEMU's
-    rvv_ta_all_1s / rvv_ma_all_1s on (True) or off (False) whatever the test class says (None: the class's)."""
+    GCC 14 and zvfbfwma) builds it as zvfh (the bf16 dot then takes its scalar path), and its lines say so.
+    ``stress``: QEMU's rvv_ta_all_1s / rvv_ma_all_1s on (True) or off (False) whatever the test class says (None:
+    the class's)."""
     if s.test not in ggml_own_tests.CLASSES:
         raise RvvdiffError(f"series {s.name}: its test {s.test!r} is no class of rvvdiff ggml-tests")
-    isa = isa or (None if can_make(compiler, ggml_own_tests.CLASSES[s.test].isa) else "zvfh")
+    wanted = ggml_own_tests.CLASSES[s.test].isa
+    isa = isa or (None if can_make(compiler, wanted) else "zvfh")
     stressed = ggml_own_tests.CLASSES[s.test].stress if stress is None else stress
     base = s.stress_base if stressed else []
     res = ggml_own_tests.run_class(s.test, vlens=vlens, work=work, compiler=compiler, isa=isa, stress=stress,
@@ -105,7 +107,9 @@ def run_test(s: fix_series.Series, vlens: list[int] | None, work: Path | None,
     c = res.cls
     cc = stock.NAMES.get(compiler, compiler)
     how = (f"test-quantize-fns built with ggml's CMake by {cc} ({c.isa} build), run by ctest under qemu-riscv64"
-           + (" with rvv_ta_all_1s / rvv_ma_all_1s" if c.stress else ""))
+           + (" with rvv_ta_all_1s / rvv_ma_all_1s" if c.stress else "")
+           + ("" if can_make(compiler, wanted) else f"; {CANNOT_MAKE[(compiler, wanted)]}, so it stands for the test's "
+              f"{wanted} build"))
     out = []
     def what(runs: list[ggml_own_tests.Run]) -> str:
         w = sorted({f.split(":")[0].strip() for r in runs for f in r.failures})
@@ -159,6 +163,14 @@ def _series(every: list[fix_series.Series], name: str, flag: str) -> fix_series.
     return s
 
 
+def _replaced(lines: list[str], said: str, new: list[str]) -> list[str]:
+    """``lines`` with those that contain ``said`` (one compiler's runs) replaced by ``new``, where the first of them
+    stood (at the end when none did), so that a re-run keeps the recorded order."""
+    at = next((i for i, ln in enumerate(lines) if said in ln), len(lines))
+    kept = [ln for ln in lines if said not in ln]
+    return kept[:at] + new + kept[at:]
+
+
 def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list[str], compilers: list[str],
               vlens: list[int] | None, isa: str | None, stress: bool | None, cost: list[str], work_dir: Path | None) -> int:
     """``rvvdiff series`` once its options are parsed: the regression tests of ``run_tests`` run (one per
@@ -176,10 +188,9 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
     every = fix_series.load(fix_catalogue.catalogue())
     for name in run_tests:
         s = _series(every, name, "--run-test")
-        test_runs[s.name] = [ln for ln in test_runs.get(s.name, []) if not any(
-            f"by {cc} (" in ln for cc in [stock.NAMES[x] for x in compilers])]
         for cc in compilers:
-            test_runs[s.name] += run_test(s, vlens, work_dir, cc, isa, stress)
+            test_runs[s.name] = _replaced(test_runs.get(s.name, []), f"by {stock.NAMES[cc]} (",
+                                          run_test(s, vlens, work_dir, cc, isa, stress))
         print("\n".join(f"{s.stem}: {ln}" for ln in test_runs[s.name]))
         runs_file.write_text(json.dumps(test_runs, indent=1, sort_keys=True) + "\n")
     cycles_file = out / "cycles.json"

@@ -32,7 +32,7 @@ TEST_OPTIONS = {"LLAMA_BUILD_TESTS": "ON", "LLAMA_BUILD_COMMON": "ON", "CMAKE_EX
 _STRESS_WORDS = " with rvv_ta_all_1s / rvv_ma_all_1s"
 _LINE = re.compile(r"^(?P<side>pinned tree|with the fixes)(?: \+ (?P<base>[^:]+))?: (?P<cells>.+?); test-quantize-fns "
                    r"built with ggml's CMake by (?P<cc>[^(]+) \((?P<isa>\w+) build\), run by ctest under qemu-riscv64"
-                   r"(?P<stress>" + re.escape(_STRESS_WORDS) + r")?\.$")
+                   r"(?P<stress>" + re.escape(_STRESS_WORDS) + r")?(?:; (?P<note>[^.]+))?\.$")
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,8 @@ class TestRun:
     vlens: dict[int, bool]
     #: what failed ("iq4_nl dot product error (odd blocks)"), over every VLEN
     failures: tuple[str, ...]
+    #: why the build is not the one the test asks for ("GCC 14 cannot make the zvfbfwma build: ..."), or ''
+    note: str = ""
 
     @property
     def failing(self) -> list[int]:
@@ -71,7 +73,7 @@ def read_runs(lines: list[str]) -> list[TestRun]:
         base = tuple(b.strip() for b in (m["base"] or "").split(",") if b.strip())
         cc = m["cc"].strip()
         out.append(TestRun(m["side"] == "with the fixes", base, cc, names.get(cc, cc), m["isa"], bool(m["stress"]),
-                           vlens, tuple(dict.fromkeys(w for w in what if w and w != "..."))))
+                           vlens, tuple(dict.fromkeys(w for w in what if w and w != "...")), m["note"] or ""))
     return out
 
 
