@@ -154,7 +154,7 @@ def test_a_build_the_compiler_cannot_make_is_said_in_the_record(every: list[fix_
     monkeypatch.setattr(ggml_own_tests, "run_class", fake)
     line = series_runs.run_test(s, [512], None, "gcc14")[0]
     assert seen["isa"] == "zvfh" and "by GCC 14 (zvfh build)" in line
-    assert line.endswith(f"; {CANNOT_MAKE[('gcc14', 'zvfbfwma')]}, so it stands for the test's zvfbfwma build."), line
+    assert line.endswith(f"; {CANNOT_MAKE[('gcc14', 'zvfbfwma')]}, so the zvfh build stands in for it."), line
     run = testcmd.read_runs([line])[0]
     assert (run.isa, run.stress, run.failing) == ("zvfh", True, [512]) and "cannot make" in run.note
     assert not fix_series.text_defects(line)
