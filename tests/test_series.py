@@ -154,7 +154,7 @@ def test_a_build_the_compiler_cannot_make_is_said_in_the_record(every: list[fix_
     monkeypatch.setattr(ggml_own_tests, "run_class", fake)
     line = series_runs.run_test(s, [512], None, "gcc14")[0]
     assert seen["isa"] == "zvfh" and "by GCC 14 (zvfh build)" in line
-    assert line.endswith(f"; {CANNOT_MAKE[('gcc14', 'zvfbfwma')]}, so it stands for the test's zvfbfwma build."), line
+    assert line.endswith(f"; {CANNOT_MAKE[('gcc14', 'zvfbfwma')]}, so the zvfh build stands in for it."), line
     run = testcmd.read_runs([line])[0]
     assert (run.isa, run.stress, run.failing) == ("zvfh", True, [512]) and "cannot make" in run.note
     assert not fix_series.text_defects(line)
@@ -231,6 +231,22 @@ def test_run_test_says_per_vlen_what_fails_where_the_vlens_differ(every: list[fi
     line = series_runs.run_test(s, [512, 1024], None)[0]
     assert line.startswith("pinned tree: VLEN 512 FAILS (iq2_xxs dot product error (dequantized)), VLEN 1024 FAILS "
                            "(iq2_xxs dot product error (dequantized); iq3_xxs dot product error (dequantized));"), line
+
+
+def test_what_failed_is_read_back_per_vlen_and_said_so() -> None:
+    """A line that says per VLEN what failed reads back per VLEN, and the texts say what failed at each VLEN; a line
+    with one list after the last cell means the same at every failing VLEN."""
+    from harness.upstream import testcmd
+    tail = "; test-quantize-fns built with ggml's CMake by clang-22 (v build), run by ctest under qemu-riscv64."
+    a, b, c = "bf16 dot product error (ragged rows)", "q3_K dot product error", "q6_K dot product error (odd blocks)"
+    run = testcmd.read_runs([f"pinned tree: VLEN 128 FAILS ({a}), VLEN 256 passes, VLEN 512 FAILS ({a}; {b}; {c}){tail}"])[0]
+    assert run.failed_at == {128: (a,), 512: (a, b, c)} and run.failures == (a, b, c)
+    assert testcmd.where_it_fails([run])[0].endswith(f"): VLEN 128 and 512: {a}, and at VLEN 512 also: {b}; {c}")
+    same = testcmd.read_runs([f"pinned tree: VLEN 128 FAILS, VLEN 256 FAILS ({a}; {b}){tail}"])[0]
+    assert same.failed_at == {128: (a, b), 256: (a, b)}
+    assert testcmd.where_it_fails([same])[0].endswith(f"): VLEN 128 and 256: {a}; {b}")
+    apart = testcmd.read_runs([f"pinned tree: VLEN 128 FAILS ({a}), VLEN 512 FAILS ({b}){tail}"])[0]
+    assert testcmd.where_it_fails([apart])[0].endswith(f"): VLEN 128: {a}, and VLEN 512: {b}")
 
 
 def test_an_unknown_stock_compiler_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:

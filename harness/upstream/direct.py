@@ -128,7 +128,7 @@ def test_verdicts(fix: str) -> list[Verdict]:
     """The recorded runs of the regression test of ``fix``'s series as verdicts (before: "pinned", after: "fixed")."""
     ser = series_of(fix)
     lines = json.loads(testcmd.TEST_RUNS.read_text()).get(ser[1]["name"], []) if ser and testcmd.TEST_RUNS.is_file() else []
-    return [Verdict("fixed" if r.fixed else "pinned", r.isa, vl, not ok, "; ".join(r.failures) if not ok else "",
+    return [Verdict("fixed" if r.fixed else "pinned", r.isa, vl, not ok, "; ".join(r.failed_at.get(vl, ())) if not ok else "",
                     "qemu", r.cc, r.stress) for r in testcmd.read_runs(lines) for vl, ok in r.vlens.items()]
 
 

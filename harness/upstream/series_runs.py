@@ -108,8 +108,8 @@ def run_test(s: fix_series.Series, vlens: list[int] | None, work: Path | None,
     cc = stock.NAMES.get(compiler, compiler)
     how = (f"test-quantize-fns built with ggml's CMake by {cc} ({c.isa} build), run by ctest under qemu-riscv64"
            + (" with rvv_ta_all_1s / rvv_ma_all_1s" if c.stress else "")
-           + ("" if can_make(compiler, wanted) else f"; {CANNOT_MAKE[(compiler, wanted)]}, so it stands for the test's "
-              f"{wanted} build"))
+           + ("" if can_make(compiler, wanted) else f"; {CANNOT_MAKE[(compiler, wanted)]}, so the {c.isa} build "
+              "stands in for it"))
     out = []
     def what(runs: list[ggml_own_tests.Run]) -> str:
         w = sorted({f.split(":")[0].strip() for r in runs for f in r.failures})

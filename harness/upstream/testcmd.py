@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT
@@ -30,6 +30,8 @@ BUILD = "build"
 #: ``TEST_CMAKE``: the tests need llama-common, and run statically linked under qemu-riscv64).
 TEST_OPTIONS = {"LLAMA_BUILD_TESTS": "ON", "LLAMA_BUILD_COMMON": "ON", "CMAKE_EXE_LINKER_FLAGS": "-static"}
 _STRESS_WORDS = " with rvv_ta_all_1s / rvv_ma_all_1s"
+#: One VLEN's cell of a recorded line, with what failed where the line says it there.
+_CELL = re.compile(r"VLEN (\d+) (passes|FAILS)(?: \(((?:[^()]|\([^()]*\))*)\))?")
 _LINE = re.compile(r"^(?P<side>pinned tree|with the fixes)(?: \+ (?P<base>[^:]+))?: (?P<cells>.+?); test-quantize-fns "
                    r"built with ggml's CMake by (?P<cc>[^(]+) \((?P<isa>\w+) build\), run by ctest under qemu-riscv64"
                    r"(?P<stress>" + re.escape(_STRESS_WORDS) + r")?(?:; (?P<note>[^.]+))?\.$")
@@ -51,6 +53,8 @@ class TestRun:
     vlens: dict[int, bool]
     #: what failed ("iq4_nl dot product error (odd blocks)"), over every VLEN
     failures: tuple[str, ...]
+    #: what failed at each failing VLEN (the record says per VLEN where they differ)
+    failed_at: dict[int, tuple[str, ...]] = field(default_factory=dict)
     #: why the build is not the one the test asks for ("GCC 14 cannot make the zvfbfwma build: ..."), or ''
     note: str = ""
 
@@ -68,12 +72,17 @@ def read_runs(lines: list[str]) -> list[TestRun]:
         m = _LINE.match(ln.strip())
         if not m:
             continue
-        vlens = {int(v): ok == "passes" for v, ok in re.findall(r"VLEN (\d+) (passes|FAILS)", m["cells"])}
-        what = [w.strip() for grp in re.findall(r"\(([^()]*(?:\([^()]*\)[^()]*)*)\)", m["cells"]) for w in grp.split(";")]
+        cells = [(int(v), ok == "passes", tuple(w.strip() for w in grp.split(";") if w.strip() not in ("", "...")))
+                 for v, ok, grp in _CELL.findall(m["cells"])]
+        vlens = {v: ok for v, ok, _ in cells}
+        said = [w for _, _, w in cells if w]
+        # one list after the last cell: what failed at every failing VLEN; else each failing cell says its own
+        failed_at = {v: (w if len(said) > 1 else tuple(said[0] if said else ())) for v, ok, w in cells if not ok}
         base = tuple(b.strip() for b in (m["base"] or "").split(",") if b.strip())
         cc = m["cc"].strip()
         out.append(TestRun(m["side"] == "with the fixes", base, cc, names.get(cc, cc), m["isa"], bool(m["stress"]),
-                           vlens, tuple(dict.fromkeys(w for w in what if w and w != "...")), m["note"] or ""))
+                           vlens, tuple(dict.fromkeys(w for ws in failed_at.values() for w in ws)), failed_at=failed_at,
+                           note=m["note"] or ""))
     return out
 
 
@@ -113,18 +122,29 @@ def isa_options(isa: str) -> str:
     return " ".join(f"-D{k}={v}" for k, v in ISA_BUILDS[isa].cmake.items())
 
 
+def _what_where(failed_at: dict[int, tuple[str, ...]]) -> str:
+    """What failed at the failing VLENs: ``VLEN 128 and 512: a; b`` when it is the same at each, else what failed at
+    every one of them, then what failed besides at each VLEN (``..., and at VLEN 512 also: c; d``; with nothing in
+    common: ``VLEN 128: a, and VLEN 512: c``)."""
+    common = [w for w in next(iter(failed_at.values()), ()) if all(w in ws for ws in failed_at.values())]
+    head = _vlens(list(failed_at)) + (f": {'; '.join(common)}" if common else "")
+    extra = [f"{'at VLEN ' if common else 'VLEN '}{v}{' also' if common else ''}: {'; '.join(w for w in ws if w not in common)}"
+             for v, ws in failed_at.items() if any(w not in common for w in ws)]
+    return ", and ".join(([head] if common else []) + extra) or head
+
+
 def where_it_fails(runs: list[TestRun], names: dict[str, str] | None = None) -> list[str]:
     """One line per build that fails without the fixes, the compilers that fail alike merged: ``clang-22 and GCC 14
-    (-DGGML_RVV=ON ...; rvv_ta_all_1s / rvv_ma_all_1s): VLEN 128 and 512 (bf16 dot product error (ragged row))``."""
+    (-DGGML_RVV=ON ...; rvv_ta_all_1s / rvv_ma_all_1s): VLEN 128 and 512: bf16 dot product error (ragged rows)``
+    (where the VLENs fail differently: :func:`_what_where`)."""
     merged: dict[tuple, list[str]] = {}
     for r in failing(runs):
-        merged.setdefault((r.isa, r.stress, r.base, tuple(r.failing), r.failures), []).append(r.compiler)
+        merged.setdefault((r.isa, r.stress, r.base, tuple(r.failed_at.items())), []).append(r.compiler)
     out = []
-    for (isa, stress, base, vlens, what), ccs in merged.items():
+    for (isa, stress, base, failed_at), ccs in merged.items():
         how = [isa_options(isa)] + (["QEMU's rvv_ta_all_1s / rvv_ma_all_1s"] if stress else []) + (
             [f"with {', '.join((names or {}).get(b, b) for b in base)} applied"] if base else [])
-        out.append(f"{' and '.join(ccs)} ({'; '.join(how)}): {_vlens(list(vlens))}"
-                   + (f": {'; '.join(what)}" if what else ""))
+        out.append(f"{' and '.join(ccs)} ({'; '.join(how)}): {_what_where(dict(failed_at))}")
     return out
 
 
