@@ -104,7 +104,7 @@ def test_lines(runs: list[testcmd.TestRun]) -> list[str]:
     where = testcmd.where_it_fails(runs, subjects())
     if not where and runs:
         r = runs[0]
-        return [f"Recorded under qemu-riscv64 (no board was used): {', '.join(dict.fromkeys(x.compiler for x in runs))}, "
+        return [f"Recorded under qemu-riscv64 (no board was used): {' and '.join(dict.fromkeys(x.compiler for x in runs))}, "
                 f"{r.isa} build, VLEN {' and '.join(map(str, r.vlens))}: it passes before and after the fixes, which "
                 "it cannot reach on this tree (above). To run it in a llama.cpp checkout with the series applied:",
                 "```sh", *testcmd.wrapped(testcmd.configure_line(r.cc, r.isa), 100),
