@@ -61,6 +61,7 @@ class DiskMemo:
     def put(self, key: str, value: object) -> None:
         """Keep ``value`` under ``key`` (a failure to write only costs the next run the computation)."""
         path = self._path(key)
+        tmp = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
@@ -68,7 +69,8 @@ class DiskMemo:
                 pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, path)
         except OSError:
-            pass
+            if tmp is not None:  # a full disk midway leaves no partial file behind
+                Path(tmp).unlink(missing_ok=True)
 
     def through(self, key: str, compute: Callable[[], T], kind: type | tuple[type, ...]) -> T:
         """The result kept under ``key`` if it is a ``kind``; else ``compute()``, kept."""
