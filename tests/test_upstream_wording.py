@@ -108,6 +108,7 @@ def test_every_commit_message_is_for_ggml(every: list[fix_series.Series]) -> Non
         got = testcmd.read_runs(runs[s.name])
         for line in testcmd.run_lines(got):  # the recorded builds, tail/mask policy and first failing VLEN
             assert f"  {line}" in test.splitlines(), (s.stem, line)
+        assert any(ln.startswith("  qemu-riscv64 -cpu rv64,") for ln in test.splitlines()), s.stem  # even if it passes
         assert all(f"-D{k}={v}" in test for r in testcmd.failing(got) for k, v in
                    ISA_BUILDS[r.isa].cmake.items()), s.stem
         assert all(r.compiler in test for r in testcmd.failing(got)), s.stem
@@ -181,6 +182,7 @@ def test_each_wording_defect_is_caught(planted: str, check: str) -> None:
     "Expected: pinned tree: \"q4_K dot product error: FAILED\".",
     "Cost: instructions retired by the fixed / the replaced code under Spike, per VLEN 128 to 4096: 1.04.",
     "Test: tests/test-quantize-fns.cpp; run: test-quantize-fns.",
+    "Test: tests/test-quantize-fns.cpp (CPU backend only, public API); run:\ntest-quantize-fns, zvfh build.",
     "See harness/data/fixes/q4_K_int16_subblock_sum.md.",
     "Reproducer: cases/test_quant_dot.py::test_vec_dot_finding[q4_K-vlen256-zvfh].",
 ])

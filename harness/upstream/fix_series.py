@@ -20,6 +20,7 @@ The fixes come from the caller (``rvvdiff fixes``' catalogue, :class:`Fix` says 
 from __future__ import annotations
 
 import re
+import shlex
 import textwrap
 import tomllib
 from collections.abc import Callable, Mapping
@@ -327,11 +328,13 @@ def fix_message(series: Series, fx: Fix) -> str:
 
 def test_message(series: Series) -> str:
     """The commit message of the series' regression test: what it checks, why the suite missed the bug, where it
-    fails before the fixes (compilers, build options, VLENs, from the recorded runs) and the command that shows it."""
+    fails before the fixes (compilers, build options, VLENs, from the recorded runs) and the command that shows it;
+    for a test that cannot reach the fixed code on this tree, where it was run and the command that runs it."""
     h = header(series.test_patch())
     why = h.get("why", "")
-    test = re.sub(r";?\s*run: test-quantize-fns(?:, (\w+) build \((.*)\))?$",
-                  lambda m: f". It needs a {m.group(1)} build ({m.group(2)})" if m.group(1) else "", h.get("test", ""))
+    test = re.sub(r";?\s*run: test-quantize-fns(?:, (\w+) build(?: \((.*)\))?)?$",
+                  lambda m: f". It needs a {m.group(1)} build" + (f" ({m.group(2)})" if m.group(2) else "") if m.group(1)
+                  else "", h.get("test", ""))
     runs = testcmd.read_runs(recorded_runs(series))
     pars = [why[:1].upper() + why[1:], f"Test: {test}." if test else ""]
     where = testcmd.where_it_fails(runs, subjects())
@@ -341,6 +344,13 @@ def test_message(series: Series) -> str:
                           "built with ggml's CMake and -DLLAMA_BUILD_TESTS=ON:"),
                 *[textwrap.fill(f"- {ln}", 72, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
                   for ln in where], "", "For example:", "", *_code(testcmd.run_lines(runs))]
+    elif runs:  # it cannot reach the fixed code on this tree: how it was run, and the command
+        r, vlens = runs[0], sorted({v for x in runs for v in x.vlens})
+        out += ["", _wrap(f"Under qemu-riscv64 (QEMU 10; no board was used), built with ggml's CMake and "
+                          f"-DLLAMA_BUILD_TESTS=ON by {' and '.join(dict.fromkeys(x.compiler for x in runs))} "
+                          f"({testcmd.isa_options(r.isa)}), it passes before and after the fixes that follow at VLEN "
+                          f"{' and '.join(map(str, vlens))}:"), "",
+                *_code([shlex.join(testcmd.run_line(vlens[0], r.isa, r.stress))])]
     return "\n".join(out) + "\n"
 
 

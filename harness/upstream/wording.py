@@ -60,5 +60,7 @@ def defects(text: str) -> list[str]:
 
 
 def commit_defects(message: str) -> list[str]:
-    """What a commit message for ggml must not hold, beyond :func:`defects`."""
-    return [f"not for a commit message: {m.group(0)!r}" for m in _NOT_IN_COMMITS.finditer(message)]
+    """What a commit message for ggml must not hold, beyond :func:`defects`; a phrase wrapped across lines too."""
+    flat = re.sub(r"[ \t]*\n[ \t]*", " ", message)
+    found = dict.fromkeys(m.group(0) for text in (message, flat) for m in _NOT_IN_COMMITS.finditer(text))
+    return [f"not for a commit message: {w!r}" for w in found]
