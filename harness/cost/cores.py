@@ -13,7 +13,8 @@ undisturbed ones, which these cores execute alike).  One file per core in
 
 The estimate of a call on a core is its mix (:attr:`harness.cost.spike_count.Cost.mix`) priced
 instruction by instruction: each vector instruction at the price of its name and the vtype in force,
-each scalar one at the core's measured ``add`` (``mul`` for multiplies and divides).  It holds only
+each scalar one at its class's price (harness/cost/scalar_prices.py: the core's measured ``add`` and ``mul``,
+LLVM's model of the core for loads, stores, branches, divides and floating point).  It holds only
 for a run at the core's own VLEN.  What it assumes and ignores, said in docs/cost.md: no overlap of
 scalar and vector work, no dependency stalls (latency), no memory system (every load hits), vl not
 mattering (true of these cores by the same measurements), the vtype found in the code
@@ -34,7 +35,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.binary import scalar_classes
 from harness.core.config import DATA_DIR
+from harness.cost import scalar_prices
 
 CORES_DIR = DATA_DIR / "cost" / "cores"
 LMULS = ("mf8", "mf4", "mf2", "m1", "m2", "m4", "m8")
@@ -58,12 +61,9 @@ class Core:
     cannot_price: str = ""
 
     @property
-    def scalar(self) -> float:
-        return _row_median(self.prices.get(("add", False), {}), 1.0)
-
-    @property
-    def scalar_mul(self) -> float:
-        return _row_median(self.prices.get(("mul", False), {}), self.scalar)
+    def scalar(self) -> float | None:
+        """Its integer arithmetic's price (harness/cost/scalar_prices.py), or None when nothing prices it."""
+        return scalar_prices.price(self.key, self.prices, scalar_classes.ALU)[0]
 
 
 @dataclass(frozen=True)
@@ -93,10 +93,10 @@ _VT = re.compile(r"e(\d+)(m\w+)$")
 
 def price(core: Core, key: str) -> tuple[float | None, bool]:
     """(cycles of one instruction of mix key ``key`` on ``core`` or None when unpriced, approximated?)."""
-    if key.startswith("scalar"):
-        return (core.scalar_mul if key in ("scalar mul", "scalar div") else core.scalar), key == "scalar div"
+    if key.startswith("scalar"):  # by class (harness/cost/scalar_prices.py)
+        return scalar_prices.price(core.key, core.prices, key)
     if key.startswith("vset"):  # configuration: a scalar-pipe instruction on these cores
-        return core.scalar, True
+        return core.scalar, core.scalar is not None
     parts = key.split()
     name, vt = parts[0], parts[1] if len(parts) > 1 else "e?"
     masked = len(parts) > 2
@@ -232,19 +232,24 @@ def import_page(page: str, header: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m harness.cost.cores import PAGE --key K --core LABEL --vlen N --source URL``."""
+    """``python -m harness.cost.cores import PAGE --key K --core LABEL --vlen N --source URL``; ``list``: the
+    cores; ``scalar``: each core's scalar prices by class and where they come from."""
     import argparse
 
     from harness.core.matrix import add_options
 
     p = argparse.ArgumentParser(prog="python -m harness.cost.cores", description=main.__doc__)
-    p.add_argument("command", choices=["import", "list"])
+    p.add_argument("command", choices=["import", "list", "scalar"])
     p.add_argument("page", nargs="?", type=Path, help="an rvv-bench-results <core>/index.html")
     p.add_argument("--key")
     p.add_argument("--core")
     add_options(p, "vlens", one=True, prefix="the core's: ", default_words={"vlens": "none: import needs it"})
     p.add_argument("--source", default="")
     a = p.parse_args(argv)
+    if a.command == "scalar":  # each core's scalar prices by class, and their sources
+        for c in all_cores():
+            print(f"{c.label}: {scalar_prices.show(c.key, c.prices)}")
+        return 0
     if a.command == "list":
         for c in all_cores():
             print(f"{c.key}\t{c.label}\tVLEN {c.vlen}\t{len(c.prices)} instruction forms\t{c.source}")

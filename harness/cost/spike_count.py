@@ -41,9 +41,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.binary import elf, rvvnames
+from harness.binary import elf, rvvnames, scalar_classes
 from harness.cost import mca
 from harness.emulators.spike import _functions
+
+#: The version of what :func:`tally` makes of a histogram: a kept measurement of another version is measured again
+#: (2: the scalar instructions split by class).
+TALLY_VERSION = 2
 
 
 class CostError(AssertionError):
@@ -74,9 +78,10 @@ class Cost:
     #: Vector instructions whose vtype the code does not say (register-form vsetvl).
     vtype_unknown: int = 0
     #: The instruction mix of the call: executions per vector instruction name and vtype
-    #: ("vwmacc.vv e8m1", "vle8.v e8mf2 v0.t", "vsetvli"), and of scalar instructions ("scalar",
-    #: "scalar mul", "scalar div"): what a core's per-instruction prices apply to (harness/cost/cores.py).
-    #: Empty in a measurement kept by an rvvdiff that did not record it.
+    #: ("vwmacc.vv e8m1", "vle8.v e8mf2 v0.t", "vsetvli"), and of scalar instructions by class ("scalar" for
+    #: integer arithmetic, "scalar load", "scalar branch", ...: harness/binary/scalar_classes.py): what a core's
+    #: per-instruction prices apply to (harness/cost/cores.py).  Empty in a measurement kept by an rvvdiff that
+    #: did not record it; a mix kept before the scalar classes has "scalar", "scalar mul", "scalar div" only.
     mix: dict[str, int] = field(default_factory=dict)
     #: The second estimate at the VLEN LLVM's X60 model is for: llvm-mca over the executed basic blocks
     #: (harness/cost/mca.py; cycles, cycles by mix key, skipped). Empty elsewhere or without llvm-mca.
@@ -136,11 +141,13 @@ def mix_key(w: int, vtype: int | None) -> str:
     return f"{n} {vtype_name(vtype)}" + (" v0.t" if masked else "")
 
 
-def scalar_key(w: int) -> str:
-    """The :attr:`Cost.mix` key of a scalar instruction: multiplies and divides apart (M extension)."""
-    if (w & 0x7F) in (0x33, 0x3B) and (w >> 25) == 1:
-        return "scalar div" if (w >> 12) & 4 else "scalar mul"
-    return "scalar"
+def scalar_key(got: tuple[int, int] | None) -> str:
+    """The :attr:`Cost.mix` key of a scalar instruction (``(word, length)`` as :meth:`Image.word` gives it): its
+    class (harness/binary/scalar_classes.py: arithmetic, load, store, branch, jump, multiply, divide, floating
+    point, other)."""
+    if got is None:
+        return scalar_classes.ALU
+    return scalar_classes.of_word(got[0]) if got[1] == 4 else scalar_classes.of_half(got[0])
 
 
 def _config_vtype(w: int) -> int | None:
@@ -296,8 +303,7 @@ def tally(img: Image, diff: Counter[int], instret: int, cycles: int) -> Cost:
         per_fn[elf.base_symbol(fn[1]) if fn else "?"] += n
         v = img.vector_map(fn[0]).get(pc) if fn is not None else None
         if v is None:
-            got = img.word(pc)
-            mix[scalar_key(got[0]) if got is not None and got[1] == 4 else "scalar"] += n
+            mix[scalar_key(img.word(pc))] += n
             continue
         mix[v.mix] += n
         kinds[v.kind] += n
@@ -317,8 +323,7 @@ def second_estimate(exe: Path, img: Image, diff: Counter[int]) -> dict:
         v = vinsn(pc)
         if v is not None:
             return v.mix
-        got = img.word(pc)
-        return scalar_key(got[0]) if got is not None and got[1] == 4 else "scalar"
+        return scalar_key(img.word(pc))
 
     def vtype_of(pc: int) -> str:
         v = vinsn(pc)

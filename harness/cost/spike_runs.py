@@ -20,7 +20,7 @@ from harness.core import settings
 from harness.core.config import cache_dir
 from harness.core.proc import execute
 from harness.cost import cores, mca, snapshot
-from harness.cost.spike_count import Cost, CostError, image, parse_histogram, second_estimate, tally
+from harness.cost.spike_count import TALLY_VERSION, Cost, CostError, image, parse_histogram, second_estimate, tally
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
 from harness.toolchain.builds import Build
@@ -141,11 +141,12 @@ def _started(argv: list[str], exe: Path, timeout: float) -> list[str]:
 
 def _cache_key(exe: Path, argv: list[str], request: bytes) -> str | None:
     """What a measurement depends on: the server binary (its path names the digest of its objects; size
-    and mtime guard a relink), Spike and its options, and the request's bytes.  None: no cache."""
+    and mtime guard a relink), Spike and its options, the request's bytes, and what the tally makes of the
+    histogram (:data:`TALLY_VERSION`).  None: no cache."""
     if settings.get("COST_CACHE") == "0":
         return None
     st = exe.stat()
-    h = hashlib.sha256(f"{exe}|{st.st_size}|{st.st_mtime_ns}|{' '.join(argv[:-1])}".encode())
+    h = hashlib.sha256(f"{exe}|{st.st_size}|{st.st_mtime_ns}|{' '.join(argv[:-1])}|tally {TALLY_VERSION}".encode())
     h.update(request)
     return h.hexdigest()
 

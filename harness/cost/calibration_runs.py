@@ -1,0 +1,137 @@
+"""A calibration row measured again, by one command: the ``rvvdiff cost`` runs its committed source holds, redone
+on the row's two trees, and recorded (harness/cost/calibration_sources.py).
+
+``python -m harness.cost.calibration_runs ROW --ggml-git DIR [--cc clang,gcc14] [--dry-run]`` exports BEFORE and
+AFTER (the row's ``before`` / ``after`` commits of ggml-org/ggml) from the git directory ``DIR`` with ``git
+archive``, and runs, per compiler:
+
+* the row's kernel (and ``before_kernel``) cases at the row's VLEN and ISA build: the cost cases whose rows the
+  source keeps for that compiler, ``-k CASE-vlenV`` each, on both trees (on AFTER alone where the source
+  measured the row's two paths on AFTER);
+* each model-shaped case of the row (``--model SPEC -k model``), where the source holds it for that compiler;
+
+then ``python -m harness.cost.calibration record ROW COST_JSON ...`` with the runs' cost.json files.  A compiler
+given with ``--cc`` that the source does not hold yet gets the kernel cases clang's runs name.  ``--dry-run``
+prints the commands and runs none.  Why: an estimator's change that needs more of a measurement than a row's
+source kept (the scalar classes of the instruction mix) is priced on every row by measuring it again, the same
+way, not by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.core.config import cache_dir
+from harness.cost import calibration_sources as src
+from harness.cost import per_token
+
+
+def _cases(run: Mapping[str, Any], side: str) -> list[str]:
+    """The kernel cases (not model-shaped slices) a source's run holds on one side, in their order."""
+    out: list[str] = []
+    for r in run.get(side, []):
+        if not str(r.get("name", "")).startswith(per_token.CASE_PREFIX) and r["case"] not in out:
+            out.append(r["case"])
+    return out
+
+
+def _specs(raw: Mapping[str, Any], run: Mapping[str, Any]) -> list[str]:
+    names = {r.get("name") for side in ("head", "base") for r in run.get(side, [])}
+    return [c["spec"] for c in src.model_cases(raw)
+            if per_token.case_name(per_token.parse_spec(c["spec"])[0]) in names]
+
+
+def plan(name: str, compilers: list[str] | None, trees: tuple[Path, Path], out: Path) -> list[tuple[str, list[str]]]:
+    """(compiler, ``rvvdiff cost`` arguments) of each run that measures row ``name`` again."""
+    raw = next((r for r in src.read()[1] if r["name"] == name), None)
+    if raw is None:
+        raise src.CalibrationError(f"{name}: no such row in {src.DATA}")
+    runs = src.load_source(name).get("per_compiler", {})
+    if not runs:
+        raise src.CalibrationError(f"{name}: no committed source to measure again ({src.source_path(name)})")
+    before, after = trees
+    vlen, first = int(raw["vlen"]), next(iter(runs.values()))
+    isa = next(r["isa"] for side in ("head", "base") for r in first.get(side, []))
+    out_runs: list[tuple[str, list[str]]] = []
+    for cc in compilers or list(runs):
+        run = runs.get(cc) or {"head": [r for r in first.get("head", []) if "model" not in r["case"]],
+                               "base": [r for r in first.get("base", []) if "model" not in r["case"]]}
+        common = ["--vlen", str(vlen), "--isa", isa, "-n", "1", "--cc", cc, "--ggml-src", str(after)]
+        kernels = _cases(run, "head")
+        if kernels:
+            on_both = bool(_cases(run, "base"))
+            out_runs.append((cc, [*common, *(["--base", str(before)] if on_both else []),
+                                  "-k", " or ".join(f"{c}-vlen{vlen}" for c in kernels),
+                                  "--out", str(out / f"{cc}-kernel")]))
+        for i, spec in enumerate(_specs(raw, run)):
+            out_runs.append((cc, [*common, "--base", str(before), "--model", spec, "-k", "model",
+                                  "--out", str(out / f"{cc}-model{i}")]))
+    return out_runs
+
+
+def export(git_dir: Path, commit: str) -> Path:
+    """The tree of ``commit`` (kept under the cache: an exported tree is never changed)."""
+    dest = cache_dir() / "calibration-trees" / commit
+    if (dest / "CMakeLists.txt").is_file():
+        return dest
+    cp = subprocess.run(["git", "--git-dir", str(git_dir), "archive", "--format=tar", commit], capture_output=True)
+    if cp.returncode != 0:
+        raise src.CalibrationError(f"git archive {commit} in {git_dir}: {cp.stderr.decode(errors='replace').strip()} "
+                                   "(--ggml-git: a clone of ggml-org/ggml with the row's commits)")
+    with tempfile.TemporaryDirectory(dir=dest.parent.parent) as tmp:
+        with tempfile.TemporaryFile() as f:
+            f.write(cp.stdout)
+            f.seek(0)
+            with tarfile.open(fileobj=f) as t:
+                t.extractall(tmp, filter="data")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        Path(tmp).rename(dest)
+    return dest
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m harness.cost.calibration_runs", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("row", help="the row's name in harness/data/calibration.toml")
+    p.add_argument("--ggml-git", type=Path, required=True, help="a git directory of ggml-org/ggml with its commits")
+    p.add_argument("--cc", default=None, help="compilers, comma-separated (default: the source's)")
+    p.add_argument("--out", type=Path, default=None, help="where the runs write (default: a new directory)")
+    p.add_argument("--dry-run", action="store_true", help="print the commands, run none")
+    a = p.parse_args(argv)
+    raw = next((r for r in src.read()[1] if r["name"] == a.row), None)
+    if raw is None:
+        print(f"python -m harness.cost.calibration_runs: {a.row}: no such row in {src.DATA}", file=sys.stderr)
+        return 2
+    out = a.out or Path(tempfile.mkdtemp(prefix="calibration-"))
+    try:
+        trees = (export(a.ggml_git, raw["before"]), export(a.ggml_git, raw["after"]))
+        runs = plan(a.row, a.cc.split(",") if a.cc else None, trees, out)
+    except src.CalibrationError as e:
+        print(f"python -m harness.cost.calibration_runs: {e}", file=sys.stderr)
+        return 2
+    for cc, args in runs:
+        print("rvvdiff cost " + shlex.join(args), flush=True)
+        if a.dry_run:
+            continue
+        if subprocess.run([sys.executable, "-m", "harness.commands.cli", "cost", *args]).returncode != 0:
+            print(f"python -m harness.cost.calibration_runs: a run failed ({cc}); nothing recorded", file=sys.stderr)
+            return 1
+    if a.dry_run:
+        return 0
+    for cc in dict.fromkeys(cc for cc, _ in runs):
+        files = [Path(args[args.index("--out") + 1]) / "cost.json" for c, args in runs if c == cc]
+        new = src.record(a.row, files, cc)
+        print(f"{src.DATA}: {a.row} ({cc}): {new}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,57 @@
+"""A calibration row measured again by one command (harness/cost/calibration_runs.py): the runs it plans are the
+ones each row's committed source holds (kernel cases per compiler, on AFTER alone where the source measured both
+paths there, every model-shaped case), and a row that is not in the data file is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.cost import calibration_runs, calibration_sources, per_token
+
+TREES = (Path("/trees/before"), Path("/trees/after"))
+
+
+def _plan(name: str, cc: list[str] | None = None) -> list[tuple[str, list[str]]]:
+    return calibration_runs.plan(name, cc, TREES, Path("/out"))
+
+
+def _arg(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args else None
+
+
+def test_every_row_with_a_source_plans_its_kernel_and_model_runs() -> None:
+    for raw in calibration_sources.read()[1]:
+        runs = _plan(raw["name"])
+        source = calibration_sources.load_source(raw["name"])["per_compiler"]
+        assert {cc for cc, _ in runs} == set(source), raw["name"]
+        for cc, args in runs:
+            assert _arg(args, "--cc") == cc and _arg(args, "--ggml-src") == str(TREES[1])
+            assert _arg(args, "--vlen") == str(raw["vlen"])
+        specs = [_arg(a, "--model") for _, a in runs if "--model" in a]
+        names = {r.get("name") for run in source.values() for side in run.values() for r in side}
+        held = [c["spec"] for c in calibration_sources.model_cases(raw)
+                if per_token.case_name(per_token.parse_spec(c["spec"])[0]) in names]
+        assert specs == held and len(held) == len(calibration_sources.model_cases(raw)), raw["name"]
+
+
+def test_a_row_measured_on_after_alone_is_measured_so_again() -> None:
+    """#19121's two paths (BEFORE's vec_dot, AFTER's repacked GEMM) were both measured on AFTER."""
+    runs = _plan("llama.cpp #19121")
+    kernel = [a for cc, a in runs if cc == "clang" and "--model" not in a]
+    assert len(kernel) == 1 and "--base" not in kernel[0]
+    assert _arg(kernel[0], "-k") == "quant_dot-q2_K-k4096-vlen256 or repack-q2_K_16x1-gemm-1024x4096x8-vlen256"
+    assert all("--base" in a for _, a in runs if "--model" in a)
+
+
+def test_a_compiler_the_source_lacks_gets_clangs_kernel_cases_only() -> None:
+    runs = _plan("llama.cpp #18784", ["clang", "gcc14"])
+    gcc = [a for cc, a in runs if cc == "gcc14"]
+    assert len(gcc) == 1 and "--model" not in gcc[0] and _arg(gcc[0], "-k") == "quant_dot-iq1_s-k4096-vlen256"
+    assert _arg(gcc[0], "--base") == str(TREES[0])
+
+
+def test_an_unknown_row_is_refused() -> None:
+    with pytest.raises(calibration_sources.CalibrationError, match="no such row"):
+        _plan("llama.cpp #1")
