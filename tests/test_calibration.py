@@ -53,6 +53,8 @@ def test_the_summary_keeps_held_out_rows_apart_and_links_the_docs() -> None:
     assert "instructions" not in s.split("(", 2)[2]  # the instruction ratio is a reference, not summarised
     assert s.endswith("(docs/calibration.md)")
     assert "no board measurement" in calibration.summary([])
+    # held-out rows alone: the direction count still names itself
+    assert "within 15.0x on 1 held out, direction right on 1 of 1 held out" in calibration.summary(calibration.parse(held))
 
 
 def test_another_compilers_estimates_are_kept_and_summarised_apart() -> None:

@@ -40,6 +40,8 @@ def test_a_test_is_held_against_its_batch() -> None:
 def test_held_out_rows_are_summarised_apart() -> None:
     (r,) = calibration_model.parse(ROW + "held_out = true\n")
     assert "within 2.0x on 1 held out" in calibration_model.summary([r]) and "changes" not in calibration_model.summary([r])
+    # with held-out rows alone (a compiler only they were measured with) the direction still says what it counts
+    assert "within 2.0x on 1 held out, direction right on 1 of 1 held out" in calibration_model.summary([r])
     assert calibration_model.table([r]).splitlines()[2].startswith("| held out: x #1")
 
 

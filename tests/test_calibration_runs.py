@@ -29,11 +29,14 @@ def test_every_row_with_a_source_plans_its_kernel_and_model_runs() -> None:
         for cc, args in runs:
             assert _arg(args, "--cc") == cc and _arg(args, "--ggml-src") == str(TREES[1])
             assert _arg(args, "--vlen") == str(raw["vlen"])
-        specs = [_arg(a, "--model") for _, a in runs if "--model" in a]
-        names = {r.get("name") for run in source.values() for side in run.values() for r in side}
-        held = [c["spec"] for c in calibration_sources.model_cases(raw)
-                if per_token.case_name(per_token.parse_spec(c["spec"])[0]) in names]
-        assert specs == held and len(held) == len(calibration_sources.model_cases(raw)), raw["name"]
+        for cc, run in source.items():
+            specs = [_arg(a, "--model") for c, a in runs if c == cc and "--model" in a]
+            names = {r.get("name") for side in run.values() for r in side}
+            held = [c["spec"] for c in calibration_sources.model_cases(raw)
+                    if per_token.case_name(per_token.parse_spec(c["spec"])[0]) in names]
+            assert specs == held, (raw["name"], cc)
+        assert {_arg(a, "--model") for _, a in runs if "--model" in a} == \
+            {c["spec"] for c in calibration_sources.model_cases(raw)}, raw["name"]
 
 
 def test_a_row_measured_on_after_alone_is_measured_so_again() -> None:
@@ -55,3 +58,15 @@ def test_a_compiler_the_source_lacks_gets_clangs_kernel_cases_only() -> None:
 def test_an_unknown_row_is_refused() -> None:
     with pytest.raises(calibration_sources.CalibrationError, match="no such row"):
         _plan("llama.cpp #1")
+
+
+def test_a_tiling_row_is_measured_on_after_with_its_switch_set(tmp_path: Path) -> None:
+    tree = tmp_path / "after"
+    (tree / calibration_runs.SGEMM).parent.mkdir(parents=True)
+    (tree / calibration_runs.SGEMM).write_text("a\n#define LMUL 4\nb\n")
+    got = calibration_runs.with_lmul(tree, 2)
+    assert got.name == "after-lmul2" and (got / calibration_runs.SGEMM).read_text() == "a\n#define LMUL 2\nb\n"
+    assert (tree / calibration_runs.SGEMM).read_text() == "a\n#define LMUL 4\nb\n"  # the exported tree is kept
+    (tree / calibration_runs.SGEMM).write_text("no switch\n")
+    with pytest.raises(calibration_sources.CalibrationError, match="no single"):
+        calibration_runs.with_lmul(tree, 1)

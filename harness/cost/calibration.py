@@ -165,7 +165,7 @@ def summary(rs: list[Row] | tuple[Row, ...] | None = None) -> str:
                                                  + (f" ({used} held out until used for an estimator)" if used else ""),
                                                 held and f"{held[0]:.1f}x on {held[1]} held out") if x)
                          + (f", direction right on {ok} of {n}" if n else "")
-                         + (f", on {hok} of {hn} held out" if hn else ""))
+                         + (f", {'on' if n else 'direction right on'} {hok} of {hn} held out" if hn else ""))
     if not parts:
         return f"calibration: no board measurement set beside an estimate yet ({DOC_LINK})"
     return ("calibration against boards (changed kernel's estimated speed-up vs the model's t/s, error either way): "

@@ -116,7 +116,7 @@ def summary(rs: list[ModelRow] | None = None) -> str:
                                                      + (f" ({used} held out until used for an estimator)" if used else ""),
                                                     held and f"{held[0]:.1f}x on {held[1]} held out") if x)
                              + (f", direction right on {ok} of {n}" if n else "")
-                             + (f", on {hok} of {hn} held out" if hn else ""))
+                             + (f", {'on' if n else 'direction right on'} {hok} of {hn} held out" if hn else ""))
     if not parts:
         return f"model-shaped calibration: no row yet ({calibration.DOC_LINK})"
     return ("model-shaped estimates against boards (one layer's mul_mats, t/s ratio, error either way): "

@@ -10,7 +10,9 @@ archive``, and runs, per compiler:
   measured the row's two paths on AFTER);
 * each model-shaped case of the row (``--model SPEC -k model``), where the source holds it for that compiler;
 
-then ``python -m harness.cost.calibration record ROW COST_JSON ...`` with the runs' cost.json files.  A compiler
+then ``python -m harness.cost.calibration record ROW COST_JSON ...`` with the runs' cost.json files.  A row with
+``after_lmul`` (a tiling of tinyBLAS_RVV a pull request measured beside the one ggml kept) is measured on AFTER's
+tree with its one switch line set (:func:`with_lmul`).  A compiler
 given with ``--cc`` that the source does not hold yet gets the kernel cases clang's runs name.  ``--dry-run``
 prints the commands and runs none.  Why: an estimator's change that needs more of a measurement than a row's
 source kept (the scalar classes of the instruction mix) is priced on every row by measuring it again, the same
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -97,6 +100,27 @@ def export(git_dir: Path, commit: str) -> Path:
     return dest
 
 
+#: A row's ``after_lmul``: the line of AFTER's tinyBLAS_RVV that picks its tiling, and where it is.
+SGEMM = Path("src/ggml-cpu/llamafile/sgemm.cpp")
+LMUL_LINE = "#define LMUL 4"
+
+
+def with_lmul(tree: Path, lmul: int) -> Path:
+    """``tree`` with tinyBLAS_RVV's tiling switch set to ``lmul`` (a row's ``after_lmul``: a tiling a pull request
+    measured in another column of its table), a tree of its own beside it."""
+    dest = tree.with_name(f"{tree.name}-lmul{lmul}")
+    if (dest / SGEMM).is_file():
+        return dest
+    text = (tree / SGEMM).read_text() if (tree / SGEMM).is_file() else ""
+    if text.count(LMUL_LINE + "\n") != 1:
+        raise src.CalibrationError(f"{tree / SGEMM}: no single '{LMUL_LINE}' line to set (after_lmul = {lmul})")
+    with tempfile.TemporaryDirectory(dir=tree.parent) as tmp:
+        shutil.copytree(tree, Path(tmp) / "t", symlinks=True)
+        (Path(tmp) / "t" / SGEMM).write_text(text.replace(LMUL_LINE + "\n", f"#define LMUL {lmul}\n"))
+        (Path(tmp) / "t").rename(dest)
+    return dest
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m harness.cost.calibration_runs", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -113,6 +137,8 @@ def main(argv: list[str]) -> int:
     out = a.out or Path(tempfile.mkdtemp(prefix="calibration-"))
     try:
         trees = (export(a.ggml_git, raw["before"]), export(a.ggml_git, raw["after"]))
+        if raw.get("after_lmul"):
+            trees = (trees[0], with_lmul(trees[1], int(raw["after_lmul"])))
         runs = plan(a.row, a.cc.split(",") if a.cc else None, trees, out)
     except src.CalibrationError as e:
         print(f"python -m harness.cost.calibration_runs: {e}", file=sys.stderr)
