@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -33,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import cache_dir
+from harness.core.matrix import add_options
+from harness.core.proc import execute
 from harness.cost import calibration_sources as src
 from harness.cost import per_token
 
@@ -85,7 +86,7 @@ def export(git_dir: Path, commit: str) -> Path:
     dest = cache_dir() / "calibration-trees" / commit
     if (dest / "CMakeLists.txt").is_file():
         return dest
-    cp = subprocess.run(["git", "--git-dir", str(git_dir), "archive", "--format=tar", commit], capture_output=True)
+    cp = execute(["git", "--git-dir", str(git_dir), "archive", "--format=tar", commit], timeout=600, text=False)
     if cp.returncode != 0:
         raise src.CalibrationError(f"git archive {commit} in {git_dir}: {cp.stderr.decode(errors='replace').strip()} "
                                    "(--ggml-git: a clone of ggml-org/ggml with the row's commits)")
@@ -126,7 +127,7 @@ def main(argv: list[str]) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("row", help="the row's name in harness/data/calibration.toml")
     p.add_argument("--ggml-git", type=Path, required=True, help="a git directory of ggml-org/ggml with its commits")
-    p.add_argument("--cc", default=None, help="compilers, comma-separated (default: the source's)")
+    add_options(p, "compilers", unset=True, default_words={"compilers": "the compilers the row's source holds"})
     p.add_argument("--out", type=Path, default=None, help="where the runs write (default: a new directory)")
     p.add_argument("--dry-run", action="store_true", help="print the commands, run none")
     a = p.parse_args(argv)
@@ -139,7 +140,7 @@ def main(argv: list[str]) -> int:
         trees = (export(a.ggml_git, raw["before"]), export(a.ggml_git, raw["after"]))
         if raw.get("after_lmul"):
             trees = (trees[0], with_lmul(trees[1], int(raw["after_lmul"])))
-        runs = plan(a.row, a.cc.split(",") if a.cc else None, trees, out)
+        runs = plan(a.row, list(a.cc) if a.cc else None, trees, out)
     except src.CalibrationError as e:
         print(f"python -m harness.cost.calibration_runs: {e}", file=sys.stderr)
         return 2
@@ -147,7 +148,9 @@ def main(argv: list[str]) -> int:
         print("rvvdiff cost " + shlex.join(args), flush=True)
         if a.dry_run:
             continue
-        if subprocess.run([sys.executable, "-m", "harness.commands.cli", "cost", *args]).returncode != 0:
+        # no timeout: the user watches the run (its output goes to the terminal) and can interrupt it
+        if execute([sys.executable, "-m", "harness.commands.cli", "cost", *args], timeout=None, stdout=None,
+                   stderr=None).returncode != 0:
             print(f"python -m harness.cost.calibration_runs: a run failed ({cc}); nothing recorded", file=sys.stderr)
             return 1
     if a.dry_run:

@@ -29,7 +29,7 @@ import sys
 import tomllib
 from collections.abc import Mapping
 
-from harness.binary import scalar_classes as S
+from harness.binary import scalar_classes as SC
 from harness.core.config import DATA_DIR
 from harness.core.proc import execute
 
@@ -43,18 +43,18 @@ _X = ("t0", "t1", "t2", "t3", "t4", "t5", "t6", "a2", "a3", "a4", "a5", "a6", "a
 _F = ("ft0", "ft1", "ft2", "ft3", "ft4", "ft5", "ft6", "ft7", "ft8", "ft9", "ft10", "ft11", "fs0", "fs1", "fs2", "fs3")
 #: One block per class: 16 independent instructions (no one reads what another writes).
 BLOCKS: dict[str, tuple[str, ...]] = {
-    S.ALU: tuple(f"add {r}, a0, a1" for r in _X),
-    S.LOAD: tuple(f"ld {r}, {8 * i}(a0)" for i, r in enumerate(_X)),
-    S.STORE: tuple(f"sd a1, {8 * i}(a0)" for i in range(16)),
-    S.BRANCH: ("beq a0, a1, .+4",) * 16,
-    S.JUMP: ("j .+4",) * 16,
-    S.MUL: tuple(f"mul {r}, a0, a1" for r in _X),
-    S.DIV: tuple(f"div {r}, a0, a1" for r in _X),
-    S.FP: tuple(f"fmadd.s {r}, fa0, fa1, fa2" for r in _F),
-    S.FP_DIV: tuple(f"fdiv.s {r}, fa0, fa1" for r in _F),
+    SC.ALU: tuple(f"add {r}, a0, a1" for r in _X),
+    SC.LOAD: tuple(f"ld {r}, {8 * i}(a0)" for i, r in enumerate(_X)),
+    SC.STORE: tuple(f"sd a1, {8 * i}(a0)" for i in range(16)),
+    SC.BRANCH: ("beq a0, a1, .+4",) * 16,
+    SC.JUMP: ("j .+4",) * 16,
+    SC.MUL: tuple(f"mul {r}, a0, a1" for r in _X),
+    SC.DIV: tuple(f"div {r}, a0, a1" for r in _X),
+    SC.FP: tuple(f"fmadd.s {r}, fa0, fa1, fa2" for r in _F),
+    SC.FP_DIV: tuple(f"fdiv.s {r}, fa0, fa1" for r in _F),
 }
 #: Classes rvv-bench's tables time (the scalar rows of the page), by the row's name.
-MEASURED = {S.ALU: "add", S.MUL: "mul"}
+MEASURED = {SC.ALU: "add", SC.MUL: "mul"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -83,9 +83,9 @@ def price(core_key: str, table: Mapping[tuple[str, bool], Mapping[str, float]], 
     got = evidence(cls)
     if got is not None:
         return got, False
-    fallback = evidence(S.MUL if cls == S.DIV else S.ALU)
-    if fallback is None and cls == S.DIV:
-        fallback = evidence(S.ALU)
+    fallback = evidence(SC.MUL if cls == SC.DIV else SC.ALU)
+    if fallback is None and cls == SC.DIV:
+        fallback = evidence(SC.ALU)
     return fallback, fallback is not None
 
 
@@ -93,7 +93,7 @@ def source(core_key: str, table: Mapping[tuple[str, bool], Mapping[str, float]])
     """Where each class's price of the core comes from, in words (the cost pages' note)."""
     llvm = modelled().get(core_key, {})
     out = {}
-    for cls in S.CLASSES:
+    for cls in SC.CLASSES:
         if cls in MEASURED and table.get((MEASURED[cls], False)):
             out[cls] = f"rvv-bench's {MEASURED[cls]}"
         elif cls in llvm:
@@ -144,9 +144,9 @@ def show(core_key: str, table: Mapping[tuple[str, bool], Mapping[str, float]]) -
     """One line: each class's price on the core and where it comes from."""
     src = source(core_key, table)
     cells = []
-    for cls in S.CLASSES:
+    for cls in SC.CLASSES:
         p = price(core_key, table, cls)[0]
-        name = "alu" if cls == S.ALU else cls.removeprefix("scalar ")
+        name = "alu" if cls == SC.ALU else cls.removeprefix("scalar ")
         cells.append(f"{name} {p:g} ({src[cls]})" if p is not None else f"{name} unpriced")
     return "; ".join(cells)
 
