@@ -75,12 +75,12 @@ def test_each_price_comes_from_its_evidence() -> None:
     src = scalar_prices.source(x60.key, x60.prices)
     assert src[SC.ALU] == "rvv-bench's add" and src[SC.MUL] == "rvv-bench's mul"
     assert "spacemit-x60 model" in src[SC.LOAD] and "spacemit-x60 model" in src[SC.BRANCH]
-    add = cores._row_median(x60.prices[("add", False)], 0.0)
+    add = scalar_prices.median(x60.prices[("add", False)])
     assert cores.price(x60, "scalar") == (add, False)  # integer arithmetic: as before the split
     assert cores.price(x60, SC.BRANCH) == (scalar_prices.modelled()["spacemit_x60"][SC.BRANCH], False)
     assert cores.price(x60, SC.OTHER) == (add, True)  # no source: the core's arithmetic, approximated
     c908 = _core("thead_c908")  # no LLVM model: loads priced as its measured add, approximated
-    assert cores.price(c908, SC.LOAD) == (cores._row_median(c908.prices[("add", False)], 0.0), True)
+    assert cores.price(c908, SC.LOAD) == (scalar_prices.median(c908.prices[("add", False)]), True)
     assert cores.price(c908, SC.DIV)[1] and cores.price(c908, SC.DIV)[0] == cores.price(c908, SC.MUL)[0]
     asc = _core("tt_asc_x")  # rvv-bench times no scalar instruction there: LLVM's Ascalon model prices them all
     assert "tt-ascalon-d8" in scalar_prices.source(asc.key, asc.prices)[SC.ALU]

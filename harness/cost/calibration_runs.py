@@ -53,11 +53,17 @@ def _specs(raw: Mapping[str, Any], run: Mapping[str, Any]) -> list[str]:
             if per_token.case_name(per_token.parse_spec(c["spec"])[0]) in names]
 
 
-def plan(name: str, compilers: list[str] | None, trees: tuple[Path, Path], out: Path) -> list[tuple[str, list[str]]]:
-    """(compiler, ``rvvdiff cost`` arguments) of each run that measures row ``name`` again."""
+def row(name: str) -> dict[str, Any]:
+    """Row ``name`` of the data file, as written there."""
     raw = next((r for r in src.read()[1] if r["name"] == name), None)
     if raw is None:
         raise src.CalibrationError(f"{name}: no such row in {src.DATA}")
+    return raw
+
+
+def plan(name: str, compilers: list[str] | None, trees: tuple[Path, Path], out: Path) -> list[tuple[str, list[str]]]:
+    """(compiler, ``rvvdiff cost`` arguments) of each run that measures row ``name`` again."""
+    raw = row(name)
     runs = src.load_source(name).get("per_compiler", {})
     if not runs:
         raise src.CalibrationError(f"{name}: no committed source to measure again ({src.source_path(name)})")
@@ -131,12 +137,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--out", type=Path, default=None, help="where the runs write (default: a new directory)")
     p.add_argument("--dry-run", action="store_true", help="print the commands, run none")
     a = p.parse_args(argv)
-    raw = next((r for r in src.read()[1] if r["name"] == a.row), None)
-    if raw is None:
-        print(f"python -m harness.cost.calibration_runs: {a.row}: no such row in {src.DATA}", file=sys.stderr)
-        return 2
     out = a.out or Path(tempfile.mkdtemp(prefix="calibration-"))
     try:
+        raw = row(a.row)
         trees = (export(a.ggml_git, raw["before"]), export(a.ggml_git, raw["after"]))
         if raw.get("after_lmul"):
             trees = (trees[0], with_lmul(trees[1], int(raw["after_lmul"])))

@@ -79,11 +79,6 @@ class Estimate:
                 "approximated": self.approximated, "unpriced_names": list(self.unpriced_names)}
 
 
-def _row_median(row: Mapping[str, float], default: float) -> float:
-    vals = sorted(row.values())
-    return vals[len(vals) // 2] if vals else default
-
-
 # ------------------------------------------------------------------ pricing
 
 
@@ -109,7 +104,7 @@ def price(core: Core, key: str) -> tuple[float | None, bool]:
         name, vt, approx = f"v{m.group(1)}e{eew}.v" if m.group(1) == "l" else f"vse{eew}.v", f"e{eew}m{m.group(2)}", True
     if re.fullmatch(r"vmv\dr\.v", name):  # whole-register move: its price does not depend on the vtype
         row = core.prices.get((name, False))
-        return (_row_median(row, 0.0), False) if row else (None, False)
+        return (scalar_prices.median(row), False) if row else (None, False)
     row = core.prices.get((name, masked))
     if row is None and masked:
         row, approx = core.prices.get((name, False)), True

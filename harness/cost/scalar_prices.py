@@ -65,7 +65,8 @@ def modelled() -> dict:
     return tomllib.loads(PRICES.read_text())
 
 
-def _median(row: Mapping[str, float]) -> float | None:
+def median(row: Mapping[str, float]) -> float | None:
+    """The middle of an rvv-bench row's prices (its cells by vtype), or None for an empty row."""
     vals = sorted(row.values())
     return vals[len(vals) // 2] if vals else None
 
@@ -77,7 +78,7 @@ def price(core_key: str, table: Mapping[tuple[str, bool], Mapping[str, float]], 
 
     def evidence(c: str) -> float | None:
         row = table.get((MEASURED[c], False)) if c in MEASURED else None
-        got = _median(row) if row else None
+        got = median(row) if row else None
         return got if got is not None else llvm.get(c)
 
     got = evidence(cls)
