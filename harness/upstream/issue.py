@@ -17,6 +17,7 @@ from pathlib import Path
 from harness.core.config import ISA_BUILDS, IsaBuild
 from harness.core.matrix import CANNOT_MAKE
 from harness.emulators import qemu
+from harness.emulators.spike import SpikePk
 from harness.ggml import fix_catalogue
 from harness.ggml.source import GgmlSource
 from harness.report.failure import Case
@@ -98,6 +99,11 @@ def title_of(function: str, verdicts: list[Verdict], stress: bool, trap: bool = 
             + (", when tail-agnostic elements are written with ones" if stress else ""))
 
 
+def cc_label(v: Verdict) -> str:
+    """A row's compiler: the stock compiler's own name (clang-22) where the row is the printed commands' build."""
+    return (stock.NAMES if v.by == "stock" else stock.LABELS).get(v.compiler, v.compiler)
+
+
 def verdict_word(failing: bool | None, trap: bool = False, text: str = "") -> str:
     """A verdict in the tables: wrong / ok (trap / runs for a trap finding), not built, or not run."""
     if failing is None:
@@ -115,9 +121,9 @@ def verdict_table(verdicts: list[Verdict], trap: bool = False, stress: bool = Fa
     both = {v.vlen for v in verdicts if v.emulator == "qemu"} & {v.vlen for v in verdicts if v.emulator != "qemu"}
 
     def row_of(v: Verdict) -> tuple[str, str]:
-        cc = stock.LABELS.get(v.compiler, v.compiler) + (
-            "" if v.stress == stress else ", with stress" if v.stress else ", QEMU's default policy")
-        return (f"{v.tree} ({v.emulator})" if both and v.emulator != "qemu" else v.tree), cc
+        cc = cc_label(v) + ("" if v.stress == stress else ", with stress" if v.stress else ", QEMU's default policy")
+        emu = f"{v.emulator}, pk" if v.by == "stock" else v.emulator
+        return (f"{v.tree} ({emu})" if both and v.emulator != "qemu" else v.tree), cc
 
     notes: dict[str, str] = {}
     for t in dict.fromkeys(row_of(v) for v in verdicts):
@@ -151,10 +157,12 @@ def first_wrong(verdicts: list[Verdict]) -> tuple[Verdict | None, list[str]]:
     return None, []
 
 
-def build_lines(tree: GgmlSource, isa: IsaBuild, vlen: int, stress: bool, cc: str = "clang") -> list[str]:
+def build_lines(tree: GgmlSource, isa: IsaBuild, vlen: int, stress: bool, cc: str = "clang",
+                spike_vlen: int | None = None) -> list[str]:
     """The stock-toolchain commands of compiler ``cc`` as a maintainer types them (:mod:`harness.upstream.stock`,
     ``printed``; as verified by :func:`verify_stock`) with the tree named ``llama.cpp`` (or ``ggml``) and the
-    build directory ``rv`` (``rv-gcc`` for GCC 14)."""
+    build directory ``rv`` (``rv-gcc`` for GCC 14); ``spike_vlen``: and the program run under Spike with riscv-pk
+    at that VLEN, as the table's Spike rows ran it."""
     name = "llama.cpp" if tree.ggml != tree.root else "ggml"
     rv = Path("rv" if cc == "clang" else "rv-gcc")
 
@@ -165,8 +173,10 @@ def build_lines(tree: GgmlSource, isa: IsaBuild, vlen: int, stress: bool, cc: st
     exe = Path("repro" if cc == "clang" else "repro-gcc")
     link = stock.link_argv(Path("repro.c"), exe, tree=tree.root, build_dir=rv, toolchain=cc, printed=True)
     run_ = [*stock.run_argv(exe, vlen, isa, stress, half_avl=stress, qemu="qemu-riscv64")[:-1], f"./{exe}"]
+    pk = [] if spike_vlen is None else [
+        SpikePk("spike", "").printed(f"./{exe}", spike_vlen, qemu.cpu_props(isa, stress))]
     return ["```sh", *wrapped(rel(configure), 160), *wrapped(rel(build), 160), *wrapped(rel(link), 160),
-            *wrapped(run_, 400), "```"]
+            *wrapped(run_, 400), *(ln for a in pk for ln in wrapped(a, 400)), "```"]
 
 
 def example(verdicts: list[Verdict], cc: str, stress: bool, isa: IsaBuild, vlen: int) -> tuple[IsaBuild, int, bool]:
@@ -252,12 +262,17 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
     for cc in ccs:
         where = example(verdicts, cc, stress, isa_example, vlen_example)
         unmade = _unmade(verdicts, cc, where[0])
-        tail += [unmade] if unmade else [_install_line(cc), *build_lines(tree, *where, cc)]
+        # the Spike line where the bug shows under Spike with riscv-pk (a trap: only there)
+        spike_at = next((v.vlen for v in verdicts if v.compiler == cc and v.by == "stock" and v.emulator != "qemu"
+                         and v.tree != "fixed" and v.failing), None)
+        tail += [unmade] if unmade else [_install_line(cc) + _pk_install(spike_at),
+                                         *build_lines(tree, *where, cc, spike_at)]
         hint = stress_hint(verdicts, stress, cc)
         if hint:
             tail.append(hint)
     if trap:
-        tail += ["Under QEMU this runs to the end: QEMU does not trap misaligned vector accesses. " + trap_check]
+        tail += ["Under QEMU this runs to the end: QEMU does not trap misaligned vector accesses. " + trap_check
+                 + _spike_rows(verdicts)]
     said = {True: "trap" if trap else "wrong", False: "no trap" if trap else "right", None: "not run"}
     ran = ""
     shown = [v for v in stock_runs if not (v.failing is None and "not built" in v.text)]
@@ -271,9 +286,9 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
     on_spike = sorted({v.vlen for v in verdicts if v.emulator != "qemu"})
     spike = ("" if not on_spike else f"; Spike at VLEN {on_spike[0]}-{on_spike[-1]}, rows of their own"
              if on_spike[0] <= 1024 else f"; VLEN {' and '.join(map(str, on_spike))} under Spike")
-    built = " and ".join(_MEASURED_BY.get(c, c) for c in ccs)
+    built = measured_by(verdicts)
     tail += [ran + (f"Output at VLEN {wrong.vlen}, {wrong.isa} build: `" + " / ".join(out[:3]) + "`. " if wrong else "")
-             + f"The table (QEMU {qemu.qemu().version}{spike}): the program built by rvvdiff with {built} "
+             + f"The table (QEMU {qemu.qemu().version}{spike}): the program built {built} "
              + _ran_where(verdicts)
              + (f" (fixed: with the patch `{fix}`)" if fix and any(v.tree == "fixed" for v in verdicts) else "")
              + (" (with stress: `rvv_ta_all_1s`, `rvv_ma_all_1s`)" if any(v.stress != stress for v in verdicts) else "")
@@ -284,10 +299,46 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
     return "\n".join(text).rstrip() + "\n"
 
 
-#: Which compiler built the table's programs, per compiler of the matrix (the commands above use the stock ones,
-#: harness/upstream/stock.py's ``NAMES``).
+#: Which compiler built the table's programs, per compiler of the matrix, where rvvdiff built them (the commands above
+#: use the stock ones, harness/upstream/stock.py's ``NAMES``).
 _MEASURED_BY = {"clang": "zig's clang (its \"clang\" rows; the commands above use Debian's clang-22)",
                 "gcc14": "Debian's GCC 14 (the compiler of the commands above)"}
+
+
+def measured_by(verdicts: list[Verdict]) -> str:
+    """Who built the table's programs, as its sentence says it: the commands above (rows ``by="stock"``; under Spike,
+    with riscv-pk) and rvvdiff's own builds (under Spike, linked for bare metal)."""
+    parts = []
+    stock_ccs = list(dict.fromkeys(v.compiler for v in verdicts if v.by == "stock"))
+    if stock_ccs:
+        names = " and ".join(stock.NAMES.get(c, c) for c in stock_ccs)
+        pk = any(v.by == "stock" and v.emulator != "qemu" for v in verdicts)
+        parts.append(f"by the commands above with {names}" + (" (under Spike: `spike ... pk ./repro`, riscv-pk built "
+                                                               "without V)" if pk else ""))
+    mine = list(dict.fromkeys(v.compiler for v in verdicts if v.by != "stock"))
+    if mine:
+        bare = any(v.by != "stock" and v.emulator != "qemu" for v in verdicts) and stock_ccs
+        parts.append("by rvvdiff with " + " and ".join(_MEASURED_BY.get(c, c) for c in mine)
+                     + (" (under Spike: linked for bare metal)" if bare else ""))
+    return "; ".join(parts)
+
+
+def _pk_install(spike_at: int | None) -> str:
+    """What the Spike line of the commands needs besides them."""
+    return "" if spike_at is None else (" (the last line: Spike, from riscv-software-src/riscv-isa-sim, and its proxy "
+                                        "kernel riscv-pk, built for rv64gc as its default is)")
+
+
+def _spike_rows(verdicts: list[Verdict]) -> str:
+    """For a trap finding: what stops the program in the table's Spike rows."""
+    pk = [v for v in verdicts if v.emulator != "qemu" and v.by == "stock" and v.failing and v.tree != "fixed"]
+    if not pk:
+        return ""
+    return (" Under Spike with riscv-pk (the last command) the program stops at that load: Spike raises "
+            "address-misaligned, and pk, built without the vector extension as its default is, cannot emulate a "
+            "vector access and ends the program (`Load access fault!`, exit status 255); a pk built with V emulates "
+            "the access element by element, as a kernel that emulates misaligned vector accesses would, and the "
+            "program runs to the end.")
 
 
 def _ran_where(verdicts: list[Verdict]) -> str:

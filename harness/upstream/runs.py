@@ -39,6 +39,9 @@ class Verdict:
     compiler: str = "clang"
     #: Whether tail/mask-agnostic elements were written as ones (``rvv_ta_all_1s``, ``rvv_ma_all_1s``).
     stress: bool = False
+    #: Who built the program: ``rvvdiff`` (its own builds, :func:`verify`) or ``stock`` (the commands the issue
+    #: prints, harness/upstream/stock_table.py; under Spike, run with riscv-pk).
+    by: str = "rvvdiff"
 
 
 def public_includes(build: Build) -> list[str]:
