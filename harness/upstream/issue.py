@@ -265,7 +265,7 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
         # the Spike line where the bug shows under Spike with riscv-pk (a trap: only there)
         spike_at = next((v.vlen for v in verdicts if v.compiler == cc and v.by == "stock" and v.emulator != "qemu"
                          and v.tree != "fixed" and v.failing), None)
-        tail += [unmade] if unmade else [_install_line(cc) + _pk_install(spike_at),
+        tail += [unmade] if unmade else [_install_line(cc)[:-1] + _pk_install(spike_at) + ":",
                                          *build_lines(tree, *where, cc, spike_at)]
         hint = stress_hint(verdicts, stress, cc)
         if hint:
@@ -319,14 +319,14 @@ def measured_by(verdicts: list[Verdict]) -> str:
     if mine:
         bare = any(v.by != "stock" and v.emulator != "qemu" for v in verdicts) and stock_ccs
         parts.append("by rvvdiff with " + " and ".join(_MEASURED_BY.get(c, c) for c in mine)
-                     + (" (under Spike: linked for bare metal)" if bare else ""))
+                     + (", whose Spike rows are linked for bare metal" if bare else ""))
     return "; ".join(parts)
 
 
 def _pk_install(spike_at: int | None) -> str:
     """What the Spike line of the commands needs besides them."""
-    return "" if spike_at is None else (" (the last line: Spike, from riscv-software-src/riscv-isa-sim, and its proxy "
-                                        "kernel riscv-pk, built for rv64gc as its default is)")
+    return "" if spike_at is None else ("; for the last line, Spike (riscv-software-src/riscv-isa-sim) and its proxy "
+                                        "kernel riscv-pk, built for rv64gc as its default is")
 
 
 def _spike_rows(verdicts: list[Verdict]) -> str:
@@ -334,7 +334,7 @@ def _spike_rows(verdicts: list[Verdict]) -> str:
     pk = [v for v in verdicts if v.emulator != "qemu" and v.by == "stock" and v.failing and v.tree != "fixed"]
     if not pk:
         return ""
-    return (" Under Spike with riscv-pk (the last command) the program stops at that load: Spike raises "
+    return (" Under Spike with riscv-pk (the last command) the program stops at the misaligned load: Spike raises "
             "address-misaligned, and pk, built without the vector extension as its default is, cannot emulate a "
             "vector access and ends the program (`Load access fault!`, exit status 255); a pk built with V emulates "
             "the access element by element, as a kernel that emulates misaligned vector accesses would, and the "
