@@ -283,21 +283,21 @@ def is_csr_access(w: int) -> bool:
     return w & 0x7F == 0x73 and ((w >> 12) & 7) not in (0, 4)
 
 
-def tally(img: Image, diff: Counter[int], instret: int, cycles: int) -> Cost:
-    """A :class:`Cost` from the executed-PC counts of one call.
+def retired(img: Image, diff: Counter[int]) -> Counter[int]:
+    """The executed-PC counts of a call as retired instructions: Spike executes a CSR access twice (the first attempt
+    stops to serialise, the second retires), and its histogram counts both, so a CSR instruction's count is halved,
+    as ``rdinstret`` counts it."""
+    return Counter({pc: (n // 2 if (got := img.word(pc)) and got[1] == 4 and is_csr_access(got[0]) else n)
+                    for pc, n in diff.items()})
 
-    Spike executes a CSR access twice (the first attempt stops to serialise, the second retires), and
-    its histogram counts both: a CSR instruction's count is halved here, so that the histogram counts
-    retired instructions as ``rdinstret`` does."""
+
+def tally(img: Image, diff: Counter[int], instret: int, cycles: int) -> Cost:
+    """A :class:`Cost` from the executed-PC counts of one call (counted as :func:`retired` says)."""
     kinds: Counter[str] = Counter()
     per_fn: Counter[str] = Counter()
     mix: Counter[str] = Counter()
     work = unknown = 0
-    retired: Counter[int] = Counter()
-    for pc, n in diff.items():
-        got = img.word(pc)
-        retired[pc] = n // 2 if got is not None and got[1] == 4 and is_csr_access(got[0]) else n
-    diff = retired
+    diff = retired(img, diff)
     for pc, n in diff.items():
         fn = img.function_of(pc)
         per_fn[elf.base_symbol(fn[1]) if fn else "?"] += n
@@ -329,9 +329,7 @@ def second_estimate(exe: Path, img: Image, diff: Counter[int]) -> dict:
         v = vinsn(pc)
         return v.mix.split()[1] if v is not None and v.kind != "config" and len(v.mix.split()) > 1 else ""
 
-    retired = Counter({pc: (n // 2 if (got := img.word(pc)) and got[1] == 4 and is_csr_access(got[0]) else n)
-                       for pc, n in diff.items()})
     try:
-        return mca.estimate(exe, retired, img.function_of, key_of, vtype_of).as_dict()
+        return mca.estimate(exe, retired(img, diff), img.function_of, key_of, vtype_of).as_dict()
     except (RuntimeError, OSError, ValueError, KeyError) as e:  # said in the report (CommandError: a RuntimeError)
         return {"model": mca.CPU, "error": f"{type(e).__name__}: {str(e)[:300]}"}
