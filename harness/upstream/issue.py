@@ -288,7 +288,7 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
              if on_spike[0] <= 1024 else f"; VLEN {' and '.join(map(str, on_spike))} under Spike")
     built = measured_by(verdicts)
     tail += [ran + (f"Output at VLEN {wrong.vlen}, {wrong.isa} build: `" + " / ".join(out[:3]) + "`. " if wrong else "")
-             + f"The table (QEMU {qemu.qemu().version}{spike}): the program built {built} "
+             + f"The table (QEMU {qemu.qemu().version}{spike}): the program built {built}, run "
              + _ran_where(verdicts)
              + (f" (fixed: with the patch `{fix}`)" if fix and any(v.tree == "fixed" for v in verdicts) else "")
              + (" (with stress: `rvv_ta_all_1s`, `rvv_ma_all_1s`)" if any(v.stress != stress for v in verdicts) else "")
