@@ -32,11 +32,11 @@ from harness.core.errors import RvvdiffError
 from harness.core.matrix import COMPILER_NAMES, DEFAULT_COMPILER, DEFAULT_ISAS, ISAS
 from harness.core.proc import execute
 from harness.emulators import registry
+from harness.emulators.spike import spike_pk
 from harness.ggml import fix_catalogue, known, patches, tree
 from harness.ggml.source import resolve
 from harness.report.failure import load_case
 from harness.toolchain.compilers import ToolchainError, compiler
-from harness.emulators.spike import spike_pk
 from harness.upstream import direct, issue, paragraphs, program, public, record, runs, stock_table
 
 
