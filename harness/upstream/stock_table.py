@@ -1,7 +1,7 @@
 """An issue table's rows built by the commands the issue prints, so that a row and a maintainer's commands are one build.
 
-``rvvdiff report --upstream --stock-table`` takes its clang rows from here: the program built by
-:mod:`harness.upstream.stock`'s commands (ggml's CMake, Debian's clang-22, the static link of ``repro.c``) for each
+``rvvdiff report --upstream --stock-table CC`` takes that compiler's rows from here: the program built by
+:mod:`harness.upstream.stock`'s commands (ggml's CMake, Debian's clang-22 or GCC 14, the static link of ``repro.c``) for each
 tree and ISA build, run at every QEMU VLEN and, with ``--spike``, under Spike with riscv-pk (the same static
 program: ``spike --isa=... pk ./repro``, :class:`harness.emulators.spike.SpikePk`).  Its verdicts are
 :class:`~harness.upstream.runs.Verdict` s with ``by="stock"``, judged as rvvdiff's own builds are
