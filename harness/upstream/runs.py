@@ -11,6 +11,7 @@ tail/mask stress mode, or another), or under Spike; with a fixed tree (a fix of
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,26 +88,32 @@ def run_program(exe: Path, isa: IsaBuild, vlen: int, stress: bool, emulator: Emu
 
 
 def verify(src: Path, trees: dict[str, GgmlSource], isas: list[str], vlens: list[int], stress: bool,
-           work: Path, emulator: Emulator | None = None, trap: bool = False, cc: str = "clang") -> list[Verdict]:
+           work: Path, emulator: Emulator | None = None, trap: bool = False, cc: str = "clang",
+           make: Callable[[str, GgmlSource, IsaBuild], Path] | None = None, by: str = "rvvdiff") -> list[Verdict]:
     """The program built with compiler ``cc`` against each tree x ISA build and run at each VLEN (one run
-    each, under QEMU or ``emulator``; ``trap``: judged by whether it traps, :func:`run_program`)."""
+    each, under QEMU or ``emulator``; ``trap``: judged by whether it traps, :func:`run_program`).  ``make``: how the
+    program is built for (tree label, tree, ISA build) instead of rvvdiff's build of ``cc``, its verdicts marked
+    ``by`` (harness/upstream/stock_table.py: the printed commands)."""
     out = []
     tag = f"-{emulator.name}" if emulator is not None else ""
     emu = emulator.name if emulator is not None else "qemu"
+
+    def rvvdiff_build(label: str, tree: GgmlSource, isa: IsaBuild) -> Path:
+        return build_program(src, ensure_built(tree, isa, cc), work / f"repro-{label}-{isa.name}-{cc}{tag}", emulator)
+
     for label, tree in trees.items():
         for name in isas:
             isa = ISA_BUILDS[name]
             try:
-                build = ensure_built(tree, isa, cc)
-                exe = build_program(src, build, work / f"repro-{label}-{name}-{cc}{tag}", emulator)
+                exe = (make or rvvdiff_build)(label, tree, isa)
             except RvvdiffError as e:  # one line per build that cannot make the program
                 msg = str(e).strip().splitlines()
                 out += [Verdict(label, name, v, None, f"not built: {msg[0] if msg else type(e).__name__}",
-                                emu, cc, stress) for v in vlens]
+                                emu, cc, stress, by) for v in vlens]
                 continue
             for v in vlens:
                 failing, text = run_program(exe, isa, v, stress, emulator, trap=trap)
-                out.append(Verdict(label, name, v, failing, text, emu, cc, stress))
+                out.append(Verdict(label, name, v, failing, text, emu, cc, stress, by))
     return out
 
 

@@ -4,8 +4,8 @@
 :mod:`harness.upstream.stock`'s commands (ggml's CMake, Debian's clang-22 or GCC 14, the static link of ``repro.c``) for each
 tree and ISA build, run at every QEMU VLEN and, with ``--spike``, under Spike with riscv-pk (the same static
 program: ``spike --isa=... pk ./repro``, :class:`harness.emulators.spike.SpikePk`).  Its verdicts are
-:class:`~harness.upstream.runs.Verdict` s with ``by="stock"``, judged as rvvdiff's own builds are
-(:func:`harness.upstream.runs.run_program`).
+:class:`~harness.upstream.runs.Verdict` s with ``by="stock"``, run and judged by :func:`harness.upstream.runs.verify`
+as rvvdiff's own builds are.
 
 Each tree is built in one scratch copy per compiler and ISA build (``$RVVDIFF_CACHE/stock-table/<compiler>-<isa>/``):
 :func:`sync` gives the copy the tree's files that differ (a fixed tree differs from the pinned one in a file or two,
@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.core.config import ISA_BUILDS, IsaBuild, cache_dir, locked
-from harness.core.errors import RvvdiffError
+from harness.core.config import IsaBuild, cache_dir, locked
 from harness.emulators.spike import SpikePk
 from harness.ggml.source import GgmlSource
-from harness.upstream import stock
-from harness.upstream.runs import Verdict, run_program
+from harness.upstream import runs, stock
+from harness.upstream.runs import Verdict
 
 SCRATCH = "stock-table"
 
@@ -67,23 +66,10 @@ def build(tree: GgmlSource, isa: IsaBuild, cc: str, program: Path, exe: Path) ->
 def verify(program: Path, trees: dict[str, GgmlSource], isas: list[str], vlens: list[int], stress: bool, work: Path,
            cc: str = "clang", trap: bool = False, emulator: SpikePk | None = None) -> list[Verdict]:
     """The program built by the stock commands of ``cc`` against each tree and ISA build, run at each VLEN under
-    QEMU (or ``emulator``: Spike with riscv-pk); the rows of an issue table, as :func:`harness.upstream.runs.verify`
-    gives rvvdiff's."""
-    out = []
-    emu = "qemu" if emulator is None else emulator.name
-    for label, tree in trees.items():
-        for name in isas:
-            isa = ISA_BUILDS[name]
-            exe = work / f"repro-{label}-{name}-stock-{cc}"
-            try:
-                if not exe.is_file():
-                    build(tree, isa, cc, program, exe)
-            except RvvdiffError as e:
-                msg = str(e).strip().splitlines()
-                out += [Verdict(label, name, v, None, f"not built: {msg[0] if msg else type(e).__name__}", emu, cc,
-                                stress, "stock") for v in vlens]
-                continue
-            for v in vlens:
-                failing, text = run_program(exe, isa, v, stress, emulator, trap=trap)
-                out.append(Verdict(label, name, v, failing, text, emu, cc, stress, "stock"))
-    return out
+    QEMU (or ``emulator``: Spike with riscv-pk): :func:`harness.upstream.runs.verify` with this module's build (one
+    executable per tree and ISA build, kept in ``work`` for the stress and Spike runs)."""
+    def make(label: str, tree: GgmlSource, isa: IsaBuild) -> Path:
+        exe = work / f"repro-{label}-{isa.name}-stock-{cc}"
+        return exe if exe.is_file() else build(tree, isa, cc, program, exe)
+
+    return runs.verify(program, trees, isas, vlens, stress, work, emulator, trap, cc, make, "stock")
