@@ -226,7 +226,7 @@ fi
 
 # ---------------------------------------------------------------- llvm-mca (optional)
 # Debian's llvm-22 from bookworm-security (about 90 MB with libllvm22): llvm-mca -mcpu=spacemit-x60 prices the
-# executed basic blocks of a cost measurement (harness/cost/mca.py, docs/calibration.md).
+# executed basic blocks of a cost measurement (harness/cost/prices/mca.py, docs/calibration.md).
 if [ "$llvm_mca" != 0 ]; then
   mca_fail() {
     if [ "$llvm_mca" = optional ]; then say "llvm-mca: not installed: $1 (rvvdiff cost gives one estimate)"; else echo "setup: llvm-mca: $1" >&2; exit 1; fi

@@ -13,7 +13,7 @@ kernels it dispatches to.
   a small batch, 32 and 128, and both sides of every batch switch of the tree's tinyBLAS_RVV (its
   smallest n, read from the tree: ``MM.switch_batches``; 1 and 2 in the pinned tree).  Each row records
   the path the call took (the tinyBLAS_RVV gemm or the vec_dot fallback, from the functions it executed)
-  and the report sets the batches side by side (harness/cost/batch_paths.py).
+  and the report sets the batches side by side (harness/cost/tables/batch_paths.py).
 * flash attention: one head (DK = DV = 128, the head size of Llama / Mistral / Qwen) over a KV cache
   of ``N_KV`` = 1024 positions, a causal mask, for each case's path: decode (1 query: the split-KV
   path of f32 / f16 K and V, the one-chunk path of the others) and prefill (64 queries: a tile of

@@ -1,4 +1,4 @@
-"""Cost cases of the model-shaped estimate (harness/cost/per_token.py): the slices of one transformer
+"""Cost cases of the model-shaped estimate (harness/cost/prices/per_token.py): the slices of one transformer
 layer's mul_mats, each through ggml's graph on one thread, computed ``reps`` times after the one set-up.
 
 * a quantized weight type: a ``repack_mul_mat`` request, the weights placed as llama.cpp places them
@@ -28,7 +28,7 @@ from cases.mul_mat_shapes import Shape
 from costs.graph import path_of
 from costs.suite import CostCase
 from harness.core import settings
-from harness.cost import per_token
+from harness.cost.prices import per_token
 from harness.emulators.protocol import In, Out
 from oracles import quants as Q
 

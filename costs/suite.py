@@ -35,7 +35,7 @@ class CostCase:
     has_twin: bool = True  # False: no callable scalar twin in an RVV build (twin_id is None)
     #: The batch (activation rows) of a case of a batch sweep, whose path may switch with it (0: none);
     #: its row carries it, and the report sets the batches of one kernel side by side
-    #: (harness/cost/batch_paths.py).
+    #: (harness/cost/tables/batch_paths.py).
     batch: int = 0
     #: What the row records of the path the call took, given the target and the functions the measured
     #: call executed (``path``: the path measured; ``path_expected``: the tree's prediction where it differs).

@@ -4,7 +4,7 @@ Run it through ``rvvdiff cost`` (docs/cost.md), or directly:
 ``pytest costs --emulator spike --vlen all --cost-log cost.jsonl``.
 A case fails when its call cannot be measured (a trap, a hang, a rejected request) or when the two
 counts of the call disagree (the counter around the call and the PC histogram of one more
-repetition: harness/cost/spike_count.py); the message says which.
+repetition: harness/cost/measure/spike_count.py); the message says which.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from costs.registry import CASES
-from harness.cost.spike_count import CostError
+from harness.cost.measure.spike_count import CostError
 from harness.plugin.costlog import Metered, record
 
 #: Instructions the histogram of one more repetition may count beyond the counter around the call:

@@ -18,7 +18,7 @@ import standin_board as standin
 from helpers import CRASHING, ROOT, pinned_build, run_diff_test, run_suite
 
 from harness.core.matrix import parse_emulator
-from harness.cost import board_counters
+from harness.cost.measure import board_counters
 from harness.emulators import board, pool, registry
 from harness.emulators.protocol import In, Out
 from harness.emulators.qemu import qemu

@@ -1,4 +1,4 @@
-"""A calibration row measured again by one command (harness/cost/calibration_runs.py): the runs it plans are the
+"""A calibration row measured again by one command (harness/jobs/calibration_runs.py): the runs it plans are the
 ones each row's committed source holds (kernel cases per compiler, on AFTER alone where the source measured both
 paths there, every model-shaped case), and a row that is not in the data file is refused."""
 
@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cost import calibration_runs, calibration_sources, per_token
+from harness.cost.calibration import sources
+from harness.cost.prices import per_token
+from harness.jobs import calibration_runs
 
 TREES = (Path("/trees/before"), Path("/trees/after"))
 
@@ -22,9 +24,9 @@ def _arg(args: list[str], flag: str) -> str | None:
 
 
 def test_every_row_with_a_source_plans_its_kernel_and_model_runs() -> None:
-    for raw in calibration_sources.read()[1]:
+    for raw in sources.read()[1]:
         runs = _plan(raw["name"])
-        source = calibration_sources.load_source(raw["name"])["per_compiler"]
+        source = sources.load_source(raw["name"])["per_compiler"]
         assert {cc for cc, _ in runs} == set(source), raw["name"]
         for cc, args in runs:
             assert _arg(args, "--cc") == cc and _arg(args, "--ggml-src") == str(TREES[1])
@@ -32,11 +34,11 @@ def test_every_row_with_a_source_plans_its_kernel_and_model_runs() -> None:
         for cc, run in source.items():
             specs = [_arg(a, "--model") for c, a in runs if c == cc and "--model" in a]
             names = {r.get("name") for side in run.values() for r in side}
-            held = [c["spec"] for c in calibration_sources.model_cases(raw)
+            held = [c["spec"] for c in sources.model_cases(raw)
                     if per_token.case_name(per_token.parse_spec(c["spec"])[0]) in names]
             assert specs == held, (raw["name"], cc)
         assert {_arg(a, "--model") for _, a in runs if "--model" in a} == \
-            {c["spec"] for c in calibration_sources.model_cases(raw)}, raw["name"]
+            {c["spec"] for c in sources.model_cases(raw)}, raw["name"]
 
 
 def test_a_row_measured_on_after_alone_is_measured_so_again() -> None:
@@ -56,7 +58,7 @@ def test_a_compiler_the_source_lacks_gets_clangs_kernel_cases_only() -> None:
 
 
 def test_an_unknown_row_is_refused() -> None:
-    with pytest.raises(calibration_sources.CalibrationError, match="no such row"):
+    with pytest.raises(sources.CalibrationError, match="no such row"):
         _plan("llama.cpp #1")
 
 
@@ -68,5 +70,5 @@ def test_a_tiling_row_is_measured_on_after_with_its_switch_set(tmp_path: Path) -
     assert got.name == "after-lmul2" and (got / calibration_runs.SGEMM).read_text() == "a\n#define LMUL 2\nb\n"
     assert (tree / calibration_runs.SGEMM).read_text() == "a\n#define LMUL 4\nb\n"  # the exported tree is kept
     (tree / calibration_runs.SGEMM).write_text("no switch\n")
-    with pytest.raises(calibration_sources.CalibrationError, match="no single"):
+    with pytest.raises(sources.CalibrationError, match="no single"):
         calibration_runs.with_lmul(tree, 1)

@@ -1,5 +1,5 @@
 """Each calibration row's estimates come from cost output committed to the repository
-(harness/cost/calibration_sources.py, harness/data/calibration/): every figure of harness/data/calibration.toml
+(harness/cost/calibration/sources.py, harness/data/calibration/): every figure of harness/data/calibration.toml
 is recomputed from its row's source, ``record`` keeps what a row needs of a cost run and writes its
 estimates, and a held-out row used to change an estimator is held out no longer, in every table and summary."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cost import calibration, calibration_model, calibration_sources
+from harness.cost.calibration import kernel_rows, model_rows, sources
 
 ROW = """# a header line
 
@@ -35,11 +35,11 @@ def _row(function: str, instret: int, x60: float, mca: float, vlen: int = 256) -
 
 
 def test_every_row_of_the_data_file_is_its_committed_cost_output() -> None:
-    for r in calibration.rows():
+    for r in kernel_rows.rows():
         if r.estimates:
-            assert calibration_sources.source_path(r.name).is_file(), f"{r.name}: no committed cost output"
-    assert calibration_sources.stale() == [], (
-        "estimates the committed cost output does not give: run python -m harness.cost.calibration record ROW")
+            assert sources.source_path(r.name).is_file(), f"{r.name}: no committed cost output"
+    assert sources.stale() == [], (
+        "estimates the committed cost output does not give: run rvvdiff calibration record ROW")
 
 
 def test_record_keeps_what_the_row_needs_and_writes_the_estimates(tmp_path: Path) -> None:
@@ -48,38 +48,38 @@ def test_record_keeps_what_the_row_needs_and_writes_the_estimates(tmp_path: Path
     cost = {"head": [_row("k_rvv", 1000, 800.0, 1200.0), _row("other", 5, 5.0, 5.0), _row("k_rvv", 9, 9.0, 9.0, 512)],
             "base": [_row("k_rvv", 4000, 2400.0, 6000.0)]}
     (tmp_path / "cost.json").write_text(json.dumps(cost))
-    new = calibration_sources.record("PR 7", [tmp_path / "cost.json"], data=data, root=root)
+    new = sources.record("PR 7", [tmp_path / "cost.json"], data=data, root=root)
     assert new == {"estimates": {"table": 3.0, "mca": 5.0, "instructions": 4.0}}
-    (r,) = calibration.parse(data.read_text())
+    (r,) = kernel_rows.parse(data.read_text())
     assert r.estimates["clang"] == {"table": 3.0, "mca": 5.0, "instructions": 4.0}
     assert data.read_text().startswith("# a header line\n")
-    kept = json.loads(calibration_sources.source_path("PR 7", root).read_text())["per_compiler"]["clang"]
+    kept = json.loads(sources.source_path("PR 7", root).read_text())["per_compiler"]["clang"]
     assert [(x["function"], x["vlen"]) for x in kept["head"] + kept["base"]] == [("k_rvv", 256), ("k_rvv", 256)]
     assert "functions" not in kept["head"][0] and "tree" not in kept["head"][0]
-    assert calibration_sources.stale(data, root) == []
+    assert sources.stale(data, root) == []
     # another compiler's run adds its figures beside clang's; a figure edited by hand is found
     (tmp_path / "gcc.json").write_text(json.dumps({"per_compiler": {"gcc14": cost}}))
-    calibration_sources.record("PR 7", [tmp_path / "gcc.json"], data=data, root=root)
+    sources.record("PR 7", [tmp_path / "gcc.json"], data=data, root=root)
     assert "estimates_gcc14 = { table = 3.0, mca = 5.0, instructions = 4.0 }" in data.read_text()
     data.write_text(data.read_text().replace("estimates = { table = 3.0", "estimates = { table = 3.5"))
-    (bad,) = calibration_sources.stale(data, root)
+    (bad,) = sources.stale(data, root)
     assert bad.startswith("PR 7: estimates: in the file") and "'table': 3.5" in bad
 
 
 def test_a_row_without_committed_output_is_named(tmp_path: Path) -> None:
     data = tmp_path / "calibration.toml"
     data.write_text(ROW)
-    (line,) = calibration_sources.stale(data, tmp_path)
+    (line,) = sources.stale(data, tmp_path)
     assert line.startswith("PR 7: estimates:") and line.endswith("nothing")
-    with pytest.raises(calibration_sources.CalibrationError, match="no cost output committed"):
-        calibration_sources.record("PR 7", [], data=data, root=tmp_path)
+    with pytest.raises(sources.CalibrationError, match="no cost output committed"):
+        sources.record("PR 7", [], data=data, root=tmp_path)
     # a figure said to have none is skipped, until a run is recorded for it
     data.write_text(ROW + 'unsourced = ["estimates"]\n')
-    assert calibration_sources.stale(data, tmp_path) == []
+    assert sources.stale(data, tmp_path) == []
     (tmp_path / "cost.json").write_text(json.dumps({"head": [_row("k_rvv", 1000, 800.0, 1200.0)],
                                                     "base": [_row("k_rvv", 2000, 800.0, 1200.0)]}))
-    calibration_sources.record("PR 7", [tmp_path / "cost.json"], data=data, root=tmp_path)
-    assert "unsourced" not in data.read_text() and calibration_sources.stale(data, tmp_path) == []
+    sources.record("PR 7", [tmp_path / "cost.json"], data=data, root=tmp_path)
+    assert "unsourced" not in data.read_text() and sources.stale(data, tmp_path) == []
 
 
 def test_a_held_out_row_used_to_change_an_estimator_is_held_out_no_longer() -> None:
@@ -87,12 +87,12 @@ def test_a_held_out_row_used_to_change_an_estimator_is_held_out_no_longer() -> N
             'b32 = { table = 2.0 } } }\n')
     used = ROW.split("\n", 1)[1] + 'held_out = true\nused_for = "the scalar prices"\n' + spec
     held = ROW.split("\n", 1)[1].replace("PR 7", "PR 8") + "held_out = true\n" + spec
-    rows = calibration.parse(used + held)
+    rows = kernel_rows.parse(used + held)
     assert [(r.name, r.held_out) for r in rows] == [("PR 7", False), ("PR 8", True)]
     assert rows[0].label == "PR 7 (held out until used for the scalar prices)" and rows[1].label == "held out: PR 8"
-    s = calibration.summary(rows)
+    s = kernel_rows.summary(rows)
     assert "within 3.0x on 1 change (1 held out until used for an estimator), 3.0x on 1 held out" in s
-    assert "| PR 7 (held out until used for the scalar prices): a kernel" in calibration.table(rows)
-    mrows = calibration_model.parse(used + held)
-    assert "1 held out until used for an estimator" in calibration_model.summary(mrows)
-    assert "| PR 7 (held out until used for the scalar prices) |" in calibration_model.table(mrows)
+    assert "| PR 7 (held out until used for the scalar prices): a kernel" in kernel_rows.table(rows)
+    mrows = model_rows.parse(used + held)
+    assert "1 held out until used for an estimator" in model_rows.summary(mrows)
+    assert "| PR 7 (held out until used for the scalar prices) |" in model_rows.table(mrows)

@@ -1,5 +1,5 @@
 """Vector instruction names (harness/binary/rvvnames.py) and the estimated cycles on real cores
-(harness/cost/cores.py): decoding checked against words GNU objdump names, prices against the
+(harness/cost/prices/cores.py): decoding checked against words GNU objdump names, prices against the
 imported tables, and an estimate worked by hand."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from harness.binary.rvvnames import name
-from harness.cost import cores
+from harness.cost.prices import cores
 
 # Words from the pinned tree's server binary, named by riscv64-linux-gnu-objdump -M no-aliases
 # (the bf16 ones, which binutils 2.40 does not know, by the Zvfbfwma / Zvfbfmin encodings).
@@ -135,7 +135,7 @@ def _row(case: str, vlen: int, mix: dict[str, int], twin: str | None) -> dict:
 
 
 def test_the_report_prices_rows_at_their_cores_and_flags_a_dearer_vector_kernel() -> None:
-    from harness.cost import suite_tables
+    from harness.cost.tables import suite_tables
 
     # Fewer instructions than the twin, but LMUL-8 gathers: dearer on the A100 (VLEN 1024) estimate.
     vec = {"vsetvli": 10, "vrgather.vv e8m8": 10, "scalar": 20}
@@ -158,7 +158,7 @@ def test_the_report_prices_rows_at_their_cores_and_flags_a_dearer_vector_kernel(
 
 
 def test_a_move_carries_the_estimated_change_on_the_cores_of_its_vlen() -> None:
-    from harness.cost import suite_tables
+    from harness.cost.tables import suite_tables
 
     base = {("k", 256, "zvfh"): _row("k", 256, {"vadd.vv e8m1": 100, "scalar": 100}, None)}
     head = {("k", 256, "zvfh"): _row("k", 256, {"vrgather.vv e8m4": 100, "scalar": 110}, None)}

@@ -12,8 +12,10 @@ import pytest
 
 from harness.commands import cost
 from harness.core.matrix import Matrix
-from harness.cost import compiler_gaps, spike_count, spike_runs, suite_runs, suite_tables
+from harness.cost.measure import spike_count, spike_runs
+from harness.cost.tables import compiler_gaps, suite_tables
 from harness.emulators import protocol as P
+from harness.jobs import cost_suite_runs
 
 # Encodings as Spike's commit log shows them (llvm-objdump agrees).
 VSETIVLI_E64_M1 = 0xCD817057  # vsetivli zero, 2, e64, m1, ta, ma
@@ -222,8 +224,8 @@ def test_cost_command_takes_a_list_of_compilers(tmp_path, monkeypatch, capsys) -
     def run(tree, out, name, args, extra=(), compiler=None, isas=None):
         asked.append((name, compiler))
         return suite_tables.merge([_cc_row("a", 128, 1200 if compiler == "gcc14" else 1000)]), {}, 1.0
-    monkeypatch.setattr(suite_runs, "run_costs", run)
-    monkeypatch.setattr(suite_runs, "check_selection", lambda *a: 1)  # (the collection before the runs)
+    monkeypatch.setattr(cost_suite_runs, "run_costs", run)
+    monkeypatch.setattr(cost_suite_runs, "check_selection", lambda *a: 1)  # (the collection before the runs)
     assert cost.main(["--cc", "gcc14,clang", "--out", str(tmp_path)]) == 0
     assert asked == [("head-gcc14", "gcc14"), ("head-clang", "clang")]
     assert "fn_a (a) at VLEN 128, zvfh: gcc14 dearer than clang: 1200 against 1000" in capsys.readouterr().out
@@ -240,10 +242,10 @@ def test_a_cost_run_is_told_its_compiler(tmp_path, monkeypatch) -> None:
 
     def suite(argv, **kw):
         seen["argv"] = argv
-        raise suite_runs.CostRunError("stop")
-    monkeypatch.setattr(suite_runs, "run_suite", suite)
-    args = suite_runs.Options(Matrix(vlens=(128,), isas=("zvfh",)), workers="1", kernel_timeout=1.0)
+        raise cost_suite_runs.CostRunError("stop")
+    monkeypatch.setattr(cost_suite_runs, "run_suite", suite)
+    args = cost_suite_runs.Options(Matrix(vlens=(128,), isas=("zvfh",)), workers="1", kernel_timeout=1.0)
     for cc in ("gcc14", None):
-        with pytest.raises(suite_runs.CostRunError):
-            suite_runs.run_costs(None, tmp_path, "head", args, [], cc)
+        with pytest.raises(cost_suite_runs.CostRunError):
+            cost_suite_runs.run_costs(None, tmp_path, "head", args, [], cc)
         assert (seen["argv"][seen["argv"].index("--cc") + 1] if "--cc" in seen["argv"] else None) == cc

@@ -10,7 +10,7 @@ from pathlib import Path
 from cases import mul_mat as MM
 from cases.mul_mat_shapes import on_tinyblas
 from costs import graph
-from harness.cost import batch_paths, suite_tables
+from harness.cost.tables import batch_paths, suite_tables
 from harness.ggml.source import GgmlSource
 
 #: A llamafile_sgemm whose f16 tinyBLAS_RVV needs 8 B rows (a tree unlike the pinned one, where 2 do).

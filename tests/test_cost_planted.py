@@ -21,9 +21,9 @@ import pytest
 from helpers import gcc14_missing
 
 from harness.core.config import DATA_DIR, ISA_BUILDS, PROJECT_ROOT
-from harness.cost import cores
-from harness.cost.spike_count import CostError
-from harness.cost.spike_runs import measure
+from harness.cost.measure.spike_count import CostError
+from harness.cost.measure.spike_runs import measure
+from harness.cost.prices import cores
 from harness.emulators import protocol as P
 from harness.emulators import spike
 from harness.ggml import patches
@@ -128,7 +128,7 @@ def test_a_kernel_that_traps_or_hangs_is_one_clear_line(kernel: str, says: str) 
 
 @pytest.mark.long(2)
 def test_the_start_up_snapshot_measures_what_a_fresh_start_measures(tmp_path: Path) -> None:
-    """A run resumed from the snapshot taken after ggml's start-up (harness/cost/snapshot.py) counts
+    """A run resumed from the snapshot taken after ggml's start-up (harness/cost/measure/snapshot.py) counts
     exactly what a run from the ELF entry counts: instructions, histogram by function, mix."""
     select = "(quant_dot and q4_K and k4096) or (vec_ops and silu and n4109) or (flash_attn and split and f16)"
     runs = {}

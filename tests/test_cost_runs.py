@@ -1,4 +1,4 @@
-"""harness/cost/spike_runs.py's two runs, without Spike: the histograms of runs A and B are given, and what
+"""harness/cost/measure/spike_runs.py's two runs, without Spike: the histograms of runs A and B are given, and what
 measure() makes of them is checked (one more repetition, or the third against the second where the first call
 leaves state that sends the next one down another path, or a clear failure)."""
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.cost import spike_count, spike_runs
+from harness.cost.measure import spike_count, spike_runs
 from harness.emulators import protocol as P
 
 #: The call's instructions per address: start-up (0x10), the call (0x20, 0x24) and what runs after the

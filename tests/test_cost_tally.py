@@ -1,4 +1,4 @@
-"""No silent empty cost run (harness/cost/run_tally.py, harness/cost/suite_runs.py): what ``rvvdiff cost``
+"""No silent empty cost run (harness/cost/tables/run_tally.py, harness/jobs/cost_suite_runs.py): what ``rvvdiff cost``
 measured of what it selected, on fabricated outcomes; no emulator.
 
 * a run that measured none of its cases, or fewer than selected, exits 3 and names each reason with its
@@ -20,8 +20,10 @@ import pytest
 from harness.commands import cost
 from harness.core.matrix import Matrix
 from harness.core.runner import NO_TESTS_COLLECTED, SuiteRun
-from harness.cost import per_token, run_tally, suite_runs, suite_tables
-from harness.cost.run_tally import Tally
+from harness.cost.prices import per_token
+from harness.cost.tables import run_tally, suite_tables
+from harness.cost.tables.run_tally import Tally
+from harness.jobs import cost_suite_runs
 
 KEYERROR = "failed: oracles/quants.py:442: KeyError"
 
@@ -76,8 +78,8 @@ def _fake_runs(monkeypatch: pytest.MonkeyPatch, head: tuple, base: tuple) -> Non
     def run(tree, out, name, args, extra=(), compiler=None, isas=None):
         rows, missing = head if name.startswith("head") else base
         return suite_tables.merge(rows), dict(missing), 1.0
-    monkeypatch.setattr(suite_runs, "run_costs", run)
-    monkeypatch.setattr(suite_runs, "check_selection", lambda *a: 24)
+    monkeypatch.setattr(cost_suite_runs, "run_costs", run)
+    monkeypatch.setattr(cost_suite_runs, "check_selection", lambda *a: 24)
 
 
 def test_the_command_exits_3_when_it_measured_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -123,8 +125,8 @@ def test_a_model_type_the_case_does_not_take_is_a_usage_error(capsys: pytest.Cap
     assert "q8_K" not in per_token.TYPES and "q8_1" not in per_token.TYPES and {"iq4_xs", "f16", "bf16"} <= set(per_token.TYPES)
 
 
-def _options(tmp_path: Path, **kw: object) -> suite_runs.Options:
-    return suite_runs.Options(Matrix(vlens=(256,), isas=("zvfh",)), out=tmp_path, **kw)
+def _options(tmp_path: Path, **kw: object) -> cost_suite_runs.Options:
+    return cost_suite_runs.Options(Matrix(vlens=(256,), isas=("zvfh",)), out=tmp_path, **kw)
 
 
 def test_a_selection_without_a_case_is_one_line_before_any_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -133,23 +135,23 @@ def test_a_selection_without_a_case_is_one_line_before_any_run(monkeypatch: pyte
     def collect(argv, **kw):
         seen.append(list(argv))
         return SuiteRun(list(argv), NO_TESTS_COLLECTED, 0.1, stdout="no tests ran in 0.1s\n")
-    monkeypatch.setattr(suite_runs, "run_suite", collect)
-    with pytest.raises(suite_runs.CostSelectionError) as e:
-        suite_runs.check_selection(_options(tmp_path, k="model"), [], [], tmp_path)
+    monkeypatch.setattr(cost_suite_runs, "run_suite", collect)
+    with pytest.raises(cost_suite_runs.CostSelectionError) as e:
+        cost_suite_runs.check_selection(_options(tmp_path, k="model"), [], [], tmp_path)
     assert str(e.value) == ("-k 'model' selects no case of the cost suite (costs/) at --vlen 256 --isa zvfh --emulator "
                             "spike (the model-shaped cases exist only with --model SPEC); `pytest costs --collect-only "
                             "-q --vlen 256 --isa zvfh --emulator spike` lists the case ids")
     assert "--collect-only" in seen[0] and "--cost-log" not in seen[0]  # a collection, no measurement
-    with pytest.raises(suite_runs.CostSelectionError, match="no case of the cost suite .costs/. reaches the change"):
-        suite_runs.check_selection(_options(tmp_path, changed_only=True, base="/b"), [], ["--changed-only"], tmp_path)
+    with pytest.raises(cost_suite_runs.CostSelectionError, match="no case of the cost suite .costs/. reaches the change"):
+        cost_suite_runs.check_selection(_options(tmp_path, changed_only=True, base="/b"), [], ["--changed-only"], tmp_path)
     # a collection that fails is not "nothing selected"
-    monkeypatch.setattr(suite_runs, "run_suite", lambda argv, **kw: SuiteRun(list(argv), 4, 0.1, stderr="ERROR: bad\n"))
-    with pytest.raises(suite_runs.CostRunError, match="collecting the cost suite failed .exit 4.:\n  ERROR: bad"):
-        suite_runs.check_selection(_options(tmp_path, k="x"), [], [], tmp_path)
+    monkeypatch.setattr(cost_suite_runs, "run_suite", lambda argv, **kw: SuiteRun(list(argv), 4, 0.1, stderr="ERROR: bad\n"))
+    with pytest.raises(cost_suite_runs.CostRunError, match="collecting the cost suite failed .exit 4.:\n  ERROR: bad"):
+        cost_suite_runs.check_selection(_options(tmp_path, k="x"), [], [], tmp_path)
     # the cases it selects are counted
     ids = "".join(f"costs/test_cost.py::test_cost[c{i}-vlen256-zvfh]\n" for i in range(3))
-    monkeypatch.setattr(suite_runs, "run_suite", lambda argv, **kw: SuiteRun(list(argv), 0, 0.1, stdout=ids))
-    assert suite_runs.check_selection(_options(tmp_path, k="c"), [], [], tmp_path) == 3
+    monkeypatch.setattr(cost_suite_runs, "run_suite", lambda argv, **kw: SuiteRun(list(argv), 0, 0.1, stdout=ids))
+    assert cost_suite_runs.check_selection(_options(tmp_path, k="c"), [], [], tmp_path) == 3
 
 
 def test_a_model_type_a_tree_lacks_is_one_line_before_any_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -159,18 +161,18 @@ def test_a_model_type_a_tree_lacks_is_one_line_before_any_run(monkeypatch: pytes
 
     class Inventory:
         types = {"q4_0": 2}
-    monkeypatch.setattr(suite_runs, "resolve", lambda t: Src())
-    monkeypatch.setattr(suite_runs.tree, "of", lambda src: Inventory())
-    monkeypatch.setattr(suite_runs, "run_suite", lambda *a, **k: pytest.fail("a run before the check"))
+    monkeypatch.setattr(cost_suite_runs, "resolve", lambda t: Src())
+    monkeypatch.setattr(cost_suite_runs.tree, "of", lambda src: Inventory())
+    monkeypatch.setattr(cost_suite_runs, "run_suite", lambda *a, **k: pytest.fail("a run before the check"))
     specs = per_token.parse_spec("tinyllama:q1_0:1")
-    with pytest.raises(suite_runs.CostSelectionError) as e:
-        suite_runs.check_selection(_options(tmp_path, model="tinyllama:q1_0:1"), specs, [], tmp_path)
+    with pytest.raises(cost_suite_runs.CostSelectionError) as e:
+        cost_suite_runs.check_selection(_options(tmp_path, model="tinyllama:q1_0:1"), specs, [], tmp_path)
     assert str(e.value) == ("--model tinyllama:q1_0:1: ggml type 'q1_0' is not in HEAD's tree (old tree), so its "
                             "model-shaped case cannot be measured there; give a type both trees have")
 
 
 def test_a_k_that_selects_nothing_is_found_by_a_collection(tmp_path: Path) -> None:
     """The real collection of the cost suite (no build, no emulator)."""
-    with pytest.raises(suite_runs.CostSelectionError, match="-k 'no_such_case' selects no case"):
-        suite_runs.check_selection(_options(tmp_path, k="no_such_case"), [], [], tmp_path)
-    assert suite_runs.check_selection(_options(tmp_path, k="quant_dot and q4_0 and k4096"), [], [], tmp_path) == 2
+    with pytest.raises(cost_suite_runs.CostSelectionError, match="-k 'no_such_case' selects no case"):
+        cost_suite_runs.check_selection(_options(tmp_path, k="no_such_case"), [], [], tmp_path)
+    assert cost_suite_runs.check_selection(_options(tmp_path, k="quant_dot and q4_0 and k4096"), [], [], tmp_path) == 2

@@ -8,7 +8,7 @@ import pytest
 
 from cases import mul_mat as MM
 from harness.binary import elf
-from harness.cost import spike_count
+from harness.cost.measure import spike_count
 from harness.emulators import trace
 
 #: A gemm as each compiler names it in the pinned tree's servers (f32 x f32, then f16 x f32).

@@ -21,9 +21,9 @@ from costs import registry
 from harness.commands import fixes
 from harness.core.config import ISA_BUILDS, SPIKE_VLENS
 from harness.core.matrix import vlens_on
-from harness.cost import fix_cost, suite_runs
+from harness.cost.tables import fix_cost
 from harness.ggml import fix_catalogue, known, mutants, patches, source
-from harness.jobs import fix_checks
+from harness.jobs import cost_suite_runs, fix_checks, fix_cost_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER_KEYS = ("rvvdiff fix", "finding", "functions", "tests", "cost", "wrong-vlens", "vector-path")
@@ -250,13 +250,13 @@ def test_cost_compares_fixed_with_replaced_and_twin_and_lists_costlier_where_the
     patch.write_text("rvvdiff fix: t\nfinding: none\nfunctions: ggml_vec_dot_t\ntests: x\ncost: v, zvfh\n"
                      "wrong-vlens: 512\ncost-k: quant_dot\nvector-path: kept\n\n--- a/ggml/x\n+++ b/ggml/x\n")
     fix = fix_catalogue.Fix("t_fix", patch)
-    calls: list[suite_runs.Options] = []
+    calls: list[cost_suite_runs.Options] = []
 
     def row(case: str, vlen: int, instret: int, twin: str | None) -> dict:
         return {"case": case, "function": "ggml_vec_dot_t" + ("_generic" if twin is None else ""), "vlen": vlen,
                 "isa": "zvfh", "instret": instret, "twin": twin, "impl": "rvv" if twin else "generic"}
 
-    def fake_cost(run: suite_runs.Options) -> int:
+    def fake_cost(run: cost_suite_runs.Options) -> int:
         calls.append(run)
         run.out.mkdir(parents=True)
         if not run.changed_only:  # the twins, on the patched tree
@@ -267,9 +267,9 @@ def test_cost_compares_fixed_with_replaced_and_twin_and_lists_costlier_where_the
         (run.out / "cost.json").write_text(json.dumps({"head": head, "base": base, "unmeasured": {}, "seconds": 2.0}))
         return 0
 
-    monkeypatch.setattr(suite_runs, "measure", fake_cost)
-    monkeypatch.setattr(fix_cost.patches, "apply", lambda ps, src, kind, name=None: src)
-    c = fix_cost.cost(fix, source.pinned(), tmp_path / "out", "2", (256, 512), ("zvfh", "zvfbfwma"), "t")
+    monkeypatch.setattr(cost_suite_runs, "measure", fake_cost)
+    monkeypatch.setattr(fix_cost_runs.patches, "apply", lambda ps, src, kind, name=None: src)
+    c = fix_cost_runs.cost(fix, source.pinned(), tmp_path / "out", "2", (256, 512), ("zvfh", "zvfbfwma"), "t")
     assert calls[0].matrix.isa_builds == ("zvfh",) and calls[0].changed_only and calls[0].base
     assert calls[0].k == "(quant_dot) and (t)"
     assert calls[1].k == "t-k4096-generic" and not calls[1].base
@@ -282,15 +282,15 @@ def test_cost_compares_fixed_with_replaced_and_twin_and_lists_costlier_where_the
     assert c["costlier_where_right"] == ["t-k4096 at VLEN 256, zvfh: x1.010 (1000 -> 1010 instructions)"]
     md = "\n".join(fix_cost.cost_md("t_fix", c))
     assert "| fixed / replaced | 1.010 | 2.000 |" in md and "VLEN 512*" in md and "costlier than the replaced" in md
-    with pytest.raises(fix_cost.CostStepError, match="not in the selection"):
-        fix_cost.cost(fix, source.pinned(), tmp_path / "out2", "2", (256,), ("zvfbfwma",))
+    with pytest.raises(fix_cost_runs.CostStepError, match="not in the selection"):
+        fix_cost_runs.cost(fix, source.pinned(), tmp_path / "out2", "2", (256,), ("zvfbfwma",))
 
-    def nothing(run: suite_runs.Options) -> int:  # rvvdiff cost's selection holds no case: said before any run
-        raise suite_runs.CostSelectionError("no case of the cost suite (costs/) reaches the change between BASE and "
+    def nothing(run: cost_suite_runs.Options) -> int:  # rvvdiff cost's selection holds no case: said before any run
+        raise cost_suite_runs.CostSelectionError("no case of the cost suite (costs/) reaches the change between BASE and "
                                             "HEAD (--vlen 256): nothing to measure")
-    monkeypatch.setattr(suite_runs, "measure", nothing)
-    with pytest.raises(fix_cost.CostStepError, match=r"^t_fix \(ggml_vec_dot_t; zvfh\): no case of the cost suite "):
-        fix_cost.cost(fix, source.pinned(), tmp_path / "out3", "2", (256,), ("zvfh",))
+    monkeypatch.setattr(cost_suite_runs, "measure", nothing)
+    with pytest.raises(fix_cost_runs.CostStepError, match=r"^t_fix \(ggml_vec_dot_t; zvfh\): no case of the cost suite "):
+        fix_cost_runs.cost(fix, source.pinned(), tmp_path / "out3", "2", (256,), ("zvfh",))
 
 
 def test_the_command_hands_its_matrix_and_k_to_the_checks(monkeypatch: pytest.MonkeyPatch) -> None:

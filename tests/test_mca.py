@@ -1,5 +1,5 @@
-"""The second cost estimate (harness/cost/mca.py: LLVM's X60 model over the executed basic blocks)
-and the comparison of the two estimates (harness/cost/estimate_pair.py)."""
+"""The second cost estimate (harness/cost/prices/mca.py: LLVM's X60 model over the executed basic blocks)
+and the comparison of the two estimates (harness/cost/prices/estimate_pair.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cost import cores, estimate_pair, mca
+from harness.cost.prices import cores, estimate_pair, mca
 
 _FN = {0x100: "f", 0x200: "g"}
 
@@ -120,7 +120,7 @@ def test_estimates_apart_by_more_than_the_factor_name_the_instructions_responsib
 
 
 def test_a_failed_second_estimate_is_said_in_the_report() -> None:
-    from harness.cost import suite_tables
+    from harness.cost.tables import suite_tables
 
     row = {**_row("k", {"scalar": 10}, None), "mca": {"model": "spacemit-x60", "error": "RuntimeError: llvm-mca died"},
            "size": "k4096", "impl": "rvv", "twin": None, "executed": 10, "vector": 0, "unit": "element"}
@@ -130,7 +130,7 @@ def test_a_failed_second_estimate_is_said_in_the_report() -> None:
 
 
 def test_a_failing_llvm_mca_leaves_the_measurement_with_the_reason(monkeypatch, tmp_path: Path) -> None:
-    from harness.cost import spike_count
+    from harness.cost.measure import spike_count
 
     def broken(*a, **k):
         raise RuntimeError("llvm-mca exited with 1: bad input")

@@ -1,4 +1,4 @@
-"""The model-shaped cost case's arithmetic (harness/cost/per_token.py): the set-up of a request cancels
+"""The model-shaped cost case's arithmetic (harness/cost/prices/per_token.py): the set-up of a request cancels
 between its reps 1 and reps 2 measurements, the row-scaling rule recovers a layer from two slices and is
 checked against a third, and the spec parser says what to write.  No Spike: rows are synthetic, or the
 instruction counts Spike measured for q4_0 on this machine (tinyllama:q4_0:1+32:check, pinned tree,
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.cost import per_token
+from harness.cost.prices import per_token
 
 SPEC = per_token.parse_spec("tinyllama:q4_0:1+32:check")[0]
 SETUP, FIXED, PER_ROW = 1_000_000, 50_000, 3_000  # per k, scaled below

@@ -1,5 +1,5 @@
-"""Scalar instructions by class (harness/binary/scalar_classes.py) and their prices per core
-(harness/cost/scalar_prices.py): the classes checked against words LLVM's assembler encodes, the kept LLVM figures
+"""Scalar instructions by class (harness/cost/prices/scalar_classes.py) and their prices per core
+(harness/cost/prices/scalar_prices.py): the classes checked against words LLVM's assembler encodes, the kept LLVM figures
 recomputed, the sources of each core's prices, and no calibration row read."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import inspect
 
 import pytest
 
-from harness.binary import scalar_classes as SC
-from harness.cost import cores, mca, scalar_prices, spike_count
+from harness.cost.measure import spike_count
+from harness.cost.prices import cores, mca, scalar_prices
+from harness.cost.prices import scalar_classes as SC
 
 # (word, length, class): encodings by llvm-mc-22 -triple=riscv64 -mattr=+m,+a,+f,+d,+c,+zcb -show-encoding.
 WORDS = [
@@ -92,7 +93,7 @@ def test_the_kept_llvm_figures_are_what_llvm_mca_gives() -> None:
     if mca.tools() is None:
         pytest.skip(f"no llvm-mca to recompute the figures with: {mca.INSTALL}")
     assert scalar_prices.render() == scalar_prices.PRICES.read_text(), \
-        "harness/data/cost/scalar_prices.toml is stale: python -m harness.cost.scalar_prices write"
+        "harness/data/cost/scalar_prices.toml is stale: rvvdiff prices scalar --write"
 
 
 def test_no_price_reads_a_calibration_row() -> None:

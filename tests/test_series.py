@@ -189,14 +189,14 @@ def test_run_test_passes_the_series_fixes_and_the_stress_mode(every: list[fix_se
 
 
 def test_the_speed_paragraph_gives_cycles_per_core_and_says_no_board(every: list[fix_series.Series]) -> None:
-    from harness.upstream import speed
+    from harness.cost.tables import fix_speed
     row = {"case": "c", "vlen": 256, "isa": "zvfh"}
     cost = {"cores": [{"key": "spacemit_x60", "core": "SpacemiT X60 (SpacemiT K1)", "vlen": 256}],
             "head": [{**row, "estimates": {"spacemit_x60": {"cycles": 90.0}}}],
             "base": [{**row, "estimates": {"spacemit_x60": {"cycles": 100.0}}}]}
-    assert speed.ratios(cost) == {"SpacemiT X60 (SpacemiT K1), VLEN 256": [0.9, 0.9]}
+    assert fix_speed.ratios(cost) == {"SpacemiT X60 (SpacemiT K1), VLEN 256": [0.9, 0.9]}
     s = every[0]
-    cycles = {s.fixes[0].name: {"cores": speed.ratios(cost), "isa": "zvfh", "compiler": "clang"}}
+    cycles = {s.fixes[0].name: {"cores": fix_speed.ratios(cost), "isa": "zvfh", "compiler": "clang"}}
     text = series_pages.description(s, {"t": (True, "")}, cycles=cycles)
     para = next(ln for ln in text.splitlines() if ln.startswith("**Speed (an estimate).**"))
     assert "No board was used" in para and "SpacemiT X60 (SpacemiT K1), VLEN 256 0.900" in para
@@ -206,11 +206,11 @@ def test_the_speed_paragraph_gives_cycles_per_core_and_says_no_board(every: list
 
 
 def test_a_case_the_cost_run_could_not_measure_is_named_with_why(every: list[fix_series.Series]) -> None:
-    from harness.upstream import speed
+    from harness.cost.tables import fix_speed
     why = ("failed: quant_vec_dot [vlen1024-zvfh, on Spike]: the kernel server died of signal 7 under Spike before "
            "answering -- rvvdiff spike runtime: vector load with a misaligned element address (the RVV specification "
            "lets a hart trap here) (mcause 4)")
-    lines = speed.unmeasured({"unmeasured": {"base: quant_dot-iq2_xxs-k4096-vlen1024-zvfh": why}})
+    lines = fix_speed.unmeasured({"unmeasured": {"base: quant_dot-iq2_xxs-k4096-vlen1024-zvfh": why}})
     assert lines == ["the replaced code, quant_dot-iq2_xxs-k4096 at VLEN 1024: vector load with a misaligned element "
                      "address"]
     s = every[0]

@@ -1,4 +1,4 @@
-"""The start-up snapshot's ELF (harness/cost/snapshot.py) without Spike: the runtime's records
+"""The start-up snapshot's ELF (harness/cost/measure/snapshot.py) without Spike: the runtime's records
 parsed, only changed pages kept, the server's segments loaded first, the HTIF symbols kept.  That a
 resumed run counts what a fresh one counts is checked under Spike (tests/test_cost_planted.py)."""
 
@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from harness.binary import elf
-from harness.cost import snapshot
+from harness.cost.measure import snapshot
 
 BASE = 0x20000000
 

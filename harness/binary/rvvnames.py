@@ -2,7 +2,7 @@
 
 :func:`name` turns a 32-bit word into the mnemonic with its operand form (``vadd.vv``, ``vwmacc.vx``,
 ``vle8.v``, ``vlseg2e32.v``, ``vredsum.vs``, ``vmv.x.s``...) -- the names per-instruction throughput
-tables of real cores use (harness/cost/cores.py) -- and whether it is masked (``v0.t``).  Only
+tables of real cores use (harness/cost/prices/cores.py) -- and whether it is masked (``v0.t``).  Only
 what the price of an instruction depends on is decoded; registers are not.  A word of the vector
 opcodes this module does not know (a reserved encoding, an extension it does not list) gets the
 name ``v?<major>.<funct6>``, which no table prices (reported as unpriced, never guessed).

@@ -7,7 +7,22 @@ import sys
 import time
 from collections.abc import Callable
 
-from harness.commands import bench, bisect, cost, fixes, gate, ggmltests, mutation, report, repro, series, spikecheck, trees
+from harness.commands import (
+    bench,
+    bisect,
+    calibration,
+    cost,
+    fixes,
+    gate,
+    ggmltests,
+    mutation,
+    prices,
+    report,
+    repro,
+    series,
+    spikecheck,
+    trees,
+)
 from harness.core import matrix
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError
@@ -98,6 +113,10 @@ COMMANDS_ELSEWHERE = {
                   "on the pinned tree (fails) and with the class's fixes (passes) (docs/ggml-tests.md)",
     "bench": "where the suite's time goes, per representative kernel and VLEN",
     "cost": "what each kernel costs at every VLEN: instructions under Spike, HEAD against --base (docs/cost.md)",
+    "prices": "the real cores' per-instruction prices that make Spike's counts estimated cycles: list them, the scalar "
+              "prices by class, import a core's rvv-bench page (docs/cost.md)",
+    "calibration": "the cost estimates held against boards' measurements: show / write the tables, estimate a cost "
+                   "run, record / check / compare / measure again a row (docs/calibration.md)",
     "mutants": "list the planted bugs, or `run` the detection table (docs/mutants.md)",
     "audit": "run the full suite with several seeds and list unexplained failures (docs/audit.md)",
     "trees": "run the suite on several ggml trees and print one table of the outcomes (docs/trees.md)",
@@ -114,7 +133,8 @@ def _elsewhere(name: str) -> Callable[[list[str]], int]:
     """The ``main`` of a sub-command with its own argument parser."""
     return {"trees": trees.main, "bisect": bisect.main, "gate": gate.main, "fixes": fixes.main,
             "spike-check": spikecheck.main, "repro": repro.main_repro, "report": report.main, "series": series.main,
-            "ggml-tests": ggmltests.main, "bench": bench.main, "cost": cost.main,
+            "ggml-tests": ggmltests.main, "bench": bench.main, "cost": cost.main, "prices": prices.main,
+            "calibration": calibration.main,
             "mutants": mutation.main_mutants, "audit": mutation.main_audit}[name]
 
 

@@ -8,7 +8,7 @@ cases slower / faster on HEAD than on BASE beyond ``--threshold``, the RVV kerne
 cheaper with a longer VLEN, those that cost more than their scalar twin, and the cases that could
 not be measured (one line each).
 
-``--model SHAPE:TYPE:BATCH+BATCH[:check]`` adds the model-shaped cases (harness/cost/per_token.py: one
+``--model SHAPE:TYPE:BATCH+BATCH[:check]`` adds the model-shaped cases (harness/cost/prices/per_token.py: one
 transformer layer's mul_mats through ggml's graph on one thread, sliced, set-up cancelled) and prints
 their estimated cycles per token, the BASE / HEAD tokens/s ratio and an upper-bound rate at ``--clock-ghz``
 x ``--threads`` (``model.md``); ``-k model`` measures only them.
@@ -19,9 +19,9 @@ harness/ggml/changes.py) are measured, on both trees.
 ``--cc LIST`` (``all``, or a comma list of compiler names, ``NAME:ISA+ISA`` limiting one to those ISA
 builds: harness/core/matrix.py; default: the ``RVVDIFF_COMPILER`` setting, else clang): the runs are made
 once per compiler, each on that compiler's builds.  With more than one, ``cost.md`` leads with the
-kernels where one compiler's code is more than ``--cc-gap`` % dearer than another's at some VLEN (harness/cost/compiler_gaps.py),
-then has each compiler's table (its HEAD / BASE lists are that compiler's), and ``cost-<cc>.html``
-is each compiler's page.
+kernels where one compiler's code is more than ``--cc-gap`` % dearer than another's at some VLEN
+(harness/cost/tables/compiler_gaps.py), then has each compiler's table (its HEAD / BASE lists are that
+compiler's), and ``cost-<cc>.html`` is each compiler's page.
 
 Before any run, what cannot be measured is one line: a ``--model`` TYPE the model-shaped case does not
 take (a usage error) or a tree lacks, a ``-k`` (or ``--changed-only``) that selects no case (a collection
@@ -41,9 +41,10 @@ import argparse
 from pathlib import Path
 
 from harness.core.matrix import Matrix, add_options
-from harness.cost import board_runs, per_token, suite_runs
+from harness.cost.prices import per_token
+from harness.jobs import board_cost_runs, cost_suite_runs
 
-D = suite_runs.Options()  # the defaults
+D = cost_suite_runs.Options()  # the defaults
 
 
 def main(argv: list[str]) -> int:
@@ -79,11 +80,11 @@ def main(argv: list[str]) -> int:
                    help="with --model: threads for the upper-bound rate (default: 8)")
     p.add_argument("--no-estimates", action="store_true", help="with a board: measure only, no Spike run for the estimates")
     ns = p.parse_args(argv)
-    args = suite_runs.Options(suite_runs.COST_MATRIX.merged(Matrix.of(ns)), **Matrix.others(ns))
+    args = cost_suite_runs.Options(cost_suite_runs.COST_MATRIX.merged(Matrix.of(ns)), **Matrix.others(ns))
     if args.emulator != "spike":
         if args.base or args.changed_only:
             p.error("--base / --changed-only compare two trees under Spike; a board run measures one tree")
-        return board_runs.main(args)
+        return board_cost_runs.main(args)
     if args.changed_only and not args.base:
         p.error("--changed-only compares two trees: give --base")
     specs: list[per_token.Spec] = []
@@ -94,4 +95,4 @@ def main(argv: list[str]) -> int:
             p.error(str(e))
         for line in per_token.notes(specs, tuple(args.matrix.isa_builds)):
             print(f"rvvdiff cost: {line}", flush=True)
-    return suite_runs.measure(args, specs)
+    return cost_suite_runs.measure(args, specs)

@@ -22,7 +22,7 @@ the fix (``fix = "<name>"``) are the finding's expected failures.
     as ``fixes cost`` measures it.
 
 ``rvvdiff fixes cost [NAME ...] [--ggml-src TREE] [--vlen LIST] [--isa LIST] [-k EXPR]``
-    only the cost: ``rvvdiff cost --changed-only`` (harness/cost/suite_runs.py; instructions under
+    only the cost: ``rvvdiff cost --changed-only`` (harness/jobs/cost_suite_runs.py; instructions under
     Spike, deterministic) with HEAD = the patched tree and BASE = the tree, in the ISA builds the
     header's ``cost`` names, at every Spike VLEN (128 to 4096), and the scalar twins of the cases
     it measured; per case, ISA build and VLEN: fixed / replaced and fixed / twin.  A fix that costs

@@ -15,9 +15,9 @@ from harness.core import settings
 from harness.core.config import work_dir
 from harness.core.errors import RvvdiffError
 from harness.core.matrix import Matrix, add_options, option_type, parse_isas, parse_vlens, vlens_on
-from harness.cost import gate_step
-from harness.cost.gate_lists import COST_THRESHOLD
+from harness.cost.tables.gate_lists import COST_THRESHOLD
 from harness.ggml import gitrev
+from harness.jobs import gate_cost_step
 from harness.jobs.gate_runs import GateError, gate
 from harness.report.gate_summary import summary_md, write
 from harness.toolchain.compilers import selected
@@ -62,10 +62,10 @@ def main(argv: list[str]) -> int:
     c.add_argument("--cost-vlen", type=option_type(lambda v: vlens_on("spike", parse_vlens(v))), default=None,
                    metavar="LIST",
                    help="VLENs the cost step measures (default: the gate's --vlen, plus 2048 and 4096 when it "
-                        "includes 1024; without --vlen: " + ",".join(map(str, gate_step.COST_VLENS)) + ")")
+                        "includes 1024; without --vlen: " + ",".join(map(str, gate_cost_step.COST_VLENS)) + ")")
     c.add_argument("--cost-isa", type=option_type(parse_isas), default=None, metavar="LIST",
                    help="ISA builds the cost step measures (default: the gate's --isa, else "
-                        + ",".join(gate_step.COST_ISAS) + ")")
+                        + ",".join(gate_cost_step.COST_ISAS) + ")")
     a, pytest_args = p.parse_known_args(argv)
     given = Matrix.of(a)  # HEAD and BASE with the same matrix
     head_dir = Path(a.head).resolve()
@@ -74,7 +74,7 @@ def main(argv: list[str]) -> int:
             raise GateError(f"HEAD {a.head}: no such directory (give a llama.cpp or ggml checkout)")
         cost = None
         if not a.no_cost:
-            vlens, isas = gate_step.cost_targets(given, a.cost_vlen, a.cost_isa)
+            vlens, isas = gate_cost_step.cost_targets(given, a.cost_vlen, a.cost_isa)
             cost = {"vlens": vlens, "isas": isas, "threshold": a.cost_threshold, "block_slower": a.block_slower,
                     "compilers": given.compiler_names}
         base_dir, how = gitrev.resolve_base(head_dir, a.base, a.target_branch)

@@ -30,7 +30,9 @@ from pathlib import Path
 
 from harness.core.config import work_dir
 from harness.core.matrix import DEFAULT_COMPILER, ISAS, add_options
-from harness.upstream import formatpatch, speed, stock
+from harness.cost.tables import fix_speed
+from harness.jobs import fix_cost_runs
+from harness.upstream import formatpatch, stock
 from harness.upstream.series_runs import fetch_b11434, write_all
 
 
@@ -56,7 +58,7 @@ def main(argv: list[str]) -> int:
                 default_words={"isas": "the test's", "stress": "as the test says"})
     p.add_argument("--cost", action="append", default=[], metavar="SERIES",
                    help="measure the estimated cycles per core of the series' fixes under Spike (slow; VLEN "
-                        f"{' and '.join(map(str, speed.CYCLES_VLENS))}); record them in <out>/cycles.json")
+                        f"{' and '.join(map(str, fix_speed.CYCLES_VLENS))}); record them in <out>/cycles.json")
     p.add_argument("--work", type=Path, help="with --run-test: tree copy and build directory (rvvdiff ggml-tests')")
     a = p.parse_args(argv)
     if a.fetch_b11434:
@@ -64,4 +66,4 @@ def main(argv: list[str]) -> int:
         return 0
     return write_all(a.out, a.ggml_src or [], author=a.author or formatpatch.identity(), run_tests=a.run_test,
                      compilers=list(a.cc), vlens=a.vlen,
-                     isa=a.isa, stress=a.rvv_stress, cost=a.cost, work_dir=a.work)
+                     isa=a.isa, stress=a.rvv_stress, cost=a.cost, work_dir=a.work, cycles_of=fix_cost_runs.series_cycles)

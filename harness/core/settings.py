@@ -58,9 +58,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("COST_CACHE", "0: measure every cost case afresh (default: a measurement is kept, keyed by the server "
             "binary, VLEN, ISA string and request bytes, and reused)", "1"),
     Setting("COST_SNAPSHOT", "0: every cost run under Spike starts the kernel server from the beginning (default: "
-            "from a snapshot taken after ggml's start-up, harness/cost/snapshot.py)", "1"),
+            "from a snapshot taken after ggml's start-up, harness/cost/measure/snapshot.py)", "1"),
     Setting("COST_MODEL", "the model-shaped cost cases the cost suite adds: `SHAPE:TYPE:BATCH+BATCH[:check][:cpu]`, "
-            "comma-separated (`tinyllama:q4_0:1+32`; set by `rvvdiff cost --model`; harness/cost/per_token.py)",
+            "comma-separated (`tinyllama:q4_0:1+32`; set by `rvvdiff cost --model`; harness/cost/prices/per_token.py)",
             "none"),
     Setting("FIXES_DIR", "the directory of fix patches `rvvdiff fixes` verifies", "harness/data/fixes"),
     Setting("WORKERS", "default of `--workers` for `rvvdiff gate` and `rvvdiff fixes`", "auto"),

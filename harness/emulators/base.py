@@ -52,7 +52,7 @@ class Emulator(ABC):
     timeout_factor: ClassVar[float] = 1.0
     #: Whether it can trace the functions a call executes (:mod:`harness.emulators.trace`).
     traces: ClassVar[bool] = False
-    #: Whether it counts the instructions a call retires, exactly (:mod:`harness.cost.spike_count`).
+    #: Whether it counts the instructions a call retires, exactly (:mod:`harness.cost.measure.spike_count`).
     counts: ClassVar[bool] = False
     #: Whether it logs the instructions its programs execute (--rvv-coverage, :mod:`harness.emulators.executed`).
     logs_exec: ClassVar[bool] = False

@@ -99,7 +99,7 @@ def encode_quit() -> bytes:
 
 
 #: The top bit of a CALL's repeat count: the server notes ``cost.instret`` / ``cost.cycles``, the
-#: counters around the last repetition (harness/cost/spike_count.py; exact on Spike only).
+#: counters around the last repetition (harness/cost/measure/spike_count.py; exact on Spike only).
 REPEAT_MEASURE = 1 << 31
 
 

@@ -3,7 +3,7 @@ header says what it fixes: ``rvvdiff fix:`` title, ``finding``, ``functions``, `
 ``cost-with``, ``cost-k``, ``wrong-vlens``, ``vector-path``) beside its upstream-ready report ``<name>.md``,
 the known-failure entries that name it (``fix = "<name>"``), and where a fix stands on a tree: it
 applies, it is already in the tree, or it no longer applies (and then whether the buggy code is still
-there).  Verifying a fix is harness/jobs/fix_checks.py, measuring its cost harness/cost/fix_cost.py,
+there).  Verifying a fix is harness/jobs/fix_checks.py, measuring its cost harness/jobs/fix_cost_runs.py,
 the command ``rvvdiff fixes`` harness/commands/fixes.py.
 """
 

@@ -7,7 +7,7 @@ and at least one is named fixed, and the finding's known-failure entries apply t
 HEAD.  :func:`together`: every fix that applies, applied together; the whole suite with the known
 failures applied must pass with no expected failure left and no entry applying.  :func:`run` is the
 command after its options are parsed: the standings, the checks and each fix's cost
-(harness/cost/fix_cost.py), the report (harness/report/fix_summary.py) and ``fixes.json``.
+(harness/jobs/fix_cost_runs.py), the report (harness/report/fix_summary.py) and ``fixes.json``.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from harness.core.errors import RvvdiffError
 from harness.core.matrix import WHOLE, Matrix, vlens_on
 from harness.core.proc import own_session_env
 from harness.core.runner import read_results, run_suite
-from harness.cost.fix_cost import cost
 from harness.ggml import known, patches
 from harness.ggml.fix_catalogue import Fix, standing
 from harness.ggml.source import GgmlSource
 from harness.jobs import gate_runs
+from harness.jobs.fix_cost_runs import cost
 from harness.report import gate_verdict
 from harness.report.fix_summary import summary_md
 from harness.report.gate_summary import write as write_gate

@@ -24,9 +24,9 @@ failing** blocks; a **pre-existing** failure (with the known-failures entry that
 **fixed** one (with the entry to remove) are reported.
 
 **Cost** (after the three runs; ``--no-cost`` skips it): the cost cases (costs/) the change reaches
-are measured under Spike on HEAD and on BASE (harness/cost/gate_step.py: ``rvvdiff cost``'s runner
+are measured under Spike on HEAD and on BASE (harness/jobs/gate_cost_step.py: ``rvvdiff cost``'s runner
 with ``--changes`` and ``--changed-only`` and the gate's own diff; a case whose code did not change is
-not measured), at the gate's ``--vlen`` / ``--isa`` (``gate_step.cost_targets``; without them every
+not measured), at the gate's ``--vlen`` / ``--isa`` (``gate_cost_step.cost_targets``; without them every
 Spike VLEN, ISA build zvfh), with each of its compilers.  A case whose instructions per call moved
 beyond ``--cost-threshold`` (2 %) is listed **slower** or **faster**; a case measured on HEAD only (a
 new kernel) is named, not compared.  Slower cases block only with ``--block-slower PCT`` (beyond
@@ -65,9 +65,9 @@ from harness.core.errors import RvvdiffError
 from harness.core.matrix import DEFAULT_EMULATOR, WHOLE, Matrix
 from harness.core.proc import own_session_env
 from harness.core.runner import run_suite
-from harness.cost import gate_step
 from harness.ggml import changes, known
 from harness.ggml.source import GgmlSource, resolve
+from harness.jobs import gate_cost_step
 from harness.report import coverage, linegate
 from harness.report.gate_summary import COST_ROWS
 from harness.report.gate_verdict import GateVerdict, Run, classify, state, untested
@@ -118,7 +118,7 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, given: Matrix,
     given (the others: the main job's, every VLEN, ISA build and stress mode); ``compiler``: the compiler
     of the runs' tests when ``given`` names none (the setting's); ``pytest_args``: the other options of
     the runs.  ``also``: node-id globs that run on HEAD whatever they reach and on BASE whenever they ran
-    on HEAD (a finding's tests, when a fix is judged).  ``cost``: ``gate_step.measure_cost``'s options
+    on HEAD (a finding's tests, when a fix is judged).  ``cost``: ``gate_cost_step.measure_cost``'s options
     (``vlens``, ``isas``, ``threshold``, ``block_slower``, ``compilers``); None skips the step."""
     head_src, base_src = resolve(str(head_dir)), resolve(base_dir)
     selection = WHOLE.merged(given)
@@ -176,7 +176,7 @@ def gate(head_dir: Path, base_dir: str, base_how: str, out: Path, given: Matrix,
               f"{','.join(map(str, cost['vlens']))}, ISA build {','.join(cost['isas'])}", flush=True)
         t_cost = time.perf_counter()
         cost_workers = _workers(pytest_args) or workers
-        lists = gate_step.measure_cost(str(head_src.root), str(base_src.root), g, workers=cost_workers, **cost)
+        lists = gate_cost_step.measure_cost(str(head_src.root), str(base_src.root), g, workers=cost_workers, **cost)
         seconds["cost"] = time.perf_counter() - t_cost
         print(f"rvvdiff gate: {lists.headline()} ({seconds['cost']:.0f} s)", flush=True)
         if lists.incomplete:

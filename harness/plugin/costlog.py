@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from harness.cost.spike_count import Cost
+from harness.cost.measure.spike_count import Cost
 from harness.emulators import protocol as P
 from harness.plugin.targets import Target, session
 

@@ -15,9 +15,9 @@ from hypothesis.control import currently_in_test_context
 from harness.check import observe
 from harness.core.config import IsaBuild
 from harness.core.matrix import DEFAULT_COMPILER
-from harness.cost import board_counters
-from harness.cost.spike_count import Cost
-from harness.cost.spike_runs import measure as measure_call
+from harness.cost.measure import board_counters
+from harness.cost.measure.spike_count import Cost
+from harness.cost.measure.spike_runs import measure as measure_call
 from harness.emulators import pool, registry
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
@@ -210,9 +210,9 @@ class Target:
 
     def measure(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
                 bufs: Sequence[P.Buf] = ()) -> tuple[P.Response, Cost]:
-        """One call counted by the emulator (harness/cost/spike_count.py): its warm response and cost."""
+        """One call counted by the emulator (harness/cost/measure/spike_count.py): its warm response and cost."""
         emu = session().emulator
-        if isinstance(emu, Board):  # a board: its hardware counters (harness/cost/board_counters.py)
+        if isinstance(emu, Board):  # a board: its hardware counters (harness/cost/measure/board_counters.py)
             return self._counted(emu, kernel, ip, fp, bufs)
         if not emu.counts:
             raise pytest.UsageError(f"the cost measure counts instructions under Spike; {emu.label} cannot: "

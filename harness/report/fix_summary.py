@@ -1,5 +1,5 @@
 """The report of ``rvvdiff fixes`` (``reports/fixes/summary.md``): the tree and the command, all fixes
-together when they were run so, the cost of each fix per VLEN (harness/cost/fix_cost.py), then per fix
+together when they were run so, the cost of each fix per VLEN (harness/cost/tables/fix_cost.py), then per fix
 where it stands on the tree, its verification (harness/jobs/fix_checks.py) and its cost section.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from harness.cost.fix_cost import cost_md, cost_summary, span
+from harness.cost.tables.fix_cost import cost_md, cost_summary, span
 from harness.ggml.fix_catalogue import Standing
 from harness.ggml.source import GgmlSource
 

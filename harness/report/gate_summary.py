@@ -11,8 +11,8 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-from harness.cost import run_tally
-from harness.cost.gate_lists import CostLists
+from harness.cost.tables import run_tally
+from harness.cost.tables.gate_lists import CostLists
 from harness.report.gate_verdict import LISTS, GateVerdict
 from harness.report.html import cells, page
 from harness.report.ids import parse_id

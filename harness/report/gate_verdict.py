@@ -24,8 +24,8 @@ from typing import Any
 
 from harness.core.config import PROJECT_ROOT, VENV_BIN
 from harness.core.matrix import DEFAULT_EMULATOR
-from harness.cost.gate_lists import CostLists
-from harness.cost.run_tally import INCOMPLETE
+from harness.cost.tables.gate_lists import CostLists
+from harness.cost.tables.run_tally import INCOMPLETE
 from harness.ggml import known
 from harness.report.ids import parse_id, replay_argv, slug
 

@@ -1,4 +1,4 @@
-/* The hardware counters of a kernel server on a board (harness/cost/board_counters.py): opens the
+/* The hardware counters of a kernel server on a board (harness/cost/measure/board_counters.py): opens the
  * user-mode cycle and retired-instruction counters of process PID with perf_event_open, then for
  * each line read on stdin prints "cycles instret" (the counts so far).  Current kernels disable
  * user-mode rdcycle; perf_event_open needs kernel.perf_event_paranoid <= 2 for one's own processes

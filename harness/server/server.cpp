@@ -36,7 +36,7 @@ constexpr uint16_t PROTOCOL_VERSION = 1;
 enum Op : uint16_t { OP_HELLO = 0, OP_CALL = 1, OP_QUIT = 2 };
 
 // The top bit of a CALL's repeat count asks for the instruction and cycle counters around the
-// last repetition (rvvdiff's cost measure, harness/cost/spike_count.py): exact on Spike, where
+// last repetition (rvvdiff's cost measure, harness/cost/measure/spike_count.py): exact on Spike, where
 // every instruction retires in one cycle; host-time-based under QEMU, which the harness never uses.
 constexpr uint32_t REPEAT_MEASURE = 1u << 31;
 

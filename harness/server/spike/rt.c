@@ -25,7 +25,7 @@
 //     sends single-threaded requests only;
 //   - everything else the server is not known to need is reported on stderr
 //     and fails with ENOSYS, so an unexpected call is visible, not silent.
-// Start-up snapshot (for the cost measure, harness/cost/spike_count.py): when the
+// Start-up snapshot (for the cost measure, harness/cost/measure/spike_count.py): when the
 // first bytes the server reads from stdin are SNAP_MAGIC, the runtime writes the
 // program's writable memory (its data and bss, the brk area, the mmap pages in
 // use) to stdout as it stands at that first read -- ggml initialised, no request

@@ -1,14 +1,14 @@
 """``rvvdiff cost --emulator native|ssh:HOST[:DIR]``: measured cost on a board, beside the estimates for it.
 
 The cost suite (costs/) runs on the board at its VLEN: each case's warm call is counted by the board's
-hardware counters (harness/cost/board_counters.py: perf_event_open, repeated until stable), and, unless
+hardware counters (harness/cost/measure/board_counters.py: perf_event_open, repeated until stable), and, unless
 ``--no-estimates``, once more under Spike at the same VLEN, whose instruction mix the per-core tables
-price (harness/cost/cores.py).  Printed per case: measured cycles and instructions, Spike's
+price (harness/cost/prices/cores.py).  Printed per case: measured cycles and instructions, Spike's
 instructions and the estimate of each core of that VLEN; a case where measured and estimated cycles
 differ by more than 1.5x either way is listed.  ``board.json`` in ``--out`` has the rows.  Without
 counter access every case is unmeasured and one line says how to allow it.  The exit status is
 ``rvvdiff cost``'s: 3 when not every selected case was measured on the board or under Spike
-(harness/cost/run_tally.py).
+(harness/cost/tables/run_tally.py).
 """
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ from typing import Any
 from harness.core.errors import RvvdiffError
 from harness.core.matrix import Matrix
 from harness.core.runner import run_suite
-from harness.cost import board_counters, cores, run_tally, suite_tables
-from harness.cost.suite_runs import Options, finish
+from harness.cost.measure import board_counters
+from harness.cost.prices import cores
+from harness.cost.tables import run_tally, suite_tables
 from harness.emulators import registry
+from harness.jobs.cost_suite_runs import Options, finish
 from harness.toolchain.compilers import ToolchainError
 
 

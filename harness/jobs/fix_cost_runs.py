@@ -1,11 +1,11 @@
-"""What a fix costs (``rvvdiff fixes cost``, and the cost step of ``fixes check``): ``rvvdiff cost
---changed-only`` (harness/cost/suite_runs.py; instructions under Spike, deterministic) with HEAD = the
-tree plus the fix and BASE = the tree, in the ISA builds the fix's header names (``cost``), then the
-scalar twins of the cases it measured; per case, ISA build and VLEN: fixed / replaced and fixed /
-twin, and the cases where the fix costs more than the code it replaces at a VLEN where that code was
-right (outside the header's ``wrong-vlens``).  The header's ``cost-with`` fixes are applied to both
-trees first, its ``cost-k`` narrows the cases.  :func:`cost_md` is the fix's cost section of the
-fixes report (harness/report/fix_summary.py).
+"""What a fix costs (``rvvdiff fixes cost``, the cost step of ``fixes check``, and ``rvvdiff series --cost``):
+``rvvdiff cost --changed-only`` (harness/jobs/cost_suite_runs.py; instructions under Spike, deterministic) with
+HEAD = the tree plus the fix and BASE = the tree, in the ISA builds the fix's header names (``cost``), then the
+scalar twins of the cases it measured; per case, ISA build and VLEN: fixed / replaced and fixed / twin, and the
+cases where the fix costs more than the code it replaces at a VLEN where that code was right (outside the
+header's ``wrong-vlens``).  The header's ``cost-with`` fixes are applied to both trees first, its ``cost-k``
+narrows the cases.  The fixes report's section is harness/cost/tables/fix_cost.py; a series' estimated cycles
+per core (:func:`series_cycles`) are harness/cost/tables/fix_speed.py's.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from typing import Any
 from harness.core.config import SPIKE_VLENS
 from harness.core.errors import RvvdiffError
 from harness.core.matrix import DEFAULT_ISAS, Matrix
-from harness.cost import suite_runs, suite_tables
+from harness.cost.tables import fix_speed
 from harness.ggml import patches
 from harness.ggml.fix_catalogue import Fix, select
-from harness.ggml.source import GgmlSource
+from harness.ggml.source import GgmlSource, resolve
+from harness.jobs import cost_suite_runs
+from harness.upstream import fix_series
 
 #: Fixed / replaced above this is "costlier" (the cost is exact: only rounding is forgiven).
 COSTLIER = 1.0005
@@ -44,11 +46,11 @@ def cost(fix: Fix, source: GgmlSource, out: Path, workers: str, vlens: tuple[int
     patched = patches.apply([*before, fix], source, "fix")
     on = Matrix(vlens=tuple(vlens), isas=tuple(isas), tree=str(patched.root))
     expr = " and ".join(f"({e})" for e in (fix.cost_k, k) if e)
-    run = suite_runs.Options(on, base=str(base.root), changed_only=True, k=expr or None, out=out / "cost",
+    run = cost_suite_runs.Options(on, base=str(base.root), changed_only=True, k=expr or None, out=out / "cost",
                              workers=str(workers))
     try:
-        suite_runs.measure(run)  # its exit status says "a case was not measured": judged below, per case
-    except suite_runs.CostSelectionError as e:
+        cost_suite_runs.measure(run)  # its exit status says "a case was not measured": judged below, per case
+    except cost_suite_runs.CostSelectionError as e:
         lacks = "" if expr else ": the cost suite lacks a case calling it"
         raise CostStepError(f"{fix.name} ({', '.join(fix.meta.get('functions', '?').split(', '))}; "
                             f"{', '.join(isas)}): {e}{lacks}") from None
@@ -59,8 +61,8 @@ def cost(fix: Fix, source: GgmlSource, out: Path, workers: str, vlens: tuple[int
     twins = sorted({r["twin"] for r in rows.values() if r.get("twin")} - {key[0] for key in rows})
     commands = [shlex.join(["rvvdiff", "cost", *run.argv()])]
     if twins:
-        twin_run = suite_runs.Options(on, k=" or ".join(twins), out=out / "cost-twins", workers=str(workers))
-        suite_runs.measure(twin_run)
+        twin_run = cost_suite_runs.Options(on, k=" or ".join(twins), out=out / "cost-twins", workers=str(workers))
+        cost_suite_runs.measure(twin_run)
         tdata = json.loads((out / "cost-twins" / "cost.json").read_text())
         rows.update({(r["case"], r["vlen"], r["isa"]): r for r in tdata["head"]})
         data["unmeasured"].update(tdata["unmeasured"])
@@ -88,51 +90,23 @@ def cost(fix: Fix, source: GgmlSource, out: Path, workers: str, vlens: tuple[int
             "commands": commands, "report": str(out / "cost" / "cost.md")}
 
 
-def cost_summary(rows: list[dict[str, Any]], vlens: list[int]) -> dict[int, dict[str, tuple[float, float] | None]]:
-    """Per VLEN: the range (min, max) of fixed / replaced and of fixed / twin over the cases and ISA builds."""
-    out: dict[int, dict[str, tuple[float, float] | None]] = {}
-    for v in vlens:
-        at = [x for x in rows if x["vlen"] == v]
-        out[v] = {}
-        for k in ("fixed_over_replaced", "fixed_over_twin"):
-            vals = [x[k] for x in at if x[k] is not None]
-            out[v][k] = (min(vals), max(vals)) if vals else None
+def series_cycles(s: fix_series.Series, work: Path, vlens: tuple[int, ...] = fix_speed.CYCLES_VLENS) -> dict:
+    """Each fix of the series measured as ``rvvdiff fixes cost`` measures it (Spike, the cost suite's cases the change
+    reaches, the patched tree against the pinned one) at ``vlens``, in its first ISA build, clang; per fix the
+    estimated cycles per core, fixed / replaced (:func:`harness.cost.tables.fix_speed.ratios`), or why there are
+    none (``rvvdiff series --cost``: an entry of cycles.json)."""
+    pinned = resolve(None)
+    out: dict[str, dict] = {}
+    for fx in s.fixes:
+        isa = "zvfh" if "zvfh" in fx.cost_isas else (fx.cost_isas or ["zvfh"])[0]
+        try:
+            res = cost(fx, pinned, work / fx.name, "1", vlens=vlens, isas=(isa,))
+        except CostStepError as e:
+            out[fx.name] = {"why": str(e), "isa": isa, "compiler": "clang"}
+            continue
+        data = json.loads((work / fx.name / "cost" / "cost.json").read_text())
+        out[fx.name] = {"cores": fix_speed.ratios(data), "isa": isa, "compiler": "clang", "vlens": list(vlens),
+                        "seconds": res["seconds"], "unmeasured": fix_speed.unmeasured(data)}
+        if not out[fx.name]["cores"]:
+            out[fx.name]["why"] = "no measured case has an instruction mix at a VLEN with a core's prices"
     return out
-
-
-def span(r: tuple[float, float] | None) -> str:
-    """A range of ratios as the tables print it (``1.010``, ``0.980-1.010``; ``-``: none)."""
-    if r is None:
-        return "-"
-    lo, hi = (f"{x:.3f}" for x in r)
-    return lo if lo == hi else f"{lo}-{hi}"
-
-
-def cost_md(name: str, c: dict[str, Any]) -> list[str]:
-    """The cost section of one fix in summary.md: per VLEN the ranges, then per case and build."""
-    vlens = c["vlens"]
-    lines = ["", f"Cost ({', '.join(c['isas'])}; {c['seconds']:.0f} s): fixed / replaced, fixed / scalar twin, "
-             "instructions under Spike; * = a VLEN where the replaced code is wrong."
-             + (f" Both trees have {', '.join(c['with'])}." if c["with"] else ""), "",
-             "| | " + " | ".join(f"VLEN {v}" + ("*" if any(x["replaced_wrong"] for x in c["rows"] if x["vlen"] == v)
-                                              else "") for v in vlens) + " |",
-             "|---|" + "---|" * len(vlens)]
-    summ = cost_summary(c["rows"], vlens)
-    lines.append("| fixed / replaced | " + " | ".join(span(summ[v]["fixed_over_replaced"]) for v in vlens) + " |")
-    lines.append("| fixed / twin | " + " | ".join(span(summ[v]["fixed_over_twin"]) for v in vlens) + " |")
-    lines += ["", "| case | ISA | " + " | ".join(str(v) for v in vlens) + " |", "|---|---|" + "---|" * len(vlens)]
-    by: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
-    for x in c["rows"]:
-        by.setdefault((x["case"], x["isa"]), {})[x["vlen"]] = x
-
-    def cell(x: dict[str, Any] | None) -> str:
-        if x is None:
-            return "-"
-        r, t = x["fixed_over_replaced"], x["fixed_over_twin"]
-        return (f"{r:.3f}" if r is not None else "n/a") + (f" (x{t:.2f} twin)" if t is not None else "")
-    for (case, isa), per in sorted(by.items()):
-        lines.append(f"| `{case}` | {isa} | " + " | ".join(cell(per.get(v)) for v in vlens) + " |")
-    lines += [f"- costlier than the replaced code where it was right: {m}" for m in c["costlier_where_right"]]
-    lines += [f"- not measured: {line}" for line in suite_tables.grouped(dict(sorted(c["unmeasured"].items())))]
-    lines += [f"- command: `{cmd}`" for cmd in c["commands"]]
-    return lines

@@ -1,4 +1,4 @@
-"""One call measured under Spike by two runs of the kernel server (harness/cost/spike_count.py's docstring says
+"""One call measured under Spike by two runs of the kernel server (harness/cost/measure/spike_count.py's docstring says
 what is counted and why): the runs, the check that run B executed at least what run A did at every address,
 and the cache of measurements (``$RVVDIFF_CACHE/cost``, off with ``RVVDIFF_COST_CACHE=0``)."""
 
@@ -19,8 +19,9 @@ from harness.binary import elf
 from harness.core import settings
 from harness.core.config import cache_dir
 from harness.core.proc import execute
-from harness.cost import cores, mca, snapshot
-from harness.cost.spike_count import TALLY_VERSION, Cost, CostError, image, parse_histogram, second_estimate, tally
+from harness.cost.measure import snapshot
+from harness.cost.measure.spike_count import TALLY_VERSION, Cost, CostError, image, parse_histogram, second_estimate, tally
+from harness.cost.prices import cores, mca
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
 from harness.toolchain.builds import Build
@@ -124,7 +125,7 @@ def measure(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], 
 
 
 def _started(argv: list[str], exe: Path, timeout: float) -> list[str]:
-    """``argv`` running the server's start-up snapshot instead of the server (harness/cost/snapshot.py):
+    """``argv`` running the server's start-up snapshot instead of the server (harness/cost/measure/snapshot.py):
     the same counts without ggml's start-up in each of the two runs.  Without one (RVVDIFF_COST_SNAPSHOT=0,
     or it could not be taken: said once as a warning), ``argv`` itself."""
     if settings.get("COST_SNAPSHOT") == "0":

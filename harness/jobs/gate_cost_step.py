@@ -1,7 +1,7 @@
 """The PR gate's cost step (docs/gate.md: the cost lists): the cost cases (costs/) the change reaches,
-measured under Spike on HEAD and on BASE with ``rvvdiff cost``'s runs (harness/cost/suite_runs.py),
+measured under Spike on HEAD and on BASE with ``rvvdiff cost``'s runs (harness/jobs/cost_suite_runs.py),
 at the VLENs and ISA builds :func:`cost_targets` picks; the lists come from
-harness/cost/gate_lists.py.
+harness/cost/tables/gate_lists.py.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from typing import Any
 
 from harness.core.config import SPIKE_VLENS, VLENS
 from harness.core.matrix import Matrix
-from harness.cost import compiler_gaps, suite_runs, suite_tables
-from harness.cost.gate_lists import COST_THRESHOLD, CostLists, cost_lists, merged, not_measured
+from harness.cost.tables import compiler_gaps, suite_tables
+from harness.cost.tables.gate_lists import COST_THRESHOLD, CostLists, cost_lists, merged, not_measured
 from harness.emulators import spike
+from harness.jobs import cost_suite_runs
 
 #: What the cost step measures when the gate is given no ``--vlen`` (or ``all``) / ``--isa``: every VLEN Spike runs
 #: (where the RVV kernels dispatch differently) in ggml's default riscv64 build only.  Every ISA build
@@ -51,7 +52,7 @@ def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, .
 
     ``compilers`` (names of harness/toolchain/compilers.py's ``COMPILERS``; empty: the selected one): with
     more than one, HEAD and BASE are measured with each, each compiler's HEAD against its own BASE, and
-    the lists are the union of each compiler's (every move names its compiler: harness/cost/gate_lists.merged)."""
+    the lists are the union of each compiler's (every move names its compiler: harness/cost/tables/gate_lists.merged)."""
     t0 = time.perf_counter()
     plain = CostLists(False, "", threshold, block_slower, list(vlens), list(isas))
     why = spike.available()
@@ -61,7 +62,7 @@ def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, .
         return plain
     out = g / "cost"
     out.mkdir(parents=True, exist_ok=True)
-    args = suite_runs.Options(Matrix(vlens=vlens, isas=isas), workers=workers, kernel_timeout=COST_KERNEL_TIMEOUT)
+    args = cost_suite_runs.Options(Matrix(vlens=vlens, isas=isas), workers=workers, kernel_timeout=COST_KERNEL_TIMEOUT)
     extra = ["--changes", str(g / "changes.json"), "--changed-only"]
     several = len(compilers) > 1
     lists: dict[str, CostLists] = {}
@@ -70,8 +71,8 @@ def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, .
         t1 = time.perf_counter()
         tag = f"-{cc}" if several else ""
         try:
-            head, missing, _ = suite_runs.run_costs(head_tree, out, f"head{tag}", args, extra, cc)
-        except suite_runs.CostRunError as e:
+            head, missing, _ = cost_suite_runs.run_costs(head_tree, out, f"head{tag}", args, extra, cc)
+        except cost_suite_runs.CostRunError as e:
             nothing = _reached_nothing(out / f"head{tag}-report")
             lists[cc or ""] = CostLists(False, "cost: no cost case (costs/) reaches the change; nothing to measure"
                                         if nothing else f"cost not measured: {_first_line(e)}", threshold, block_slower,
@@ -81,9 +82,9 @@ def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, .
         note = incomplete = ""
         base: dict[suite_tables.Key, dict[str, Any]] = {}
         try:
-            base, missing_base, _ = suite_runs.run_costs(base_tree, out, f"base{tag}", args, extra, cc)
+            base, missing_base, _ = cost_suite_runs.run_costs(base_tree, out, f"base{tag}", args, extra, cc)
             missing.update(missing_base)
-        except suite_runs.CostRunError as e:
+        except cost_suite_runs.CostRunError as e:
             note = f"BASE not measured ({_first_line(e)}); HEAD's figures only"
             incomplete = "BASE's cost run did not complete"
         table = tables[cc or ""] = suite_tables.CostTable(head, base, missing, threshold / 100, cc if several else "")
@@ -91,7 +92,7 @@ def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, .
                                      seconds=time.perf_counter() - t1, note=note, report=str(out / "cost.md"),
                                      incomplete=incomplete)
     if tables:
-        suite_runs.write_report(out, tables, time.perf_counter() - t0, compiler_gaps.GAP)
+        cost_suite_runs.write_report(out, tables, time.perf_counter() - t0, compiler_gaps.GAP)
     return merged(lists) if several else next(iter(lists.values()))
 
 

@@ -41,8 +41,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.binary import elf, rvvnames, scalar_classes
-from harness.cost import mca
+from harness.binary import elf, rvvnames
+from harness.cost.prices import mca, scalar_classes
 from harness.emulators.spike import _functions
 
 #: The version of what :func:`tally` makes of a histogram: a kept measurement of another version is measured again
@@ -79,12 +79,12 @@ class Cost:
     vtype_unknown: int = 0
     #: The instruction mix of the call: executions per vector instruction name and vtype
     #: ("vwmacc.vv e8m1", "vle8.v e8mf2 v0.t", "vsetvli"), and of scalar instructions by class ("scalar" for
-    #: integer arithmetic, "scalar load", "scalar branch", ...: harness/binary/scalar_classes.py): what a core's
-    #: per-instruction prices apply to (harness/cost/cores.py).  Empty in a measurement kept by an rvvdiff that
+    #: integer arithmetic, "scalar load", "scalar branch", ...: harness/cost/prices/scalar_classes.py): what a core's
+    #: per-instruction prices apply to (harness/cost/prices/cores.py).  Empty in a measurement kept by an rvvdiff that
     #: did not record it; a mix kept before the scalar classes has "scalar", "scalar mul", "scalar div" only.
     mix: dict[str, int] = field(default_factory=dict)
     #: The second estimate at the VLEN LLVM's X60 model is for: llvm-mca over the executed basic blocks
-    #: (harness/cost/mca.py; cycles, cycles by mix key, skipped). Empty elsewhere or without llvm-mca.
+    #: (harness/cost/prices/mca.py; cycles, cycles by mix key, skipped). Empty elsewhere or without llvm-mca.
     mca: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -143,7 +143,7 @@ def mix_key(w: int, vtype: int | None) -> str:
 
 def scalar_key(got: tuple[int, int] | None) -> str:
     """The :attr:`Cost.mix` key of a scalar instruction (``(word, length)`` as :meth:`Image.word` gives it): its
-    class (harness/binary/scalar_classes.py: arithmetic, load, store, branch, jump, multiply, divide, floating
+    class (harness/cost/prices/scalar_classes.py: arithmetic, load, store, branch, jump, multiply, divide, floating
     point, other)."""
     if got is None:
         return scalar_classes.ALU
@@ -314,7 +314,7 @@ def tally(img: Image, diff: Counter[int], instret: int, cycles: int) -> Cost:
 
 
 def second_estimate(exe: Path, img: Image, diff: Counter[int]) -> dict:
-    """llvm-mca's X60 estimate of the call that executed ``diff`` (harness/cost/mca.py), keyed as the mix."""
+    """llvm-mca's X60 estimate of the call that executed ``diff`` (harness/cost/prices/mca.py), keyed as the mix."""
     def vinsn(pc: int) -> VInsn | None:
         fn = img.function_of(pc)
         return img.vector_map(fn[0]).get(pc) if fn is not None else None

@@ -4,8 +4,8 @@ ggml, beside rvvdiff's estimate of the same change (harness/data/calibration.tom
 A row is one change (a pull request: its ggml commit and the commit's parent), one board and what the
 board reported (tokens/s before and after, per llama-bench test: ``pp512``, ``tg32``), and rvvdiff's
 estimated speed-up of the kernel the model's weights run through at the board's VLEN: BEFORE's estimated
-cycles over AFTER's, by each estimator (``table``: rvv-bench's X60 prices, harness/cost/cores.py;
-``mca``: LLVM's X60 model, harness/cost/mca.py), from ``rvvdiff cost --base BEFORE --ggml-src AFTER``.
+cycles over AFTER's, by each estimator (``table``: rvv-bench's X60 prices, harness/cost/prices/cores.py;
+``mca``: LLVM's X60 model, harness/cost/prices/mca.py), from ``rvvdiff cost --base BEFORE --ggml-src AFTER``.
 
 The **error factor** of an estimate against a measured test is estimated speed-up / measured speed-up
 (1: exact; 2: the estimate promised twice the board's gain; 0.5: half).  :func:`summary` is the line
@@ -14,31 +14,26 @@ not held out, per estimator.  Rows marked ``held_out`` were kept out of every ch
 and are summarised apart; a held-out row used to change an estimator (``used_for``) is held out no longer,
 and its label says so.
 
-``python -m harness.cost.calibration`` prints the table; ``--write`` regenerates docs/calibration.md's
-table between its markers; ``estimate COST_JSON FUNCTION`` prints a cost run's ratios for every priced core;
-``record ROW [COST_JSON ...]`` keeps the part of each cost run the row needs (its committed source) and
-writes the row's estimates from that source into the data file; ``check`` lists each figure of the data
-file its source does not reproduce (harness/cost/calibration_sources.py).
+``rvvdiff calibration show`` prints the table (harness/commands/calibration.py), ``write`` puts it into
+docs/calibration.md between its markers, ``estimate COST_JSON FUNCTION`` prints :func:`every_core` of a cost run;
+a row's estimates come from its committed source (harness/cost/calibration/sources.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
-import json
-import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.core.matrix import add_options
-from harness.cost import calibration_sources, cores, estimate_pair
-from harness.cost.calibration_sources import CalibrationError, cost_ratios
+from harness.cost.calibration import sources
+from harness.cost.calibration.sources import CalibrationError, cost_ratios
+from harness.cost.prices import cores, estimate_pair
 
-DATA = calibration_sources.DATA
-DOC = Path(__file__).resolve().parents[2] / "docs" / "calibration.md"
+DATA = sources.DATA
+DOC = Path(__file__).resolve().parents[3] / "docs" / "calibration.md"
 DOC_LINK = "docs/calibration.md"
 ESTIMATORS = {"table": "rvv-bench prices", "mca": "llvm-mca", "instructions": "instructions"}
 #: The estimators the summary line states (the instruction ratio is a reference: no core's prices).
@@ -223,7 +218,7 @@ def doc_table(doc: Path = DOC) -> str:
 
 
 def every_core(cost: Mapping[str, Any], function: str, before_function: str | None = None) -> dict[str, dict]:
-    """:func:`cost_ratios` for every priced core at its own VLEN (harness/cost/cores.py: the X60, X100 and Ascalon
+    """:func:`cost_ratios` for every priced core at its own VLEN (harness/cost/prices/cores.py: the X60, X100 and Ascalon
     at 256, the A100 at 1024; LLVM's model only for the X60), per compiler of the run: ``{compiler: {"<core>
     (VLEN n)": ratios}}``.  A one-compiler cost.json is keyed ``run``; a multi-compiler one (``per_compiler``)
     by its compilers.  A core whose VLEN the run did not measure is left out; none at all is an error."""
@@ -246,48 +241,3 @@ def every_core(cost: Mapping[str, Any], function: str, before_function: str | No
         raise CalibrationError(f"{function}: no priced core's VLEN ({', '.join(str(v) for v in sorted(cores.vlens()))}) "
                                f"among the cost run's rows of both trees (it measured it at VLEN {vlens or 'none'})")
     return out
-
-
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.cost.calibration", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", nargs="?", default="show", choices=["show", "estimate", "record", "check"])
-    p.add_argument("args", nargs="*", help="estimate: COST_JSON FUNCTION; record: ROW [COST_JSON ...]")
-    p.add_argument("--before-function", default=None, help="estimate: BEFORE's path as another function of HEAD")
-    add_options(p, "compilers", one=True, defaults={"compilers": "clang"}, default_words={"compilers": "clang"},
-                prefix="record: the compiler of a one-compiler COST_JSON: ")
-    p.add_argument("--write", action="store_true", help="regenerate docs/calibration.md's table")
-    a = p.parse_args(argv)
-    try:
-        if a.command == "estimate":
-            if len(a.args) != 2:
-                p.error("estimate needs COST_JSON and FUNCTION")
-            got = every_core(json.loads(Path(a.args[0]).read_text()), a.args[1], a.before_function)
-            print(json.dumps({cc: {core: {k: round(v, 3) for k, v in r.items()} for core, r in per.items()}
-                              for cc, per in got.items()}, indent=1))
-            print("(estimates: a core's prices and LLVM's X60 model, not measurements; 'instructions' is the count "
-                  "ratio)", file=sys.stderr)
-            return 0
-        if a.command == "record":
-            if not a.args:
-                p.error("record needs ROW (its name in the data file) and the cost.json files to keep, if any")
-            new = calibration_sources.record(a.args[0], [Path(x) for x in a.args[1:]], a.cc)
-            print(f"{DATA}: {a.args[0]}: " + json.dumps(new))
-            return 0
-        if a.command == "check":
-            bad = calibration_sources.stale()
-            print("\n".join(bad) or f"{DATA}: every estimate is its row's committed cost output's")
-            return 1 if bad else 0
-    except CalibrationError as e:
-        print(f"python -m harness.cost.calibration {a.command}: {e}", file=sys.stderr)
-        return 2
-    if a.write:
-        print(f"{DOC}: {'rewritten' if write_doc() else 'already current'}")
-    else:
-        print(table())
-    print(summary())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

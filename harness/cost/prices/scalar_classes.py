@@ -1,8 +1,8 @@
 """The class of a scalar RISC-V instruction, for pricing: what a core's scalar pipelines do differently.
 
-A kernel's instruction mix (harness/cost/spike_count.py) names every vector instruction by its name and vtype;
+A kernel's instruction mix (harness/cost/measure/spike_count.py) names every vector instruction by its name and vtype;
 scalar instructions are counted by class, the granularity at which a core's scalar timings are published and
-modelled (harness/cost/scalar_prices.py): integer arithmetic, loads, stores, conditional branches, jumps,
+modelled (harness/cost/prices/scalar_prices.py): integer arithmetic, loads, stores, conditional branches, jumps,
 multiplies, divides, floating-point arithmetic and its divides and square roots, and the rest (CSR accesses,
 fences, atomics, environment calls).  Both encodings are read: the 32-bit base instructions and the 16-bit
 compressed ones (C, and the Zcb loads, stores and multiply), which a compiler uses for a large share of scalar

@@ -8,7 +8,7 @@ slices (``model_case``).  Each kept row is a cost.json row cut to what an estima
 units, the instruction mix, every core's price, LLVM's model), so an estimator that changes can be rerun
 over the same measurements.
 
-:func:`record` is ``python -m harness.cost.calibration record ROW [COST_JSON ...]``: it keeps the part of
+:func:`record` is ``rvvdiff calibration record ROW [COST_JSON ...]``: it keeps the part of
 each cost.json the row needs (merged into the row's source), computes the row's estimates from the whole
 source and writes them into the data file.  :func:`stale` recomputes every row from its committed source
 and lists each figure that is not the data file's (tests/test_calibration_sources.py).
@@ -28,7 +28,7 @@ from typing import Any
 
 from harness.core.config import DATA_DIR
 from harness.core.errors import RvvdiffError
-from harness.cost import cores, estimate_pair, per_token
+from harness.cost.prices import cores, estimate_pair, per_token
 
 DATA = DATA_DIR / "calibration.toml"
 SOURCES = DATA_DIR / "calibration"

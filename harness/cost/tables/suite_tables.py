@@ -1,7 +1,7 @@
 """Tables of the cost suite's rows (``--cost-log``): per kernel x VLEN x ISA build, HEAD against BASE.
 
 A row is one measured call (costs/test_cost.py): instructions retired, vector instructions and vector
-work (harness/cost/spike_count.py).  Read here:
+work (harness/cost/measure/spike_count.py).  Read here:
 
 * **cost per unit**: instructions per element (or per MAC) of the call, the figure that must fall as
   VLEN grows if the kernel uses the longer vectors;
@@ -10,15 +10,15 @@ work (harness/cost/spike_count.py).  Read here:
 * **HEAD / BASE**: the same case on the two trees; beyond ``threshold`` (default 2 %) it is listed
   *slower* or *faster*;
 * **paths by batch**: the cases of a batch sweep side by side, each batch with the path it measured
-  (harness/cost/batch_paths.py);
+  (harness/cost/tables/batch_paths.py);
 * **flags**: an RVV case whose cost per unit does not fall by at least :data:`SCALING_GAIN` from one
   VLEN to the next (the longer vector is not used: a fixed-width path, a variant that slides more
   than it computes), and one that costs more than its scalar twin;
 * **estimated cycles on real cores**: a row's instruction mix priced with the per-instruction
-  throughput tables of the cores whose VLEN it ran at (harness/cost/cores.py), and at VLEN 256 LLVM's
-  X60 model over the executed blocks (harness/cost/mca.py); where the two differ by more than 1.5x,
-  the instructions responsible (harness/cost/estimate_pair.py).  Every estimated change is followed by the
-  calibration error seen so far against boards (harness/cost/calibration.py, docs/calibration.md).
+  throughput tables of the cores whose VLEN it ran at (harness/cost/prices/cores.py), and at VLEN 256 LLVM's
+  X60 model over the executed blocks (harness/cost/prices/mca.py); where the two differ by more than 1.5x,
+  the instructions responsible (harness/cost/prices/estimate_pair.py).  Every estimated change is followed by the
+  calibration error seen so far against boards (harness/cost/calibration/kernel_rows.py, docs/calibration.md).
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.cost import batch_paths, calibration, cores, estimate_pair
+from harness.cost.calibration import kernel_rows
+from harness.cost.prices import cores, estimate_pair
+from harness.cost.tables import batch_paths
 
 #: A VLEN step must make the cost per unit fall by at least this fraction to count as scaling.
 SCALING_GAIN = 0.05
@@ -212,7 +214,7 @@ class CostTable:
                 "costlier_than_twin_on_cores": self.costlier_than_twin_on_cores(),
                 "estimator_disagreements": [d.as_dict() for d in estimate_pair.disagreements(self.head)],
                 "batch_paths": [s.as_dict() for s in batch_paths.sweeps(self.head, self.base)],
-                "calibration": calibration.summary(), "unmeasured": self.unmeasured}
+                "calibration": kernel_rows.summary(), "unmeasured": self.unmeasured}
 
     def markdown(self, *, title: str = "Cost per VLEN", head_name: str = "HEAD", base_name: str = "BASE") -> str:
         slower, faster = self.moves()
@@ -229,7 +231,7 @@ class CostTable:
                     if len(ms) > 40:
                         out.append(f"- ... and {len(ms) - 40} more (cost.json)")
             if any(m.on_cores for m in slower + faster):
-                out += ["", f"Estimated changes ('est.'): {calibration.summary()}."]
+                out += ["", f"Estimated changes ('est.'): {kernel_rows.summary()}."]
         if self.unmeasured:
             out += ["", "Not measured (one line each; the rest of the table is complete):"]
             out += [f"- {line}" for line in grouped(self.unmeasured)]

@@ -2,7 +2,7 @@
 
 Every Spike run of the kernel server begins with ggml's start-up (``ggml_cpu_init`` fills its fp16 and
 GELU tables: 12 million instructions, 0.8 s of Spike with ``-g`` at VLEN 128 and 3.1 s at 4096), and a
-cost measurement is two runs (harness/cost/spike_count.py).  So the start-up is run once per server
+cost measurement is two runs (harness/cost/measure/spike_count.py).  So the start-up is run once per server
 binary and Spike target: the runtime (``server/spike/rt.c``), fed :data:`MAGIC` as its first input,
 writes the program's writable memory as it stands at the server's first read of stdin and exits; the
 pages it changed become extra segments of an ELF that loads what the server loads (and keeps only the

@@ -1,7 +1,7 @@
 """A calibration row measured again, by one command: the ``rvvdiff cost`` runs its committed source holds, redone
-on the row's two trees, and recorded (harness/cost/calibration_sources.py).
+on the row's two trees, and recorded (harness/cost/calibration/sources.py).
 
-``python -m harness.cost.calibration_runs ROW --ggml-git DIR [--cc clang,gcc14] [--dry-run]`` exports BEFORE and
+``rvvdiff calibration measure ROW --ggml-git DIR [--cc clang,gcc14] [--dry-run]`` exports BEFORE and
 AFTER (the row's ``before`` / ``after`` commits of ggml-org/ggml) from the git directory ``DIR`` with ``git
 archive``, and runs, per compiler:
 
@@ -10,7 +10,8 @@ archive``, and runs, per compiler:
   measured the row's two paths on AFTER);
 * each model-shaped case of the row (``--model SPEC -k model``), where the source holds it for that compiler;
 
-then ``python -m harness.cost.calibration record ROW COST_JSON ...`` with the runs' cost.json files.  A row with
+each run's arguments written by ``rvvdiff cost``'s own options (harness/jobs/cost_suite_runs.py ``Options``), then
+records the runs' cost.json files as ``rvvdiff calibration record ROW COST_JSON ...`` does.  A row with
 ``after_lmul`` (a tiling of tinyBLAS_RVV a pull request measured beside the one ggml kept) is measured on AFTER's
 tree with its one switch line set (:func:`with_lmul`).  A compiler
 given with ``--cc`` that the source does not hold yet gets the kernel cases clang's runs name.  ``--dry-run``
@@ -21,7 +22,6 @@ way, not by hand.
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import shutil
 import sys
@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import cache_dir
-from harness.core.matrix import add_options
+from harness.core.matrix import ISAS, Matrix
 from harness.core.proc import execute
-from harness.cost import calibration_sources as src
-from harness.cost import per_token
+from harness.cost.calibration import sources
+from harness.cost.prices import per_token
+from harness.jobs.cost_suite_runs import Options
 
 
 def _cases(run: Mapping[str, Any], side: str) -> list[str]:
@@ -49,24 +50,24 @@ def _cases(run: Mapping[str, Any], side: str) -> list[str]:
 
 def _specs(raw: Mapping[str, Any], run: Mapping[str, Any]) -> list[str]:
     names = {r.get("name") for side in ("head", "base") for r in run.get(side, [])}
-    return [c["spec"] for c in src.model_cases(raw)
+    return [c["spec"] for c in sources.model_cases(raw)
             if per_token.case_name(per_token.parse_spec(c["spec"])[0]) in names]
 
 
 def row(name: str) -> dict[str, Any]:
     """Row ``name`` of the data file, as written there."""
-    raw = next((r for r in src.read()[1] if r["name"] == name), None)
+    raw = next((r for r in sources.read()[1] if r["name"] == name), None)
     if raw is None:
-        raise src.CalibrationError(f"{name}: no such row in {src.DATA}")
+        raise sources.CalibrationError(f"{name}: no such row in {sources.DATA}")
     return raw
 
 
 def plan(name: str, compilers: list[str] | None, trees: tuple[Path, Path], out: Path) -> list[tuple[str, list[str]]]:
     """(compiler, ``rvvdiff cost`` arguments) of each run that measures row ``name`` again."""
     raw = row(name)
-    runs = src.load_source(name).get("per_compiler", {})
+    runs = sources.load_source(name).get("per_compiler", {})
     if not runs:
-        raise src.CalibrationError(f"{name}: no committed source to measure again ({src.source_path(name)})")
+        raise sources.CalibrationError(f"{name}: no committed source to measure again ({sources.source_path(name)})")
     before, after = trees
     vlen, first = int(raw["vlen"]), next(iter(runs.values()))
     isa = next(r["isa"] for side in ("head", "base") for r in first.get(side, []))
@@ -74,16 +75,16 @@ def plan(name: str, compilers: list[str] | None, trees: tuple[Path, Path], out: 
     for cc in compilers or list(runs):
         run = runs.get(cc) or {"head": [r for r in first.get("head", []) if "model" not in r["case"]],
                                "base": [r for r in first.get("base", []) if "model" not in r["case"]]}
-        common = ["--vlen", str(vlen), "--isa", isa, "-n", "1", "--cc", cc, "--ggml-src", str(after)]
+        on = Matrix(vlens=(vlen,), isas=(isa,), compilers={cc: tuple(ISAS)}, tree=str(after))
         kernels = _cases(run, "head")
         if kernels:
             on_both = bool(_cases(run, "base"))
-            out_runs.append((cc, [*common, *(["--base", str(before)] if on_both else []),
-                                  "-k", " or ".join(f"{c}-vlen{vlen}" for c in kernels),
-                                  "--out", str(out / f"{cc}-kernel")]))
+            out_runs.append((cc, Options(on, base=str(before) if on_both else None, workers="1",
+                                         k=" or ".join(f"{c}-vlen{vlen}" for c in kernels),
+                                         out=out / f"{cc}-kernel").argv()))
         for i, spec in enumerate(_specs(raw, run)):
-            out_runs.append((cc, [*common, "--base", str(before), "--model", spec, "-k", "model",
-                                  "--out", str(out / f"{cc}-model{i}")]))
+            out_runs.append((cc, Options(on, base=str(before), workers="1", k="model", model=spec,
+                                         out=out / f"{cc}-model{i}").argv()))
     return out_runs
 
 
@@ -94,7 +95,7 @@ def export(git_dir: Path, commit: str) -> Path:
         return dest
     cp = execute(["git", "--git-dir", str(git_dir), "archive", "--format=tar", commit], timeout=600, text=False)
     if cp.returncode != 0:
-        raise src.CalibrationError(f"git archive {commit} in {git_dir}: {cp.stderr.decode(errors='replace').strip()} "
+        raise sources.CalibrationError(f"git archive {commit} in {git_dir}: {cp.stderr.decode(errors='replace').strip()} "
                                    "(--ggml-git: a clone of ggml-org/ggml with the row's commits)")
     with tempfile.TemporaryDirectory(dir=dest.parent.parent) as tmp:
         with tempfile.TemporaryFile() as f:
@@ -120,7 +121,7 @@ def with_lmul(tree: Path, lmul: int) -> Path:
         return dest
     text = (tree / SGEMM).read_text() if (tree / SGEMM).is_file() else ""
     if text.count(LMUL_LINE + "\n") != 1:
-        raise src.CalibrationError(f"{tree / SGEMM}: no single '{LMUL_LINE}' line to set (after_lmul = {lmul})")
+        raise sources.CalibrationError(f"{tree / SGEMM}: no single '{LMUL_LINE}' line to set (after_lmul = {lmul})")
     with tempfile.TemporaryDirectory(dir=tree.parent) as tmp:
         shutil.copytree(tree, Path(tmp) / "t", symlinks=True)
         (Path(tmp) / "t" / SGEMM).write_text(text.replace(LMUL_LINE + "\n", f"#define LMUL {lmul}\n"))
@@ -128,42 +129,30 @@ def with_lmul(tree: Path, lmul: int) -> Path:
     return dest
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.cost.calibration_runs", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("row", help="the row's name in harness/data/calibration.toml")
-    p.add_argument("--ggml-git", type=Path, required=True, help="a git directory of ggml-org/ggml with its commits")
-    add_options(p, "compilers", unset=True, default_words={"compilers": "the compilers the row's source holds"})
-    p.add_argument("--out", type=Path, default=None, help="where the runs write (default: a new directory)")
-    p.add_argument("--dry-run", action="store_true", help="print the commands, run none")
-    a = p.parse_args(argv)
-    out = a.out or Path(tempfile.mkdtemp(prefix="calibration-"))
-    try:
-        raw = row(a.row)
-        trees = (export(a.ggml_git, raw["before"]), export(a.ggml_git, raw["after"]))
-        if raw.get("after_lmul"):
-            trees = (trees[0], with_lmul(trees[1], int(raw["after_lmul"])))
-        runs = plan(a.row, list(a.cc) if a.cc else None, trees, out)
-    except src.CalibrationError as e:
-        print(f"python -m harness.cost.calibration_runs: {e}", file=sys.stderr)
-        return 2
+def measure_again(name: str, ggml_git: Path, compilers: list[str] | None, out: Path | None, *,
+                  dry_run: bool = False) -> int:
+    """Row ``name`` measured again (module docstring; ``rvvdiff calibration measure``): its trees exported from
+    ``ggml_git``, the runs :func:`plan` gives made one after the other by ``rvvdiff cost`` (none with ``dry_run``:
+    their commands printed), and recorded; the command's exit status (1: a run failed, nothing recorded)."""
+    out = out or Path(tempfile.mkdtemp(prefix="calibration-"))
+    raw = row(name)
+    trees = (export(ggml_git, raw["before"]), export(ggml_git, raw["after"]))
+    if raw.get("after_lmul"):
+        trees = (trees[0], with_lmul(trees[1], int(raw["after_lmul"])))
+    runs = plan(name, compilers, trees, out)
     for cc, args in runs:
         print("rvvdiff cost " + shlex.join(args), flush=True)
-        if a.dry_run:
+        if dry_run:
             continue
         # no timeout: the user watches the run (its output goes to the terminal) and can interrupt it
         if execute([sys.executable, "-m", "harness.commands.cli", "cost", *args], timeout=None, stdout=None,
                    stderr=None).returncode != 0:
-            print(f"python -m harness.cost.calibration_runs: a run failed ({cc}); nothing recorded", file=sys.stderr)
+            print(f"rvvdiff calibration measure: a run failed ({cc}); nothing recorded", file=sys.stderr)
             return 1
-    if a.dry_run:
+    if dry_run:
         return 0
     for cc in dict.fromkeys(cc for cc, _ in runs):
         files = [Path(args[args.index("--out") + 1]) / "cost.json" for c, args in runs if c == cc]
-        new = src.record(a.row, files, cc)
-        print(f"{src.DATA}: {a.row} ({cc}): {new}")
+        new = sources.record(name, files, cc)
+        print(f"{sources.DATA}: {name} ({cc}): {new}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

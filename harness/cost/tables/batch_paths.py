@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-Key = tuple[str, int, str]  # (case, vlen, isa), as harness/cost/suite_tables.py keys rows
+Key = tuple[str, int, str]  # (case, vlen, isa), as harness/cost/tables/suite_tables.py keys rows
 
 
 @dataclass(frozen=True)

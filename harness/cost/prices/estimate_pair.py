@@ -1,9 +1,9 @@
 """The two cycle estimates of a measured call side by side, and where they part.
 
 * **table**: the call's instruction mix priced with a core's measured reciprocal throughputs
-  (rvv-bench; harness/cost/cores.py), for every core at the row's VLEN;
+  (rvv-bench; harness/cost/prices/cores.py), for every core at the row's VLEN;
 * **mca**: LLVM's SpacemiT X60 scheduling model run over the executed basic blocks
-  (harness/cost/mca.py), recorded in the row as ``mca`` at VLEN 256.
+  (harness/cost/prices/mca.py), recorded in the row as ``mca`` at VLEN 256.
 
 Both say "X60 cycles" for a VLEN 256 row.  Where they differ by more than :data:`DISAGREE` (either way),
 :func:`disagreements` names the instructions responsible: the mix keys whose cycles differ most between
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.cost import cores
+from harness.cost.prices import cores
 
 #: Label of the second estimate in tables and move lines.
 MCA_LABEL = "X60 (llvm-mca)"

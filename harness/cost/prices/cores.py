@@ -1,7 +1,7 @@
 """Estimated cycles on real RVV cores: a measured call's instruction mix priced with a core's
 per-instruction throughput table.
 
-Spike counts what a kernel asks a core to do (harness/cost/spike_count.py), the same at every VLEN for
+Spike counts what a kernel asks a core to do (harness/cost/measure/spike_count.py), the same at every VLEN for
 every core.  What a given core takes for it depends on how it executes each instruction: on the
 SpacemiT X60 (VLEN 256, 128-bit datapath) a ``vadd.vv`` at LMUL 1 occupies the vector unit for one
 cycle and a ``vrgather.vv`` at LMUL 8 for 256.  The tables here are rvv-bench's instruction
@@ -9,16 +9,16 @@ timings (camel-cdr/rvv-bench-results, MIT): for every instruction, SEW and LMUL,
 instruction measured on the real chip by looping over independent copies of it -- a reciprocal
 throughput, at vl = VLMAX, tail and mask agnostic (blank cells of that table filled from the
 undisturbed ones, which these cores execute alike).  One file per core in
-``harness/data/cost/cores/``, made by ``python -m harness.cost.cores import`` from the page.
+``harness/data/cost/cores/``, made by ``rvvdiff prices import`` from the page.
 
-The estimate of a call on a core is its mix (:attr:`harness.cost.spike_count.Cost.mix`) priced
+The estimate of a call on a core is its mix (:attr:`harness.cost.measure.spike_count.Cost.mix`) priced
 instruction by instruction: each vector instruction at the price of its name and the vtype in force,
-each scalar one at its class's price (harness/cost/scalar_prices.py: the core's measured ``add`` and ``mul``,
+each scalar one at its class's price (harness/cost/prices/scalar_prices.py: the core's measured ``add`` and ``mul``,
 LLVM's model of the core for loads, stores, branches, divides and floating point).  It holds only
 for a run at the core's own VLEN.  What it assumes and ignores, said in docs/cost.md: no overlap of
 scalar and vector work, no dependency stalls (latency), no memory system (every load hits), vl not
 mattering (true of these cores by the same measurements), the vtype found in the code
-(harness/cost/spike_count.py).  An instruction the table does not price (an indexed load, a bf16
+(harness/cost/measure/spike_count.py).  An instruction the table does not price (an indexed load, a bf16
 widening FMA on a core without Zvfbfwma) is counted as unpriced and reported, never guessed; an
 approximated price (a masked form priced as unmasked, a SEW the table left blank priced at the
 nearest one measured, a whole-register move priced as the unit-stride one of the same size) is
@@ -30,14 +30,12 @@ from __future__ import annotations
 import functools
 import html
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.binary import scalar_classes
 from harness.core.config import DATA_DIR
-from harness.cost import scalar_prices
+from harness.cost.prices import scalar_classes, scalar_prices
 
 CORES_DIR = DATA_DIR / "cost" / "cores"
 LMULS = ("mf8", "mf4", "mf2", "m1", "m2", "m4", "m8")
@@ -62,7 +60,7 @@ class Core:
 
     @property
     def scalar(self) -> float | None:
-        """Its integer arithmetic's price (harness/cost/scalar_prices.py), or None when nothing prices it."""
+        """Its integer arithmetic's price (harness/cost/prices/scalar_prices.py), or None when nothing prices it."""
         return scalar_prices.price(self.key, self.prices, scalar_classes.ALU)[0]
 
 
@@ -88,7 +86,7 @@ _VT = re.compile(r"e(\d+)(m\w+)$")
 
 def price(core: Core, key: str) -> tuple[float | None, bool]:
     """(cycles of one instruction of mix key ``key`` on ``core`` or None when unpriced, approximated?)."""
-    if key.startswith("scalar"):  # by class (harness/cost/scalar_prices.py)
+    if key.startswith("scalar"):  # by class (harness/cost/prices/scalar_prices.py)
         return scalar_prices.price(core.key, core.prices, key)
     if key.startswith("vset"):  # configuration: a scalar-pipe instruction on these cores
         return core.scalar, core.scalar is not None
@@ -226,40 +224,13 @@ def import_page(page: str, header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str]) -> int:
-    """``python -m harness.cost.cores import PAGE --key K --core LABEL --vlen N --source URL``; ``list``: the
-    cores; ``scalar``: each core's scalar prices by class and where they come from."""
-    import argparse
-
-    from harness.core.matrix import add_options
-
-    p = argparse.ArgumentParser(prog="python -m harness.cost.cores", description=main.__doc__)
-    p.add_argument("command", choices=["import", "list", "scalar"])
-    p.add_argument("page", nargs="?", type=Path, help="an rvv-bench-results <core>/index.html")
-    p.add_argument("--key")
-    p.add_argument("--core")
-    add_options(p, "vlens", one=True, prefix="the core's: ", default_words={"vlens": "none: import needs it"})
-    p.add_argument("--source", default="")
-    a = p.parse_args(argv)
-    if a.command == "scalar":  # each core's scalar prices by class, and their sources
-        for c in all_cores():
-            print(f"{c.label}: {scalar_prices.show(c.key, c.prices)}")
-        return 0
-    if a.command == "list":
-        for c in all_cores():
-            print(f"{c.key}\t{c.label}\tVLEN {c.vlen}\t{len(c.prices)} instruction forms\t{c.source}")
-        return 0
-    if not (a.page and a.key and a.core and a.vlen):
-        p.error("import needs PAGE, --key, --core and --vlen")
-    header = (f"# core: {a.core}\n# vlen: {a.vlen}\n# source: {a.source}\n"
+def import_core(page: Path, *, key: str, core: str, vlen: int, source: str = "") -> Path:
+    """The table of rvv-bench-results' page of a core (``<core>/index.html``) written as ``CORES_DIR/<key>.tsv``
+    (``rvvdiff prices import``), headed by the core's name, VLEN and source; the file written."""
+    header = (f"# core: {core}\n# vlen: {vlen}\n# source: {source}\n"
               "# prices: cycles per instruction (reciprocal throughput) at vl = VLMAX, by the vtype in force; "
               "tables tblMaa, then tblMau / tblMua / tblMuu for blank cells\n")
     CORES_DIR.mkdir(parents=True, exist_ok=True)
-    out = CORES_DIR / f"{a.key}.tsv"
-    out.write_text(import_page(a.page.read_text(), header))
-    print(f"{out}: {sum(1 for ln in out.read_text().splitlines() if not ln.startswith('#')) - 1} rows")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    out = CORES_DIR / f"{key}.tsv"
+    out.write_text(import_page(page.read_text(), header))
+    return out

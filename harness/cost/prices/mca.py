@@ -1,9 +1,9 @@
 """A second estimate of a call's cycles: LLVM's scheduling model of the SpacemiT X60 run by ``llvm-mca``
 over the basic blocks the call executed, each weighted by how often it ran.
 
-The first estimate (harness/cost/cores.py) prices each instruction alone at its measured reciprocal
+The first estimate (harness/cost/prices/cores.py) prices each instruction alone at its measured reciprocal
 throughput and adds the prices up.  This one takes the blocks themselves: Spike's PC histogram of one
-call (harness/cost/spike_count.py) is cut into basic blocks -- runs of consecutive executed addresses of
+call (harness/cost/measure/spike_count.py) is cut into basic blocks -- runs of consecutive executed addresses of
 one function with one execution count, ended after every branch or jump -- each block's instructions
 are disassembled from the server binary (``llvm-objdump``) and given to ``llvm-mca -mcpu=spacemit-x60``
 as a region of its own, which simulates the block repeated (:data:`ITERATIONS` times) on LLVM's model of
@@ -13,7 +13,7 @@ waits for itself).  The estimate is the sum over blocks of cycles per iteration 
 
 What it assumes: a block runs as in a loop of itself (a block that runs once is priced at its steady
 state, as if its start-up overlapped), branches are predicted, every load hits (the model's load
-latency), the vtype at a block's start is the one the code says (harness/cost/spike_count.py's decoding,
+latency), the vtype at a block's start is the one the code says (harness/cost/measure/spike_count.py's decoding,
 passed to llvm-mca as its ``LLVM-MCA-RISCV-SEW`` / ``-LMUL`` instruments).  The model is LLVM's
 (llvm/lib/Target/RISCV/RISCVSchedSpacemitX60.td, from SpacemiT's published and measured latencies), not
 rvv-bench's measurements, so the two estimates disagree where the model and the measurements do, and where
@@ -175,7 +175,7 @@ def _size(pc: int, insns: Mapping[int, tuple[str, str]]) -> int:
 @dataclass(frozen=True)
 class McaEstimate:
     cycles: float
-    #: Cycles by :attr:`harness.cost.spike_count.Cost.mix` key: each block's cycles shared among its
+    #: Cycles by :attr:`harness.cost.measure.spike_count.Cost.mix` key: each block's cycles shared among its
     #: instructions by their reciprocal throughputs on the model.
     by_key: dict[str, float]
     #: Executions of instructions llvm-mca left out (unparsed, no scheduling information, not disassembled).

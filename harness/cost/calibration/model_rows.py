@@ -1,29 +1,28 @@
 """The model-shaped estimates held against the boards: for each change of harness/data/calibration.toml,
-the estimated tokens/s ratio of one transformer layer's mul_mats (harness/cost/per_token.py: BEFORE's
+the estimated tokens/s ratio of one transformer layer's mul_mats (harness/cost/prices/per_token.py: BEFORE's
 cycles per token over AFTER's, at the board's VLEN, one core) beside the board's llama-bench ratio.
 
 A row's ``model_case`` table says which case (``spec``, as ``rvvdiff cost --model`` takes it) and its estimated
 ratio per batch and estimator (``b1 = { table = ..., mca = ..., instructions = ... }``); each measured test
 is compared with one batch: token generation (``tg*``) with batch 1, a prompt (``ppN``) with batch N
 where it was measured, else with the largest batch measured (said in the table).  The error factor is
-estimated / measured, as in harness/cost/calibration.py; held-out rows are summarised apart.
+estimated / measured, as in harness/cost/calibration/kernel_rows.py; held-out rows are summarised apart.
 
-``python -m harness.cost.calibration_model`` prints the table; ``--write`` puts it into
-docs/calibration.md between its markers; ``estimate COST_JSON SPEC`` prints a cost run's entry for a row.
+``rvvdiff calibration show --model`` prints the table (harness/commands/calibration.py), ``write`` puts it into
+docs/calibration.md between its markers, ``estimate COST_JSON --model SPEC`` prints a cost run's entry for a row
+(:func:`estimate`).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cost import calibration, calibration_sources, per_token
+from harness.cost.calibration import kernel_rows, sources
+from harness.cost.prices import per_token
 
 _BEGIN, _END = "<!-- model calibration table -->", "<!-- /model calibration table -->"
 SUMMARISED = ("table", "mca")
@@ -31,7 +30,7 @@ SUMMARISED = ("table", "mca")
 
 @dataclass(frozen=True)
 class ModelRow:
-    row: calibration.Row
+    row: kernel_rows.Row
     spec: str
     #: compiler -> batch -> estimator -> BEFORE / AFTER cycles per token
     estimates: Mapping[str, Mapping[int, Mapping[str, float]]]
@@ -57,7 +56,7 @@ class ModelRow:
 
 def parse(text: str, where: str = "calibration.toml") -> list[ModelRow]:
     data = tomllib.loads(text)
-    by_name = {r.name: r for r in calibration.parse(text, where)}
+    by_name = {r.name: r for r in kernel_rows.parse(text, where)}
     out = []
     for r in data.get("row", []):
         got = r.get("model_case") or []
@@ -66,21 +65,21 @@ def parse(text: str, where: str = "calibration.toml") -> list[ModelRow]:
     return out
 
 
-def _case(m: Mapping[str, Any], r: Mapping[str, Any], by_name: Mapping[str, calibration.Row], where: str) -> ModelRow:
+def _case(m: Mapping[str, Any], r: Mapping[str, Any], by_name: Mapping[str, kernel_rows.Row], where: str) -> ModelRow:
     try:
         per_token.parse_spec(m["spec"])
         est = {("clang" if k == "estimates" else k.removeprefix("estimates_")): {
             int(b.removeprefix("b")): {e: float(x) for e, x in v.items()} for b, v in per.items()}
             for k, per in m.items() if k.startswith("estimates")}
     except (KeyError, ValueError, AttributeError) as e:
-        raise calibration.CalibrationError(f"{where}: row {r.get('name')}: model_case needs spec = "
+        raise kernel_rows.CalibrationError(f"{where}: row {r.get('name')}: model_case needs spec = "
                                            f"'SHAPE:TYPE:BATCHES' and estimates = {{ b1 = {{ table = ... }} }} "
                                            f"({e})") from None
     return ModelRow(by_name[r["name"]], m["spec"], est, bool(m.get("summarised", True)), m.get("note", ""))
 
 
 def rows() -> list[ModelRow]:
-    return parse(calibration.DATA.read_text(), str(calibration.DATA)) if calibration.DATA.is_file() else []
+    return parse(kernel_rows.DATA.read_text(), str(kernel_rows.DATA)) if kernel_rows.DATA.is_file() else []
 
 
 def worst(rs: list[ModelRow], estimator: str, cc: str = "clang") -> tuple[float, int] | None:
@@ -111,16 +110,16 @@ def summary(rs: list[ModelRow] | None = None) -> str:
             if got or held:
                 (ok, n), (hok, hn) = (direction_right(given, est, cc),
                                       direction_right([r for r in rs if r.row.held_out], est, cc))
-                parts.append(f"{cc} builds, X60 by {calibration.ESTIMATORS[est]} within "
+                parts.append(f"{cc} builds, X60 by {kernel_rows.ESTIMATORS[est]} within "
                              + ", ".join(x for x in (got and f"{got[0]:.1f}x on {got[1]} changes"
                                                      + (f" ({used} held out until used for an estimator)" if used else ""),
                                                     held and f"{held[0]:.1f}x on {held[1]} held out") if x)
                              + (f", direction right on {ok} of {n}" if n else "")
                              + (f", {'on' if n else 'direction right on'} {hok} of {hn} held out" if hn else ""))
     if not parts:
-        return f"model-shaped calibration: no row yet ({calibration.DOC_LINK})"
+        return f"model-shaped calibration: no row yet ({kernel_rows.DOC_LINK})"
     return ("model-shaped estimates against boards (one layer's mul_mats, t/s ratio, error either way): "
-            + "; ".join(parts) + f" ({calibration.DOC_LINK})")
+            + "; ".join(parts) + f" ({kernel_rows.DOC_LINK})")
 
 
 def table(rs: list[ModelRow] | None = None) -> str:
@@ -148,46 +147,21 @@ def table(rs: list[ModelRow] | None = None) -> str:
     return "\n".join(out)
 
 
-def write_doc(doc: Path = calibration.DOC) -> bool:
+def write_doc(doc: Path = kernel_rows.DOC) -> bool:
     text = doc.read_text()
     if _BEGIN not in text or _END not in text:
-        raise calibration.CalibrationError(f"{doc}: no {_BEGIN} ... {_END} markers to put the table between")
+        raise kernel_rows.CalibrationError(f"{doc}: no {_BEGIN} ... {_END} markers to put the table between")
     new = text.split(_BEGIN)[0] + _BEGIN + "\n" + table() + "\n" + _END + text.split(_END, 1)[1]
     if new != text:
         doc.write_text(new)
     return new != text
 
 
-def doc_table(doc: Path = calibration.DOC) -> str:
+def doc_table(doc: Path = kernel_rows.DOC) -> str:
     text = doc.read_text()
     return text.split(_BEGIN, 1)[1].split(_END, 1)[0].strip() if _BEGIN in text else ""
 
 
 def estimate(cost: Mapping[str, Any], spec_text: str, vlen: int = 256) -> dict[str, dict[str, float]]:
     """A ``rvvdiff cost --base BEFORE --ggml-src AFTER --model SPEC`` run's ratios, as a row's ``estimates``."""
-    return calibration_sources.model_ratios(cost, spec_text, vlen)
-
-
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.cost.calibration_model", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", nargs="?", default="show", choices=["show", "estimate"])
-    p.add_argument("cost_json", nargs="?", type=Path)
-    p.add_argument("spec", nargs="?")
-    p.add_argument("--write", action="store_true", help="regenerate docs/calibration.md's model-shaped table")
-    a = p.parse_args(argv)
-    if a.command == "estimate":
-        if not (a.cost_json and a.spec):
-            p.error("estimate needs COST_JSON and SPEC")
-        print(json.dumps(estimate(json.loads(a.cost_json.read_text()), a.spec)))
-        return 0
-    if a.write:
-        print(f"{calibration.DOC}: {'rewritten' if write_doc() else 'already current'}")
-    else:
-        print(table())
-    print(summary())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    return sources.model_ratios(cost, spec_text, vlen)

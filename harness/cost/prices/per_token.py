@@ -26,7 +26,7 @@ Per token = a layer's cycles over ``n``, times the model's layers.  The **estima
 generation reads every weight once per token), threading overhead and everything of a forward pass
 but these mul_mats (attention, norms, the output head).  The ratio between two trees (BEFORE's cycles
 per token over AFTER's) is the figure held against a board's before / after tokens/s
-(harness/cost/calibration_model.py).
+(harness/cost/calibration/model_rows.py).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any
 
 from harness.core.config import ISA_BUILDS
 from harness.core.errors import RvvdiffError
-from harness.cost import cores, estimate_pair
+from harness.cost.prices import cores, estimate_pair
 from oracles import quant_types as QT
 
 #: Weight rows of the two slices the rule is fitted on, and of the slice that checks it (multiples of 16:

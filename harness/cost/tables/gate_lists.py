@@ -1,7 +1,7 @@
 """The PR gate's cost lists (docs/gate.md: the cost lists): from a table of HEAD's and BASE's cost rows
-(harness/cost/suite_tables.py) to the cases slower or faster beyond the threshold, the ones that block with
+(harness/cost/tables/suite_tables.py) to the cases slower or faster beyond the threshold, the ones that block with
 ``--block-slower``, and the one line the summary leads with.  Pure: the step that measures the rows
-is harness/cost/gate_step.py, the summary's cost section harness/report/gate_summary.py.
+is harness/jobs/gate_cost_step.py, the summary's cost section harness/report/gate_summary.py.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.cost import run_tally, suite_tables
+from harness.cost.tables import run_tally, suite_tables
 
 #: HEAD / BASE beyond this many percent is listed as slower or faster (``--cost-threshold``).
 COST_THRESHOLD = suite_tables.THRESHOLD * 100
@@ -21,7 +21,7 @@ INSTALL_SPIKE = "install with ci/setup.sh --spike"
 @dataclass
 class CostLists:
     """The cost step: the cost cases (costs/) the change reaches, measured on HEAD and BASE under
-    Spike (harness/cost/gate_step.py), slower / faster beyond ``threshold`` % of BASE's instructions.
+    Spike (harness/jobs/gate_cost_step.py), slower / faster beyond ``threshold`` % of BASE's instructions.
 
     ``note`` is one line when something was not measured (no Spike, a run that did not complete,
     BASE not measurable, nothing reached).  ``incomplete`` says why the step measured nothing on HEAD
@@ -79,7 +79,7 @@ def _build_failure(why: str) -> bool:
 
 
 def _collapse(unmeasured: dict[str, str]) -> dict[str, list[str]]:
-    """Tree ("head", "base") -> one line per reason (harness/cost/suite_tables.grouped), and one line for
+    """Tree ("head", "base") -> one line per reason (harness/cost/tables/suite_tables.grouped), and one line for
     all the cases the ISA builds that did not build left unmeasured (the first test of a build
     carries its error, the others are skipped pointing to it): a BASE that does not build is one line."""
     builds: dict[str, dict[str, Any]] = {}
@@ -109,7 +109,7 @@ def cost_lists(table: suite_tables.CostTable, *, block_slower: float | None = No
                incomplete: str = "") -> CostLists:
     """The gate's cost section from a table of HEAD's and BASE's rows.  A case measured on HEAD only
     (a new kernel, or BASE could not run it) is not compared: it is named, never slower or faster.  A
-    tree that measured none of the cases it has makes the step incomplete (harness/cost/run_tally.py),
+    tree that measured none of the cases it has makes the step incomplete (harness/cost/tables/run_tally.py),
     as does ``incomplete`` (BASE's run that did not complete)."""
     slower, faster = table.moves()
     tally = run_tally.Tally.of([table], base=True)

@@ -3,7 +3,7 @@ writes): the cost suite (costs/) under Spike on HEAD and, with a BASE, on BASE, 
 each run a pytest run with ``--cost-log`` (:func:`run_costs`); the tables they make and the reports
 written from them (:func:`write_report`: ``cost.md``, ``cost.json``, ``cost.html``).  :class:`Options`
 holds what one such command measures, by the command's option names; :func:`measure` is the command
-after its arguments are parsed, and what a fix's cost step runs (harness/cost/fix_cost.py)."""
+after its arguments are parsed, and what a fix's cost step runs (harness/jobs/fix_cost_runs.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from harness.core import settings
 from harness.core.errors import RvvdiffError
 from harness.core.matrix import ISAS, Matrix, vlens_on
 from harness.core.runner import NO_TESTS_COLLECTED, run_suite
-from harness.cost import calibration, calibration_model, compiler_gaps, per_token, run_tally, suite_tables
+from harness.cost.calibration import kernel_rows, model_rows
+from harness.cost.prices import per_token
+from harness.cost.tables import compiler_gaps, run_tally, suite_tables
 from harness.ggml import changes, tree
 from harness.ggml.source import resolve
 from harness.toolchain.compilers import selected
@@ -103,7 +105,7 @@ def run_costs(tree: str | None, out: Path, name: str, args: Options, extra: list
     """Measure the selected cases on ``tree`` (built by ``compiler``, a name of harness/core/matrix.py's
     ``COMPILER_NAMES``; None: the selected one) in ``isas`` (default: the matrix's) on ``emulator`` at
     ``vlens`` (default: the matrix's under Spike): (rows, unmeasured case -> reason, seconds).  Every
-    case the run selected is a row or an unmeasured case (harness/cost/run_tally.py counts them)."""
+    case the run selected is a row or an unmeasured case (harness/cost/tables/run_tally.py counts them)."""
     log = out / f"{name}.jsonl"
     log.unlink(missing_ok=True)
     run_matrix = Matrix(vlens=vlens or args.vlens, isas=args.matrix.isa_builds if isas is None else isas,
@@ -203,7 +205,7 @@ def measure(args: Options, specs: Sequence[per_token.Spec] = ()) -> int:
             for m in f[:20]:
                 print(f"    faster: {m.describe()}")
             if any(m.on_cores for m in s + f):
-                print(f"  est.: {calibration.summary()}")
+                print(f"  est.: {kernel_rows.summary()}")
         for line in counted.reasons():
             print(f"  not measured: {line}")
     if several:
@@ -218,7 +220,7 @@ def measure(args: Options, specs: Sequence[per_token.Spec] = ()) -> int:
             except per_token.ModelCostError as e:
                 lines = [f"model-shaped cases ({cc}): {e}"]
             if args.base:
-                lines.append(f"  est.: {calibration_model.summary()}")
+                lines.append(f"  est.: {model_rows.summary()}")
             (out / (f"model-{cc}.md" if several else "model.md")).write_text("\n".join(lines) + "\n")
             print("\n".join(lines))
     print(f"rvvdiff cost: measured in {seconds:.0f} s")
@@ -229,7 +231,7 @@ def measure(args: Options, specs: Sequence[per_token.Spec] = ()) -> int:
 
 
 def finish(tally: run_tally.Tally, blocking: bool) -> int:
-    """The exit status of a cost command (harness/cost/run_tally.py), with one line on stderr when not every
+    """The exit status of a cost command (harness/cost/tables/run_tally.py), with one line on stderr when not every
     selected case was measured: how many, and by what outcome (each reason is a "not measured" line above)."""
     if not tally.complete:
         print(f"rvvdiff cost: incomplete: {tally.summary()}: {tally.counts() or 'nothing selected'}; each reason "

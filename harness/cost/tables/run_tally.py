@@ -1,7 +1,7 @@
 """What the runs of the cost suite measured of what they selected, and the exit status that follows
-(``rvvdiff cost``: harness/cost/suite_runs.py and board_runs.py; the gate's cost step:
-harness/cost/gate_lists.py).  Pure: the rows each run measured and its cases that produced none
-(harness/cost/suite_tables.unmeasured: ``"<run>[-<cc>]: <case>"`` -> ``"<outcome>: <reason>"``) in;
+(``rvvdiff cost``: harness/jobs/cost_suite_runs.py and board_cost_runs.py; the gate's cost step:
+harness/cost/tables/gate_lists.py).  Pure: the rows each run measured and its cases that produced none
+(harness/cost/tables/suite_tables.unmeasured: ``"<run>[-<cc>]: <case>"`` -> ``"<outcome>: <reason>"``) in;
 counts per run, one line per reason and the status out.
 
 A selected case is a test of the cost suite that ran (case x VLEN x ISA build); it is measured when it
@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from harness.cost.suite_tables import CostTable, by_reason
+from harness.cost.tables.suite_tables import CostTable, by_reason
 
 #: The exit status of a cost run where nothing blocks but not every selected case was measured (as
 #: ``rvvdiff fixes``'s 3: nothing failed, something could not be checked); a blocking slower case is 1.

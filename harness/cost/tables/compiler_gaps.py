@@ -2,10 +2,10 @@
 --cc gcc14,clang``, docs/cost.md), side by side, and the kernels where one compiler's code is dearer
 than another's.
 
-A row here is a cost-suite row (harness/cost/suite_tables.py) of one compiler's build; the same case,
+A row here is a cost-suite row (harness/cost/tables/suite_tables.py) of one compiler's build; the same case,
 VLEN and ISA build of two compilers is the same call on the same inputs, so their instruction
 counts compare exactly.  *Dearer* is judged on two measures: the instructions retired, and the
-instruction mix priced as estimated cycles on each real core of that VLEN (harness/cost/cores.py),
+instruction mix priced as estimated cycles on each real core of that VLEN (harness/cost/prices/cores.py),
 because one compiler may retire fewer instructions that each cost more (an LMUL-8 reduction
 against a few LMUL-1 adds).  A pair is listed when either measure differs by more than the
 threshold (default :data:`GAP`, 10 %); which compiler is the dearer one is said by the
@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.cost import cores
-from harness.cost.suite_tables import Key
+from harness.cost.prices import cores
+from harness.cost.tables.suite_tables import Key
 
 #: One compiler's code is listed as dearer than another's beyond this fraction (instructions or estimated cycles).
 GAP = 0.10

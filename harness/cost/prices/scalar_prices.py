@@ -1,4 +1,4 @@
-"""What a core's scalar instructions cost, by class (harness/binary/scalar_classes.py), from evidence that does
+"""What a core's scalar instructions cost, by class (harness/cost/prices/scalar_classes.py), from evidence that does
 not come from the calibration rows: rvv-bench's measurements on the chip and LLVM's scheduling models.
 
 rvv-bench's tables (harness/data/cost/cores/*.tsv) time two scalar instructions on some cores, ``add`` and
@@ -9,13 +9,13 @@ throughput LLVM's scheduling model of the core gives it, where LLVM has a model 
 over a block of 16 independent instructions of the class (:data:`BLOCKS`, distinct destination registers, so
 that no latency enters), cycles per instruction in the steady state.  The figures are kept in
 harness/data/cost/scalar_prices.toml with the LLVM version that gave them, written by
-``python -m harness.cost.scalar_prices write`` and recomputed by tests/test_scalar_prices.py.
+``rvvdiff prices scalar --write`` and recomputed by tests/test_scalar_prices.py.
 
 A class neither source prices falls back to the core's integer arithmetic (a divide to its multiply), counted
 as approximated by the estimate; a core with no scalar evidence at all prices no scalar instruction (counted as
 unpriced, never guessed).  Why throughputs and not latencies: the price table is a sum of reciprocal
-throughputs for vector code too (harness/cost/cores.py); the latency of dependent instructions is what LLVM's
-model, the second estimate (harness/cost/mca.py), adds over whole blocks.
+throughputs for vector code too (harness/cost/prices/cores.py); the latency of dependent instructions is what LLVM's
+model, the second estimate (harness/cost/prices/mca.py), adds over whole blocks.
 
 No price here is chosen from a calibration row: the module reads the cores' tables and LLVM, nothing else
 (tests/test_scalar_prices.py checks it imports no calibration module).
@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
 import tomllib
 from collections.abc import Mapping
+from pathlib import Path
 
-from harness.binary import scalar_classes as SC
 from harness.core.config import DATA_DIR
 from harness.core.proc import execute
+from harness.cost.prices import scalar_classes as SC
 
 PRICES = DATA_DIR / "cost" / "scalar_prices.toml"
 #: The cores with a price table that LLVM models, and its name for each: the Ascalon X of rvv-bench's page is
@@ -109,7 +109,7 @@ def source(core_key: str, table: Mapping[tuple[str, bool], Mapping[str, float]])
 
 def measure(cpu: str) -> dict[str, float]:
     """Cycles per instruction of each class's block on LLVM's model of ``cpu`` (module docstring)."""
-    from harness.cost import mca
+    from harness.cost.prices import mca
 
     t = mca.tools()
     if t is None:
@@ -127,12 +127,12 @@ def measure(cpu: str) -> dict[str, float]:
 
 def render() -> str:
     """The data file's text from llvm-mca now."""
-    from harness.cost import mca
+    from harness.cost.prices import mca
 
     t = mca.tools()
     lines = ["# Scalar instructions' reciprocal throughput (cycles) by class on LLVM's scheduling model of each core",
              "# that has one: llvm-mca over a block of 16 independent instructions of the class.",
-             "# Written by `python -m harness.cost.scalar_prices write` (harness/cost/scalar_prices.py says how the",
+             "# Written by `rvvdiff prices scalar --write` (harness/cost/prices/scalar_prices.py says how the",
              "# figures are used); tests/test_scalar_prices.py recomputes them.",
              f'llvm = "{t.version if t else "?"}"']
     for key, cpu in LLVM_CPUS.items():
@@ -152,17 +152,8 @@ def show(core_key: str, table: Mapping[tuple[str, bool], Mapping[str, float]]) -
     return "; ".join(cells)
 
 
-def main(argv: list[str]) -> int:
-    """``python -m harness.cost.scalar_prices write``: write the LLVM figures (``python -m harness.cost.cores
-    scalar`` prints every core's scalar prices and their sources)."""
-    if argv[:1] == ["write"]:
-        PRICES.write_text(render())
-        modelled.cache_clear()
-        print(f"{PRICES}: written")
-        return 0
-    print("usage: python -m harness.cost.scalar_prices write", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def write() -> Path:
+    """The data file rewritten from llvm-mca now (``rvvdiff prices scalar --write``); its path."""
+    PRICES.write_text(render())
+    modelled.cache_clear()
+    return PRICES

@@ -1,13 +1,13 @@
 """The Speed paragraph of a series description: no board was used; Spike's instruction ratios; each fix's
 estimated cycles per core (fixed / replaced) and how such estimates have fared against boards so far.
 
-The estimates are ``rvvdiff cost``'s per-core figures (harness/cost/cores.py: a call's instruction mix under
+The estimates are ``rvvdiff cost``'s per-core figures (harness/cost/prices/cores.py: a call's instruction mix under
 Spike priced with rvv-bench's reciprocal throughputs of a core, for the cores of that VLEN).  ``rvvdiff series
 --cost SERIES`` (harness/commands/series.py) measures each fix of the series as ``rvvdiff fixes cost`` does (the
 cost suite's real-model cases the change reaches, the patched tree against the pinned one) at the VLENs of the
 cores rvvdiff has prices for, and keeps per fix and core the range over the cases of the fixed code's estimated
 cycles over the replaced code's, in ``<out>/cycles.json``; :func:`paragraph` renders them.  The track record is
-docs/calibration.md's (harness/cost/calibration.py): the worst error factor of the X60 estimate against the
+docs/calibration.md's (harness/cost/calibration/kernel_rows.py): the worst error factor of the X60 estimate against the
 speed-ups boards measured for earlier RVV changes, and in how many of them it got the direction right.
 """
 
@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.cost import calibration
+from harness.cost.calibration import kernel_rows
 
 #: The VLENs of the cores with rvv-bench prices (harness/data/cost/cores: X60, X100, Ascalon X at 256; A100 at 1024).
 CYCLES_VLENS = (256, 1024)
@@ -60,14 +60,14 @@ def _span(lo_hi: Sequence[float]) -> str:
 def track_record() -> str:
     """One sentence: how far the X60 estimates have been from boards' measured speed-ups (clang builds)."""
     try:
-        rs = calibration.rows()
-    except calibration.CalibrationError as e:
+        rs = kernel_rows.rows()
+    except kernel_rows.CalibrationError as e:
         return f"Their track record against boards could not be read ({e})."
     parts = []
     given, held_out = [r for r in rs if not r.held_out], [r for r in rs if r.held_out]
     for est, what in (("table", "rvv-bench prices"), ("mca", "LLVM's X60 model")):
-        w, h = calibration.worst(given, est), calibration.worst(held_out, est)
-        (ok, n), (hok, hn) = calibration.direction_right(given, est), calibration.direction_right(held_out, est)
+        w, h = kernel_rows.worst(given, est), kernel_rows.worst(held_out, est)
+        (ok, n), (hok, hn) = kernel_rows.direction_right(given, est), kernel_rows.direction_right(held_out, est)
         said = []
         if w:
             once = sum(1 for r in given if r.used_for and r.factors(est, "clang"))

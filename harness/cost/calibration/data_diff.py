@@ -1,6 +1,6 @@
 """Two versions of the calibration data file side by side: what an estimator's change did to every row.
 
-``python -m harness.cost.calibration_compare OLD_TOML [NEW_TOML]`` (NEW: the current data file) prints, as
+:func:`lines` (``rvvdiff calibration compare OLD_TOML [NEW_TOML]``; NEW: the current data file) gives, as
 Markdown tables, every estimate that differs between the two -- per row, compiler and estimator: the estimated
 speed-up before and after and its error factor against each test the board measured (estimate over measured);
 each model-shaped case's per-batch estimates; every other priced core's ratio -- held-out rows last, under
@@ -10,17 +10,16 @@ could not.  ``git show COMMIT:harness/data/calibration.toml > OLD_TOML`` gives t
 
 from __future__ import annotations
 
-import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.cost import calibration_sources
+from harness.cost.calibration import sources
 
 
 def _cases(raw: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    return {c["spec"]: c for c in calibration_sources.model_cases(raw)}
+    return {c["spec"]: c for c in sources.model_cases(raw)}
 
 
 def _errors(raw: Mapping[str, Any], value: float) -> str:
@@ -66,15 +65,6 @@ def lines(old: list[Mapping[str, Any]], new: list[Mapping[str, Any]]) -> list[st
             "", "Model-shaped cases:", "", *model, "", "Other priced cores (clang's builds):", "", *other]
 
 
-def main(argv: list[str]) -> int:
-    if not argv or len(argv) > 2:
-        print("usage: python -m harness.cost.calibration_compare OLD_TOML [NEW_TOML]", file=sys.stderr)
-        return 2
-    old = tomllib.loads(Path(argv[0]).read_text()).get("row", [])
-    new = tomllib.loads(Path(argv[1]).read_text() if len(argv) > 1 else calibration_sources.DATA.read_text())
-    print("\n".join(lines(old, new.get("row", []))))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def compare(old: Path, new: Path | None = None) -> list[str]:
+    """:func:`lines` of two versions of the data file (``new`` None: the current one)."""
+    return lines(*(tomllib.loads(f.read_text()).get("row", []) for f in (old, new or sources.DATA)))
