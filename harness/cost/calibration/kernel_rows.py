@@ -140,6 +140,20 @@ def direction_right(rs: list[Row] | tuple[Row, ...], estimator: str, cc: str = "
     return len(ok), len(with_est)
 
 
+def estimator_part(cc: str, est: str, got: tuple[float, int] | None, held: tuple[float, int] | None, used: int,
+                   right: tuple[int, int], right_held: tuple[int, int], *, plural: bool = False) -> str:
+    """One compiler's and estimator's part of a summary line (this module's and model_rows.py's): the worst error
+    factor over the rows given (``used`` of them held out until used for an estimator; ``plural``: "changes" even
+    for one) and over the held-out ones apart, and on how many of each the direction was right."""
+    (ok, n), (hok, hn) = right, right_held
+    given = got and f"{got[0]:.1f}x on {got[1]} change{'s' if plural or got[1] > 1 else ''}" + (
+        f" ({used} held out until used for an estimator)" if used else "")
+    return (f"{cc} builds, X60 by {ESTIMATORS[est]} within "
+            + ", ".join(x for x in (given, held and f"{held[0]:.1f}x on {held[1]} held out") if x)
+            + (f", direction right on {ok} of {n}" if n else "")
+            + (f", {'on' if n else 'direction right on'} {hok} of {hn} held out" if hn else ""))
+
+
 def summary(rs: list[Row] | tuple[Row, ...] | None = None) -> str:
     """The calibration error seen so far, one line, with the link (module docstring); a data file that does
     not read is said in the line (the cost report it is part of is not lost to it)."""
@@ -153,14 +167,9 @@ def summary(rs: list[Row] | tuple[Row, ...] | None = None) -> str:
         given, out = [r for r in rs if not r.held_out], [r for r in rs if r.held_out]
         got, held = worst(given, est, cc), worst(out, est, cc)
         if got or held:
-            (ok, n), (hok, hn) = direction_right(given, est, cc), direction_right(out, est, cc)
             used = sum(1 for r in given if r.used_for and r.factors(est, cc))
-            parts.append(f"{cc} builds, X60 by {ESTIMATORS[est]} within "
-                         + ", ".join(x for x in (got and f"{got[0]:.1f}x on {got[1]} change{'s' if got[1] > 1 else ''}"
-                                                 + (f" ({used} held out until used for an estimator)" if used else ""),
-                                                held and f"{held[0]:.1f}x on {held[1]} held out") if x)
-                         + (f", direction right on {ok} of {n}" if n else "")
-                         + (f", {'on' if n else 'direction right on'} {hok} of {hn} held out" if hn else ""))
+            parts.append(estimator_part(cc, est, got, held, used, direction_right(given, est, cc),
+                                        direction_right(out, est, cc)))
     if not parts:
         return f"calibration: no board measurement set beside an estimate yet ({DOC_LINK})"
     return ("calibration against boards (changed kernel's estimated speed-up vs the model's t/s, error either way): "

@@ -108,14 +108,9 @@ def summary(rs: list[ModelRow] | None = None) -> str:
             got, held = worst(given, est, cc), worst([r for r in rs if r.row.held_out], est, cc)
             used = len({r.row.name for r in given if r.row.used_for})
             if got or held:
-                (ok, n), (hok, hn) = (direction_right(given, est, cc),
-                                      direction_right([r for r in rs if r.row.held_out], est, cc))
-                parts.append(f"{cc} builds, X60 by {kernel_rows.ESTIMATORS[est]} within "
-                             + ", ".join(x for x in (got and f"{got[0]:.1f}x on {got[1]} changes"
-                                                     + (f" ({used} held out until used for an estimator)" if used else ""),
-                                                    held and f"{held[0]:.1f}x on {held[1]} held out") if x)
-                             + (f", direction right on {ok} of {n}" if n else "")
-                             + (f", {'on' if n else 'direction right on'} {hok} of {hn} held out" if hn else ""))
+                parts.append(kernel_rows.estimator_part(
+                    cc, est, got, held, used, direction_right(given, est, cc),
+                    direction_right([r for r in rs if r.row.held_out], est, cc), plural=True))
     if not parts:
         return f"model-shaped calibration: no row yet ({kernel_rows.DOC_LINK})"
     return ("model-shaped estimates against boards (one layer's mul_mats, t/s ratio, error either way): "
