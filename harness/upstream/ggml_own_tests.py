@@ -23,23 +23,24 @@ so the second build recompiles ``quants.c`` and the test and relinks.  A lock fi
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shlex
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from harness.core import settings
+from harness.core import config, settings
 from harness.core.config import DATA_DIR, cache_dir
-from harness.core.proc import STDOUT, execute, run
+from harness.core.proc import CommandError, execute, run
 from harness.emulators import qemu
+from harness.toolchain import cmake_build
+from harness.toolchain.cmake_build import CmakeBuild
 from harness.upstream import stock
 
 TEST_PATCHES = DATA_DIR / "ggml-tests"
@@ -219,15 +220,9 @@ def prepare_tree(tree: Path, patches: Sequence[Path], pinned: Path | None = None
     return changed
 
 
-@contextmanager
-def locked(work: Path) -> Iterator[None]:
-    work.mkdir(parents=True, exist_ok=True)
-    with open(work / ".lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+def locked(work: Path) -> AbstractContextManager[None]:
+    """The lock of a work directory (its tree copy and build directories)."""
+    return config.locked(work / ".lock")
 
 
 # ------------------------------------------------------------------ build and run
@@ -239,29 +234,23 @@ def emulator() -> str:
     return shutil.which(name) or name
 
 
-def configure_argv(tree: Path, build_dir: Path, isa: str = "v", compiler: str = "clang") -> list[str]:
-    """stock.build_argvs' configure line (clang-22, ggml's options) with the tests turned on and QEMU as the
-    cross-compiling emulator (ctest runs each test under it).  ``tree`` need not exist yet (``commands`` prints
-    the line before the copy is made): it is laid out as the pinned tree."""
+def tests_cmake(tree: Path, build_dir: Path, isa: str = "v", compiler: str = "clang") -> CmakeBuild:
+    """stock's library build (clang-22, ggml's options) with the tests turned on and QEMU as the cross-compiling
+    emulator (ctest runs each test under it).  ``tree`` need not exist yet (``commands`` prints the line before
+    the copy is made): it is laid out as the pinned tree."""
     shape = tree if tree.exists() else pinned_root()
-    configure = [a.replace(str(shape), str(tree)) for a in stock.build_argvs(shape, isa, compiler, build_dir)[0]]
-    extra = {**TEST_CMAKE, "CMAKE_CROSSCOMPILING_EMULATOR": emulator()}
-    keep = [a for a in configure if not any(a.startswith(f"-D{k}=") for k in extra)]
-    return keep + [f"-D{k}={v}" for k, v in extra.items()]
+    b = stock.cmake_build(shape, isa, compiler, build_dir)
+    b = replace(b, source=Path(str(b.source).replace(str(shape), str(tree))))
+    return b.with_options({**TEST_CMAKE, "CMAKE_CROSSCOMPILING_EMULATOR": emulator()})
 
 
-def _configured(build_dir: Path) -> bool:
-    """Whether ``build_dir`` is configured, with the emulator :func:`configure_argv` gives now."""
-    cache = Path(build_dir) / "CMakeCache.txt"
-    if not cache.is_file():
-        return False
-    found = [ln.split("=", 1)[1] for ln in cache.read_text(errors="replace").splitlines()
-             if ln.startswith("CMAKE_CROSSCOMPILING_EMULATOR:")]
-    return found == [emulator()]
+def configure_argv(tree: Path, build_dir: Path, isa: str = "v", compiler: str = "clang") -> list[str]:
+    """The configure line of :func:`test_build`."""
+    return tests_cmake(tree, build_dir, isa, compiler).configure_argv()
 
 
 def build_argv(build_dir: Path, target: str, jobs: int = 2, nice: int = 5) -> list[str]:
-    return ["nice", "-n", str(nice), "cmake", "--build", str(build_dir), "--target", target, f"-j{jobs}"]
+    return cmake_build.build_argv(build_dir, (target,), jobs=jobs, nice=nice)
 
 
 def executable(build_dir: Path, target: str) -> Path:
@@ -291,16 +280,13 @@ def build(tree: Path, build_dir: Path, target: str, isa: str = "v", *, jobs: int
     build_dir.mkdir(parents=True, exist_ok=True)
     log = build_dir / "ggmltests-build.log"
     t0 = time.monotonic()
-    steps = [] if _configured(build_dir) else [configure_argv(tree, build_dir, isa, compiler)]
-    steps.append(build_argv(build_dir, target, jobs))
-    with open(log, "a") as fh:
-        for argv in steps:
-            fh.write(f"$ {shlex.join(argv)}\n")
-            fh.flush()
-            cp = execute(argv, stdout=fh, stderr=STDOUT, timeout=timeout)
-            if not cp.ok:
-                how = f"timed out after {timeout:g} s" if cp.timed_out else f"exit {cp.returncode}"
-                raise stock.StockToolchainError(f"{shlex.join(argv[:6])} ... failed ({how}); log {log}")
+    b = tests_cmake(tree, build_dir, isa, compiler)
+    try:
+        cmake_build.configure(b, what=f"ggml's tests, {compiler}, {isa}", log=log, timeout=timeout, reuse=True)
+        cmake_build.build(b, (target,), jobs=jobs, nice=5, timeout=timeout, what=f"building {target}", log=log)
+    except CommandError as e:
+        how = f"timed out after {timeout:g} s" if e.returncode is None else f"exit {e.returncode}"
+        raise stock.StockToolchainError(f"{shlex.join(e.argv[:6])} ... failed ({how}); log {log}") from None
     return time.monotonic() - t0
 
 

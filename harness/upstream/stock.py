@@ -27,7 +27,8 @@ import shlex
 import shutil
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +37,8 @@ from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError, run
 from harness.emulators import qemu
 from harness.emulators.base import Ran
-from harness.toolchain.cmake import forget_stale_configuration, march_mismatch
+from harness.toolchain.cmake import march_mismatch
+from harness.toolchain.cmake_build import CmakeBuild, build, configure
 
 #: The stock clang: Debian bookworm's clang-22 (from bookworm-security).
 CLANG_VERSION = 22
@@ -209,6 +211,10 @@ def layout(tree: Path) -> Layout:
     raise ValueError(f"{tree} is neither a llama.cpp tree (ggml/CMakeLists.txt) nor a ggml tree (include/ggml.h)")
 
 
+#: The targets of the library build.
+LIBRARIES = ("ggml-cpu", "ggml-base")
+
+
 def libraries(tree: Path, build_dir: Path) -> list[Path]:
     """The static libraries the program links, in link order."""
     d = Path(build_dir) / layout(tree).libdir
@@ -254,16 +260,18 @@ def toolchain_options(toolchain: str, printed: bool) -> dict[str, str]:
     return {**cross, "CMAKE_C_COMPILER": cc, "CMAKE_CXX_COMPILER": cxx, "CMAKE_AR": ar, "CMAKE_RANLIB": ranlib}
 
 
+def cmake_build(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path, *, printed: bool = False) -> CmakeBuild:
+    """ggml of ``tree`` configured for ISA build ``isa`` with ``toolchain`` in ``build_dir``, the compilers named in
+    options (``printed``: as a maintainer types them, see :func:`build_commands`)."""
+    return CmakeBuild(layout(tree).source, Path(build_dir), {**toolchain_options(toolchain, printed),
+                                                             **cmake_options(tree, isa)})
+
+
 def build_argvs(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path, jobs: int = 2,
                 nice: int | None = None, *, printed: bool = False) -> list[list[str]]:
     """The configure and build commands as argument lists (see :func:`build_commands`)."""
-    lay = layout(tree)
-    opts = {**toolchain_options(toolchain, printed), **cmake_options(tree, isa)}
-    configure = ["cmake", "-S", str(lay.source), "-B", str(build_dir), *(f"-D{k}={v}" for k, v in opts.items())]
-    build = ["cmake", "--build", str(build_dir), "--target", "ggml-cpu", "ggml-base", f"-j{jobs}"]
-    if nice is not None:
-        build = ["nice", "-n", str(nice), *build]
-    return [configure, build]
+    b = cmake_build(tree, isa, toolchain, build_dir, printed=printed)
+    return [b.configure_argv(), b.build_argv(LIBRARIES, jobs=jobs, nice=nice)]
 
 
 def build_commands(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path, jobs: int = 2,
@@ -334,15 +342,17 @@ def ggml_cpu_march(build_dir: Path) -> str | None:
     return None
 
 
-def _step(argv: list[str], what: str, timeout: float, log_file: Path | None = None) -> None:
+@contextmanager
+def _step(what: str, log_file: Path | None = None) -> Iterator[None]:
+    """A step of a stock build: its command's failure as one :class:`StockToolchainError` line (the first error)."""
     try:
-        run(argv, timeout=timeout, what=what, log_file=log_file)
+        yield
     except CommandError as e:
         status = "timed out" if e.returncode is None else f"failed (exit {e.returncode})"
         err = next((ln.strip() for ln in (e.stderr + "\n" + e.stdout).splitlines()
                     if re.search(r"error|Error", ln)), "")
         where = f"; log {log_file}" if log_file else ""
-        raise StockToolchainError(f"{what} {status}: {err or shlex.join(argv)}{where}") from e
+        raise StockToolchainError(f"{what} {status}: {err or shlex.join(e.argv)}{where}") from e
 
 
 def build_libraries(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path, *,
@@ -356,9 +366,9 @@ def build_libraries(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: 
     build_dir = Path(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
     log_file = build_dir / "rvvdiff-stock.log"
-    configure, build = build_argvs(tree, b, toolchain, build_dir, jobs, nice)
-    forget_stale_configuration(build_dir, configure)
-    _step(configure, f"CMake configure of ggml ({toolchain}, {b.name})", 600, log_file)
+    cmake = cmake_build(tree, b, toolchain, build_dir)
+    with _step(f"CMake configure of ggml ({toolchain}, {b.name})", log_file):
+        configure(cmake, what=f"ggml, {toolchain}, {b.name}", log=log_file, timeout=600)
     march = ggml_cpu_march(build_dir)
     if march is None:
         raise StockToolchainError(f"no -march for ggml-cpu's RVV sources in {build_dir}/compile_commands.json")
@@ -366,7 +376,9 @@ def build_libraries(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: 
     if bad:
         raise StockToolchainError(f"{bad} (ISA build {b.name}, {build_dir})")
     t0 = time.monotonic()
-    _step(build, f"building ggml's libraries ({toolchain}, {b.name})", timeout, log_file)
+    what = f"building ggml's libraries ({toolchain}, {b.name})"
+    with _step(what, log_file):
+        build(cmake, LIBRARIES, jobs=jobs, nice=nice, timeout=timeout, what=what, log=log_file)
     return time.monotonic() - t0
 
 
@@ -383,8 +395,10 @@ def build_program(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Pa
             program.write_text(TINY_PROGRAM)
     exe = Path(exe) if exe is not None else build_dir / (Path(program).stem + ".riscv64")
     tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
-    _step(link_argv(Path(program), tmp, tree=tree, build_dir=build_dir, toolchain=toolchain),
-          f"linking {program} ({toolchain})", 600, build_dir / "rvvdiff-stock.log")
+    what = f"linking {program} ({toolchain})"
+    with _step(what, build_dir / "rvvdiff-stock.log"):
+        run(link_argv(Path(program), tmp, tree=tree, build_dir=build_dir, toolchain=toolchain), timeout=600, what=what,
+            log_file=build_dir / "rvvdiff-stock.log")
     tmp.replace(exe)
     return exe
 
