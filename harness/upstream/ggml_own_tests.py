@@ -37,6 +37,7 @@ from pathlib import Path
 
 from harness.core import config, settings
 from harness.core.config import DATA_DIR, cache_dir
+from harness.core.matrix import Point
 from harness.core.proc import CommandError, execute, run
 from harness.emulators import qemu
 from harness.toolchain import cmake_build
@@ -92,6 +93,11 @@ class TestClass:
 
     def fix_patches(self) -> list[Path]:
         return [FIX_PATCHES / f"{f}.patch" for f in self.fixes]
+
+    def targets(self, compiler: str = "clang", vlens: Sequence[int] | None = None) -> list[Point]:
+        """Where the test runs: at its VLENs (or ``vlens``), in its ISA build and stress mode, built by the stock
+        ``compiler``."""
+        return [Point(v, self.isa, self.stress, compiler) for v in vlens or self.vlens]
 
     def base_patches(self) -> list[Path]:
         """The test patches and fixes of the classes this one builds on, transitively, in order."""
@@ -266,7 +272,7 @@ def run_argv(c: TestClass, build_dir: Path, vlen: int) -> list[str]:
     :func:`run_test` runs it): ``QEMU_CPU`` gives QEMU the VLEN and the ISA build's extensions; the class's
     stress mode is the tail/mask part only, without ``rvv_vl_half_avl``.  ``--no-tests=error``: a build without the
     test (ctest finds nothing) is a failure, not a pass."""
-    cpu = stock.cpu_value(vlen, c.isa, c.stress)
+    cpu = stock.cpu_value(Point(vlen, c.isa, c.stress))
     return ["env", f"QEMU_CPU={cpu}", "ctest", "--test-dir", str(build_dir), "-R", f"^{c.target}$",
             "--no-tests=error", "--output-on-failure", "--timeout", str(CTEST_TIMEOUT)]
 
@@ -366,19 +372,25 @@ def work_dir(work: Path | None = None) -> Path:
     return Path(work or settings.path("GGMLTESTS_DIR") or cache_dir() / "ggmltests")
 
 
-def run_class(name: str, *, fixed: bool = True, pinned: bool = True, vlens: Sequence[int] | None = None,
-              work: Path | None = None, jobs: int = 2, compiler: str = "clang", isa: str | None = None,
-              stress: bool | None = None, fixes: Sequence[str] | None = None, base: Sequence[str] = ()) -> Result:
+def run_class(name: str, *, targets: Sequence[Point] = (), fixed: bool = True, pinned: bool = True,
+              work: Path | None = None, jobs: int = 2, fixes: Sequence[str] | None = None, base: Sequence[str] = ()
+              ) -> Result:
     """Build and run the class's patched test on the pinned tree and/or with its fixes; pass/fail per VLEN.
 
     test-quantize-fns takes about 2.5 min per run under QEMU (ggml_quantize_init of the i-quants,
-    every type quantized): the VLENs run ``jobs`` at a time.  ``compiler``: the stock toolchain (``clang`` or
-    ``gcc14``, one build directory each); ``isa``: another ISA build than the class's (GCC 14 has no zvfbfwma);
-    ``stress``: QEMU's tail/mask stress on or off whatever the class says; ``fixes``: the fixed variant's fixes
-    in place of the class's (a series applies all of its own, in its order); ``base``: fixes applied on both
-    sides, after the test patch (another finding the same run would show, fixed elsewhere)."""
+    every type quantized): the VLENs run ``jobs`` at a time.  ``targets``: where it runs instead of the class's
+    own (:meth:`TestClass.targets`): their VLENs, in one ISA build (another than the class's: GCC 14 has no
+    zvfbfwma) and tail/mask stress mode, built by one stock toolchain (``clang`` or ``gcc14``, one build directory
+    each); ``fixes``: the fixed variant's fixes in place of the class's (a series applies all of its own, in its
+    order); ``base``: fixes applied on both sides, after the test patch (another finding the same run would show,
+    fixed elsewhere)."""
     c = CLASSES[name]
-    c = replace(c, isa=isa or c.isa, stress=c.stress if stress is None else stress,
+    targets = list(targets) or c.targets()
+    builds = {(t.isa.name, t.stress, t.compiler) for t in targets}
+    if len(builds) != 1:
+        raise ValueError(f"{name}: the targets are of {len(builds)} builds or stress modes; the test runs in one")
+    isa, stress, compiler = builds.pop()
+    c = replace(c, isa=isa, stress=stress, vlens=tuple(t.vlen for t in targets),
                 fixes=c.fixes if fixes is None else tuple(fixes))
     work = work_dir(work)
     tree, build_dir = work / "tree", work / (f"build-{c.isa}" + ("" if compiler == "clang" else f"-{compiler}"))
@@ -390,7 +402,7 @@ def run_class(name: str, *, fixed: bool = True, pinned: bool = True, vlens: Sequ
             changed = prepare_tree(tree, patches)
             secs = build(tree, build_dir, c.target, c.isa, jobs=jobs, compiler=compiler)
             with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-                runs = list(pool.map(lambda v: run_test(c, build_dir, v), vlens or c.vlens))
+                runs = list(pool.map(lambda v: run_test(c, build_dir, v), c.vlens))
             variants.append(Variant(vname, patches, secs, changed, runs))
     return Result(c, tree, build_dir, variants, compiler)
 

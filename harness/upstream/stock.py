@@ -34,6 +34,7 @@ from pathlib import Path
 
 from harness.core.config import COMMON_CMAKE, ISA_BUILDS, IsaBuild
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import Point
 from harness.core.proc import CommandError, run
 from harness.emulators import qemu
 from harness.emulators.base import Ran
@@ -307,23 +308,22 @@ def link_command(program: Path, exe: Path, *, tree: Path, build_dir: Path, toolc
     return shlex.join(link_argv(program, exe, tree=tree, build_dir=build_dir, toolchain=toolchain, printed=printed))
 
 
-def cpu_value(vlen: int, isa: str | IsaBuild, stress: bool = False, half_avl: bool = False) -> str:
-    """QEMU's ``-cpu`` value (or ``QEMU_CPU``) for an ISA build, named or given, at ``vlen``."""
-    return qemu.cpu(vlen, _isa(isa), stress, half_avl)
+def cpu_value(at: Point, half_avl: bool = False) -> str:
+    """QEMU's ``-cpu`` value (or ``QEMU_CPU``) the printed commands give a point: its ISA build's extensions at its
+    VLEN, and with its stress mode the tail/mask part (``half_avl``: also rvvdiff's ``rvv_vl_half_avl``)."""
+    return qemu.cpu(at, half_avl)
 
 
-def run_argv(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
-             qemu: str = "qemu-riscv64") -> list[str]:
+def run_argv(exe: Path, at: Point, *, half_avl: bool = False, program: str = "qemu-riscv64") -> list[str]:
     """The command of :func:`run_command` as an argument list."""
-    return [qemu, "-cpu", cpu_value(vlen, isa, stress, half_avl), str(exe)]
+    return [program, "-cpu", cpu_value(at, half_avl), str(exe)]
 
 
-def run_command(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
-                qemu: str = "qemu-riscv64") -> str:
-    """Shell command line running the static ``exe`` under qemu-riscv64 at ``vlen`` with the ISA
-    build's extensions; ``stress``: tail/mask-agnostic elements written as all ones
-    (``rvv_ta_all_1s``, ``rvv_ma_all_1s``); ``half_avl``: also rvvdiff's ``rvv_vl_half_avl``."""
-    return shlex.join(run_argv(exe, vlen, isa, stress, half_avl=half_avl, qemu=qemu))
+def run_command(exe: Path, at: Point, *, half_avl: bool = False, program: str = "qemu-riscv64") -> str:
+    """Shell command line running the static ``exe`` under qemu-riscv64 (``program``) at ``at``'s VLEN with its ISA
+    build's extensions; with its stress mode, tail/mask-agnostic elements written as all ones (``rvv_ta_all_1s``,
+    ``rvv_ma_all_1s``); ``half_avl``: also rvvdiff's ``rvv_vl_half_avl``."""
+    return shlex.join(run_argv(exe, at, half_avl=half_avl, program=program))
 
 
 # ------------------------------------------------------------------ running them
@@ -403,19 +403,17 @@ def build_program(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Pa
     return exe
 
 
-def run_exe(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
-            args: Sequence[str] = (), timeout: float = 300) -> Ran:
+def run_exe(exe: Path, at: Point, *, half_avl: bool = False, args: Sequence[str] = (), timeout: float = 300) -> Ran:
     """Run ``exe`` (with ``args``) under QEMU as :func:`run_command` says (the qemu-riscv64 rvvdiff runs:
     ``$RVVDIFF_QEMU`` or PATH); its exit status is for the caller to judge."""
-    return qemu.qemu().run_program(exe, vlen, qemu.cpu_props(_isa(isa), stress, half_avl), args=args, timeout=timeout,
-                                what=f"{Path(exe).name} under QEMU")
+    return qemu.qemu().run_program(exe, at.vlen, qemu.cpu_props(at.isa, at.stress, half_avl), args=args,
+                                   timeout=timeout, what=f"{Path(exe).name} under QEMU")
 
 
-def run_program(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
-                timeout: float = 300) -> str:
+def run_program(exe: Path, at: Point, *, half_avl: bool = False, timeout: float = 300) -> str:
     """Run ``exe`` under QEMU (see :func:`run_command`); return its standard output, or raise
     :class:`StockToolchainError` when it does not exit with 0."""
-    r = run_exe(exe, vlen, isa, stress, half_avl=half_avl, timeout=timeout)
+    r = run_exe(exe, at, half_avl=half_avl, timeout=timeout)
     if r.returncode != 0:
         status = "timed out" if r.returncode is None else f"exited with {r.returncode}"
         sigill = r.returncode in (-signal.SIGILL, 128 + signal.SIGILL)  # (killed by it; a shell says 132)

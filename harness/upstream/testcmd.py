@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT
+from harness.core.matrix import Point
 from harness.toolchain.cmake_build import build_argv
 from harness.upstream import formatpatch, stock
 from harness.upstream.ggml_own_tests import TEST_CMAKE
@@ -71,6 +72,10 @@ class TestRun:
     @property
     def failing(self) -> list[int]:
         return [v for v, ok in self.vlens.items() if not ok]
+
+    def at(self, vlen: int) -> Point:
+        """Where the run ran at ``vlen``: its ISA build, tail/mask policy and compiler."""
+        return Point(vlen, self.isa, self.stress, self.cc)
 
 
 def version(patches: Iterable[Path]) -> str:
@@ -135,10 +140,11 @@ def build_line() -> list[str]:
     return build_argv(Path(BUILD), (TARGET,))
 
 
-def run_line(vlen: int, isa: str, stress: bool) -> list[str]:
-    """The test run under qemu-riscv64 at ``vlen``: the ``-cpu`` value the recorded runs gave QEMU (the ISA build's
-    extensions; ``stress``: tail- and mask-agnostic elements written as ones, without ``rvv_vl_half_avl``)."""
-    return ["qemu-riscv64", "-cpu", stock.cpu_value(vlen, isa, stress), f"{BUILD}/bin/{TARGET}"]
+def run_line(at: Point) -> list[str]:
+    """The test run under qemu-riscv64 at ``at``: the ``-cpu`` value the recorded runs gave QEMU (the ISA build's
+    extensions at the VLEN; with stress, tail- and mask-agnostic elements written as ones, without
+    ``rvv_vl_half_avl``)."""
+    return ["qemu-riscv64", "-cpu", stock.cpu_value(at), f"{BUILD}/bin/{TARGET}"]
 
 
 def _vlens(vs: list[int]) -> str:
@@ -178,7 +184,7 @@ def where_it_fails(runs: list[TestRun], names: dict[str, str] | None = None) -> 
 
 def run_lines(runs: list[TestRun]) -> list[str]:
     """The runs that show the failure, one per build and tail/mask policy at its first failing VLEN."""
-    return list(dict.fromkeys(shlex.join(run_line(r.failing[0], r.isa, r.stress)) for r in failing(runs)))
+    return list(dict.fromkeys(shlex.join(run_line(r.at(r.failing[0]))) for r in failing(runs)))
 
 
 def build_lines(runs: list[TestRun], width: int = 100) -> list[str]:
