@@ -251,7 +251,7 @@ def tests_cmake(tree: Path, build_dir: Path, isa: str = "v", compiler: str = "cl
 
 
 def configure_argv(tree: Path, build_dir: Path, isa: str = "v", compiler: str = "clang") -> list[str]:
-    """The configure line of :func:`test_build`."""
+    """The configure line of :func:`tests_cmake`."""
     return tests_cmake(tree, build_dir, isa, compiler).configure_argv()
 
 
