@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.config import NOVECTOR, VLENS, IsaBuild
+from harness.core.matrix import Point
 from harness.emulators import qemu
 from harness.ggml import cwalk
 from harness.ggml.source import GgmlSource
@@ -230,7 +231,7 @@ def reference_tools(source: GgmlSource, compiler: str) -> Tools:
 
 def emulator_prefix(vlen: int, isa: IsaBuild, stress: bool) -> list[str]:
     q = qemu.qemu()
-    return [str(q.path), "-cpu", qemu.cpu(vlen, isa, stress)]
+    return [str(q.path), "-cpu", qemu.cpu(Point(vlen, isa, stress))]
 
 
 def reference_for(source: GgmlSource, compiler: str, model: Path, shape: Shape) -> Reference:

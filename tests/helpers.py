@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from harness.core import config
+from harness.core.matrix import Point
 from harness.emulators import pool
 from harness.emulators.qemu import qemu
 from harness.ggml import source
@@ -26,7 +27,7 @@ POOL = pool.Pool()
 
 
 def server(vlen: int = 128, isa: str = "zvfh", stress: bool = False) -> pool.KernelServer:
-    return POOL.server(pinned_build(isa), vlen, stress, qemu())
+    return POOL.server(pinned_build(isa), Point(vlen, isa, stress), qemu())
 
 
 def run_suite(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:

@@ -72,13 +72,14 @@ def test_a_directory_without_case_json_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_test_id_names_its_target_and_must_agree_with_the_options() -> None:
-    f = bisect_failure.from_test(NODE.replace("zvfh]", "zvfh-stress]"), None, None, None)
+    f = bisect_failure.from_test(NODE.replace("zvfh]", "zvfh-stress]"), {})
     assert (f.vlen, f.isa, f.stress) == (128, "zvfh", True)
-    assert bisect_failure.from_test(NODE, 128, "zvfh", None).example_db == bisect_failure.ROOT / ".hypothesis" / "examples"
+    asked = {"vlen": 128, "isa": "zvfh"}
+    assert bisect_failure.from_test(NODE, asked).example_db == bisect_failure.ROOT / ".hypothesis" / "examples"
     with pytest.raises(bisect_failure.BisectError, match="--vlen 256 disagrees"):
-        bisect_failure.from_test(NODE, 256, None, None)
+        bisect_failure.from_test(NODE, {"vlen": 256})
     with pytest.raises(bisect_failure.BisectError, match="not the id of a differential test"):
-        bisect_failure.from_test("cases/test_quant_dot.py::test_rvv_vec_dot_coverage", None, None, None)
+        bisect_failure.from_test("cases/test_quant_dot.py::test_rvv_vec_dot_coverage", {})
 
 
 # ------------------------------------------------------------------ a step's verdict

@@ -12,6 +12,7 @@ from elftools.elf.elffile import ELFFile
 from helpers import pinned_build, run_suite
 
 from harness.binary import dwarf
+from harness.core.matrix import Point
 from harness.emulators import executed, pool
 from harness.emulators.executed import Executed
 from harness.emulators.protocol import In, Out
@@ -112,7 +113,7 @@ def test_runs_merge_into_one_matrix(tmp_path: Path) -> None:
 
 def _logged(where: Path, compiler: str, pcs: list[int], program: str = "/b/server") -> None:
     """One server start's log of ``compiler``'s build at VLEN 256, zvfh, as a finished (compacted) log leaves it."""
-    log = executed.log_for(where, Path(program), 256, "zvfh", False, compiler, 1)
+    log = executed.log_for(where, Path(program), Point(256, "zvfh", False, compiler), 1)
     with open(log.with_suffix(".pcs"), "wb") as f:
         array.array("Q", pcs).tofile(f)
 

@@ -208,7 +208,8 @@ def test_odd_block_count_fails_on_the_pinned_tree_and_passes_with_the_fixes() ->
     """End to end: builds llama.cpp's test-quantize-fns with clang-22 (the first build of llama + common
     takes about 15 min on two cores; the work directory is reused, later builds take about 1 min),
     runs it at VLEN 128 and 256."""
-    res = ggml_own_tests.run_class("odd_block_count", vlens=(128, 256))
+    res = ggml_own_tests.run_class("odd_block_count",
+                                   targets=ggml_own_tests.CLASSES["odd_block_count"].targets(vlens=(128, 256)))
     pinned, fixed = res.variants
     assert [r.passed for r in pinned.runs] == [False, False], ggml_own_tests.table(res)
     assert [r.passed for r in fixed.runs] == [True, True], ggml_own_tests.table(res)

@@ -170,7 +170,7 @@ def test_model_fetch_without_network_says_what_to_do(tmp_path: Path, monkeypatch
 
 
 def test_a_directory_configured_for_another_compiler_or_processor_is_configured_afresh(tmp_path: Path) -> None:
-    from harness.toolchain.cmake import forget_stale_configuration
+    from harness.toolchain.cmake_build import forget_stale_configuration
 
     d = tmp_path / "b"
 

@@ -9,6 +9,7 @@ import pytest
 from helpers import POOL, pinned_build, server
 
 from harness.core import config
+from harness.core.matrix import Point
 from harness.emulators import pool
 from harness.emulators.protocol import In, InOut, Out
 from harness.emulators.qemu import qemu
@@ -115,7 +116,7 @@ def test_a_live_limit_stops_the_least_recently_used_servers() -> None:
     target's server stops the others when it starts; without a limit they stay up."""
     a = server(128)
     server(256).stop()  # the limit applies when a server starts
-    b = POOL.server(pinned_build(), 256, False, qemu(), live_limit=1)
+    b = POOL.server(pinned_build(), Point(256, "zvfh"), qemu(), live_limit=1)
     assert b.alive() and not a.alive()
     a = server(128)  # no limit: b stays up
     assert a.alive() and b.alive()

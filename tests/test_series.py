@@ -130,7 +130,7 @@ def test_run_test_records_the_verdicts_per_vlen(every: list[fix_series.Series], 
             "fixed": [ggml_own_tests.Run(128, True, 0, 1.0)]}
     monkeypatch.setattr(ggml_own_tests, "run_class", lambda name, **kw: ggml_own_tests.Result(
         c, Path("t"), Path("b"), [ggml_own_tests.Variant(n, [], 0.0, [], r) for n, r in runs.items()]))
-    lines = series_runs.run_test(s, [128], None)
+    lines = series_runs.run_test(s, None, vlens=[128])
     assert lines[0].startswith("pinned tree: VLEN 128 FAILS (bf16 dot product error (ragged row))")
     assert lines[1].startswith("with the fixes: VLEN 128 passes;") and "rvv_ta_all_1s" in lines[1]
     assert not fix_series.text_defects("\n".join(lines))
@@ -148,19 +148,20 @@ def test_a_build_the_compiler_cannot_make_is_said_in_the_record(every: list[fix_
     def fake(name: str, **kw: object) -> ggml_own_tests.Result:
         seen.update(kw)
         c = ggml_own_tests.CLASSES[name]
-        c = replace(c, isa=str(kw["isa"] or c.isa))
+        c = replace(c, isa=kw["targets"][0].isa.name)  # type: ignore[index]
         return ggml_own_tests.Result(c, Path("t"), Path("b"), [ggml_own_tests.Variant(
             "pinned", [], 0.0, [], [ggml_own_tests.Run(512, False, 1, 1.0, [" q3_K dot product error: FAILED (0.5)"])])])
     monkeypatch.setattr(ggml_own_tests, "run_class", fake)
-    line = series_runs.run_test(s, [512], None, "gcc14")[0]
-    assert seen["isa"] == "zvfh" and "by GCC 14 (zvfh build)" in line
+    line = series_runs.run_test(s, None, compiler="gcc14", vlens=[512])[0]
+    assert seen["targets"][0].isa.name == "zvfh" and "by GCC 14 (zvfh build)" in line
     text, test = testcmd.stamp_of(line)  # the line ends with the version of the test the run applied
     assert text.endswith(f"; {CANNOT_MAKE[('gcc14', 'zvfbfwma')]}, so the zvfh build stands in for it."), line
     assert test == testcmd.version(ggml_own_tests.CLASSES[s.test].test_patches())
     run = testcmd.read_runs([line])[0]
     assert (run.isa, run.stress, run.failing) == ("zvfh", True, [512]) and "cannot make" in run.note
     assert not fix_series.text_defects(line)
-    assert "; " not in testcmd.stamp_of(series_runs.run_test(s, [512], None, "clang")[0])[0].split("qemu-riscv64")[-1]
+    clang = series_runs.run_test(s, None, compiler="clang", vlens=[512])[0]
+    assert "; " not in testcmd.stamp_of(clang)[0].split("qemu-riscv64")[-1]
 
 
 def test_a_rerun_replaces_its_compilers_lines_where_they_stood() -> None:
@@ -182,9 +183,9 @@ def test_run_test_passes_the_series_fixes_and_the_stress_mode(every: list[fix_se
         seen.update(kw)
         return ggml_own_tests.Result(ggml_own_tests.CLASSES[name], Path("t"), Path("b"), [])
     monkeypatch.setattr(ggml_own_tests, "run_class", fake)
-    series_runs.run_test(s, [512], None, "gcc14", None, True)
+    series_runs.run_test(s, None, compiler="gcc14", vlens=[512], asked={"stress": True})
     assert list(seen["fixes"]) == [fx.name for fx in s.fixes] and "iq2_xxs_vl512_misaligned_load" in seen["fixes"]
-    assert seen["stress"] is True and seen["compiler"] == "gcc14"
+    assert seen["targets"][0].stress is True and seen["targets"][0].compiler == "gcc14"
     assert "iq2_xxs_vl512_misaligned_load" not in ggml_own_tests.CLASSES[s.test].fixes
 
 
@@ -230,7 +231,7 @@ def test_run_test_says_per_vlen_what_fails_where_the_vlens_differ(every: list[fi
                                                 " iq3_xxs dot product error (dequantized): FAILED (0.3)"])]
     monkeypatch.setattr(ggml_own_tests, "run_class", lambda name, **kw: ggml_own_tests.Result(
         ggml_own_tests.CLASSES[name], Path("t"), Path("b"), [ggml_own_tests.Variant("pinned", [], 0.0, [], runs)]))
-    line = series_runs.run_test(s, [512, 1024], None)[0]
+    line = series_runs.run_test(s, None, vlens=[512, 1024])[0]
     assert line.startswith("pinned tree: VLEN 512 FAILS (iq2_xxs dot product error (dequantized)), VLEN 1024 FAILS "
                            "(iq2_xxs dot product error (dequantized); iq3_xxs dot product error (dequantized));"), line
 

@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from harness.core.config import ISA_BUILDS
+from harness.core.matrix import Point
 from harness.emulators import spike as spike_mod
 from harness.ggml import source
 from harness.upstream import issue, runs, stock_table
@@ -55,8 +55,8 @@ def _text(verdicts: list[runs.Verdict], trap: bool) -> str:
     case = types.SimpleNamespace(data={"ggml": {"label": pinned.label, "commit": pinned.commit},
                                        "comparison": {"name": "C"}})
     pub = types.SimpleNamespace(what="one row times one row, k = 256", function="ggml_vec_dot_iq2_xxs_q8_K_vl512")
-    return issue.issue(case, pub, "int main(void) { return 0; }\n", verdicts, stress=False,
-                       isa_example=ISA_BUILDS["v"], vlen_example=512, tree=pinned, trap=trap)
+    return issue.issue(case, pub, "int main(void) { return 0; }\n", verdicts, recorded=Point(512, "v"), tree=pinned,
+                       trap=trap)
 
 
 def test_a_stock_row_is_named_by_its_compiler_and_its_spike_rows_by_pk() -> None:

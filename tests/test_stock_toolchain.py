@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.config import ISA_BUILDS, STRESS_PROPS, cache_dir
+from harness.core.matrix import Point
 from harness.emulators import qemu
 from harness.emulators.qemu import Qemu
 from harness.ggml import source
@@ -128,7 +129,7 @@ def test_link_command(llama_tree: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("isa", list(ISA_BUILDS))
 @pytest.mark.parametrize("stress", [False, True])
 def test_run_command_spells_the_cpu_as_the_harness_does(isa: str, stress: bool) -> None:
-    argv = shlex.split(stock.run_command(Path("/x/prog"), 256, isa, stress))
+    argv = shlex.split(stock.run_command(Path("/x/prog"), Point(256, isa, stress)))
     assert argv[0] == "qemu-riscv64" and argv[1] == "-cpu" and argv[3] == "/x/prog" and len(argv) == 4
     props = dict(ISA_BUILDS[isa].qemu)
     if stress:
@@ -136,7 +137,7 @@ def test_run_command_spells_the_cpu_as_the_harness_does(isa: str, stress: bool) 
     assert argv[2] == Qemu.cpu(None, 256, props)  # type: ignore[arg-type]  # cpu() reads no field
     assert argv[2].startswith("rv64,v=true,vlen=256,elen=64,")
     assert ("rvv_ta_all_1s=true,rvv_ma_all_1s=true" in argv[2]) == stress
-    assert "rvv_vl_half_avl=true" in stock.run_command(Path("/x"), 128, isa, True, half_avl=True)
+    assert "rvv_vl_half_avl=true" in stock.run_command(Path("/x"), Point(128, isa, True), half_avl=True)
 
 
 @pytest.mark.parametrize("isa", list(ISA_BUILDS))
@@ -147,9 +148,9 @@ def test_one_cpu_builder_with_the_harness_stress_mode(isa: str) -> None:
     assert qemu.cpu_props(b) == b.qemu
     assert qemu.cpu_props(b, stress=True) == {**b.qemu, **STRESS_PROPS}
     assert qemu.cpu_props(b, stress=True, half_avl=False) == {**b.qemu, "rvv_ta_all_1s": True, "rvv_ma_all_1s": True}
-    assert qemu.cpu(512, b, True) == qemu.spell(512, {**b.qemu, **STRESS_PROPS})
+    assert qemu.cpu(Point(512, b, True)) == qemu.spell(512, {**b.qemu, **STRESS_PROPS})
     with pytest.raises(ValueError, match="QEMU emulates 128, 256, 512, 1024"):
-        qemu.cpu(2048, b)
+        qemu.cpu(Point(2048, b))
 
 
 def test_the_program_runs_with_the_printed_cpu(tmp_path: Path) -> None:
@@ -158,7 +159,7 @@ def test_the_program_runs_with_the_printed_cpu(tmp_path: Path) -> None:
     echo = Qemu("/bin/echo", "0", frozenset())
     props = qemu.cpu_props(ISA_BUILDS["zvfh"], stress=True, half_avl=False)
     r = echo.run_program(tmp_path / "prog", 256, props, args=["--flag"], timeout=30)
-    printed = shlex.split(stock.run_command(tmp_path / "prog", 256, "zvfh", True))
+    printed = shlex.split(stock.run_command(tmp_path / "prog", Point(256, "zvfh", True)))
     assert r.returncode == 0 and r.stdout.split() == [*printed[1:], "--flag"]
     false = Qemu("/bin/false", "0", frozenset())
     assert false.run_program(tmp_path / "prog", 128, props, timeout=30).returncode == 1
@@ -170,7 +171,7 @@ def test_bad_arguments_say_what_is_allowed(llama_tree: Path) -> None:
     with pytest.raises(ValueError, match="use one of v, zvfh, zvfbfwma"):
         stock.build_commands(llama_tree, "rv", "clang", Path("/b"))
     with pytest.raises(ValueError, match="QEMU emulates 128, 256, 512, 1024"):
-        stock.run_command(Path("/x"), 2048, "v")
+        stock.run_command(Path("/x"), Point(2048, "v"))
 
 
 def test_missing_toolchain_is_one_line_naming_package_and_apt_command(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -198,12 +199,12 @@ def test_clang_builds_ggml_and_the_program_runs_under_qemu() -> None:
     tree = source.pinned().root
     exe = stock.build_program(tree, "v", "clang", cache_dir() / "stock" / "clang-v")
     for vlen in (128, 256):
-        out = stock.run_program(exe, vlen, "v").splitlines()
+        out = stock.run_program(exe, Point(vlen, "v")).splitlines()
         assert out[0] == f"rvv_vlen_bytes {vlen // 8}"
         assert out[1] == f"mul_mat_q4_0_q8_0 {stock.TINY_EXPECTED:.1f} expected {stock.TINY_EXPECTED}"
         assert out[2] == "extra_bufts CPU_REPACK"
-    assert "rvv_ta_all_1s" in stock.run_command(exe, 256, "v", True)
-    assert stock.run_program(exe, 256, "v", stress=True).splitlines()[1].startswith(
+    assert "rvv_ta_all_1s" in stock.run_command(exe, Point(256, "v", True))
+    assert stock.run_program(exe, Point(256, "v", stress=True)).splitlines()[1].startswith(
         f"mul_mat_q4_0_q8_0 {stock.TINY_EXPECTED:.1f}")
 
 
@@ -213,6 +214,6 @@ def test_gcc14_builds_ggml_and_the_program_runs_under_qemu() -> None:
     reused later), links the tiny program statically, runs it at VLEN 128 and 512."""
     exe = stock.build_program(source.pinned().root, "zvfh", "gcc14", cache_dir() / "stock" / "gcc14-zvfh")
     for vlen in (128, 512):
-        out = stock.run_program(exe, vlen, "zvfh").splitlines()
+        out = stock.run_program(exe, Point(vlen, "zvfh")).splitlines()
         assert out[0] == f"rvv_vlen_bytes {vlen // 8}"
         assert out[1] == f"mul_mat_q4_0_q8_0 {stock.TINY_EXPECTED:.1f} expected {stock.TINY_EXPECTED}"

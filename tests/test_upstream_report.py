@@ -18,7 +18,7 @@ import pytest
 from helpers import gcc14_missing
 
 from harness.commands import report
-from harness.core.config import ISA_BUILDS
+from harness.core.matrix import Point
 from harness.ggml import mutants, source, tree
 from harness.jobs import issue_runs
 from harness.report.failure import Case, load_case
@@ -119,17 +119,17 @@ def test_a_compiler_right_without_stress_says_how_to_see_the_bug() -> None:
     hint = issue_text.stress_hint(v, False, "gcc14")
     assert "rvv_ta_all_1s=true,rvv_ma_all_1s=true" in hint and "VLEN 512, 1024" in hint and "specification" in hint
     assert issue_text.stress_hint(v, False, "clang") == ""
-    assert issue_text.example(v, "gcc14", False, ISA_BUILDS["zvfh"], 512) == (ISA_BUILDS["v"], 512, True)
-    assert issue_text.example(v, "clang", False, ISA_BUILDS["zvfh"], 512) == (ISA_BUILDS["v"], 512, False)
+    assert issue_text.example(v, Point(512, "zvfh", False, "gcc14")) == Point(512, "v", True, "gcc14")
+    assert issue_text.example(v, Point(512, "zvfh", False, "clang")) == Point(512, "v", False, "clang")
 
 
 def test_build_lines_give_each_compilers_commands_as_a_maintainer_types_them() -> None:
     pinned = source.pinned()
-    gcc = "\n".join(issue_text.build_lines(pinned, ISA_BUILDS["zvfh"], 512, True, "gcc14"))
+    gcc = "\n".join(issue_text.build_lines(pinned, Point(512, "zvfh", True, "gcc14")))
     assert "-DCMAKE_C_COMPILER=riscv64-linux-gnu-gcc-14" in gcc and "-DCMAKE_CXX_COMPILER=riscv64-linux-gnu-g++-14" in gcc
     assert "riscv64-linux-gnu-g++-14 -x c -O2" in gcc and "rvv_ta_all_1s=true" in gcc and "./repro-gcc" in gcc
     assert "gcc14-root" not in gcc and str(pinned.root) not in gcc
-    clang = "\n".join(issue_text.build_lines(pinned, ISA_BUILDS["zvfh"], 512, False, "clang"))
+    clang = "\n".join(issue_text.build_lines(pinned, Point(512, "zvfh", False, "clang")))
     assert "clang-22" in clang and "rvv_ta_all_1s" not in clang
 
 

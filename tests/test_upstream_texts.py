@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.config import ISA_BUILDS
+from harness.core.matrix import Point
 from harness.ggml import fix_catalogue, known, source
 from harness.upstream import direct, paragraphs, program, public, runs, wording
 from harness.upstream import issue as issue_text
@@ -67,9 +68,9 @@ def render(fix: str) -> str:
                                        "comparison": {"name": "C"}})
     verdicts = _verdicts(fx)
     stock_runs = [v for v in verdicts if v.isa == "zvfh" and v.vlen == 512 and v.compiler == "gcc14"]
-    return issue_text.issue(case, pub, src, verdicts, stress=False, isa_example=ISA_BUILDS["zvfh"], vlen_example=512,
-                            tree=pinned, stock_runs=stock_runs, cause=paragraphs.paragraph(md, "Root cause")
-                            or paragraphs.reason_of(entry), impact=paragraphs.paragraph(md, "Who hits it"), fix=fix,
+    return issue_text.issue(case, pub, src, verdicts, recorded=Point(512, "zvfh"), tree=pinned, stock_runs=stock_runs,
+                            cause=paragraphs.paragraph(md, "Root cause") or paragraphs.reason_of(entry),
+                            impact=paragraphs.paragraph(md, "Who hits it"), fix=fix,
                             enable=enable.read_text() if enable.is_file() else "")
 
 

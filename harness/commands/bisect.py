@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.core.config import work_dir
 from harness.core.errors import RvvdiffError
-from harness.core.matrix import add_options
+from harness.core.matrix import add_options, one_values
 from harness.jobs.bisect_failure import BisectError, from_report, from_test
 from harness.jobs.bisect_runs import BUDGETS, Bisect, run
 
@@ -49,13 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if (a.report is None) == (a.test is None):
             raise BisectError("give a failure report directory or --test NODEID (one of them)")
+        asked = one_values(a)
         if a.report is not None:
-            if a.vlen is not None or a.isa is not None or a.rvv_stress is not None or a.cc is not None:
+            if any(v is not None for v in asked.values()):
                 raise BisectError("--vlen, --isa, --rvv-stress and --cc go with --test; a report names its target")
             failure = from_report(a.report.resolve(), a.example_db and a.example_db.resolve())
         else:
-            failure = from_test(a.test, a.vlen, a.isa, a.rvv_stress, a.example_db and a.example_db.resolve(), a.cc)
-        bs = Bisect.of(failure, a.repo, a.good, a.bad, a.out.resolve(), a.budget, extra, a.step_timeout)
+            failure = from_test(a.test, asked, a.example_db and a.example_db.resolve())
+        bs = Bisect.of(failure, a.repo, a.good, a.bad, out=a.out.resolve(), budget=a.budget, extra=extra,
+                       step_timeout=a.step_timeout)
     except RvvdiffError as e:
         print(f"rvvdiff bisect: {e}", file=sys.stderr)
         return 2

@@ -35,7 +35,8 @@ def main(argv: list[str]) -> int:
         return 0
     ok = True
     if not a.commands:
-        res = run_class(a.cls, pinned=not a.fixed_only, fixed=not a.pinned_only, vlens=a.vlen, work=a.work)
+        res = run_class(a.cls, targets=CLASSES[a.cls].targets(vlens=a.vlen), pinned=not a.fixed_only,
+                        fixed=not a.pinned_only, work=a.work)
         print(table(res))
         print()
         ok = res.ok()

@@ -18,10 +18,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.core.matrix import COMPILER_NAMES, add_options, vlens_on
+from harness.core.matrix import COMPILER_NAMES, add_options, parse_selection, vlens_on
 from harness.ggml import fix_catalogue
 from harness.jobs import issue_runs
 from harness.toolchain.compilers import ToolchainError
+
+
+def _stock_table(value: str) -> tuple[str, ...]:
+    """``--stock-table``: compilers by the matrix's grammar of a selection ('all' or a comma list)."""
+    try:
+        return parse_selection("--stock-table", value, COMPILER_NAMES)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--stock-table {value}: use 'all' or a comma list of "
+                                         f"{', '.join(COMPILER_NAMES)}") from None
 
 
 def main(argv: list[str]) -> int:
@@ -42,7 +51,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--no-stock", action="store_true",
                    help="do not build the program with the stock toolchain's commands (Debian's clang-22 and GCC 14, "
                         "ggml's CMake)")
-    p.add_argument("--stock-table", default="", metavar="LIST",
+    p.add_argument("--stock-table", type=_stock_table, default=(), metavar="LIST",
                    help="the table rows of these compilers ('all' or a comma list of " + ", ".join(COMPILER_NAMES)
                         + ") built by the commands the issue prints (Debian's clang-22 or GCC 14, ggml's CMake) "
                         "instead of by rvvdiff; with --spike their Spike rows run under riscv-pk (RVVDIFF_PK)")
@@ -67,14 +76,9 @@ def main(argv: list[str]) -> int:
     except ToolchainError as e:
         print(f"rvvdiff report: --cc: {e}")
         return 2
-    stock_table = [c.strip() for c in a.stock_table.split(",") if c.strip()]
-    stock_table = list(COMPILER_NAMES) if stock_table == ["all"] else stock_table
-    if any(c not in COMPILER_NAMES for c in stock_table):
-        p.error(f"--stock-table {a.stock_table}: use 'all' or a comma list of {', '.join(COMPILER_NAMES)}")
     if a.fix and a.fix not in fix_catalogue.catalogue():
         p.error(f"--fix {a.fix}: no such fix ({', '.join(fix_catalogue.catalogue())})")
-    req = issue_runs.Request(a.vlen, a.cc, a.isa, a.fix, a.fixed, a.spike, a.no_stock, a.enable, a.out,
-                             tuple(stock_table))
+    req = issue_runs.Request(a.vlen, a.cc, a.isa, a.fix, a.fixed, a.spike, a.no_stock, a.enable, a.out, a.stock_table)
     if a.enable is not None:
         if not a.fix or not a.enable.is_file():
             p.error("--enable PATCH needs --fix NAME and an existing patch file")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.core.matrix import add_options
+from harness.core.matrix import add_options, one_values
 from harness.jobs import repro_runs
 
 
@@ -26,7 +26,7 @@ def main_repro(argv: list[str]) -> int:
                    "vec_dot that ggml's API reaches, a ggml-only C program for an upstream report)")
     a = p.parse_args(argv)
     try:
-        t = repro_runs.target(a.report.resolve(), a.ggml_src, a.vlen, a.isa, a.cc, a.emulator)
+        t = repro_runs.target(a.report.resolve(), a.ggml_src, one_values(a))
     except repro_runs.ReproError as e:
         print(f"rvvdiff repro: {e}")
         return 2

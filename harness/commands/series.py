@@ -65,5 +65,5 @@ def main(argv: list[str]) -> int:
         print(f"llama.cpp b11434: {fetch_b11434()}")
         return 0
     return write_all(a.out, a.ggml_src or [], author=a.author or formatpatch.identity(), run_tests=a.run_test,
-                     compilers=list(a.cc), vlens=a.vlen,
-                     isa=a.isa, stress=a.rvv_stress, cost=a.cost, work_dir=a.work, cycles_of=fix_cost_runs.series_cycles)
+                     compilers=list(a.cc), vlens=a.vlen, asked={"isa": a.isa, "stress": a.rvv_stress}, cost=a.cost,
+                     work_dir=a.work, cycles_of=fix_cost_runs.series_cycles)

@@ -14,7 +14,9 @@ every ``rvvdiff`` subcommand that takes them, each parsed once by its axis's par
 pytest arguments a command passes on to the suite (harness/core/runner.py); :func:`from_args` reads the
 matrix of a pytest command line kept as data (a mutant's ``select:`` line).  The options' rows of
 docs/options.md and the job matrices of ci/github/rvvdiff.yml are written from the table
-(harness/core/matrix_doc.py).
+(harness/core/matrix_doc.py).  One target of a matrix is a :class:`Point` (VLEN, ISA build, stress,
+compiler, emulator), passed whole past the command line; what a command asked of one target
+(``add_options(..., one=True)``) is :func:`one_values`, laid over a point by :meth:`Point.given`.
 """
 
 from __future__ import annotations
@@ -382,6 +384,54 @@ class Matrix:
         setting's compiler, when none was given)."""
         chosen: Mapping[str | None, tuple[str, ...]] = self.compilers or {None: tuple(ISAS)}
         return [(c, i) for i in self.isa_builds for c, allowed in chosen.items() if i in allowed]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One target of the matrix: where a kernel or a program runs -- one VLEN, one ISA build (given as itself
+    or by name), one tail/mask stress mode, the build of one compiler, one emulator.  A command line becomes a
+    :class:`Matrix` at its edge; what runs at one place of it travels as this one value (harness/plugin/targets.py's
+    ``Target`` is one), not as its axes one by one."""
+
+    vlen: int
+    isa: IsaBuild
+    stress: bool = False
+    compiler: str = DEFAULT_COMPILER
+    emulator: str = DEFAULT_EMULATOR
+
+    def __post_init__(self) -> None:
+        if isinstance(self.isa, str):
+            if self.isa not in ISAS:
+                raise ValueError(f"ISA build {self.isa!r}: use one of {', '.join(ISAS)}")
+            object.__setattr__(self, "isa", ISAS[self.isa])
+
+    @classmethod
+    def of_record(cls, target: Mapping[str, Any]) -> Point:
+        """The point a failure report records (its ``target``: vlen, isa, stress, compiler, emulator; a report of
+        before the compiler or the emulator was recorded: the defaults)."""
+        return cls(int(target["vlen"]), target["isa"], bool(target["stress"]), target.get("compiler") or DEFAULT_COMPILER,
+                   target.get("emulator") or DEFAULT_EMULATOR)
+
+    def name(self, compiler: bool = False) -> str:
+        """The point as test ids name it (``vlen256-zvfh``, ``vlen512-v-stress``; ``compiler``: with the compiler's
+        name, ``vlen512-zvfh-gcc14``, as in a run of several compilers)."""
+        return (f"vlen{self.vlen}-{self.isa.name}" + ("-stress" if self.stress else "")
+                + (f"-{self.compiler}" if compiler else ""))
+
+    def given(self, asked: Mapping[str, Any]) -> Point:
+        """This point with the fields ``asked`` gives (None: this point's), e.g. :func:`one_values`."""
+        return dataclasses.replace(self, **{k: v for k, v in asked.items() if v is not None})
+
+
+#: A :class:`Point`'s field of each axis that a command takes one value of (``add_options(..., one=True)``).
+POINT_FIELDS: dict[str, str] = {"vlens": "vlen", "isas": "isa", "stress": "stress", "compilers": "compiler",
+                                "emulator": "emulator"}
+
+
+def one_values(options: object) -> dict[str, Any]:
+    """The one-value options of the axes a command line gave (``add_options(..., one=True)``), as
+    :class:`Point` fields (an option not given: None), for :meth:`Point.given`."""
+    return {f: getattr(options, AXIS[a].dest, None) for a, f in POINT_FIELDS.items() if hasattr(options, AXIS[a].dest)}
 
 
 #: The main job's matrix: every VLEN, vector ISA build and stress mode (the gate, a fix's check, the audit).

@@ -69,7 +69,7 @@ def _text(s: str | bytes | None) -> str:
 class CommandError(RvvdiffError, RuntimeError):
     """A command failed or timed out; the message carries everything needed to rerun it."""
 
-    def __init__(self, argv: Sequence[str], returncode: int | None, stdout: str | bytes, stderr: str | bytes,
+    def __init__(self, argv: Sequence[str], returncode: int | None, stdout: str | bytes, stderr: str | bytes, *,
                  cwd: str | os.PathLike[str] | None = None, what: str = "command", tail: int = 60,
                  timeout: float | None = None):
         self.argv = list(argv)
@@ -116,7 +116,8 @@ class Result:
         return self.returncode == 0
 
     def error(self, what: str = "command") -> CommandError:
-        return CommandError(self.argv, self.returncode, self.stdout, self.stderr, self.cwd, what, timeout=self.timeout)
+        return CommandError(self.argv, self.returncode, self.stdout, self.stderr, cwd=self.cwd, what=what,
+                            timeout=self.timeout)
 
     def finished(self, what: str = "command") -> Result:
         """This result, or :class:`CommandError` if it timed out (a probe whose exit status is its answer)."""

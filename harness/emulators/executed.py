@@ -26,31 +26,26 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def target_name(vlen: int, isa: str, stress: bool, compiler: str = "") -> str:
-    """The target as test ids name it (``vlen256-zvfh``, ``vlen512-v-stress``; ``vlen512-zvfh-gcc14`` in a
-    run of several compilers)."""
-    return f"vlen{vlen}-{isa}" + ("-stress" if stress else "") + (f"-{compiler}" if compiler else "")
+from harness.core.matrix import Point
 
 
 def named(targets: list[tuple[int, str, bool, str]]) -> list[str]:
-    """Each (VLEN, ISA build, stress, compiler) named as test ids name its target: with the compiler only
-    when the targets are of several compilers."""
+    """Each (VLEN, ISA build, stress, compiler) named as test ids name its target (:meth:`Point.name`): with the
+    compiler only when the targets are of several compilers."""
     several = len({c for *_, c in targets}) > 1
-    return [target_name(v, i, s, c if several else "") for v, i, s, c in targets]
+    return [Point(v, i, s, c).name(several and bool(c)) for v, i, s, c in targets]
 
 
-def log_for(where: Path | None, program: Path, vlen: int, isa: str, stress: bool, compiler: str,
-            start: int | str) -> Path | None:
-    """A fresh log path in ``where`` for one server start (None when coverage is off: no ``where``); its
-    ``.json`` is written now."""
+def log_for(where: Path | None, program: Path, at: Point, start: int | str) -> Path | None:
+    """A fresh log path in ``where`` for one server start of ``program`` at ``at`` (None when coverage is off: no
+    ``where``); its ``.json`` is written now."""
     if where is None:
         return None
-    d = where / target_name(vlen, isa, stress, compiler)
+    d = where / at.name(compiler=True)
     d.mkdir(parents=True, exist_ok=True)
     log = d / f"{os.getpid()}-{start}.log"
-    log.with_suffix(".json").write_text(json.dumps({"program": str(program), "vlen": vlen, "isa": isa,
-                                                    "stress": stress, "compiler": compiler}))
+    log.with_suffix(".json").write_text(json.dumps({"program": str(program), "vlen": at.vlen, "isa": at.isa.name,
+                                                    "stress": at.stress, "compiler": at.compiler}))
     return log
 
 

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core.matrix import Point
 from harness.core.proc import Process, deadline
 from harness.emulators import executed
 from harness.emulators import protocol as P
@@ -90,6 +91,11 @@ class KernelServer:
     # ------------------------------------------------------------ identity
 
     @property
+    def point(self) -> Point:
+        """Where it runs: its VLEN, its build's ISA build and compiler, its stress mode, its emulator."""
+        return Point(self.vlen, self.build.isa, self.stress, self.build.compiler, self.emulator.name)
+
+    @property
     def props(self) -> dict[str, bool]:
         return cpu_props(self.build.isa, self.stress)
 
@@ -122,8 +128,7 @@ class KernelServer:
             raise ServerError(f"{self.emulator.describe()} does not emulate VLEN {self.vlen} (it runs "
                               f"{', '.join(map(str, self.emulator.vlens))})" + self.emulator.vlen_hint)
         argv = self.argv
-        log = executed.log_for(self.log_dir, self.program, self.vlen, self.build.isa.name, self.stress,
-                               self.build.compiler, self.starts + 1) if self.emulator.logs_exec else None
+        log = executed.log_for(self.log_dir, self.program, self.point, self.starts + 1) if self.emulator.logs_exec else None
         if log is not None:
             argv = self.emulator.exec_log_command(self.program, self.vlen, self.props, log)
         self._log = log
@@ -278,19 +283,19 @@ class Pool:
         self.log_dir = log_dir
         weakref.finalize(self, _stop_all, self._servers)
 
-    def server(self, build: Build, vlen: int, stress: bool, emulator: Emulator, *,
-               live_limit: int | None = None) -> KernelServer:
-        """The (lazily started) server for a build, VLEN, stress mode and emulator.
+    def server(self, build: Build, at: Point, emulator: Emulator, *, live_limit: int | None = None) -> KernelServer:
+        """The (lazily started) server of ``build`` (made for ``at``'s ISA build by its compiler) at ``at``'s VLEN
+        and stress mode under ``emulator``.
 
         ``live_limit``: the most servers the caller wants running (None: no limit).  An xdist worker that
         runs its tests target by target (harness/plugin/workers.py) keeps one: the server of the target
         it is on; the least recently used others are stopped when a server starts, and started again
         (counted) only if their target comes back.
         """
-        key = (build.key + build.isa.name, vlen, stress, emulator.name)
+        key = (build.key + build.isa.name, at.vlen, at.stress, emulator.name)
         s = self._servers.pop(key, None)
         if s is None or s.build.server != build.server:
-            s = KernelServer(build, vlen, stress, emulator, self.log_dir)
+            s = KernelServer(build, at.vlen, at.stress, emulator, self.log_dir)
         self._servers[key] = s  # the most recently used last
         if not s.alive():
             if live_limit is not None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from harness.core import settings
 from harness.core.config import HALF_AVL, ISA_BUILDS, STRESS_PROPS, VLENS, IsaBuild, cache_dir, locked
-from harness.core.matrix import emulator_value
+from harness.core.matrix import Point, emulator_value
 from harness.core.proc import CommandError, execute, run
 from harness.emulators.base import Emulator
 from harness.toolchain.builds import Build
@@ -50,9 +50,9 @@ def spell(vlen: int, props: dict[str, bool]) -> str:
     return "rv64," + ",".join(items[:1] + [f"vlen={vlen}", "elen=64"] + items[1:])
 
 
-def cpu(vlen: int, isa: IsaBuild, stress: bool = False, half_avl: bool | None = None) -> str:
-    """The ``-cpu`` value of an ISA build at a VLEN (:func:`cpu_props`, :func:`spell`)."""
-    return spell(vlen, cpu_props(isa, stress, half_avl))
+def cpu(at: Point, half_avl: bool | None = None) -> str:
+    """The ``-cpu`` value of a point's ISA build and stress mode at its VLEN (:func:`cpu_props`, :func:`spell`)."""
+    return spell(at.vlen, cpu_props(at.isa, at.stress, half_avl))
 
 
 @dataclass(frozen=True)

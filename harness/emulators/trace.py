@@ -82,8 +82,7 @@ def trace_call(server: KernelServer, kernel: str, ip=(), fp=(), bufs=(), *, time
         if cp.returncode != 0:
             raise RuntimeError(f"traced run of {kernel} failed (exit {cp.returncode}) [{server.describe()}]: "
                                f"{cp.stderr.decode(errors='replace')[-500:]}")
-        keep = executed.log_for(server.log_dir, server.program, server.vlen, server.build.isa.name, server.stress,
-                                server.build.compiler, f"trace{next(_TRACES)}")
+        keep = executed.log_for(server.log_dir, server.program, server.point, f"trace{next(_TRACES)}")
         if keep is not None:  # --rvv-coverage: what the traced call executed counts too
             shutil.copyfile(log, keep)
             executed.compact(keep)

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.core.config import PROJECT_ROOT, VLENS
 from harness.core.errors import RvvdiffError
-from harness.core.matrix import ISAS, Matrix
+from harness.core.matrix import AXIS, ISAS, POINT_FIELDS, Matrix
 from harness.report.ids import parse_id
 
 ROOT = PROJECT_ROOT
+#: The option of each field of a point (``--vlen`` ...), for messages.
+OPTIONS = {f: AXIS[a].option for a, f in POINT_FIELDS.items()}
 
 
 class BisectError(RvvdiffError, RuntimeError):
@@ -79,18 +83,19 @@ def from_report(path: Path, example_db: Path | None = None) -> Failure:
     return Failure(nodeid, vlen, isa, stress, Path(example_db), str(d), str(t.get("compiler", "")))
 
 
-def from_test(nodeid: str, vlen: int | None, isa: str | None, stress: bool | None,
-              example_db: Path | None = None, compiler: str | None = None) -> Failure:
-    """A failure named by its test id; the target defaults to the one the id names (and must
-    agree with it: a test id names its VLEN, ISA build and stress mode)."""
+def from_test(nodeid: str, asked: Mapping[str, Any], example_db: Path | None = None) -> Failure:
+    """A failure named by its test id; the target is the one the id names, and what the command line asked
+    (``asked``: :func:`harness.core.matrix.one_values`) must agree with it: a test id names its VLEN, ISA build
+    and stress mode (and its compiler, in a run of several)."""
     tid = parse_id(nodeid)
     if tid is None:
         raise BisectError(f"--test {nodeid}: not the id of a differential test "
                           f"(cases/FILE.py::TEST[...-vlenN-ISA] or [...-vlenN-ISA-stress])")
-    for name, given, named in (("--vlen", vlen, tid.vlen), ("--isa", isa, tid.isa), ("--rvv-stress", stress, tid.stress),
-                               ("--cc", compiler, tid.compiler or compiler)):
-        if given is not None and given != named:
-            raise BisectError(f"{name} {given} disagrees with the test id {nodeid} (which names {named})")
+    compiler = asked.get("compiler")
+    named = {"vlen": tid.vlen, "isa": tid.isa, "stress": tid.stress, "compiler": tid.compiler or compiler}
+    for name, given in asked.items():
+        if given is not None and given != named.get(name, given):
+            raise BisectError(f"{OPTIONS[name]} {given} disagrees with the test id {nodeid} (which names {named[name]})")
     if tid.vlen not in VLENS:
         raise BisectError(f"--test {nodeid}: VLEN {tid.vlen} is not one of {', '.join(map(str, VLENS))}")
     if tid.isa not in ISAS:

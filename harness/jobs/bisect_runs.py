@@ -149,7 +149,7 @@ class Bisect:
     t0: float = field(default_factory=time.time)
 
     @classmethod
-    def of(cls, failure: Failure, repo: Path, good: str, bad: str, out: Path, budget: str = "replay",
+    def of(cls, failure: Failure, repo: Path, good: str, bad: str, *, out: Path, budget: str = "replay",
            extra: list[str] | None = None, step_timeout: float = 3600.0) -> Bisect:
         """A bisect of ``failure`` in the repository holding ``repo`` (:func:`repository`), between GOOD and
         BAD as full hashes, checked (:func:`revisions`); BisectError when either is wrong."""

@@ -24,12 +24,12 @@ import sys
 import tempfile
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.core.config import PROJECT_ROOT, SPIKE_VLENS, VLENS, cache_dir
 from harness.core.errors import RvvdiffError
-from harness.core.matrix import COMPILER_NAMES, DEFAULT_COMPILER, DEFAULT_ISAS, ISAS
+from harness.core.matrix import COMPILER_NAMES, DEFAULT_COMPILER, DEFAULT_ISAS, Point
 from harness.core.proc import execute
 from harness.emulators import registry
 from harness.emulators.spike import spike_pk
@@ -158,7 +158,8 @@ def case_issue(req: Request, case_path: Path | None) -> int:
     prog = out / "repro.c"
     prog.write_text(program.program(pub, title))
     with tempfile.TemporaryDirectory(prefix="rvvdiff-upstream-") as tmp:  # the executables; out keeps the texts
-        return _judge(req, case, pub, prog, out, trees, isas, stress, fix_name, fix_md, Path(tmp))
+        return _judge(req, case, pub, prog, out=out, trees=trees, isas=isas, stress=stress, fix_name=fix_name,
+                      fix_md=fix_md, work=Path(tmp))
 
 
 #: Where the committed issue texts are (``rvvdiff report --rerender`` without ``--out`` writes every one again).
@@ -274,13 +275,14 @@ def enabled_issue(req: Request) -> int:
     if req.enable.resolve() != (out / "enable.patch").resolve():
         shutil.copyfile(req.enable, out / "enable.patch")
     with tempfile.TemporaryDirectory(prefix="rvvdiff-upstream-") as tmp:
-        return _judge(req, case, pub, prog, out, trees, isas, False, fx.name,
-                      fx.report.read_text() if fx.report.exists() else "", Path(tmp))
+        return _judge(req, case, pub, prog, out=out, trees=trees, isas=isas, stress=False, fix_name=fx.name,
+                      fix_md=fx.report.read_text() if fx.report.exists() else "", work=Path(tmp))
 
 
-def _judge(req: Request, case, pub: public.Public, prog: Path, out: Path, trees: dict, isas: list[str],
+def _judge(req: Request, case, pub: public.Public, prog: Path, *, out: Path, trees: dict, isas: list[str],
            stress: bool, fix_name: str, fix_md: str, work: Path) -> int:
-    """Build and run the program everywhere, write the issue text; 0 when it is true as written."""
+    """Build and run the program everywhere (each tree, compiler, ISA build of ``isas`` and VLEN, in the stress mode
+    ``stress``), write the issue text into ``out``; 0 when it is true as written."""
     tgt = case.data["target"]
     src = next(iter(trees.values()))
     entry = _entry(case.data["test"], tgt.get("emulator", "qemu"), _built_by(case.data), req.fix)
@@ -290,11 +292,12 @@ def _judge(req: Request, case, pub: public.Public, prog: Path, out: Path, trees:
     verdicts = []
     for cc in req.cc:
         table = stock_table.verify if cc in req.stock_table else runs.verify
-        mine = table(prog, trees, isas, list(req.vlen), stress, work, trap=trap, cc=cc)
+        targets = [Point(v, i, stress, cc) for i in isas for v in req.vlen]
+        mine = table(prog, trees, targets, work, trap=trap)
         if not stress and not trap and not any(v.failing for v in mine if v.tree != "fixed"):
             # right everywhere under QEMU's default policy: does it show with agnostic elements written as ones?
-            mine += table(prog, {k: t for k, t in trees.items() if k != "fixed"}, isas, list(req.vlen), True,
-                          work, cc=cc)
+            mine += table(prog, {k: t for k, t in trees.items() if k != "fixed"},
+                          [replace(t, stress=True) for t in targets], work)
         verdicts += mine
     if req.spike:
         try:
@@ -305,8 +308,8 @@ def _judge(req: Request, case, pub: public.Public, prog: Path, out: Path, trees:
             return 2
         for cc in req.cc:
             table = stock_table.verify if cc in req.stock_table else runs.verify
-            verdicts += table(prog, trees, isas, [v for v in SPIKE_VLENS if trap or v not in VLENS], stress,
-                              work, emulator=pk if cc in req.stock_table else spike, trap=trap, cc=cc)
+            targets = [Point(v, i, stress, cc, "spike") for i in isas for v in SPIKE_VLENS if trap or v not in VLENS]
+            verdicts += table(prog, trees, targets, work, emulator=pk if cc in req.stock_table else spike, trap=trap)
     for v in verdicts:
         word = issue.verdict_word(v.failing, trap, v.text)
         state = word.upper() if v.failing else word
@@ -315,30 +318,30 @@ def _judge(req: Request, case, pub: public.Public, prog: Path, out: Path, trees:
     cause = paragraphs.paragraph(fix_md, "Root cause") or paragraphs.reason_of(entry)
     impact = paragraphs.paragraph(fix_md, "Who hits it")
     fixed = [v for v in verdicts if v.tree == "fixed"]
-    recorded = _built_by(case.data) if _built_by(case.data) in req.cc else req.cc[0]
-    isa_ex, vl_ex = ISAS[tgt["isa"]], tgt["vlen"]
+    # The recorded target, by its compiler when it was among those run (else the first that was).
+    built_by = _built_by(case.data)
+    recorded = Point(tgt["vlen"], tgt["isa"], stress, built_by if built_by in req.cc else req.cc[0],
+                     tgt.get("emulator", "qemu"))
     # (the stock commands run the program under QEMU, which lets a trap finding's access through)
     stock_runs = []
     for cc in ([] if req.no_stock or trap else req.cc):
-        i, vl, st = issue.example(verdicts, cc, stress, isa_ex, vl_ex)
+        where = issue.example(verdicts, replace(recorded, compiler=cc, emulator="qemu"))
         if cc in req.stock_table:  # the table's own rows there are the commands' runs
-            stock_runs += [v for v in verdicts if v.by == "stock" and v.compiler == cc and v.emulator == "qemu"
-                           and (v.isa, v.vlen, v.stress) == (i.name, vl, st)]
+            stock_runs += [v for v in verdicts if v.by == "stock" and v.point == where]
             continue
-        stock_runs += [runs.verify_stock(t, label, i, vl, st, prog, work, cc) for label, t in trees.items()]
+        stock_runs += [runs.verify_stock(t, label, where, prog, work) for label, t in trees.items()]
     for v in stock_runs:
         print(f"  {v.tree:6} {v.compiler:6} {v.isa:9} VLEN {v.vlen:5}{' stress' if v.stress else ''}, built with the "
               "stock commands: " + {True: "WRONG", False: "ok", None: f"not run ({v.text})"}[v.failing])
     enable = (out / "enable.patch").read_text() if req.enable is not None else ""
-    kwargs = dict(stress=stress, isa_example=isa_ex, vlen_example=vl_ex, tree=src, stock_runs=stock_runs, cause=cause,
-                  impact=impact, fix=fix_name, trap=trap, enable=enable)
+    kwargs = dict(recorded=recorded, tree=src, stock_runs=stock_runs, cause=cause, impact=impact, fix=fix_name, trap=trap,
+                  enable=enable)
     record.dump(out, case.data, pub, prog.read_text(), verdicts, kwargs)
     text = issue.issue(types.SimpleNamespace(data=case.data), pub, prog.read_text(), verdicts, **kwargs,
                        trap_check=direct.trap_check(fix_name))
     (out / "issue.md").write_text(text)
     print(f"rvvdiff report: {out / 'issue.md'} ({len(text.splitlines())} lines), {prog}")
-    at = [v for v in verdicts if v.tree != "fixed" and v.isa == tgt["isa"] and v.vlen == tgt["vlen"]
-          and v.emulator == tgt.get("emulator", "qemu") and v.compiler == recorded and v.stress == stress]
+    at = [v for v in verdicts if v.tree != "fixed" and v.point == recorded]
 
     def agrees(s: runs.Verdict) -> bool:  # a stock run says what rvvdiff's build of that compiler says there
         same = [v for v in verdicts if (v.tree, v.compiler, v.isa, v.vlen, v.stress, v.emulator)

@@ -12,11 +12,13 @@ build and run them.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from harness.core.errors import RvvdiffError
-from harness.core.matrix import ISAS
+from harness.core.matrix import Point
 from harness.emulators import registry
 from harness.emulators.base import Emulator
 from harness.ggml.source import GgmlSource, resolve
@@ -36,18 +38,14 @@ class Target:
     """A recorded call and where it replays."""
 
     case: Case
-    vlen: int
+    #: The point it replays at: the recorded one, with what was asked for in its place.
+    at: Point
     source: GgmlSource
     emulator: Emulator
     #: What the emulator is judged beside: QEMU for Spike; QEMU and a board replay alone (the emulator itself).
     reference: Emulator
     build: Build
     board: bool
-
-    @property
-    def stress(self) -> bool:
-        """The recorded tail/mask stress mode."""
-        return self.case.data["target"]["stress"]
 
     def heading(self) -> str:
         c = self.case
@@ -65,55 +63,55 @@ class Outcome:
     argv: list[str]
 
 
-def target(report: Path, tree: str | None, vlen: int | None, isa: str | None, cc: str | None,
-           emulator: str | None) -> Target:
-    """The report's call at the target asked for (None: the recorded VLEN, ISA build, compiler, emulator, tree)."""
+def target(report: Path, tree: str | None, asked: Mapping[str, Any]) -> Target:
+    """The report's call at the point asked for (``asked``: :func:`harness.core.matrix.one_values`, a field not
+    given: the recorded one) on ``tree`` (None: the recorded tree)."""
     case = load_case(report)
-    t = case.data["target"]
-    vlen, isa_build = vlen or t["vlen"], ISAS[isa or t["isa"]]
-    on = emulator or t.get("emulator", registry.DEFAULT)
+    at = case.point.given(asked)
     src_path = tree or case.data["ggml"]["root"]
     src = resolve(None if (not tree and case.data["ggml"]["label"].startswith("pinned")) else src_path)
     try:
-        em = registry.get(on)
+        em = registry.get(at.emulator)
         # Spike is judged beside QEMU; QEMU and a board replay alone.
-        reference = registry.get(registry.DEFAULT) if on != registry.DEFAULT and not registry.is_board(on) else em
-        build = ensure_built(src, isa_build, cc or t.get("compiler"))  # an older report: the setting's compiler
+        reference = (registry.get(registry.DEFAULT) if at.emulator != registry.DEFAULT
+                     and not registry.is_board(at.emulator) else em)
+        build = ensure_built(src, at.isa, at.compiler)
     except ToolchainError as e:
         raise ReproError(str(e)) from e
-    board = registry.is_board(on)
-    if board and vlen != em.probe.vlen:
-        raise ReproError(f"{em.where()} has VLEN {em.probe.vlen} and the case is at VLEN {vlen}: give --vlen "
+    board = registry.is_board(at.emulator)
+    if board and at.vlen != em.probe.vlen:
+        raise ReproError(f"{em.where()} has VLEN {em.probe.vlen} and the case is at VLEN {at.vlen}: give --vlen "
                          f"{em.probe.vlen} to replay it at the board's VLEN, or replay under QEMU (--emulator qemu)")
-    return Target(case, vlen, src, em, reference, build, board)
+    return Target(case, at, src, em, reference, build, board)
 
 
 def replay(t: Target) -> Outcome:
     """The recorded call run once on the emulator asked for (and beside QEMU for Spike), judged."""
-    case, build, vlen = t.case, t.build, t.vlen
+    case, build, at = t.case, t.build, t.at
+    plain = replace(at, stress=False)
     if t.emulator is t.reference:
         # A board has one tail/mask policy, its own (its probe says which): a stress case replays under it.
-        r = replay_on(case, build, vlen, t.stress and not t.board, t.emulator)
+        r = replay_on(case, build, plain if t.board else at, t.emulator)
         if r.failing is None:
-            hint = t.emulator.replay_hint if vlen not in t.emulator.vlens else ""
+            hint = t.emulator.replay_hint if at.vlen not in t.emulator.vlens else ""
             return Outcome([f"rvvdiff repro: not replayed: {r.text}" + hint], None, r.argv)
         return Outcome([f"  {shlex.join(r.argv)}\n{r.text}"], r.failing, r.argv)
     # The default emulator (QEMU) as recorded (a VLEN beyond its own is "not run", with the reason),
     # QEMU without stress for a stress report (what Spike, without such a mode, should match), then Spike.
     ref, em = t.reference, t.emulator
-    runs = [replay_on(case, build, vlen, t.stress, ref), replay_on(case, build, vlen, False, em)]
-    if t.stress:
-        runs.insert(1, replay_on(case, build, vlen, False, ref))
+    runs = [replay_on(case, build, at, ref), replay_on(case, build, plain, em)]
+    if at.stress:
+        runs.insert(1, replay_on(case, build, plain, ref))
     labels = ([f"{ref.label}, tail/mask stress (as recorded)", f"{ref.label}, no stress",
-               f"{em.label} (no stress mode)"] if t.stress else [ref.label, em.label])
+               f"{em.label} (no stress mode)"] if at.stress else [ref.label, em.label])
     lines = []
     for label, r in zip(labels, runs):
         state = {True: "FAILS", False: "passes", None: "not run"}[r.failing]
         lines.append(f"\n== {label}: {state}" + (f"\n  {shlex.join(r.argv)}" if r.argv else ""))
         lines.append("  " + r.text.replace("\n", "\n  "))
     lines.append("")
-    lines += side_by_side(case, runs[0], runs[-1]) + (side_by_side(case, runs[1], runs[2]) if t.stress else [])
-    lines.append(f"\nverdict: {spike_verdict(runs[0], runs[-1], t.stress, runs[1] if t.stress else None)}")
+    lines += side_by_side(case, runs[0], runs[-1]) + (side_by_side(case, runs[1], runs[2]) if at.stress else [])
+    lines.append(f"\nverdict: {spike_verdict(runs[0], runs[-1], at.stress, runs[1] if at.stress else None)}")
     return Outcome(lines, runs[-1].failing, runs[-1].argv)
 
 

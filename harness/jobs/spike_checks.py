@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from harness.core.matrix import ISAS, from_args
+from harness.core.matrix import from_args
 from harness.core.runner import SuiteRun, run_suite
 from harness.emulators import registry
 from harness.ggml import known
@@ -83,14 +83,14 @@ def check(entry: known.Known, trees: dict[str, str], work: Path, max_examples: i
     out = work / f"entry{entry.number}"
     db = str(out / "examples")
 
-    def pytest(report_dir: Path, *extra: str) -> SuiteRun:
+    def pytest(report_dir: Path, emulator: str = registry.DEFAULT) -> SuiteRun:
         argv = replay_argv(nodeid, ggml_src=src, known_failures="ignore", example_db=db, compiler=compiler,
-                           extra=["--max-examples", str(max_examples), "-q", "--runxfail", *extra])
+                           emulator=emulator, extra=["--max-examples", str(max_examples), "-q", "--runxfail"])
         return run_suite(argv, report_dir=report_dir, output="capture", timeout=3600).check_timeout()
 
     t0 = time.perf_counter()
     if entry.emulator == "spike":  # a finding of Spike's: it must fail there; QEMU performs what Spike traps on
-        s_run, q_run = pytest(out / "spike", "--emulator", "spike"), pytest(out / "qemu")
+        s_run, q_run = pytest(out / "spike", "spike"), pytest(out / "qemu")
         if s_run.exit != 1:
             return row | {"verdict": f"NOT reproduced: the test passes on Spike (exit {s_run.exit})"}
         other = ("fails too, through another finding in the same tests" if q_run.exit == 1 else
@@ -103,16 +103,16 @@ def check(entry: known.Known, trees: dict[str, str], work: Path, max_examples: i
         tail = (r.stdout + r.stderr).strip().splitlines()[-1:] or ["no output"]
         return row | {"verdict": f"not checked: the reproducer did not fail on QEMU (exit {r.exit}: {tail[0]})"}
     case = load_case(cases[0])
-    stress = case.data["target"]["stress"]
-    spike_test = None if stress else pytest(out / "spike", "--emulator", "spike")
-    t = case.data["target"]
-    build = ensure_built(resolve(src), ISAS[t["isa"]], t.get("compiler"))
+    at = case.point
+    spike_test = None if at.stress else pytest(out / "spike", "spike")
+    build = ensure_built(resolve(src), at.isa, at.compiler)
     qemu, spike = registry.get("qemu"), registry.get("spike")
-    q = replay_on(case, build, t["vlen"], t["stress"], qemu)
-    plain = replay_on(case, build, t["vlen"], False, qemu) if t["stress"] else None
-    s = replay_on(case, build, t["vlen"], False, spike)
-    return row | {"verdict": verdict(q, s, stress, plain, spike_test), "vlen": t["vlen"], "isa": t["isa"],
-                  "stress": stress, "qemu": _summary(q), "spike": _summary(s),
+    unstressed = dataclasses.replace(at, stress=False)
+    q = replay_on(case, build, at, qemu)
+    plain = replay_on(case, build, unstressed, qemu) if at.stress else None
+    s = replay_on(case, build, unstressed, spike)
+    return row | {"verdict": verdict(q, s, at.stress, plain, spike_test), "vlen": at.vlen, "isa": at.isa.name,
+                  "stress": at.stress, "qemu": _summary(q), "spike": _summary(s),
                   "spike_test": None if spike_test is None else ("fails" if spike_test.exit == 1 else
                                                                 f"passes (exit {spike_test.exit})"),
                   "seconds": round(time.perf_counter() - t0, 1)}

@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,8 +33,9 @@ from harness.core.config import ISA_BUILDS, IsaBuild, cache_dir, locked
 from harness.core.proc import CommandError, run
 from harness.ggml.source import GgmlSource
 from harness.toolchain.builds import BuildError, IsaUnavailable
-from harness.toolchain.cmake import forget_stale_configuration, plan_options, tree_name
-from harness.toolchain.compilers import Compiler, compiler
+from harness.toolchain.cmake import plan_options, tree_name
+from harness.toolchain.cmake_build import CmakeBuild, build, configure, read_stamp, target_flags_cmake, write_stamp
+from harness.toolchain.compilers import compiler
 
 #: The tools the model family runs.
 RISCV_TOOLS = ("llama-perplexity",)
@@ -47,19 +47,6 @@ TOOLS_CMAKE = {"LLAMA_BUILD_TOOLS": "ON", "LLAMA_BUILD_COMMON": "ON", "LLAMA_CUR
 
 #: The flag that makes a tree of this era compile without V under clang (see the module's docstring).
 UNDEF_RVV = "-U__riscv_v_intrinsic"
-
-#: Included at the tree's first project(): the workaround on ggml-cpu alone, once the top directory is done
-#: (a tree without that target stops the configure with this message).
-_UNDEF_RVV_CMAKE = f"""include_guard(GLOBAL)
-function(rvvdiff_ggml_cpu_undef_rvv)
-  if(NOT TARGET ggml-cpu)
-    message(FATAL_ERROR "rvvdiff: this tree has no ggml-cpu target to compile with {UNDEF_RVV}")
-  endif()
-  target_compile_options(ggml-cpu PRIVATE {UNDEF_RVV})
-endfunction()
-cmake_language(DEFER CALL rvvdiff_ggml_cpu_undef_rvv)
-"""
-
 
 @dataclass(frozen=True)
 class Tools:
@@ -132,46 +119,20 @@ def _remember(key: str, d: Path) -> None:
         _index().write_text(json.dumps(idx, indent=1))
 
 
-def _toolchain_file(d: Path, cc: Compiler) -> Path:
-    f = d / "riscv64-toolchain.cmake"
-    f.write_text("set(CMAKE_SYSTEM_NAME Linux)\nset(CMAKE_SYSTEM_PROCESSOR riscv64)\n"
-                 f"set(CMAKE_C_COMPILER {cc.cc})\nset(CMAKE_CXX_COMPILER {cc.cxx})\n"
-                 f"set(CMAKE_AR {cc.ar} CACHE FILEPATH \"\")\nset(CMAKE_RANLIB {cc.ranlib} CACHE FILEPATH \"\")\n"
-                 "set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)\n")
-    return f
-
-
-def _ccache() -> tuple[list[str], dict[str, str | None]]:
-    """The compiler launcher's CMake options and the build's environment for it (none without ccache)."""
-    exe = Path(sys.executable).parent / "ccache"
-    exe = exe if exe.is_file() else shutil.which("ccache")
-    if not exe:
-        return [], {}
-    env: dict[str, str | None] = {"CCACHE_DIR": str(cache_dir() / "ccache"), "CCACHE_BASEDIR": str(cache_dir()),
-                                  "CCACHE_NOHASHDIR": "1", "CCACHE_COMPILERCHECK": "content", "CCACHE_MAXSIZE": "5G"}
-    return [f"-DCMAKE_C_COMPILER_LAUNCHER={exe}", f"-DCMAKE_CXX_COMPILER_LAUNCHER={exe}"], env
-
-
-def _build(d: Path, source: GgmlSource, configure: list[str], targets: tuple[str, ...], key: str,
-           what: str, jobs: int | None) -> None:
-    """Configure and build ``targets`` in ``d`` unless the stamp says they were built with ``key``."""
-    stamp = d / "rvvdiff-tools-stamp.json"
-    log = d / "rvvdiff-tools.log"
-    meta = json.loads(stamp.read_text()) if stamp.exists() else {}
+def _build(source: GgmlSource, b: CmakeBuild, targets: tuple[str, ...], key: str, what: str, jobs: int | None) -> None:
+    """Configure and build ``targets`` of ``b`` unless its stamp says they were built with ``key``."""
+    stamp = b.dir / "rvvdiff-tools-stamp.json"
+    log = b.dir / "rvvdiff-tools.log"
+    meta = read_stamp(stamp)
     built = set(meta.get("targets", [])) if meta.get("key") == key else set()
-    if set(targets) <= built and all((d / "bin" / t).is_file() for t in targets if t.startswith("llama-")):
+    if set(targets) <= built and all((b.dir / "bin" / t).is_file() for t in targets if t.startswith("llama-")):
         return
-    d.mkdir(parents=True, exist_ok=True)
-    launcher, env = _ccache()
-    configure = [*configure, *launcher]
-    forget_stale_configuration(d, configure)
     try:
-        run(["cmake", "-S", source.root, "-B", d, *configure], timeout=1800, what=f"CMake configure ({what})", log_file=log)
-        run(["cmake", "--build", d, "--target", *targets, "-j", str(jobs or os.cpu_count() or 2)],
-            timeout=7200, env=env, what=f"building {' '.join(targets)} ({what})", log_file=log)
+        configure(b, what=what, log=log)
+        build(b, targets, jobs=jobs, what=f"building {' '.join(targets)} ({what})", log=log)
     except CommandError as e:
         raise BuildError(f"building llama.cpp's tools ({what}) from {tree_name(source)} failed (full log: {log}):\n{e}") from None
-    stamp.write_text(json.dumps({"key": key, "targets": sorted(built | set(targets))}))
+    write_stamp(stamp, {"key": key, "targets": sorted(built | set(targets))})
 
 
 def _tree_tag(source: GgmlSource) -> str:
@@ -193,27 +154,20 @@ def riscv_tools(source: GgmlSource, isa: IsaBuild | str, compiler_name: str, *, 
     plan = plan_options(source, isa)
     if plan.unavailable:
         raise IsaUnavailable(plan.unavailable)
-    extra = (UNDEF_RVV,) if workaround else ()
+    # The workaround on ggml-cpu alone, the one target compiled with the ISA build's -march.
+    flags = {"ggml-cpu": (UNDEF_RVV,)} if workaround else {}
     opts = {**plan.passed, **TOOLS_CMAKE, "CMAKE_EXE_LINKER_FLAGS": "-static"}
-    key = hashlib.sha256(json.dumps([_source_key(source, "riscv64"), opts, cc.identity, _UNDEF_RVV_CMAKE if extra else None],
-                                    sort_keys=True).encode()).hexdigest()
+    key = hashlib.sha256(json.dumps([_source_key(source, "riscv64"), opts, cc.identity,
+                                     target_flags_cmake(flags) if flags else None], sort_keys=True).encode()).hexdigest()
     label = f"{isa.name}-{cc.name}" + ("-undef-rvv" if workaround else "")
     d = _known(key, targets) or _tools_dir(source, label)
     # One lock for every ISA build of a tree by a compiler: the second build starts once the first is done and
     # finds all but its ggml-cpu in ccache (two at once would both compile everything).
     with locked(cache_dir() / "tools" / f"{_tree_tag(source)}-{cc.name}.lock"):
-        d.mkdir(parents=True, exist_ok=True)
-        tc = _toolchain_file(d, cc)
-        configure = [f"-DCMAKE_TOOLCHAIN_FILE={tc}", f"-DCMAKE_C_COMPILER={cc.cc}", "-DCMAKE_SYSTEM_PROCESSOR=riscv64",
-                     *(f"-D{k}={v}" for k, v in opts.items())]
-        if extra:
-            include = d / "rvvdiff-undef-rvv.cmake"
-            include.write_text(_UNDEF_RVV_CMAKE)
-            configure.append(f"-DCMAKE_PROJECT_INCLUDE={include}")
-        _build(d, source, configure, targets, key,
+        _build(source, CmakeBuild(source.root, d, opts, compiler=cc, target_flags=flags, ccache=True), targets, key,
                f"riscv64 {isa.name} by {cc.name}", jobs)
     _remember(key, d)
-    return Tools(d, "riscv64", cc.name, isa.name, key, extra)
+    return Tools(d, "riscv64", cc.name, isa.name, key, tuple(f for fs in flags.values() for f in fs))
 
 
 def host_tools(source: GgmlSource, *, targets: tuple[str, ...] = HOST_TOOLS, jobs: int | None = None) -> Tools:
@@ -229,6 +183,6 @@ def host_tools(source: GgmlSource, *, targets: tuple[str, ...] = HOST_TOOLS, job
     key = hashlib.sha256(json.dumps([_source_key(source, "host"), opts, ident], sort_keys=True).encode()).hexdigest()
     d = _known(key, targets) or _tools_dir(source, "host")
     with locked(cache_dir() / "tools" / f"{d.name}.lock"):
-        _build(d, source, [f"-D{k}={v}" for k, v in opts.items()], targets, key, "host", jobs)
+        _build(source, CmakeBuild(source.root, d, opts, ccache=True), targets, key, "host", jobs)
     _remember(key, d)
     return Tools(d, "host", ident, None, key)

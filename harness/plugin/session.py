@@ -117,7 +117,7 @@ class RvvdiffSession(Session):
             return
         cfg = metafunc.config
         m = run_matrix(cfg)
-        targets = [Target(v, ISAS[i], s, c, named=len(m.compilers) > 1)
+        targets = [Target(v, ISAS[i], s, c, m.emulator, named=len(m.compilers) > 1)
                    for i in m.isas for v in m.vlens for s in m.stress for c, isas in m.compilers.items() if i in isas]
         # A test that runs at some targets only (the model family's budget) names them with a predicate.
         only = metafunc.definition.get_closest_marker("rvvdiff_targets")

@@ -14,7 +14,7 @@ from hypothesis.control import currently_in_test_context
 
 from harness.check import observe
 from harness.core.config import IsaBuild
-from harness.core.matrix import DEFAULT_COMPILER
+from harness.core.matrix import DEFAULT_COMPILER, Point
 from harness.cost.measure import board_counters
 from harness.cost.measure.spike_count import Cost
 from harness.cost.measure.spike_runs import measure as measure_call
@@ -95,7 +95,7 @@ class Session:
 
     def server(self, target: Target) -> pool.KernelServer:
         """The kernel server of ``target`` in this process (harness/emulators/pool.py), started on first use."""
-        return self.pool.server(self.build(target.isa, target.compiler), target.vlen, target.stress, self.emulator,
+        return self.pool.server(self.build(target.isa, target.compiler), target, self.emulator,
                                 live_limit=self.live_limit)
 
     def build(self, isa: IsaBuild, compiler: str = DEFAULT_COMPILER) -> Build:
@@ -143,22 +143,17 @@ def session() -> Session:
 
 
 @dataclass(frozen=True, repr=False)
-class Target:
-    """Where a differential test runs its kernel: one VLEN, one ISA build, one stress mode, the build
-    of one compiler."""
+class Target(Point):
+    """Where a differential test runs its kernel (a :class:`~harness.core.matrix.Point`: one VLEN, one ISA build,
+    one stress mode, the build of one compiler (its name: harness/toolchain/compilers.py's ``COMPILERS``, or
+    ``user``), the session's emulator), and how the test reaches it."""
 
-    vlen: int
-    isa: IsaBuild
-    stress: bool
-    #: The compiler's name (harness/toolchain/compilers.py's ``COMPILERS``, or ``user``).
-    compiler: str = DEFAULT_COMPILER
     #: The id ends in the compiler's name (the run selected more than one compiler).
     named: bool = field(default=False, compare=False)
 
     @property
     def id(self) -> str:
-        return (f"vlen{self.vlen}-{self.isa.name}" + ("-stress" if self.stress else "")
-                + (f"-{self.compiler}" if self.named else ""))
+        return self.name(self.named)
 
     def server(self) -> pool.KernelServer:
         return session().server(self)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.core.matrix import Point
 from harness.emulators import protocol as P
 from harness.emulators import registry
 from harness.report.ids import slug
@@ -152,6 +153,11 @@ class Case:
     @property
     def call(self) -> dict[str, Any]:
         return self.data["call"]
+
+    @property
+    def point(self) -> Point:
+        """Where the call failed: the recorded VLEN, ISA build, stress mode, compiler and emulator."""
+        return Point.of_record(self.data["target"])
 
     def buffers(self) -> list[P.Buf]:
         out = []

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from harness.core.matrix import Point
 from harness.emulators.base import Emulator
 from harness.emulators.pool import KernelFailure, KernelServer, ServerError
 from harness.report.failure import Case
@@ -73,11 +74,12 @@ class Replay:
     outputs: list[bytes] | None = None
 
 
-def replay_on(case: Case, build: Build, vlen: int, stress: bool, emulator: Emulator) -> Replay:
-    """Run the recorded call once on ``emulator`` and judge it as the recorded comparison would."""
-    server = KernelServer(build, vlen, stress, emulator)
-    if vlen not in emulator.vlens:
-        return Replay(emulator.name, [], None, f"{emulator.describe()} cannot run VLEN {vlen} "
+def replay_on(case: Case, build: Build, at: Point, emulator: Emulator) -> Replay:
+    """Run the recorded call once on ``emulator`` at ``at``'s VLEN and stress mode (``build`` made for its ISA
+    build by its compiler) and judge it as the recorded comparison would."""
+    server = KernelServer(build, at.vlen, at.stress, emulator)
+    if at.vlen not in emulator.vlens:
+        return Replay(emulator.name, [], None, f"{emulator.describe()} cannot run VLEN {at.vlen} "
                       f"(it runs {', '.join(map(str, emulator.vlens))})")
     try:
         argv = server.argv

@@ -38,10 +38,11 @@ from harness.core import settings
 from harness.core.config import IsaBuild, cache_dir, locked
 from harness.core.errors import RvvdiffError
 from harness.core.matrix import DEFAULT_COMPILER
-from harness.core.proc import CommandError, run
+from harness.core.proc import CommandError
 from harness.ggml.source import GgmlSource
 from harness.toolchain import bindings
 from harness.toolchain.cmake import CmakePlan, cmake_files, cmake_options, march_mismatch, march_of, plan_options, tree_name
+from harness.toolchain.cmake_build import CmakeBuild, build, configure, read_stamp, write_stamp
 from harness.toolchain.compilers import (
     SERVER_DIR,
     Compiler,
@@ -136,20 +137,6 @@ def build_dir(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = Non
     tree = hashlib.sha256(str(source.root).encode()).hexdigest()[:12]
     name = compiler_name or selected()
     return cache_dir() / "build" / (f"{tree}-{isa.name}" + ("" if name == DEFAULT_COMPILER else f"-{name}"))
-
-
-def _toolchain_file(d: Path, cc: Compiler) -> Path:
-    f = d / "riscv64-toolchain.cmake"
-    f.write_text(
-        "set(CMAKE_SYSTEM_NAME Linux)\n"
-        "set(CMAKE_SYSTEM_PROCESSOR riscv64)\n"
-        f"set(CMAKE_C_COMPILER {cc.cc})\n"
-        f"set(CMAKE_CXX_COMPILER {cc.cxx})\n"
-        f"set(CMAKE_AR {cc.ar} CACHE FILEPATH \"\")\n"
-        f"set(CMAKE_RANLIB {cc.ranlib} CACHE FILEPATH \"\")\n"
-        "set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)\n"
-    )
-    return f
 
 
 def _ggml_cpu_flags(d: Path) -> tuple[str, ...]:
@@ -256,7 +243,7 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = 
     stamp = d / "rvvdiff-stamp.json"
     log = d / "rvvdiff-build.log"
     with locked(d / ".lock"):
-        meta = json.loads(stamp.read_text()) if stamp.exists() else {}
+        meta = read_stamp(stamp)
         marker = failure_marker(d)
         if session_id() is not None and marker.exists():
             raise BuildFailedEarlier(failed_reason(source, isa, marker.read_text(), cc.name))
@@ -266,8 +253,8 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = 
             # A -march the compiler rejected stays rejected for this key (the key names the compiler).
             if meta.get("key") != key or ("libs" not in meta and "rejected" not in meta
                                           and not _unexpressible(source, isa, meta["cflags"])):
-                meta = _build_libraries(source, isa, d, cc, jobs or os.cpu_count() or 2, plan, key)
-                stamp.write_text(json.dumps(meta))
+                meta = _build_libraries(source, isa, d, cc, jobs=jobs or os.cpu_count() or 2, plan=plan, key=key)
+                write_stamp(stamp, meta)
             why = _unexpressible(source, isa, meta["cflags"]) or meta.get("rejected")
             if why:
                 raise IsaUnavailable(why)
@@ -298,7 +285,7 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = 
         return b
 
 
-def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, jobs: int,
+def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, *, jobs: int,
                      plan: CmakePlan, key: str) -> dict:
     """Configure, check the -march the tree's CMake chose, compile; return the stamp's content."""
     append_log(d, f"=== build of {source.describe()} for {isa.name}, pid {os.getpid()}, {time.ctime()}")
@@ -308,29 +295,15 @@ def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, j
     if plan.read_only:
         append_log(d, "passed without an option() in this tree, as its CMake reads them: "
                 + " ".join(f"{k}={plan.passed[k]} ({f})" for k, f in plan.read_only.items()))
-    was = _configured_compiler(d)
-    if was is not None and was != cc.cc:
-        # CMake keeps the compiler of a directory's first configure whatever the toolchain file says now.
-        append_log(d, f"the directory was configured with another compiler ({was}): configuring afresh")
-        (d / "CMakeCache.txt").unlink(missing_ok=True)
-        shutil.rmtree(d / "CMakeFiles", ignore_errors=True)
     cmake_digest = digest(*(p.read_bytes() for p in cmake_files(source) if p.is_file()))
-    stamp = d / "rvvdiff-stamp.json"
-    before = json.loads(stamp.read_text()).get("cmake_files") if stamp.exists() else cmake_digest
-    if before != cmake_digest and (d / "CMakeCache.txt").exists():
-        # The same directory at another revision (a bisect step, the gate's BASE slot): a cache
-        # entry the old CMake files set and the new ones test (e.g. MATH_LIBRARY-NOTFOUND) would
-        # survive; the cache is dropped, the compiled objects are kept.
-        append_log(d, "the tree's CMake files changed since the last configure: configuring with a fresh cache")
-        (d / "CMakeCache.txt").unlink()
-    tc = _toolchain_file(d, cc)
-    opts = [f"-D{k}={v}" for k, v in plan.passed.items()]
+    # The tree's CMake files are an input of the configure: the same directory at another revision (a bisect step,
+    # the gate's BASE slot) is configured with a fresh cache (an entry the old files set and the new ones test, e.g.
+    # MATH_LIBRARY-NOTFOUND, would survive); the compiled objects are kept.
+    b = CmakeBuild(source.root, d, plan.passed, compiler=cc, inputs=cmake_digest)
     logf = d / "rvvdiff-build.log"
-    run(["cmake", "-S", source.root, "-B", d, f"-DCMAKE_TOOLCHAIN_FILE={tc}", *opts],
-        timeout=1800, what=f"CMake configure ({isa.name})", log_file=logf)
+    configure(b, what=isa.name, log=logf)
     cflags = _ggml_cpu_flags(d)
-    meta = {"key": key, "cflags": list(cflags), "cmake": plan.passed, "cmake_undeclared": plan.undeclared,
-            "cmake_files": cmake_digest}
+    meta = {"key": key, "cflags": list(cflags), "cmake": plan.passed, "cmake_undeclared": plan.undeclared}
     why = _unexpressible(source, isa, cflags)
     if why:
         append_log(d, f"not built: {why}")
@@ -339,18 +312,8 @@ def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, j
     if rejected:
         append_log(d, f"not built: {rejected}")
         return {**meta, "unavailable": rejected, "rejected": rejected}
-    run(["cmake", "--build", d, "--target", "ggml-cpu", "ggml-base", "-j", str(jobs)],
-        timeout=3600, what=f"compiling ggml ({isa.name})", log_file=logf)
+    build(b, ("ggml-cpu", "ggml-base"), jobs=jobs, timeout=3600, what=f"compiling ggml ({isa.name})", log=logf)
     return {**meta, "libs": [str(p) for p in _libs(d)]}
-
-
-def _configured_compiler(d: Path) -> str | None:
-    """The C compiler a build directory was first configured with (CMake's record of it), if any."""
-    for f in sorted(d.glob("CMakeFiles/*/CMakeCCompiler.cmake")):
-        m = re.search(r'^set\(CMAKE_C_COMPILER "([^"]*)"\)', f.read_text(errors="replace"), re.M)
-        if m:
-            return m.group(1)
-    return None
 
 
 def _unexpressible(source: GgmlSource, isa: IsaBuild, cflags: tuple[str, ...] | list[str]) -> str | None:

@@ -1,11 +1,10 @@
 """What a tree's CMake can express for an ISA build: the options it declares or reads, the plan of options
-for an ISA build, and whether the -march ggml-cpu compiles with keeps the build's promise."""
+for an ISA build, and whether the -march ggml-cpu compiles with keeps the build's promise.  (Running CMake is
+harness/toolchain/cmake_build.py's.)"""
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -190,48 +189,3 @@ def march_extras(isa: IsaBuild, march: str | None) -> tuple[str, ...]:
 def tree_name(source: GgmlSource) -> str:
     """A short name of a tree for messages: ``ggml 0.9.4 at /path``."""
     return f"ggml {source.version} at {source.root}"
-
-
-#: What the last configure of a build directory was asked for (:func:`forget_stale_configuration`).
-CONFIGURE_STAMP = "rvvdiff-configure.json"
-
-
-def _configure_fingerprint(configure: list[str]) -> str:
-    """The configure arguments with the content of the toolchain file they name (rewritten in place when a
-    compiler wrapper moves)."""
-    files = []
-    for a in configure:
-        if a.startswith("-DCMAKE_TOOLCHAIN_FILE="):
-            f = Path(a.split("=", 1)[1])
-            files.append(f.read_text(errors="replace") if f.is_file() else "")
-    return json.dumps({"configure": [str(a) for a in configure], "toolchain_files": files}, sort_keys=True)
-
-
-def forget_stale_configuration(build_dir: Path, configure: list[str]) -> None:
-    """A build directory last configured with other arguments (another compiler wrapper, toolchain file,
-    processor or options) is configured afresh; call it just before configuring with ``configure``.
-
-    Reconfiguring in place is not safe: on a compiler change CMake deletes its cache, keeps only the
-    variables that changed and drops the rest, the toolchain file and CMAKE_SYSTEM_PROCESSOR among them, so
-    the directory ends up half configured for the host (a riscv64 C compiler beside the host's C++ compiler
-    and linker, shared libraries) and stays so.  A directory without a record of its last configure (made
-    before the record existed) is configured afresh once, as are the two signs of that state: a cached C
-    compiler other than the one asked for, a processor other than the one asked for."""
-    def wanted(name: str) -> str | None:
-        return next((a.split("=", 1)[1] for a in configure if a.startswith(f"-D{name}=")), None)
-
-    cache = build_dir / "CMakeCache.txt"
-    stamp = build_dir / CONFIGURE_STAMP
-    fingerprint = _configure_fingerprint(configure)
-    if cache.is_file():
-        m = re.search(r"^CMAKE_C_COMPILER:[A-Z]*=(.*)$", cache.read_text(errors="replace"), re.M)
-        stale = bool(m and wanted("CMAKE_C_COMPILER") not in (None, m.group(1)))
-        for f in build_dir.glob("CMakeFiles/*/CMakeSystem.cmake"):
-            p = re.search(r'set\(CMAKE_SYSTEM_PROCESSOR "([^"]*)"\)', f.read_text(errors="replace"))
-            stale |= bool(p and wanted("CMAKE_SYSTEM_PROCESSOR") not in (None, p.group(1)))
-        stale |= not stamp.is_file() or stamp.read_text(errors="replace") != fingerprint
-        if stale:
-            cache.unlink()
-            shutil.rmtree(build_dir / "CMakeFiles", ignore_errors=True)
-    build_dir.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(fingerprint)

@@ -24,15 +24,16 @@ import numpy as np
 from harness.core.config import cache_dir, locked
 from harness.core.proc import CommandError, execute, run
 from harness.ggml.source import GgmlSource
+from harness.toolchain.cmake_build import CmakeBuild, build, configure
 from harness.toolchain.compilers import SERVER_DIR
 
 DRIVER = SERVER_DIR / "host_quantize.c"
 NAME = "rvvdiff-host-quantize"
 #: The CMake options of the host build, configured from the tree's root as the cross builds are (a llama.cpp
 #: root or a ggml repository): ggml-base alone, static, no CPU backend (the quantizers are in base).
-OPTIONS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_CPU=OFF", "-DGGML_NATIVE=OFF",
-           "-DGGML_OPENMP=OFF", "-DGGML_BUILD_TESTS=OFF", "-DGGML_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-           "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TOOLS=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_CURL=OFF")
+OPTIONS = {"CMAKE_BUILD_TYPE": "Release", "BUILD_SHARED_LIBS": "OFF", "GGML_CPU": "OFF", "GGML_NATIVE": "OFF",
+           "GGML_OPENMP": "OFF", "GGML_BUILD_TESTS": "OFF", "GGML_BUILD_EXAMPLES": "OFF", "LLAMA_BUILD_TESTS": "OFF",
+           "LLAMA_BUILD_EXAMPLES": "OFF", "LLAMA_BUILD_TOOLS": "OFF", "LLAMA_BUILD_SERVER": "OFF", "LLAMA_CURL": "OFF"}
 
 
 class HostBuildUnavailable(Exception):
@@ -81,12 +82,10 @@ def quantizer(source: GgmlSource) -> Path:
             raise HostBuildUnavailable(failed.read_text())
         d.mkdir(parents=True, exist_ok=True)
         log = d / "build.log"
-        env = {"CC": cc, "CXX": cxx}
+        b = CmakeBuild(source.root, d / "b", OPTIONS, env={"CC": cc, "CXX": cxx})
         try:
-            run(["cmake", "-S", source.root, "-B", d / "b", *OPTIONS], env=env, timeout=600,
-                what="CMake configure (host ggml-base)", log_file=log)
-            run(["cmake", "--build", d / "b", "--target", "ggml-base", "-j", str(os.cpu_count() or 2)], env=env,
-                timeout=1800, what="compiling ggml-base for the host", log_file=log)
+            configure(b, what="host ggml-base", log=log, timeout=600)
+            build(b, ("ggml-base",), what="compiling ggml-base for the host", log=log, timeout=1800)
             libs = sorted((d / "b").rglob("libggml-base.a"))
             if not libs:
                 raise HostBuildUnavailable(f"the host build of {source.describe()} made no libggml-base.a (log {log})")

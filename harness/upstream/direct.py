@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.config import ISA_BUILDS, VLENS
+from harness.core.matrix import Point
 from harness.core.proc import execute
 from harness.emulators import qemu
 from harness.ggml import fix_catalogue, known
@@ -117,7 +118,7 @@ def verify(fix: str, trees: dict[str, GgmlSource], compilers: list[str], work: P
                         out.append(Verdict(label, prog.isa, vl, None, f"not built: {cp.stderr.strip()[:300]}", "qemu",
                                            cc, stress))
                         continue
-                    r = stock.run_exe(exe, vl, prog.isa, stress, half_avl=False, timeout=120)
+                    r = stock.run_exe(exe, Point(vl, prog.isa, stress, cc), timeout=120)
                     ok = r.returncode in (0, 1)
                     out.append(Verdict(label, prog.isa, vl, (r.returncode == 1) if ok else None,
                                        r.stdout.strip() if ok else f"exit {r.returncode}", "qemu", cc, stress))
@@ -165,7 +166,7 @@ def direct_issue(fix: str, ggml: dict, verdicts: list[Verdict], entry: known.Kno
             body.append(shlex.join(compile_argv(prog, cc, Path("llama.cpp"), Path("repro.cpp"), Path(exe), True)))
         bad = next((v for v in verdicts if v.failing and v.tree != "fixed" and v.stress == stress), None)
         if bad:
-            body.append(shlex.join(["qemu-riscv64", "-cpu", stock.cpu_value(bad.vlen, prog.isa, stress), "./repro"]))
+            body.append(shlex.join(["qemu-riscv64", "-cpu", stock.cpu_value(Point(bad.vlen, prog.isa, stress)), "./repro"]))
         body += ["```"]
         how = f"the program built by {names} as above, run under QEMU {qemu.qemu().version}"
     else:

@@ -350,7 +350,7 @@ def test_message(series: Series) -> str:
                           f"-DLLAMA_BUILD_TESTS=ON by {' and '.join(dict.fromkeys(x.compiler for x in runs))} "
                           f"({testcmd.isa_options(r.isa)}), it passes before and after the fixes that follow at VLEN "
                           f"{' and '.join(map(str, vlens))}:"), "",
-                *_code([shlex.join(testcmd.run_line(vlens[0], r.isa, r.stress))])]
+                *_code([shlex.join(testcmd.run_line(r.at(vlens[0])))])]
     return "\n".join(out) + "\n"
 
 

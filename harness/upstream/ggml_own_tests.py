@@ -23,23 +23,25 @@ so the second build recompiles ``quants.c`` and the test and relinks.  A lock fi
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shlex
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from harness.core import settings
+from harness.core import config, settings
 from harness.core.config import DATA_DIR, cache_dir
-from harness.core.proc import STDOUT, execute, run
+from harness.core.matrix import Point
+from harness.core.proc import CommandError, execute, run
 from harness.emulators import qemu
+from harness.toolchain import cmake_build
+from harness.toolchain.cmake_build import CmakeBuild
 from harness.upstream import stock
 
 TEST_PATCHES = DATA_DIR / "ggml-tests"
@@ -91,6 +93,11 @@ class TestClass:
 
     def fix_patches(self) -> list[Path]:
         return [FIX_PATCHES / f"{f}.patch" for f in self.fixes]
+
+    def targets(self, compiler: str = "clang", vlens: Sequence[int] | None = None) -> list[Point]:
+        """Where the test runs: at its VLENs (or ``vlens``), in its ISA build and stress mode, built by the stock
+        ``compiler``."""
+        return [Point(v, self.isa, self.stress, compiler) for v in vlens or self.vlens]
 
     def base_patches(self) -> list[Path]:
         """The test patches and fixes of the classes this one builds on, transitively, in order."""
@@ -219,15 +226,9 @@ def prepare_tree(tree: Path, patches: Sequence[Path], pinned: Path | None = None
     return changed
 
 
-@contextmanager
-def locked(work: Path) -> Iterator[None]:
-    work.mkdir(parents=True, exist_ok=True)
-    with open(work / ".lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+def locked(work: Path) -> AbstractContextManager[None]:
+    """The lock of a work directory (its tree copy and build directories)."""
+    return config.locked(work / ".lock")
 
 
 # ------------------------------------------------------------------ build and run
@@ -239,29 +240,23 @@ def emulator() -> str:
     return shutil.which(name) or name
 
 
-def configure_argv(tree: Path, build_dir: Path, isa: str = "v", compiler: str = "clang") -> list[str]:
-    """stock.build_argvs' configure line (clang-22, ggml's options) with the tests turned on and QEMU as the
-    cross-compiling emulator (ctest runs each test under it).  ``tree`` need not exist yet (``commands`` prints
-    the line before the copy is made): it is laid out as the pinned tree."""
+def tests_cmake(tree: Path, build_dir: Path, isa: str = "v", compiler: str = "clang") -> CmakeBuild:
+    """stock's library build (clang-22, ggml's options) with the tests turned on and QEMU as the cross-compiling
+    emulator (ctest runs each test under it).  ``tree`` need not exist yet (``commands`` prints the line before
+    the copy is made): it is laid out as the pinned tree."""
     shape = tree if tree.exists() else pinned_root()
-    configure = [a.replace(str(shape), str(tree)) for a in stock.build_argvs(shape, isa, compiler, build_dir)[0]]
-    extra = {**TEST_CMAKE, "CMAKE_CROSSCOMPILING_EMULATOR": emulator()}
-    keep = [a for a in configure if not any(a.startswith(f"-D{k}=") for k in extra)]
-    return keep + [f"-D{k}={v}" for k, v in extra.items()]
+    b = stock.cmake_build(shape, isa, compiler, build_dir)
+    b = replace(b, source=Path(str(b.source).replace(str(shape), str(tree))))
+    return b.with_options({**TEST_CMAKE, "CMAKE_CROSSCOMPILING_EMULATOR": emulator()})
 
 
-def _configured(build_dir: Path) -> bool:
-    """Whether ``build_dir`` is configured, with the emulator :func:`configure_argv` gives now."""
-    cache = Path(build_dir) / "CMakeCache.txt"
-    if not cache.is_file():
-        return False
-    found = [ln.split("=", 1)[1] for ln in cache.read_text(errors="replace").splitlines()
-             if ln.startswith("CMAKE_CROSSCOMPILING_EMULATOR:")]
-    return found == [emulator()]
+def configure_argv(tree: Path, build_dir: Path, isa: str = "v", compiler: str = "clang") -> list[str]:
+    """The configure line of :func:`tests_cmake`."""
+    return tests_cmake(tree, build_dir, isa, compiler).configure_argv()
 
 
 def build_argv(build_dir: Path, target: str, jobs: int = 2, nice: int = 5) -> list[str]:
-    return ["nice", "-n", str(nice), "cmake", "--build", str(build_dir), "--target", target, f"-j{jobs}"]
+    return cmake_build.build_argv(build_dir, (target,), jobs=jobs, nice=nice)
 
 
 def executable(build_dir: Path, target: str) -> Path:
@@ -277,7 +272,7 @@ def run_argv(c: TestClass, build_dir: Path, vlen: int) -> list[str]:
     :func:`run_test` runs it): ``QEMU_CPU`` gives QEMU the VLEN and the ISA build's extensions; the class's
     stress mode is the tail/mask part only, without ``rvv_vl_half_avl``.  ``--no-tests=error``: a build without the
     test (ctest finds nothing) is a failure, not a pass."""
-    cpu = stock.cpu_value(vlen, c.isa, c.stress)
+    cpu = stock.cpu_value(Point(vlen, c.isa, c.stress))
     return ["env", f"QEMU_CPU={cpu}", "ctest", "--test-dir", str(build_dir), "-R", f"^{c.target}$",
             "--no-tests=error", "--output-on-failure", "--timeout", str(CTEST_TIMEOUT)]
 
@@ -291,16 +286,13 @@ def build(tree: Path, build_dir: Path, target: str, isa: str = "v", *, jobs: int
     build_dir.mkdir(parents=True, exist_ok=True)
     log = build_dir / "ggmltests-build.log"
     t0 = time.monotonic()
-    steps = [] if _configured(build_dir) else [configure_argv(tree, build_dir, isa, compiler)]
-    steps.append(build_argv(build_dir, target, jobs))
-    with open(log, "a") as fh:
-        for argv in steps:
-            fh.write(f"$ {shlex.join(argv)}\n")
-            fh.flush()
-            cp = execute(argv, stdout=fh, stderr=STDOUT, timeout=timeout)
-            if not cp.ok:
-                how = f"timed out after {timeout:g} s" if cp.timed_out else f"exit {cp.returncode}"
-                raise stock.StockToolchainError(f"{shlex.join(argv[:6])} ... failed ({how}); log {log}")
+    b = tests_cmake(tree, build_dir, isa, compiler)
+    try:
+        cmake_build.configure(b, what=f"ggml's tests, {compiler}, {isa}", log=log, timeout=timeout, reuse=True)
+        cmake_build.build(b, (target,), jobs=jobs, nice=5, timeout=timeout, what=f"building {target}", log=log)
+    except CommandError as e:
+        how = f"timed out after {timeout:g} s" if e.returncode is None else f"exit {e.returncode}"
+        raise stock.StockToolchainError(f"{shlex.join(e.argv[:6])} ... failed ({how}); log {log}") from None
     return time.monotonic() - t0
 
 
@@ -380,19 +372,25 @@ def work_dir(work: Path | None = None) -> Path:
     return Path(work or settings.path("GGMLTESTS_DIR") or cache_dir() / "ggmltests")
 
 
-def run_class(name: str, *, fixed: bool = True, pinned: bool = True, vlens: Sequence[int] | None = None,
-              work: Path | None = None, jobs: int = 2, compiler: str = "clang", isa: str | None = None,
-              stress: bool | None = None, fixes: Sequence[str] | None = None, base: Sequence[str] = ()) -> Result:
+def run_class(name: str, *, targets: Sequence[Point] = (), fixed: bool = True, pinned: bool = True,
+              work: Path | None = None, jobs: int = 2, fixes: Sequence[str] | None = None, base: Sequence[str] = ()
+              ) -> Result:
     """Build and run the class's patched test on the pinned tree and/or with its fixes; pass/fail per VLEN.
 
     test-quantize-fns takes about 2.5 min per run under QEMU (ggml_quantize_init of the i-quants,
-    every type quantized): the VLENs run ``jobs`` at a time.  ``compiler``: the stock toolchain (``clang`` or
-    ``gcc14``, one build directory each); ``isa``: another ISA build than the class's (GCC 14 has no zvfbfwma);
-    ``stress``: QEMU's tail/mask stress on or off whatever the class says; ``fixes``: the fixed variant's fixes
-    in place of the class's (a series applies all of its own, in its order); ``base``: fixes applied on both
-    sides, after the test patch (another finding the same run would show, fixed elsewhere)."""
+    every type quantized): the VLENs run ``jobs`` at a time.  ``targets``: where it runs instead of the class's
+    own (:meth:`TestClass.targets`): their VLENs, in one ISA build (another than the class's: GCC 14 has no
+    zvfbfwma) and tail/mask stress mode, built by one stock toolchain (``clang`` or ``gcc14``, one build directory
+    each); ``fixes``: the fixed variant's fixes in place of the class's (a series applies all of its own, in its
+    order); ``base``: fixes applied on both sides, after the test patch (another finding the same run would show,
+    fixed elsewhere)."""
     c = CLASSES[name]
-    c = replace(c, isa=isa or c.isa, stress=c.stress if stress is None else stress,
+    targets = list(targets) or c.targets()
+    builds = {(t.isa.name, t.stress, t.compiler) for t in targets}
+    if len(builds) != 1:
+        raise ValueError(f"{name}: the targets are of {len(builds)} builds or stress modes; the test runs in one")
+    isa, stress, compiler = builds.pop()
+    c = replace(c, isa=isa, stress=stress, vlens=tuple(t.vlen for t in targets),
                 fixes=c.fixes if fixes is None else tuple(fixes))
     work = work_dir(work)
     tree, build_dir = work / "tree", work / (f"build-{c.isa}" + ("" if compiler == "clang" else f"-{compiler}"))
@@ -404,7 +402,7 @@ def run_class(name: str, *, fixed: bool = True, pinned: bool = True, vlens: Sequ
             changed = prepare_tree(tree, patches)
             secs = build(tree, build_dir, c.target, c.isa, jobs=jobs, compiler=compiler)
             with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-                runs = list(pool.map(lambda v: run_test(c, build_dir, v), vlens or c.vlens))
+                runs = list(pool.map(lambda v: run_test(c, build_dir, v), c.vlens))
             variants.append(Variant(vname, patches, secs, changed, runs))
     return Result(c, tree, build_dir, variants, compiler)
 

@@ -12,10 +12,11 @@ series, a real model, an enabling patch) are harness/upstream/paragraphs.py's.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from harness.core.config import ISA_BUILDS, IsaBuild
-from harness.core.matrix import CANNOT_MAKE
+from harness.core.matrix import CANNOT_MAKE, Point
 from harness.emulators import qemu
 from harness.emulators.spike import SpikePk
 from harness.ggml import fix_catalogue
@@ -157,34 +158,36 @@ def first_wrong(verdicts: list[Verdict]) -> tuple[Verdict | None, list[str]]:
     return None, []
 
 
-def build_lines(tree: GgmlSource, isa: IsaBuild, vlen: int, stress: bool, cc: str = "clang",
-                spike_vlen: int | None = None) -> list[str]:
-    """The stock-toolchain commands of compiler ``cc`` as a maintainer types them (:mod:`harness.upstream.stock`,
-    ``printed``; as verified by :func:`verify_stock`) with the tree named ``llama.cpp`` (or ``ggml``) and the
-    build directory ``rv`` (``rv-gcc`` for GCC 14); ``spike_vlen``: and the program run under Spike with riscv-pk
-    at that VLEN, as the table's Spike rows ran it."""
+def build_lines(tree: GgmlSource, at: Point, spike_vlen: int | None = None) -> list[str]:
+    """The stock-toolchain commands of ``at``'s compiler as a maintainer types them (:mod:`harness.upstream.stock`,
+    ``printed``; as verified by :func:`verify_stock`), the program run at ``at``, with the tree named ``llama.cpp``
+    (or ``ggml``) and the build directory ``rv`` (``rv-gcc`` for GCC 14); ``spike_vlen``: and the program run under
+    Spike with riscv-pk at that VLEN, as the table's Spike rows ran it."""
+    cc = at.compiler
     name = "llama.cpp" if tree.ggml != tree.root else "ggml"
     rv = Path("rv" if cc == "clang" else "rv-gcc")
 
     def rel(argv: list[str]) -> list[str]:
-        return [a.replace(str(tree.root), name) for a in argv if a != "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"]
+        return [a.replace(str(tree.root), name) for a in argv]
 
-    configure, build = stock.build_argvs(tree.root, isa, cc, rv, printed=True)
+    cmake = stock.cmake_build(tree.root, at.isa, cc, rv, printed=True).without("CMAKE_EXPORT_COMPILE_COMMANDS")
+    configure, build = cmake.configure_argv(), cmake.build_argv(stock.LIBRARIES, jobs=2)
     exe = Path("repro" if cc == "clang" else "repro-gcc")
     link = stock.link_argv(Path("repro.c"), exe, tree=tree.root, build_dir=rv, toolchain=cc, printed=True)
-    run_ = [*stock.run_argv(exe, vlen, isa, stress, half_avl=stress, qemu="qemu-riscv64")[:-1], f"./{exe}"]
+    run_ = [*stock.run_argv(exe, at, half_avl=at.stress)[:-1], f"./{exe}"]
     pk = [] if spike_vlen is None else [
-        SpikePk("spike", "").printed(f"./{exe}", spike_vlen, qemu.cpu_props(isa, stress))]
+        SpikePk("spike", "").printed(f"./{exe}", spike_vlen, qemu.cpu_props(at.isa, at.stress))]
     return ["```sh", *wrapped(rel(configure), 160), *wrapped(rel(build), 160), *wrapped(rel(link), 160),
             *wrapped(run_, 400), *(ln for a in pk for ln in wrapped(a, 400)), "```"]
 
 
-def example(verdicts: list[Verdict], cc: str, stress: bool, isa: IsaBuild, vlen: int) -> tuple[IsaBuild, int, bool]:
-    """Where compiler ``cc``'s commands in the issue run the program: its first wrong run on the tree (in the
-    recorded mode, else with stress), else the recorded target (``isa``, ``vlen``, ``stress``)."""
-    mine = [v for v in verdicts if v.tree != "fixed" and v.compiler == cc and v.emulator == "qemu" and v.failing]
-    v = next((v for v in mine if v.stress == stress), None) or next(iter(mine), None)
-    return (ISA_BUILDS[v.isa], v.vlen, v.stress) if v else (isa, vlen, stress)
+def example(verdicts: list[Verdict], recorded: Point) -> Point:
+    """Where the commands of ``recorded``'s compiler in the issue run the program: its first wrong run under QEMU
+    on the tree (in the recorded mode, else with stress), else the recorded target."""
+    mine = [v for v in verdicts if v.tree != "fixed" and v.compiler == recorded.compiler and v.emulator == "qemu"
+            and v.failing]
+    v = next((v for v in mine if v.stress == recorded.stress), None) or next(iter(mine), None)
+    return v.point if v else recorded
 
 
 def _install_line(cc: str) -> str:
@@ -238,12 +241,14 @@ TRAP_WORDS = (" The program stops with a trap where the hart refuses the access:
               "QEMU lets the access through, so under QEMU the program runs to the end and checks its numbers.")
 
 
-def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, stress: bool, isa_example: IsaBuild,
-          vlen_example: int, tree: GgmlSource, stock_runs: list[Verdict] = (), cause: str = "", impact: str = "",
-          fix: str = "", trap: bool = False, enable: str = "", trap_check: str = "") -> str:
+def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, recorded: Point, tree: GgmlSource,
+          stock_runs: list[Verdict] = (), cause: str = "", impact: str = "", fix: str = "", trap: bool = False,
+          enable: str = "", trap_check: str = "") -> str:
     """The issue text (markdown): :data:`MAX_LINES` at most with the program inline, else the program is
-    named as an attachment (``repro.c``).  Build commands and table rows for every compiler of ``verdicts``;
+    named as an attachment (``repro.c``).  Build commands and table rows for every compiler of ``verdicts``, its
+    commands run where it is wrong, else at the ``recorded`` target (whose stress mode the text is about);
     ``trap_check``: for a trap finding, how to see it without a hart that traps."""
+    stress = recorded.stress
     ggml = case.data["ggml"]
     ccs = compilers_of(verdicts)
     wrong, out = first_wrong([v for v in verdicts if v.stress == stress])
@@ -260,13 +265,13 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, st
     prog = [f"{what}:", "```c", *src_text.rstrip("\n").splitlines(), "```"]
     tail = []
     for cc in ccs:
-        where = example(verdicts, cc, stress, isa_example, vlen_example)
-        unmade = _unmade(verdicts, cc, where[0])
+        where = example(verdicts, replace(recorded, compiler=cc))
+        unmade = _unmade(verdicts, cc, where.isa)
         # the Spike line where the bug shows under Spike with riscv-pk (a trap: only there)
         spike_at = next((v.vlen for v in verdicts if v.compiler == cc and v.by == "stock" and v.emulator != "qemu"
                          and v.tree != "fixed" and v.failing), None)
         tail += [unmade] if unmade else [_install_line(cc)[:-1] + _pk_install(spike_at) + ":",
-                                         *build_lines(tree, *where, cc, spike_at)]
+                                         *build_lines(tree, where, spike_at)]
         hint = stress_hint(verdicts, stress, cc)
         if hint:
             tail.append(hint)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 from collections.abc import Sequence
@@ -26,7 +25,9 @@ from pathlib import Path
 
 from harness.core.config import cache_dir
 from harness.core.proc import execute
-from harness.toolchain.compilers import zig_binary
+from harness.toolchain import cmake_build
+from harness.toolchain.cmake_build import CmakeBuild, configure
+from harness.toolchain.compilers import Compiler, zig_binary
 from harness.upstream import ggml_own_tests, testcmd
 
 ARCHS = ("x86-64", "aarch64")
@@ -34,9 +35,9 @@ ARCHS = ("x86-64", "aarch64")
 #: in half precision there) and the dot-product extension (the repacked q4_0 4x4 / q4_K 8x4 layouts).
 AARCH64 = ("-target", "aarch64-linux-musl", "-mcpu=cortex_a76")
 QEMU_AARCH64 = ("qemu-aarch64", "-cpu", "max")
-CMAKE = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_OPENMP=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-         "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TOOLS=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_CURL=OFF",
-         "-DLLAMA_BUILD_COMMON=OFF")
+CMAKE = {"CMAKE_BUILD_TYPE": "Release", "BUILD_SHARED_LIBS": "OFF", "GGML_OPENMP": "OFF", "LLAMA_BUILD_TESTS": "OFF",
+         "LLAMA_BUILD_EXAMPLES": "OFF", "LLAMA_BUILD_TOOLS": "OFF", "LLAMA_BUILD_SERVER": "OFF", "LLAMA_CURL": "OFF",
+         "LLAMA_BUILD_COMMON": "OFF"}
 WORDS = {"x86-64": "x86-64 (the host, natively; GCC, GGML_NATIVE)",
          "aarch64": "aarch64 (zig's clang, -mcpu=cortex_a76: FP16 vector arithmetic; qemu-aarch64 -cpu max)"}
 
@@ -69,33 +70,29 @@ def stack_patches(every: list, fixed: bool) -> list[Path]:
     return [p for s in every for p in [s.test_patch(), *((fx.patch for fx in s.fixes) if fixed else ())]]
 
 
-def _wrappers(work: Path) -> tuple[str, str]:
-    """Compiler scripts for CMake: zig cc / c++ for aarch64 with :data:`AARCH64`."""
-    out = []
-    for name, tool in (("cc", "cc"), ("cxx", "c++")):
+def _aarch64(work: Path) -> Compiler:
+    """zig's cc / c++ (and ar / ranlib) for aarch64 with :data:`AARCH64`, as scripts CMake can be given."""
+    tools = {}
+    for name, tool in (("cc", "cc"), ("cxx", "c++"), ("ar", "ar"), ("ranlib", "ranlib")):
         f = work / f"zig-aarch64-{name}"
-        f.write_text(f'#!/bin/sh\nexec "{zig_binary()}" {tool} {" ".join(AARCH64)} "$@"\n')
+        f.write_text(f'#!/bin/sh\nexec "{zig_binary()}" {tool} {" ".join(AARCH64) if name in ("cc", "cxx") else ""} "$@"\n')
         f.chmod(0o755)
-        out.append(str(f))
-    return out[0], out[1]
+        tools[name] = str(f)
+    return Compiler(**tools, identity=f"zig's clang {' '.join(AARCH64)}", name="zig-aarch64")
 
 
 def build(arch: str, tree: Path, build_dir: Path) -> Path:
     """ggml of ``tree`` built for ``arch`` and test-quantize-fns.cpp linked against it; the executable."""
-    work = build_dir.parent
     if arch == "aarch64":
-        cc, cxx = _wrappers(work)
-        extra = ["-DCMAKE_SYSTEM_NAME=Linux", "-DCMAKE_SYSTEM_PROCESSOR=aarch64", "-DGGML_NATIVE=OFF",
-                 f"-DCMAKE_C_COMPILER={cc}", f"-DCMAKE_CXX_COMPILER={cxx}"]
-        link = ["-static"]
+        cc = _aarch64(build_dir.parent)
+        cmake = CmakeBuild(tree, build_dir, {**CMAKE, "GGML_NATIVE": "OFF"}, compiler=cc, processor="aarch64",
+                           generator="Ninja")
+        cxx, link = cc.cxx, ["-static"]
     else:
-        cxx = shutil.which("c++") or "c++"
-        extra, link = ["-DGGML_NATIVE=ON"], []
-    if not (build_dir / "CMakeCache.txt").is_file():
-        execute(["cmake", "-S", str(tree), "-B", str(build_dir), "-G", "Ninja", *CMAKE, *extra],
-                timeout=1800).check("cmake configure")
-    execute(["cmake", "--build", str(build_dir), "--target", "ggml", "-j", str(os.cpu_count() or 2)],
-            timeout=7200).check("cmake --build")
+        cmake = CmakeBuild(tree, build_dir, {**CMAKE, "GGML_NATIVE": "ON"}, generator="Ninja")
+        cxx, link = shutil.which("c++") or "c++", []
+    configure(cmake, what=f"ggml for {arch}", reuse=True)
+    cmake_build.build(cmake, ("ggml",), what=f"building ggml for {arch}")
     libs = [str(build_dir / "ggml" / "src" / f"libggml{x}.a") for x in ("", "-cpu", "-base")]
     exe = build_dir / "test-quantize-fns"
     execute([cxx, "-std=c++17", "-O2", f"-I{tree / 'ggml' / 'include'}",

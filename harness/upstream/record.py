@@ -16,7 +16,8 @@ import re
 import types
 from pathlib import Path
 
-from harness.core.config import ISA_BUILDS, VLENS
+from harness.core.config import VLENS
+from harness.core.matrix import Point
 from harness.upstream import stock
 from harness.upstream.runs import Verdict
 
@@ -25,13 +26,15 @@ _LABELS = {v: k for k, v in stock.LABELS.items()}
 
 
 def dump(out: Path, data: dict, pub, program: str, verdicts: list[Verdict], kwargs: dict) -> Path:
-    """Write ``out/runs.json``: what :func:`harness.upstream.issue.issue` needs besides the tree."""
-    kw = {k: v for k, v in kwargs.items() if k not in ("tree", "enable", "stock_runs", "isa_example")}
+    """Write ``out/runs.json``: what :func:`harness.upstream.issue.issue` needs besides the tree (the recorded target
+    as its stress mode, ``vlen_example`` and ``isa_example``)."""
+    kw = {k: v for k, v in kwargs.items() if k not in ("tree", "enable", "stock_runs", "recorded")}
+    at = kwargs["recorded"]
     rec = {"data": {k: data[k] for k in ("ggml", "comparison", "target") if k in data},
            "pub": {k: getattr(pub, k) for k in ("function", "what", "inputs") if hasattr(pub, k)},
            "verdicts": [dataclasses.asdict(v) for v in verdicts],
            "stock_runs": [dataclasses.asdict(v) for v in kwargs.get("stock_runs", ())],
-           "kwargs": {**kw, "isa_example": kwargs["isa_example"].name}}
+           "kwargs": {"stress": at.stress, "vlen_example": at.vlen, **kw, "isa_example": at.isa.name}}
     path = out / RECORD
     path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
     return path
@@ -41,7 +44,7 @@ def load(out: Path, tree) -> tuple[types.SimpleNamespace, types.SimpleNamespace,
     """(case, pub, program, verdicts, kwargs) of ``out/runs.json`` for :func:`harness.upstream.issue.issue`."""
     rec = json.loads((out / RECORD).read_text())
     kw = dict(rec["kwargs"])
-    kw["isa_example"] = ISA_BUILDS[kw["isa_example"]]
+    kw["recorded"] = Point(kw.pop("vlen_example"), kw.pop("isa_example"), kw.pop("stress"))
     kw["stock_runs"] = [Verdict(**v) for v in rec["stock_runs"]]
     enable = out / "enable.patch"
     kw["enable"] = enable.read_text() if enable.is_file() else ""
@@ -122,13 +125,13 @@ def bootstrap(out: Path, fix: str, cause: str = "", impact: str = "") -> Path:
     from harness.upstream.issue import example
 
     got = from_text((out / "issue.md").read_text())
-    isa_ex, vl_ex = ISA_BUILDS[got["isa_example"]], got["vlen_example"]
+    recorded = Point(got["vlen_example"], got["isa_example"], got["stress"])
     runs = []
     for s in got["stock_runs"]:
-        isa, vl, st = example(got["verdicts"], s["compiler"], got["stress"], isa_ex, vl_ex)
-        runs.append(Verdict(s["tree"], isa.name, vl, s["failing"], s["text"], "qemu", s["compiler"], st))
+        at = example(got["verdicts"], dataclasses.replace(recorded, compiler=s["compiler"]))
+        runs.append(Verdict.of(s["tree"], at, s["failing"], s["text"]))
     data = {"ggml": got["ggml"], "comparison": {"name": "C"}}
     pub = types.SimpleNamespace(function=got["function"], what=got["what"], inputs=got["inputs"])
-    kwargs = dict(stress=got["stress"], isa_example=isa_ex, vlen_example=vl_ex, stock_runs=runs,
-                  cause=cause or got["cause"], impact=impact or got["impact"], fix=fix, trap=got["trap"])
+    kwargs = dict(recorded=recorded, stock_runs=runs, cause=cause or got["cause"], impact=impact or got["impact"],
+                  fix=fix, trap=got["trap"])
     return dump(out, data, pub, "", got["verdicts"], kwargs)

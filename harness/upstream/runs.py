@@ -11,12 +11,13 @@ tail/mask stress mode, or another), or under Spike; with a fixed tree (a fix of
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.core.config import ISA_BUILDS, IsaBuild, cache_dir
+from harness.core.config import cache_dir
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import Point
 from harness.core.proc import run
 from harness.emulators import qemu
 from harness.emulators.base import Emulator
@@ -44,6 +45,16 @@ class Verdict:
     #: prints, harness/upstream/stock_table.py; under Spike, run with riscv-pk).
     by: str = "rvvdiff"
 
+    @classmethod
+    def of(cls, tree: str, at: Point, failing: bool | None, text: str, by: str = "rvvdiff") -> Verdict:
+        """The verdict on ``tree`` at the point ``at``."""
+        return cls(tree, at.isa.name, at.vlen, failing, text, at.emulator, at.compiler, at.stress, by)
+
+    @property
+    def point(self) -> Point:
+        """Where the program ran."""
+        return Point(self.vlen, self.isa, self.stress, self.compiler, self.emulator)
+
 
 def public_includes(build: Build) -> list[str]:
     """The build's include directories of ggml's public headers (not ggml-cpu's internal ones)."""
@@ -64,17 +75,17 @@ def build_program(src: Path, build: Build, out: Path, emulator: Emulator | None 
     return out
 
 
-def run_program(exe: Path, isa: IsaBuild, vlen: int, stress: bool, emulator: Emulator | None = None,
-                timeout: float = 300, trap: bool = False) -> tuple[bool | None, str]:
-    """Run the program under QEMU (default) or ``emulator``: (wrong?, its output); None: no verdict.
+def run_program(exe: Path, at: Point, emulator: Emulator | None = None, *, timeout: float = 300,
+                trap: bool = False) -> tuple[bool | None, str]:
+    """Run the program at ``at`` under QEMU (default) or ``emulator``: (wrong?, its output); None: no verdict.
     ``trap``: the finding is a trap, not a number: the verdict is whether the program stopped abnormally
     (a signal under QEMU, a trap under Spike) instead of exiting with 0 or 1."""
     emu = emulator or qemu.qemu()
-    props = qemu.cpu_props(isa, stress)
+    props = qemu.cpu_props(at.isa, at.stress)
     lacking = emu.lacking(props)
     if lacking:
-        return None, emu.lacking_reason(lacking, f"VLEN {vlen}, {isa.name}")
-    r = emu.run_program(exe, vlen, props, timeout=timeout, what=f"{exe.name} under {emu.label}")
+        return None, emu.lacking_reason(lacking, f"VLEN {at.vlen}, {at.isa.name}")
+    r = emu.run_program(exe, at.vlen, props, timeout=timeout, what=f"{exe.name} under {emu.label}")
     if r.returncode is None:
         return None, f"did not finish in {timeout:g} s"
     text = r.output.strip()
@@ -87,42 +98,46 @@ def run_program(exe: Path, isa: IsaBuild, vlen: int, stress: bool, emulator: Emu
     return r.returncode == 1, text
 
 
-def verify(src: Path, trees: dict[str, GgmlSource], isas: list[str], vlens: list[int], stress: bool,
-           work: Path, emulator: Emulator | None = None, trap: bool = False, cc: str = "clang",
-           make: Callable[[str, GgmlSource, IsaBuild], Path] | None = None, by: str = "rvvdiff") -> list[Verdict]:
-    """The program built with compiler ``cc`` against each tree x ISA build and run at each VLEN (one run
-    each, under QEMU or ``emulator``; ``trap``: judged by whether it traps, :func:`run_program`).  ``make``: how the
-    program is built for (tree label, tree, ISA build) instead of rvvdiff's build of ``cc``, its verdicts marked
-    ``by`` (harness/upstream/stock_table.py: the printed commands)."""
+def verify(src: Path, trees: dict[str, GgmlSource], targets: Sequence[Point], work: Path, *,
+           emulator: Emulator | None = None, trap: bool = False,
+           make: Callable[[str, GgmlSource, Point], Path] | None = None, by: str = "rvvdiff") -> list[Verdict]:
+    """The program built against each tree x (ISA build, compiler) of ``targets`` and run at each target (one run
+    each, under QEMU or ``emulator``, the targets' emulator; ``trap``: judged by whether it traps,
+    :func:`run_program`).  ``make``: how the program is built for (tree label, tree, the first target of an ISA
+    build and compiler) instead of rvvdiff's build, its verdicts marked ``by`` (harness/upstream/stock_table.py:
+    the printed commands)."""
     out = []
     tag = f"-{emulator.name}" if emulator is not None else ""
-    emu = emulator.name if emulator is not None else "qemu"
 
-    def rvvdiff_build(label: str, tree: GgmlSource, isa: IsaBuild) -> Path:
-        return build_program(src, ensure_built(tree, isa, cc), work / f"repro-{label}-{isa.name}-{cc}{tag}", emulator)
+    def rvvdiff_build(label: str, tree: GgmlSource, at: Point) -> Path:
+        return build_program(src, ensure_built(tree, at.isa, at.compiler),
+                             work / f"repro-{label}-{at.isa.name}-{at.compiler}{tag}", emulator)
 
+    builds: dict[tuple[str, str], list[Point]] = {}
+    for t in targets:
+        builds.setdefault((t.isa.name, t.compiler), []).append(t)
     for label, tree in trees.items():
-        for name in isas:
-            isa = ISA_BUILDS[name]
+        for same in builds.values():
             try:
-                exe = (make or rvvdiff_build)(label, tree, isa)
+                exe = (make or rvvdiff_build)(label, tree, same[0])
             except RvvdiffError as e:  # one line per build that cannot make the program
                 msg = str(e).strip().splitlines()
-                out += [Verdict(label, name, v, None, f"not built: {msg[0] if msg else type(e).__name__}",
-                                emu, cc, stress, by) for v in vlens]
+                out += [Verdict.of(label, t, None, f"not built: {msg[0] if msg else type(e).__name__}", by)
+                        for t in same]
                 continue
-            for v in vlens:
-                failing, text = run_program(exe, isa, v, stress, emulator, trap=trap)
-                out.append(Verdict(label, name, v, failing, text, emu, cc, stress, by))
+            for t in same:
+                failing, text = run_program(exe, t, emulator, trap=trap)
+                out.append(Verdict.of(label, t, failing, text, by))
     return out
 
 
-def verify_stock(tree: GgmlSource, label: str, isa: IsaBuild, vlen: int, stress: bool, src: Path,
-                 work: Path, cc: str = "clang") -> Verdict:
-    """The program built with the stock toolchain's commands (Debian's clang-22, or GCC 14 when ``cc`` is
-    ``gcc14``; ggml's CMake) and run once."""
+def verify_stock(tree: GgmlSource, label: str, at: Point, src: Path, work: Path) -> Verdict:
+    """The program built with the stock toolchain's commands (Debian's clang-22, or GCC 14 when ``at``'s compiler
+    is ``gcc14``; ggml's CMake) and run once at ``at`` under QEMU."""
+    cc, isa = at.compiler, at.isa
+
     def verdict(failing: bool | None, text: str) -> Verdict:
-        return Verdict(label, isa.name, vlen, failing, text, "qemu", cc, stress)
+        return Verdict.of(label, replace(at, emulator="qemu"), failing, text)
 
     why = stock.missing(cc)
     if why:
@@ -135,7 +150,7 @@ def verify_stock(tree: GgmlSource, label: str, isa: IsaBuild, vlen: int, stress:
     except RvvdiffError as e:
         return verdict(None, f"not built with {stock.LABELS[cc]}: {str(e).splitlines()[0]}")
     timeout = 300
-    r = stock.run_exe(exe, vlen, isa, stress, half_avl=stress, timeout=timeout)
+    r = stock.run_exe(exe, at, half_avl=at.stress, timeout=timeout)
     if r.returncode is None:
         return verdict(None, f"did not finish in {timeout} s")
     if r.returncode not in (0, 1):

