@@ -7,7 +7,21 @@ import sys
 import time
 from collections.abc import Callable
 
-from harness.commands import bench, bisect, cost, fixes, gate, ggmltests, mutation, report, repro, series, spikecheck, trees
+from harness.commands import (
+    bench,
+    bisect,
+    cost,
+    fixes,
+    gate,
+    ggmltests,
+    models,
+    mutation,
+    report,
+    repro,
+    series,
+    spikecheck,
+    trees,
+)
 from harness.core import matrix
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError
@@ -107,6 +121,8 @@ COMMANDS_ELSEWHERE = {
              "gate and timed, or all together through the whole suite (docs/fixes.md)",
     "spike-check": "re-check every known failure on Spike: fail it on QEMU, replay its report on Spike, "
                    "print the verdict (docs/spike.md)",
+    "model": "the real models (list, fetch) and the model family's studies: what each finding does to a model "
+             "(effects), the noise between correct builds its bound is derived from (noise) (docs/model.md)",
 }
 
 
@@ -115,7 +131,7 @@ def _elsewhere(name: str) -> Callable[[list[str]], int]:
     return {"trees": trees.main, "bisect": bisect.main, "gate": gate.main, "fixes": fixes.main,
             "spike-check": spikecheck.main, "repro": repro.main_repro, "report": report.main, "series": series.main,
             "ggml-tests": ggmltests.main, "bench": bench.main, "cost": cost.main,
-            "mutants": mutation.main_mutants, "audit": mutation.main_audit}[name]
+            "mutants": mutation.main_mutants, "audit": mutation.main_audit, "model": models.main}[name]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,5 +5,7 @@ false-positive audit (``mutant_runs``), the failure a bisect replays (``bisect_f
 itself (``bisect_runs``: a replay per commit, its verdict, git bisect driven), a failure report made an
 upstream issue text and checked true (``issue_runs``: its program built and run on the tree and on the fixed
 tree), a failure report replayed outside pytest (``repro_runs``: on QEMU, a board, or Spike beside QEMU; the
-standalone reproducers), every known failure re-checked on Spike (``spike_checks``) and where the suite's time
-goes (``bench_runs``).  Every suite run goes through harness/core/runner.py."""
+standalone reproducers), every known failure re-checked on Spike (``spike_checks``), where the suite's time
+goes (``bench_runs``), and the model family's studies outside the suite (``model_studies``: what each finding
+does to a real model, the noise between correct builds its bound is derived from).  Every suite run goes
+through harness/core/runner.py."""
