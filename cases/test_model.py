@@ -76,10 +76,11 @@ def _model(source, case: M.Case) -> Path:
 def _machine(target: Target) -> machine.Machine:
     """The target under the run's emulator; an emulator that cannot run llama.cpp's tools (Spike, a board over
     ssh) skips the test with its reason."""
+    emulator = session().emulator
     try:
-        return machine.on(session().emulator, target.vlen, target.isa, target.stress, target.compiler)
+        return machine.on(emulator, target.vlen, target.isa, target.stress, target.compiler)
     except machine.CannotRun as e:
-        pytest.skip(f"the model family cannot run here: {e}")
+        pytest.skip(f"the model family does not run on --emulator {emulator.name}: {e}")
 
 
 @pytest.mark.model
