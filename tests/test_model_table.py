@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-from cases import model as M
 from harness.model.perplexity import Kld
 from harness.report import model_table
 from harness.report.summary import write_summary
@@ -14,7 +13,7 @@ from harness.report.summary import write_summary
 def _result(nodeid: str, outcome: str, k: Kld | None = None, reason: str = "") -> dict:
     entry = {"nodeid": nodeid, "outcome": outcome, "reason": reason, "duration": 1.0}
     if k is not None:
-        entry.update({name.removeprefix("rvvdiff."): v for name, v in M.figures(k)})
+        entry.update({name.removeprefix("rvvdiff."): v for name, v in k.figures()})
     return entry
 
 

@@ -15,6 +15,7 @@ from harness.commands import (
     fixes,
     gate,
     ggmltests,
+    models,
     mutation,
     prices,
     report,
@@ -126,6 +127,8 @@ COMMANDS_ELSEWHERE = {
              "gate and timed, or all together through the whole suite (docs/fixes.md)",
     "spike-check": "re-check every known failure on Spike: fail it on QEMU, replay its report on Spike, "
                    "print the verdict (docs/spike.md)",
+    "model": "the real models (list, fetch) and the model family's studies: what each finding does to a model "
+             "(effects), the noise between correct builds its bound is derived from (noise) (docs/model.md)",
 }
 
 
@@ -134,8 +137,8 @@ def _elsewhere(name: str) -> Callable[[list[str]], int]:
     return {"trees": trees.main, "bisect": bisect.main, "gate": gate.main, "fixes": fixes.main,
             "spike-check": spikecheck.main, "repro": repro.main_repro, "report": report.main, "series": series.main,
             "ggml-tests": ggmltests.main, "bench": bench.main, "cost": cost.main, "prices": prices.main,
-            "calibration": calibration.main,
-            "mutants": mutation.main_mutants, "audit": mutation.main_audit}[name]
+            "calibration": calibration.main, "mutants": mutation.main_mutants, "audit": mutation.main_audit,
+            "model": models.main}[name]
 
 
 def main(argv: list[str] | None = None) -> int:

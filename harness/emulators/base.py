@@ -72,6 +72,9 @@ class Emulator(ABC):
     vlen_limit: ClassVar[str] = ""
     #: The usage error of --rvv-stress on an emulator without the stress mode.
     no_stress: ClassVar[str] = ""
+    #: Why it cannot run a riscv64 Linux program that opens this machine's files (llama.cpp's tools on a
+    #: model file: harness/model/machine.py), with what can; empty: it can.
+    no_linux_programs: ClassVar[str] = ""
 
     path: str
     version: str

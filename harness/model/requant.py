@@ -16,6 +16,7 @@ from pathlib import Path
 from harness.core.config import cache_dir, locked
 from harness.core.proc import CommandError, run
 from harness.model.catalogue import ModelError
+from harness.model.machine import HOST
 from harness.model.perplexity import TEXT, invoke
 from harness.model.reference import file_digest
 from harness.model.tools import Tools
@@ -34,7 +35,7 @@ def imatrix(host: Tools, model: Path, *, text: Path = TEXT, ctx: int = 64, timeo
     with locked(out.with_suffix(".lock")):
         if not out.is_file():
             tmp = out.with_name(out.stem + ".part.gguf")
-            invoke([], host.tool("llama-imatrix"), model, ["-f", str(text), "-c", str(ctx), "-o", str(tmp),
+            invoke(HOST, host.tool("llama-imatrix"), model, ["-f", str(text), "-c", str(ctx), "-o", str(tmp),
                                                             "--no-ppl", "-t", "2"],
                    timeout=timeout, what=f"llama-imatrix of {model.name}")
             tmp.replace(out)

@@ -6,13 +6,14 @@ pytest_configure, registers it with the plugin manager (:data:`NAME`) and puts i
 ``pytest_*`` methods are hooks.  Under pytest-xdist each process (controller, worker) has its own.
 
 What it holds: the tree, builds, emulator, kernel servers, live-server limit and the running test's observation
-(:class:`harness.plugin.targets.Session`, its base, which the differential tests reach), the
-`rvvdiff bench` log, each test's outcome for the summary, the kernel servers' statistics, the
-verdicts on known failures, the build outcomes and the coverage lines of the terminal summary.
+(:class:`harness.plugin.targets.Session`, its base, which the differential tests reach), the user's model
+file (``--gguf``), the `rvvdiff bench` log, each test's outcome for the summary, the kernel servers'
+statistics, the verdicts on known failures, the build outcomes and the coverage lines of the terminal summary.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 import time
@@ -71,6 +72,13 @@ class RvvdiffSession(Session):
     @property
     def report_dir(self) -> Path:
         return report_dir(self.config)
+
+    @functools.cached_property
+    def gguf(self) -> Path | None:
+        """``--gguf``: the user's model file, resolved, which the model family (cases/test_model.py) runs instead
+        of its table; None without the option."""
+        path = self.config.getoption("gguf")
+        return Path(path).resolve() if path else None
 
     @property
     def is_worker(self) -> bool:

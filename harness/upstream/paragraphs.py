@@ -103,7 +103,7 @@ def tree_line(label: str, commit: str) -> str:
     return f"Tree: {label}, commit {commit} ({NEWEST})."
 
 
-#: What each finding does to a real model (written by ``python -m cases.model_effects --write``; a checkout's docs).
+#: What each finding does to a real model (written by ``rvvdiff model effects --write``; a checkout's docs).
 MODEL_EFFECTS = PROJECT_ROOT / "docs" / "model-effects.json"
 
 

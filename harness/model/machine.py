@@ -1,0 +1,82 @@
+"""Where llama.cpp's tools run: on this machine (the host's own build, the quantizers), or a riscv64 build
+under the run's emulator (``--emulator``) at a VLEN with an ISA build's CPU and stress mode.
+
+A riscv64 tool runs through :meth:`harness.emulators.base.Emulator.run_program`, the one way to run a
+standalone program, so QEMU and a board that is this host (``--emulator native``) run it alike.  The
+tools are Linux programs that open files of this machine (the model, the text, the reference logits): an
+emulator that cannot run such a program (Spike, bare metal; a board over ssh) is refused with its own
+reason (:attr:`~harness.emulators.base.Emulator.no_linux_programs`), never replaced by another emulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from harness.core.config import NOVECTOR, IsaBuild
+from harness.core.errors import RvvdiffError
+from harness.core.proc import execute
+from harness.emulators.base import Emulator, Ran
+from harness.emulators.qemu import cpu_props
+
+
+class CannotRun(RvvdiffError):
+    """The run's emulator cannot run llama.cpp's tools at a target; the message says why and what can."""
+
+
+class Host:
+    """This machine: the host's own build of the tools runs natively."""
+
+    def run(self, tool: Path, args: Sequence[str], *, timeout: float, what: str) -> Ran:
+        """Run ``tool`` with ``args`` to its end (through :func:`harness.core.proc.execute`; a timeout is
+        ``returncode`` None)."""
+        r = execute([tool, *args], timeout=timeout)
+        return Ran(r.argv, r.returncode, r.stdout, r.stderr)
+
+    def describe(self) -> str:
+        return "natively"
+
+
+HOST = Host()
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A riscv64 target of the model family: the tools of an ISA build by a compiler, run under an emulator
+    (or on a board) at a VLEN, with or without the tail/mask stress mode.  Made by :func:`on`."""
+
+    emulator: Emulator
+    vlen: int
+    isa: IsaBuild
+    stress: bool
+    compiler: str
+
+    @property
+    def props(self) -> dict[str, bool]:
+        """The CPU properties of the ISA build and stress mode (:func:`harness.emulators.qemu.cpu_props`)."""
+        return cpu_props(self.isa, self.stress)
+
+    def run(self, tool: Path, args: Sequence[str], *, timeout: float, what: str) -> Ran:
+        """Run ``tool`` (a riscv64 Linux program) with ``args`` under the emulator, to its end."""
+        return self.emulator.run_program(tool, self.vlen, self.props, args=args, timeout=timeout, what=what)
+
+    def reference(self) -> Machine:
+        """Where the reference runs: the no-V build by the same compiler under the same emulator, at its
+        smallest VLEN (ggml's generic C reads no vector register: its logits are the same at every VLEN)."""
+        return replace(self, vlen=min(self.emulator.vlens), isa=NOVECTOR, stress=False)
+
+    def describe(self) -> str:
+        return f"under {self.emulator.label} ({self.emulator.cpu(self.vlen, self.props)})"
+
+
+def on(emulator: Emulator, vlen: int, isa: IsaBuild, stress: bool, compiler: str) -> Machine:
+    """The target (VLEN, ISA build, stress mode, compiler) under ``emulator``; :class:`CannotRun` with the
+    reason when the emulator cannot run llama.cpp's tools or lacks what the target needs."""
+    if emulator.no_linux_programs:
+        raise CannotRun(emulator.no_linux_programs)
+    m = Machine(emulator, vlen, isa, stress, compiler)
+    lacking = emulator.lacking(m.props)
+    if lacking:
+        raise CannotRun(emulator.lacking_reason(lacking, f"VLEN {vlen}, {isa.name}"))
+    return m
