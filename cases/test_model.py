@@ -78,7 +78,7 @@ def _machine(target: Target) -> machine.Machine:
     ssh) skips the test with its reason."""
     emulator = session().emulator
     try:
-        return machine.on(emulator, target.vlen, target.isa, target.stress, target.compiler)
+        return machine.on(emulator, target)
     except machine.CannotRun as e:
         pytest.skip(f"the model family does not run on --emulator {emulator.name}: {e}")
 

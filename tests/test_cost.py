@@ -247,5 +247,5 @@ def test_a_cost_run_is_told_its_compiler(tmp_path, monkeypatch) -> None:
     args = cost_suite_runs.Options(Matrix(vlens=(128,), isas=("zvfh",)), workers="1", kernel_timeout=1.0)
     for cc in ("gcc14", None):
         with pytest.raises(cost_suite_runs.CostRunError):
-            cost_suite_runs.run_costs(None, tmp_path, "head", args, [], cc)
+            cost_suite_runs.run_costs(None, tmp_path, "head", args, [], compiler=cc)
         assert (seen["argv"][seen["argv"].index("--cc") + 1] if "--cc" in seen["argv"] else None) == cc

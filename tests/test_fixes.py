@@ -269,7 +269,7 @@ def test_cost_compares_fixed_with_replaced_and_twin_and_lists_costlier_where_the
 
     monkeypatch.setattr(cost_suite_runs, "measure", fake_cost)
     monkeypatch.setattr(fix_cost_runs.patches, "apply", lambda ps, src, kind, name=None: src)
-    c = fix_cost_runs.cost(fix, source.pinned(), tmp_path / "out", "2", (256, 512), ("zvfh", "zvfbfwma"), "t")
+    c = fix_cost_runs.cost(fix, source.pinned(), tmp_path / "out", "2", vlens=(256, 512), isas=("zvfh", "zvfbfwma"), k="t")
     assert calls[0].matrix.isa_builds == ("zvfh",) and calls[0].changed_only and calls[0].base
     assert calls[0].k == "(quant_dot) and (t)"
     assert calls[1].k == "t-k4096-generic" and not calls[1].base
@@ -283,14 +283,14 @@ def test_cost_compares_fixed_with_replaced_and_twin_and_lists_costlier_where_the
     md = "\n".join(fix_cost.cost_md("t_fix", c))
     assert "| fixed / replaced | 1.010 | 2.000 |" in md and "VLEN 512*" in md and "costlier than the replaced" in md
     with pytest.raises(fix_cost_runs.CostStepError, match="not in the selection"):
-        fix_cost_runs.cost(fix, source.pinned(), tmp_path / "out2", "2", (256,), ("zvfbfwma",))
+        fix_cost_runs.cost(fix, source.pinned(), tmp_path / "out2", "2", vlens=(256,), isas=("zvfbfwma",))
 
     def nothing(run: cost_suite_runs.Options) -> int:  # rvvdiff cost's selection holds no case: said before any run
         raise cost_suite_runs.CostSelectionError("no case of the cost suite (costs/) reaches the change between BASE and "
                                             "HEAD (--vlen 256): nothing to measure")
     monkeypatch.setattr(cost_suite_runs, "measure", nothing)
     with pytest.raises(fix_cost_runs.CostStepError, match=r"^t_fix \(ggml_vec_dot_t; zvfh\): no case of the cost suite "):
-        fix_cost_runs.cost(fix, source.pinned(), tmp_path / "out3", "2", (256,), ("zvfh",))
+        fix_cost_runs.cost(fix, source.pinned(), tmp_path / "out3", "2", vlens=(256,), isas=("zvfh",))
 
 
 def test_the_command_hands_its_matrix_and_k_to_the_checks(monkeypatch: pytest.MonkeyPatch) -> None:

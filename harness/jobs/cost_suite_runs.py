@@ -99,7 +99,7 @@ def _suite_args(run_matrix: Matrix, args: Options, extra: Sequence[str]) -> list
             *(["-k", args.k] if args.k else []), *extra]
 
 
-def run_costs(tree: str | None, out: Path, name: str, args: Options, extra: list[str] = (),
+def run_costs(tree: str | None, out: Path, name: str, args: Options, extra: list[str] = (), *,
               compiler: str | None = None, isas: tuple[str, ...] | None = None, emulator: str = "spike",
               vlens: tuple[int, ...] | None = None) -> tuple[dict[suite_tables.Key, dict], dict[str, str], float]:
     """Measure the selected cases on ``tree`` (built by ``compiler``, a name of harness/core/matrix.py's
@@ -183,11 +183,11 @@ def measure(args: Options, specs: Sequence[per_token.Spec] = ()) -> int:
         if not isas:
             print(f"rvvdiff cost: {cc}: none of the ISA builds selected is among its own ({', '.join(allowed)})")
             continue
-        head, missing, head_s = run_costs(args.head, out, f"head{tag}", args, extra, named, isas)
+        head, missing, head_s = run_costs(args.head, out, f"head{tag}", args, extra, compiler=named, isas=isas)
         base: dict[suite_tables.Key, dict] = {}
         seconds += head_s
         if args.base:
-            base, missing_base, base_s = run_costs(args.base, out, f"base{tag}", args, extra, named, isas)
+            base, missing_base, base_s = run_costs(args.base, out, f"base{tag}", args, extra, compiler=named, isas=isas)
             missing.update(missing_base)
             seconds += base_s
         tables[cc] = suite_tables.CostTable(head, base, missing, args.threshold / 100, cc if several else "")

@@ -129,8 +129,8 @@ def run(action: str, fixes: list[Fix], source: GgmlSource, out: Path, given: Mat
             if not no_cost and checks.get(f.name, {}).get("result") != "failed":
                 try:
                     # -k selects tests for check's gate, cost cases only for the cost action
-                    costs[f.name] = cost(f, source, out / f.name, workers, vlens_on("spike", given.vlens),
-                                         given.isa_builds, k if action == "cost" else None)
+                    costs[f.name] = cost(f, source, out / f.name, workers, vlens=vlens_on("spike", given.vlens),
+                                         isas=given.isa_builds, k=k if action == "cost" else None)
                 except (RvvdiffError, OSError, KeyError, ValueError) as e:  # the cost is lost, not the verdict
                     cost_errors[f.name] = str(e)
                     print(f"rvvdiff fixes: {f.name}: the cost could not be measured: {e}", file=sys.stderr)

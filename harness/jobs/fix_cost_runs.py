@@ -33,7 +33,7 @@ class CostStepError(RvvdiffError):
     """The cost of a fix could not be measured (no ISA build selected, a cost run did not complete)."""
 
 
-def cost(fix: Fix, source: GgmlSource, out: Path, workers: str, vlens: tuple[int, ...] = SPIKE_VLENS,
+def cost(fix: Fix, source: GgmlSource, out: Path, workers: str, *, vlens: tuple[int, ...] = SPIKE_VLENS,
          isas: tuple[str, ...] = DEFAULT_ISAS, k: str | None = None) -> dict[str, Any]:
     """The fix's cost (module docstring, ``fixes cost``): ``rvvdiff cost --changed-only`` between the
     tree and the patched tree in the fix's ISA builds, then the scalar twins of the cases it measured."""

@@ -71,7 +71,7 @@ def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, .
         t1 = time.perf_counter()
         tag = f"-{cc}" if several else ""
         try:
-            head, missing, _ = cost_suite_runs.run_costs(head_tree, out, f"head{tag}", args, extra, cc)
+            head, missing, _ = cost_suite_runs.run_costs(head_tree, out, f"head{tag}", args, extra, compiler=cc)
         except cost_suite_runs.CostRunError as e:
             nothing = _reached_nothing(out / f"head{tag}-report")
             lists[cc or ""] = CostLists(False, "cost: no cost case (costs/) reaches the change; nothing to measure"
@@ -82,7 +82,7 @@ def measure_cost(head_tree: str, base_tree: str, g: Path, *, vlens: tuple[int, .
         note = incomplete = ""
         base: dict[suite_tables.Key, dict[str, Any]] = {}
         try:
-            base, missing_base, _ = cost_suite_runs.run_costs(base_tree, out, f"base{tag}", args, extra, cc)
+            base, missing_base, _ = cost_suite_runs.run_costs(base_tree, out, f"base{tag}", args, extra, compiler=cc)
             missing.update(missing_base)
         except cost_suite_runs.CostRunError as e:
             note = f"BASE not measured ({_first_line(e)}); HEAD's figures only"

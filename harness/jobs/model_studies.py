@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from cases import model as M
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT
+from harness.core.matrix import Point
 from harness.emulators.base import Emulator
 from harness.ggml import fix_catalogue, patches
 from harness.ggml.source import resolve
@@ -97,7 +98,7 @@ def measure(fix_name: str, effect: Effect, emulator: Emulator) -> dict:
     """The run where a model reaches a finding, on the pinned tree and on the tree with the fix, against the
     pinned tree's reference, under ``emulator``."""
     isa = ISA_BUILDS[effect.isa]
-    on = machine.on(emulator, effect.vlen, isa, effect.stress, "clang")
+    on = machine.on(emulator, Point(effect.vlen, isa, effect.stress, "clang"))
     pinned = resolve(None)
     fix = fix_catalogue.select([fix_name])[0]
     fixed = patches.apply([fix], pinned, "fix")
@@ -179,7 +180,7 @@ PAIRS: dict[str, Pair] = {
 
 def noise(pair: Pair, emulator: Emulator) -> Kld:
     """What llama-perplexity reports of ``pair`` on the pinned tree, under ``emulator``."""
-    on = machine.on(emulator, pair.vlen, ISA_BUILDS["zvfh"], False, pair.compiler)
+    on = machine.on(emulator, Point(pair.vlen, ISA_BUILDS["zvfh"], False, pair.compiler))
     source = resolve(None)
     model = NOISE_CASE.file(source)
     if pair.other is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from harness.core.config import NOVECTOR, IsaBuild
 from harness.core.errors import RvvdiffError
+from harness.core.matrix import Point
 from harness.core.proc import execute
 from harness.emulators.base import Emulator, Ran
 from harness.emulators.qemu import cpu_props
@@ -44,13 +45,27 @@ HOST = Host()
 @dataclass(frozen=True)
 class Machine:
     """A riscv64 target of the model family: the tools of an ISA build by a compiler, run under an emulator
-    (or on a board) at a VLEN, with or without the tail/mask stress mode.  Made by :func:`on`."""
+    (or on a board) at a VLEN, with or without the tail/mask stress mode -- a matrix point (passed whole) and the
+    emulator that runs it.  Made by :func:`on`."""
 
     emulator: Emulator
-    vlen: int
-    isa: IsaBuild
-    stress: bool
-    compiler: str
+    at: Point
+
+    @property
+    def vlen(self) -> int:
+        return self.at.vlen
+
+    @property
+    def isa(self) -> IsaBuild:
+        return self.at.isa
+
+    @property
+    def stress(self) -> bool:
+        return self.at.stress
+
+    @property
+    def compiler(self) -> str:
+        return self.at.compiler
 
     @property
     def props(self) -> dict[str, bool]:
@@ -64,19 +79,19 @@ class Machine:
     def reference(self) -> Machine:
         """Where the reference runs: the no-V build by the same compiler under the same emulator, at its
         smallest VLEN (ggml's generic C reads no vector register: its logits are the same at every VLEN)."""
-        return replace(self, vlen=min(self.emulator.vlens), isa=NOVECTOR, stress=False)
+        return replace(self, at=replace(self.at, vlen=min(self.emulator.vlens), isa=NOVECTOR, stress=False))
 
     def describe(self) -> str:
         return f"under {self.emulator.label} ({self.emulator.cpu(self.vlen, self.props)})"
 
 
-def on(emulator: Emulator, vlen: int, isa: IsaBuild, stress: bool, compiler: str) -> Machine:
-    """The target (VLEN, ISA build, stress mode, compiler) under ``emulator``; :class:`CannotRun` with the
-    reason when the emulator cannot run llama.cpp's tools or lacks what the target needs."""
+def on(emulator: Emulator, at: Point) -> Machine:
+    """The target ``at`` (its VLEN, ISA build, stress mode and compiler) under ``emulator``; :class:`CannotRun`
+    with the reason when the emulator cannot run llama.cpp's tools or lacks what the target needs."""
     if emulator.no_linux_programs:
         raise CannotRun(emulator.no_linux_programs)
-    m = Machine(emulator, vlen, isa, stress, compiler)
+    m = Machine(emulator, at)
     lacking = emulator.lacking(m.props)
     if lacking:
-        raise CannotRun(emulator.lacking_reason(lacking, f"VLEN {vlen}, {isa.name}"))
+        raise CannotRun(emulator.lacking_reason(lacking, f"VLEN {at.vlen}, {at.isa.name}"))
     return m

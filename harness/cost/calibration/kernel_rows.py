@@ -140,8 +140,8 @@ def direction_right(rs: list[Row] | tuple[Row, ...], estimator: str, cc: str = "
     return len(ok), len(with_est)
 
 
-def estimator_part(cc: str, est: str, got: tuple[float, int] | None, held: tuple[float, int] | None, used: int,
-                   right: tuple[int, int], right_held: tuple[int, int], *, plural: bool = False) -> str:
+def estimator_part(cc: str, est: str, got: tuple[float, int] | None, held: tuple[float, int] | None, *, used: int,
+                   right: tuple[int, int], right_held: tuple[int, int], plural: bool = False) -> str:
     """One compiler's and estimator's part of a summary line (this module's and model_rows.py's): the worst error
     factor over the rows given (``used`` of them held out until used for an estimator; ``plural``: "changes" even
     for one) and over the held-out ones apart, and on how many of each the direction was right."""
@@ -168,8 +168,8 @@ def summary(rs: list[Row] | tuple[Row, ...] | None = None) -> str:
         got, held = worst(given, est, cc), worst(out, est, cc)
         if got or held:
             used = sum(1 for r in given if r.used_for and r.factors(est, cc))
-            parts.append(estimator_part(cc, est, got, held, used, direction_right(given, est, cc),
-                                        direction_right(out, est, cc)))
+            parts.append(estimator_part(cc, est, got, held, used=used, right=direction_right(given, est, cc),
+                                        right_held=direction_right(out, est, cc)))
     if not parts:
         return f"calibration: no board measurement set beside an estimate yet ({DOC_LINK})"
     return ("calibration against boards (changed kernel's estimated speed-up vs the model's t/s, error either way): "

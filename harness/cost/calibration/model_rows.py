@@ -109,8 +109,8 @@ def summary(rs: list[ModelRow] | None = None) -> str:
             used = len({r.row.name for r in given if r.row.used_for})
             if got or held:
                 parts.append(kernel_rows.estimator_part(
-                    cc, est, got, held, used, direction_right(given, est, cc),
-                    direction_right([r for r in rs if r.row.held_out], est, cc), plural=True))
+                    cc, est, got, held, used=used, right=direction_right(given, est, cc),
+                    right_held=direction_right([r for r in rs if r.row.held_out], est, cc), plural=True))
     if not parts:
         return f"model-shaped calibration: no row yet ({kernel_rows.DOC_LINK})"
     return ("model-shaped estimates against boards (one layer's mul_mats, t/s ratio, error either way): "
