@@ -12,6 +12,7 @@ from elftools.elf.elffile import ELFFile
 from helpers import pinned_build, run_suite
 
 from harness.binary import dwarf
+from harness.commands import cli
 from harness.emulators import executed, pool
 from harness.emulators.executed import Executed
 from harness.emulators.protocol import In, Out
@@ -103,7 +104,7 @@ def test_runs_merge_into_one_matrix(tmp_path: Path) -> None:
     b = coverage.TargetLines("vlen1024-zvfh", 1024, "zvfh", False, {(vec, 3, "f"), (vec, 5, "g")}, {(vec, 5, "g")})
     for name, t in (("r256", a), ("r1024", b)):
         coverage.write(coverage.Coverage([t]), tmp_path / name)
-    assert coverage.main(["merge", str(tmp_path / "all"), str(tmp_path / "r256"), str(tmp_path / "r1024")]) == 0
+    assert cli.main(["coverage", "merge", str(tmp_path / "all"), str(tmp_path / "r256"), str(tmp_path / "r1024")]) == 0
     assert [t.target for t in coverage.load(tmp_path / "all")] == ["vlen256-zvfh", "vlen1024-zvfh"]
     md = (tmp_path / "all" / "coverage.md").read_text()
     assert "| `f` | 1/1 | 0/1 |" in md and "| `g` | 0/1 | 1/1 |" in md
@@ -326,7 +327,7 @@ def test_arms_command_reads_a_run(tmp_path: Path) -> None:
     stress = coverage.TargetLines("vlen128-v-stress", 128, "v", True, exe, {(p, 5, "f"), (p, 10, "f")})
     coverage.write(coverage.Coverage([plain, stress]), tmp_path / "run")
     out = tmp_path / "arms.md"
-    assert coverage.main(["arms", str(tmp_path / "run"), "--out", str(out)]) == 0
+    assert cli.main(["coverage", "arms", str(tmp_path / "run"), "--out", str(out)]) == 0
     md = out.read_text()
     # line 10 is the default arm: not dispatched at 128, so it ran where it should not (the stress target)
     assert "| v | 1/1 (100.0 %) / 1/1 (100.0 %) |" in md and "without / with `--rvv-stress`" in md

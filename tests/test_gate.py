@@ -389,6 +389,7 @@ def test_lines_are_judged_over_the_union_of_the_shards(tmp_path: Path) -> None:
     compiles it leaves unrun blocks; the merge CLI exits 1 on it and 0 once its function is allowed."""
     import json as _json
 
+    from harness.commands import cli
     from harness.report import linegate
 
     q = "ggml-cpu/arch/riscv/quants.c"
@@ -401,6 +402,6 @@ def test_lines_are_judged_over_the_union_of_the_shards(tmp_path: Path) -> None:
     for i, rec in enumerate((s128, s1024)):
         (tmp_path / f"shard{i}" / "head" / "coverage").mkdir(parents=True)
         (tmp_path / f"shard{i}" / "head" / "coverage" / "gate-lines.json").write_text(_json.dumps(rec))
-    assert linegate.main(["merge", str(tmp_path)]) == 1
-    assert linegate.main(["merge", str(tmp_path), "--allow-uncovered", "g"]) == 0
-    assert linegate.main(["merge", str(tmp_path / "none")]) == 2
+    assert cli.main(["linegate", "merge", str(tmp_path)]) == 1
+    assert cli.main(["linegate", "merge", str(tmp_path), "--allow-uncovered", "g"]) == 0
+    assert cli.main(["linegate", "merge", str(tmp_path / "none")]) == 2

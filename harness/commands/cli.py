@@ -7,7 +7,24 @@ import sys
 import time
 from collections.abc import Callable
 
-from harness.commands import bench, bisect, cost, fixes, gate, ggmltests, mutation, report, repro, series, spikecheck, trees
+from harness.commands import (
+    bench,
+    bisect,
+    cost,
+    docs,
+    fixes,
+    gate,
+    ggmltests,
+    lines,
+    mutation,
+    otherarch,
+    recorded,
+    report,
+    repro,
+    series,
+    spikecheck,
+    trees,
+)
 from harness.core import matrix
 from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError
@@ -107,6 +124,13 @@ COMMANDS_ELSEWHERE = {
              "gate and timed, or all together through the whole suite (docs/fixes.md)",
     "spike-check": "re-check every known failure on Spike: fail it on QEMU, replay its report on Spike, "
                    "print the verdict (docs/spike.md)",
+    "other-arch": "the series' regression tests off RISC-V: built and run on x86-64 and aarch64, before and after "
+                  "the fixes (docs/ggml-tests.md)",
+    "coverage": "RVV line coverage of several runs as one: merge, the lines missed, per VLEN switch arm "
+                "(docs/coverage.md)",
+    "linegate": "the PR gate's changed lines judged over every shard's gate-lines.json (docs/gate.md)",
+    "docs": "print the docs' generated tables (loop sizes, quantized types, options, settings), or --write them",
+    "recorded": "print a table the suite's runs recorded: the quantized dots' variants, the repack selection",
 }
 
 
@@ -115,7 +139,9 @@ def _elsewhere(name: str) -> Callable[[list[str]], int]:
     return {"trees": trees.main, "bisect": bisect.main, "gate": gate.main, "fixes": fixes.main,
             "spike-check": spikecheck.main, "repro": repro.main_repro, "report": report.main, "series": series.main,
             "ggml-tests": ggmltests.main, "bench": bench.main, "cost": cost.main,
-            "mutants": mutation.main_mutants, "audit": mutation.main_audit}[name]
+            "mutants": mutation.main_mutants, "audit": mutation.main_audit, "other-arch": otherarch.main,
+            "coverage": lines.main_coverage, "linegate": lines.main_linegate, "docs": docs.main,
+            "recorded": recorded.main}[name]
 
 
 def main(argv: list[str] | None = None) -> int:
