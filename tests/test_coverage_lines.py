@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 from elftools.elf.elffile import ELFFile
-from helpers import pinned_build, run_suite
+from helpers import pinned_build
+from launch import pytest_child
 
 from harness.binary import dwarf
 from harness.commands import cli
@@ -201,8 +202,7 @@ def test_a_file_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
 def test_rvv_coverage_run_end_to_end(tmp_path: Path) -> None:
     args = ["cases/test_vec_dot.py", "-k", "test_vec_dot and f16", "--vlen", "256", "--isa", "zvfh",
             "--max-examples", "3", "-p", "no:xdist", "--report-dir", str(tmp_path)]
-    cp = run_suite(*args, "--rvv-coverage")
-    assert cp.returncode == 0, cp.stdout[-2000:]
+    cp = pytest_child(*args, "--rvv-coverage")
     assert "rvvdiff: RVV line coverage vlen256-zvfh: " in cp.stdout
     out = tmp_path / "coverage"
     assert {p.name for p in out.iterdir()} == {"vlen256-zvfh.info", "merged.info", "targets.json", "coverage.md",
@@ -210,7 +210,7 @@ def test_rvv_coverage_run_end_to_end(tmp_path: Path) -> None:
     info = coverage.read_lcov((out / "merged.info").read_text())
     assert any(n for da in info.values() for n in da.values())
     assert "| `ggml_vec_dot_f16` | " in (tmp_path / "summary.md").read_text()
-    assert "RVV line coverage" not in run_suite(*args).stdout  # off by default
+    assert "RVV line coverage" not in pytest_child(*args).stdout  # off by default
 
 
 def test_missed_counts_only_functions_a_target_entered() -> None:
