@@ -18,6 +18,7 @@ or times out, fails the test at once with its argv, exit status, stdout and stde
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ class Run:
     def describe(self, tail: int | None = None) -> str:
         """The run in words: argv, directory, exit status, then stdout and stderr (their last ``tail`` lines)."""
         status = f"timed out after {self.timeout:g} s" if self.returncode is None else f"exit status {self.returncode}"
-        out = [f"$ {' '.join(self.argv)}", f"  in {self.cwd}: {status}, {self.seconds:.1f} s"]
+        out = [f"$ {shlex.join(self.argv)}", f"  in {self.cwd}: {status}, {self.seconds:.1f} s"]
         for name, text in (("stdout", self.stdout), ("stderr", self.stderr)):
             lines = text.splitlines()
             shown = lines if tail is None else lines[-tail:]
