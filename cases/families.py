@@ -4,14 +4,12 @@ Each family's definition module (its kernel table, strategies and checks, beside
 registers its loop levels with cases/loops.py (``loops.register``) and its coverage scan with
 cases/coverage.py (``coverage.register``); those two stay low-level and import no family.  This
 module imports every definition module, so ``families()`` and ``scans()`` see all of them, and
-carries the ``python -m cases.families`` command (which needs every family).
+renders the loop-size tables of their docs pages (``doc_pages``: ``rvvdiff docs loops``).
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from cases import (
     conversions,
@@ -57,33 +55,17 @@ def scans(tree: coverage.Tree) -> list[coverage.FamilyScan]:
     return coverage.run_registered(tree)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cases.families", description=L.__doc__.split("\n\n")[0])
-    ap.add_argument("--write", action="store_true", help="rewrite the tables in the docs pages")
-    ap.add_argument("family", nargs="*", help=f"families (default: all of {', '.join(MODULES)})")
-    a = ap.parse_args(argv)
-    fams = families(a.family or None)
-    if a.write:
-        for page in sorted({f.doc for f in fams.values()}):
-            p = L.ROOT / page
-            text = p.read_text()
+def doc_pages(names: Sequence[str] | None = None) -> dict[str, Callable[[str], str]]:
+    """Each docs page of the named families (default: all), relative to the checkout, and how its loop-size
+    tables are rendered: the ``<!-- loops:NAME -->`` blocks of those families made current, and a block
+    appended for a family whose page has none yet (move it where it reads best)."""
+    fams = families(names)
+
+    def renderer(page: str) -> Callable[[str], str]:
+        def render(text: str) -> str:
             missing = [f.name for f in fams.values() if f.doc == page and f.name not in L.doc_blocks(text)]
-            if missing:
-                text += "".join(f"\n## Loop sizes: {n}\n\n<!-- loops:{n} -->\n<!-- /loops -->\n" for n in missing)
-            new = L.render_doc(text, fams, only=True)
-            if new != text or missing:
-                p.write_text(new)
-                print(f"wrote {page}")
-        return 0
-    bad = []
-    for name in fams:
-        f = fams[name]
-        print(f"## {name} ({f.doc})\n\n{L.table(f)}")
-        bad += L.problems(f)
-    for b in bad:
-        print(f"GAP: {b}", file=sys.stderr)
-    return 1 if bad else 0
+            text += "".join(f"\n## Loop sizes: {n}\n\n<!-- loops:{n} -->\n<!-- /loops -->\n" for n in missing)
+            return L.render_doc(text, fams, only=True)
+        return render
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return {page: renderer(page) for page in sorted({f.doc for f in fams.values()})}

@@ -16,8 +16,8 @@ iterations.  Real models' sizes (hidden 2048-8192, FFN 5632-14336, head dim
 64-256, ...) must be drawn at least occasionally: the random range or a size
 of every run reaches the smallest of them.
 
-``python -m cases.families`` (cases/families.py's ``main``, which knows every family) prints every
-family's table; ``--write`` puts each into its docs page between ``<!-- loops:FAMILY -->`` and ``<!-- /loops -->``.
+``rvvdiff docs loops`` (through cases/families.py, which knows every family) prints every family's
+table; ``--write`` puts each into its docs page between ``<!-- loops:FAMILY -->`` and ``<!-- /loops -->``.
 ``tests/test_loops.py`` fails when a loop is not reached at some VLEN, when no
 real-model size is drawn, or when a docs table is out of date.
 """

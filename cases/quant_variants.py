@@ -25,14 +25,13 @@ Two jobs, both for the quant_dot and quantize families (cases/quant_dot.py, case
   trace shows only the dispatcher and the label says so (the arm is the one the source
   assigns to the VLEN the server proved).  :func:`record` keeps one row per (tree, ISA build,
   VLEN, type) under the cache and re-renders the type x VLEN table (:func:`render`), printed
-  by ``python -m cases.quant_variants``.
+  by ``rvvdiff recorded quant-variants``.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
@@ -309,8 +308,20 @@ def observed_variant(entry: EntryPoint, ran: Iterable[str], vlen: int) -> tuple[
 # ------------------------------------------------------------------ the table
 
 
+def reports_dir() -> Path:
+    """Where the variant tables are recorded: a directory per tree."""
+    return cache_dir() / "reports" / "quant_variants"
+
+
 def _report_dir(tree: str) -> Path:
-    return cache_dir() / "reports" / "quant_variants" / tree
+    return reports_dir() / tree
+
+
+def recorded_trees() -> list[str]:
+    """The trees with a recorded variant table, the most recently recorded last."""
+    base = reports_dir()
+    trees = [p for p in base.iterdir() if p.is_dir()] if base.exists() else []
+    return [p.name for p in sorted(trees, key=lambda p: p.stat().st_mtime)]
 
 
 def record(tree: str, isa: str, vlen: int, stress: bool, type_: str, label: str) -> Path:
@@ -342,20 +353,3 @@ def render(tree: str) -> str:
             for t in sorted({t for t, _ in cells}):
                 out.append(f"| {t} | " + " | ".join(cells.get((t, v), "") for v in vlens) + " |")
     return "\n".join(out) + "\n"
-
-
-def main(argv: list[str]) -> int:
-    """``python -m cases.quant_variants [TREE]``: print the latest table (of TREE, or of every tree)."""
-    base = cache_dir() / "reports" / "quant_variants"
-    trees = argv or sorted((p.name for p in base.iterdir() if p.is_dir()), key=lambda t: (base / t).stat().st_mtime) \
-        if base.exists() else []
-    if not trees:
-        print(f"no variant table recorded yet under {base} (run cases/test_quant_dot.py -k traced_vec_dot_variant)")
-        return 1
-    for t in trees:
-        print(render(t))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

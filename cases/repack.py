@@ -7,7 +7,7 @@ read them, in four modules beside the tests (cases/test_repack_layout.py, cases/
   every run checks;
 * cases/repack_selection.py: the selection ggml's source declares (read by harness/ggml/cwalk.py),
   the path a QEMU trace shows, and the selection table the last runs recorded
-  (``python -m cases.repack_selection`` prints it);
+  (``rvvdiff recorded repack-selection`` prints it);
 * this module: the size table (cases/loops.py) and the ``repack`` coverage scan (cases/coverage.py).
 
 What the pinned tree has (ggml-cpu/repack.cpp, arch/riscv/repack.cpp):

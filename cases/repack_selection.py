@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 from cases.repack_kernels import SWEEP_ROWS, SWEEP_TYPES, RepackKernel
@@ -107,9 +106,14 @@ def expected_quantizers(kernel: RepackKernel, layout: str | None, n: int, *, rvv
 # ------------------------------------------------------------------ the selection table
 
 
+def _reports() -> Path:
+    """Where the selections are recorded: a directory per tree (its commit and content hash)."""
+    return cache_dir() / "reports" / "repack_selection"
+
+
 def _table_dir() -> Path:
     src = session().source
-    return cache_dir() / "reports" / "repack_selection" / f"{src.commit}-{src.content_hash()[:12]}"
+    return _reports() / f"{src.commit}-{src.content_hash()[:12]}"
 
 
 def record_selection(target, rows: dict[str, dict[int, str | None]]) -> None:
@@ -140,22 +144,9 @@ def render(d: Path) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Print the selection table of one recorded tree: the one whose directory name starts with
-    the argument (a commit prefix), by default the pinned tree's, else the newest recorded."""
-    argv = sys.argv[1:] if argv is None else argv
-    root = cache_dir() / "reports" / "repack_selection"
-    runs = sorted(root.glob("*/"), key=lambda p: p.stat().st_mtime) if root.exists() else []
-    prefix = argv[0] if argv else PINNED_COMMIT
-    chosen = [r for r in runs if r.name.startswith(prefix)] or ([] if argv else runs)
-    if not chosen:
-        print(f"no selection recorded{' for ' + prefix if argv else ''} yet: run "
-              "cases/test_repack_layout.py::test_selection", file=sys.stderr)
-        return 1
-    print(f"ggml_repack_get_optimal_repack_type on RISC-V ({chosen[-1].name}); '-': not repacked\n")
-    print(render(chosen[-1]))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def recorded(prefix: str | None = None) -> Path | None:
+    """The most recent recorded selection of the trees whose directory name starts with ``prefix`` (a commit
+    prefix); without one, the pinned tree's, else the most recent of any tree; None when there is none."""
+    runs = sorted(_reports().glob("*/"), key=lambda p: p.stat().st_mtime) if _reports().exists() else []
+    chosen = [r for r in runs if r.name.startswith(prefix or PINNED_COMMIT)] or ([] if prefix else runs)
+    return chosen[-1] if chosen else None

@@ -158,8 +158,8 @@ def test_vec_dot_subscales(kernel: QuantDot, target) -> None:
 
 @pytest.mark.parametrize("kernel", DOTS, ids=IDS)
 def test_traced_vec_dot_variant(kernel: QuantDot, target) -> None:
-    """Trace one call: record which VLEN variant executed (table: ``python -m
-    cases.quant_variants``), and fail if it is not the one the source dispatches to at this
+    """Trace one call: record which VLEN variant executed (table: ``rvvdiff recorded
+    quant-variants``), and fail if it is not the one the source dispatches to at this
     VLEN -- in particular if the scalar twin ran although the tree has an RVV path."""
     target.needs_vector("which VLEN variant of the RVV vec_dot runs")
     found = V.scan(session().source.cpu_dir)

@@ -21,7 +21,7 @@ against what its source declares, and the activation quantizers of the repacked 
   repack), the device supports the mul_mat exactly then, sizes and alignment are as the buffer
   type declares, and the repacked bytes are the NumPy layout.  The types swept are those of
   ``sweep_types`` in cases/repack_selection.py (the tree's; the ones left out are noted).  The table is recorded
-  (``python -m cases.repack_selection`` prints it).
+  (``rvvdiff recorded repack-selection`` prints it).
 * :func:`test_quantize_mat` -- ``ggml_quantize_mat_<q8>_4x<blocklen>`` (the GEMM's activations)
   equal the reference quantizer's rows interleaved by :func:`oracles.repack.pack_activations`,
   bit for bit: q8_0 rounds half away from zero (``roundf``; the RVV 4x8 uses the RMM rounding

@@ -72,7 +72,7 @@ elif command -v qemu-riscv64 >/dev/null && [ "$(qemu_major qemu-riscv64)" -ge 10
 else
   have=$(command -v qemu-riscv64 >/dev/null && qemu-riscv64 --version | head -n1 || echo none)
   # qemu-user brings qemu-aarch64 as well: the series' regression tests run on aarch64 too
-  # (python -m harness.upstream.other_arch)
+  # (rvvdiff other-arch)
   say "QEMU: found '$have' (qemu-aarch64: $(command -v qemu-aarch64 || echo none)); installing qemu-user 10 from bookworm-backports"
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
     echo "setup: need root and apt-get to install qemu-user from bookworm-backports;" \

@@ -16,14 +16,12 @@ A record (:class:`QuantType`) says
 Adding a type: its decoder in ``oracles/quants.py`` (``@decoder("name")``) and its record here,
 with its bound.  ``tests/test_quant_types.py`` names every place a half-added type still misses;
 the type tables of docs/quants.md are rendered from :data:`RECORDS`
-(``python -m oracles.quant_types --write``).  Nothing here imports the harness.
+(``rvvdiff docs --write quant-types``).  Nothing here imports the harness.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -250,6 +248,7 @@ def dot_records() -> list[QuantType]:
 
 # ------------------------------------------------------------------ the docs' type table
 
+#: The checkout, and the page that carries the table (relative to it).
 ROOT = Path(__file__).resolve().parent.parent
 DOC = "docs/quants.md"
 _BLOCK = re.compile(r"(<!-- quant_types -->\n)(.*?)(<!-- /quant_types -->)", re.S)
@@ -283,24 +282,3 @@ def render_doc(text: str) -> str:
     if not _BLOCK.search(text):
         raise ValueError(f"{DOC} has no <!-- quant_types --> ... <!-- /quant_types --> block")
     return _BLOCK.sub(lambda m: m.group(1) + table() + m.group(3), text)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m oracles.quant_types",
-                                 description="Print the quantized types' table, or rewrite it in docs/quants.md.")
-    ap.add_argument("--write", action="store_true", help=f"rewrite the table in {DOC}")
-    a = ap.parse_args(argv)
-    if not a.write:
-        print(table(), end="")
-        return 0
-    p = ROOT / DOC
-    text = p.read_text()
-    new = render_doc(text)
-    if new != text:
-        p.write_text(new)
-        print(f"wrote {DOC}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

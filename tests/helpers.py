@@ -1,11 +1,12 @@
-"""Shared by the harness's own tests: the pinned build and servers, and running the suite as a user."""
+"""Shared by the harness's own tests: the pinned build and servers, and the test files run under the plugin
+(started by tests/launch.py, as every child of the tests is)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+import pytest
+from launch import Code, Run, pytest_in
 
 from harness.core import config
 from harness.core.matrix import Point
@@ -30,13 +31,6 @@ def server(vlen: int = 128, isa: str = "zvfh", stress: bool = False) -> pool.Ker
     return POOL.server(pinned_build(isa), Point(vlen, isa, stress), qemu())
 
 
-def run_suite(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
-    """Run the differential suite (``pytest cases ...``) in a subprocess from the project root."""
-    env = {k: v for k, v in os.environ.items() if k != "RVVDIFF_SESSION"}
-    return subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
 def gcc14_missing() -> str | None:
     """Why GCC 14 cannot build here (its set-up command included), or None when it is installed."""
     try:
@@ -58,10 +52,10 @@ def test_dot(target):
 """
 
 
-def run_diff_test(pytester, *args: str):
-    """Run :data:`DIFF_TEST` under the plugin with ``args`` (a pytester subprocess)."""
+def run_diff_test(pytester: pytest.Pytester, *args: str, code: Code = 0) -> Run:
+    """Run :data:`DIFF_TEST` under the plugin with ``args`` (a pytest child in pytester's directory)."""
     pytester.makepyfile(test_diff=DIFF_TEST)
-    return pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
+    return pytest_in(pytester, *args, code=code)
 
 
 #: A test file whose tests crash the server, hang it, then call it again: the run must report the

@@ -9,13 +9,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import standin_board as standin
-from helpers import CRASHING, ROOT, pinned_build, run_diff_test, run_suite
+from helpers import CRASHING, pinned_build, run_diff_test
+from launch import pytest_child, pytest_in, rvvdiff
 
 from harness.core.matrix import parse_emulator
 from harness.cost.measure import board_counters
@@ -160,19 +160,17 @@ def test_an_unreachable_board_is_one_clear_line(stand_in: standin.StandIn, pytes
     cfg = Path(stand_in.dir / "ssh_config").read_text() + "Host nowhere\n  HostName 127.0.0.1\n  Port 9\n"
     (pytester.path / "ssh_config").write_text(cfg)
     os.environ["RVVDIFF_SSH"] = f"ssh -F {pytester.path / 'ssh_config'}"  # restored by the stand_in fixture
-    r = run_diff_test(pytester, "--emulator", "ssh:nowhere:/tmp/rvvdiff-nowhere")
-    assert r.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--emulator ssh:nowhere:/tmp/rvvdiff-nowhere: board nowhere is unreachable" in r.stderr.str()
+    r = run_diff_test(pytester, "--emulator", "ssh:nowhere:/tmp/rvvdiff-nowhere", code=pytest.ExitCode.USAGE_ERROR)
+    assert "--emulator ssh:nowhere:/tmp/rvvdiff-nowhere: board nowhere is unreachable" in r.stderr
 
 
 
 def test_faults_on_the_board_fail_their_case_and_the_run_goes_on(stand_in: standin.StandIn,
                                                                   pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_crash=CRASHING)
-    r = pytester.runpytest_subprocess("--emulator", stand_in.spec(), "--isa", "zvfh", "--kernel-timeout", "3",
-                                      "-p", "no:cacheprovider")
+    r = pytest_in(pytester, "--emulator", stand_in.spec(), "--isa", "zvfh", "--kernel-timeout", "3", code=1)
     r.assert_outcomes(failed=2, passed=1)
-    out = r.stdout.str()
+    out = r.stdout
     assert "selftest_segv: the kernel crashed with SIGSEGV" in out
     assert "selftest_hang did not finish within 3 s and was killed" in out
     assert f"rvvdiff: emulator: ssh: board standin ({stand_in.remote_dir}" in out and "VLEN 256" in out
@@ -183,37 +181,30 @@ def test_repro_replays_a_recorded_failure_on_the_board(stand_in: standin.StandIn
     VLEN; a case at another VLEN gets one line saying what to do."""
     pytester.makepyfile(test_crash=CRASHING)
     rep = pytester.path / "rep"
-    r = pytester.runpytest_subprocess("--isa", "zvfh", "--vlen", f"{standin.VLEN},512", "--kernel-timeout", "3",
-                                      "-k", "segv", "--report-dir", str(rep), "-p", "no:cacheprovider")
+    r = pytest_in(pytester, "--isa", "zvfh", "--vlen", f"{standin.VLEN},512", "--kernel-timeout", "3",
+                  "-k", "segv", "--report-dir", str(rep), code=1)
     r.assert_outcomes(failed=2)
     here, other = (rep / "cases" / f"test_crash.test_a_segv_vlen{v}-zvfh" for v in (standin.VLEN, 512))
-    cmd = [sys.executable, "-m", "harness.commands.cli", "repro"]
-    out = subprocess.run([*cmd, str(here), "--emulator", stand_in.spec()], capture_output=True, text=True,
-                         timeout=600)
-    assert out.returncode == 1, out.stdout + out.stderr
+    out = rvvdiff("repro", here, "--emulator", stand_in.spec(), code=1, cwd=pytester.path, timeout=600)
     assert "selftest_segv: the kernel crashed with SIGSEGV" in out.stdout and "STILL FAILS" in out.stdout
     assert "ssh" in out.stdout and "qemu-riscv64 -cpu" not in out.stdout.split("built by")[1].splitlines()[1]
-    out = subprocess.run([*cmd, str(other), "--emulator", stand_in.spec()], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 2
+    out = rvvdiff("repro", other, "--emulator", stand_in.spec(), code=2, cwd=pytester.path, timeout=600)
     assert f"has VLEN {standin.VLEN} and the case is at VLEN 512: give --vlen {standin.VLEN}" in out.stdout
-    bad = subprocess.run([*cmd, str(here), "--emulator", "qemu2"], capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "give qemu, spike, native or ssh:HOST" in bad.stderr
+    bad = rvvdiff("repro", here, "--emulator", "qemu2", code=2, cwd=pytester.path, timeout=60)
+    assert "give qemu, spike, native or ssh:HOST" in bad.stderr
 
 
 def test_usage_errors_on_a_board(stand_in: standin.StandIn, pytester: pytest.Pytester) -> None:
-    r = run_diff_test(pytester, "--emulator", stand_in.spec(), "--vlen", "512")
-    assert r.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--vlen 512: board standin has VLEN 256" in r.stderr.str()
-    r = run_diff_test(pytester, "--emulator", stand_in.spec(), "--rvv-stress")
-    assert r.ret == pytest.ExitCode.USAGE_ERROR
-    assert "a board has one tail/mask policy" in r.stderr.str()
+    r = run_diff_test(pytester, "--emulator", stand_in.spec(), "--vlen", "512", code=pytest.ExitCode.USAGE_ERROR)
+    assert "--vlen 512: board standin has VLEN 256" in r.stderr
+    r = run_diff_test(pytester, "--emulator", stand_in.spec(), "--rvv-stress", code=pytest.ExitCode.USAGE_ERROR)
+    assert "a board has one tail/mask policy" in r.stderr
 
 
 def test_a_family_runs_on_the_stand_in_board(stand_in: standin.StandIn) -> None:
     """A real family, two xdist workers sharing the board (a server each)."""
-    r = run_suite("cases/test_quant_dot.py", "--emulator", stand_in.spec(), "-k", "q4_0 and not q4_0x", "-rs", "-q",
-                  "-n", "2")
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    r = pytest_child("cases/test_quant_dot.py", "--emulator", stand_in.spec(), "-k", "q4_0 and not q4_0x", "-rs", "-q",
+                     "-n", "2")
     assert "6 passed, 6 skipped" in r.stdout
     assert "board standin lacks zvfbfmin, zvfbfwma, zfbfmin" in r.stdout  # the zvfbfwma build
     assert "needs QEMU's -d logging" in r.stdout  # the traced variant check
@@ -246,7 +237,7 @@ def test_native_runs_through_the_launcher(native_launcher, pytester: pytest.Pyte
     assert n.probe.vlen == standin.VLEN
     r = run_diff_test(pytester, "--emulator", "native", "-rs")
     r.assert_outcomes(passed=2, skipped=1)
-    out = r.stdout.str()
+    out = r.stdout
     assert "test_dot[vlen256-v] PASSED" in out or "2 passed" in out
     assert "this host (through" in out and re.search(r"lacks zvfbfmin, zvfbfwma, zfbfmin .*needed by vlen256-zvfbfwma", out)
 
@@ -328,18 +319,15 @@ def test_disagreements_beyond_one_and_a_half() -> None:
 def test_rvvdiff_cost_on_the_stand_in_board(stand_in: standin.StandIn, tmp_path: Path, monkeypatch) -> None:
     """The measured column end to end, with the fake counter (the stand-in has no hardware counters)."""
     monkeypatch.setenv("RVVDIFF_COUNTERS", "fake:1.0")
-    cp = subprocess.run([sys.executable, "-m", "harness.commands.cli", "cost", "--emulator", stand_in.spec(),
-                         "-k", "quant_dot-q4_0-k4096 and not generic", "--isa", "zvfh", "--no-estimates",
-                         "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-2000:]
+    cp = rvvdiff("cost", "--emulator", stand_in.spec(), "-k", "quant_dot-q4_0-k4096 and not generic", "--isa", "zvfh",
+                 "--no-estimates", "--out", tmp_path, timeout=900)
     assert "1 cases measured on ssh: board standin" in cp.stdout and "at VLEN 256" in cp.stdout
     row = json.loads((tmp_path / "board.json").read_text())["rows"][0]
     assert row["case"] == "quant_dot-q4_0-k4096" and row["measured_cycles"] > 0 and row["spike_instret"] is None
     monkeypatch.delenv("RVVDIFF_COUNTERS")
-    cp = subprocess.run([sys.executable, "-m", "harness.commands.cli", "cost", "--emulator", stand_in.spec(),
-                         "-k", "quant_dot-q4_0-k4096 and not generic", "--isa", "zvfh", "--no-estimates",
-                         "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert "0 cases measured" in cp.stdout and cp.returncode == 3  # measured nothing: not a pass
+    cp = rvvdiff("cost", "--emulator", stand_in.spec(), "-k", "quant_dot-q4_0-k4096 and not generic", "--isa", "zvfh",
+                 "--no-estimates", "--out", tmp_path, code=3, timeout=900)  # measured nothing: not a pass
+    assert "0 cases measured" in cp.stdout
     assert "not measured: " in cp.stdout and "offers no hardware counters to perf_event_open" in cp.stdout
 
 

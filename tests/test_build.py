@@ -11,6 +11,7 @@ from pathlib import Path
 
 import helpers
 import pytest
+from launch import pytest_in
 
 from harness.core import config
 from harness.core.proc import CommandError
@@ -316,17 +317,15 @@ def test_dot(target):
 """
 
 
-def test_a_failed_build_is_one_error_and_skips_the_rest_across_workers(pytester: pytest.Pytester, monkeypatch) -> None:
+def test_a_failed_build_is_one_error_and_skips_the_rest_across_workers(pytester: pytest.Pytester) -> None:
     """The syntax-error mutant (built by test_failed_build_... above) under two xdist workers: one
     setup error with the compiler's message, the other tests skipped pointing at it, exit status 1."""
     tree = mutants.apply(mutants.Mutant("syntax_error", DATA / "syntax_error.patch"), source.pinned())
-    monkeypatch.delenv("RVVDIFF_SESSION", raising=False)  # a session of its own, not this one's
     pytester.makepyfile(test_diff=_DIFF_TEST)
-    r = pytester.runpytest_subprocess("--ggml-src", str(tree.root), "--isa", "zvfh", "--vlen", "128,256,512",
-                                      "-n", "2", "-rs", "-p", "no:cacheprovider")
-    out = r.stdout.str()
+    r = pytest_in(pytester, "--ggml-src", str(tree.root), "--isa", "zvfh", "--vlen", "128,256,512", "-n", "2", "-rs",
+                  code=pytest.ExitCode.TESTS_FAILED)
+    out = r.stdout
     r.assert_outcomes(errors=1, skipped=2)
-    assert r.ret == pytest.ExitCode.TESTS_FAILED
     assert "ERROR at setup of test_dot" in out and "vec.cpp:4" in out and "Falsifying" not in out
     assert out.count("ISA build zvfh of ggml 0.25.3") >= 2  # the skips' reason and the summary line
     assert "rvvdiff: ISA build zvfh of ggml 0.25.3" in out and "failed: vec.cpp:4" in out
@@ -359,18 +358,15 @@ def test_scale(target):  # k_vec.cpp
 """
 
 
-def test_an_adapter_that_does_not_compile_costs_only_its_kernels(pytester: pytest.Pytester, monkeypatch) -> None:
+def test_an_adapter_that_does_not_compile_costs_only_its_kernels(pytester: pytest.Pytester) -> None:
     """The pinned build with a kernel server whose k_vec.cpp does not compile: k_float's kernel
     runs, k_vec's is skipped with the compiler's message, the summary names the adapter once."""
-    monkeypatch.delenv("RVVDIFF_SESSION", raising=False)
     helpers.pinned_build("zvfh")  # its libraries and unchanged objects are reused
     pytester.makeconftest(_BROKEN_SERVER_CONFTEST)
     pytester.makepyfile(test_two=_TWO_FAMILIES)
-    r = pytester.runpytest_subprocess("--isa", "zvfh", "--vlen", "128", "-p", "no:xdist", "-rs",
-                                      "-p", "no:cacheprovider")
-    out = r.stdout.str()
+    r = pytest_in(pytester, "--isa", "zvfh", "--vlen", "128", "-p", "no:xdist", "-rs")
+    out = r.stdout
     r.assert_outcomes(passed=1, skipped=1)
-    assert r.ret == pytest.ExitCode.OK
     assert ("not in this build: adapter k_vec.cpp does not compile against ggml 0.25.3 at "
             f"{source.pinned().root} (k_vec.cpp:") in out and "rvvdiff_no_such_symbol" in out
     assert out.count("rvvdiff: ISA build zvfh: adapter k_vec.cpp does not compile") == 1

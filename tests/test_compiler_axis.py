@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 from helpers import run_diff_test
+from launch import Code, Run, pytest_in
 
 from harness.core.config import ISA_BUILDS
 from harness.core.matrix import COMPILER_NAMES, ISAS, parse_compilers, split_compiler
@@ -18,8 +19,8 @@ from harness.toolchain.compilers import COMPILERS
 
 EVERY = tuple(ISAS)  # an unrestricted compiler may make every ISA build, rv64gc included
 
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return run_diff_test(pytester, *args)
+def run(pytester: pytest.Pytester, *args: str, code: Code = 0) -> Run:
+    return run_diff_test(pytester, *args, code=code)
 
 
 def test_the_first_layer_names_the_registrys_compilers() -> None:
@@ -50,24 +51,23 @@ def test_bad_cc_is_an_error_naming_what_is_allowed(value: str, message: str) -> 
 
 
 def test_bad_cc_stops_pytest(pytester: pytest.Pytester) -> None:
-    r = run(pytester, "--cc", "gcc12", "--collect-only")
-    assert r.ret == pytest.ExitCode.USAGE_ERROR
-    assert "unknown compiler 'gcc12'; known are clang, gcc14" in r.stderr.str()
+    r = run(pytester, "--cc", "gcc12", "--collect-only", code=pytest.ExitCode.USAGE_ERROR)
+    assert "unknown compiler 'gcc12'; known are clang, gcc14" in r.stderr
 
 
 def test_ids_name_the_compiler_last_only_with_more_than_one(pytester: pytest.Pytester) -> None:
     one = run(pytester, "--vlen", "512", "--isa", "zvfh", "--rvv-stress", "both", "--cc", "gcc14",
-              "--collect-only", "-q").stdout.str()
+              "--collect-only", "-q").stdout
     assert "test_dot[vlen512-zvfh]" in one and "test_dot[vlen512-zvfh-stress]" in one and "gcc14]" not in one
     two = run(pytester, "--vlen", "512", "--isa", "all", "--rvv-stress", "both", "--cc", "clang:zvfh,gcc14:v+zvfh",
-              "--collect-only", "-q").stdout.str()
+              "--collect-only", "-q").stdout
     ids = sorted(line.split("[", 1)[1].rstrip("]") for line in two.splitlines() if "::test_dot[" in line)
     assert ids == ["vlen512-v-gcc14", "vlen512-v-stress-gcc14", "vlen512-zvfh-clang", "vlen512-zvfh-gcc14",
                    "vlen512-zvfh-stress-clang", "vlen512-zvfh-stress-gcc14"]
 
 
 def test_the_header_names_each_compiler_and_the_builds_one_cannot_make(pytester: pytest.Pytester) -> None:
-    out = run(pytester, "--vlen", "512", "--cc", "all", "--collect-only").stdout.str()
+    out = run(pytester, "--vlen", "512", "--cc", "all", "--collect-only").stdout
     lines = [line for line in out.splitlines() if line.startswith("rvvdiff: compiler")]
     assert lines[0].startswith("rvvdiff: compiler: zig ")
     assert lines[1].startswith("rvvdiff: compiler: gcc14: riscv64-linux-gnu-gcc-14")
@@ -138,10 +138,9 @@ def test_clang_only(target):
     target.server()  # its own build's server starts
     assert target.compiler == "clang", "planted"
 """)
-    r = pytester.runpytest_subprocess("--vlen", "128", "--isa", "zvfh", "--cc", "all", "-p", "no:cacheprovider",
-                                      "--report-dir", "reports")
+    r = pytest_in(pytester, "--vlen", "128", "--isa", "zvfh", "--cc", "all", "--report-dir", "reports", code=1)
     r.assert_outcomes(passed=1, failed=1)
-    out = r.stdout.str()
+    out = r.stdout
     assert "--cc gcc14,clang" in out and "test_cc.py::test_clang_only[vlen128-zvfh-gcc14]" in out
     (case,) = (pytester.path / "reports" / "cases").glob("*/case.json")
     data = json.loads(case.read_text())

@@ -7,13 +7,11 @@ first test)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from launch import rvvdiff
 
-from harness.core.config import PROJECT_ROOT
 from harness.emulators import spike
 
 WHY_NOT = spike.available()
@@ -24,8 +22,7 @@ FALLBACK, GEMM = "ggml_vec_dot_f16 (vec_dot fallback)", "tinyBLAS_RVV<float16m2>
 
 
 def _cost(tmp: Path, *args: str) -> tuple[int, dict, str]:
-    cp = subprocess.run([sys.executable, "-m", "harness.commands.cli", "cost", *args, *SELECT, "--out", str(tmp)],
-                        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=3600)
+    cp = rvvdiff("cost", *args, *SELECT, "--out", tmp, code=None, timeout=3600)
     data = json.loads((tmp / "cost.json").read_text()) if (tmp / "cost.json").is_file() else {}
     return cp.returncode, data, cp.stdout + cp.stderr
 

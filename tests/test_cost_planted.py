@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import gcc14_missing
+from launch import rvvdiff
 
-from harness.core.config import DATA_DIR, ISA_BUILDS, PROJECT_ROOT
+from harness.core.config import DATA_DIR, ISA_BUILDS
 from harness.cost.measure.spike_count import CostError
 from harness.cost.measure.spike_runs import measure
 from harness.cost.prices import cores
@@ -40,9 +39,8 @@ CHANGED = ["--changed-only", "-k", "quant_dot"]
 
 
 def _cost(tmp: Path, *args: str, cache: bool = True, select: list[str] = SELECT) -> tuple[int, dict, str]:
-    env = dict(os.environ, **({} if cache else {"RVVDIFF_COST_CACHE": "0"}))
-    cp = subprocess.run([sys.executable, "-m", "harness.commands.cli", "cost", *args, *select, "--out", str(tmp)],
-                        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=3600, env=env)
+    cp = rvvdiff("cost", *args, *select, "--out", tmp, code=None, timeout=3600,
+                 env={} if cache else {"RVVDIFF_COST_CACHE": "0"})
     data = json.loads((tmp / "cost.json").read_text()) if (tmp / "cost.json").is_file() else {}
     return cp.returncode, data, cp.stdout + cp.stderr
 

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import numpy as np
 from elftools.elf.elffile import ELFFile
-from helpers import pinned_build, run_suite
+from helpers import pinned_build
+from launch import pytest_child
 
 from harness.binary import dwarf
+from harness.commands import cli
 from harness.core.matrix import Point
 from harness.emulators import executed, pool
 from harness.emulators.executed import Executed
@@ -104,7 +106,7 @@ def test_runs_merge_into_one_matrix(tmp_path: Path) -> None:
     b = coverage.TargetLines("vlen1024-zvfh", 1024, "zvfh", False, {(vec, 3, "f"), (vec, 5, "g")}, {(vec, 5, "g")})
     for name, t in (("r256", a), ("r1024", b)):
         coverage.write(coverage.Coverage([t]), tmp_path / name)
-    assert coverage.main(["merge", str(tmp_path / "all"), str(tmp_path / "r256"), str(tmp_path / "r1024")]) == 0
+    assert cli.main(["coverage", "merge", str(tmp_path / "all"), str(tmp_path / "r256"), str(tmp_path / "r1024")]) == 0
     assert [t.target for t in coverage.load(tmp_path / "all")] == ["vlen256-zvfh", "vlen1024-zvfh"]
     md = (tmp_path / "all" / "coverage.md").read_text()
     assert "| `f` | 1/1 | 0/1 |" in md and "| `g` | 0/1 | 1/1 |" in md
@@ -201,8 +203,7 @@ def test_a_file_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
 def test_rvv_coverage_run_end_to_end(tmp_path: Path) -> None:
     args = ["cases/test_vec_dot.py", "-k", "test_vec_dot and f16", "--vlen", "256", "--isa", "zvfh",
             "--max-examples", "3", "-p", "no:xdist", "--report-dir", str(tmp_path)]
-    cp = run_suite(*args, "--rvv-coverage")
-    assert cp.returncode == 0, cp.stdout[-2000:]
+    cp = pytest_child(*args, "--rvv-coverage")
     assert "rvvdiff: RVV line coverage vlen256-zvfh: " in cp.stdout
     out = tmp_path / "coverage"
     assert {p.name for p in out.iterdir()} == {"vlen256-zvfh.info", "merged.info", "targets.json", "coverage.md",
@@ -210,7 +211,7 @@ def test_rvv_coverage_run_end_to_end(tmp_path: Path) -> None:
     info = coverage.read_lcov((out / "merged.info").read_text())
     assert any(n for da in info.values() for n in da.values())
     assert "| `ggml_vec_dot_f16` | " in (tmp_path / "summary.md").read_text()
-    assert "RVV line coverage" not in run_suite(*args).stdout  # off by default
+    assert "RVV line coverage" not in pytest_child(*args).stdout  # off by default
 
 
 def test_missed_counts_only_functions_a_target_entered() -> None:
@@ -327,7 +328,7 @@ def test_arms_command_reads_a_run(tmp_path: Path) -> None:
     stress = coverage.TargetLines("vlen128-v-stress", 128, "v", True, exe, {(p, 5, "f"), (p, 10, "f")})
     coverage.write(coverage.Coverage([plain, stress]), tmp_path / "run")
     out = tmp_path / "arms.md"
-    assert coverage.main(["arms", str(tmp_path / "run"), "--out", str(out)]) == 0
+    assert cli.main(["coverage", "arms", str(tmp_path / "run"), "--out", str(out)]) == 0
     md = out.read_text()
     # line 10 is the default arm: not dispatched at 128, so it ran where it should not (the stress target)
     assert "| v | 1/1 (100.0 %) / 1/1 (100.0 %) |" in md and "without / with `--rvv-stress`" in md

@@ -48,3 +48,37 @@ def test_the_readme_is_one_screen_without_timings() -> None:
     found = [m.group(0) for m in _TIMING.finditer(_CODE.sub("", text))]
     assert not found, f"README.md states timings {found}: they live in docs/performance.md (link there)"
     assert "docs/performance.md" in text
+
+
+#: The packages whose every module docs/architecture.md names.
+PACKAGES = ("harness", "cases", "costs", "oracles")
+
+
+def unnamed_modules(doc: str) -> list[str]:
+    """The modules of :data:`PACKAGES` that ``doc`` (docs/architecture.md) does not name, each with where to: a
+    module is named by its name in the table row of its package (the nearest folder with a row, ``| `harness/
+    report/` | ...``) or as ``` `<name>.py` ``` anywhere (the families' table of cases/)."""
+    rows = {m.group(1): line for line in doc.splitlines() if (m := re.match(r"\| `([\w/]+)/` \|", line))}
+    out = []
+    for p in sorted(f for top in PACKAGES for f in (ROOT / top).rglob("*.py") if f.name != "__init__.py"):
+        own = folder = p.parent.relative_to(ROOT)
+        while str(folder) not in rows and folder.parent != Path("."):
+            folder = folder.parent
+        row = rows.get(str(folder), "")
+        if not re.search(rf"(?<![\w.]){re.escape(p.stem)}(?!\w)", row) and f"`{p.name}`" not in doc:
+            out.append(f"{p.relative_to(ROOT)}: name it in the `{folder}/` row" if row else
+                       f"{p.relative_to(ROOT)}: no row for `{own}/`: add one")
+    return out
+
+
+def test_the_architecture_names_every_module() -> None:
+    missing = unnamed_modules((ROOT / "docs" / "architecture.md").read_text())
+    assert not missing, "docs/architecture.md does not name these modules:\n  " + "\n  ".join(missing)
+
+
+def test_a_module_is_named_in_its_package_row_or_as_its_file() -> None:
+    doc = "| `harness/report/` | ids, failure |\n| `cases/` | see below |\nShared: `strategies.py`.\n"
+    missing = unnamed_modules(doc)
+    assert "harness/report/ids.py" not in "\n".join(missing) and "cases/strategies.py" not in "\n".join(missing)
+    assert "harness/report/linegate.py: name it in the `harness/report/` row" in missing
+    assert "harness/core/proc.py: no row for `harness/core/`: add one" in missing

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from launch import rvvdiff
 
 from costs import registry
 from harness.commands import fixes
@@ -170,10 +170,8 @@ def test_unknown_fix_is_a_clear_error(fix_dir: Path) -> None:
 
 
 def _check(fix_dir: Path, tree: source.GgmlSource, out: Path, *extra: str) -> tuple[int, dict]:
-    cp = subprocess.run([sys.executable, "-m", "harness.commands.cli", "fixes", "check", "--ggml-src", str(tree.root),
-                         "--out", str(out), "--workers", "1", *extra, *SELECTION],
-                        cwd=ROOT, capture_output=True, text=True, timeout=3600,
-                        env={**__import__("os").environ, "RVVDIFF_FIXES_DIR": str(fix_dir)})
+    cp = rvvdiff("fixes", "check", "--ggml-src", tree.root, "--out", out, "--workers", "1", *extra, *SELECTION,
+                 code=None, timeout=3600, env={"RVVDIFF_FIXES_DIR": str(fix_dir)})
     data = json.loads((out / "fixes.json").read_text()) if (out / "fixes.json").is_file() else {}
     assert data, cp.stdout[-3000:] + cp.stderr[-3000:]
     return cp.returncode, data

@@ -21,7 +21,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, run_suite
+from helpers import ROOT
+from launch import pytest_child, rvvdiff
 
 from harness.ggml import changes, gitrev, mutants, source
 from harness.report import gate_summary, gate_verdict
@@ -217,11 +218,10 @@ def test_changes_select_and_budget_the_tests_that_reach_them(tmp_path: Path) -> 
                                                   "src/ggml-cpu/vec.h", 1, True, ("zvfh",))])
     f = tmp_path / "changes.json"
     f.write_text(json.dumps(diff.to_json()))
-    cp = run_suite("cases/test_quant_dot.py", "cases/test_vec_dot.py", "cases/test_flash_attn.py", "--collect-only",
-                   "-q", "--vlen", "128",
-                   "--isa", "zvfh", "--changes", str(f), "--changed-only", "--report-dir", str(tmp_path / "r"),
-                   "-k", "not exact")
-    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    cp = pytest_child("cases/test_quant_dot.py", "cases/test_vec_dot.py", "cases/test_flash_attn.py", "--collect-only",
+                      "-q", "--vlen", "128",
+                      "--isa", "zvfh", "--changes", str(f), "--changed-only", "--report-dir", str(tmp_path / "r"),
+                      "-k", "not exact")
     ids = [ln for ln in cp.stdout.splitlines() if "::" in ln]
     assert ids and all("q4_0" in i for i in ids), ids
     assert any("test_flash_attn[chunk-q4_0" in i for i in ids)
@@ -233,11 +233,11 @@ def test_changes_select_and_budget_the_tests_that_reach_them(tmp_path: Path) -> 
     assert cov["uncovered"] == ["ggml_vec_nothing_tests"]
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"tests": {"cases/test_vec_dot.py::test_vec_dot[f32-vlen128-zvfh]": "replay"}}))
-    cp = run_suite("cases/test_vec_dot.py", "--collect-only", "-q", "--vlen", "128", "--isa", "zvfh",
-                   "--plan", str(plan), "--report-dir", str(tmp_path / "r2"))
+    cp = pytest_child("cases/test_vec_dot.py", "--collect-only", "-q", "--vlen", "128", "--isa", "zvfh",
+                      "--plan", str(plan), "--report-dir", str(tmp_path / "r2"), code=None)
     assert [ln for ln in cp.stdout.splitlines() if "::" in ln] == ["cases/test_vec_dot.py::test_vec_dot[f32-vlen128-zvfh]"]
     plan.write_text(json.dumps({"tests": {"x": "lavish"}}))
-    cp = run_suite("cases/test_vec_dot.py", "--collect-only", "-q", "--plan", str(plan))
+    cp = pytest_child("cases/test_vec_dot.py", "--collect-only", "-q", "--plan", str(plan), code=None)
     assert cp.returncode != 0 and "unknown budget" in cp.stderr + cp.stdout
 
 
@@ -285,8 +285,7 @@ SELECT = ["--vlen", "128", "--isa", "zvfh", "--rvv-stress", "off", "-n", "2",
 
 def _gate(head: Path, base: Path, out: Path) -> tuple[int, dict]:
     # --no-cost: the cost step is tested on fabricated rows (tests/test_gate_cost.py), not under Spike here
-    cp = subprocess.run([str(ROOT / ".venv/bin/rvvdiff"), "gate", str(head), "--base", str(base), "--out", str(out),
-                         *SELECT, "--no-cost"], cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    cp = rvvdiff("gate", head, "--base", base, "--out", out, *SELECT, "--no-cost", code=None, timeout=1800)
     assert (out / "gate" / "gate.json").is_file(), cp.stdout[-4000:] + cp.stderr[-4000:]
     return cp.returncode, json.loads((out / "gate" / "gate.json").read_text())
 
@@ -389,6 +388,7 @@ def test_lines_are_judged_over_the_union_of_the_shards(tmp_path: Path) -> None:
     compiles it leaves unrun blocks; the merge CLI exits 1 on it and 0 once its function is allowed."""
     import json as _json
 
+    from harness.commands import cli
     from harness.report import linegate
 
     q = "ggml-cpu/arch/riscv/quants.c"
@@ -401,6 +401,6 @@ def test_lines_are_judged_over_the_union_of_the_shards(tmp_path: Path) -> None:
     for i, rec in enumerate((s128, s1024)):
         (tmp_path / f"shard{i}" / "head" / "coverage").mkdir(parents=True)
         (tmp_path / f"shard{i}" / "head" / "coverage" / "gate-lines.json").write_text(_json.dumps(rec))
-    assert linegate.main(["merge", str(tmp_path)]) == 1
-    assert linegate.main(["merge", str(tmp_path), "--allow-uncovered", "g"]) == 0
-    assert linegate.main(["merge", str(tmp_path / "none")]) == 2
+    assert cli.main(["linegate", "merge", str(tmp_path)]) == 1
+    assert cli.main(["linegate", "merge", str(tmp_path), "--allow-uncovered", "g"]) == 0
+    assert cli.main(["linegate", "merge", str(tmp_path / "none")]) == 2

@@ -59,5 +59,5 @@ def test_every_loop_is_reached_at_every_vlen(name: str) -> None:
 def test_docs_table_is_current(name: str) -> None:
     family = FAMILIES[name]
     text = (L.ROOT / family.doc).read_text()
-    assert name in L.doc_blocks(text), f"{family.doc} has no <!-- loops:{name} --> block: run python -m cases.families --write"
-    assert L.render_doc(text, FAMILIES) == text, f"{family.doc}: table out of date: run python -m cases.families --write"
+    assert name in L.doc_blocks(text), f"{family.doc} has no <!-- loops:{name} --> block: run rvvdiff docs --write loops"
+    assert L.render_doc(text, FAMILIES) == text, f"{family.doc}: table out of date: run rvvdiff docs --write loops"

@@ -30,7 +30,7 @@ from harness.core.matrix import (
 def test_docs_and_workflow_are_written_from_the_table() -> None:
     for rel, render in matrix_doc.RENDERED.items():
         text = (ROOT / rel).read_text()
-        assert render(text) == text, f"{rel} is stale: run python -m harness.core.matrix_doc --write"
+        assert render(text) == text, f"{rel} is stale: run rvvdiff docs --write options"
 
 
 def test_the_workflow_excludes_exactly_the_builds_a_compiler_cannot_make() -> None:

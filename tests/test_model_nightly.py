@@ -9,7 +9,8 @@ import shlex
 
 import pytest
 
-from tests.helpers import ROOT, run_suite
+from tests.helpers import ROOT
+from tests.launch import pytest_child
 
 PARTS = 7
 
@@ -32,9 +33,8 @@ def test_the_job_runs_one_part_of_the_week_per_shard() -> None:
 
 
 def _collected(*extra: str) -> list[str]:
-    r = run_suite("cases/test_model.py", "--thorough", "--collect-only", "-q", "--vlen", "256", "--isa", "all",
-                  "--rvv-stress", "off", "--cc", "clang", *extra, timeout=600)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    r = pytest_child("cases/test_model.py", "--thorough", "--collect-only", "-q", "--vlen", "256", "--isa", "all",
+                     "--rvv-stress", "off", "--cc", "clang", *extra, timeout=600)
     return [ln for ln in r.stdout.splitlines() if re.match(r"cases/test_model\.py::", ln)]
 
 

@@ -13,11 +13,10 @@ import json
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_suite
+from launch import Run, pytest_child, rvvdiff
 
 from harness.ggml import mutants, source
 from harness.toolchain.compilers import SERVER_DIR
@@ -36,10 +35,10 @@ def mutant_tree() -> str:
 
 
 @pytest.fixture(scope="module")
-def failing_run(mutant_tree: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+def failing_run(mutant_tree: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Path]:
     out = tmp_path_factory.mktemp("reports")
-    r = run_suite("cases/test_vec_dot.py", "--isa", "zvfh", "--vlen", "128,1024", "--ggml-src", mutant_tree,
-                  "--report-dir", str(out), "--junitxml", str(out / "junit.xml"))
+    r = pytest_child("cases/test_vec_dot.py", "--isa", "zvfh", "--vlen", "128,1024", "--ggml-src", mutant_tree,
+                     "--report-dir", str(out), "--junitxml", str(out / "junit.xml"), code=None)
     return r, out
 
 
@@ -58,8 +57,7 @@ def test_mutant_is_caught_and_shrunk(failing_run, mutant_tree: str) -> None:
 
 
 def test_unmodified_tree_passes_the_same_selection() -> None:
-    r = run_suite("cases/test_vec_dot.py", "--isa", "zvfh", "--vlen", "128,1024", "-k", "f16 and not bf16")
-    assert r.returncode == 0, r.stdout[-3000:]
+    r = pytest_child("cases/test_vec_dot.py", "--isa", "zvfh", "--vlen", "128,1024", "-k", "f16 and not bf16")
     assert "4 passed" in r.stdout
 
 
@@ -82,9 +80,7 @@ def test_reports_summary_and_junit(failing_run) -> None:
 def test_repro_replays_and_its_c_reproducer_fails_the_same_way(failing_run) -> None:
     _, out = failing_run
     d = out / "cases" / "test_vec_dot.test_vec_dot_exact_f16-vlen1024-zvfh"
-    rvvdiff = [sys.executable, "-m", "harness.commands.cli"]
-    r = subprocess.run([*rvvdiff, "repro", str(d), "--c"], capture_output=True, text=True, timeout=900)
-    assert r.returncode == 1, r.stdout + r.stderr
+    r = rvvdiff("repro", d, "--c", code=1, timeout=900)
     assert "1 of 1 elements fail (bitwise)" in r.stdout and "STILL FAILS" in r.stdout
     build = r.stdout.split("\nbuild:\n  ", 1)[1].splitlines()[0]
     run = r.stdout.split("\nrun:\n  ", 1)[1].splitlines()[0]
@@ -104,6 +100,5 @@ def test_repro_replays_and_its_c_reproducer_fails_the_same_way(failing_run) -> N
     c = subprocess.run(shlex.split(run), capture_output=True, text=True, timeout=300)
     assert c.returncode == 1 and re.search(r"VLEN 1024: vec_dot of f16, n = \d+: got 0, expected", c.stdout), c.stdout
     # The same report replayed against the unmodified tree passes.
-    fixed = subprocess.run([*rvvdiff, "repro", str(d), "--ggml-src", str(source.pinned().root)],
-                           capture_output=True, text=True, timeout=900)
-    assert fixed.returncode == 0 and "PASSES now" in fixed.stdout, fixed.stdout + fixed.stderr
+    fixed = rvvdiff("repro", d, "--ggml-src", source.pinned().root, timeout=900)
+    assert "PASSES now" in fixed.stdout, fixed.stdout + fixed.stderr

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 from helpers import CRASHING, run_diff_test
+from launch import Code, Run, pytest_in
 
 from harness.check import observe
 from harness.plugin import session, targets
 
 
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return run_diff_test(pytester, *args)
+def run(pytester: pytest.Pytester, *args: str, code: Code = 0) -> Run:
+    return run_diff_test(pytester, *args, code=code)
 
 
 @pytest.mark.parametrize("option, message", [
@@ -23,29 +24,26 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     (["--max-examples", "0"], "--max-examples '0': expected a positive number"),
 ])
 def test_bad_options_are_usage_errors(pytester: pytest.Pytester, option: list[str], message: str) -> None:
-    r = run(pytester, *option)
-    assert r.ret == pytest.ExitCode.USAGE_ERROR
-    assert message in r.stderr.str()
+    r = run(pytester, *option, code=pytest.ExitCode.USAGE_ERROR)
+    assert message in r.stderr
 
 
 def test_missing_tree_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    r = run(pytester, "--ggml-src", "/nonexistent/llama.cpp")
-    assert r.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--ggml-src /nonexistent/llama.cpp: no such directory" in r.stderr.str()
+    r = run(pytester, "--ggml-src", "/nonexistent/llama.cpp", code=pytest.ExitCode.USAGE_ERROR)
+    assert "--ggml-src /nonexistent/llama.cpp: no such directory" in r.stderr
 
 
 def test_tree_without_rvv_sources_is_a_usage_error(pytester: pytest.Pytester) -> None:
     tree = pytester.mkdir("old-llama")
     (tree / "ggml" / "src" / "ggml-cpu").mkdir(parents=True)
     (tree / "CMakeLists.txt").write_text("")
-    r = run(pytester, "--ggml-src", str(tree))
-    assert r.ret == pytest.ExitCode.USAGE_ERROR
-    assert "this tree has no RISC-V Vector sources" in r.stderr.str()
+    r = run(pytester, "--ggml-src", str(tree), code=pytest.ExitCode.USAGE_ERROR)
+    assert "this tree has no RISC-V Vector sources" in r.stderr
 
 
 def test_ids_name_vlen_and_isa_build(pytester: pytest.Pytester) -> None:
     r = run(pytester, "--vlen", "128,1024", "--isa", "zvfh,v", "--rvv-stress", "both", "--collect-only", "-q")
-    out = r.stdout.str()
+    out = r.stdout
     for vlen in (128, 1024):
         for isa in ("zvfh", "v"):
             assert f"test_dot[vlen{vlen}-{isa}]" in out
@@ -56,7 +54,7 @@ def test_ids_name_vlen_and_isa_build(pytester: pytest.Pytester) -> None:
 def test_header_and_summary(pytester: pytest.Pytester) -> None:
     r = run(pytester, "--vlen", "256", "--isa", "zvfh")
     r.assert_outcomes(passed=1)
-    out = r.stdout.str()
+    out = r.stdout
     assert "rvvdiff: ggml source: pinned llama.cpp" in out and "commit 0c1e570" in out
     assert "rvvdiff: emulator: " in out and "zvfbfwma" in out
     assert "rvvdiff: compiler: zig" in out
@@ -71,18 +69,17 @@ from hypothesis import settings
 def test_budget():
     assert settings().max_examples == {examples}
 """)
-    r = pytester.runpytest_subprocess("--vlen", "128", "--isa", "zvfh", *options, "-p", "no:cacheprovider")
+    r = pytest_in(pytester, "--vlen", "128", "--isa", "zvfh", *options)
     r.assert_outcomes(passed=1)
-    assert f"examples per test: {examples}" in r.stdout.str()
+    assert f"examples per test: {examples}" in r.stdout
 
 
 
 def test_crash_and_hang_fail_their_case_and_the_session_goes_on(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_crash=CRASHING)
-    r = pytester.runpytest_subprocess("--vlen", "512", "--isa", "zvfh", "--kernel-timeout", "3",
-                                      "-p", "no:cacheprovider")
+    r = pytest_in(pytester, "--vlen", "512", "--isa", "zvfh", "--kernel-timeout", "3", code=1)
     r.assert_outcomes(failed=2, passed=1)
-    out = r.stdout.str()
+    out = r.stdout
     assert "selftest_segv: the kernel crashed with SIGSEGV" in out
     assert "selftest_hang did not finish within 3 s and was killed" in out
 
@@ -92,9 +89,9 @@ def test_known_failure_entry_that_matches_nothing_warns(pytester: pytest.Pyteste
     known.write_text('[[known]]\ntest = "*::test_nothing_like_this*"\nggml = ["*"]\nreason = "r"\nreproducer = "x"\n')
     monkeypatch.setenv("RVVDIFF_KNOWN_FAILURES", str(known))
     r = run(pytester, "--vlen", "128", "--isa", "zvfh")  # a narrow selection: no verdict on entries
-    assert "matched no collected test" not in r.stdout.str()
+    assert "matched no collected test" not in r.stdout
     r = run(pytester, "--vlen", "all", "--isa", "all", "--rvv-stress", "both", "--collect-only")
-    assert "known failure '*::test_nothing_like_this*' matched no collected test" in r.stdout.str()
+    assert "known failure '*::test_nothing_like_this*' matched no collected test" in r.stdout
 
 
 def test_known_failure_is_a_strict_xfail(pytester: pytest.Pytester, monkeypatch) -> None:
@@ -108,9 +105,9 @@ def test_fixed(target):
     known.write_text('[[known]]\ntest = "*::test_known*"\nggml = ["0c1e570"]\nreason = "bug A"\nreproducer = "x"\n'
                      '[[known]]\ntest = "*::test_fixed*"\nggml = ["ggml-0.25.3"]\nreason = "bug B"\nreproducer = "y"\n')
     monkeypatch.setenv("RVVDIFF_KNOWN_FAILURES", str(known))
-    r = pytester.runpytest_subprocess("--vlen", "128", "--isa", "zvfh", "-p", "no:cacheprovider", "-rxX")
+    r = pytest_in(pytester, "--vlen", "128", "--isa", "zvfh", "-rxX", code=1)
     r.assert_outcomes(xfailed=1, failed=1)  # a listed failure that passes fails the run (strict)
-    assert "known failure: bug A" in r.stdout.str()
+    assert "known failure: bug A" in r.stdout
 
 
 @pytest.mark.parametrize("entry, other", [("gcc14", "clang"), ("clang", "gcc14")])
@@ -126,12 +123,12 @@ def test_known(target):
     known.write_text(f'[[known]]\ntest = "*::test_known*"\nggml = ["*"]\nreason = "bug A"\nreproducer = "x"\n'
                      f'compiler = "{entry}"\n')
     monkeypatch.setenv("RVVDIFF_KNOWN_FAILURES", str(known))
-    base = ("--vlen", "128", "--isa", "zvfh", "-p", "no:cacheprovider", "-rxX")
-    pytester.runpytest_subprocess(*base, "--cc", other).assert_outcomes(failed=1)
-    pytester.runpytest_subprocess(*base, "--cc", entry).assert_outcomes(xfailed=1)
-    r = pytester.runpytest_subprocess(*base, "--cc", f"{other},{entry}")
+    base = ("--vlen", "128", "--isa", "zvfh", "-rxX")
+    pytest_in(pytester, *base, "--cc", other, code=1).assert_outcomes(failed=1)
+    pytest_in(pytester, *base, "--cc", entry).assert_outcomes(xfailed=1)
+    r = pytest_in(pytester, *base, "--cc", f"{other},{entry}", code=1)
     r.assert_outcomes(xfailed=1, failed=1)
-    assert f"XFAIL test_kf.py::test_known[vlen128-zvfh-{entry}]" in r.stdout.str()
+    assert f"XFAIL test_kf.py::test_known[vlen128-zvfh-{entry}]" in r.stdout
 
 
 def test_a_run_has_one_session_registered_in_its_stash_and_current_until_it_ends(

@@ -158,4 +158,4 @@ def test_docs_type_table_is_current() -> None:
     """docs/quants.md's type table is rendered from the records."""
     text = (QT.ROOT / QT.DOC).read_text()
     assert QT.render_doc(text) == text, (f"{QT.DOC}'s type table (<!-- quant_types --> block) is out of date: run "
-                                         "`python -m oracles.quant_types --write`")
+                                         "`rvvdiff docs --write quant-types`")

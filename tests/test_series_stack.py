@@ -125,7 +125,7 @@ def test_the_shared_test_helpers_land_once_in_the_first_series(every: list[fix_s
 
 
 def test_every_series_has_runs_off_risc_v_recorded_and_said_on_its_page(every: list[fix_series.Series]) -> None:
-    """x86-64 and aarch64 lines (python -m harness.upstream.other_arch --record) name their architecture; the page
+    """x86-64 and aarch64 lines (rvvdiff other-arch --record) name their architecture; the page
     says the result."""
     from harness.upstream import other_arch
     for s in every:

@@ -24,7 +24,7 @@ def every() -> list[fix_series.Series]:
 
 def test_every_recorded_line_says_its_test_version_and_none_is_stale(every: list[fix_series.Series]) -> None:
     """A run of an older test fails here: run it again (``rvvdiff series --run-test N`` for riscv64,
-    ``python -m harness.upstream.other_arch --record`` off RISC-V)."""
+    ``rvvdiff other-arch --record`` off RISC-V)."""
     runs = json.loads(testcmd.TEST_RUNS.read_text())
     for s in every:
         assert runs[s.name], s.stem

@@ -18,7 +18,7 @@ _DIRECT = re.compile(r"""(os\.environ\b.{0,16}?|getenv\(\s*)["']RVVDIFF_""")
 def test_docs_table_is_current() -> None:
     text = (ROOT / settings.DOC).read_text()
     assert settings.render_doc(text) == text, (
-        f"{settings.DOC}'s table of RVVDIFF_* variables is stale: run python -m harness.core.settings --write")
+        f"{settings.DOC}'s table of RVVDIFF_* variables is stale: run rvvdiff docs --write settings")
 
 
 def test_no_module_reads_an_rvvdiff_variable_itself() -> None:

@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import pinned_build, run_suite
+from helpers import pinned_build
+from launch import pytest_child, rvvdiff
 
 from harness.core.config import STRESS_PROPS
 from harness.emulators import pool, registry, spike
@@ -62,9 +62,7 @@ def test_emulators_answer_for_themselves() -> None:
     (["--emulator", "spike", "--rvv-stress", "on"], "Spike has no tail/mask stress mode"),
 ])
 def test_what_an_emulator_cannot_do_is_a_usage_error(args: list[str], message: str) -> None:
-    r = subprocess.run([sys.executable, "-m", "pytest", "cases/test_vec_dot.py", "--collect-only", "-q", *args],
-                       capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parent.parent)
-    assert r.returncode == 4, r.stdout[-2000:] + r.stderr[-2000:]
+    r = pytest_child("cases/test_vec_dot.py", "--collect-only", "-q", *args, code=4, timeout=300)
     assert message in r.stdout + r.stderr
 
 
@@ -147,9 +145,8 @@ def mutant_tree() -> str:
 
 @needs_spike
 def test_planted_bug_fails_on_spike_beyond_qemu(mutant_tree: str, tmp_path: Path) -> None:
-    r = run_suite("cases/test_vec_dot.py", "-k", "f16", "--isa", "zvfh", "--vlen", "2048", "--emulator", "spike",
-                  "--ggml-src", mutant_tree, "--report-dir", str(tmp_path))
-    assert r.returncode == 1, r.stdout[-3000:]
+    r = pytest_child("cases/test_vec_dot.py", "-k", "f16", "--isa", "zvfh", "--vlen", "2048", "--emulator", "spike",
+                     "--ggml-src", mutant_tree, "--report-dir", str(tmp_path), code=1)
     failed = sorted(set(re.findall(r"^FAILED (\S+)", r.stdout, re.M)))
     assert failed == ["cases/test_vec_dot.py::test_vec_dot[f16-vlen2048-zvfh]",
                       "cases/test_vec_dot.py::test_vec_dot_exact[f16-vlen2048-zvfh]"], r.stdout[-3000:]
@@ -160,13 +157,10 @@ def test_planted_bug_fails_on_spike_beyond_qemu(mutant_tree: str, tmp_path: Path
 
 @needs_spike
 def test_repro_confirms_a_qemu_finding_on_spike(mutant_tree: str, tmp_path: Path) -> None:
-    r = run_suite("cases/test_vec_dot.py::test_vec_dot_exact", "-k", "f16", "--isa", "zvfh", "--vlen", "256",
-                  "--ggml-src", mutant_tree, "--report-dir", str(tmp_path))
-    assert r.returncode == 1, r.stdout[-3000:]
+    pytest_child("cases/test_vec_dot.py::test_vec_dot_exact", "-k", "f16", "--isa", "zvfh", "--vlen", "256",
+                 "--ggml-src", mutant_tree, "--report-dir", str(tmp_path), code=1)
     case = next(tmp_path.glob("cases/*"))
-    rep = subprocess.run([sys.executable, "-m", "harness.commands.cli", "repro", str(case), "--emulator", "spike", "--c"],
-                         capture_output=True, text=True, timeout=1800)
-    assert rep.returncode == 1, rep.stdout[-3000:] + rep.stderr[-3000:]
+    rep = rvvdiff("repro", case, "--emulator", "spike", "--c", code=1, timeout=1800)
     assert "== QEMU: FAILS" in rep.stdout and "== Spike: FAILS" in rep.stdout, rep.stdout[-3000:]
     assert "outputs: qemu and spike are bit-identical" in rep.stdout
     assert "verdict: reproduced on Spike, bit-identical" in rep.stdout

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import run_suite
+from launch import pytest_child
 
 from cases import subscales
 from harness.ggml import fix_catalogue, patches, source
@@ -91,10 +91,10 @@ def _failures(junit: Path) -> dict[str, Probed]:
 
 def _run(tree: Path, isa: str, out: Path) -> tuple[dict[str, Probed], str]:
     junit = out / "junit.xml"
-    r = run_suite("cases/test_quant_dot.py", "-k", "test_vec_dot_subscales", "--vlen", "all", "--isa", isa,
-                  "--rvv-stress", "both", "--runxfail", "--ggml-src", str(tree), "--report-dir", str(out),
-                  "--junitxml", str(junit))
-    assert r.returncode in (0, 1) and junit.exists(), r.stdout[-3000:] + r.stderr[-2000:]
+    r = pytest_child("cases/test_quant_dot.py", "-k", "test_vec_dot_subscales", "--vlen", "all", "--isa", isa,
+                     "--rvv-stress", "both", "--runxfail", "--ggml-src", str(tree), "--report-dir", str(out),
+                     "--junitxml", str(junit), code=(0, 1))
+    assert junit.exists(), r.stdout[-3000:] + r.stderr[-2000:]
     assert re.search(r"\d+ passed", r.stdout), r.stdout[-3000:]
     return _failures(junit), r.stdout
 

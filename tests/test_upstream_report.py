@@ -9,13 +9,12 @@ kernel is wrong and passes on the fixed tree; the issue names those VLENs and st
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import gcc14_missing
+from launch import pytest_child
 
 from harness.commands import report
 from harness.core.matrix import Point
@@ -174,10 +173,7 @@ def test_every_type_of_the_tree_gets_a_public_form(tmp_path: Path) -> None:
 
 
 def _failing_case(test: str, out: Path, *extra: str) -> Path:
-    r = subprocess.run([sys.executable, "-m", "pytest", test, "-p", "no:xdist", "-q", "--report-dir", str(out),
-                        "--runxfail", "-p", "no:cacheprovider", *extra], cwd=ROOT, capture_output=True, text=True,
-                       timeout=1800)
-    assert r.returncode == 1, r.stdout[-2000:]
+    pytest_child(test, "-p", "no:xdist", "-q", "--report-dir", str(out), "--runxfail", *extra, code=1)
     (case,) = (out / "cases").iterdir()
     return case
 

@@ -14,7 +14,6 @@ from the shared cache (``RVVDIFF_CACHE``), keyed by the sources, so the checkout
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import helpers
 import pytest
+from launch import pytest_child, rvvdiff
 
 from harness.report.ids import as_pyarg, replay_argv, suite_module_id
 
@@ -88,10 +88,8 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
-def _run(argv: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """``argv`` from ``cwd`` with nothing pointing at the checkout (no PYTHONPATH, no session of this run)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RVVDIFF_SESSION", "PYTEST_ADDOPTS")}
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+#: The environment of a run of the installed wheel: nothing points at the checkout.
+OUTSIDE = {"PYTHONPATH": None, "PYTEST_ADDOPTS": None}
 
 
 #: Run from the fresh environment: say where the packages come from, then run pytest in the same process.
@@ -108,13 +106,15 @@ def test_installed_wheel_runs_without_the_checkout(installed: Path, tmp_path: Pa
     outside.mkdir()
     assert not outside.resolve().is_relative_to(ROOT)
 
-    r = _run([str(venv / "bin" / "rvvdiff"), "--help"], outside)
-    assert r.returncode == 0 and r.stdout.startswith("usage: rvvdiff"), r.stdout + r.stderr
-    r = _run([str(venv / "bin" / "rvvdiff"), "known"], outside)  # harness/data/known_failures.toml, as installed
-    assert r.returncode == 0 and "entries" in r.stdout, r.stdout + r.stderr
+    installed_rvvdiff = [venv / "bin" / "rvvdiff"]
+    r = rvvdiff("--help", command=installed_rvvdiff, cwd=outside, env=OUTSIDE, timeout=600)
+    assert r.stdout.startswith("usage: rvvdiff"), r.stdout + r.stderr
+    r = rvvdiff("known", command=installed_rvvdiff, cwd=outside, env=OUTSIDE, timeout=600)  # package data, as installed
+    assert "entries" in r.stdout, r.stdout + r.stderr
 
-    r = _run([str(installed), "-c", _DRIVER, "--pyargs", "cases.test_vec_dot", "-k", "f16 and not bf16", "--vlen", "128",
-              "--isa", "zvfh", "--max-examples", "3", "-p", "no:xdist", "-p", "no:cacheprovider", "-q"], outside)
+    r = pytest_child("--pyargs", "cases.test_vec_dot", "-k", "f16 and not bf16", "--vlen", "128", "--isa", "zvfh",
+                     "--max-examples", "3", "-p", "no:xdist", "-q", command=[installed, "-c", _DRIVER], cwd=outside,
+                     env=OUTSIDE, timeout=600, code=None)
     out = r.stdout + r.stderr
     files = [Path(ln) for ln in r.stdout.split("imported:\n", 1)[-1].splitlines()[:3]]
     assert len(files) == 3 and all(f.is_relative_to(venv) for f in files), f"not the installed packages:\n{out}"
@@ -126,8 +126,9 @@ def test_installed_wheel_runs_without_the_checkout(installed: Path, tmp_path: Pa
 
     # A failure's replay line from an installed run names the test by its module (--pyargs): it selects it.
     argv = replay_argv(ids[0], pyargs=True)
-    r = _run([str(installed), "-m", "pytest", *argv[1:], "--collect-only", "-q"], outside)
-    assert r.returncode == 0 and r.stdout.splitlines()[0] == ids[0], r.stdout + r.stderr
+    r = pytest_child(*argv[1:], "--collect-only", "-q", command=[installed, "-m", "pytest"], cwd=outside, env=OUTSIDE,
+                     timeout=600)
+    assert r.stdout.splitlines()[0] == ids[0], r.stdout + r.stderr
 
 
 def test_suite_modules_keep_their_checkout_ids(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import re
 from types import SimpleNamespace
 
 import pytest
+from launch import pytest_in
 
 from harness.plugin import workers
 from harness.plugin.workers import TargetScheduling, cap_workers, shards
@@ -80,9 +81,9 @@ def test_faults_under_target_scheduling_lose_nothing(pytester: pytest.Pytester) 
     """Four VLENs on two workers: a crash and a hang fail their case, a worker that dies fails the test
     it ran and is replaced; every test is reported exactly once, every other one passes."""
     pytester.makepyfile(test_faults=FAULTS)
-    r = pytester.runpytest_subprocess("--vlen", "128,256,512,1024", "--isa", "zvfh", "--kernel-timeout", "3",
-                                      "-n", "2", "--report-dir", "reports", "-p", "no:cacheprovider")
-    out = r.stdout.str()
+    r = pytest_in(pytester, "--vlen", "128,256,512,1024", "--isa", "zvfh", "--kernel-timeout", "3", "-n", "2",
+                  "--report-dir", "reports", code=1)
+    out = r.stdout
     results = json.loads((pytester.path / "reports" / "results.json").read_text())
     ids = [e["nodeid"] for e in results]
     twice = [(e["nodeid"], e["outcome"], e["reason"][:80]) for e in results if ids.count(e["nodeid"]) > 1]
@@ -113,11 +114,10 @@ def test_servers_are_per_target_not_per_worker(pytester: pytest.Pytester, monkey
     xdist's load mode starts one per worker and target it meets."""
     monkeypatch.setenv("RVVDIFF_MAX_WORKERS", "0")
     pytester.makepyfile(test_echo=ECHO)
-    r = pytester.runpytest_subprocess("--vlen", "all", "--isa", "zvfh", "--rvv-stress", "both", "-n", "4",
-                                      "-p", "no:cacheprovider")
+    r = pytest_in(pytester, "--vlen", "all", "--isa", "zvfh", "--rvv-stress", "both", "-n", "4")
     r.assert_outcomes(passed=48)
-    starts = int(re.search(r"(\d+) emulator starts", r.stdout.str()).group(1))
-    assert starts <= 2 * 8, r.stdout.str()
+    starts = int(re.search(r"(\d+) emulator starts", r.stdout).group(1))
+    assert starts <= 2 * 8, r.stdout
 
 
 def test_two_compilers_start_servers_per_target_and_compiler(pytester: pytest.Pytester) -> None:
@@ -125,13 +125,13 @@ def test_two_compilers_start_servers_per_target_and_compiler(pytester: pytest.Py
     tests in a row, so starts stay about two per (target, compiler) -- not one per test, as when a scope mixed
     the compilers' tests of one VLEN, ISA build and stress mode."""
     pytester.makepyfile(test_echo=ECHO)
-    r = pytester.runpytest_subprocess("--vlen", "256,512", "--isa", "zvfh", "--rvv-stress", "both", "-n", "2",
-                                      "--cc", "clang,gcc14", "-p", "no:cacheprovider")
-    if "gcc14" in r.stdout.str() and "not installed" in r.stdout.str():
+    r = pytest_in(pytester, "--vlen", "256,512", "--isa", "zvfh", "--rvv-stress", "both", "-n", "2",
+                  "--cc", "clang,gcc14", code=None)
+    if "gcc14" in r.stdout and "not installed" in r.stdout:
         pytest.skip("GCC 14 is not installed (ci/setup.sh --gcc14)")
     r.assert_outcomes(passed=48)
-    starts = int(re.search(r"(\d+) emulator starts", r.stdout.str()).group(1))
-    assert starts <= 2 * 8, r.stdout.str()
+    starts = int(re.search(r"(\d+) emulator starts", r.stdout).group(1))
+    assert starts <= 2 * 8, r.stdout
 
 
 def test_more_workers_than_cores_are_capped_and_the_header_says_so(pytester: pytest.Pytester,
@@ -140,8 +140,8 @@ def test_more_workers_than_cores_are_capped_and_the_header_says_so(pytester: pyt
     pytester.makepyfile(test_echo=ECHO)
     cores = workers.usable_cores()
     asked = cores + 2
-    r = pytester.runpytest_subprocess("--vlen", "128,256", "--isa", "zvfh", "-n", str(asked), "-p", "no:cacheprovider")
+    r = pytest_in(pytester, "--vlen", "128,256", "--isa", "zvfh", "-n", str(asked))
     r.assert_outcomes(passed=12)
-    out = r.stdout.str()
+    out = r.stdout
     assert f"rvvdiff: workers: {cores} (-n {asked} capped at {cores}: the usable cores" in out, out
     assert f"created: {cores}/{cores} workers" in out, out

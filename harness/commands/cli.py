@@ -12,12 +12,16 @@ from harness.commands import (
     bisect,
     calibration,
     cost,
+    docs,
     fixes,
     gate,
     ggmltests,
+    lines,
     models,
     mutation,
+    otherarch,
     prices,
+    recorded,
     report,
     repro,
     series,
@@ -129,6 +133,13 @@ COMMANDS_ELSEWHERE = {
                    "print the verdict (docs/spike.md)",
     "model": "the real models (list, fetch) and the model family's studies: what each finding does to a model "
              "(effects), the noise between correct builds its bound is derived from (noise) (docs/model.md)",
+    "other-arch": "the series' regression tests off RISC-V: built and run on x86-64 and aarch64, before and after "
+                  "the fixes (docs/ggml-tests.md)",
+    "coverage": "RVV line coverage of several runs as one: merge, the lines missed, per VLEN switch arm "
+                "(docs/coverage.md)",
+    "linegate": "the PR gate's changed lines judged over every shard's gate-lines.json (docs/gate.md)",
+    "docs": "print the docs' generated tables (loop sizes, quantized types, options, settings), or --write them",
+    "recorded": "print a table the suite's runs recorded: the quantized dots' variants, the repack selection",
 }
 
 
@@ -138,7 +149,8 @@ def _elsewhere(name: str) -> Callable[[list[str]], int]:
             "spike-check": spikecheck.main, "repro": repro.main_repro, "report": report.main, "series": series.main,
             "ggml-tests": ggmltests.main, "bench": bench.main, "cost": cost.main, "prices": prices.main,
             "calibration": calibration.main, "mutants": mutation.main_mutants, "audit": mutation.main_audit,
-            "model": models.main}[name]
+            "model": models.main, "other-arch": otherarch.main, "coverage": lines.main_coverage,
+            "linegate": lines.main_linegate, "docs": docs.main, "recorded": recorded.main}[name]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
                         "target that compiles them (docs/gate.md)")
     p.add_argument("--lines-defer", dest="lines", action="store_const", const="defer",
                    help="a shard of a CI matrix: record the changed lines' coverage (gate-lines.json) for "
-                        "`python -m harness.report.linegate merge`, which judges them over all shards")
+                        "`rvvdiff linegate merge`, which judges them over all shards")
     p.add_argument("--out", default=str(work_dir() / "reports"), help="where the reports go (default: reports/)")
     p.add_argument("--workers", default=settings.get("WORKERS") or "auto",
                    help="pytest-xdist workers per run (default: $RVVDIFF_WORKERS or auto; 0: no xdist)")

@@ -3,17 +3,15 @@ docs/options.md (between ``<!-- matrix -->`` markers) and the job matrices of ci
 (between ``# matrix: JOB`` and ``# /matrix`` comments): the PR gate's shards (VLEN x ISA build x
 compiler, without the builds a compiler cannot make) and the nightly model job's (VLEN x compiler x stress).
 
-``python -m harness.core.matrix_doc --write`` rewrites both; tests/test_matrix.py fails when either is stale.
+``rvvdiff docs --write options`` rewrites both; tests/test_matrix.py fails when either is stale.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections.abc import Callable
 
 from harness.core.matrix import AXES, CANNOT_MAKE, COMPILER_NAMES, DEFAULT_ISAS, EMULATOR_VALUES, emulator_value
-from harness.core.settings import rewrite_generated
 
 #: The files written from the table, relative to the checkout.
 OPTIONS_DOC = "docs/options.md"
@@ -80,20 +78,3 @@ def render_workflow(text: str) -> str:
 
 #: Each written file and how it is rendered.
 RENDERED: dict[str, Callable[[str], str]] = {OPTIONS_DOC: render_options, WORKFLOW: render_workflow}
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.core.matrix_doc",
-                                 description=f"Print the matrix's table of {OPTIONS_DOC}, or rewrite it and the job "
-                                             f"matrices of {WORKFLOW}.")
-    ap.add_argument("--write", action="store_true", help="rewrite both (of this checkout)")
-    if not ap.parse_args(argv).write:
-        print(markdown(), end="")
-        return 0
-    for rel, render in RENDERED.items():
-        rewrite_generated(rel, render)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

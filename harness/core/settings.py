@@ -3,13 +3,12 @@
 A module that needs one calls :func:`get` (or :func:`path`) with its name; nothing else in the
 harness reads ``os.environ`` for an ``RVVDIFF_*`` name (tests/test_settings.py fails on one).
 The pytest report header shows the ones that are set (:func:`shown`), and the table of variables in
-docs/settings.md is generated from this table (:func:`markdown`; ``python -m harness.core.settings
---write`` rewrites it, and the same test fails when it is stale).
+docs/settings.md is generated from this table (:func:`markdown`; ``rvvdiff docs --write settings``
+rewrites it, and the same test fails when it is stale).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 from collections.abc import Callable
@@ -138,25 +137,11 @@ def render_doc(text: str) -> str:
 
 def rewrite_generated(rel: str, render: Callable[[str], str]) -> None:
     """Rewrite the checkout's file ``rel`` through ``render`` (its generated blocks made current: this table
-    in docs/settings.md, the matrix's in docs/options.md and the CI workflow); print what became of it."""
+    in docs/settings.md, the matrix's in docs/options.md and the CI workflow, ...: ``rvvdiff docs --write``);
+    print what became of it."""
     p = Path(__file__).resolve().parents[2] / rel
     text = p.read_text()
     new = render(text)
     if new != text:
         p.write_text(new)
     print(f"{p}: {'rewritten' if new != text else 'already current'}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.core.settings",
-                                 description=f"Print the table of RVVDIFF_* variables, or rewrite it in {DOC}.")
-    ap.add_argument("--write", action="store_true", help=f"rewrite the table in {DOC} (of this checkout)")
-    if not ap.parse_args(argv).write:
-        print(markdown(), end="")
-        return 0
-    rewrite_generated(DOC, render_doc)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -14,14 +14,14 @@ file showing at which targets each line ran (harness/report/coverage_html.py).  
 (a binary without a line table, PCs outside the binary, a file that cannot be written) are
 one line each in :attr:`Coverage.problems`; they never change a test's outcome.  The per-arm
 statement narrows each target to the arms of the ``switch (__riscv_vlenb() * 8)`` its VLEN
-dispatches to (the switches as rvvdiff's C reader finds them, harness/ggml/cwalk.py)."""
+dispatches to (the switches as rvvdiff's C reader finds them, harness/ggml/cwalk.py).  Several runs (their
+``<report-dir>/coverage`` directories) are combined by ``rvvdiff coverage merge | missed | arms``."""
 
 from __future__ import annotations
 
 import functools
 import json
 import re
-import sys
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -382,53 +382,3 @@ def combine(runs: Iterable[list[TargetLines]]) -> Coverage:
     for key, name in zip(by, named(list(by))):
         by[key].target = name
     return Coverage(sorted(by.values(), key=lambda t: (t.isa, t.vlen, t.stress)))
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m harness.report.coverage merge OUT RUN...``: the coverage of several runs (their
-    ``<report-dir>/coverage`` directories, e.g. one VLEN each) in one set of files and one matrix.
-    ``missed OUT RUN...``: the lines each target dispatches to and does not run (``OUT/missed.md``).
-    ``arms RUN... [--out FILE.md]``: the same narrowed to the arm of each ``switch (__riscv_vlenb() * 8)``
-    the target's VLEN dispatches to (printed, or written to FILE.md)."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m harness.report.coverage", description=main.__doc__)
-    ap.add_argument("action", choices=["merge", "missed", "arms"],
-                    help="merge: one set of files from several runs; missed: the lines each target dispatches to "
-                         "and does not run (missed.md in OUT); arms: those of the VLEN switch arms it dispatches to")
-    ap.add_argument("paths", type=Path, nargs="+", metavar="OUT RUN", help="merge, missed: OUT RUN...; arms: RUN...")
-    ap.add_argument("--out", type=Path, help="arms: write the report to this file (default: print it)")
-    args = ap.parse_args(argv)
-    if args.action == "arms":
-        out, runs = args.out, args.paths
-    elif len(args.paths) < 2 or args.out:
-        ap.error(f"{args.action} takes OUT RUN... (no --out)")
-    else:
-        out, runs = args.paths[0], args.paths[1:]
-    try:
-        cov = combine(load(r) for r in runs)
-    except (OSError, ValueError, KeyError) as e:
-        print(f"coverage {args.action}: cannot read a run's targets.json: {e}", file=sys.stderr)
-        return 2
-    if args.action == "arms":
-        md = "\n".join(["# Per arm: the lines each VLEN dispatches to", "", *arms_md(cov)]) + "\n"
-        if out is None:
-            print(md, end="")
-        else:
-            out.write_text(md)
-            print(f"{len(missed(arms(cov)))} functions with in-arm lines not executed: {out}")
-        return 0
-    if args.action == "missed":
-        out.mkdir(parents=True, exist_ok=True)
-        md = ["# Lines dispatched to and not executed", "", *totals(cov), "", *missed_md(cov)]
-        (out / "missed.md").write_text("\n".join(md) + "\n")
-        print(f"{len(missed(cov))} functions with missed lines: {out / 'missed.md'}")
-        return 0
-    write(cov, out)
-    for line in [*totals(cov), f"written: {out}/index.html, merged.info, coverage.md", *cov.problems]:
-        print(line)
-    return 1 if cov.problems else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,17 +16,15 @@ Files are matched by their path below ``ggml-cpu/`` (the coverage scope, harness
 
 Sharded (a CI matrix over VLEN x ISA build), no shard sees every target: each writes its
 :func:`record` (``gate-lines.json``: the changed lines, and which of them its targets compile and
-execute) and ``python -m harness.report.linegate merge SHARD...`` judges their union: a line is
+execute) and ``rvvdiff linegate merge SHARD...`` judges their union (:func:`merge_shards`): a line is
 uncovered when some shard compiles it and none executes it.
 """
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import json
-import os
-import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,31 +119,19 @@ def merge(verdicts: list[dict]) -> LineVerdict:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m harness.report.linegate merge [--allow-uncovered NAMES] SHARD...``: the uncovered changed
-    lines over every shard's ``gate-lines.json`` (a file, or a directory searched for it); exit 1 when some
-    remain, 2 when no shard recorded lines."""
-    ap = argparse.ArgumentParser(prog="python -m harness.report.linegate", description=main.__doc__)
-    ap.add_argument("action", choices=["merge"])
-    ap.add_argument("shards", type=Path, nargs="+")
-    ap.add_argument("--allow-uncovered", default="", metavar="NAMES")
-    a = ap.parse_args(argv)
-    files = [f for s in a.shards for f in ([s] if s.is_file() else sorted(s.rglob("gate-lines.json")))]
-    if not files:
-        print("linegate merge: no gate-lines.json under " + ", ".join(map(str, a.shards))
-              + " (did the shards run the gate with --lines-defer?)", file=sys.stderr)
-        return 2
-    v = merge([json.loads(f.read_text()) for f in files])
-    allowed = tuple(x for x in a.allow_uncovered.split(",") if x)
-    rows = v.describe(allowed)
-    md = [f"## rvvdiff: uncovered lines over {len(files)} shards (block): {len(rows)} functions", "",
-          ", ".join(f"{k}: {n}" for k, n in v.counts().items()), "", *[f"- {r}" for r in rows]]
-    print("\n".join(md))
-    if os.environ.get("GITHUB_STEP_SUMMARY"):
-        with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
-            f.write("\n".join(md) + "\n")
-    return 1 if rows else 0
+def merge_shards(shards: Iterable[Path]) -> tuple[LineVerdict, int]:
+    """The verdict over the shards' ``gate-lines.json`` (a shard is the file, or a directory searched for it)
+    and how many files it read (0: none was found)."""
+    files = [f for s in shards for f in ([s] if s.is_file() else sorted(s.rglob("gate-lines.json")))]
+    return merge([json.loads(f.read_text()) for f in files]), len(files)
 
+
+def merged_summary(v: LineVerdict, shards: int, allowed: tuple[str, ...] = ()) -> list[str]:
+    """The merged verdict in Markdown: a heading with the functions that still have uncovered lines (those of
+    ``allowed`` left out), the counts, one line per function."""
+    rows = v.describe(allowed)
+    return [f"## rvvdiff: uncovered lines over {shards} shards (block): {len(rows)} functions", "",
+            ", ".join(f"{k}: {n}" for k, n in v.counts().items()), "", *[f"- {r}" for r in rows]]
 
 
 def judge(changed: dict[str, set[int]], targets: list[TargetLines]) -> LineVerdict:
@@ -171,7 +157,3 @@ def judge(changed: dict[str, set[int]], targets: list[TargetLines]) -> LineVerdi
             else:
                 v.not_compiled.append((path, ln))
     return v
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,16 +9,14 @@ host, off for aarch64) and ``test-quantize-fns.cpp`` of the patched tree compile
 libraries by the same compiler.  :func:`run` does one architecture and side; :func:`record_lines` puts the results
 in the words of docs/upstream/series/test-runs.json (the architecture named in every line).
 
-    python -m harness.upstream.other_arch                  # both architectures, before and after; prints the lines
-    python -m harness.upstream.other_arch --record         # ... and records them in test-runs.json
+    rvvdiff other-arch                  # both architectures, before and after; prints the lines
+    rvvdiff other-arch --record         # ... and records them in test-runs.json (:func:`record`)
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,28 +143,11 @@ def summary(lines: list[str]) -> str:
             + "; ".join(parts) + ".")
 
 
-def main(argv: list[str] | None = None) -> int:
-    from harness.ggml import fix_catalogue
-    from harness.upstream import fix_series
-
-    p = argparse.ArgumentParser(prog="python -m harness.upstream.other_arch", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--arch", action="append", choices=ARCHS, help="(repeatable; default: both)")
-    p.add_argument("--record", action="store_true", help="record the lines in docs/upstream/series/test-runs.json")
-    p.add_argument("--work", type=Path, help="tree copy and build directories (default: the cache's other-arch)")
-    a = p.parse_args(argv)
-    every = fix_series.load(fix_catalogue.catalogue())
-    runs = [run(arch, every, fixed, a.work) for arch in (a.arch or ARCHS) for fixed in (False, True)]
-    lines = record_lines(runs)
-    print("\n".join(lines))
-    if a.record:
-        data = json.loads(testcmd.TEST_RUNS.read_text()) if testcmd.TEST_RUNS.is_file() else {}
-        for s in every:
-            kept = [ln for ln in data.get(s.name, []) if not any(ln.startswith(WORDS[r.arch]) for r in runs)]
-            data[s.name] = kept + lines
-        testcmd.TEST_RUNS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    return 0 if all(r.passed for r in runs) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def record(every: Sequence, runs: list[ArchRun], lines: list[str]) -> None:
+    """Record ``lines`` (:func:`record_lines` of ``runs``) for every series in docs/upstream/series/test-runs.json,
+    in place of the lines of the architectures ``runs`` ran."""
+    data = json.loads(testcmd.TEST_RUNS.read_text()) if testcmd.TEST_RUNS.is_file() else {}
+    for s in every:
+        kept = [ln for ln in data.get(s.name, []) if not any(ln.startswith(WORDS[r.arch]) for r in runs)]
+        data[s.name] = kept + lines
+    testcmd.TEST_RUNS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")

@@ -77,7 +77,7 @@ def sentence(series: Series, lines: Sequence[str], every: Sequence[Series]) -> s
 def problems(series: Series, lines: Sequence[str], every: Sequence[Series]) -> list[str]:
     """The stale lines of ``series`` as ``rvvdiff series`` reports them, each with the command that runs it again."""
     mine, stacked = of_series(series), of_stack(every)
-    again = {False: f"rvvdiff series --run-test {series.number}", True: "python -m harness.upstream.other_arch --record"}
+    again = {False: f"rvvdiff series --run-test {series.number}", True: "rvvdiff other-arch --record"}
     return [f"stale test record (test {testcmd.stamp_of(ln)[1]}, current "
             f"{stacked if other_arch.is_record(ln) else mine}; run again: {again[other_arch.is_record(ln)]}): "
             f"{testcmd.stamp_of(ln)[0][:100]}" for ln, s in states(series, lines, every) if s == STALE]
