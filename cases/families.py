@@ -21,6 +21,7 @@ from cases import (
     quant_dot,
     quantize,
     repack,
+    spacemit_ops,
     vec_dot,
     vec_ops,
 )
@@ -36,6 +37,7 @@ MODULES = {
     "quant_dot": quant_dot,
     "quantize": quantize,
     "repack": repack,
+    "spacemit_ops": spacemit_ops,
 }
 
 

@@ -26,14 +26,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core.config import ISA_BUILDS, NOVECTOR, SPIKE_VLENS, VLENS, IsaBuild
+from harness.core.config import ISA_BUILDS, NOVECTOR, SPACEMIT, SPIKE_VLENS, VLENS, IsaBuild
 
 # ------------------------------------------------------------------ the values and their constraints
 
-#: Every ISA build by name: the vector builds and the build without V (rv64gc, ggml's generic C), which
-#: is selected by name only (``all`` and the default are the vector builds the kernel families test).
-ISAS: dict[str, IsaBuild] = {**ISA_BUILDS, NOVECTOR.name: NOVECTOR}
-DEFAULT_ISAS: tuple[str, ...] = tuple(ISA_BUILDS)
+#: Every ISA build by name: the vector builds of ggml-cpu's kernels, SpacemiT's backend and the build without V
+#: (rv64gc, ggml's generic C), which is selected by name only (``all`` and the default are the vector builds:
+#: ggml-cpu's, which the kernel families test, and SpacemiT's, which its family tests).
+ISAS: dict[str, IsaBuild] = {**ISA_BUILDS, SPACEMIT.name: SPACEMIT, NOVECTOR.name: NOVECTOR}
+DEFAULT_ISAS: tuple[str, ...] = (*ISA_BUILDS, SPACEMIT.name)
 
 
 @dataclass(frozen=True)

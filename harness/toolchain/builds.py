@@ -40,7 +40,7 @@ from harness.core.errors import RvvdiffError
 from harness.core.matrix import DEFAULT_COMPILER
 from harness.core.proc import CommandError, run
 from harness.ggml.source import GgmlSource
-from harness.toolchain import bindings
+from harness.toolchain import additions, bindings
 from harness.toolchain.cmake import CmakePlan, cmake_files, cmake_options, march_mismatch, march_of, plan_options, tree_name
 from harness.toolchain.compilers import (
     SERVER_DIR,
@@ -123,7 +123,7 @@ def build_key(source: GgmlSource, isa: IsaBuild, cc: Compiler) -> str:
     """
     h = hashlib.sha256()
     h.update(source.content_hash().encode())
-    h.update(json.dumps(cmake_options(isa), sort_keys=True).encode())
+    h.update(json.dumps({**cmake_options(isa), **additions.cmake_flags(isa, cc.name)}, sort_keys=True).encode())
     h.update(cc.identity.encode())
     return h.hexdigest()
 
@@ -272,7 +272,7 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = 
             if why:
                 raise IsaUnavailable(why)
             cflags, libs = tuple(meta["cflags"]), tuple(Path(p) for p in meta["libs"])
-            cflags += ("-I", str(_bindings(source, d)))
+            cflags += (*additions.server_flags(isa, cc.name), "-I", str(_bindings(source, d)))
             server, failed = link_server(d, cc, cflags, libs, key)
         except IsaUnavailable as e:
             _write_note(d, {"isa": isa.name, "unavailable": str(e)})
@@ -324,7 +324,9 @@ def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, j
         append_log(d, "the tree's CMake files changed since the last configure: configuring with a fresh cache")
         (d / "CMakeCache.txt").unlink()
     tc = _toolchain_file(d, cc)
-    opts = [f"-D{k}={v}" for k, v in plan.passed.items()]
+    opts = [f"-D{k}={v}" for k, v in {**plan.passed, **additions.cmake_flags(isa, cc.name)}.items()]
+    for line in additions.describe(isa, cc.name):
+        append_log(d, line)
     logf = d / "rvvdiff-build.log"
     run(["cmake", "-S", source.root, "-B", d, f"-DCMAKE_TOOLCHAIN_FILE={tc}", *opts],
         timeout=1800, what=f"CMake configure ({isa.name})", log_file=logf)
