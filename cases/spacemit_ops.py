@@ -344,6 +344,34 @@ def op_cases(draw: st.DrawFn, op: Op, domain: str) -> OpCase:
     raise ValueError(f"op_cases: unknown op {name!r}")
 
 
+#: The shrunk reproducers of the pinned tree's findings (harness/data/known_failures.toml, docs/spacemit.md), run
+#: first in their (op, domain) on every run, so a known failure fails every time and a fix shows at once.
+_F32_1, _F16_1 = Src("f32", (1, 1, 1, 1)), Src("f16", (1, 1, 1, 1))
+FINDING_EXAMPLES: dict[tuple[str, str], tuple[OpCase, ...]] = {
+    # one-pass variance: E[x^2] - mean^2 in float32 cancels (NaN for a row of one value 64 + v)
+    ("norm", "offset"): (OpCase("norm", (_F32_1,), "f32", fparams=(1e-5,), offset=64.0),),
+    ("norm", "core"): (OpCase("norm", (Src("f32", (2, 1, 1, 2)),), "f32", fparams=(1e-5,), seed=245),),
+    ("norm", "strides"): (OpCase("norm", (Src("f32", (2, 2, 1, 1), (0, 2, 1, 3)),), "f32", fparams=(1e-5,),
+                                 seed=245),),
+    # the dispatch reads src1 in src0's format
+    **{(b, "formats"): (OpCase(b, (_F32_1, _F16_1), "f32", kind="positive"),) for b in O.BINARY},
+    # src1's rows read as contiguous whatever its strides
+    **{(b, "strides"): (OpCase(b, (Src("f32", (2, 2, 1, 1)), Src("f32", (2, 2, 1, 1), (1, 0, 2, 3))), "f32",
+                               kind="positive"),) for b in O.BINARY},
+    # a transposed copy of a non-square source: rows and columns counted the other way round
+    ("cpy", "core"): (OpCase("cpy", (Src("f32", (2, 1, 1, 1), (1, 0, 2, 3)),), "f32"),),
+    # repeat over dim 3 of a one-row source: the source is read at the target's dim-2/3 offsets
+    ("repeat", "broadcast"): (OpCase("repeat", (_F32_1,), "f32", iparams=(1, 1, 1, 2)),),
+    # f16 concat along dim 0: GGML_ASSERT(type size == 4) aborts
+    ("concat", "formats"): (OpCase("concat", (_F16_1, _F16_1), "f16", iparams=(0,)),),
+}
+
+
+def finding_examples(op: Op, domain: str) -> tuple[OpCase, ...]:
+    """The findings' reproducers of ``op`` in ``domain`` (:data:`FINDING_EXAMPLES`)."""
+    return FINDING_EXAMPLES.get((op.name, domain), ())
+
+
 def fixed_cases(op: Op, domain: str, vlen: int) -> list[OpCase]:
     """The cases every run checks at ``vlen`` (after the draws) in the ``core`` domain: each row length of
     :func:`row_lengths`, one case per format, on the kernel's path (identity layouts)."""
