@@ -70,11 +70,11 @@ OPS: dict[str, Op] = {o.name: o for o in (
     Op("sub", 3, "forward_binary", ((32, 4), (16, 4))),
     Op("mul", 4, "forward_binary", ((32, 4), (16, 4))),
     Op("div", 5, "forward_binary", ((32, 4), (16, 4))),
-    Op("cont", 6, "forward_cont_with_permute", ((32, 1), (16, 1))),
-    Op("cpy", 7, "forward_cpy_with_permute", ((32, 1), (16, 1))),
+    Op("cont", 6, "forward_cont_with_permute", ()),  # loops: TRANSPOSE_LOOPS
+    Op("cpy", 7, "forward_cpy_with_permute", ()),
     Op("repeat", 8, "forward_repeat_nrows", ((32, 4), (16, 4))),
     Op("sum_rows", 9, "forward_sum_rows", ((32, 4),)),
-    Op("get_rows", 10, "forward_get_rows", ((8, 8),)),
+    Op("get_rows", 10, "forward_get_rows", ()),  # loops: MEMCPY_LOOPS
     Op("concat", 11, "forward_concat", ()),
 )}
 
@@ -248,9 +248,38 @@ def row_lengths(op: Op, vlen: int) -> list[int]:
     out = set(REAL_WIDTHS)
     for sew, lmul in op.sew_lmul:
         out.update(S.crossing_lengths(S.VectorShape(sew, (lmul,)), vlen, real=False))
-    if op.name == "get_rows":  # memcpy1d's loops are in bytes: 1024 / 2048 a main trip, 256 a tail trip
-        out.update(b // 4 for b in (2 * 1024 + 256 + 4, 2 * 2048 + 256 + 4, 3 * 2048 - 4))
+    if op.name == "get_rows":
+        out.update(n for loop in MEMCPY_LOOPS if vlen in loop.vlens for n in _witnesses(loop.step(vlen)))
     return sorted(out)
+
+
+def _witnesses(step: int) -> tuple[int, int]:
+    """Two full trips and a one-element remainder, and two full trips and a trip one short."""
+    return 2 * step + 1, 3 * step - 1
+
+
+#: memcpy1d (get_rows' row copy) in f32 elements: VLEN 256 copies 1024 bytes a main trip and 256 (e8m8) a tail
+#: trip, VLEN 1024 2048 and 256 (e8m2); other VLENs call the C library.
+MEMCPY_LOOPS = (
+    L.Loop("get_rows (memcpy1d)", "main loop, 4 x e8m8 (VLEN 256) / 2 x e8m8 (VLEN 1024)", "row (get_rows, f32)",
+           step=lambda vlen: {256: 256, 1024: 512}[vlen], real=REAL_WIDTHS, vlens=(256, 1024),
+           source="spacemit/rvv_kernels.cpp:memcpy1d"),
+    L.Loop("get_rows (memcpy1d)", "tail loop, vsetvl e8m8 (256) / e8m2 (1024)", "row (get_rows, f32)",
+           step=lambda vlen: 64, real=REAL_WIDTHS, vlens=(256, 1024), source="spacemit/rvv_kernels.cpp:memcpy1d"),
+)
+#: A transposed cont / cpy (rvv_transposed_s32/s16_mn_to_nm, inline assembly): the source's rows in groups of 8
+#: (vssseg8) and then one at a time, each row's contiguous columns in a vsetvl loop of e32m1 / e16m1.
+TRANSPOSE_LOOPS = (
+    L.Loop("cont, cpy (transpose)", "rows in groups of 8, then one at a time", "rows (cont / cpy)",
+           step=lambda vlen: 8, source="spacemit/rvv_kernels.cpp:rvv_transposed_s32_mn_to_nm"),
+    L.Loop("cont, cpy (transpose, f32)", "columns, vsetvl e32m1", "columns (cont / cpy)",
+           step=lambda vlen: vlen // 32, source="spacemit/rvv_kernels.cpp:rvv_transposed_s32_mn_to_nm"),
+    L.Loop("cont, cpy (transpose, f16)", "columns, vsetvl e16m1", "columns (cont / cpy)",
+           step=lambda vlen: vlen // 16, source="spacemit/rvv_kernels.cpp:rvv_transposed_s16_mn_to_nm"),
+)
+#: Rows and columns of the transposes every run checks (two groups of 8 and a remainder; two e16m1 trips at
+#: VLEN 1024 and a remainder).
+TRANSPOSE_SIZES = ((17, 129), (23, 3), (1, 200))
 
 
 _SMALL = st.integers(1, 4)
@@ -319,7 +348,8 @@ def op_cases(draw: st.DrawFn, op: Op, domain: str) -> OpCase:
         return OpCase(name, (Src(base, _storage(ne, p0), p0), Src(t1, _storage(nb, p1), p1)), base, **c)
     if name in ("cont", "cpy"):
         perm = draw(st.sampled_from(PERMS[1:]), label="perm")
-        ne = draw(_dims(st.integers(1, 300)))
+        ne = (draw(st.integers(1, 40), label="ne0"), draw(st.integers(1, 140), label="ne1"),
+              draw(st.integers(1, 3), label="ne2"), draw(st.integers(1, 2), label="ne3"))
         return OpCase(name, (Src(base, _storage(ne, perm), perm),), other if domain == "formats" else base, **c)
     if name == "repeat":
         to = draw(_dims())
@@ -388,8 +418,9 @@ def fixed_cases(op: Op, domain: str, vlen: int) -> list[OpCase]:
             elif name in O.BINARY:
                 out.append(OpCase(name, (Src(t, ne), Src(t, (n, 1, 2, 1))), t,
                                   kind="positive" if name == "div" else "normal", **base))
-            elif name in ("cont", "cpy"):
-                out.append(OpCase(name, (Src(t, (3, n, 2, 1), (1, 0, 2, 3)),), t, **base))
+            elif name in ("cont", "cpy") and i < len(TRANSPOSE_SIZES):
+                rows, cols = TRANSPOSE_SIZES[i]  # the view is [rows, cols]: storage [cols, rows] transposed
+                out.append(OpCase(name, (Src(t, (cols, rows, 2, 1), (1, 0, 2, 3)),), t, **base))
             elif name == "repeat":
                 out.append(OpCase(name, (Src(t, (n, 1, 1, 1)),), t, iparams=(n, 3, 1, 1), **base))
             elif name == "sum_rows":
@@ -409,27 +440,26 @@ def _var(op: Op) -> str:
 
 @cache
 def _drawn(vlen: int) -> dict[str, L.Drawn]:
-    return {_var(o): L.Drawn(every_run=sorted({c.srcs[0].view_ne[0] for c in fixed_cases(o, 'core', vlen)}), lo=1, hi=1100)
-            for o in OPS.values() if o.sew_lmul and o.name not in ("cont", "cpy")}
+    rows = {_var(o): L.Drawn(every_run=sorted({c.srcs[0].view_ne[0] for c in fixed_cases(o, "core", vlen)}), lo=1,
+                             hi=1100) for o in OPS.values() if o.sew_lmul}
+    views = [c.srcs[0].view_ne for c in fixed_cases(OPS["cont"], "core", vlen)]
+    return {**rows,
+            "row (get_rows, f32)": L.Drawn(every_run=row_lengths(OPS["get_rows"], vlen), lo=1, hi=1300),
+            "rows (cont / cpy)": L.Drawn(every_run=sorted({v[0] for v in views}), lo=1, hi=40),
+            "columns (cont / cpy)": L.Drawn(every_run=sorted({v[1] for v in views}), lo=1, hi=140)}
 
 
 def _loops() -> list[L.Loop]:
-    out = []
-    for o in OPS.values():
-        if not o.sew_lmul or o.name in ("cont", "cpy"):
-            continue
-        for sew, lmul in o.sew_lmul:
-            out += S.VectorShape(sew, (lmul,)).loops(o.name, _var(o), f"spacemit/rvv_kernels.cpp:{o.kernel}",
-                                                     real=REAL_WIDTHS)
-    return out
+    out = [loop for o in OPS.values() for sew, lmul in o.sew_lmul
+           for loop in S.VectorShape(sew, (lmul,)).loops(o.name, _var(o), f"spacemit/rvv_kernels.cpp:{o.kernel}",
+                                                         real=REAL_WIDTHS)]
+    return [*out, *MEMCPY_LOOPS, *TRANSPOSE_LOOPS]
 
 
 L.register(L.Family(
     name="spacemit_ops", doc="docs/spacemit.md", loops=_loops(), drawn=_drawn,
-    notes=("cont / cpy with a permute walk the transposed rows in e32m1 / e16m1 vsetvl loops over the source's "
-           "dim 1, in groups of 8 rows (inline assembly, vssseg8): the drawn shapes give 1-300 columns and 1-4 rows "
-           "(fewer than 8 and more only through the batch dims); get_rows' memcpy1d counts bytes (its witnesses "
-           "are in row_lengths).",)))
+    notes=("The fixed cases run in each op's core domain; the other domains draw the same sizes. concat along dim 0 "
+           "copies element by element (no vector loop); repeat's dim-1 kernel walks its rows as the nrows one does.",)))
 
 
 # ------------------------------------------------------------------ what the tree has (cases/coverage.py)
