@@ -61,6 +61,10 @@ DEFAULT_COMPILER = "clang"
 #: a matrix leaves them out: the CI workflow's jobs, the main job's selection, a series' test runs.
 CANNOT_MAKE: dict[tuple[str, str], str] = {
     ("gcc14", "zvfbfwma"): "GCC 14 cannot make the zvfbfwma build: it does not know the extension (GCC 15 does)",
+    ("gcc14", "spacemit"): "GCC 14 cannot make the spacemit build: Debian's binutils 2.40 know no IME instruction, so "
+                           "the tree's FindSMTIME probe finds neither IME1 nor IME2 and spacemit/ime.cpp stops with "
+                           '#error "RISCV64_SPACEMIT_IME1 or RISCV64_SPACEMIT_IME2 not defined" (the backend needs an '
+                           "IME assembler: SpacemiT's toolchain, binutils 2.46 or clang with rvvdiff's additions)",
 }
 
 
