@@ -19,6 +19,7 @@ from cases import (
     quant_dot,
     quantize,
     repack,
+    spacemit_ops,
     vec_dot,
     vec_ops,
 )
@@ -34,6 +35,7 @@ MODULES = {
     "quant_dot": quant_dot,
     "quantize": quantize,
     "repack": repack,
+    "spacemit_ops": spacemit_ops,
 }
 
 

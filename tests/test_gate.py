@@ -404,3 +404,25 @@ def test_lines_are_judged_over_the_union_of_the_shards(tmp_path: Path) -> None:
     assert cli.main(["linegate", "merge", str(tmp_path)]) == 1
     assert cli.main(["linegate", "merge", str(tmp_path), "--allow-uncovered", "g"]) == 0
     assert cli.main(["linegate", "merge", str(tmp_path / "none")]) == 2
+
+
+def test_a_spacemit_change_is_read_and_selects_the_spacemit_tests_that_own_it(tmp_path: Path) -> None:
+    """ggml-cpu/spacemit/ is read like the other RVV sources: a changed kernel there is an RVV change, and the
+    SpacemiT family's tests whose kernel it is own it (the PR gate runs them at the thorough budget)."""
+    _, base_root = _copy(tmp_path, "base")
+    _, head_root = _copy(tmp_path, "head")
+    kernels = head_root / "src/ggml-cpu/spacemit/rvv_kernels.cpp"
+    text = kernels.read_text()
+    body = text.index("{", text.index("void forward_rms_norm_f32(")) + 1
+    kernels.write_text(text[:body] + "\n    (void) 0;\n" + text[body:])
+    d = changes.diff(source.resolve(base_root), source.resolve(head_root))
+    assert [(c.name, c.file, c.rvv) for c in d.changes] == [
+        ("forward_rms_norm_f32", "src/ggml-cpu/spacemit/rvv_kernels.cpp", True)]
+    f = tmp_path / "changes.json"
+    f.write_text(json.dumps(d.to_json()))
+    cp = pytest_child("cases/test_spacemit_ops.py", "cases/test_vec_ops.py", "--collect-only", "-q", "--vlen", "256",
+                      "--isa", "zvfh,spacemit", "--changes", str(f), "--changed-only", "--report-dir", str(tmp_path / "r"))
+    ids = [ln for ln in cp.stdout.splitlines() if "::" in ln]
+    assert ids and all("rms_norm" in i and "spacemit" in i for i in ids), ids
+    cov = json.loads((tmp_path / "r" / "covers.json").read_text())
+    assert set(cov["owns"]) == set(ids) and cov["uncovered"] == []

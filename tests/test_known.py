@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.core import config
+from harness.core.matrix import DEFAULT_ISAS
 from harness.ggml import known, source
 from harness.ggml.source import GgmlSource
 
@@ -190,7 +191,7 @@ class _Item(SimpleNamespace):
 
 def _config(cc: dict[str, tuple[str, ...]] | None = None) -> SimpleNamespace:
     """A config of a full run (every VLEN, ISA build and stress mode on QEMU) with ``--cc`` ``cc``."""
-    full = {"vlen": config.VLENS, "isa": tuple(config.ISA_BUILDS), "rvv_stress": (False, True), "emulator": "qemu",
+    full = {"vlen": config.VLENS, "isa": DEFAULT_ISAS, "rvv_stress": (False, True), "emulator": "qemu",
             "cc": cc}
     return SimpleNamespace(getoption=full.__getitem__)
 
@@ -210,7 +211,7 @@ def test_an_entry_with_a_compiler_marks_only_that_compilers_tests(tree: GgmlSour
                  + entry(test="t.py::test_b[[]x-vlen512-zvfh]", function="toy_dot", file="src/ggml-cpu/vec.cpp",
                          fingerprint=[fp], compiler=["clang"]))
     monkeypatch.setenv("RVVDIFF_KNOWN_FAILURES", str(p))
-    every = tuple(config.ISA_BUILDS)
+    every = DEFAULT_ISAS
     items = [_target_item(f"t.py::test_{n}[x-vlen512-zvfh-{c}]", c) for n in "ab" for c in ("clang", "gcc14")]
     _, unused = plugin.mark_known_failures(_config({"clang": every, "gcc14": every}), tree, items)  # type: ignore[arg-type]
     # The glob matches the id without its compiler; the entry applies only to its compiler's target.

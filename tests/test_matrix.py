@@ -84,7 +84,7 @@ def test_a_matrix_is_written_as_it_was_parsed(argv: list[str]) -> None:
     chosen, rest = from_args(argv)
     assert rest == []
     assert from_args(chosen.pytest_args())[0] == chosen
-    assert not Matrix().pytest_args() and WHOLE.pytest_args() == ["--isa", "v,zvfh,zvfbfwma", "--rvv-stress", "both"]
+    assert not Matrix().pytest_args() and WHOLE.pytest_args() == ["--isa", "v,zvfh,zvfbfwma,spacemit", "--rvv-stress", "both"]
 
 
 def test_the_grammar() -> None:
@@ -170,7 +170,8 @@ def test_every_command_and_the_plugin_spell_an_axis_alike(capsys: pytest.Capture
 
 @pytest.mark.parametrize("cc", COMPILER_NAMES)
 def test_the_builds_a_compiler_cannot_make_are_the_tables(cc: str) -> None:
-    """The table's CANNOT_MAKE against the installed compiler: it rejects exactly those builds' -march."""
+    """The table's CANNOT_MAKE against the installed compiler: of ggml-cpu's builds, it rejects exactly those
+    builds' -march (the spacemit build's entry is a failure past the -march: GCC 14 has no IME assembler)."""
     from harness.core.config import ISA_BUILDS
     from harness.toolchain import compilers
     from harness.toolchain.builds import compiler_gap
@@ -178,5 +179,5 @@ def test_the_builds_a_compiler_cannot_make_are_the_tables(cc: str) -> None:
         compilers.compiler(cc)
     except compilers.ToolchainError as e:
         pytest.skip(f"{cc} is not installed: {e}")
-    rejected = {i for i in DEFAULT_ISAS if compiler_gap(ISA_BUILDS[i], cc)}
-    assert rejected == {i for c, i in CANNOT_MAKE if c == cc}
+    rejected = {i for i in ISA_BUILDS if compiler_gap(ISA_BUILDS[i], cc)}
+    assert rejected == {i for c, i in CANNOT_MAKE if c == cc and i in ISA_BUILDS}

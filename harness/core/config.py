@@ -36,6 +36,12 @@ class IsaBuild:
     #: The extensions the -march that the tree's CMake gives ggml-cpu must name for this build;
     #: the ``qemu`` properties set to False are the ones it must not name (harness/toolchain/builds.py checks both).
     march: tuple[str, ...] = ()
+    #: Which CPU backend's kernels the build is for: ``cpu`` (ggml-cpu's own, the kernel families of cases/) or
+    #: ``spacemit`` (ggml-cpu/spacemit/, the SpacemiT family): a test runs at the targets of its backend only.
+    backend: str = "cpu"
+    #: The environment the build's programs need under an emulator (the SpacemiT backend reads its core type
+    #: from ``SPACEMIT_CORE_ARCH`` when /proc/cpuinfo lists none, and stops at start-up without it).
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def extensions(self) -> list[str]:
@@ -78,6 +84,24 @@ ISA_BUILDS: dict[str, IsaBuild] = {
     )
 }
 
+#: SpacemiT's own backend (not in ``ISA_BUILDS``, the builds of ggml-cpu's own kernels; ``--isa all`` has it:
+#: harness/core/matrix.py) (ggml-cpu/spacemit/: its RVV kernels for norms, binary ops, copies, flash
+#: attention and activation quantizers, its weight layouts, its IME matrix kernels), built as SpacemiT's
+#: docs/build-riscv64-spacemit.md builds it for the K1 and the A100: GGML_CPU_RISCV64_SPACEMIT with
+#: CPU_REPACK off and RVV + zfh + zvfh + zba + zicbop + zihintpause.  What rvvdiff adds for a compiler (the C++
+#: standard, IME1's mnemonics) is harness/toolchain/additions.py's.  Under QEMU the core type is the X60's
+#: (0x503C): its RVV kernels run, its IME paths stay off (no QEMU emulates IME).
+SPACEMIT = IsaBuild(
+    "spacemit",
+    "SpacemiT's backend (GGML_CPU_RISCV64_SPACEMIT): v + zfh + zvfh + zba, its own RVV and IME kernels",
+    {"GGML_RVV": "ON", "GGML_RV_ZFH": "ON", "GGML_RV_ZVFH": "ON", "GGML_RV_ZVFBFWMA": "OFF",
+     "GGML_CPU_RISCV64_SPACEMIT": "ON", "GGML_CPU_REPACK": "OFF", "GGML_RV_ZBA": "ON", "GGML_RV_ZICBOP": "ON",
+     "GGML_RV_ZIHINTPAUSE": "ON"},
+    {"v": True, **_OFF, "zfh": True, "zfhmin": True, "zvfh": True, "zvfhmin": True},
+    ("v", "zfh", "zvfh", "zba"),
+    backend="spacemit",
+    env={"SPACEMIT_CORE_ARCH": "0x503C"},
+)
 #: The build without V (``-march=rv64gc...``): what boards without the vector extension run (the
 #: VisionFive 2's U74), ggml's generic C throughout.  Not part of ``all`` (``ISA_BUILDS`` are the vector
 #: builds the kernel families test); the model family builds it as the reference of its differential pair.

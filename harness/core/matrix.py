@@ -28,14 +28,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core.config import ISA_BUILDS, NOVECTOR, SPIKE_VLENS, VLENS, IsaBuild
+from harness.core.config import ISA_BUILDS, NOVECTOR, SPACEMIT, SPIKE_VLENS, VLENS, IsaBuild
 
 # ------------------------------------------------------------------ the values and their constraints
 
-#: Every ISA build by name: the vector builds and the build without V (rv64gc, ggml's generic C), which
-#: is selected by name only (``all`` and the default are the vector builds the kernel families test).
-ISAS: dict[str, IsaBuild] = {**ISA_BUILDS, NOVECTOR.name: NOVECTOR}
-DEFAULT_ISAS: tuple[str, ...] = tuple(ISA_BUILDS)
+#: Every ISA build by name: the vector builds of ggml-cpu's kernels, SpacemiT's backend and the build without V
+#: (rv64gc, ggml's generic C), which is selected by name only (``all`` and the default are the vector builds:
+#: ggml-cpu's, which the kernel families test, and SpacemiT's, which its family tests).
+ISAS: dict[str, IsaBuild] = {**ISA_BUILDS, SPACEMIT.name: SPACEMIT, NOVECTOR.name: NOVECTOR}
+DEFAULT_ISAS: tuple[str, ...] = (*ISA_BUILDS, SPACEMIT.name)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,10 @@ DEFAULT_COMPILER = "clang"
 #: a matrix leaves them out: the CI workflow's jobs, the main job's selection, a series' test runs.
 CANNOT_MAKE: dict[tuple[str, str], str] = {
     ("gcc14", "zvfbfwma"): "GCC 14 cannot make the zvfbfwma build: it does not know the extension (GCC 15 does)",
+    ("gcc14", "spacemit"): "GCC 14 cannot make the spacemit build: Debian's binutils 2.40 know no IME instruction, so "
+                           "the tree's FindSMTIME probe finds neither IME1 nor IME2 and spacemit/ime.cpp stops with "
+                           '#error "RISCV64_SPACEMIT_IME1 or RISCV64_SPACEMIT_IME2 not defined" (the backend needs an '
+                           "IME assembler: SpacemiT's toolchain, binutils 2.46 or clang with rvvdiff's additions)",
 }
 
 

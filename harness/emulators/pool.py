@@ -136,7 +136,7 @@ class KernelServer:
         # Appending: Spike's runtime reopens /dev/stderr, and both writers must not overwrite each other.
         fcntl.fcntl(self._stderr.fileno(), fcntl.F_SETFL, os.O_APPEND)
         # In the caller's session (a Ctrl-C at the terminal reaches it as before); a crash leaves no core file.
-        self.proc = Process(argv, stderr=self._stderr, group=False, core_dumps=False)
+        self.proc = Process(argv, stderr=self._stderr, group=False, core_dumps=False, env=self.build.isa.env or None)
         self.starts += 1
         try:
             r = self._exchange(P.encode_hello(), "hello", timeout)

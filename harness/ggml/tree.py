@@ -33,7 +33,7 @@ def type_name(enumerator: str) -> str:
 def _source_files(ggml: Path) -> list[Path]:
     files = sorted((ggml / "include").glob("*.h")) + sorted((ggml / "src").glob("*.h"))
     cpu = ggml / "src" / "ggml-cpu"
-    for pattern in ("*.h", "*.c", "*.cpp", "arch/riscv/*", "llamafile/*"):
+    for pattern in ("*.h", "*.c", "*.cpp", "arch/riscv/*", "llamafile/*", "spacemit/*"):
         files += sorted(p for p in cpu.glob(pattern) if p.is_file() and p.suffix in (".h", ".c", ".cpp"))
     return list(dict.fromkeys(files))
 

@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.core.config import PROJECT_ROOT, SPIKE_VLENS, VLENS, cache_dir
+from harness.core.config import ISA_BUILDS, PROJECT_ROOT, SPIKE_VLENS, VLENS, cache_dir
 from harness.core.errors import RvvdiffError
-from harness.core.matrix import COMPILER_NAMES, DEFAULT_COMPILER, DEFAULT_ISAS, Point
+from harness.core.matrix import COMPILER_NAMES, DEFAULT_COMPILER, Point
 from harness.core.proc import execute
 from harness.emulators import registry
 from harness.emulators.spike import spike_pk
@@ -137,7 +137,7 @@ def case_issue(req: Request, case_path: Path | None) -> int:
         return 2
     tgt = case.data["target"]
     stress = bool(tgt.get("stress"))
-    isas = list(req.isa) if req.isa else list(DEFAULT_ISAS)
+    isas = list(req.isa) if req.isa else list(ISA_BUILDS)
     src = public.source_of(case)
     entry = _entry(case.data["test"], tgt.get("emulator", "qemu"), _built_by(case.data), req.fix)
     if entry and entry.functions:  # the function the finding is about, not the op the test called
@@ -259,7 +259,7 @@ def enabled_issue(req: Request) -> int:
              "fixed": patches.apply([fx, enable], src, "fix", f"{fx.name}+enable")}
     said = fx.meta.get("wrong-vlens", "").replace("all", ",".join(map(str, req.vlen)))
     wrong = [int(v) for v in said.split(",") if v.strip().isdigit() and int(v) in req.vlen] or [req.vlen[-1]]
-    isas = list(req.isa) if req.isa else list(DEFAULT_ISAS)
+    isas = list(req.isa) if req.isa else list(ISA_BUILDS)
     first = next((i for i in fx.cost_isas if i in isas), isas[0])
     data = {"test": "", "ggml": {"label": src.label, "commit": src.commit},
             "target": {"isa": first, "vlen": wrong[0], "compiler": req.cc[0], "emulator": "qemu"},

@@ -12,6 +12,7 @@
 // Intermediate tensors and the work buffer get guarded memory of their own, checked
 // here after the graph ran.
 
+#include "graph.h"
 #include "server.h"
 
 #include "ggml-cpu.h"
@@ -34,79 +35,6 @@ bool known_type(int64_t t) {
             return false;
     }
 }
-
-// One graph: a no-alloc context whose tensors point either into the call's buffers or
-// into guarded scratch memory owned here.
-class Graph {
-  public:
-    explicit Graph(size_t max_tensors) {
-        ggml_init_params p = {ggml_tensor_overhead() * max_tensors + ggml_graph_overhead(), nullptr, true};
-        ctx_ = ggml_init(p);
-    }
-    ~Graph() { ggml_free(ctx_); }
-    Graph(const Graph &) = delete;
-    Graph & operator=(const Graph &) = delete;
-
-    ggml_context * ctx() const { return ctx_; }
-
-    // Makes `t` use buffer i of the call; false (with c.err set) if its size is not ggml_nbytes(t).
-    bool bind(Call & c, ggml_tensor * t, size_t i) {
-        if (!c.size_is(i, ggml_nbytes(t))) return false;
-        t->data = c.bufs[i].data();
-        return true;
-    }
-
-    // Gives every tensor still without memory a guarded scratch allocation, computes the
-    // graph ending in `out` on n_threads (1..MAX_THREADS) threads `reps` times (the set-up
-    // once), and checks the scratch guards.
-    uint32_t compute(Call & c, ggml_tensor * out, int n_threads, int64_t reps = 1) {
-        ggml_cgraph * gf = ggml_new_graph(ctx_);
-        ggml_build_forward_expand(gf, out);
-        std::vector<const char *> names;
-        for (ggml_tensor * t = ggml_get_first_tensor(ctx_); t; t = ggml_get_next_tensor(ctx_, t)) {
-            if (t->data || t->view_src) continue;
-            if (!scratch(ggml_nbytes(t))) return c.bad("%s: out of memory", c.name.c_str());
-            t->data = mem_.back().data();
-            names.push_back(ggml_op_desc(t));
-        }
-        for (ggml_tensor * t = ggml_get_first_tensor(ctx_); t; t = ggml_get_next_tensor(ctx_, t)) {
-            if (t->view_src) t->data = static_cast<char *>(t->view_src->data) + t->view_offs;
-        }
-        ggml_cplan plan = ggml_graph_plan(gf, n_threads, threadpool_for(n_threads));
-        if (plan.work_size > 0) {
-            if (!scratch(plan.work_size)) return c.bad("%s: out of memory", c.name.c_str());
-            plan.work_data = mem_.back().data();
-            names.push_back("the work buffer (ggml_graph_plan's work_size)");
-        }
-        for (int64_t r = 0; r < reps; ++r) {
-            const ggml_status st = ggml_graph_compute(gf, &plan);
-            if (st != GGML_STATUS_SUCCESS) return c.bad("%s: ggml_graph_compute returned %d", c.name.c_str(), (int) st);
-        }
-        for (size_t i = 0; i < mem_.size(); ++i) {
-            long where = 0;
-            if (!mem_[i].guards_intact(where)) {
-                char m[300];
-                snprintf(m, sizeof m, "%s wrote outside %s (%zu bytes): first clobbered guard byte at offset %ld",
-                         c.name.c_str(), names[i], mem_[i].size, where);
-                c.err = m;
-                return ST_GUARD;
-            }
-        }
-        return ST_OK;
-    }
-
-  private:
-    bool scratch(size_t n) {
-        mem_.emplace_back();
-        if (!mem_.back().allocate(n, GUARD_BYTE_OUT)) return false;
-        memset(mem_.back().data(), GUARD_BYTE_OUT, n);  // 0xA5: an ordinary number in every float format
-        return true;
-    }
-
-    ggml_context * ctx_ = nullptr;
-    std::vector<Buffer> mem_;
-};
-
 
 // mul_mat: ip = {type_a, type_b, k, m, n, lda, batch, bcast, n_threads[, reps]}
 //   reps (default 1): how many times the graph is computed after the one set-up (a cost

@@ -40,7 +40,7 @@ from harness.core.errors import RvvdiffError
 from harness.core.matrix import DEFAULT_COMPILER
 from harness.core.proc import CommandError
 from harness.ggml.source import GgmlSource
-from harness.toolchain import bindings
+from harness.toolchain import additions, bindings
 from harness.toolchain.cmake import CmakePlan, cmake_files, cmake_options, march_mismatch, march_of, plan_options, tree_name
 from harness.toolchain.cmake_build import CmakeBuild, build, configure, read_stamp, write_stamp
 from harness.toolchain.compilers import (
@@ -124,7 +124,7 @@ def build_key(source: GgmlSource, isa: IsaBuild, cc: Compiler) -> str:
     """
     h = hashlib.sha256()
     h.update(source.content_hash().encode())
-    h.update(json.dumps(cmake_options(isa), sort_keys=True).encode())
+    h.update(json.dumps({**cmake_options(isa), **additions.cmake_flags(isa, cc.name)}, sort_keys=True).encode())
     h.update(cc.identity.encode())
     return h.hexdigest()
 
@@ -259,7 +259,7 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = 
             if why:
                 raise IsaUnavailable(why)
             cflags, libs = tuple(meta["cflags"]), tuple(Path(p) for p in meta["libs"])
-            cflags += ("-I", str(_bindings(source, d)))
+            cflags += (*additions.server_flags(isa, cc.name), "-I", str(_bindings(source, d)))
             server, failed = link_server(d, cc, cflags, libs, key)
         except IsaUnavailable as e:
             _write_note(d, {"isa": isa.name, "unavailable": str(e)})
@@ -298,8 +298,12 @@ def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, *
     cmake_digest = digest(*(p.read_bytes() for p in cmake_files(source) if p.is_file()))
     # The tree's CMake files are an input of the configure: the same directory at another revision (a bisect step,
     # the gate's BASE slot) is configured with a fresh cache (an entry the old files set and the new ones test, e.g.
-    # MATH_LIBRARY-NOTFOUND, would survive); the compiled objects are kept.
-    b = CmakeBuild(source.root, d, plan.passed, compiler=cc, inputs=cmake_digest)
+    # MATH_LIBRARY-NOTFOUND, would survive); the compiled objects are kept.  What rvvdiff adds to the tree's own
+    # build for this compiler (harness/toolchain/additions.py) is said in the log.
+    b = CmakeBuild(source.root, d, plan.passed, compiler=cc, inputs=cmake_digest,
+                   c_flags=additions.flags(isa, cc.name), cxx_flags=additions.flags(isa, cc.name, cxx=True))
+    for line in additions.describe(isa, cc.name):
+        append_log(d, line)
     logf = d / "rvvdiff-build.log"
     configure(b, what=isa.name, log=logf)
     cflags = _ggml_cpu_flags(d)
