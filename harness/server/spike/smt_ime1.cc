@@ -17,7 +17,8 @@
 //   7      0
 // Sliding forms: (bit 15, bit 14) = 00, 01, 10 slide by 1, 2, 3 rows; 11 is undefined (illegal).
 //
-// vl * SEW picks the MAC unit (M x N x K, times `copies`); only SEW = 8 and LMUL <= 1 are emulated.
+// vl * SEW picks the MAC unit (M x N x K, times `copies`); only SEW = 8 and LMUL <= 1 are emulated, and a
+// slide of at most M rows.
 // Every other case raises illegal instruction, so a kernel that relies on it stops visibly.
 
 #include "riscv/extension.h"
@@ -61,7 +62,7 @@ reg_t vmadot(processor_t * p, insn_t insn, reg_t pc, unsigned slide) {
     if (vu.vflmul > 1.0f || vu.vsew != 8)
         illegal(insn);
     const Unit u = unit_for(vu.vl->read() * vu.vsew, vu.VLEN);
-    if (u.copies == 0)
+    if (u.copies == 0 || slide > u.m)  // a slide past M would leave the 2M rows of vs1, vs1+1 (2x2x4 unit, slide 3)
         illegal(insn);
     s->sstatus->dirty(SSTATUS_VS);
 
