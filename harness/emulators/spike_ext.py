@@ -107,7 +107,7 @@ def program(src: Path) -> Path:
     """The C program ``src`` built for Spike with IME1 (cached by content): compiled by zig's clang for
     :data:`MARCH` with :data:`NAMES` force-included, linked static with rvvdiff's bare-metal runtime."""
     cc = compiler("clang")
-    flags = ["-O1", f"-march={MARCH}", "-include", str(NAMES)]
+    flags = ["-O1", "-UNDEBUG", f"-march={MARCH}", "-include", str(NAMES)]  # zig defines NDEBUG from -O1: asserts stay
     work = cache_dir() / "spike-ext" / "programs"
     work.mkdir(parents=True, exist_ok=True)
     link = runtime_link_args(work, MARCH, "clang")
