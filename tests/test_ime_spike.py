@@ -29,21 +29,13 @@ import pytest
 
 from harness.core.proc import Result, execute
 from harness.emulators import spike, spike_ext
-from harness.toolchain.compilers import ToolchainError, compiler
+from harness.toolchain.compilers import compiler
 
 DATA = Path(__file__).resolve().parent / "data" / "ime1"
 
 
-def _why_not() -> str | None:
-    try:
-        spike_ext.library()
-    except ToolchainError as e:
-        return str(e)
-    return None
-
-
-WHY_NOT = _why_not()
-pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"SKIPPED: the IME1 checks did not run: {WHY_NOT}")
+WHY_NOT = spike_ext.available()
+needs_ime1 = pytest.mark.skipif(WHY_NOT is not None, reason=f"SKIPPED: the IME1 checks on Spike did not run: {WHY_NOT}")
 
 # ------------------------------------------------------------------ the words and vtype
 
@@ -109,6 +101,23 @@ def test_llvm_emits_the_words_the_encoder_makes(tmp_path: Path) -> None:
     assert r.returncode != 0 and r.stderr.count("invalid operand for instruction") == 2, r.stderr
 
 
+def test_spike_command_loads_the_library() -> None:
+    """``with_ime1`` is Spike with ``--extlib`` and the ISA name after zvl<VLEN>b (no Spike needed)."""
+    ext = spike.SpikeExtension(Path("/x/libsmtvdot.so"), spike_ext.ISA)
+    s = spike.Spike("spike", "test", extensions=(ext,))
+    assert s.command(Path("prog"), 256, {"zvfh": True})[:2] == ["spike", "--extlib=/x/libsmtvdot.so"]
+    assert s.cpu(256, {"zvfh": True}) == "rv64gcv_zicntr_zvfh_zvl256b_xsmtvdot"
+    assert spike.Spike("spike", "test").cpu(256, {}) == "rv64gcv_zicntr_zvl256b"
+
+
+def test_missing_tools_say_what_to_do(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    with pytest.raises(spike.SpikeUnavailable, match=r"no .*riscv/extension.h.*ci/setup.sh --spike"):
+        spike_ext.headers(spike.Spike(str(tmp_path / "bin" / "spike"), "test"))
+    monkeypatch.setattr(spike_ext, "HOST_CXX", "no-such-g++")
+    with pytest.raises(spike.SpikeUnavailable, match="apt-get install g\\+\\+"):
+        spike_ext._host_cxx()
+
+
 # ------------------------------------------------------------------ running words under Spike
 
 @pytest.fixture(scope="module")
@@ -147,6 +156,7 @@ def results(r: Result, vlen: int, n: int) -> list[np.ndarray]:
 
 # ------------------------------------------------------------------ the specification's example
 
+@needs_ime1
 def test_specification_example_at_vlen_256() -> None:
     """The example's computation (tests/data/ime1/example.c): C = A x B, 4x4x8 int8, B packed by strided
     stores, one vmadot at e8 m1, against the reference loop; 200 matrices (all -128, all 127, seeded)."""
@@ -240,6 +250,7 @@ HAND = [
 ]
 
 
+@needs_ime1
 @pytest.mark.parametrize("case", HAND, ids=[c.name for c in HAND])
 def test_hand_worked(runner: Path, case: Hand) -> None:
     img = image(case.vlen)
@@ -279,6 +290,7 @@ def model(img: np.ndarray, name: str, vl: int, vd: int = 8, vs1: int = 2, vs2: i
     return out
 
 
+@needs_ime1
 @pytest.mark.parametrize("vlen", [128, 256, 512, 1024, 2048, 4096])
 def test_every_mac_unit(runner: Path, vlen: int) -> None:
     """Each vl * SEW of the table up to VLEN (e8, m1; and vl = VLMAX at mf2), all 16 instructions (but a slide
@@ -317,11 +329,13 @@ ILLEGAL = [
 ]
 
 
+@needs_ime1
 @pytest.mark.parametrize("name, w, avl, vt, why", ILLEGAL, ids=[c[0] for c in ILLEGAL])
 def test_illegal(runner: Path, name: str, w: int, avl: int, vt: int, why: str) -> None:
     assert_illegal(run_words(runner, 256, [(w, avl, vt, image(256))]), w, f"{name} ({why})")
 
 
+@needs_ime1
 def test_without_the_library_vmadot_is_illegal(runner: Path) -> None:
     """Plain Spike (no --extlib, no _xsmtvdot): a correct vmadot word is an illegal instruction."""
     w = word("vmadot")

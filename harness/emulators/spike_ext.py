@@ -73,6 +73,17 @@ def _host_cxx() -> tuple[str, str]:
     return cxx, run([cxx, "--version"], timeout=60, what=f"{HOST_CXX} --version").stdout.splitlines()[0]
 
 
+def available() -> str | None:
+    """None when the IME1 library can be built and run here (Spike, its headers, g++), else why not (with what
+    to do); builds nothing."""
+    try:
+        headers(spike())
+        _host_cxx()
+    except SpikeUnavailable as e:
+        return str(e)
+    return None
+
+
 def library(s: Spike | None = None) -> Path:
     """The IME1 library for Spike ``s`` (default: the installed one), built on first use and kept in the cache,
     keyed by the source, the flags, the host compiler and Spike's path and version."""
