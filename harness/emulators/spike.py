@@ -31,7 +31,7 @@ import re
 import shutil
 import signal
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.binary import elf
@@ -65,11 +65,22 @@ class SpikeUnavailable(ToolchainError):
 
 
 @dataclass(frozen=True)
+class SpikeExtension:
+    """An extension library Spike loads (``--extlib``) and the ISA name that turns it on (``_<isa>`` at the end of
+    ``--isa``): SpacemiT's IME1 is :func:`harness.emulators.spike_ext.ime1` (docs/ime.md)."""
+
+    library: Path
+    isa: str
+
+
+@dataclass(frozen=True)
 class Spike(Emulator):
-    """A spike binary: the kernel server linked bare metal (:func:`server_for`), one hart."""
+    """A spike binary: the kernel server linked bare metal (:func:`server_for`), one hart; with ``extensions``,
+    the instructions of those libraries too (:func:`harness.emulators.spike_ext.with_ime1`)."""
 
     path: str
     version: str
+    extensions: tuple[SpikeExtension, ...] = field(default=(), kw_only=True)
 
     name = "spike"
     label = "Spike"
@@ -105,13 +116,19 @@ class Spike(Emulator):
         return f"Spike cannot provide {', '.join(lacking)} ({target})"
 
     def cpu(self, vlen: int, props: dict[str, bool]) -> str:
-        """The ``--isa`` string: rv64gcv, the time counter (zicntr), the build's extensions, zvl<VLEN>b."""
+        """The ``--isa`` string: rv64gcv, the time counter (zicntr), the build's extensions, zvl<VLEN>b, then the
+        names of the extension libraries."""
         exts = [e for e in _SPIKE_EXTENSIONS if props.get(e)]
-        return "_".join(["rv64gcv", "zicntr", *exts, f"zvl{vlen}b"])
+        return "_".join(["rv64gcv", "zicntr", *exts, f"zvl{vlen}b", *(e.isa for e in self.extensions)])
+
+    def extlibs(self) -> list[str]:
+        """``--extlib=`` of each extension library."""
+        return [f"--extlib={e.library}" for e in self.extensions]
 
     def command(self, server: Path, vlen: int, props: dict[str, bool]) -> list[str]:
         """The command that runs ``server`` (the Spike link of a build, :func:`server_for`)."""
-        return [self.path, f"--isa={self.cpu(vlen, props)}", f"-m{MEMORY}", "--real-time-clint", str(server)]
+        return [self.path, *self.extlibs(), f"--isa={self.cpu(vlen, props)}", f"-m{MEMORY}", "--real-time-clint",
+                str(server)]
 
     def server_binary(self, build: Build) -> Path:
         return server_for(build)
@@ -130,7 +147,8 @@ class Spike(Emulator):
         return symbolize(program, stderr)
 
     def describe(self) -> str:
-        return f"Spike {self.version} ({self.path})"
+        libs = "".join(f" with {e.isa} ({e.library})" for e in self.extensions)
+        return f"Spike {self.version} ({self.path}){libs}"
 
 
 #: What riscv-pk is and how a maintainer gets it (no Debian or PyPI package carries it).
@@ -152,7 +170,7 @@ class SpikePk(Spike):
     named_as = "on Spike with riscv-pk"
 
     def command(self, server: Path, vlen: int, props: dict[str, bool]) -> list[str]:
-        return [self.path, f"--isa={self.cpu(vlen, props)}", self.pk, str(server)]
+        return [self.path, *self.extlibs(), f"--isa={self.cpu(vlen, props)}", self.pk, str(server)]
 
     def printed(self, program: str, vlen: int, props: dict[str, bool]) -> list[str]:
         """The command as a maintainer types it (``spike`` and ``pk`` on PATH)."""
@@ -243,10 +261,16 @@ def _runtime_object(build_dir: Path, march: str | None, compiler_name: str) -> P
     return obj
 
 
-def _link_args(build: Build) -> list[str]:
-    """The runtime object, the image base and the runtime's entry point (the caller holds the build's lock)."""
-    return [str(_runtime_object(build.dir, build.march, build.compiler)), f"-Wl,--image-base={IMAGE_BASE}",
+def runtime_link_args(directory: Path, march: str | None, compiler_name: str) -> list[str]:
+    """The runtime object (compiled into ``directory`` for ``march`` by the named compiler, cached by content),
+    the image base and the runtime's entry point: what turns a static link into a program for Spike."""
+    return [str(_runtime_object(directory, march, compiler_name)), f"-Wl,--image-base={IMAGE_BASE}",
             "-Wl,-e,rvvdiff_spike_start"]
+
+
+def _link_args(build: Build) -> list[str]:
+    """:func:`runtime_link_args` of a build (the caller holds the build's lock)."""
+    return runtime_link_args(build.dir, build.march, build.compiler)
 
 
 def spike_link_args(build: Build) -> list[str]:
