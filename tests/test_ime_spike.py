@@ -19,16 +19,22 @@ A register file goes through tests/data/ime1/runner.c, which executes any word o
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from harness.core import config
 from harness.core.proc import Result, execute
-from harness.emulators import spike, spike_ext
+from harness.emulators import pool, spike, spike_ext
+from harness.emulators import protocol as P
+from harness.ggml import source
+from harness.toolchain.builds import ensure_built
 from harness.toolchain.compilers import compiler
 
 DATA = Path(__file__).resolve().parent / "data" / "ime1"
@@ -346,3 +352,65 @@ def assert_illegal(r: Result, w: int, what: str) -> None:
     err = r.stderr.decode()
     assert r.returncode == 132 and "illegal instruction" in err and f"mtval 0x{w:016x}" in err, \
         f"{what}: exit {r.returncode}, but should trap as an illegal instruction on {w:#010x}: {err[-1000:]}"
+
+
+# ------------------------------------------------------------------ the spacemit build under Spike
+
+def _spacemit_stand_in() -> SimpleNamespace:
+    """What Spike.for_build reads of a build: its ISA build and the tree's -march (the pinned tree's)."""
+    return SimpleNamespace(isa=config.SPACEMIT, march="rv64gcv_zfh_zvfh_zicbop_zihintpause_zba")
+
+
+def test_spike_runs_the_spacemit_build_as_its_core() -> None:
+    """Offered IME1 (what --emulator spike is), Spike runs the spacemit build with the library, the A60's core type
+    and the -march's extras, its environment in --bootargs and the program last; without the offer, the X60's."""
+    ext = spike.SpikeExtension(Path("/x/libsmtvdot.so"), spike_ext.ISA)
+    build = _spacemit_stand_in()
+    a60 = spike.Spike("spike", "test", matrix=(ext,)).for_build(build)
+    argv = a60.command(Path("server"), 256, {"zvfh": True})
+    assert argv[1] == "--extlib=/x/libsmtvdot.so" and argv[-1] == "server"
+    assert a60.cpu(256, {"zvfh": True}) == "rv64gcv_zicntr_zba_zvfh_zvl256b_xsmtvdot"  # zicbop, zihintpause: hints
+    assert "--bootargs=rvvdiff-env SPACEMIT_CORE_ARCH=0xA03C SPACEMIT_MEM_BACKEND=POSIX" in argv
+    x60 = spike.Spike("spike", "test").for_build(build)
+    assert x60.extensions == () and dict(x60.env)["SPACEMIT_CORE_ARCH"] == "0x503C"
+    plain = SimpleNamespace(isa=config.ISA_BUILDS["zvfh"], march="rv64gcv_zfh_zvfh")
+    offered = spike.Spike("spike", "test", matrix=(ext,)).for_build(plain)
+    assert offered.extensions == () and offered.env == () and offered.bootargs() == []
+
+
+def _spacemit_server(emu: spike.Spike, isa: config.IsaBuild = config.SPACEMIT) -> pool.KernelServer:
+    build = ensure_built(source.pinned(), config.SPACEMIT)
+    return pool.KernelServer(dataclasses.replace(build, isa=isa), 256, False, emu)
+
+
+Q4_0_GEMV = ([2, 64, 16, 1, 1, 2, 1], [], [P.In(bytes(16 * 2 * 18)), P.In(np.ones(64, np.float32)), P.Out(64)])
+
+
+@needs_ime1
+def test_the_runtime_hands_the_backend_its_environment() -> None:
+    """The SpacemiT backend sees its environment (rt.c reads Spike's bootargs): the A60 with the library (IME1 on,
+    weights in its buffer type), the X60 without (IME1 off, weights in the CPU buffer); the memory pool POSIX."""
+    for emu, ime, weights in ((spike_ext.offering(spike.spike()), "1", "CPU_RISCV64_SPACEMIT"),
+                              (spike.spike(), "0", "CPU")):
+        s = _spacemit_server(emu)
+        try:
+            r = s.call("repack_mul_mat", *Q4_0_GEMV)
+            said = s.stderr_head(4000).decode()
+        finally:
+            s.stop()
+        assert f"use_ime1: {ime}" in said and "mem_backend: POSIX" in said, said
+        assert f"weights={weights}" in r.message
+
+
+@needs_ime1
+def test_the_ime1_path_executes_vmadot() -> None:
+    """The A60's core type on a Spike without the library: the same mul_mat dies of an illegal instruction in the
+    IME1 kernel, the vmadot word in mtval (so with the library, vmadot is what runs)."""
+    a60 = dataclasses.replace(config.SPACEMIT, env={**config.SPACEMIT.env, **config.SPACEMIT.matrix_env})
+    s = _spacemit_server(spike.spike(), a60)
+    try:
+        with pytest.raises(pool.KernelCrash, match=r"SIGILL|illegal instruction") as e:
+            s.call("repack_mul_mat", *Q4_0_GEMV)
+    finally:
+        s.stop()
+    assert "gemm_kernel_i8i4" in str(e.value) or "SQ4BitGemm" in str(e.value), str(e.value)

@@ -108,6 +108,18 @@ def ime1(s: Spike | None = None) -> SpikeExtension:
     return SpikeExtension(library(s), ISA)
 
 
+def offering(s: Spike) -> Spike:
+    """Spike ``s`` offering IME1 to the builds compiled for it (``IsaBuild.matrix``, the spacemit build's): its
+    :meth:`~harness.emulators.spike.Spike.for_build` loads the library for them alone, so the SpacemiT backend runs
+    as on the K1's A60 cores, IME1 GEMMs included, while every other build runs on plain Spike.  This is the Spike
+    ``--emulator spike`` names (harness/emulators/registry.py).  When the library cannot be built here (no g++,
+    no Spike headers) ``s`` offers none and keeps the reason (``matrix_unavailable``) for the tests that need it."""
+    try:
+        return dataclasses.replace(s, matrix=(*s.matrix, ime1(s)))
+    except SpikeUnavailable as e:
+        return dataclasses.replace(s, matrix_unavailable=str(e))
+
+
 def with_ime1(s: Spike | None = None) -> Spike:
     """Spike ``s`` (default: the installed one) loading IME1: ``--extlib=<library>``, ``--isa=..._xsmtvdot``."""
     s = s or spike()
