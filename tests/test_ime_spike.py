@@ -28,6 +28,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from helpers import run_suite
 
 from harness.core import config
 from harness.core.proc import Result, execute
@@ -414,3 +415,14 @@ def test_the_ime1_path_executes_vmadot() -> None:
     finally:
         s.stop()
     assert "gemm_kernel_i8i4" in str(e.value) or "SQ4BitGemm" in str(e.value), str(e.value)
+
+
+@needs_ime1
+def test_the_ime1_gemm_family_runs_here(tmp_path: Path) -> None:
+    """The IME1 GEMM family (cases/test_spacemit_gemm.py) runs in the project's tests, since the main job runs under
+    QEMU, where it skips: at VLEN 256 on Spike with the library, every test passes but the two known failures
+    (q4_1's and q4_K's zero points: harness/data/known_failures.toml)."""
+    r = run_suite("cases/test_spacemit_gemm.py", "--emulator", "spike", "--isa", "spacemit", "--vlen", "256",
+                  "-p", "no:xdist", "--report-dir", str(tmp_path))
+    assert r.returncode == 0, r.stdout[-4000:]
+    assert re.search(r"\b9 passed, 2 xfailed\b", r.stdout), r.stdout[-2000:]
