@@ -19,6 +19,7 @@ from cases import (
     quant_dot,
     quantize,
     repack,
+    spacemit_gemm,
     spacemit_ops,
     vec_dot,
     vec_ops,
@@ -36,6 +37,7 @@ MODULES = {
     "quantize": quantize,
     "repack": repack,
     "spacemit_ops": spacemit_ops,
+    "spacemit_gemm": spacemit_gemm,
 }
 
 

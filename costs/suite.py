@@ -14,6 +14,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
+from harness.cost.measure.spike_count import CostError
+from harness.plugin.costlog import Metered, record
+
 #: Implementations a case measures: the entry point ggml calls (RVV where the build has it), or its
 #: scalar ``*_generic`` twin.
 IMPLS = ("rvv", "generic")
@@ -40,6 +45,9 @@ class CostCase:
     #: What the row records of the path the call took, given the target and the functions the measured
     #: call executed (``path``: the path measured; ``path_expected``: the tree's prediction where it differs).
     path: Callable[[Any, Mapping[str, int]], dict[str, str]] | None = None
+    #: The CPU backend whose builds the case runs at (costs/test_cost.py: ggml-cpu's; costs/test_cost_spacemit.py:
+    #: SpacemiT's), as a differential test's ``rvvdiff_backend`` mark says.
+    backend: str = "cpu"
 
     @property
     def id(self) -> str:
@@ -53,3 +61,33 @@ class CostCase:
 
     def __repr__(self) -> str:
         return f"CostCase({self.id!r})"
+
+
+#: Instructions the histogram of one more repetition may count beyond the counter around the call:
+#: the repeat loop's compare and branch and the counter reads themselves.
+LOOP_OVERHEAD = 16
+
+
+def measure(case: CostCase, target: Any, request: pytest.FixtureRequest) -> None:
+    """Run ``case`` on a metered ``target`` and record its row (the body of the cost suite's tests,
+    costs/test_cost.py and costs/test_cost_spacemit.py).  A case fails when its call cannot be measured (a trap,
+    a hang, a rejected request) or when the two counts of the call disagree (the counter around the call and
+    the PC histogram of one more repetition: harness/cost/spike_count.py); the message says which."""
+    m = Metered(target, case.kernel)
+    try:
+        case.run(m)
+    except CostError as e:  # the whole message, then the one line the report lists (the last)
+        pytest.fail(f"{e}\n{e.summary()}", pytrace=False)
+    assert m.cost is not None, f"harness: cost case {case.id} made no {case.kernel} call"
+    c = m.cost
+    extra = c.executed - c.instret
+    assert 0 <= extra <= LOOP_OVERHEAD, (
+        f"{case.id}: the counter says {c.instret} instructions, the PC histogram of one more repetition "
+        f"{c.executed}: the two measures of the call disagree by {extra} (more than the repeat loop's "
+        f"{LOOP_OVERHEAD}); the call is not what was measured")
+    record(request.config, {"nodeid": request.node.nodeid, "case": case.id, "family": case.family,
+                            "name": case.name, "size": case.size, "impl": case.impl, "function": case.function,
+                            "twin": case.twin_id, "units": case.units, "unit": case.unit,
+                            "vlen": target.vlen, "isa": target.isa.name, **c.as_dict(),
+                            **({"batch": case.batch} if case.batch else {}),
+                            **(case.path(target, c.functions) if case.path else {})})

@@ -347,7 +347,9 @@ class Products:
     ``value``: the dot products in float64 (each a sum of exact products, rounded at most
     ``K`` times by float64 additions: :func:`oracle_error`).  ``magnitude``: the sum of
     ``|x_i y_i|`` over the elements, the main part and the offset part (minimums) taken
-    separately, as the kernels compute them (``oracles.dots.DotExpected.magnitude``).
+    separately, as the kernels compute them (``oracles.dots.DotExpected.magnitude``); an
+    activation carrying its block sums (q8_1's ``s``) gives the offset part as offset times
+    sum, as the kernels (and ``oracles.dots.dot``) take it.
     ``int_magnitude``: the same over the integer parts alone (for the underflow term of a bound).
     """
 
@@ -372,8 +374,17 @@ def products(w_name: str, w_rows: np.ndarray, a_name: str, a_rows: np.ndarray) -
     else:
         off = np.zeros_like(main)
     y = (da.scale * da.q).reshape(n, -1)
-    value = y @ main.T + y @ off.T
-    magnitude = np.abs(y) @ np.abs(main).T + np.abs(y) @ np.abs(off).T
+    value = y @ main.T
+    magnitude = np.abs(y) @ np.abs(main).T
+    if dw.offset_scale is not None and da.block_sums is not None:  # q8_1: offset * s per block
+        g = dw.offset_group
+        off_b = off.reshape(m, -1, g)[:, :, 0]
+        s = da.block_sums.reshape(n, -1)
+        value = value + s @ off_b.T
+        magnitude = magnitude + np.abs(s) @ np.abs(off_b).T
+    else:
+        value = value + y @ off.T
+        magnitude = magnitude + np.abs(y) @ np.abs(off).T
     int_magnitude = np.abs(da.q).reshape(n, -1).astype(np.float64) @ qw.T
     return Products(value, magnitude, int_magnitude)
 

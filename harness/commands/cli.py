@@ -16,6 +16,7 @@ from harness.commands import (
     fixes,
     gate,
     ggmltests,
+    ime1,
     lines,
     models,
     mutation,
@@ -140,6 +141,8 @@ COMMANDS_ELSEWHERE = {
     "linegate": "the PR gate's changed lines judged over every shard's gate-lines.json (docs/gate.md)",
     "docs": "print the docs' generated tables (loop sizes, quantized types, options, settings), or --write them",
     "recorded": "print a table the suite's runs recorded: the quantized dots' variants, the repack selection",
+    "ime1": "SpacemiT's IME1 under Spike: build the extension library, or build and run a C program with it "
+            "(docs/ime.md)",
 }
 
 
@@ -150,7 +153,8 @@ def _elsewhere(name: str) -> Callable[[list[str]], int]:
             "ggml-tests": ggmltests.main, "bench": bench.main, "cost": cost.main, "prices": prices.main,
             "calibration": calibration.main, "mutants": mutation.main_mutants, "audit": mutation.main_audit,
             "model": models.main, "other-arch": otherarch.main, "coverage": lines.main_coverage,
-            "linegate": lines.main_linegate, "docs": docs.main, "recorded": recorded.main}[name]
+            "linegate": lines.main_linegate, "docs": docs.main, "recorded": recorded.main,
+            "ime1": ime1.main}[name]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -132,6 +132,12 @@ class Emulator(ABC):
         """The most pytest-xdist workers (one server each) worth starting on it; None: the host's cores decide."""
         return None
 
+    def for_build(self, build: Build) -> Emulator:
+        """The emulator as it runs ``build``'s programs (the pool's servers, the cost measure): itself, unless it
+        must name what the build needs in its own command (Spike: the -march's extras, a matrix extension's
+        library, the environment)."""
+        return self
+
     def killed(self, stderr_head: bytes) -> None:
         """After the pool killed a server's process (a hang): reach what that kill could not (a remote server)."""
         return None

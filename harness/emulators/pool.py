@@ -88,6 +88,10 @@ class KernelServer:
     requests: int = 0
     starts: int = 0
 
+    def __post_init__(self) -> None:
+        # The emulator as it runs this build (its extension libraries, ISA extras and environment on Spike).
+        self.emulator = self.emulator.for_build(self.build)
+
     # ------------------------------------------------------------ identity
 
     @property
@@ -278,7 +282,7 @@ class Pool:
     """
 
     def __init__(self, log_dir: Path | None = None) -> None:
-        self._servers: dict[tuple[str, int, bool, str], KernelServer] = {}
+        self._servers: dict[tuple[str, int, bool, Emulator], KernelServer] = {}
         #: Where its servers log the code they execute (--rvv-coverage: harness/emulators/executed.py), or None.
         self.log_dir = log_dir
         weakref.finalize(self, _stop_all, self._servers)
@@ -292,7 +296,7 @@ class Pool:
         it is on; the least recently used others are stopped when a server starts, and started again
         (counted) only if their target comes back.
         """
-        key = (build.key + build.isa.name, at.vlen, at.stress, emulator.name)
+        key = (build.key + build.isa.name, at.vlen, at.stress, emulator)
         s = self._servers.pop(key, None)
         if s is None or s.build.server != build.server:
             s = KernelServer(build, at.vlen, at.stress, emulator, self.log_dir)

@@ -9,7 +9,7 @@ made for that spec.  The names, their grammar and what each runs are the emulato
 from __future__ import annotations
 
 from harness.core.matrix import DEFAULT_EMULATOR
-from harness.emulators import board
+from harness.emulators import board, spike_ext
 from harness.emulators.base import Emulator
 from harness.emulators.qemu import Qemu
 from harness.emulators.spike import Spike
@@ -34,5 +34,7 @@ def is_board(name: str) -> bool:
 
 
 def get(name: str) -> Emulator:
-    """The installed emulator called ``name``; raises ToolchainError (with what to do) when it is not."""
-    return kind(name).find()
+    """The installed emulator called ``name``; raises ToolchainError (with what to do) when it is not.  Spike
+    comes offering rvvdiff's IME1 library to the builds compiled for IME1 (:func:`spike_ext.offering`)."""
+    emu = kind(name).find()
+    return spike_ext.offering(emu) if isinstance(emu, Spike) else emu

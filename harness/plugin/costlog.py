@@ -17,6 +17,7 @@ import pytest
 
 from harness.cost.measure.spike_count import Cost
 from harness.emulators import protocol as P
+from harness.emulators.base import Emulator
 from harness.plugin.targets import Target, session
 
 
@@ -33,12 +34,12 @@ class Metered:
         return getattr(self.target, name)
 
     def call(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (), bufs: Sequence[P.Buf] = (),
-             *, repeat: int = 1, timeout: float | None = None) -> P.Response:
+             *, repeat: int = 1, timeout: float | None = None, emulator: Emulator | None = None) -> P.Response:
         if kernel != self.kernel:
-            return self.target.call(kernel, ip, fp, bufs, repeat=repeat, timeout=timeout)
+            return self.target.call(kernel, ip, fp, bufs, repeat=repeat, timeout=timeout, emulator=emulator)
         if self.cost is not None:
             raise AssertionError(f"harness: a cost case calls {kernel} more than once; it must make exactly one call")
-        self.response, self.cost = self.target.measure(kernel, ip, fp, bufs)
+        self.response, self.cost = self.target.measure(kernel, ip, fp, bufs, emulator=emulator)
         return self.response
 
 

@@ -93,9 +93,10 @@ class Session:
         """The emulator every kernel server of this session runs under (--emulator)."""
         return emulator_for(self.config)
 
-    def server(self, target: Target) -> pool.KernelServer:
-        """The kernel server of ``target`` in this process (harness/emulators/pool.py), started on first use."""
-        return self.pool.server(self.build(target.isa, target.compiler), target, self.emulator,
+    def server(self, target: Target, emulator: Emulator | None = None) -> pool.KernelServer:
+        """The kernel server of ``target`` in this process (harness/emulators/pool.py), started on first use; under
+        ``emulator`` instead of the session's when given (a second opinion: Spike without a matrix library)."""
+        return self.pool.server(self.build(target.isa, target.compiler), target, emulator or self.emulator,
                                 live_limit=self.live_limit)
 
     def build(self, isa: IsaBuild, compiler: str = DEFAULT_COMPILER) -> Build:
@@ -173,14 +174,16 @@ class Target(Point):
         return {k.split(".", 1)[1]: v == "1" for k, v in h.items() if k.startswith("feature.")}
 
     def call(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
-             bufs: Sequence[P.Buf] = (), *, repeat: int = 1, timeout: float | None = None) -> P.Response:
+             bufs: Sequence[P.Buf] = (), *, repeat: int = 1, timeout: float | None = None,
+             emulator: Emulator | None = None) -> P.Response:
         """One kernel call under the session's deadline (--kernel-timeout), or ``timeout`` seconds for
-        a call known to be long (set-up work such as building a corpus, not a kernel under test)."""
+        a call known to be long (set-up work such as building a corpus, not a kernel under test); on a server
+        under ``emulator`` when given (:meth:`Session.server`)."""
         sess = session()
         missing = sess.build(self.isa, self.compiler).missing_kernel(kernel)
         if missing:  # its adapter does not compile against this tree: the server has no such kernel
             pytest.skip(missing)
-        srv = sess.server(self)
+        srv = sess.server(self, emulator)
         seen = sess.observation
         w0, k0 = srv.wall_s, srv.kernel_s
         record = {"kernel": kernel, "ip": list(ip), "fp": list(fp), "bufs": list(bufs), "outputs": None,
@@ -204,9 +207,10 @@ class Target(Point):
             seen.record("kernel_s", srv.kernel_s - k0)
 
     def measure(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
-                bufs: Sequence[P.Buf] = ()) -> tuple[P.Response, Cost]:
-        """One call counted by the emulator (harness/cost/measure/spike_count.py): its warm response and cost."""
-        emu = session().emulator
+                bufs: Sequence[P.Buf] = (), *, emulator: Emulator | None = None) -> tuple[P.Response, Cost]:
+        """One call counted by the emulator (harness/cost/measure/spike_count.py): its warm response and cost; under
+        ``emulator`` instead of the session's when given (as :meth:`call`)."""
+        emu = emulator or session().emulator
         if isinstance(emu, Board):  # a board: its hardware counters (harness/cost/measure/board_counters.py)
             return self._counted(emu, kernel, ip, fp, bufs)
         if not emu.counts:
@@ -218,7 +222,7 @@ class Target(Point):
             pytest.skip(missing)
         if self.vlen not in emu.vlens:
             pytest.skip(f"{emu.label} does not emulate VLEN {self.vlen}")
-        return measure_call(emu, build, self.vlen, (kernel, list(ip), list(fp), list(bufs)),
+        return measure_call(emu.for_build(build), build, self.vlen, (kernel, list(ip), list(fp), list(bufs)),
                             timeout=session().timeout, what=f"{kernel} [{self.id}, {emu.named_as or emu.label}]")
 
     def _counted(self, board: Board, kernel: str, ip: Sequence[int], fp: Sequence[float],

@@ -11,6 +11,9 @@
 //       ggml_backend_tensor_set runs its repack.  mul_mat then dispatches to the repacked
 //       GEMV / GEMM through the extra buffer's tensor traits, as in a model (mul_mat_id, the
 //       mixture-of-experts product, through forward_mul_mat_id's GEMV per expert row).
+//       Placement 2 is the same with SpacemiT's extra buffer type (CPU_RISCV64_SPACEMIT, the spacemit
+//       build): its selection (ggml_riscv64_spacemit_get_optimal_repack_type) and repack, then its IME
+//       GEMMs (cases/spacemit_gemm.py).
 //   repack_layout  ggml's repack code for one layout, called directly: the explicit
 //       specialisations ggml::cpu::repack::repack<block, INTER_SIZE, NB_COLS> have external
 //       linkage, so a layout the selection never picks at this VLEN (or at any: q4_0 8x8 on
@@ -104,16 +107,21 @@ struct Ctx {
     Ctx & operator=(const Ctx &) = delete;
 };
 
-// The CPU_REPACK buffer type as llama.cpp finds it: the CPU device's extra buffer types.
-ggml_backend_buffer_type_t repack_buft() {
+// An extra buffer type of the CPU device by name, as llama.cpp finds them (ggml_backend_dev_get_extra_bufts).
+ggml_backend_buffer_type_t extra_buft(const char * name) {
     ggml_backend_reg_t reg = ggml_backend_cpu_reg();
     auto get_extra = (ggml_backend_dev_get_extra_bufts_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
     if (!get_extra) return nullptr;
     for (ggml_backend_buffer_type_t * b = get_extra(ggml_backend_reg_dev_get(reg, 0)); b && *b; ++b) {
-        if (strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0) return *b;
+        if (strcmp(ggml_backend_buft_name(*b), name) == 0) return *b;
     }
     return nullptr;
 }
+
+ggml_backend_buffer_type_t repack_buft() { return extra_buft("CPU_REPACK"); }
+
+// The extra buffer type of a weight placement (run_weights_op): 1 CPU_REPACK, 2 SpacemiT's.
+const char * const PLACEMENTS[] = {"CPU", "CPU_REPACK", "CPU_RISCV64_SPACEMIT"};
 
 // The class of the tensor traits ggml attached to a tensor (what the selection chose), demangled:
 // "ggml::cpu::repack::tensor_traits<block_q4_0, 1l, 16l, (ggml_type)8>", or "none".
@@ -284,36 +292,39 @@ uint32_t k_repack_quantize_mat(Call & c) {
 }
 
 // One mul_mat / mul_mat_id request: the weights (buffer 0: m rows of k elements of `type`, per
-// expert) placed as llama.cpp places them (placement 1: CPU_REPACK when the device supports the op
-// there, else the CPU buffer; 0: the CPU buffer) and copied into guarded memory; `build` makes the
-// op on the weight tensor (its other inputs and result bound to the request's buffers); the graph
-// runs on n_threads, `reps` times over the same placed weights (the set-up once: a cost measurement
-// of reps 1 and 2 differs by one compute), and the guards of the weights and the work buffer are checked.
+// expert) placed as llama.cpp places them (placement 1 / 2: CPU_REPACK / SpacemiT's buffer type when the
+// device supports the op there, else the CPU buffer; 0: the CPU buffer) and copied into guarded memory
+// (all the bytes the buffer type allocates for them); `build` makes the op on the weight tensor (its other
+// inputs and result bound to the request's buffers); the graph runs on n_threads, `reps` times over the
+// same placed weights (the set-up once: a cost measurement of reps 1 and 2 differs by one compute), and the
+// guards of the weights and the work buffer are checked.  With `work_out` (the request's last buffer) its
+// size's first bytes of the work buffer are copied there: the activations as the op quantized them.
 template <typename Build>
 uint32_t run_weights_op(Call & c, ggml_type type, int64_t k, int64_t m, int64_t n_expert, int64_t placement,
-                        int64_t n_threads, Build build, int64_t reps = 1) {
+                        int64_t n_threads, Build build, int64_t reps = 1, Buffer * work_out = nullptr) {
     const size_t wbytes = ggml_row_size(type, k) * m * (n_expert > 0 ? n_expert : 1);
     Weights w;
-    Buffer wmem;  // the weights' bytes between guards, repacked or not
-    if (!wmem.allocate(wbytes, GUARD_BYTE_IN)) return c.bad("%s: out of memory", c.name.c_str());
-    if (placement == 1) {
-        ggml_backend_buffer_type_t buft = repack_buft();
-        if (!buft) return c.bad("%s: the CPU device lists no CPU_REPACK buffer type", c.name.c_str());
+    if (placement >= 1) {
+        ggml_backend_buffer_type_t buft = extra_buft(PLACEMENTS[placement]);
+        if (!buft) return c.bad("%s: the CPU device lists no %s buffer type", c.name.c_str(), PLACEMENTS[placement]);
         if (!w.place(c, type, k, m, buft, n_expert)) return ST_BAD_REQUEST;
     }
     Ctx g(8);
     ggml_tensor * wt;
     const bool repacked = w.traits && w.supported;
+    Buffer wmem;  // the weights' bytes between guards, repacked or not
+    const size_t placed = repacked ? ggml_backend_buffer_get_alloc_size(w.buffer, w.t) : wbytes;
+    if (!wmem.allocate(placed, GUARD_BYTE_IN)) return c.bad("%s: out of memory", c.name.c_str());
     if (repacked) {
         ggml_backend_tensor_set(w.t, c.buf<const void>(0), 0, wbytes);
-        memcpy(wmem.data(), w.t->data, wbytes);
-        wt = w.t;  // still in the CPU_REPACK buffer: the op dispatches through its traits
+        memcpy(wmem.data(), w.t->data, placed);
+        wt = w.t;  // still in the extra buffer: the op dispatches through its traits
     } else {
         memcpy(wmem.data(), c.buf<const void>(0), wbytes);
         wt = n_expert > 0 ? ggml_new_tensor_3d(g.ctx, type, k, m, n_expert) : ggml_new_tensor_2d(g.ctx, type, k, m);
     }
     wt->data = wmem.data();
-    c.note("weights", repacked ? "CPU_REPACK" : "CPU");
+    c.note("weights", repacked ? PLACEMENTS[placement] : "CPU");
 
     ggml_tensor * y = build(g.ctx, wt);
     ggml_cgraph * gf = ggml_new_graph(g.ctx);
@@ -324,6 +335,10 @@ uint32_t run_weights_op(Call & c, ggml_type type, int64_t k, int64_t m, int64_t 
         if (!work.allocate(plan.work_size, GUARD_BYTE_OUT)) return c.bad("%s: out of memory", c.name.c_str());
         plan.work_data = work.data();
     }
+    if (work_out && work_out->size > plan.work_size) {
+        return c.bad("%s: %zu bytes of the work buffer asked for, it has %zu", c.name.c_str(), work_out->size,
+                     plan.work_size);
+    }
     for (int64_t r = 0; r < reps; ++r) {
         const ggml_status st = ggml_graph_compute(gf, &plan);
         if (st != GGML_STATUS_SUCCESS) return c.bad("%s: ggml_graph_compute returned %d", c.name.c_str(), (int)st);
@@ -333,19 +348,25 @@ uint32_t run_weights_op(Call & c, ggml_type type, int64_t k, int64_t m, int64_t 
         c.err = c.name + " wrote outside the weights or the work buffer (offset " + std::to_string(where) + ")";
         return ST_GUARD;
     }
+    c.note("work_size", std::to_string(plan.work_size));
+    if (work_out && work_out->size > 0) memcpy(work_out->data(), work.data(), work_out->size);
     return ST_OK;
 }
 
+// The request's optional last buffer (bufs[n_bufs - 1] when there are n_bufs): the work buffer's head.
+Buffer * work_head(Call & c, size_t n_bufs) { return c.bufs.size() == n_bufs ? &c.bufs[n_bufs - 1] : nullptr; }
+
 // ip = {type, k, m, n, batch, placement, n_threads[, reps]}: placement as run_weights_op; reps (default 1):
 // how many times the graph is computed after the one set-up (placement, repacking).
-// bufs = {W: m rows of k elements of `type` in, X: batch x n x k floats in, Y: batch x n x m floats out}.
+// bufs = {W: m rows of k elements of `type` in, X: batch x n x k floats in, Y: batch x n x m floats out
+//         [, A: out, the first bytes of the work buffer: X as the op quantized it]}.
 // Y = mul_mat(W, X): Y[b][j][i] = W[i] . X[b][j].
 uint32_t k_repack_mul_mat(Call & c) {
-    if (!c.shape(c.ip.size() == 8 ? 8 : 7, 0, 3)) return ST_BAD_REQUEST;
+    if (!c.shape(c.ip.size() == 8 ? 8 : 7, 0, c.bufs.size() == 4 ? 4 : 3)) return ST_BAD_REQUEST;
     const int64_t type = c.ip[0], k = c.ip[1], m = c.ip[2], n = c.ip[3], batch = c.ip[4], placement = c.ip[5];
     const int64_t n_threads = c.ip[6], reps = c.ip.size() == 8 ? c.ip[7] : 1;
     if (!valid_type(type) || k < 1 || k % ggml_blck_size((ggml_type)type) != 0 || m < 1 || n < 1 || batch < 1 ||
-        placement < 0 || placement > 1 || reps < 1) {
+        placement < 0 || placement > 2 || reps < 1) {
         return c.bad("repack_mul_mat: bad parameters");
     }
     if (const uint32_t st = check_threads(c, n_threads)) return st;
@@ -359,22 +380,23 @@ uint32_t k_repack_mul_mat(Call & c) {
         ggml_tensor * y = ggml_mul_mat(ctx, wt, x);
         y->data = c.buf<void>(2);
         return y;
-    }, reps);
+    }, reps, work_head(c, 4));
 }
 
 // ip = {type, k, m, n_expert, n_used, x_rows, n_tokens, placement, n_threads}: a mixture-of-experts
 // layer, as llama.cpp's ffn_*_exps: x_rows is 1 (one activation row per token, shared by its
 // experts: up / gate) or n_used (one row per used expert: down).
 // bufs = {W: n_expert x m rows of k elements of `type` in, X: n_tokens x x_rows x k floats in,
-//         ids: n_tokens x n_used int32 in (the experts of each token), Y: n_tokens x n_used x m floats out}.
+//         ids: n_tokens x n_used int32 in (the experts of each token), Y: n_tokens x n_used x m floats out
+//         [, A: out, the work buffer's head as repack_mul_mat's]}.
 // Y = mul_mat_id(W, X, ids): Y[t][u] = W[ids[t][u]] . X[t][u % x_rows].
 uint32_t k_repack_mul_mat_id(Call & c) {
-    if (!c.shape(9, 0, 4)) return ST_BAD_REQUEST;
+    if (!c.shape(9, 0, c.bufs.size() == 5 ? 5 : 4)) return ST_BAD_REQUEST;
     const int64_t type = c.ip[0], k = c.ip[1], m = c.ip[2], n_expert = c.ip[3], n_used = c.ip[4], x_rows = c.ip[5];
     const int64_t n_tokens = c.ip[6], placement = c.ip[7], n_threads = c.ip[8];
     if (!valid_type(type) || k < 1 || k % ggml_blck_size((ggml_type)type) != 0 || m < 1 || n_expert < 1 ||
         n_used < 1 || n_used > n_expert || (x_rows != 1 && x_rows != n_used) || n_tokens < 1 || placement < 0 ||
-        placement > 1) {
+        placement > 2) {
         return c.bad("repack_mul_mat_id: bad parameters");
     }
     if (const uint32_t st = check_threads(c, n_threads)) return st;
@@ -396,7 +418,7 @@ uint32_t k_repack_mul_mat_id(Call & c) {
         ggml_tensor * y = ggml_mul_mat_id(ctx, wt, x, ids);
         y->data = c.buf<void>(3);
         return y;
-    });
+    }, 1, work_head(c, 5));
 }
 
 RVVDIFF_KERNEL("repack_info", k_repack_info);

@@ -21,6 +21,9 @@
 //     not run out);
 //   - clock_gettime reads the `time` CSR (run Spike with --real-time-clint);
 //   - exit writes (code << 1) | 1 to `tohost`;
+//   - the environment is the KEY=VALUE words that follow the word rvvdiff-env
+//     in the device tree's /chosen/bootargs (Spike's --bootargs: the harness's
+//     command keeps the program last; Spike passes no environment of its own);
 //   - clone (threads) fails with ENOSYS: Spike runs one hart and the harness
 //     sends single-threaded requests only;
 //   - everything else the server is not known to need is reported on stderr
@@ -84,7 +87,7 @@ enum {
     SYS_getuid = 174, SYS_geteuid = 175, SYS_getgid = 176, SYS_getegid = 177, SYS_gettid = 178,
     SYS_sysinfo = 179, SYS_brk = 214, SYS_munmap = 215, SYS_mremap = 216, SYS_clone = 220, SYS_mmap = 222,
     SYS_mprotect = 226, SYS_madvise = 233, SYS_membarrier = 283, SYS_prlimit64 = 261, SYS_getrandom = 278,
-    SYS_riscv_hwprobe = 258, SYS_rseq = 293, SYS_clone3 = 435,
+    SYS_riscv_hwprobe = 258, SYS_rseq = 293, SYS_clone3 = 435, SYS_getcpu = 168,
 };
 
 // The kernel server asks this (harness/server/core.cpp) before starting threads.
@@ -198,11 +201,12 @@ static long stdin_read(unsigned char * dst, uint64_t n) {
 extern char _end[];
 static uint64_t brk_base, brk_cur;
 
-// mmap area: [mmap_lo, MEM_END), one byte per page (0 free, 1 used); pages
-// below `mmap_touched` have been handed out before and are zeroed on reuse.
+// mmap area: [mmap_lo, MEM_END), one byte per page (0 free, 1 used); every
+// mapping is handed out zeroed, as Linux's anonymous mappings are (musl's calloc
+// relies on it).
 #define N_PAGES ((MEM_END - MEM_BASE) / PAGE)
 static unsigned char page_used[N_PAGES];
-static uint64_t mmap_lo, mmap_touched = MEM_END;
+static uint64_t mmap_lo;
 
 static void zero(void * p, uint64_t n) {
     uint64_t * q = (uint64_t *)p;
@@ -218,13 +222,8 @@ static long do_mmap(uint64_t len) {
         run = page_used[i] ? 0 : run + 1;
         if (run == n) {
             for (uint64_t j = i; j < i + n; ++j) page_used[j] = 1;
-            const uint64_t addr = MEM_BASE + i * PAGE, end = addr + n * PAGE;
-            if (addr < mmap_touched) {
-                zero((void *)addr, (end < mmap_touched ? end : mmap_touched) - addr);
-                mmap_touched = addr;
-            } else {
-                zero((void *)addr, n * PAGE);
-            }
+            const uint64_t addr = MEM_BASE + i * PAGE;
+            zero((void *)addr, n * PAGE);
             return (long)addr;
         }
     }
@@ -481,6 +480,11 @@ static long syscall_dispatch(long n, long a0, long a1, long a2, long a3) {
             say("rvvdiff spike runtime: the server tried to start a thread; Spike runs one hart without an OS, "
                 "so only single-threaded requests can run on it\n");
             return -E_NOSYS;
+        case SYS_getcpu: {  // one hart: CPU 0, node 0 (sched_getcpu; SpacemiT's backend asks before each graph)
+            if (a0) *(unsigned *)a0 = 0;
+            if (a1) *(unsigned *)a1 = 0;
+            return 0;
+        }
         case SYS_getrandom: case SYS_riscv_hwprobe: case SYS_rseq: case SYS_membarrier: case SYS_prlimit64:
         case SYS_getrlimit:
             return -E_NOSYS;
@@ -790,7 +794,81 @@ extern int __libc_start_main(int (*)(int, char **, char **), int, char **, void 
 #define AT_HWCAP 16
 #define AT_RANDOM 25
 
-void rvvdiff_spike_main(void) {
+// The program's environment: Spike's --bootargs, which it writes into the device tree it hands the
+// program (a1 at the reset vector) as /chosen/bootargs: the words after "rvvdiff-env", each KEY=VALUE
+// (harness/emulators/spike.py's command).  Spike passes no environment of its own; a build that reads
+// one (SpacemiT's backend takes its core type from SPACEMIT_CORE_ARCH) gets it this way.  Without that
+// word (Spike's default bootargs) the environment is empty.
+#define MAX_ENV 32
+#define ENV_MARK "rvvdiff-env"
+static char bootargs[4096];
+
+static uint32_t be32(const unsigned char * p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int same(const char * a, const char * b) {
+    while (*a && *a == *b) ++a, ++b;
+    return *a == *b;
+}
+
+// The value of /chosen/bootargs in the flattened device tree at `fdt`, or 0.
+static const char * fdt_bootargs(const unsigned char * fdt) {
+    if (!fdt || be32(fdt) != 0xd00dfeedu) return 0;
+    const unsigned char * p = fdt + be32(fdt + 8);
+    const char * strings = (const char *)fdt + be32(fdt + 12);
+    for (int depth = 0, chosen = 0;;) {
+        const uint32_t tag = be32(p);
+        p += 4;
+        if (tag == 1) {  // FDT_BEGIN_NODE: its name, padded to 4 bytes
+            const char * name = (const char *)p;
+            if (++depth == 2 && same(name, "chosen")) chosen = depth;
+            p += (slen(name) + 4) & ~(uint64_t)3;
+        } else if (tag == 2) {  // FDT_END_NODE
+            if (depth-- == chosen) chosen = 0;
+        } else if (tag == 3) {  // FDT_PROP: length, name offset, value
+            const uint32_t len = be32(p), name = be32(p + 4);
+            if (depth == chosen && same(strings + name, "bootargs")) return (const char *)p + 8;
+            p += 8 + ((len + 3) & ~3u);
+        } else if (tag != 4) {  // FDT_NOP goes on; FDT_END or anything else ends the walk
+            return 0;
+        }
+    }
+}
+
+static int target_environment(const unsigned char * fdt, char ** env) {
+    const char * args = fdt_bootargs(fdt);
+    if (!args) return 0;
+    uint64_t n = slen(args);
+    if (n >= sizeof bootargs) {
+        say("rvvdiff spike runtime: the bootargs do not fit; the environment is empty\n");
+        return 0;
+    }
+    for (uint64_t i = 0; i <= n; ++i) bootargs[i] = args[i] == ' ' ? 0 : args[i];
+    int count = 0, marked = 0;
+    for (uint64_t i = 0; i < n; i += slen(bootargs + i) + 1) {
+        char * word = bootargs + i;
+        if (!*word) continue;
+        if (!marked) {
+            marked = same(word, ENV_MARK);
+            continue;
+        }
+        int has_eq = 0;
+        for (const char * c = word; *c && !has_eq; ++c) has_eq = *c == '=';
+        if (!has_eq || count == MAX_ENV) {
+            say("rvvdiff spike runtime: environment word ignored (not KEY=VALUE, or more than 32): ");
+            say(word);
+            say("\n");
+            continue;
+        }
+        env[count++] = word;
+    }
+    return count;
+}
+
+// Entered from rvvdiff_spike_start with Spike's reset-vector registers: a0 the hart, a1 the device tree.
+void rvvdiff_spike_main(uint64_t hart, const unsigned char * fdt) {
+    (void)hart;
     open_stderr();
     brk_base = brk_cur = ((uint64_t)(uintptr_t)_end + PAGE - 1) & ~(PAGE - 1);
     mmap_lo = brk_base + BRK_BYTES;
@@ -804,11 +882,14 @@ void rvvdiff_spike_main(void) {
     // ISA letters of AT_HWCAP: I M A F D C V.
     const uint64_t hwcap = (1u << ('i' - 'a')) | (1u << ('m' - 'a')) | (1u << ('a' - 'a')) |
                            (1u << ('f' - 'a')) | (1u << ('d' - 'a')) | (1u << ('c' - 'a')) | (1u << ('v' - 'a'));
-    static uint64_t block[32];
+    static uint64_t block[32 + MAX_ENV];
+    char * env[MAX_ENV];
+    const int n_env = target_environment(fdt, env);
     int i = 0;
     block[i++] = (uint64_t)(uintptr_t)name;  // argv[0]
     block[i++] = 0;                          // end of argv
-    block[i++] = 0;                          // empty environment
+    for (int e = 0; e < n_env; ++e) block[i++] = (uint64_t)(uintptr_t)env[e];
+    block[i++] = 0;                          // end of the environment
     block[i++] = AT_PHDR;   block[i++] = (uint64_t)(uintptr_t)(eh + phoff);
     block[i++] = AT_PHENT;  block[i++] = phentsize;
     block[i++] = AT_PHNUM;  block[i++] = phnum;
