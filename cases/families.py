@@ -21,7 +21,9 @@ from cases import (
     quant_dot,
     quantize,
     repack,
+    spacemit_layouts,
     spacemit_ops,
+    spacemit_quant,
     vec_dot,
     vec_ops,
 )
@@ -38,6 +40,8 @@ MODULES = {
     "quantize": quantize,
     "repack": repack,
     "spacemit_ops": spacemit_ops,
+    "spacemit_quant": spacemit_quant,
+    "spacemit_layouts": spacemit_layouts,
 }
 
 
