@@ -16,9 +16,9 @@ from costs.suite import CostCase
 
 #: Families of cases/families.py without cost cases, each with the reason.
 UNMEASURED: dict[str, str] = {
-    "spacemit_quant": "SpacemiT's activation quantizers run only inside its IME2 GEMM (no build of this toolchain has "
-                      "it): they are counted with that GEMM, the IME path against the RVV one (issue 59); alone, each "
-                      "VLEN runs one body (RVV at 256 / 1024, the scalar _ref elsewhere), so there is no pair to compare",
+    "spacemit_quant": "SpacemiT's activation quantizers feed only its IME2 GEMM, which no toolchain here builds, so no "
+                      "model path calls them; and each VLEN runs one body of theirs (RVV at 256 / 1024, the scalar _ref "
+                      "elsewhere): no twin to compare with",
     "spacemit_layouts": "SpacemiT's weight repacks run once per weight when a model loads (set_tensor), not per token",
 }
 
