@@ -20,7 +20,9 @@ from cases import (
     quantize,
     repack,
     spacemit_gemm,
+    spacemit_layouts,
     spacemit_ops,
+    spacemit_quant,
     vec_dot,
     vec_ops,
 )
@@ -38,6 +40,8 @@ MODULES = {
     "repack": repack,
     "spacemit_ops": spacemit_ops,
     "spacemit_gemm": spacemit_gemm,
+    "spacemit_quant": spacemit_quant,
+    "spacemit_layouts": spacemit_layouts,
 }
 
 

@@ -7,9 +7,10 @@ function is, and what the C reader (harness/ggml/csource.py) could not read.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 
+from cases import coverage
 from harness.core.config import ISA_BUILDS, IsaBuild
 from harness.ggml import csource, tree
 from harness.ggml.source import GgmlSource
@@ -64,3 +65,24 @@ def file_notes(src: GgmlSource, files: Sequence[str]) -> list[str]:
     """What harness/ggml/csource.py could not read in ``files``."""
     inv = tree.of(src)
     return [str(n) for rel in files if (src.ggml / rel).is_file() for n in inv.file(rel).notes]
+
+
+def scan_rvv_file(inv: tree.Tree, family: str, file: str, entries: Sequence[object], known: set[str], owner: str,
+                  select: Callable[[str], bool] = lambda name: True) -> coverage.FamilyScan:
+    """The coverage scan of a family whose kernels are the RVV functions of one file (``file``, relative to the ggml
+    directory): a function there with an RVV path that ``select`` takes and ``known`` lacks is uncovered (``owner``:
+    the family's module, named in the reason); a table entry (with ``requires``) the tree lacks is not in this tree,
+    and a tree without the file has none of them."""
+    out = coverage.FamilyScan(family)
+    src = inv.source
+    if not (src.ggml / file).is_file():
+        out.not_in_tree.append(f"{file} (not in this tree)")
+        return out
+    for e in entries:
+        out.lacks(inv, e)
+    for name, r in sorted(rvv_paths(src, (file,)).items()):
+        if select(name) and name not in known:
+            out.uncovered.append(coverage.Uncovered(name, where(src, r.function),
+                                                    f"{r.describe()}; no test knows it ({owner})"))
+    out.notes += file_notes(src, (file,))
+    return out
