@@ -21,6 +21,7 @@ from cases import (
     quant_dot,
     quantize,
     repack,
+    spacemit_fa,
     spacemit_ops,
     vec_dot,
     vec_ops,
@@ -38,6 +39,7 @@ MODULES = {
     "quantize": quantize,
     "repack": repack,
     "spacemit_ops": spacemit_ops,
+    "spacemit_fa": spacemit_fa,
 }
 
 
