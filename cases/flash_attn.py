@@ -48,6 +48,7 @@ the seeds' f32 parity gate.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -348,11 +349,12 @@ def check_attention(case: AttnCase, target, p: Problem) -> None:
 
 
 def judge_attention(case: AttnCase, target, p: Problem, path: str, ref_f: A.Reference, bound_f: np.ndarray,
-                    derivation: str, *, ref_m: A.Reference | None = None) -> None:
-    """Run one problem on both sides and judge them: the fused side (which ran ``path``) against its oracle
-    ``ref_f`` within ``bound_f`` (derived as ``derivation`` says), the materialised side against its own
-    (``case.materialised_arithmetic``; ``ref_m`` when the caller has it already), the two against each other,
-    and the cosine of their rows."""
+                    derivation: str, *, ref_m: A.Reference | None = None,
+                    run_fused: Callable[[], np.ndarray] | None = None) -> None:
+    """Run one problem on both sides and judge them: the fused side (which ran ``path``; ``run_fused`` runs it
+    when it is not ggml_flash_attn_ext through the graph) against its oracle ``ref_f`` within ``bound_f``
+    (derived as ``derivation`` says), the materialised side against its own (``case.materialised_arithmetic``;
+    ``ref_m`` when the caller has it already), the two against each other, and the cosine of their rows."""
     sh = p.shape
     observe.note("path", path)
     q_m, arith_m = case.materialised_arithmetic()
@@ -360,7 +362,7 @@ def judge_attention(case: AttnCase, target, p: Problem, path: str, ref_f: A.Refe
     bound_m = A.error_bound(p.att, ref_m, arith_m)
 
     # Each side is judged right after its call: a failure report replays the last call made.
-    fused = run_attention(case, target, p, fused=True)
+    fused = run_fused() if run_fused is not None else run_attention(case, target, p, fused=True)
     assert_output_within(fused, ref_f.out, bound_f, name="fused", context=_context(case, target, p, f"fused {path}"),
                          derivation=derivation)
     mat = run_attention(case, target, p, fused=False)

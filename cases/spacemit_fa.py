@@ -18,7 +18,7 @@ problem the kernel solves):
   (vfwmacc), the softcap by ``rvv_tanh_approx_f32m2`` times c, + f32(slope * mask); weights by
   ``rvv_expf_approx_f32m2``; P.V: the f32 weights times V widened to f32, accumulated in f32 (vfmacc); S summed
   per 64-wide tile (vfredusum) and rescaled per tile by libm expf.  Oracle: ``reference(tiled_view(att),
-  "f32")``, ``Arithmetic("f32")``.  The exp is within 1.9536 ulp and the tanh within 2.44 * 2^-24 absolute
+  "f32")``, ``Arithmetic("f32")``.  The exp is within 1.9536 ulp and the tanh within 2.043 * 2^-24 absolute
   over their whole input ranges (measured, oracles/spacemit_fa.py).
 * **one-chunk**: Q as fp16(q); scores: exact products (vfwmul) reduced in f32 (vfredusum), * scale (/ softcap),
   softcap by libm tanhf, + slope * mask; weights by libm expf; P.V in an fp16 vector (VKQ *= fp16(ms),
@@ -34,35 +34,42 @@ soft_max_ext -> mul_mat (Q and P rounded to fp16: cases/flash_attn_problems.py).
 is masked comes out 0 from both SpacemiT kernels (S = 0 gives 1/S := 0).
 
 TCM: both kernels take SpacemiT's tightly coupled memory (``tls_context.tcm_buffer``) as scratch when there is
-one.  Under QEMU there is none (it comes from SpacemiT's libspine_tcm runtime, which a static binary does not
-load), so the tiled kernel uses ggml's work buffer and the one-chunk kernel runs one query row at a time
-(``..._inner_vlen1024_vf16_m1``); its 2- and 4-row kernels (``..._mrow<2>``, ``<4>``, decode with GQA) run only
-with a TCM: see docs/spacemit.md, section "Flash attention".
+one.  Through ggml under QEMU there is none (it comes from SpacemiT's libspine_tcm runtime, which a static binary
+does not load), so the tiled kernel uses ggml's work buffer and the one-chunk kernel runs one query row at a time
+(``..._inner_vlen1024_vf16_m1``).  Its 2- and 4-row kernels (``..._mrow<2>``, ``<4>``: decode with GQA, the query
+heads of one K / V head together) run only with a TCM: ``test_spacemit_fa_tcm`` calls the kernels as ime.cpp calls
+them with TCM blocks of sizes that take each branch (harness/server/k_spacemit_fa.cpp).  Their arithmetic is the
+one-chunk kernel's with the tiled kernel's exp and tanh (fp16 Q, f32 scores, fp16 accumulator), so the same
+oracle and bound.  See docs/spacemit.md, section "Flash attention".
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
-from hypothesis import strategies as st
 
 from cases import coverage
 from cases import loops as L
-from cases import strategies as S
-from cases.flash_attn import executed_path, finding_problems, judge_attention
-from cases.flash_attn_problems import (
-    ADAPTER_CALLS,
-    CASES,
-    KV_TILE,
-    Q_TILE,
-    Options,
-    Problem,
-    Shape,
-    fused_path,
-    make_problem,
-    problems,
+from cases.flash_attn import attention_call, executed_path, judge_attention
+from cases.flash_attn_problems import KV_TILE, Q_TILE, Problem, Shape
+from cases.spacemit_fa_problems import (
+    F16,
+    GENERIC,
+    HEADS,
+    KERNELS,
+    LOOP_SHAPES,
+    MAX_D,
+    REAL_KV,
+    REAL_SHAPES,
+    SPACEMIT_VLEN,
+    TAIL_HEADS,
+    TcmCase,
+    fa_path,
+    fixed_tcm_cases,
+    row_groups,
+    tcm_sizes,
+    tile_step,
 )
 from cases.vec_op_cases import EXP_EDGES
 from cases.vec_source import file_notes, rvv_paths, where
@@ -74,42 +81,6 @@ from oracles import spacemit_fa as F
 KERNEL_FILE = "src/ggml-cpu/spacemit/rvv_kernels.cpp"
 DISPATCH_FILE = "src/ggml-cpu/spacemit/ime.cpp"
 VEC_H = "src/ggml-cpu/vec.h"
-#: ime.cpp takes SpacemiT's kernels at this VLEN only (``__riscv_vlenb() == 128``), for DK, DV up to MAX_D.
-SPACEMIT_VLEN = 1024
-MAX_D = 128
-#: ggml's own f16 cases (cases/flash_attn_problems.py) by path: the arithmetic of the generic kernels, and the
-#: materialised side's (every f16 case rounds Q and P to fp16 there).
-GENERIC = {c.path: c for c in CASES if c.k == c.v == "f16"}
-
-
-@dataclass(frozen=True, repr=False)
-class FaKernel(S.KernelSpec):
-    """One of SpacemiT's two flash-attention kernels (at VLEN 1024; the same shapes run ggml's elsewhere)."""
-
-    name: str  # tiled / one_chunk
-    function: str
-
-    @property
-    def requires(self) -> tuple[str, ...]:
-        """The kernel, the dispatch that picks it, and what the server's attention adapter calls."""
-        return (*ADAPTER_CALLS, "forward_flash_attn_ext_f16", self.function)
-
-    @property
-    def entry_points(self) -> tuple[str, ...]:
-        return (self.function,)
-
-
-KERNELS = [FaKernel("tiled", "forward_flash_attn_ext_f16_tiled_vlen1024_vf16"),
-           FaKernel("one_chunk", "forward_flash_attn_ext_f16_one_chunk_vlen1024_vf16")]
-BY_NAME = {k.name: k for k in KERNELS}
-
-
-def fa_path(sh: Shape, vlen: int) -> str:
-    """What the spacemit build runs for f16 K / V (the module docstring's rule): ``spacemit-tiled``,
-    ``spacemit-one_chunk``, or the generic path of cases/flash_attn.py (tiled / split / one_chunk)."""
-    if vlen == SPACEMIT_VLEN and sh.dk <= MAX_D and sh.dv <= MAX_D:
-        return "spacemit-tiled" if sh.n_q >= Q_TILE else "spacemit-one_chunk"
-    return fused_path("f16", "f16", sh.n_q, sh.n_kv, sh.dv)
 
 
 def fused_oracle(p: Problem, path: str) -> tuple[A.Reference, np.ndarray, str]:
@@ -130,127 +101,37 @@ def check_fa(target, p: Problem) -> None:
     """One problem on both sides, judged as cases/flash_attn.py judges ggml's (``judge_attention``)."""
     path = fa_path(p.shape, target.vlen)
     ref, bound, derivation = fused_oracle(p, path)
-    case = GENERIC["one_chunk"]  # K, V f16: its materialised arithmetic and the server request
-    judge_attention(case, target, p, path, ref, bound, derivation,
+    judge_attention(F16, target, p, path, ref, bound, derivation,
                     ref_m=ref if path in ("spacemit-one_chunk", "one_chunk", "split") else None)
 
 
-# ------------------------------------------------------------------ problems
-
-#: Head sizes SpacemiT's kernels take (DK, DV <= 128): real models' (64 SmolLM2 / Llama-3.2-1B, 80 Phi-2,
-#: 96 Phi-3, 128 Qwen3 / Llama) and tails of the 64-wide e16m1 steps over DK (failures shrink towards 64).
-HEADS = (64, 80, 96, 128)
-TAIL_HEADS = (1, 5, 40, 72, 100, 127)
-#: KV lengths at the edges of 64-wide tiles and 8-row groups (rvv_transposed_s16_mn_to_nm), and real decodes.
-EDGE_KV = (1, 2, 7, 8, 9, 63, 64, 65, 127, 128, 129, 191, 192, 193)
-REAL_KV = (512, 1024, 2048)
-#: Multiply-adds per example (query rows x KV positions x (DK + DV)): QEMU at VLEN 1024 runs the fused and the
-#: materialised side in about 1 s per 10^6 on this machine's shared cores.
-MAX_WORK = 400_000
-#: Mask kinds a model sends (llama.cpp always passes a mask) and the API's no-mask call: one domain each, so a
-#: finding of one leaves the other gating.
-DOMAINS = {"masked": ("causal", "padding", "random", "rows", "tiles"), "unmasked": ("none",)}
+def tcm_branch(c: TcmCase) -> str:
+    """What a TCM case runs, by the kernel's conditions (the trace cannot tell: the row kernels are inlined)."""
+    if c.kernel == "tiled":
+        return "scratch in the TCM" if c.tcm >= tcm_sizes("tiled", c.problem.shape)["fits"] else "ggml's work buffer"
+    g = row_groups(c)
+    steps = {n: tile_step(c.problem.shape, n, c.tcm) for n in (4, 2)}
+    return ", ".join(f"{g[n]} rows by the {n}-row kernel" + (f" (TCM tiles of {steps[n] or 'one'} position"
+                                                             f"{'s' if steps[n] else ''})" if n > 1 else "")
+                     for n in (4, 2, 1) if g[n])
 
 
-@st.composite
-def fa_shapes(draw: st.DrawFn, kernel: FaKernel) -> Shape:
-    """Shapes of ``kernel`` at VLEN 1024 (n_q >= 64 tiled, < 64 one-chunk; decode one query often): head sizes
-    of real models and tails, KV lengths at tile edges and of real decodes, GQA ratios 1-4 over 1-3 K/V heads,
-    1-4 threads; heads reduced to keep an example within MAX_WORK."""
-    dk = draw(st.one_of(st.sampled_from(HEADS), st.sampled_from(TAIL_HEADS)), label="dk")
-    dv = draw(st.one_of(st.just(dk), st.sampled_from(HEADS + TAIL_HEADS)), label="dv")
-    if kernel.name == "tiled":
-        n_q = draw(st.one_of(st.sampled_from([64, 65, 67, 68, 127, 128, 129]), st.integers(Q_TILE, 140)), label="n_q")
-        n_kv = draw(st.one_of(st.sampled_from(EDGE_KV), st.integers(1, 200)), label="n_kv")
-    else:
-        n_q = draw(st.one_of(st.sampled_from([1, 1, 2, 3, 4, 5, 63]), st.integers(1, Q_TILE - 1)), label="n_q")
-        real = [st.sampled_from(REAL_KV)] if n_q <= 2 else []
-        n_kv = draw(st.one_of(st.sampled_from(EDGE_KV), st.integers(1, 300), *real), label="n_kv")
-        n_kv = min(n_kv, max(1, MAX_WORK // (n_q * (dk + dv))))
-    kv_heads = draw(st.integers(1, 3), label="kv_heads")
-    ratio = draw(st.integers(1, 4), label="gqa")
-    threads = draw(st.integers(1, 4), label="threads")
-    while kv_heads * ratio > 1 and kv_heads * ratio * n_q * n_kv * (dk + dv) > MAX_WORK:
-        ratio, kv_heads = (ratio - 1, kv_heads) if ratio > 1 else (1, kv_heads - 1)
-    return Shape(n_q, n_kv, dk, dv, kv_heads * ratio, kv_heads, threads)
+def check_tcm(target, c: TcmCase) -> None:
+    """A TCM case: the kernel called with its TCM (harness/server/k_spacemit_fa.cpp), judged like check_fa's
+    fused side (the same arithmetic: the row kernels round and accumulate as the one-row kernel does, with the
+    tiled kernel's exp and tanh), against the materialised path through ggml."""
+    p = c.problem
+    path = f"spacemit-{c.kernel}"
+    ref, bound, derivation = fused_oracle(p, path)
 
+    def run() -> np.ndarray:
+        ip, fp, bufs = attention_call(F16, p, True)
+        code = next(k.code for k in KERNELS if k.name == c.kernel)
+        r = target.call("spacemit_fa", [code, c.tcm, *ip[1:]], fp, bufs)
+        return r.output(0, np.float32).reshape(p.shape.n_q, p.shape.heads, p.shape.dv)
 
-def fa_problems(kernel: FaKernel, domain: str) -> st.SearchStrategy[Problem]:
-    """Problems of ``kernel``'s shapes with ``domain``'s masks (cases/flash_attn_problems.py draws the rest:
-    ALiBi, softcap, sinks, scale, sharpness, V's offset, the data)."""
-    if domain not in DOMAINS:
-        raise ValueError(f"fa_problems: domain must be one of {sorted(DOMAINS)}, not {domain!r}")
-    return problems(GENERIC["one_chunk"], shape=fa_shapes(kernel), masks=DOMAINS[domain])
-
-
-def _problem(sh: Shape, mask: str, seed: int, *, softcap: float = 0.0, sinks: bool = True) -> Problem:
-    """A fixed problem: scale 1/sqrt(DK), Q of unit spread, V centred (an fp16 accumulator of 2048 positions
-    stays far inside fp16's range), the mask on every head."""
-    opts = Options(mask, 0 if mask == "none" else 1, 0.0, softcap, sinks, float(np.float32(1 / np.sqrt(sh.dk))),
-                   1.0, 0.0)
-    return make_problem(GENERIC["one_chunk"], sh, opts, seed)
-
-
-#: Real models' attention (name, shape): prefill on the tiled kernel, decode of a 2048-cell KV cache on the
-#: one-chunk kernel.  SmolLM2-135M: DK 64, 9 heads over 3 K/V heads; Qwen3-0.6B: DK 128, 16 over 8.
-REAL_SHAPES = {
-    "tiled": (("SmolLM2 prefill", Shape(128, 128, 64, 64, 9, 3, 4)), ("Qwen3-0.6B prefill", Shape(64, 96, 128, 128, 16, 8, 4))),
-    "one_chunk": (("SmolLM2 decode", Shape(1, 2048, 64, 64, 9, 3, 4)), ("Qwen3-0.6B decode", Shape(1, 2048, 128, 128, 16, 8, 3))),
-}
-#: The loop-crossing shapes (``loops``): tiled: 139 query rows on one thread (Q tiles 64, 64, 11: the 4-row
-#: unroll twice and a remainder of 3 in the last) x 149 positions (KV tiles 64, 64, 21: the transpose's 8-row
-#: groups twice and a remainder of 5 in the last), DK 128 (the transpose's 64-wide DK steps, two full);
-#: one-chunk: 5 queries x 300 positions, DK 72 (one 64-wide step and a tail), DV 100.
-LOOP_SHAPES = {"tiled": Shape(139, 149, 128, 128, 1, 1, 1), "one_chunk": Shape(5, 300, 72, 100, 2, 1, 2)}
-
-
-def fixed_problems(kernel: FaKernel, domain: str) -> list[Problem]:
-    """The problems every run checks after the draws: the loop-crossing shape (causal in ``masked``, no mask
-    and a softcap in ``unmasked``), and in ``masked`` the real models' shapes (padding mask: a KV cache with
-    unused cells)."""
-    loop = LOOP_SHAPES[kernel.name]
-    if domain == "unmasked":
-        return [_problem(loop, "none", 1, softcap=50.0)]
-    return [_problem(loop, "causal", 1)] + [_problem(sh, "padding", 2 + i) for i, (_, sh) in
-                                            enumerate(REAL_SHAPES[kernel.name])]
-
-
-# ------------------------------------------------------------------ findings: minimal reproducers
-
-@dataclass(frozen=True, repr=False)
-class Finding(S.KernelSpec):
-    """A bug of the pinned tree as its smallest problem, in the (kernel, domain) test that shows it
-    (docs/spacemit.md; harness/data/known_failures.toml)."""
-
-    name: str  # kernel-domain-what: the domain test's id is a prefix (one known-failure glob takes both)
-    kernel: str
-    domain: str
-    problem: Problem
-
-    @property
-    def requires(self) -> tuple[str, ...]:
-        return BY_NAME[self.kernel].requires
-
-
-FINDINGS = [
-    # The tiled kernel applies the softcap to the padding columns of the last KV tile after setting them to
-    # -inf (tanh(-inf) * c = -c): without a mask, which would add -inf back, each padding column weighs
-    # exp(-c - M).  One KV position and 63 of padding, Q wide (sigma 30) so that many rows' maxima sit near
-    # -softcap: those outputs shrink towards V / 64.  cases/flash_attn.py's tiled finding (ggml's own tiled
-    # path had the bug until 2026-08; SpacemiT's copy of it still has it).
-    Finding("tiled-unmasked-softcap_padding", "tiled", "unmasked", finding_problems(GENERIC["tiled"])[0]),
-    # The one-chunk kernel computes whether the next rows share the mask row (mp_equal_2, for its 2- and
-    # 4-row kernels) from mask->ne[2] before it looks at its TCM: with no mask and one query (the next row is
-    # the next head, or the end, with the same iq1) it reads through a null pointer: SIGSEGV.
-    Finding("one_chunk-unmasked-decode_null_mask", "one_chunk", "unmasked",
-            _problem(Shape(1, 1, 64, 64, 1, 1, 1), "none", 0, sinks=False)),
-]
-
-
-def finding_examples(kernel: FaKernel, domain: str) -> list[Problem]:
-    """The findings of (kernel, domain) as explicit examples of its test: it fails on them first, on every run
-    where the bug is (VLEN 1024), whatever the draws."""
-    return [f.problem for f in FINDINGS if f.kernel == kernel.name and f.domain == domain]
+    judge_attention(F16, target, p, f"{path} with {c.tcm} bytes of TCM: {tcm_branch(c)}", ref, bound, derivation,
+                    ref_m=ref if c.kernel == "one_chunk" else None, run_fused=run)
 
 
 # ------------------------------------------------------------------ the exp model against the kernel
@@ -309,7 +190,14 @@ def drawn(vlen: int) -> dict[str, L.Drawn]:
         "KV tile rows": L.Drawn(kv, 1, KV_TILE),
         "dk (tiled)": L.Drawn(sorted({sh.dk for sh in tiled}), min(TAIL_HEADS), MAX_D),
         "n_kv (one-chunk)": L.Drawn(sorted({sh.n_kv for sh in chunk}), 1, max(REAL_KV)),
+        **{f"n_kv (TCM tiles of {n})": L.Drawn(_tcm_kv(n), 1, max(REAL_KV)) for n in (16, 64)},
     }
+
+
+def _tcm_kv(step: int) -> list[int]:
+    """KV lengths of the fixed TCM cases whose 4-row kernel walks TCM tiles of ``step`` positions."""
+    return sorted({c.problem.shape.n_kv for c in fixed_tcm_cases(KERNELS[1])
+                   if tile_step(c.problem.shape, 4, c.tcm) == step and row_groups(c)[4]})
 
 
 _AT = (SPACEMIT_VLEN,)
@@ -330,6 +218,10 @@ L.register(L.Family(
         L.Loop("forward_flash_attn_ext_f16_one_chunk_vlen1024_vf16 (_inner_..._m1)", "KV positions per query (scalar)",
                "n_kv (one-chunk)", lambda vlen: 1, remainder=False, real=(2048,), vlens=_AT,
                source=f"spacemit/rvv_kernels.cpp:{KERNELS[1].function}"),
+        *(L.Loop("flash_attn_ext_f16_one_chunk_inner_vlen1024_vf16_mrow<4> (TCM)",
+                 f"KV positions in TCM tiles of {n} (a TCM with room for {n})", f"n_kv (TCM tiles of {n})",
+                 lambda vlen, n=n: n, vlens=_AT, source="spacemit/rvv_kernels.cpp:"
+                 "flash_attn_ext_f16_one_chunk_inner_vlen1024_vf16_mrow") for n in (16, 64)),
     ],
     drawn=drawn,
     notes=(
@@ -340,21 +232,19 @@ L.register(L.Family(
         "KV tile (e16m1 / e32m2: 64, e32m4: 128 a trip; the softmax, softcap, max and mask loops).  The DK steps "
         "of the K transpose: two full trips need DK = 128, the kernels' maximum, so there is no remainder after "
         "two; DK 65-127 give one trip and a remainder (drawn: 72, 80, 96, 100, 127).",
-        "Sizes of every run: LOOP_SHAPES and REAL_SHAPES in cases/spacemit_fa.py; the drawn ranges are "
-        "fa_shapes'.  The real decodes' 2048 positions are one fp16 accumulator each (the one-chunk kernel has no "
-        "split-KV path).",
+        "Sizes of every run: LOOP_SHAPES, REAL_SHAPES and fixed_tcm_cases in cases/spacemit_fa_problems.py; the "
+        "drawn ranges are fa_shapes'.  The real decodes' 2048 positions are one fp16 accumulator each (the "
+        "one-chunk kernel has no split-KV path).",
+        "TCM tiles: the 2- and 4-row kernels walk the KV positions in tiles of as many positions as the TCM holds "
+        "(a multiple of 8, at most 64), or one position at a time below 8; the drawn TCM sizes give none, one at a "
+        "time, 16 and 64 (tcm_sizes), the fixed cases cross tiles of 16 and of 64 twice with a remainder.",
     )))
 
 
 # ------------------------------------------------------------------ what the tree has (cases/coverage.py)
 
-#: Functions of rvv_kernels.cpp with an RVV path that belong to flash attention but that no call through ggml
-#: reaches under QEMU, and why (docs/spacemit.md).
+#: Functions of rvv_kernels.cpp with an RVV path that belong to flash attention and that no test runs, and why.
 UNREACHED = {
-    "flash_attn_ext_f16_one_chunk_inner_vlen1024_vf16_mrow": "2 and 4 query rows at once (decode with GQA); only "
-    "with a TCM buffer, which needs SpacemiT's libspine_tcm runtime",
-    "rvv_add_max_inplace_f32": "only inside the mrow kernels (TCM)",
-    "rvv_softcap_add_max_inplace_f32": "only inside the mrow kernels (TCM)",
     "rvv_qk_dot_tile": "the tiled kernel's f32 K / V branch, which ime.cpp never takes (it sends only f16 K / V)",
     "rvv_pv_accumulate": "the tiled kernel's f32 K / V branch, which ime.cpp never takes",
 }
@@ -401,7 +291,7 @@ def scan(inv: Tree) -> coverage.FamilyScan:
     found = rvv_paths(src, (KERNEL_FILE,))
     for name, reason in sorted(UNREACHED.items()):
         if name in found:
-            out.notes.append(f"{name} ({where(src, found[name].function)}): not run under QEMU: {reason}")
+            out.notes.append(f"{name} ({where(src, found[name].function)}): not tested: {reason}")
     exp = found.get("rvv_expf_approx_f32m2")
     if exp is not None and (why := exp_differs(src, exp.function.body)):
         out.uncovered.append(coverage.Uncovered("rvv_expf_approx_f32m2", where(src, exp.function),
@@ -420,8 +310,10 @@ def scan(inv: Tree) -> coverage.FamilyScan:
     return out
 
 
-#: The flash-attention functions with an RVV path that the tests run (through the two kernels).
-TESTED = ("flash_attn_ext_f16_one_chunk_inner_vlen1024_vf16_m1", "reduce_sum_f32m4_vlen1024",
+#: The flash-attention functions with an RVV path that the tests run (through the two kernels; the row kernels
+#: and their add-max helpers with a TCM only: test_spacemit_fa_tcm).
+TESTED = ("flash_attn_ext_f16_one_chunk_inner_vlen1024_vf16_m1", "flash_attn_ext_f16_one_chunk_inner_vlen1024_vf16_mrow",
+          "rvv_add_max_inplace_f32", "rvv_softcap_add_max_inplace_f32", "reduce_sum_f32m4_vlen1024",
           "reduce_sum_f32m2_vlen1024", "rvv_expf_approx_f32m2", "rvv_tanh_approx_f32m2",
           "rvv_softcap_tanh_inplace_f32", "rvv_softmax_exp_inplace_f32", "rvv_zero_f32", "rvv_scale_f32",
           "rvv_add_inplace_f32", "rvv_max_f32", "rvv_pack_f32_as_scaled_f16", "rvv_pack_scaled_f16_as_f32",

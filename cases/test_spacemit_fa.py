@@ -1,5 +1,5 @@
-"""The SpacemiT flash-attention family's tests (the spacemit build only); the family (dispatch rule, bounds,
-problems, loops, findings) is cases/spacemit_fa.py."""
+"""The SpacemiT flash-attention family's tests (the spacemit build only); the family (dispatch rule, bounds, paths,
+loops) is cases/spacemit_fa.py, its table and problems cases/spacemit_fa_problems.py."""
 
 from __future__ import annotations
 
@@ -9,23 +9,23 @@ import pytest
 from cases import strategies as S
 from cases.flash_attn import attention_call
 from cases.flash_attn_problems import Options, make_problem
-from cases.spacemit_fa import (
+from cases.spacemit_fa import FA_PROBES, FALLBACK_PROBES, check_fa, check_tcm, exp_inputs, traced_path
+from cases.spacemit_fa_problems import (
     DOMAINS,
-    FA_PROBES,
-    FALLBACK_PROBES,
+    F16,
     FINDINGS,
-    GENERIC,
     KERNELS,
     SPACEMIT_VLEN,
     FaKernel,
     Finding,
-    check_fa,
-    exp_inputs,
+    TcmCase,
     fa_path,
     fa_problems,
     finding_examples,
     fixed_problems,
-    traced_path,
+    fixed_tcm_cases,
+    tcm_cases,
+    tcm_finding_examples,
 )
 from harness.check import observe
 from harness.check.compare import assert_bitwise_equal
@@ -35,6 +35,8 @@ from oracles import spacemit_fa as F
 pytestmark = pytest.mark.rvvdiff_backend("spacemit")
 
 CASES = [(k, d) for k in KERNELS for d in DOMAINS]
+#: SpacemiT's kernels called directly assume VLEN 1024: the TCM tests run there only.
+AT_1024 = pytest.mark.rvvdiff_targets(lambda t, cfg: t.vlen == SPACEMIT_VLEN)
 
 
 @pytest.mark.parametrize("kernel,domain", CASES, ids=[f"{k.name}-{d}" for k, d in CASES])
@@ -46,11 +48,34 @@ def test_spacemit_fa(kernel: FaKernel, domain: str, target, request: pytest.Fixt
               after=fixed_problems(kernel, domain))
 
 
-@pytest.mark.parametrize("finding", FINDINGS, ids=[f.name for f in FINDINGS])
+@AT_1024
+@pytest.mark.parametrize("kernel", KERNELS, ids=[f"{k.name}-tcm" for k in KERNELS])
+def test_spacemit_fa_tcm(kernel: FaKernel, target, request: pytest.FixtureRequest) -> None:
+    """The kernels with a TCM, called as ime.cpp calls them (the one-chunk kernel's 2- and 4-row kernels run only
+    so): its findings first, drawn masked problems with TCM sizes that take each branch, then the fixed cases that
+    cross the TCM tiles and a real GQA decode."""
+    S.explore(request, tcm_cases(kernel), tcm_finding_examples(kernel), lambda c: check_tcm(target, c),
+              after=fixed_tcm_cases(kernel))
+
+
+GRAPH_FINDINGS = [f for f in FINDINGS if not f.tcm]
+TCM_FINDINGS = [f for f in FINDINGS if f.tcm]
+
+
+@pytest.mark.parametrize("finding", GRAPH_FINDINGS, ids=[f.name for f in GRAPH_FINDINGS])
 def test_spacemit_fa_finding(finding: Finding, target) -> None:
-    """The smallest problem of each finding: wrong at VLEN 1024 (SpacemiT's kernel), right elsewhere."""
+    """The smallest problem of each finding through ggml: wrong at VLEN 1024 (SpacemiT's kernel), right elsewhere
+    (ggml's)."""
     check_fa(target, finding.problem)
-    observe.note("finding", f"{finding.name}: right at {target.id} ({fa_path(finding.problem.shape, target.vlen)})")
+    observe.note("finding", f"{finding.name}: right at {target.id}")
+
+
+@AT_1024
+@pytest.mark.parametrize("finding", TCM_FINDINGS, ids=[f.name for f in TCM_FINDINGS])
+def test_spacemit_fa_tcm_finding(finding: Finding, target) -> None:
+    """The smallest problem of each finding of the kernels with a TCM."""
+    check_tcm(target, TcmCase(finding.kernel, finding.tcm, finding.problem))
+    observe.note("finding", f"{finding.name}: right at {target.id}")
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=[k.name for k in KERNELS])
@@ -60,8 +85,8 @@ def test_spacemit_fa_path(kernel: FaKernel, target) -> None:
     probes = FA_PROBES[kernel.name] + (FALLBACK_PROBES if kernel.name == "tiled" else [])
     for sh in probes:
         opts = Options("causal", 1, 0.0, 0.0, True, 0.125, 1.0, 0.0)
-        p = make_problem(GENERIC["one_chunk"], sh, opts, seed=11)
-        calls = target.trace("attention", *attention_call(GENERIC["one_chunk"], p, True)).call
+        p = make_problem(F16, sh, opts, seed=11)
+        calls = target.trace("attention", *attention_call(F16, p, True)).call
         ran, want = traced_path(calls), fa_path(sh, target.vlen)
         observe.note("variant", f"{sh}: {ran}")
         assert ran == want, f"path={ran!r}, but should be {want!r} [{sh}, {target.id}]"
