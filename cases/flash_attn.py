@@ -350,11 +350,13 @@ def check_attention(case: AttnCase, target, p: Problem) -> None:
 
 def judge_attention(case: AttnCase, target, p: Problem, path: str, ref_f: A.Reference, bound_f: np.ndarray,
                     derivation: str, *, ref_m: A.Reference | None = None,
-                    run_fused: Callable[[], np.ndarray] | None = None) -> None:
+                    run_fused: Callable[[], np.ndarray] | None = None,
+                    run_materialised: Callable[[], np.ndarray] | None = None) -> None:
     """Run one problem on both sides and judge them: the fused side (which ran ``path``; ``run_fused`` runs it
     when it is not ggml_flash_attn_ext through the graph) against its oracle ``ref_f`` within ``bound_f``
-    (derived as ``derivation`` says), the materialised side against its own (``case.materialised_arithmetic``;
-    ``ref_m`` when the caller has it already), the two against each other, and the cosine of their rows."""
+    (derived as ``derivation`` says), the materialised side (``run_materialised``'s graph, else ``attention``'s
+    with fused = 0) against its own (``case.materialised_arithmetic``; ``ref_m`` when the caller has it already),
+    the two against each other, and the cosine of their rows."""
     sh = p.shape
     observe.note("path", path)
     q_m, arith_m = case.materialised_arithmetic()
@@ -365,7 +367,7 @@ def judge_attention(case: AttnCase, target, p: Problem, path: str, ref_f: A.Refe
     fused = run_fused() if run_fused is not None else run_attention(case, target, p, fused=True)
     assert_output_within(fused, ref_f.out, bound_f, name="fused", context=_context(case, target, p, f"fused {path}"),
                          derivation=derivation)
-    mat = run_attention(case, target, p, fused=False)
+    mat = run_materialised() if run_materialised is not None else run_attention(case, target, p, fused=False)
     # Rows the materialised path defines: some position unmasked, or a sink.
     defined = (ref_m.active.any(axis=2).T | (p.opts.sinks))[:, :, None]
     if not defined.all():

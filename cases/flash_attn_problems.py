@@ -269,7 +269,7 @@ def _keep_one_chunk(case: AttnCase, sh: Shape, vector: bool = True) -> Shape:
 
 MASKS = ("none", "causal", "random", "rows", "tiles")
 #: Mask kinds ``_mask`` also makes (families that draw them name them): "padding" is a KV cache padded past
-#: the cells in use, as llama.cpp pads it (n_kv up to a multiple of 256; cases/spacemit_fa.py).
+#: the cells in use, as llama.cpp pads the cells it attends over (cases/spacemit_fa_problems.py).
 MASK_KINDS = (*MASKS, "padding")
 
 

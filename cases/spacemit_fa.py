@@ -73,6 +73,7 @@ from cases.spacemit_fa_problems import (
 )
 from cases.vec_op_cases import EXP_EDGES
 from cases.vec_source import file_notes, rvv_paths, where
+from harness.emulators.protocol import In
 from harness.ggml.tree import Tree
 from oracles import attention as A
 from oracles import spacemit_fa as F
@@ -97,12 +98,23 @@ def fused_oracle(p: Problem, path: str) -> tuple[A.Reference, np.ndarray, str]:
     return ref, A.error_bound(p.att, ref, arith), f"oracles.attention.error_bound({arith}) with Q as {q}"
 
 
+def run_materialised(target, p: Problem) -> np.ndarray:
+    """The materialised side with V given transposed (the attention request's fused = 2, llama.cpp's V cache
+    without flash attention): no cont of a transposed V, which in this build is SpacemiT's
+    forward_cont_with_permute -- the ops family's kernel, wrong under QEMU's rvv_vl_half_avl (docs/spacemit.md)."""
+    ip, fp, bufs = attention_call(F16, p, False)
+    bufs[2] = In(np.ascontiguousarray(p.v.transpose(0, 2, 1)))
+    r = target.call("attention", [2, *ip[1:]], fp, bufs)
+    return r.output(0, np.float32).reshape(p.shape.n_q, p.shape.heads, p.shape.dv)
+
+
 def check_fa(target, p: Problem) -> None:
     """One problem on both sides, judged as cases/flash_attn.py judges ggml's (``judge_attention``)."""
     path = fa_path(p.shape, target.vlen)
     ref, bound, derivation = fused_oracle(p, path)
     judge_attention(F16, target, p, path, ref, bound, derivation,
-                    ref_m=ref if path in ("spacemit-one_chunk", "one_chunk", "split") else None)
+                    ref_m=ref if path in ("spacemit-one_chunk", "one_chunk", "split") else None,
+                    run_materialised=lambda: run_materialised(target, p))
 
 
 def tcm_branch(c: TcmCase) -> str:
@@ -131,7 +143,8 @@ def check_tcm(target, c: TcmCase) -> None:
         return r.output(0, np.float32).reshape(p.shape.n_q, p.shape.heads, p.shape.dv)
 
     judge_attention(F16, target, p, f"{path} with {c.tcm} bytes of TCM: {tcm_branch(c)}", ref, bound, derivation,
-                    ref_m=ref if c.kernel == "one_chunk" else None, run_fused=run)
+                    ref_m=ref if c.kernel == "one_chunk" else None, run_fused=run,
+                    run_materialised=lambda: run_materialised(target, p))
 
 
 # ------------------------------------------------------------------ the exp model against the kernel

@@ -116,11 +116,12 @@ def fa_problems(kernel: FaKernel, domain: str, n_q: st.SearchStrategy[int] | Non
     return problems(F16, shape=fa_shapes(kernel, n_q), masks=DOMAINS[domain])
 
 
-def fixed_problem(sh: Shape, mask: str, seed: int, *, softcap: float = 0.0, sinks: bool = True) -> Problem:
+def fixed_problem(sh: Shape, mask: str, seed: int, *, softcap: float = 0.0, sinks: bool = True,
+                  max_bias: float = 0.0) -> Problem:
     """A fixed problem: scale 1/sqrt(DK), Q of unit spread, V centred (an fp16 accumulator of 2048 positions
-    stays far inside fp16's range), one mask for every head."""
-    opts = Options(mask, 0 if mask == "none" else 1, 0.0, softcap, sinks, float(np.float32(1 / np.sqrt(sh.dk))),
-                   1.0, 0.0)
+    stays far inside fp16's range), one mask for every head (ALiBi with ``max_bias``)."""
+    opts = Options(mask, 0 if mask == "none" else 1, max_bias, softcap, sinks,
+                   float(np.float32(1 / np.sqrt(sh.dk))), 1.0, 0.0)
     return make_problem(F16, sh, opts, seed)
 
 
@@ -252,18 +253,21 @@ class Finding(S.KernelSpec):
     """A bug of the pinned tree as its smallest problem, in the test that shows it (docs/spacemit.md;
     harness/data/known_failures.toml): a (kernel, domain) test through ggml, or with ``tcm`` bytes of TCM."""
 
-    name: str  # the test's id is a prefix (kernel-domain or kernel-tcm): one known-failure glob takes both
+    name: str  # kernel-domain-what: the domain test's id is a prefix, so one known-failure glob takes both
     kernel: str
     problem: Problem
-    tcm: int = 0
+    tcm: int = 0  # run with this TCM (harness/server/k_spacemit_fa.cpp) when > 0, else through ggml
+    #: The tests of the kernel it runs first in (domains of test_spacemit_fa, "tcm": test_spacemit_fa_tcm);
+    #: default: the one its name says.
+    tests: tuple[str, ...] = ()
 
     @property
     def requires(self) -> tuple[str, ...]:
         return BY_NAME[self.kernel].requires
 
     @property
-    def domain(self) -> str:
-        return self.name.split("-")[1]
+    def domains(self) -> tuple[str, ...]:
+        return self.tests or (self.name.split("-")[1],)
 
 
 def _negative_rows() -> Problem:
@@ -292,14 +296,28 @@ FINDINGS = [
     # -inf, rows 1..QLEN-1 start at 0.  A row whose scores all lie far below 0 then keeps M = 0, its weights
     # exp(s) underflow in the fp16 accumulator (fp16(exp(-20)) = 0) while S keeps them: head 1 comes out 0.
     Finding("one_chunk-tcm-mrow_max_starts_at_zero", "one_chunk", _negative_rows(), tcm=1 << 18),
+    # The caller computes the ALiBi slope of the first row's head (h = iq2) and the 2- and 4-row kernels add
+    # slope * mask to every row's scores: the other rows are other heads, whose slopes differ.  Decode, 2 query
+    # heads over 1 K / V head, causal ALiBi mask (max_bias 8: slopes 1/16 and 1/256), every row's maximum above
+    # 0 (so the finding above plays no part): head 1 gets head 0's slope.
+    Finding("one_chunk-tcm-mrow_alibi_first_row_slope", "one_chunk",
+            fixed_problem(Shape(1, 8, 64, 64, 2, 1, 1), "causal", 0, sinks=False, max_bias=8.0), tcm=1 << 18),
+    # The tiled kernel transposes each K tile with rvv_transposed_s16_mn_to_nm (inline assembly), which advances
+    # its destination by VLMAX rows per trip over DK whatever vl the trip's vsetvli gave: RVV lets vsetvli give
+    # ceil(AVL / 2) when VLMAX < AVL < 2 VLMAX (QEMU's rvv_vl_half_avl, part of the stress mode), so for DK 65-127
+    # at VLEN 1024 (64 a trip) K dimensions are dropped and others land in the wrong rows.  Stress mode only;
+    # every test of the tiled kernel runs it first.
+    Finding("tiled-stress-k_transpose_vl", "tiled", fixed_problem(Shape(64, 70, 80, 64, 1, 1, 1), "causal", 3),
+            tests=("masked", "unmasked", "tcm", "stress")),
 ]
 
 
 def finding_examples(kernel: FaKernel, domain: str) -> list[Problem]:
     """The findings of (kernel, domain) as explicit examples of its test: it fails on them first, on every run
-    where the bug is (VLEN 1024), whatever the draws."""
-    return [f.problem for f in FINDINGS if f.kernel == kernel.name and f.domain == domain]
+    where the bug is (VLEN 1024, or its stress mode), whatever the draws."""
+    return [f.problem for f in FINDINGS if f.kernel == kernel.name and domain in f.domains and not f.tcm]
 
 
 def tcm_finding_examples(kernel: FaKernel) -> list[TcmCase]:
-    return [TcmCase(f.kernel, f.tcm, f.problem) for f in FINDINGS if f.kernel == kernel.name and f.domain == "tcm"]
+    """The findings that test_spacemit_fa_tcm of ``kernel`` runs first (with their TCM, or none)."""
+    return [TcmCase(f.kernel, f.tcm, f.problem) for f in FINDINGS if f.kernel == kernel.name and "tcm" in f.domains]

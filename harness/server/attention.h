@@ -42,8 +42,9 @@ struct AttentionInputs {
     std::vector<ggml_fp16_t> padded;  // the mask with its rows padded, for trees that require it
 
     // Reads ip[first ...] and fp, checks them, and creates Q, K, V, the mask and the sinks in g, bound to the
-    // call's buffers 0-4.  ST_OK, or the status to answer (c.err set).
-    uint32_t bind(Call & c, Graph & g, size_t first) {
+    // call's buffers 0-4 (V as [H_kv][DV][n_kv] when v_transposed: llama.cpp's V cache without flash attention).
+    // ST_OK, or the status to answer (c.err set).
+    uint32_t bind(Call & c, Graph & g, size_t first, bool v_transposed = false) {
         const int64_t * p = c.ip.data() + first;
         tk = p[0], tv = p[1], DK = p[2], DV = p[3], n_q = p[4], n_kv = p[5], H = p[6], H_kv = p[7];
         mask_heads = p[8], n_threads = p[9];
@@ -59,7 +60,8 @@ struct AttentionInputs {
         ggml_context * ctx = g.ctx();
         q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, DK, n_q, H);
         k = ggml_new_tensor_3d(ctx, (ggml_type) tk, DK, n_kv, H_kv);
-        v = ggml_new_tensor_3d(ctx, (ggml_type) tv, DV, n_kv, H_kv);
+        v = v_transposed ? ggml_new_tensor_3d(ctx, (ggml_type) tv, n_kv, DV, H_kv)
+                         : ggml_new_tensor_3d(ctx, (ggml_type) tv, DV, n_kv, H_kv);
         if (!g.bind(c, q, 0) || !g.bind(c, k, 1) || !g.bind(c, v, 2)) return ST_BAD_REQUEST;
         if (mask_heads > 0) {
 #ifdef GGML_KQ_MASK_PAD

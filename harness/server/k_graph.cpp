@@ -57,15 +57,20 @@ uint32_t k_mul_mat(Call & c) {
 //   kq = soft_max_ext(kq, mask, softcap ? 1 : scale, max_bias) (+ sinks);
 //   out = permute(mul_mat(V^T, kq)), with a quantized V first cast to f32
 //   (ggml cannot transpose blocks).
+// fused = 2: the materialised path with V given transposed, V [H_kv][DV][n_kv] of a float type (llama.cpp's V
+//   cache without flash attention): mul_mat(V^T, kq) without the cont of a transposed view.
 uint32_t k_attention(Call & c) {
     if (!c.shape(1 + AttentionInputs::N_IP, 3, 6)) return ST_BAD_REQUEST;
+    const int64_t mode = c.ip[0];
+    if (mode < 0 || mode > 2) return c.bad("attention: fused must be 0, 1 or 2");
     Graph g(24);
     ggml_context * ctx = g.ctx();
     AttentionInputs a;
-    if (const uint32_t st = a.bind(c, g, 1)) return st;
+    if (const uint32_t st = a.bind(c, g, 1, mode == 2)) return st;
+    if (mode == 2 && ggml_is_quantized(a.v->type)) return c.bad("attention: a quantized V cannot be given transposed");
 
     ggml_tensor * out;
-    if (c.ip[0]) {
+    if (mode == 1) {
         out = a.fused(ctx);
     } else {
         ggml_tensor * kq = ggml_mul_mat(ctx, a.k, a.q);  // [n_kv, n_q, H]
@@ -77,7 +82,7 @@ uint32_t k_attention(Call & c) {
         kq = ggml_soft_max_ext(ctx, kq, a.mask, sm_scale, a.max_bias);
         if (a.sinks) ggml_soft_max_add_sinks(kq, a.sinks);
         ggml_tensor * vv = ggml_is_quantized(a.v->type) ? ggml_cast(ctx, a.v, GGML_TYPE_F32) : a.v;
-        ggml_tensor * vt = ggml_cont(ctx, ggml_transpose(ctx, vv));                     // [n_kv, DV, H_kv]
+        ggml_tensor * vt = mode == 2 ? a.v : ggml_cont(ctx, ggml_transpose(ctx, vv));    // [n_kv, DV, H_kv]
         ggml_tensor * kqv = ggml_mul_mat(ctx, vt, kq);                                    // [DV, n_q, H]
         out = ggml_cont(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3));                         // [DV, H, n_q]
     }
