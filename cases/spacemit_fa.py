@@ -30,8 +30,9 @@ weights P stay f32 (they are not packed to fp16: only Q is), and its exp / tanh 
 the oracle (EXP_ULPS 2, TANH_ULPS 2 * 2^-23 absolute).  The S and numerator sums of the tiled kernel round each
 term at most (tile's terms - 1) + 5 per tile times (sum, rescale, expf's rescale factor): within
 gamma(2 n + 7), which ``Arithmetic("f32")`` allows.  The materialised side is the build's generic mul_mat ->
-soft_max_ext -> mul_mat (Q and P rounded to fp16: cases/flash_attn_problems.py).  A row whose every position
-is masked comes out 0 from both SpacemiT kernels (S = 0 gives 1/S := 0).
+soft_max_ext -> mul_mat (Q and P rounded to fp16: cases/flash_attn_problems.py), with V given transposed
+(``run_materialised``).  A row whose every position is masked comes out 0 from both SpacemiT kernels (S = 0
+gives 1/S := 0).
 
 TCM: both kernels take SpacemiT's tightly coupled memory (``tls_context.tcm_buffer``) as scratch when there is
 one.  Through ggml under QEMU there is none (it comes from SpacemiT's libspine_tcm runtime, which a static binary
@@ -54,6 +55,7 @@ from cases import loops as L
 from cases.flash_attn import attention_call, executed_path, judge_attention
 from cases.flash_attn_problems import KV_TILE, Q_TILE, Problem, Shape
 from cases.spacemit_fa_problems import (
+    BY_NAME,
     F16,
     GENERIC,
     HEADS,
@@ -85,7 +87,7 @@ VEC_H = "src/ggml-cpu/vec.h"
 
 
 def fused_oracle(p: Problem, path: str) -> tuple[A.Reference, np.ndarray, str]:
-    """The fused side's oracle, bound and derivation for a problem on ``path`` (the module docstring's table)."""
+    """The fused side's oracle, bound and derivation for a problem on ``path`` (as the module docstring says)."""
     if path == "spacemit-tiled":
         view = F.tiled_view(p.att)
         ref = A.reference(view, "f32")
@@ -138,8 +140,7 @@ def check_tcm(target, c: TcmCase) -> None:
 
     def run() -> np.ndarray:
         ip, fp, bufs = attention_call(F16, p, True)
-        code = next(k.code for k in KERNELS if k.name == c.kernel)
-        r = target.call("spacemit_fa", [code, c.tcm, *ip[1:]], fp, bufs)
+        r = target.call("spacemit_fa", [BY_NAME[c.kernel].code, c.tcm, *ip[1:]], fp, bufs)
         return r.output(0, np.float32).reshape(p.shape.n_q, p.shape.heads, p.shape.dv)
 
     judge_attention(F16, target, p, f"{path} with {c.tcm} bytes of TCM: {tcm_branch(c)}", ref, bound, derivation,

@@ -71,7 +71,10 @@ class Graph {
     // message; null when out of memory.
     void * scratch(size_t n, const char * what) {
         mem_.emplace_back();
-        if (!mem_.back().allocate(n, GUARD_BYTE_OUT)) return nullptr;
+        if (!mem_.back().allocate(n, GUARD_BYTE_OUT)) {
+            mem_.pop_back();
+            return nullptr;
+        }
         memset(mem_.back().data(), GUARD_BYTE_OUT, n);  // 0xA5: an ordinary number in every float format
         names_.push_back(what);
         return mem_.back().data();
