@@ -19,6 +19,7 @@ from cases import (
     quant_dot,
     quantize,
     repack,
+    spacemit_fa,
     spacemit_gemm,
     spacemit_layouts,
     spacemit_ops,
@@ -42,6 +43,7 @@ MODULES = {
     "spacemit_gemm": spacemit_gemm,
     "spacemit_quant": spacemit_quant,
     "spacemit_layouts": spacemit_layouts,
+    "spacemit_fa": spacemit_fa,
 }
 
 

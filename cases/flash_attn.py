@@ -48,6 +48,7 @@ the seeds' f32 parity gate.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -340,19 +341,33 @@ def check_attention(case: AttnCase, target, p: Problem) -> None:
     sh = p.shape
     path = fused_path(case.k, case.v, sh.n_q, sh.n_kv, sh.dv, vector=target.isa.vector)
     assert path == case.path, f"table error: {p!r} takes {path}, not {case.path}"
-    observe.note("path", path)
     q_f, arith_f = case.fused_arithmetic(sh.threads)
-    q_m, arith_m = case.materialised_arithmetic()
     ref_f = A.reference(p.att, q_f)
-    ref_m = ref_f if q_m == q_f else A.reference(p.att, q_m)
-    bound_f = A.error_bound(p.att, ref_f, arith_f)
+    judge_attention(case, target, p, path, ref_f, A.error_bound(p.att, ref_f, arith_f),
+                    f"oracles.attention.error_bound({arith_f}) with Q as {q_f}",
+                    ref_m=ref_f if case.materialised_arithmetic()[0] == q_f else None)
+
+
+def judge_attention(case: AttnCase, target, p: Problem, path: str, ref_f: A.Reference, bound_f: np.ndarray,
+                    derivation: str, *, ref_m: A.Reference | None = None,
+                    run_fused: Callable[[], np.ndarray] | None = None,
+                    run_materialised: Callable[[], np.ndarray] | None = None) -> None:
+    """Run one problem on both sides and judge them: the fused side (which ran ``path``; ``run_fused`` runs it
+    when it is not ggml_flash_attn_ext through the graph) against its oracle ``ref_f`` within ``bound_f``
+    (derived as ``derivation`` says), the materialised side (``run_materialised``'s graph, else ``attention``'s
+    with fused = 0) against its own (``case.materialised_arithmetic``; ``ref_m`` when the caller has it already),
+    the two against each other, and the cosine of their rows."""
+    sh = p.shape
+    observe.note("path", path)
+    q_m, arith_m = case.materialised_arithmetic()
+    ref_m = ref_m if ref_m is not None else A.reference(p.att, q_m)
     bound_m = A.error_bound(p.att, ref_m, arith_m)
 
     # Each side is judged right after its call: a failure report replays the last call made.
-    fused = run_attention(case, target, p, fused=True)
+    fused = run_fused() if run_fused is not None else run_attention(case, target, p, fused=True)
     assert_output_within(fused, ref_f.out, bound_f, name="fused", context=_context(case, target, p, f"fused {path}"),
-                         derivation=f"oracles.attention.error_bound({arith_f}) with Q as {q_f}")
-    mat = run_attention(case, target, p, fused=False)
+                         derivation=derivation)
+    mat = run_materialised() if run_materialised is not None else run_attention(case, target, p, fused=False)
     # Rows the materialised path defines: some position unmasked, or a sink.
     defined = (ref_m.active.any(axis=2).T | (p.opts.sinks))[:, :, None]
     if not defined.all():

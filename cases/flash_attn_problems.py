@@ -268,6 +268,9 @@ def _keep_one_chunk(case: AttnCase, sh: Shape, vector: bool = True) -> Shape:
 # ------------------------------------------------------------------ data
 
 MASKS = ("none", "causal", "random", "rows", "tiles")
+#: Mask kinds ``_mask`` also makes (families that draw them name them): "padding" is a KV cache padded past
+#: the cells in use, as llama.cpp pads the cells it attends over (cases/spacemit_fa_problems.py).
+MASK_KINDS = (*MASKS, "padding")
 
 
 @dataclass(frozen=True)
@@ -327,7 +330,8 @@ def _mask(kind: str, heads: int, n_q: int, n_kv: int, alibi: bool, rng: np.rando
     random: each position masked with one drawn probability; rows: random plus whole
     rows masked; tiles: whole 64-wide KV tiles masked for some rows (the tiled path skips
     a tile when every row of its query tile is masked there).  Finite entries: 0 or
-    -|distance| (rounded to fp16) with ALiBi, else Gaussian values rounded to fp16.
+    -|distance| (rounded to fp16) with ALiBi, else Gaussian values rounded to fp16.  padding: the last
+    1-63 positions masked for every query (cells of the cache not in use), causal over the others.
     """
     i = np.arange(n_q)[:, None]
     j = np.arange(n_kv)[None, :]
@@ -339,6 +343,9 @@ def _mask(kind: str, heads: int, n_q: int, n_kv: int, alibi: bool, rng: np.rando
     masked = np.zeros((heads, n_q, n_kv), bool)
     if kind == "causal":
         masked |= (j > i + (n_kv - n_q))[None]
+    elif kind == "padding":
+        used = n_kv - int(rng.integers(1, min(63, n_kv - 1) + 1)) if n_kv > 1 else n_kv
+        masked |= ((j >= used) | (j > i + (used - n_q)))[None]
     elif kind in ("random", "rows"):
         masked |= rng.random((heads, n_q, n_kv)) < rng.choice([0.1, 0.5, 0.95])
         if kind == "rows":
@@ -364,12 +371,19 @@ def make_problem(case: AttnCase, sh: Shape, opts: Options, seed: int) -> Problem
     return Problem(sh, opts, q, k_raw, v_raw, mask_bits, sinks, att)
 
 
+def problems(case: AttnCase, vector: bool = True, *, shape: st.SearchStrategy[Shape] | None = None,
+             masks: tuple[str, ...] = MASKS) -> st.SearchStrategy[Problem]:
+    """A shape of the case's path (or of ``shape``), a mask kind of ``masks`` (with ALiBi or not), softcap,
+    sinks, scale, sharpness of the softmax and an offset of V; the data from a seed."""
+    if not masks or any(m not in MASK_KINDS for m in masks):
+        raise ValueError(f"problems: masks must be some of {MASK_KINDS}, not {masks!r}")
+    return _problems(case, shapes(case, vector) if shape is None else shape, masks)
+
+
 @st.composite
-def problems(draw: st.DrawFn, case: AttnCase, vector: bool = True) -> Problem:
-    """A shape of the case's path, a mask kind (with ALiBi or not), softcap, sinks, scale,
-    sharpness of the softmax and an offset of V; the data from a seed."""
-    sh = draw(shapes(case, vector), label="shape")
-    mask = draw(st.sampled_from(MASKS), label="mask")
+def _problems(draw: st.DrawFn, case: AttnCase, shape: st.SearchStrategy[Shape], masks: tuple[str, ...]) -> Problem:
+    sh = draw(shape, label="shape")
+    mask = draw(st.sampled_from(masks), label="mask")
     alibi = mask != "none" and draw(st.booleans(), label="alibi")
     opts = Options(
         mask=mask,

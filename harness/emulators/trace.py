@@ -78,7 +78,8 @@ def trace_call(server: KernelServer, kernel: str, ip=(), fp=(), bufs=(), *, time
             raise RuntimeError("tracing the functions a call executes uses QEMU's -d logging; "
                                f"run the trace without --emulator {server.emulator.name}")
         argv = server.emulator.trace_command(server.program, server.vlen, server.props, log)
-        cp = execute(argv, input=request, text=False, timeout=timeout, core_dumps=False).finished(f"traced run of {kernel}")
+        cp = execute(argv, input=request, text=False, timeout=timeout, core_dumps=False,
+                     env=server.build.isa.env or None).finished(f"traced run of {kernel}")
         if cp.returncode != 0:
             raise RuntimeError(f"traced run of {kernel} failed (exit {cp.returncode}) [{server.describe()}]: "
                                f"{cp.stderr.decode(errors='replace')[-500:]}")

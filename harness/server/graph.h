@@ -47,32 +47,47 @@ class Graph {
     uint32_t compute(Call & c, ggml_tensor * out, int n_threads, int64_t reps = 1) {
         ggml_cgraph * gf = ggml_new_graph(ctx_);
         ggml_build_forward_expand(gf, out);
-        std::vector<const char *> names;
         for (ggml_tensor * t = ggml_get_first_tensor(ctx_); t; t = ggml_get_next_tensor(ctx_, t)) {
             if (t->data || t->view_src) continue;
-            if (!scratch(ggml_nbytes(t))) return c.bad("%s: out of memory", c.name.c_str());
-            t->data = mem_.back().data();
-            names.push_back(ggml_op_desc(t));
+            t->data = scratch(ggml_nbytes(t), ggml_op_desc(t));
+            if (!t->data) return c.bad("%s: out of memory", c.name.c_str());
         }
         for (ggml_tensor * t = ggml_get_first_tensor(ctx_); t; t = ggml_get_next_tensor(ctx_, t)) {
             if (t->view_src) t->data = static_cast<char *>(t->view_src->data) + t->view_offs;
         }
         ggml_cplan plan = ggml_graph_plan(gf, n_threads, threadpool_for(n_threads));
         if (plan.work_size > 0) {
-            if (!scratch(plan.work_size)) return c.bad("%s: out of memory", c.name.c_str());
-            plan.work_data = mem_.back().data();
-            names.push_back("the work buffer (ggml_graph_plan's work_size)");
+            plan.work_data = static_cast<uint8_t *>(scratch(plan.work_size, "the work buffer (ggml_graph_plan's work_size)"));
+            if (!plan.work_data) return c.bad("%s: out of memory", c.name.c_str());
         }
         for (int64_t r = 0; r < reps; ++r) {
             const ggml_status st = ggml_graph_compute(gf, &plan);
             if (st != GGML_STATUS_SUCCESS) return c.bad("%s: ggml_graph_compute returned %d", c.name.c_str(), (int) st);
         }
+        return guards(c);
+    }
+
+    // Guarded scratch memory of n bytes (filled with GUARD_BYTE_OUT) that guards() checks, named `what` in its
+    // message; null when out of memory.
+    void * scratch(size_t n, const char * what) {
+        mem_.emplace_back();
+        if (!mem_.back().allocate(n, GUARD_BYTE_OUT)) {
+            mem_.pop_back();
+            return nullptr;
+        }
+        memset(mem_.back().data(), GUARD_BYTE_OUT, n);  // 0xA5: an ordinary number in every float format
+        names_.push_back(what);
+        return mem_.back().data();
+    }
+
+    // ST_OK, or ST_GUARD (with c.err) when the kernels wrote outside some scratch memory.
+    uint32_t guards(Call & c) const {
         for (size_t i = 0; i < mem_.size(); ++i) {
             long where = 0;
             if (!mem_[i].guards_intact(where)) {
                 char m[300];
                 snprintf(m, sizeof m, "%s wrote outside %s (%zu bytes): first clobbered guard byte at offset %ld",
-                         c.name.c_str(), names[i], mem_[i].size, where);
+                         c.name.c_str(), names_[i], mem_[i].size, where);
                 c.err = m;
                 return ST_GUARD;
             }
@@ -81,15 +96,9 @@ class Graph {
     }
 
   private:
-    bool scratch(size_t n) {
-        mem_.emplace_back();
-        if (!mem_.back().allocate(n, GUARD_BYTE_OUT)) return false;
-        memset(mem_.back().data(), GUARD_BYTE_OUT, n);  // 0xA5: an ordinary number in every float format
-        return true;
-    }
-
     ggml_context * ctx_ = nullptr;
     std::vector<Buffer> mem_;
+    std::vector<const char *> names_;
 };
 
 

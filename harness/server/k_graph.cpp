@@ -12,29 +12,16 @@
 // Intermediate tensors and the work buffer get guarded memory of their own, checked
 // here after the graph ran.
 
+#include "attention.h"
 #include "graph.h"
 #include "server.h"
 
 #include "ggml-cpu.h"
 #include "ggml.h"
 
-#include <string.h>
-
-#include <string>
-#include <vector>
-
 namespace {
 
 using namespace rvvdiff;
-
-bool known_type(int64_t t) {
-    switch (t) {
-        case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16: case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_0:
-            return true;
-        default:
-            return false;
-    }
-}
 
 // mul_mat: ip = {type_a, type_b, k, m, n, lda, batch, bcast, n_threads[, reps]}
 //   reps (default 1): how many times the graph is computed after the one set-up (a cost
@@ -46,7 +33,7 @@ uint32_t k_mul_mat(Call & c) {
     if (!c.shape(c.ip.size() == 10 ? 10 : 9, 0, 3)) return ST_BAD_REQUEST;
     const int64_t ta = c.ip[0], tb = c.ip[1], k = c.ip[2], m = c.ip[3], n = c.ip[4], lda = c.ip[5];
     const int64_t batch = c.ip[6], bcast = c.ip[7], n_threads = c.ip[8], reps = c.ip.size() == 10 ? c.ip[9] : 1;
-    if (!known_type(ta) || !known_type(tb)) return c.bad("mul_mat: unsupported types %lld, %lld", (long long) ta, (long long) tb);
+    if (!known_graph_type(ta) || !known_graph_type(tb)) return c.bad("mul_mat: unsupported types %lld, %lld", (long long) ta, (long long) tb);
     if (k < 1 || m < 1 || n < 1 || lda < k || batch < 1 || bcast < 1 || reps < 1) return c.bad("mul_mat: bad shape");
     if (const uint32_t st = check_threads(c, n_threads)) return st;
 
@@ -70,80 +57,37 @@ uint32_t k_mul_mat(Call & c) {
 //   kq = soft_max_ext(kq, mask, softcap ? 1 : scale, max_bias) (+ sinks);
 //   out = permute(mul_mat(V^T, kq)), with a quantized V first cast to f32
 //   (ggml cannot transpose blocks).
+// fused = 2: the materialised path with V given transposed, V [H_kv][DV][n_kv] of a float type (llama.cpp's V
+//   cache without flash attention): mul_mat(V^T, kq) without the cont of a transposed view.
 uint32_t k_attention(Call & c) {
-    if (!c.shape(11, 3, 6)) return ST_BAD_REQUEST;
-    const int64_t fused = c.ip[0], tk = c.ip[1], tv = c.ip[2], DK = c.ip[3], DV = c.ip[4];
-    const int64_t n_q = c.ip[5], n_kv = c.ip[6], H = c.ip[7], H_kv = c.ip[8], mask_heads = c.ip[9];
-    const int64_t n_threads = c.ip[10];
-    const float scale = (float) c.fp[0], max_bias = (float) c.fp[1], softcap = (float) c.fp[2];
-    if (!known_type(tk) || !known_type(tv)) return c.bad("attention: unsupported types %lld, %lld", (long long) tk, (long long) tv);
-    if (DK < 1 || DV < 1 || n_q < 1 || n_kv < 1 || H_kv < 1 || H % H_kv != 0 || mask_heads < 0 ||
-        (mask_heads > 0 && H % mask_heads != 0) || (max_bias > 0 && mask_heads == 0)) {
-        return c.bad("attention: bad shape");
-    }
-    if (const uint32_t st = check_threads(c, n_threads)) return st;
-    const bool has_sinks = c.bufs[4].size > 0;
-
+    if (!c.shape(1 + AttentionInputs::N_IP, 3, 6)) return ST_BAD_REQUEST;
+    const int64_t mode = c.ip[0];
+    if (mode < 0 || mode > 2) return c.bad("attention: fused must be 0, 1 or 2");
     Graph g(24);
     ggml_context * ctx = g.ctx();
-    ggml_tensor * q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, DK, n_q, H);
-    ggml_tensor * k = ggml_new_tensor_3d(ctx, (ggml_type) tk, DK, n_kv, H_kv);
-    ggml_tensor * v = ggml_new_tensor_3d(ctx, (ggml_type) tv, DV, n_kv, H_kv);
-    if (!g.bind(c, q, 0) || !g.bind(c, k, 1) || !g.bind(c, v, 2)) return ST_BAD_REQUEST;
-    ggml_tensor * mask = nullptr;
-    std::vector<ggml_fp16_t> padded;  // the mask with its rows padded, for trees that require it
-    if (mask_heads > 0) {
-#ifdef GGML_KQ_MASK_PAD
-        // Trees of 2025 require the mask's rows padded to GGML_KQ_MASK_PAD (ggml_flash_attn_ext
-        // asserts it; llama.cpp padded them): the call's n_q rows per head, then padding rows
-        // no query reads.
-        const int64_t n_q_pad = GGML_PAD(n_q, GGML_KQ_MASK_PAD);
-#else
-        const int64_t n_q_pad = n_q;
-#endif
-        if (n_q_pad == n_q) {
-            mask = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, n_kv, n_q, mask_heads);
-            if (!g.bind(c, mask, 3)) return ST_BAD_REQUEST;
-        } else {
-            if (!c.size_is(3, sizeof(ggml_fp16_t) * n_kv * n_q * mask_heads)) return ST_BAD_REQUEST;
-            mask = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, n_kv, n_q_pad, mask_heads);
-            padded.assign(n_kv * n_q_pad * mask_heads, ggml_fp16_t(0));
-            const ggml_fp16_t * src = c.buf<const ggml_fp16_t>(3);
-            for (int64_t h = 0; h < mask_heads; ++h) {
-                memcpy(&padded[h * n_q_pad * n_kv], src + h * n_q * n_kv, sizeof(ggml_fp16_t) * n_q * n_kv);
-            }
-            mask->data = padded.data();
-            c.note("mask_rows_padded_to", std::to_string(n_q_pad));
-        }
-    } else if (!c.size_is(3, 0)) {
-        return ST_BAD_REQUEST;
-    }
-    ggml_tensor * sinks = nullptr;
-    if (has_sinks) {
-        sinks = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, H);
-        if (!g.bind(c, sinks, 4)) return ST_BAD_REQUEST;
-    }
+    AttentionInputs a;
+    if (const uint32_t st = a.bind(c, g, 1, mode == 2)) return st;
+    if (mode == 2 && ggml_is_quantized(a.v->type)) return c.bad("attention: a quantized V cannot be given transposed");
 
     ggml_tensor * out;
-    if (fused) {
-        out = ggml_flash_attn_ext(ctx, q, k, v, mask, scale, max_bias, softcap);
-        if (sinks) ggml_flash_attn_ext_add_sinks(out, sinks);
+    if (mode == 1) {
+        out = a.fused(ctx);
     } else {
-        ggml_tensor * kq = ggml_mul_mat(ctx, k, q);  // [n_kv, n_q, H]
-        float sm_scale = scale;
-        if (softcap != 0.0f) {
-            kq = ggml_scale(ctx, ggml_tanh(ctx, ggml_scale(ctx, kq, scale / softcap)), softcap);
+        ggml_tensor * kq = ggml_mul_mat(ctx, a.k, a.q);  // [n_kv, n_q, H]
+        float sm_scale = a.scale;
+        if (a.softcap != 0.0f) {
+            kq = ggml_scale(ctx, ggml_tanh(ctx, ggml_scale(ctx, kq, a.scale / a.softcap)), a.softcap);
             sm_scale = 1.0f;
         }
-        kq = ggml_soft_max_ext(ctx, kq, mask, sm_scale, max_bias);
-        if (sinks) ggml_soft_max_add_sinks(kq, sinks);
-        ggml_tensor * vv = ggml_is_quantized(v->type) ? ggml_cast(ctx, v, GGML_TYPE_F32) : v;
-        ggml_tensor * vt = ggml_cont(ctx, ggml_transpose(ctx, vv));                     // [n_kv, DV, H_kv]
+        kq = ggml_soft_max_ext(ctx, kq, a.mask, sm_scale, a.max_bias);
+        if (a.sinks) ggml_soft_max_add_sinks(kq, a.sinks);
+        ggml_tensor * vv = ggml_is_quantized(a.v->type) ? ggml_cast(ctx, a.v, GGML_TYPE_F32) : a.v;
+        ggml_tensor * vt = mode == 2 ? a.v : ggml_cont(ctx, ggml_transpose(ctx, vv));    // [n_kv, DV, H_kv]
         ggml_tensor * kqv = ggml_mul_mat(ctx, vt, kq);                                    // [DV, n_q, H]
         out = ggml_cont(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3));                         // [DV, H, n_q]
     }
     if (!g.bind(c, out, 5)) return ST_BAD_REQUEST;
-    return g.compute(c, out, (int) n_threads);
+    return g.compute(c, out, (int) a.n_threads);
 }
 
 RVVDIFF_KERNEL("mul_mat", k_mul_mat);
