@@ -78,7 +78,7 @@ from cases.vec_source import file_notes, rvv_paths, where
 from harness.emulators.protocol import In
 from harness.ggml.tree import Tree
 from oracles import attention as A
-from oracles import spacemit_fa as F
+from oracles import spacemit_fa as SF
 
 #: The files of the kernels and of their dispatch (relative to the ggml directory).
 KERNEL_FILE = "src/ggml-cpu/spacemit/rvv_kernels.cpp"
@@ -89,7 +89,7 @@ VEC_H = "src/ggml-cpu/vec.h"
 def fused_oracle(p: Problem, path: str) -> tuple[A.Reference, np.ndarray, str]:
     """The fused side's oracle, bound and derivation for a problem on ``path`` (as the module docstring says)."""
     if path == "spacemit-tiled":
-        view = F.tiled_view(p.att)
+        view = SF.tiled_view(p.att)
         ref = A.reference(view, "f32")
         return (ref, A.error_bound(view, ref, A.Arithmetic("f32")),
                 "oracles.attention.error_bound(Arithmetic('f32')) of oracles.spacemit_fa.tiled_view (Q as the "
@@ -159,7 +159,7 @@ def exp_inputs() -> list[np.ndarray]:
     of cases/vec_op_cases.py, then every EXP_STRIDE-th bit pattern of oracles/spacemit_fa.py's range."""
     edges = EXP_EDGES[np.signbit(EXP_EDGES)]
     return [np.concatenate([edges, np.array([-0.0, -np.inf], np.float32)]),
-            *F.float32_range(*F.EXP_INPUTS, stride=EXP_STRIDE)]
+            *SF.float32_range(*SF.EXP_INPUTS, stride=EXP_STRIDE)]
 
 
 # ------------------------------------------------------------------ paths
@@ -277,7 +277,7 @@ def exp_differs(src, body: str) -> str | None:
     that the measurements of both -- through the kernel over all 2^32 inputs (docs/vec_ops.md) and of the model
     over the non-positive ones -- are its own."""
     consts = tuple(re.findall(r"0x[0-9a-fA-F.]+p[+-]?\d+", body))
-    if consts != F.EXP_CONSTANTS:
+    if consts != SF.EXP_CONSTANTS:
         return f"its constants {consts} are not EXP_CONSTANTS"
     ggml = rvv_paths(src, (VEC_H,)).get("ggml_v_expf_m2")
     if ggml is not None and _tokens(ggml.function.body) != _tokens(body):

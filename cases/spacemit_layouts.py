@@ -40,7 +40,7 @@ from harness.check.compare import assert_all_within, assert_bitwise_equal
 from harness.emulators.protocol import In, Out
 from harness.ggml.tree import Tree
 from oracles import quants as Q
-from oracles import spacemit_repack as R
+from oracles import spacemit_repack as SR
 
 FILE = "src/ggml-cpu/spacemit/repack.cpp"
 FILL = 0xA5  # protocol.Out's fill: bytes the repack must not touch
@@ -55,8 +55,8 @@ class Layout(S.KernelSpec):
     uncalled: bool = False  # the tree does not call it (k_spacemit_uncalled.cpp reaches it)
 
     @property
-    def oracle(self) -> R.Layout:
-        return R.LAYOUTS[self.name]
+    def oracle(self) -> SR.Layout:
+        return SR.LAYOUTS[self.name]
 
     @property
     def requires(self) -> tuple[str, ...]:
@@ -65,7 +65,7 @@ class Layout(S.KernelSpec):
     @property
     def k_unit(self) -> int:
         """K is a multiple of it: the source type's block, or 256 for the 32x256 layout (8 blocks at a time)."""
-        return max(self.oracle.inter, R.SRC_BLOCK[self.oracle.type])
+        return max(self.oracle.inter, SR.SRC_BLOCK[self.oracle.type])
 
 
 LAYOUTS = {x.name: x for x in (
@@ -108,9 +108,9 @@ def make_blocks(case: RCase) -> np.ndarray:
     """The tensor's ggml blocks (rows x blocks x bytes, uint8) for ``case``."""
     t = case.type
     ne0, ne1, ne2 = case.ne
-    n = ne1 * ne2 * (ne0 // R.SRC_BLOCK[t])
+    n = ne1 * ne2 * (ne0 // SR.SRC_BLOCK[t])
     rng = np.random.default_rng(case.seed)
-    b = rng.integers(0, 256, (n, R.SRC_BYTES[t]), dtype=np.uint8)  # q4_0 / q8_0: any bytes (copied bit for bit)
+    b = rng.integers(0, 256, (n, SR.SRC_BYTES[t]), dtype=np.uint8)  # q4_0 / q8_0: any bytes (copied bit for bit)
     scale = np.exp2(rng.uniform(-12, 4, n))
     if t == "q4_1":  # d = (max - min) / 15 >= 0, m = min: -m / d in [0, 15] when the block straddles 0
         d = scale
@@ -139,7 +139,7 @@ def make_blocks(case: RCase) -> np.ndarray:
                 b[r, 64 * half + 32 * (idx % 2) + l] = (ql & 0xF0) if idx < 2 else (ql & 0x0F)
                 qh = b[r, 128 + 32 * half + l]
                 b[r, 128 + 32 * half + l] = (qh & ~np.uint8(3 << (2 * idx))) | np.uint8(2 << (2 * idx))
-    return b.reshape(ne1 * ne2, -1, R.SRC_BYTES[t])
+    return b.reshape(ne1 * ne2, -1, SR.SRC_BYTES[t])
 
 
 def _k_sizes(layout: Layout) -> list[int]:
@@ -155,10 +155,10 @@ def repack_cases(draw: st.DrawFn, layout: Layout, domain: str) -> RCase:
     unit = layout.k_unit
     ne0 = unit * draw(st.integers(1, 2 if unit == 256 else 6), label="blocks")
     if domain in ("tails", "expert_tails"):
-        ne1 = draw(st.integers(1, 100).filter(lambda v: v % R.GROUP), label="ne1")
+        ne1 = draw(st.integers(1, 100).filter(lambda v: v % SR.GROUP), label="ne1")
         ne2 = draw(st.integers(2, 3), label="ne2") if domain == "expert_tails" else 1
     else:
-        ne1 = R.GROUP * draw(st.integers(1, 3), label="groups")
+        ne1 = SR.GROUP * draw(st.integers(1, 3), label="groups")
         ne2 = draw(st.integers(1, 2), label="ne2")
     kind = domain if domain in ("zeros", "offset") else "random"
     return RCase(layout.name, (ne0, ne1, ne2), draw(st.integers(0, 2**32 - 1), label="seed"), kind)
@@ -172,7 +172,7 @@ def fixed_cases(layout: Layout, domain: str) -> list[RCase]:
         return ([RCase(layout.name, (k, 64, 1), seed=10 + i) for i, k in enumerate(_k_sizes(layout))]
                 + [RCase(layout.name, (2 * unit, 96, 1), seed=9)])
     if domain == "tails":
-        return [RCase(layout.name, (2 * unit, 2 * R.GROUP + 5, 1), seed=7)]
+        return [RCase(layout.name, (2 * unit, 2 * SR.GROUP + 5, 1), seed=7)]
     if domain == "expert_tails":
         return [RCase(layout.name, (unit, 40, 2), seed=8)]
     return []
@@ -197,11 +197,11 @@ FINDING_EXAMPLES: dict[tuple[str, str], tuple[RCase, ...]] = {
 def run(layout: Layout, target, src: np.ndarray, ne: tuple[int, int, int]) -> tuple[int, np.ndarray]:
     """(return value, the whole allocation after the call)."""
     o = layout.oracle
-    size = R.alloc_bytes(o.type, *ne)
+    size = SR.alloc_bytes(o.type, *ne)
     if layout.uncalled:
         kernel, ip = "spacemit_repack_uncalled", [V.type_id(target, o.type), *ne]
     else:
-        kernel, ip = "spacemit_repack", [V.type_id(target, o.type), o.inter, R.GROUP, *ne]
+        kernel, ip = "spacemit_repack", [V.type_id(target, o.type), o.inter, SR.GROUP, *ne]
     r = target.call(kernel, ip, [], [In(src), Out(size, FILL)])
     m = re.search(r"^ret=(-?\d+)$", r.message, re.M)
     return int(m.group(1)) if m else -99, r.output(0, np.uint8)
@@ -233,7 +233,7 @@ def assert_round_trip(layout: Layout, src: np.ndarray, got: np.ndarray, ne: tupl
     """The layout read back gives the source blocks' values (module docstring)."""
     o = layout.oracle
     rows = ne[1] * ne[2]
-    back = R.unpack(o, got, ne[0], rows)
+    back = SR.unpack(o, got, ne[0], rows)
     if o.type == "q6_K":
         _assert_q6_round_trip(src, back, context)
         return
@@ -258,7 +258,7 @@ def check_repack(case: RCase, target) -> None:
     src = make_blocks(case)
     ne = case.ne
     ret, got = run(layout, target, src, ne)
-    n = R.written_bytes(o, *ne)
+    n = SR.written_bytes(o, *ne)
     observe.note("path", f"{layout.function}{' (not called by the tree)' if layout.uncalled else ''}")
     context = f"{layout.function}: {case.type} tensor ne=({ne[0]}, {ne[1]}, {ne[2]}), {case.kind} blocks, {target.id}"
     want = 0 if n else -1
@@ -267,9 +267,9 @@ def check_repack(case: RCase, target) -> None:
                          context=context)
     if not n:
         return
-    rows = R.rows_written(o, ne[1], ne[2])
-    expected = R.unpack(o, R.pack(o, src, *ne), ne[0], rows)
-    for name, g in R.unpack(o, got[:n], ne[0], rows).items():
+    rows = SR.rows_written(o, ne[1], ne[2])
+    expected = SR.unpack(o, SR.pack(o, src, *ne), ne[0], rows)
+    for name, g in SR.unpack(o, got[:n], ne[0], rows).items():
         assert_bitwise_equal(g, expected[name], name=f"{layout.name}.{name}", context=context)
     assert_round_trip(layout, src, got[:n], ne, context)
 
@@ -279,10 +279,10 @@ def check_repack(case: RCase, target) -> None:
 
 def _drawn(vlen: int) -> dict[str, L.Drawn]:
     every_rows = sorted({c.ne[1] * c.ne[2] for x in LAYOUTS.values() for d in DOMAINS[x.name] for c in fixed_cases(x, d)})
-    every_k = sorted({c.ne[0] // R.SRC_BLOCK[c.type] for x in LAYOUTS.values() for c in fixed_cases(x, "core")
+    every_k = sorted({c.ne[0] // SR.SRC_BLOCK[c.type] for x in LAYOUTS.values() for c in fixed_cases(x, "core")
                       if c.type != "q6_K"})
     return {"rows (ne1 ne2)": L.Drawn(every_rows, 1, 300), "blocks of 32 along K": L.Drawn(every_k, 1, 6),
-            "scales of a group": L.Drawn((R.GROUP,), R.GROUP, R.GROUP)}
+            "scales of a group": L.Drawn((SR.GROUP,), SR.GROUP, SR.GROUP)}
 
 
 def _vlmax_e16m1(vlen: int) -> int:
@@ -293,9 +293,9 @@ L.register(L.Family(
     name="spacemit_layouts", doc="docs/spacemit.md",
     loops=[
         L.Loop("repack_q6_k_to_q8_0_32_bl_ref, repack_q8_0_to_q8_0_32_bl_ref", "groups of 32 rows (b += 32), the "
-               "last one zero-padded", "rows (ne1 ne2)", lambda v: R.GROUP, source="spacemit/repack.cpp"),
+               "last one zero-padded", "rows (ne1 ne2)", lambda v: SR.GROUP, source="spacemit/repack.cpp"),
         L.Loop("the RVV layouts, repack_q4_0_to_q4_0_256_32_bl_ref", "groups of 32 rows (b += 32; ne1 % 32 != 0 "
-               "refused)", "rows (ne1 ne2)", lambda v: R.GROUP, remainder=False, source="spacemit/repack.cpp"),
+               "refused)", "rows (ne1 ne2)", lambda v: SR.GROUP, remainder=False, source="spacemit/repack.cpp"),
         L.Loop("every layout", "block indices along K (x++)", "blocks of 32 along K", lambda v: 1, remainder=False,
                real=(18, 32, 64, 128, 344), source="spacemit/repack.cpp"),
         L.Loop("repack_q4_0_to_q4_0_32_bl, repack_q4_1_to_q4_1_32_bl, repack_q8_0_to_q8_0_32_bl",

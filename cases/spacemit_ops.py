@@ -34,7 +34,7 @@ from harness.check import observe
 from harness.check.compare import assert_all_within, assert_bitwise_equal, assert_within_ulps
 from harness.emulators.protocol import In, Out
 from harness.ggml.tree import Tree
-from oracles import ggml_ops as O
+from oracles import ggml_ops as GO
 from oracles.ulp import ulp_error
 
 #: ggml's type numbers (ggml.h) of what the adapter accepts.
@@ -176,21 +176,21 @@ def _oracle(case: OpCase, views: list[np.ndarray]) -> tuple[np.ndarray, np.ndarr
     """(expected, bound or None for exact)."""
     op, a = case.op, views[0]
     if op == "norm":
-        return O.norm(a.astype(np.float64), case.fparams[0])
+        return GO.norm(a.astype(np.float64), case.fparams[0])
     if op == "rms_norm":
-        return O.rms_norm(a.astype(np.float64), case.fparams[0])
-    if op in O.BINARY:
-        return O.binary(op, a, views[1], NP_TYPE[case.dst_type]), None
+        return GO.rms_norm(a.astype(np.float64), case.fparams[0])
+    if op in GO.BINARY:
+        return GO.binary(op, a, views[1], NP_TYPE[case.dst_type]), None
     if op in ("cont", "cpy"):
         return a.astype(NP_TYPE[case.dst_type]), None
     if op == "repeat":
-        return O.broadcast(a, tuple(reversed(case.iparams))), None
+        return GO.broadcast(a, tuple(reversed(case.iparams))), None
     if op == "sum_rows":
-        return O.sum_rows(a)
+        return GO.sum_rows(a)
     if op == "get_rows":
-        return O.get_rows(a, views[1][0]).astype(NP_TYPE[case.dst_type]), None
+        return GO.get_rows(a, views[1][0]).astype(NP_TYPE[case.dst_type]), None
     if op == "concat":
-        return O.concat(a, views[1], case.iparams[0]), None
+        return GO.concat(a, views[1], case.iparams[0]), None
     raise ValueError(f"_oracle: unknown op {op!r}")
 
 
@@ -198,7 +198,7 @@ def check_op(case: OpCase, target) -> None:
     """Run the case's op at ``target`` and hold it against the oracle (exact or within the op's bound)."""
     op = OPS[case.op]
     stored = [_data(case, i, s) for i, s in enumerate(case.srcs)]
-    views = [O.permute(x, s.perm) for x, s in zip(stored, case.srcs, strict=True)]
+    views = [GO.permute(x, s.perm) for x, s in zip(stored, case.srcs, strict=True)]
     expected, bound = _oracle(case, views)
     path = route(case)
     observe.note("path", path)
@@ -213,7 +213,7 @@ def check_op(case: OpCase, target) -> None:
                        for s in case.srcs)
     context = f"ggml_{case.op}({shapes}) -> {case.dst_type}, {case.threads} thread(s), {target.id}, {path}"
     name = f"{case.op}(...)"
-    if bound is None and case.op in O.BINARY and len({s.type for s in case.srcs} | {case.dst_type}) > 1:
+    if bound is None and case.op in GO.BINARY and len({s.type for s in case.srcs} | {case.dst_type}) > 1:
         assert_within_ulps(got, expected, ulp_error(got, expected.astype(np.float64), case.dst_type), 1.0,
                            name=name, context=context,
                            derivation="mixed formats: the reference rounds to float32, then to the result's format; "
@@ -311,7 +311,7 @@ def _common(draw: st.DrawFn) -> dict:
 #: (op, domain) is a test of its own, so a known failure of one domain leaves the others gating.
 DOMAINS: dict[str, tuple[str, ...]] = {
     "norm": ("core", "strides", "offset"), "rms_norm": ("core", "strides"),
-    **{b: ("core", "formats", "strides") for b in O.BINARY},
+    **{b: ("core", "formats", "strides") for b in GO.BINARY},
     "cont": ("core",), "cpy": ("core", "formats"), "repeat": ("core", "broadcast"), "sum_rows": ("core", "strides"),
     "get_rows": ("core", "formats"), "concat": ("core", "formats"),
 }
@@ -334,7 +334,7 @@ def op_cases(draw: st.DrawFn, op: Op, domain: str) -> OpCase:
         offset = draw(st.sampled_from((64.0, 1000.0)), label="offset") if domain == "offset" else 0.0
         eps = (draw(st.sampled_from((1e-5, 1e-6)), label="eps"),) if name != "sum_rows" else ()
         return OpCase(name, (Src("f32", _storage(ne, perm), perm),), "f32", fparams=eps, offset=offset, **c)
-    if name in O.BINARY:
+    if name in GO.BINARY:
         ne = draw(_dims())
         # src1 divides src0 on every axis: equal, 1, or (axis 0) a divisor
         b0 = draw(st.sampled_from(sorted({ne[0], 1, *(d for d in (2, 3, 4, 8, 16, 64) if ne[0] % d == 0)})),
@@ -384,10 +384,10 @@ FINDING_EXAMPLES: dict[tuple[str, str], tuple[OpCase, ...]] = {
     ("norm", "strides"): (OpCase("norm", (Src("f32", (2, 2, 1, 1), (0, 2, 1, 3)),), "f32", fparams=(1e-5,),
                                  seed=245),),
     # the dispatch reads src1 in src0's format
-    **{(b, "formats"): (OpCase(b, (_F32_1, _F16_1), "f32", kind="positive"),) for b in O.BINARY},
+    **{(b, "formats"): (OpCase(b, (_F32_1, _F16_1), "f32", kind="positive"),) for b in GO.BINARY},
     # src1's rows read as contiguous whatever its strides
     **{(b, "strides"): (OpCase(b, (Src("f32", (2, 2, 1, 1)), Src("f32", (2, 2, 1, 1), (1, 0, 2, 3))), "f32",
-                               kind="positive"),) for b in O.BINARY},
+                               kind="positive"),) for b in GO.BINARY},
     # a transposed copy of a non-square source: rows and columns counted the other way round
     ("cpy", "core"): (OpCase("cpy", (Src("f32", (2, 1, 1, 1), (1, 0, 2, 3)),), "f32"),),
     # repeat over dim 3 of a one-row source: the source is read at the target's dim-2/3 offsets
@@ -410,12 +410,12 @@ def fixed_cases(op: Op, domain: str, vlen: int) -> list[OpCase]:
         return out
     for i, n in enumerate(row_lengths(op, vlen)):
         base = {"seed": 1000 + i, "threads": 1 + i % 3}
-        for t in (FLOATS if op.name in (*O.BINARY, "cont", "cpy", "repeat") else ("f32",)):
+        for t in (FLOATS if op.name in (*GO.BINARY, "cont", "cpy", "repeat") else ("f32",)):
             ne = (n, 3, 2, 1)
             name = op.name
             if name in ("norm", "rms_norm"):
                 out.append(OpCase(name, (Src(t, ne),), t, fparams=(1e-6,), **base))
-            elif name in O.BINARY:
+            elif name in GO.BINARY:
                 out.append(OpCase(name, (Src(t, ne), Src(t, (n, 1, 2, 1))), t,
                                   kind="positive" if name == "div" else "normal", **base))
             elif name in ("cont", "cpy") and i < len(TRANSPOSE_SIZES):

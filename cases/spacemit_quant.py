@@ -40,7 +40,7 @@ from harness.check import observe
 from harness.check.compare import assert_all_within, assert_bitwise_equal
 from harness.emulators.protocol import In, Out
 from harness.ggml.tree import Tree
-from oracles import spacemit_q8 as O
+from oracles import spacemit_q8 as SQ8
 
 FILE = "src/ggml-cpu/spacemit/rvv_kernels.cpp"
 #: VLENs whose ``__riscv_vlenb()`` the quantizers have an RVV path for.
@@ -69,7 +69,7 @@ class Quantizer(S.KernelSpec):
 
     @property
     def blk_len(self) -> int:
-        return O.FORMATS[self.fmt].blk_len
+        return SQ8.FORMATS[self.fmt].blk_len
 
     @property
     def requires(self) -> tuple[str, ...]:
@@ -130,7 +130,7 @@ def _block(kind: str, fmt: str, n: int, rng: np.random.Generator, scale: float) 
     elif kind == "zero":
         x = np.zeros(n)
     elif kind == "zero_part":  # one sub-block (hp: 32) or sum group (i8k: 16) zero, the rest not
-        part = {"hp": O.SUB, "i8k": O.GROUP}.get(fmt, n)
+        part = {"hp": SQ8.SUB, "i8k": SQ8.GROUP}.get(fmt, n)
         j = rng.integers(0, n // part)
         x[j * part:(j + 1) * part] = 0
     elif kind == "huge":
@@ -191,9 +191,9 @@ FINDING_EXAMPLES: dict[tuple[str, str], tuple[QCase, ...]] = {
 def run(q: Quantizer, target, a: np.ndarray) -> tuple[np.ndarray, int]:
     """The quantizer's output at ``target`` (decoded blocks) and the ``vlenb`` it saw."""
     r = target.call("spacemit_quantize", [q.code, q.blk_len, a.shape[1]], [],
-                    [In(a), Out(O.nbytes(q.fmt, q.rows, a.shape[1]))])
+                    [In(a), Out(SQ8.nbytes(q.fmt, q.rows, a.shape[1]))])
     m = re.search(r"^vlenb=(\d+)$", r.message, re.M)
-    return O.decode(q.fmt, q.rows, r.output(0, np.uint8)), int(m.group(1)) if m else -1
+    return SQ8.decode(q.fmt, q.rows, r.output(0, np.uint8)), int(m.group(1)) if m else -1
 
 
 PROMISE_DERIVATION = {
@@ -218,10 +218,10 @@ def check_quant(case: QCase, target) -> None:
     assert vlenb == target.vlen // 8, f"{q.function} saw vlenb={vlenb} at VLEN {target.vlen} [{target.id}]"
     context = (f"{q.function}(blk_len={q.blk_len}, count_k={case.count_k}, {q.rows} row(s)), blocks {list(case.kinds)}, "
                f"{target.id}, {path} path")
-    expected = O.fields(q.fmt, O.quantize(q.fmt, a, path))
-    for name, g in O.fields(q.fmt, got).items():
+    expected = SQ8.fields(q.fmt, SQ8.quantize(q.fmt, a, path))
+    for name, g in SQ8.fields(q.fmt, got).items():
         assert_bitwise_equal(g, expected[name], name=f"{q.function}.{name}", context=context)
-    for name, (stored, exact, bound) in O.promise(q.fmt, a, got).checks.items():
+    for name, (stored, exact, bound) in SQ8.promise(q.fmt, a, got).checks.items():
         assert_all_within(np.asarray(stored, np.float64), exact, np.broadcast_to(bound, np.shape(exact)),
                           name=f"{q.function}.{name} (promise)", context=context, derivation=PROMISE_DERIVATION[name])
 

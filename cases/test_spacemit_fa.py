@@ -30,7 +30,7 @@ from cases.spacemit_fa_problems import (
 from harness.check import observe
 from harness.check.compare import assert_bitwise_equal
 from harness.emulators.protocol import In, Out
-from oracles import spacemit_fa as F
+from oracles import spacemit_fa as SF
 
 pytestmark = pytest.mark.rvvdiff_backend("spacemit")
 
@@ -101,5 +101,5 @@ def test_spacemit_fa_exp_model(target) -> None:
     that); over the regime edges and every EXP_STRIDE-th non-positive float32 (its input range in the kernels)."""
     for i, x in enumerate(exp_inputs()):
         r = target.call("vec_soft_max_f32", [x.size, 0], [0.0], [In(x), Out(4 * x.size), Out(8)])
-        assert_bitwise_equal(r.output(0, np.float32), F.expf_poly(x), name="ggml_v_expf_m2(x)",
+        assert_bitwise_equal(r.output(0, np.float32), SF.expf_poly(x), name="ggml_v_expf_m2(x)",
                              context=f"chunk {i}, {target.id}", inputs=x)

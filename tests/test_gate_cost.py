@@ -286,7 +286,7 @@ def test_the_cost_targets_follow_the_gates_selection() -> None:
     def targets(*argv: str, vlens: tuple[int, ...] | None = None, isas: tuple[str, ...] | None = None):
         return gate_cost_step.cost_targets(from_args(argv)[0], vlens, isas)
     assert targets() == ((128, 256, 512, 1024, 2048, 4096), ("zvfh",))
-    assert targets("--isa", "all") == (gate_cost_step.COST_VLENS, ("v", "zvfh", "zvfbfwma"))
+    assert targets("--isa", "all") == (gate_cost_step.COST_VLENS, ("v", "zvfh", "zvfbfwma", "spacemit"))
     assert targets("--vlen", "512", "--isa", "zvfh") == ((512,), ("zvfh",))
     assert targets("--vlen=256,128", "-k", "x", "--isa", "v,zvfh") == ((128, 256), ("v", "zvfh"))
     # the last option wins, as in pytest; 'all' is every VLEN Spike runs

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from oracles import ggml_ops as O
+from oracles import ggml_ops as GO
 
 F32 = np.float32
 
@@ -52,7 +52,7 @@ def _rows(seed: int) -> list[np.ndarray]:
 def test_norm_bound_holds_for_the_two_pass_algorithm_and_not_for_one_pass() -> None:
     worst_two, beyond_one = 0.0, 0
     for x in _rows(1):
-        y, bound = O.norm(x, 1e-5)
+        y, bound = GO.norm(x, 1e-5)
         worst_two = max(worst_two, float(np.max(np.abs(_two_pass(x, 1e-5) - y) / bound)))
         with np.errstate(invalid="ignore"):
             ratio = np.abs(_one_pass(x, 1e-5) - y) / bound
@@ -63,7 +63,7 @@ def test_norm_bound_holds_for_the_two_pass_algorithm_and_not_for_one_pass() -> N
 
 def test_rms_norm_bound_holds_for_a_float32_kernel() -> None:
     for x in _rows(2):
-        y, bound = O.rms_norm(x, 1e-6)
+        y, bound = GO.rms_norm(x, 1e-6)
         s = np.zeros(x.shape[:-1], F32)
         for v in np.moveaxis(x, -1, 0):
             s = (s + v * v).astype(F32)
@@ -72,7 +72,7 @@ def test_rms_norm_bound_holds_for_a_float32_kernel() -> None:
         assert np.all(np.abs(got - y) <= bound)
 
 
-@pytest.mark.parametrize("op", sorted(O.BINARY))
+@pytest.mark.parametrize("op", sorted(GO.BINARY))
 def test_binary_of_one_format_is_the_correctly_rounded_result(op: str) -> None:
     """In float16 the reference's f32 op then f16 rounding equals one rounding of the exact value: the oracle's
     double rounding is innocuous (checked on every pair of a spread of f16 values)."""
@@ -80,32 +80,32 @@ def test_binary_of_one_format_is_the_correctly_rounded_result(op: str) -> None:
     a = rng.standard_normal(4000).astype(np.float16)
     b = (rng.standard_normal(4000) + (3.0 if op == "div" else 0.0)).astype(np.float16)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        exact_once = O.BINARY[op](a.astype(np.float64), b.astype(np.float64)).astype(np.float16)
-    np.testing.assert_array_equal(O.binary(op, a, b, np.float16), exact_once)
+        exact_once = GO.BINARY[op](a.astype(np.float64), b.astype(np.float64)).astype(np.float16)
+    np.testing.assert_array_equal(GO.binary(op, a, b, np.float16), exact_once)
 
 
 def test_permute_follows_ggml_axis_numbering() -> None:
     a = np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5)  # ggml ne [5, 4, 3, 2]
-    t = O.permute(a, (1, 0, 2, 3))  # ggml_transpose: ne [4, 5, 3, 2]
+    t = GO.permute(a, (1, 0, 2, 3))  # ggml_transpose: ne [4, 5, 3, 2]
     assert t.shape == (2, 3, 5, 4)
     assert t[1, 2, 3, 1] == a[1, 2, 1, 3]
-    h = O.permute(a, (0, 2, 1, 3))  # heads and rows swapped: ne [5, 3, 4, 2]
+    h = GO.permute(a, (0, 2, 1, 3))  # heads and rows swapped: ne [5, 3, 4, 2]
     assert h.shape == (2, 4, 3, 5) and h[1, 3, 2, 4] == a[1, 2, 3, 4]
     with pytest.raises(ValueError, match="not a permutation"):
-        O.permute(a, (0, 0, 1, 2))
+        GO.permute(a, (0, 0, 1, 2))
 
 
 def test_broadcast_tiles_and_refuses_what_ggml_cannot_repeat() -> None:
     b = np.array([[1.0, 2.0]])
-    np.testing.assert_array_equal(O.broadcast(b, (2, 4)), [[1, 2, 1, 2], [1, 2, 1, 2]])
+    np.testing.assert_array_equal(GO.broadcast(b, (2, 4)), [[1, 2, 1, 2], [1, 2, 1, 2]])
     with pytest.raises(ValueError, match="does not tile"):
-        O.broadcast(b, (2, 3))
+        GO.broadcast(b, (2, 3))
 
 
 def test_get_rows_takes_each_slice_s_rows() -> None:
     a = np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5)
     ids = np.array([[[3, 0], [1, 1], [2, 0]], [[0, 0], [3, 2], [1, 3]]])  # ne [2, 3, 2]
-    got = O.get_rows(a, ids)
+    got = GO.get_rows(a, ids)
     assert got.shape == (2, 3, 2, 5)
     np.testing.assert_array_equal(got[1, 2, 1], a[1, 2, 3])
     np.testing.assert_array_equal(got[0, 1, 0], a[0, 1, 1])

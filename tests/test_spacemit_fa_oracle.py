@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from harness.core import settings
 from oracles import attention as A
-from oracles import spacemit_fa as F
+from oracles import spacemit_fa as SF
 from oracles.ulp import fma
 
 F32 = np.float32
@@ -26,34 +26,34 @@ def _stride() -> int:
 
 def test_exp_within_its_measured_error_over_its_inputs() -> None:
     worst = tiny = 0.0
-    for x in F.float32_range(*F.EXP_INPUTS, stride=_stride()):
-        ulps, _, sub = F.exp_error(x)
+    for x in SF.float32_range(*SF.EXP_INPUTS, stride=_stride()):
+        ulps, _, sub = SF.exp_error(x)
         worst, tiny = max(worst, ulps), max(tiny, sub)
-    assert worst <= F.EXP_POLY_ULPS, f"expf_poly: {worst} ULP, but should be <= EXP_POLY_ULPS={F.EXP_POLY_ULPS}"
+    assert worst <= SF.EXP_POLY_ULPS, f"expf_poly: {worst} ULP, but should be <= EXP_POLY_ULPS={SF.EXP_POLY_ULPS}"
     assert tiny <= 1.3, f"expf_poly: {tiny} x 2^-149 where the result is subnormal, but should be <= 1.3"
-    assert F.EXP_POLY_ULPS <= A.EXP_ULPS  # the attention oracle's allowance
+    assert SF.EXP_POLY_ULPS <= A.EXP_ULPS  # the attention oracle's allowance
 
 
 def test_exp_at_its_worst_input_and_edges() -> None:
     """The measured worst point; exp(-0) = 1; -inf (padding, masked positions) gives 0."""
     x = np.array([0xC0A65BA5], np.uint32).view(F32)
-    assert abs(F.exp_error(x)[0] - 1.9535802) < 1e-6
-    assert F.expf_poly(np.array([-0.0, 0.0, -np.inf], F32)).tolist() == [1.0, 1.0, 0.0]
+    assert abs(SF.exp_error(x)[0] - 1.9535802) < 1e-6
+    assert SF.expf_poly(np.array([-0.0, 0.0, -np.inf], F32)).tolist() == [1.0, 1.0, 0.0]
 
 
 def test_tanh_within_its_measured_error_over_its_inputs() -> None:
     worst = 0.0
-    for x in F.float32_range(*F.TANH_INPUTS, stride=_stride()):
-        worst = max(worst, F.tanh_error(x)[0])
-    assert worst <= F.TANH_POLY_ABS, f"tanh_poly: {worst} x 2^-24, but should be <= TANH_POLY_ABS={F.TANH_POLY_ABS}"
-    assert F.TANH_POLY_ABS * 2.0 ** -24 <= A.TANH_ULPS * 2.0 ** -23  # the attention oracle's allowance
-    assert F.tanh_error(np.array([0x3F1FB1E6], np.uint32).view(F32))[0] > 2.04
+    for x in SF.float32_range(*SF.TANH_INPUTS, stride=_stride()):
+        worst = max(worst, SF.tanh_error(x)[0])
+    assert worst <= SF.TANH_POLY_ABS, f"tanh_poly: {worst} x 2^-24, but should be <= TANH_POLY_ABS={SF.TANH_POLY_ABS}"
+    assert SF.TANH_POLY_ABS * 2.0 ** -24 <= A.TANH_ULPS * 2.0 ** -23  # the attention oracle's allowance
+    assert SF.tanh_error(np.array([0x3F1FB1E6], np.uint32).view(F32))[0] > 2.04
 
 
 def test_tanh_is_odd_and_saturates() -> None:
     x = np.array([0.5, 3.0, 20.0, np.inf], F32)
-    assert np.array_equal(F.tanh_poly(-x), -F.tanh_poly(x))
-    assert F.tanh_poly(np.array([np.inf, -np.inf], F32)).tolist() == [1.0, -1.0]
+    assert np.array_equal(SF.tanh_poly(-x), -SF.tanh_poly(x))
+    assert SF.tanh_poly(np.array([np.inf, -np.inf], F32)).tolist() == [1.0, -1.0]
 
 
 @given(seed=st.integers(0, 2**32 - 1), ties=st.booleans())
@@ -68,14 +68,14 @@ def test_fma32_is_one_rounding(seed: int, ties: bool) -> None:
         a = np.round(a * 64) / 64
         b = np.round(b * 64) / 64
         c = (a * b).astype(F32).astype(np.float64) * (1 + 2.0 ** -24)
-    assert np.array_equal(F.fma32(a, b, c), fma(a, b, c, "f32"), equal_nan=True)
+    assert np.array_equal(SF.fma32(a, b, c), fma(a, b, c, "f32"), equal_nan=True)
 
 
 def test_tiled_q_folds_the_scale_before_fp16() -> None:
     """fp16(f32(q * f32(scale / softcap))): 1/3 times 3 is not 1 in fp16 after the scale, 0.5 is exact."""
     q = np.array([[[1.0, 3.0, 2049.0]]])
-    assert F.tiled_q(q, 0.5, 0.0).tolist() == [[[0.5, 1.5, 1024.0]]]
-    got = F.tiled_q(q, 1.0, 3.0)
+    assert SF.tiled_q(q, 0.5, 0.0).tolist() == [[[0.5, 1.5, 1024.0]]]
+    got = SF.tiled_q(q, 1.0, 3.0)
     want = (q.astype(F32) * (F32(1.0) / F32(3.0))).astype(F32).astype(np.float16).astype(np.float64)
     assert np.array_equal(got, want)
 
@@ -89,7 +89,7 @@ def simulate_tiled(a: A.Attention) -> np.ndarray:
     docs/spacemit.md), + f32(mask * slope); the running maximum; the weights by expf_poly(f32(s - M)), summed in
     order; V accumulated in f32 by fused multiply-adds; rescales by f32 expf; the sink; 1/S times the sum."""
     h, n_q, dk = a.q.shape
-    q = F.tiled_q(a.q, a.scale, a.softcap)
+    q = SF.tiled_q(a.q, a.scale, a.softcap)
     k, v = a.kv_per_head(a.k), a.kv_per_head(a.v)
     n_kv, dv = k.shape[1], v.shape[2]
     slopes = A.alibi_slopes(h, a.max_bias)
@@ -102,9 +102,9 @@ def simulate_tiled(a: A.Attention) -> np.ndarray:
                 kv = np.arange(ic, min(ic + 64, n_kv))
                 kq = np.zeros(kv.size)
                 for d in range(dk):
-                    kq = F.fma32(q[hh, i, d], k[hh, kv, d], kq)
+                    kq = SF.fma32(q[hh, i, d], k[hh, kv, d], kq)
                 if a.softcap:
-                    kq = (F.tanh_poly(kq).astype(np.float64) * F32(a.softcap)).astype(F32).astype(np.float64)
+                    kq = (SF.tanh_poly(kq).astype(np.float64) * F32(a.softcap)).astype(F32).astype(np.float64)
                 if a.mask is not None:
                     mask = a.mask[hh % a.mask.shape[0], i, kv].astype(F32) * F32(slopes[hh])
                     kq = (kq.astype(F32) + mask.astype(F32)).astype(np.float64)
@@ -116,13 +116,13 @@ def simulate_tiled(a: A.Attention) -> np.ndarray:
                     ms = f32(np.exp(F32(m - new)))
                     acc, s = (acc * ms).astype(F32).astype(np.float64), f32(s * ms)
                 m = new
-                p = F.expf_poly((kq - m).astype(F32)).astype(np.float64)
+                p = SF.expf_poly((kq - m).astype(F32)).astype(np.float64)
                 row = 0.0
                 for x in p:
                     row = f32(row + x)
                 s = f32(s + row)
                 for t in range(kv.size):
-                    acc = F.fma32(p[t], v[hh, kv[t]], acc)
+                    acc = SF.fma32(p[t], v[hh, kv[t]], acc)
             if a.sinks is not None:
                 sink = a.sinks[hh]
                 ms = vs = 1.0
@@ -164,7 +164,7 @@ def tiled_problems(draw: st.DrawFn) -> A.Attention:
 
 @given(a=tiled_problems())
 def test_tiled_bound_holds_for_the_simulated_kernel(a: A.Attention) -> None:
-    view = F.tiled_view(a)
+    view = SF.tiled_view(a)
     ref = A.reference(view, "f32")
     bound = A.error_bound(view, ref, A.Arithmetic("f32"))
     err = np.abs(simulate_tiled(a) - ref.out)
