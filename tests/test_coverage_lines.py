@@ -145,6 +145,7 @@ def test_scope_is_the_rvv_code_and_its_generic_twins() -> None:
     assert dwarf.in_scope("/t/ggml/src/ggml-cpu/quants.c") == ""
     assert dwarf.in_scope("/t/ggml/src/ggml-cpu/ops.cpp") == "flash_attn"
     assert dwarf.in_scope("/t/ggml/src/ggml-cpu/arch/x86/quants.c") is None
+    assert dwarf.in_scope("/t/ggml/src/ggml-cpu/spacemit/rvv_kernels.cpp") == ""  # SpacemiT's backend
     assert dwarf.in_scope("/t/ggml/src/ggml.c") is None
 
 

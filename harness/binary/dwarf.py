@@ -34,9 +34,11 @@ from harness.ggml import csource
 
 #: What is measured: (path under ggml-cpu/, a regex the function's name must match or None).  The RVV
 #: kernels (arch/riscv/*, vec.h / vec.cpp, simd-mappings.h, llamafile's tinyBLAS_RVV, flash attention's
-#: simd_gemm and ops) and their generic twins (quants.c, repack.cpp).
+#: simd_gemm and ops), SpacemiT's backend (spacemit/*: its RVV and IME kernels) and the generic twins
+#: (quants.c, repack.cpp).
 SCOPE: tuple[tuple[str, str | None], ...] = (
     ("arch/riscv/", None),
+    ("spacemit/", None),
     ("vec.h", None),
     ("vec.cpp", None),
     ("simd-mappings.h", None),
