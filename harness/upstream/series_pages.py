@@ -62,8 +62,10 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
     version; default: series.toml's).  A fix is named by its commit's subject, never by rvvdiff's name of it."""
     every = every if every is not None else _every()
     lines = [sender_note(author), f"## {series.title}", "", "**What.**"]
-    for fx in series.fixes:
-        lines.append(f"- {what_was_wrong(fx)}")
+    for fx in series.fixes:  # what was wrong and the change (the commit messages keep the first only)
+        change = first_sentence(paragraph(fx.report.read_text(), "Fix")) if fx.report.is_file() else ""
+        change = change[:1].lower() + change[1:] if change[1:2].islower() else change
+        lines.append(f"- {what_was_wrong(fx)}" + (f" The change: {local_refs(change)}" if change else ""))
     why = [first_sentence(paragraph(fx.report.read_text(), "Who hits it"))
            for fx in series.fixes if fx.report.is_file()]
     lines += ["", "**Why.** " + local_refs(" ".join(dict.fromkeys(w for w in why if w))), ""]
