@@ -25,6 +25,8 @@ _CITED = re.compile(r"(?:(?P<issue>\bissue)|(?P<pull>\bpull request|\bPR)|(?P<fi
 
 @dataclass(frozen=True)
 class Ref:
+    """One issue or pull request of llama.cpp's tracker, as rvvdiff read it before citing it."""
+
     number: int
     #: "issue" or "pull request"
     kind: str
