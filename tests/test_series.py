@@ -286,3 +286,17 @@ def test_an_unknown_stock_compiler_is_one_clear_line(capsys: pytest.CaptureFixtu
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "--cc 'clang,gcc13': unknown compiler 'gcc13'; known are clang, gcc14" in err
+
+
+def test_the_index_says_per_series_whether_its_test_fails_in_a_configuration_like_upstreams_ci(
+        every: list[fix_series.Series]) -> None:
+    """llama.cpp's RISC-V CI builds with GCC 14 and runs on hardware (no agnostic elements written with ones): from the
+    recorded runs, each series says yes, no and why, or that no such run is recorded."""
+    from harness.upstream import testcmd
+
+    said = {s.name: testcmd.in_upstream_ci(testcmd.read_runs(fix_series.recorded_runs(s))) for s in every}
+    assert said["odd-block-counts"].startswith("yes: built by GCC 14")
+    assert said["repack-vlen512"].startswith("no: it passes before and after")
+    assert "no known core" in said["tail-agnostic-accumulators"]
+    index = (OUT / "README.md").read_text()
+    assert "build-riscv.yml" in index and all(f"configuration like upstream's CI? {w}." in index for w in said.values())

