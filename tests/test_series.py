@@ -73,9 +73,14 @@ def test_the_written_series_are_format_patch_files_of_the_current_generator(ever
             assert re.search(rf"^Subject: \[PATCH {i}/{len(files)}\] (ggml-cpu|tests): ", text, re.M), f.name
             assert re.search(r"\n---\n(?: \S.*\| +\d+ [+-]*\n)+ \d+ files? changed", text), f.name  # the diffstat
             assert "\ndiff --git a/" in text and f"\nFrom: {author}\n" in text
-            assert formatpatch.same_patch(text, (OUT / s.stem / f.name).read_text()), \
+            assert _unstamped(text) == _unstamped((OUT / s.stem / f.name).read_text()), \
                 f"{s.stem}/{f.name}: run `rvvdiff series` (as git's test identity, A U Thor <author@example.com>)"
         assert len(files) == len(s.fixes) + 1
+
+
+def _unstamped(patch: str) -> str:
+    """A format-patch file without what differs between two writes of the same commits: the commit id, the date."""
+    return re.sub(r"\AFrom [0-9a-f]{40} |^Date: .*$", "", patch, flags=re.M)
 
 
 def test_a_series_is_written_as_the_person_who_runs_it_dated_now(every: list[fix_series.Series], tmp_path: Path) -> None:

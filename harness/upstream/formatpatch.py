@@ -7,13 +7,12 @@ made; :func:`format_patches` writes the commits as ``git format-patch`` writes t
 commit's id on the ``From`` line, its author and date, the numbered subject, the diffstat, the diff and git's
 signature; 12-digit blob ids); :func:`am` applies such files to a clean clone with ``git am``.  Only the
 scratch repository's base commit, never written to a patch, has a fixed author and date (:data:`BASE_AUTHOR`,
-:data:`BASE_DATE`).  :func:`same_patch` compares two such files whatever their commit ids and dates.
+:data:`BASE_DATE`).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -144,16 +143,6 @@ def format_patches(repo: Path, count: int, out: Path) -> list[Path]:
         old.unlink()
     cp = git(repo, "format-patch", "-q", "-o", str(out), f"-{count}")
     return [Path(p) for p in cp.stdout.split()] or sorted(out.glob("[0-9][0-9][0-9][0-9]-*.patch"))
-
-
-#: What differs between two writes of the same commits: the commit id on the ``From`` line, and the date.
-_WRITTEN = re.compile(r"\AFrom [0-9a-f]{40} |^Date: .*$", re.M)
-
-
-def same_patch(a: str, b: str) -> bool:
-    """Whether two ``git format-patch`` files hold the same commit but for its id and date (author, subject,
-    message, diffstat and diff alike)."""
-    return _WRITTEN.sub("", a) == _WRITTEN.sub("", b)
 
 
 def am(repo: Path, patches: Sequence[Path]) -> tuple[bool, str]:
