@@ -4,7 +4,6 @@
 state as read in llama.cpp's tracker, and the findings whose texts it is about.  :func:`defects` is what a text citing
 them must not do: cite a number that is not recorded (unread, or a typo), call an issue a pull request or the reverse,
 cite a number in the text of a finding (or series) it is not about, or close (``Fixes #N``) anything but an issue.
-:func:`cited` lists the numbers a text cites.
 """
 
 from __future__ import annotations
@@ -47,11 +46,6 @@ def load(path: Path = REFS_FILE) -> dict[int, Ref]:
 
 def _a(kind: str) -> str:
     return f"an {kind}" if kind == "issue" else f"a {kind}"
-
-
-def cited(text: str) -> list[int]:
-    """The issue and pull request numbers ``text`` cites, in order, each once."""
-    return list(dict.fromkeys(int(m["n"]) for m in _CITED.finditer(text)))
 
 
 def defects(text: str, about: Iterable[str] | None = None) -> list[str]:
