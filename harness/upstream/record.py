@@ -17,6 +17,7 @@ import json
 import re
 import types
 from pathlib import Path
+from typing import Any
 
 from harness.core.config import VLENS, cache_dir
 from harness.core.matrix import Point
@@ -34,7 +35,12 @@ _NAMES = ((re.compile(r"^src/llama\.cpp-(\w+)$"), r"llama.cpp \1"), (re.compile(
           (re.compile(r"^(.+)$"), r"the cache's \1"))
 
 
-def unlocal(value):
+def _named(m: re.Match[str]) -> str:
+    """What the cache path of ``m`` held, by :data:`_NAMES`."""
+    return next(rx.sub(to, m.group(1)) for rx, to in _NAMES if rx.match(m.group(1)))
+
+
+def unlocal(value: Any) -> Any:
     """``value`` (a record, or any of its strings, lists and dicts) without the machine it was made on: the log files
     a message points at dropped, each tree in the cache named by its commit (``ggml 0.25.3 at /root/.cache/rvvdiff/
     src/llama.cpp-0c1e570`` -> ``ggml 0.25.3 (llama.cpp 0c1e570)``), a fixed tree as such, other cache paths relative
@@ -47,10 +53,8 @@ def unlocal(value):
         return value
     text = value.replace(f"{cache_dir()}/", "~/.cache/rvvdiff/")
     text = re.sub(r"; log " + _CACHED.pattern, "", text)
-    def name(m: re.Match[str]) -> str:
-        return next(rx.sub(to, m.group(1)) for rx, to in _NAMES if rx.match(m.group(1)))
-    text = re.sub(r" at " + _CACHED.pattern, lambda m: f" ({name(m)})", text)
-    return _CACHED.sub(name, text)
+    text = re.sub(r" at " + _CACHED.pattern, lambda m: f" ({_named(m)})", text)
+    return _CACHED.sub(_named, text)
 
 
 def dump(out: Path, data: dict, pub, program: str, verdicts: list[Verdict], kwargs: dict) -> Path:
