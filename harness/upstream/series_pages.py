@@ -103,6 +103,9 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
     lines[-1] += f" {off}" if off else ""
     said = testversion.sentence(series, recorded, every)
     lines[-1] += f" {said}" if said else ""
+    ci = testcmd.in_upstream_ci(testcmd.read_runs(recorded))
+    lines[-1] += (" Does it fail before the fixes in a configuration like llama.cpp's RISC-V CI (GCC 14, the default tail"
+                  f" policy)? {ci}.")
     lines += test_lines(testcmd.read_runs(recorded))
     lines.append("**Applies** (`patch --dry-run`, in order): "
                  + "; ".join(f"{t}: {'yes' if ok else why}" for t, (ok, why) in trees.items()) + "."
