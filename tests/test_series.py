@@ -305,3 +305,16 @@ def test_the_index_says_per_series_whether_its_test_fails_in_a_configuration_lik
     assert "no known core" in said["tail-agnostic-accumulators"]
     index = (OUT / "README.md").read_text()
     assert "build-riscv.yml" in index and all(f"configuration like upstream's CI? {w}." in index for w in said.values())
+
+
+def test_a_rerun_replaces_only_the_runs_of_its_own_compiler_and_stress_mode() -> None:
+    """A GCC 14 run under the default tail policy is recorded beside GCC 14's stress run, not instead of it."""
+    recorded = [
+        "pinned tree: VLEN 512 FAILS (x); test-quantize-fns built with ggml's CMake by GCC 14 (v build), run by ctest "
+        "under qemu-riscv64 with rvv_ta_all_1s / rvv_ma_all_1s. [test 53b918e3e6e9]",
+        "pinned tree: VLEN 512 FAILS (x); test-quantize-fns built with ggml's CMake by clang-22 (v build), run by ctest "
+        "under qemu-riscv64. [test 53b918e3e6e9]"]
+    plain = recorded[0].replace(" with rvv_ta_all_1s / rvv_ma_all_1s", "").replace("FAILS (x)", "passes")
+    assert series_runs._replaced(recorded, [plain]) == [*recorded, plain]
+    again = recorded[1].replace("FAILS (x)", "passes")
+    assert series_runs._replaced(recorded, [again]) == [recorded[0], again]

@@ -156,11 +156,17 @@ def _series(every: list[fix_series.Series], name: str, flag: str) -> fix_series.
     return s
 
 
-def _replaced(lines: list[str], said: str, new: list[str]) -> list[str]:
-    """``lines`` with those that contain ``said`` (one compiler's runs) replaced by ``new``, where the first of them
-    stood (at the end when none did), so that a re-run keeps the recorded order."""
-    at = next((i for i, ln in enumerate(lines) if said in ln), len(lines))
-    kept = [ln for ln in lines if said not in ln]
+def _replaced(lines: list[str], new: list[str]) -> list[str]:
+    """``lines`` with those of the builds ``new`` ran again (the same compiler and tail/mask stress mode) replaced by
+    ``new``, where the first of them stood (at the end when none did), so that a re-run keeps the recorded order and
+    the runs of the other mode (a GCC 14 run with stress beside one without)."""
+    def build(ln: str) -> tuple[str, bool] | None:
+        got = testcmd.read_runs([ln])
+        return (got[0].cc, got[0].stress) if got else None
+
+    again = {build(ln) for ln in new} - {None}
+    at = next((i for i, ln in enumerate(lines) if build(ln) in again), len(lines))
+    kept = [ln for ln in lines if build(ln) not in again]
     return kept[:at] + new + kept[at:]
 
 
@@ -185,7 +191,7 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
     for name in run_tests:
         s = _series(every, name, "--run-test")
         for cc in compilers:
-            test_runs[s.name] = _replaced(test_runs.get(s.name, []), f"by {stock.NAMES[cc]} (",
+            test_runs[s.name] = _replaced(test_runs.get(s.name, []),
                                           run_test(s, work_dir, compiler=cc, vlens=vlens, asked=asked))
         print("\n".join(f"{s.stem}: {ln}" for ln in test_runs[s.name]))
         runs_file.write_text(json.dumps(test_runs, indent=1, sort_keys=True) + "\n")
