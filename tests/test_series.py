@@ -198,10 +198,15 @@ def test_a_build_the_compiler_cannot_make_is_said_in_the_record(every: list[fix_
 
 
 def test_a_rerun_replaces_its_compilers_lines_where_they_stood() -> None:
-    gcc, clang, off = "... by GCC 14 (v build) ...", "... by clang-22 (v build) ...", "x86-64 (the host ...): passes"
-    assert series_runs._replaced([gcc + "1", gcc + "2", off, clang], "by GCC 14 (", ["new1", "new2"]) == \
-        ["new1", "new2", off, clang]
-    assert series_runs._replaced([off, clang], "by GCC 14 (", ["new"]) == [off, clang, "new"]
+    def line(side: str, cc: str) -> str:
+        return (f"{side}: VLEN 512 passes; test-quantize-fns built with ggml's CMake by {cc} (v build), run by ctest "
+                "under qemu-riscv64. [test 53b918e3e6e9]")
+
+    gcc = [line("pinned tree", "GCC 14"), line("with the fixes", "GCC 14")]
+    clang, off = line("pinned tree", "clang-22"), "x86-64 (the host ...): passes"
+    new = [ln.replace("512 passes", "1024 passes") for ln in gcc]
+    assert series_runs._replaced([*gcc, off, clang], new) == [*new, off, clang]
+    assert series_runs._replaced([off, clang], new[:1]) == [off, clang, new[0]]
 
 
 def test_run_test_passes_the_series_fixes_and_the_stress_mode(every: list[fix_series.Series],
