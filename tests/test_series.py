@@ -52,26 +52,59 @@ def test_every_series_has_a_regression_test_first(every: list[fix_series.Series]
                                                          and "CPU_REPACK" in s.test_interface), s.name
         text = series_pages.description(s, {"t": (True, "")})
         assert not s.test_interface or s.test_interface in text
-        assert not s.test_scope or s.test_scope in text
+        assert not s.test_scope or series_pages.named(s.test_scope, every) in text  # findings named by their commits
 
 
 def test_the_written_series_are_format_patch_files_of_the_current_generator(every: list[fix_series.Series],
                                                                            tmp_path: Path) -> None:
-    """docs/upstream/series/<n>-<name>/ holds exactly what the generator writes now (reproducible bytes)."""
+    """docs/upstream/series/<n>-<name>/ holds what the generator writes now, as ``git format-patch`` writes it: the
+    commit's own id on the From line, its author and real date, the numbered subject, the diffstat (the same bytes
+    but for the commit id and the date)."""
     pinned = source.pinned()
-    # the committed series were written with a neutral identity set for the regeneration (GIT_AUTHOR_NAME / _EMAIL)
+    # the committed series are examples written as git's test identity (GIT_AUTHOR_NAME / _EMAIL set for the run)
     author = re.search(r"^From: (.+)$", next((OUT / every[0].stem).glob("0001-*.patch")).read_text(), re.M).group(1)
-    assert "rvvdiff" not in author
+    assert author == formatpatch.TEST_IDENTITY
     for s in every:
         files = fix_series.write_commits(s, Path(pinned.root), tmp_path / "scratch", tmp_path / s.stem, author, every)
         assert [f.name for f in files] == sorted(p.name for p in (OUT / s.stem).glob("*.patch")), s.stem
-        for f in files:
+        for i, f in enumerate(files, 1):
             text = f.read_text()
-            assert text.startswith("From 0000000000000000000000000000000000000000 ")
-            assert re.search(r"^Subject: \[PATCH\] (ggml-cpu|tests): ", text, re.M), f.name
+            assert re.match(r"From [0-9a-f]{40} Mon Sep 17 00:00:00 2001\n", text) and not text.startswith("From 0000")
+            assert re.search(rf"^Subject: \[PATCH {i}/{len(files)}\] (ggml-cpu|tests): ", text, re.M), f.name
+            assert re.search(r"\n---\n(?: \S.*\| +\d+ [+-]*\n)+ \d+ files? changed", text), f.name  # the diffstat
             assert "\ndiff --git a/" in text and f"\nFrom: {author}\n" in text
-            assert text == (OUT / s.stem / f.name).read_text(), f"{s.stem}/{f.name}: run `rvvdiff series`"
+            assert _unstamped(text) == _unstamped((OUT / s.stem / f.name).read_text()), \
+                f"{s.stem}/{f.name}: run `rvvdiff series` (as git's test identity, A U Thor <author@example.com>)"
         assert len(files) == len(s.fixes) + 1
+
+
+def _unstamped(patch: str) -> str:
+    """A format-patch file without what differs between two writes of the same commits: the commit id, the date."""
+    return re.sub(r"\AFrom [0-9a-f]{40} |^Date: .*$", "", patch, flags=re.M)
+
+
+def test_a_series_is_written_as_the_person_who_runs_it_dated_now(every: list[fix_series.Series], tmp_path: Path) -> None:
+    """Another identity, another author line; the date is the time of writing, not a made-up one."""
+    import datetime
+    import email.utils
+
+    s = next(x for x in every if not x.needs)
+    files = fix_series.write_commits(s, Path(source.pinned().root), tmp_path / "scratch", tmp_path / "out",
+                                     "Ada Lovelace <ada@example.org>", every)
+    for f in files:
+        head = f.read_text().split("\ndiff --git ")[0]
+        assert "\nFrom: Ada Lovelace <ada@example.org>\n" in head and "A U Thor" not in head
+        when = email.utils.parsedate_to_datetime(re.search(r"^Date: (.+)$", head, re.M).group(1))
+        assert abs((datetime.datetime.now(datetime.UTC) - when).total_seconds()) < 600, when
+
+
+def test_each_committed_page_says_it_is_an_example_of_a_test_identity(every: list[fix_series.Series]) -> None:
+    for name in [f"{s.stem}.md" for s in every] + ["README.md"]:
+        lines = (OUT / name).read_text().splitlines()
+        top = lines[0] if name != "README.md" else lines[2]
+        assert top.startswith("> An example, written by `rvvdiff series` as git's test identity "
+                              f"({formatpatch.TEST_IDENTITY})"), name
+        assert "check, run and rewrite in their own words" in top and "AI usage disclosure" in top, name
 
 
 def test_git_am_refuses_a_series_whose_context_is_gone(every: list[fix_series.Series], tmp_path: Path) -> None:
@@ -165,10 +198,15 @@ def test_a_build_the_compiler_cannot_make_is_said_in_the_record(every: list[fix_
 
 
 def test_a_rerun_replaces_its_compilers_lines_where_they_stood() -> None:
-    gcc, clang, off = "... by GCC 14 (v build) ...", "... by clang-22 (v build) ...", "x86-64 (the host ...): passes"
-    assert series_runs._replaced([gcc + "1", gcc + "2", off, clang], "by GCC 14 (", ["new1", "new2"]) == \
-        ["new1", "new2", off, clang]
-    assert series_runs._replaced([off, clang], "by GCC 14 (", ["new"]) == [off, clang, "new"]
+    def line(side: str, cc: str) -> str:
+        return (f"{side}: VLEN 512 passes; test-quantize-fns built with ggml's CMake by {cc} (v build), run by ctest "
+                "under qemu-riscv64. [test 53b918e3e6e9]")
+
+    gcc = [line("pinned tree", "GCC 14"), line("with the fixes", "GCC 14")]
+    clang, off = line("pinned tree", "clang-22"), "x86-64 (the host ...): passes"
+    new = [ln.replace("512 passes", "1024 passes") for ln in gcc]
+    assert series_runs._replaced([*gcc, off, clang], new) == [*new, off, clang]
+    assert series_runs._replaced([off, clang], new[:1]) == [off, clang, new[0]]
 
 
 def test_run_test_passes_the_series_fixes_and_the_stress_mode(every: list[fix_series.Series],
@@ -201,7 +239,7 @@ def test_the_speed_paragraph_gives_cycles_per_core_and_says_no_board(every: list
     text = series_pages.description(s, {"t": (True, "")}, cycles=cycles)
     para = next(ln for ln in text.splitlines() if ln.startswith("**Speed (an estimate).**"))
     assert "No board was used" in para and "SpacemiT X60 (SpacemiT K1), VLEN 256 0.900" in para
-    assert f"Not measured yet: `{s.fixes[1].name}`" in text and "direction right" in text
+    assert f"Not measured yet: {series_pages.named(f'`{s.fixes[1].name}`', every)}" in text and "direction right" in text
     assert "not measured yet" in series_pages.description(s, {"t": (True, "")})
     assert not fix_series.text_defects(text)
 
@@ -258,3 +296,30 @@ def test_an_unknown_stock_compiler_is_one_clear_line(capsys: pytest.CaptureFixtu
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "--cc 'clang,gcc13': unknown compiler 'gcc13'; known are clang, gcc14" in err
+
+
+def test_the_index_says_per_series_whether_its_test_fails_in_a_configuration_like_upstreams_ci(
+        every: list[fix_series.Series]) -> None:
+    """llama.cpp's RISC-V CI builds with GCC 14 and runs on hardware (no agnostic elements written with ones): from the
+    recorded runs, each series says yes, no and why, or that no such run is recorded."""
+    from harness.upstream import testcmd
+
+    said = {s.name: testcmd.in_upstream_ci(testcmd.read_runs(fix_series.recorded_runs(s))) for s in every}
+    assert said["odd-block-counts"].startswith("yes: built by GCC 14")
+    assert said["repack-vlen512"].startswith("no: it passes before and after")
+    assert "no known core" in said["tail-agnostic-accumulators"]
+    index = (OUT / "README.md").read_text()
+    assert "build-riscv.yml" in index and all(f"configuration like upstream's CI? {w}." in index for w in said.values())
+
+
+def test_a_rerun_replaces_only_the_runs_of_its_own_compiler_and_stress_mode() -> None:
+    """A GCC 14 run under the default tail policy is recorded beside GCC 14's stress run, not instead of it."""
+    recorded = [
+        "pinned tree: VLEN 512 FAILS (x); test-quantize-fns built with ggml's CMake by GCC 14 (v build), run by ctest "
+        "under qemu-riscv64 with rvv_ta_all_1s / rvv_ma_all_1s. [test 53b918e3e6e9]",
+        "pinned tree: VLEN 512 FAILS (x); test-quantize-fns built with ggml's CMake by clang-22 (v build), run by ctest "
+        "under qemu-riscv64. [test 53b918e3e6e9]"]
+    plain = recorded[0].replace(" with rvv_ta_all_1s / rvv_ma_all_1s", "").replace("FAILS (x)", "passes")
+    assert series_runs._replaced(recorded, [plain]) == [*recorded, plain]
+    again = recorded[1].replace("FAILS (x)", "passes")
+    assert series_runs._replaced(recorded, [again]) == [recorded[0], again]

@@ -4,8 +4,9 @@ For each series of ``harness/data/series.toml`` (:mod:`harness.upstream.fix_seri
 in order (``patch --dry-run``) to the pinned tree and to every ``--ggml-src`` tree; the series committed on a
 scratch repository of the pinned tree (the regression test for ggml's suite first, then one commit per fix,
 author ``--author`` or git's own identity of the person who runs it (``git config user.name`` / ``user.email``,
-or ``GIT_AUTHOR_NAME`` / ``GIT_AUTHOR_EMAIL``; none set: an error that says what to set), fixed dates) and
-written as ``<out>/<n>-<name>/000N-*.patch``; whether ``git am`` takes those files on a clean clone of each tree
+or ``GIT_AUTHOR_NAME`` / ``GIT_AUTHOR_EMAIL``; none set: one line that says the git config commands to run), dated
+when they are made) and written as ``git format-patch`` writes them (commit id, date, diffstat) into
+``<out>/<n>-<name>/000N-*.patch``; whether ``git am`` takes those files on a clean clone of each tree
 (the pinned one, every ``--ggml-src``, and llama.cpp b11434 when ``--fetch-b11434`` has brought it);
 ``<out>/<n>-<name>.md``, the pull-request description; ``<out>/README.md``.
 The regression tests' verdicts per VLEN and compiler come from ``<out>/test-runs.json``, which

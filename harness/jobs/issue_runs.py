@@ -193,7 +193,7 @@ def direct_case(req: Request) -> int:
     (out / "repro.c").unlink(missing_ok=True)
     rec = {"direct": True, "fix": req.fix, "ggml": {"label": src.label, "commit": src.commit},
            "why": _no_caller(req.fix), "verdicts": [vars(v) for v in verdicts]}
-    (out / record.RECORD).write_text(json.dumps(rec, indent=1) + "\n")
+    (out / record.RECORD).write_text(json.dumps(record.unlocal(rec), indent=1) + "\n")
     return _write_direct(out, rec)
 
 

@@ -53,7 +53,7 @@ class Effect:
 EFFECTS: dict[str, Effect | str] = {
     "iq2_xxs_vl512_subblock_offsets": Effect("smollm2-iq2_xxs", 512),
     "iq2_xxs_vl512_misaligned_load": "it is in the same kernel at the same VLEN as the wrong sub-block offsets "
-                                     "(iq2_xxs_vl512_subblock_offsets, whose effect on the model is measured), and "
+                                     "(whose effect on the model is measured), and "
                                      "QEMU does not trap misaligned vector loads, so a model run shows only the offsets",
     "iq3_xxs_vl1024_subblock_offsets": Effect("smollm2-iq3_xxs", 1024),
     # llama-quantize's IQ2_S mix puts none of SmolLM2's tensors in IQ2_S (ffn_down goes to IQ2_XS / IQ3_S):
@@ -79,7 +79,8 @@ EFFECTS: dict[str, Effect | str] = {
     "repack_q4_0_8x8_vlen512": "ggml's repack selection never picks q4_0 8x8 on RISC-V (only the 16x1 layouts, only "
                                "at VLEN 256): llama.cpp never runs the kernel (llama.cpp #28642 would change that)",
     "repack_q4_K_16x1_vlen512": "ggml's repack selection picks q4_K 16x1 only at VLEN 256: at 512, where the bug is, "
-                                "llama.cpp never runs the kernel (llama.cpp #28642 would change that)",
+                                "llama.cpp never runs the kernel (a selection whose VLEN 512 arm, a TODO today, picks "
+                                "q4_K 16x1 would change that)",
     "repack_q2_K_16x1_generic_gemm_layout": "the scalar generic GEMM of the q2_K 16x1 layout; llama.cpp repacks q2_K "
                                             "to 16x1 only in zvfh builds at VLEN 256, where the RVV GEMM runs instead",
 }

@@ -166,7 +166,9 @@ def detection(cat: dict[str, mutants.Mutant], only: list[str] | None, *, max_exa
         print(f"{n}: caught={row['caught']} vlens={row.get('vlens')} shrunk={row.get('shrunk_case')} "
               f"first={row.get('time_to_detection_s')} run={row.get('run_s')}s", flush=True)
         rows.append(row)
-    meta = {"machine": f"{os.uname().nodename}, {os.cpu_count()} cores", "ggml": resolve(None).describe(),
+    src = resolve(None)  # named by label and commit: a committed table names no path of the machine it ran on
+    meta = {"machine": f"{os.uname().nodename}, {os.cpu_count()} cores",
+            "ggml": f"{src.label} (ggml {src.version}, commit {src.commit})",
             "examples per test": max_examples or "default",
             **({"compilers": AXIS["compilers"].write(compilers)} if compilers else {}),
             "wall": f"{time.perf_counter() - t0:.0f} s"}

@@ -25,7 +25,7 @@ from harness.ggml import fix_catalogue, known
 from harness.ggml.source import GgmlSource
 from harness.upstream import stock, testcmd
 from harness.upstream.issue import MAX_LINES, title_of, verdict_table
-from harness.upstream.paragraphs import model_lines, reason_of, sentence, series_of, tree_line, upstream_lines
+from harness.upstream.paragraphs import fixed_with, model_lines, reason_of, sentence, series_of, tree_line, upstream_lines
 from harness.upstream.runs import Verdict
 
 #: ggml_vec_dot_f16_unroll on one f16 element per row: exact result -30 (6 * -5), NaN where the accumulator's tail
@@ -184,7 +184,7 @@ def direct_issue(fix: str, ggml: dict, verdicts: list[Verdict], entry: known.Kno
         how = f"test-quantize-fns built by {names} with ggml's CMake, run under QEMU"
     numbers = _numbers(verdicts, stress, prog is None)
     table = [f"{numbers + ' ' if numbers else ''}The table: {how}"
-             + (f" (fixed: with the patch `{fix}`)" if any(v.tree == "fixed" for v in verdicts) else "") + ":", "",
+             + (f" (fixed: with {fixed_with(fix)})" if any(v.tree == "fixed" for v in verdicts) else "") + ":", "",
              *verdict_table(verdicts, stress=stress)]
     text = head + [""] + body + table
     if len(text) > MAX_LINES and prog:

@@ -78,7 +78,7 @@ class Series:
     #: other series' fixes applied on both sides of a stress run of the test (before and after this series'
     #: fixes), where that stress also shows their finding in the test's unmodified checks
     stress_base: list[str] = field(default_factory=list)
-    #: the llama.cpp issue the series fixes (its last commit says ``Fixes #N``), 0 when none
+    #: the llama.cpp issue the series fixes (each of its fix commits says ``Fixes #N``), 0 when none
     closes: int = 0
     #: fix name -> why the regression test cannot show its finding, and how it was checked (its commit message)
     unreached: dict[str, str] = field(default_factory=dict)
@@ -300,58 +300,81 @@ def _code(lines: list[str]) -> list[str]:
     return [f"  {ln}" for ln in lines]
 
 
-def _where_wrong(fix: str) -> str:
-    """The VLENs and compilers at which the fix's issue program was wrong, from its issue text's table."""
-    up = upstream_row(fix).get("pinned", {})
-    bad = [v for v, w in up.items() if w in ("wrong", "trap")]
-    return ("VLEN " + ", ".join(map(str, bad))) if bad else ""
+#: Non-ASCII characters of the fix reports and their ASCII spelling (llama.cpp's AGENTS.md, "Code and Commit
+#: Standards": ASCII in commits).
+_ASCII = str.maketrans({"±": "+/-", "≡": "==", "—": "-", "–": "-", "→": "->", "×": "x", "…": "...", "≤": "<=",
+                        "≥": ">=", "≈": "~"})
+
+
+def ascii_text(text: str) -> str:
+    """``text`` with the characters of :data:`_ASCII` spelled in ASCII."""
+    return text.translate(_ASCII)
+
+
+def _types(fx: Fix) -> set[str]:
+    """The ggml types whose kernels the fix changes (its header's ``functions``), as test-quantize-fns names them."""
+    funcs = header(fx.patch).get("functions", "")
+    return set(re.findall(r"ggml_vec_dot_([a-z0-9]+(?:_[A-Za-z0-9]+)?)_q8_", funcs)
+               + re.findall(r"ggml_vec_dot_(bf16|f16|f32)\b(?!_unroll)", funcs)
+               + re.findall(r"ggml_ge[mv][mv]_([a-z0-9]+_[A-Za-z0-9]+)_\d+x\d+", funcs))
+
+
+def what_was_wrong(fx: Fix) -> str:
+    """What was wrong, in two sentences: the fix report's title and the first sentence of its root cause."""
+    md = fx.report.read_text() if fx.report.is_file() else ""
+    title = md.splitlines()[0].lstrip("# ").strip() if md else fx.title
+    return local_refs(" ".join(x for x in (title.rstrip(".") + ".", first_sentence(paragraph(md, "Root cause"))) if x))
 
 
 def fix_message(series: Series, fx: Fix) -> str:
-    """The commit message of one fix: subject, what is wrong and why, the change, who hits it, how it was tested
-    (the series' regression test, run directly under qemu-riscv64), and the llama.cpp issue it closes."""
-    md = fx.report.read_text() if fx.report.is_file() else ""
-    pars = [paragraph(md, "Affected"), paragraph(md, "Root cause"), paragraph(md, "Fix"),
-            first_sentence(paragraph(md, "Who hits it"))]
-    body = [_wrap(local_refs(p)) for p in pars if p]
-    test = series.test_patch()
-    checked = re.search(r"^fixes:\s*(.+)$", test.read_text(), re.M) if test else None
-    if checked and fx.name in {x.strip() for x in checked.group(1).split(",")} and fx.name not in series.unreached:
-        body.append(_wrap("Tested: the check the first commit of this series adds to test-quantize-fns fails "
-                          "under qemu-riscv64 without this change and passes with the series."))
-    elif fx.name in series.unreached:
-        body.append(_wrap(f"Tested: {series.unreached[fx.name]}"))
-    last = series.fixes[-1].name == fx.name
-    trailer = [f"Fixes #{series.closes}"] if series.closes and last else []
-    return "\n".join([series.subjects[fx.name], "", "\n\n".join(body), *([""] + trailer if trailer else [])]) + "\n"
+    """The commit message of one fix, short and factual: the subject; what was wrong (:func:`what_was_wrong`); where
+    the series' regression test fails without it (the recorded runs whose failing checks are of the fix's types) and
+    the command that shows it, or why the test cannot show it and how it was checked; the llama.cpp issue it fixes
+    (``Fixes #N`` on every fix commit of a series that fixes one).
+    The evidence (tables, runs per VLEN, cost, effect on a model) is the series page's."""
+    body = [_wrap(what_was_wrong(fx))]
+    runs = testcmd.of_types(testcmd.read_runs(recorded_runs(series)), _types(fx))
+    where = testcmd.where_it_fails(runs, subjects(), what=False, options=False)
+    if fx.name in series.unreached:
+        body.append(_wrap(f"Testing: {series.unreached[fx.name]}"))
+    elif where:
+        body.append("\n".join([_wrap("Without this change the test of the first commit fails under qemu-riscv64: "
+                                      + "; ".join(where) + "."), "", *_code(testcmd.run_lines(runs)[:1])]))
+    trailer = [f"Fixes #{series.closes}"] if series.closes else []  # each commit that fixes part of the issue
+    return ascii_text("\n".join([series.subjects[fx.name], "", "\n\n".join(body), *([""] + trailer if trailer else [])])
+                      + "\n")
+
+
+def _items(lines: list[str]) -> list[str]:
+    """``lines`` as a commit message's list, each item filled to 72 columns."""
+    return [textwrap.fill(f"- {ln}", 72, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+            for ln in lines]
 
 
 def test_message(series: Series) -> str:
-    """The commit message of the series' regression test: what it checks, why the suite missed the bug, where it
-    fails before the fixes (compilers, build options, VLENs, from the recorded runs) and the command that shows it;
-    for a test that cannot reach the fixed code on this tree, where it was run and the command that runs it."""
+    """The commit message of the series' regression test, short and factual: what it checks and why the suite missed
+    the bug (the first two sentences of the test's ``why``), where it fails before the fixes (compilers, build
+    options, VLENs, from the recorded runs) and the commands that show it; for a test that cannot reach the fixed
+    code on this tree, where it was run and the command that runs it."""
     h = header(series.test_patch())
     why = h.get("why", "")
-    test = re.sub(r";?\s*run: test-quantize-fns(?:, (\w+) build(?: \((.*)\))?)?$",
-                  lambda m: f". It needs a {m.group(1)} build" + (f" ({m.group(2)})" if m.group(2) else "") if m.group(1)
-                  else "", h.get("test", ""))
+    why = why[:1].upper() + why[1:]
+    said = first_sentence(why)
+    more = first_sentence(why[len(said):].strip())
+    said += f" {more}" if more and len(said) + len(more) < 300 else ""
     runs = testcmd.read_runs(recorded_runs(series))
-    pars = [why[:1].upper() + why[1:], f"Test: {test}." if test else ""]
-    where = testcmd.where_it_fails(runs, subjects())
-    out = [series.test_subject, "", "\n\n".join(_wrap(local_refs(p)) for p in pars if p)]
+    where = testcmd.where_it_fails(runs, subjects(), what=False)
+    out = [series.test_subject, "", _wrap(local_refs(said))]
     if where:
-        out += ["", _wrap("Before the fixes that follow it fails under qemu-riscv64 (QEMU 10; no board was used), "
-                          "built with ggml's CMake and -DLLAMA_BUILD_TESTS=ON:"),
-                *[textwrap.fill(f"- {ln}", 72, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
-                  for ln in where], "", "For example:", "", *_code(testcmd.run_lines(runs))]
+        out += ["", _wrap("Before the fixes that follow it fails under qemu-riscv64, built with ggml's CMake and "
+                          "-DLLAMA_BUILD_TESTS=ON by:"), *_items(where), "", *_code(testcmd.run_lines(runs))]
     elif runs:  # it cannot reach the fixed code on this tree: how it was run, and the command
         r, vlens = runs[0], sorted({v for x in runs for v in x.vlens})
-        out += ["", _wrap(f"Under qemu-riscv64 (QEMU 10; no board was used), built with ggml's CMake and "
-                          f"-DLLAMA_BUILD_TESTS=ON by {' and '.join(dict.fromkeys(x.compiler for x in runs))} "
-                          f"({testcmd.isa_options(r.isa)}), it passes before and after the fixes that follow at VLEN "
-                          f"{' and '.join(map(str, vlens))}:"), "",
+        out += ["", _wrap(f"It cannot reach the fixed code on this tree: built with -DLLAMA_BUILD_TESTS=ON by "
+                          f"{' and '.join(dict.fromkeys(x.compiler for x in runs))} ({testcmd.isa_options(r.isa)}), it "
+                          f"passes before and after the fixes that follow at VLEN {' and '.join(map(str, vlens))}:"), "",
                 *_code([shlex.join(testcmd.run_line(r.at(vlens[0])))])]
-    return "\n".join(out) + "\n"
+    return ascii_text("\n".join(out) + "\n")
 
 
 def commits(series: Series) -> list[tuple[str, str]]:
@@ -373,14 +396,14 @@ def touched(series: Series, every: list[Series] | None = None) -> list[str]:
 def write_commits(series: Series, tree: Path, scratch: Path, out: Path, author: str,
                   every: list[Series] | None = None) -> list[Path]:
     """Commit the series as ``author`` (``Name <mail>``: :func:`harness.upstream.formatpatch.identity` for the
-    person who runs the generator) on a scratch repository of ``tree`` (the files it touches), on top of the commits
-    of the series it builds on (:func:`stack` over ``every``), and write its own commits as ``git format-patch``
-    output into ``out``; returns the files."""
+    person who runs the generator), dated now, on a scratch repository of ``tree`` (the files it touches), on top of
+    the commits of the series it builds on (:func:`stack` over ``every``), and write its own commits as
+    ``git format-patch`` output into ``out``; returns the files."""
     repo = formatpatch.base_repo(tree, scratch, touched(series, every))
     for x in stack(series, every or []):
-        for i, (diff, msg) in enumerate(commits(x), 1):
-            formatpatch.commit(repo, diff, msg, author=author, when=formatpatch.BASE_DATE + 60 * i)
+        for diff, msg in commits(x):
+            formatpatch.commit(repo, diff, msg, author=author)
     done = commits(series)
-    for i, (diff, msg) in enumerate(done, 1):
-        formatpatch.commit(repo, diff, msg, author=author, when=formatpatch.BASE_DATE + 60 * i)
+    for diff, msg in done:
+        formatpatch.commit(repo, diff, msg, author=author)
     return formatpatch.format_patches(repo, len(done), out)

@@ -2,11 +2,12 @@
 
 :func:`base_repo` makes a git repository whose single commit is a ggml / llama.cpp tree (read through
 ``--work-tree``: the tree itself is never written); :func:`commit` applies one diff to a clone of it and
-commits it with the author of :func:`identity` (git's own: the person who runs the generator) and a fixed
-date; :func:`format_patches` writes the commits as ``000N-*.patch``
-mbox files (``--zero-commit``, no signature, 12-digit blob ids: the same bytes on every run);
-:func:`am` applies such files to a clean clone with ``git am``.  Commit dates are :data:`BASE_DATE`
-plus one minute per commit, so the patches are reproducible byte for byte.
+commits it as the author of :func:`identity` (git's own: the person who runs the generator), dated when it is
+made; :func:`format_patches` writes the commits as ``git format-patch`` writes them (``000N-*.patch``: the
+commit's id on the ``From`` line, its author and date, the numbered subject, the diffstat, the diff and git's
+signature; 12-digit blob ids); :func:`am` applies such files to a clean clone with ``git am``.  Only the
+scratch repository's base commit, never written to a patch, has a fixed author and date (:data:`BASE_AUTHOR`,
+:data:`BASE_DATE`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from pathlib import Path
 from harness.core.errors import RvvdiffError
 from harness.core.proc import Result, execute
 
-BASE_DATE = 1795651200  # 2026-11-26 00:00:00 UTC: commit N of a series is dated N minutes later
+BASE_DATE = 1795651200  # 2026-11-26 00:00:00 UTC: the scratch repository's base commit (never in a patch)
+#: git's own test identity (its test suite's ``GIT_AUTHOR_NAME`` / ``GIT_AUTHOR_EMAIL``): the committed example series
+#: are written as it, and a series page written as it says that it is an example.
+TEST_IDENTITY = "A U Thor <author@example.com>"
 _GIT_CONFIG = ["-c", "core.abbrev=12", "-c", "core.autocrlf=false", "-c", "commit.gpgsign=false",
                "-c", "user.useConfigOnly=false", "-c", "init.defaultBranch=master"]
 
@@ -45,19 +49,25 @@ def identity(repo: Path | None = None) -> str:
             val = cp.stdout.strip() if cp.returncode == 0 else ""
         said[key] = val
     if not said["name"] or not said["email"]:
-        unset = " and ".join(f"user.{k}" for k, v in said.items() if not v)
-        raise NoIdentity(f"the series' commits need an author and git has no {unset}: set them "
-                         "(git config user.name 'Your Name'; git config user.email you@example.org), or "
-                         "GIT_AUTHOR_NAME and GIT_AUTHOR_EMAIL, or give --author 'Name <mail>'")
+        raise NoIdentity(_NO_IDENTITY.format(" and ".join(f"user.{k}" for k, v in said.items() if not v)))
     return f"{said['name']} <{said['email']}>"
 
 
-def _env(author: str, when: int) -> dict[str, str]:
+#: What :func:`identity` says when git knows no author (one line: the commands that set one).
+_NO_IDENTITY = ("the commits are written as you, and git has no {}: run "
+                "git config --global user.name 'Your Name'; git config --global user.email you@example.org")
+
+
+def _env(author: str, when: int | None) -> dict[str, str]:
+    """The environment of a git command: ``author`` as author and committer, dated ``when`` (seconds, UTC) or, for
+    None, now in the user's own time zone, as git dates a commit; no system or global configuration."""
     name, _, mail = author.partition(" <")
-    stamp = f"@{when} +0000"
-    return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": mail.rstrip(">"), "GIT_AUTHOR_DATE": stamp,
-            "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": mail.rstrip(">"), "GIT_COMMITTER_DATE": stamp,
-            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "TZ": "UTC", "LC_ALL": "C"}
+    who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": mail.rstrip(">"), "GIT_COMMITTER_NAME": name,
+           "GIT_COMMITTER_EMAIL": mail.rstrip(">"), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+           "LC_ALL": "C"}
+    if when is not None:
+        who.update(GIT_AUTHOR_DATE=f"@{when} +0000", GIT_COMMITTER_DATE=f"@{when} +0000", TZ="UTC")
+    return who
 
 
 #: The author of the scratch repository's base commit (never written to a patch: format-patch writes the series'
@@ -65,7 +75,8 @@ def _env(author: str, when: int) -> dict[str, str]:
 BASE_AUTHOR = "base <base@invalid>"
 
 
-def git(repo: Path | None, *args: str, stdin: str | None = None, author: str = BASE_AUTHOR, when: int = BASE_DATE,
+def git(repo: Path | None, *args: str, stdin: str | None = None, author: str = BASE_AUTHOR,
+        when: int | None = BASE_DATE,
         git_dir: Path | None = None, work_tree: Path | None = None, check: bool = True) -> Result:
     argv = ["git", *_GIT_CONFIG]
     if git_dir is not None:
@@ -117,19 +128,20 @@ def strip_header(patch_text: str) -> str:
     return patch_text[i + 1:]
 
 
-def commit(repo: Path, diff: str, message: str, *, author: str, when: int = BASE_DATE) -> None:
-    """Apply ``diff`` (``-p1``, no fuzz) to ``repo``'s index and work tree and commit it as ``message``."""
+def commit(repo: Path, diff: str, message: str, *, author: str) -> None:
+    """Apply ``diff`` (``-p1``, no fuzz) to ``repo``'s index and work tree and commit it as ``message`` by
+    ``author``, dated now."""
     git(repo, "apply", "--index", "--whitespace=nowarn", "-", stdin=diff)
-    git(repo, "commit", "-q", "-F", "-", stdin=message, author=author, when=when)
+    git(repo, "commit", "-q", "-F", "-", stdin=message, author=author, when=None)
 
 
 def format_patches(repo: Path, count: int, out: Path) -> list[Path]:
-    """The last ``count`` commits of ``repo`` as ``out/000N-<subject>.patch`` (older files of that form removed)."""
+    """The last ``count`` commits of ``repo`` as ``out/000N-<subject>.patch``, as ``git format-patch`` writes them
+    by default (older files of that form removed)."""
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("[0-9][0-9][0-9][0-9]-*.patch"):
         old.unlink()
-    cp = git(repo, "format-patch", "-q", "--zero-commit", "--no-signature", "--no-stat", "--no-numbered",
-             "-o", str(out), f"-{count}")
+    cp = git(repo, "format-patch", "-q", "-o", str(out), f"-{count}")
     return [Path(p) for p in cp.stdout.split()] or sorted(out.glob("[0-9][0-9][0-9][0-9]-*.patch"))
 
 

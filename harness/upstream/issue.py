@@ -23,7 +23,7 @@ from harness.ggml import fix_catalogue
 from harness.ggml.source import GgmlSource
 from harness.report.failure import Case
 from harness.upstream import stock
-from harness.upstream.paragraphs import enable_line, model_lines, sentence, tree_line, upstream_lines
+from harness.upstream.paragraphs import enable_line, fixed_with, model_lines, sentence, tree_line, upstream_lines
 from harness.upstream.public import Public
 from harness.upstream.runs import Verdict
 from harness.upstream.testcmd import wrapped
@@ -295,7 +295,7 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, re
     tail += [ran + (f"Output at VLEN {wrong.vlen}, {wrong.isa} build: `" + " / ".join(out[:3]) + "`. " if wrong else "")
              + f"The table (QEMU {qemu.qemu().version}{spike}): the program built {built}, run "
              + _ran_where(verdicts)
-             + (f" (fixed: with the patch `{fix}`)" if fix and any(v.tree == "fixed" for v in verdicts) else "")
+             + (f" (fixed: with {fixed_with(fix)})" if fix and any(v.tree == "fixed" for v in verdicts) else "")
              + (" (with stress: `rvv_ta_all_1s`, `rvv_ma_all_1s`)" if any(v.stress != stress for v in verdicts) else "")
              + ":", "", *verdict_table(verdicts, trap, stress)]
     text = head + prog + tail

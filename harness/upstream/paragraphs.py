@@ -1,5 +1,6 @@
 """The paragraphs every text for upstream shares, by finding: what upstream already has about it
-(:data:`UPSTREAM`, :func:`upstream_lines`), which fix series carries its fix (:func:`series_of`), what it does to a
+(:data:`UPSTREAM`, :func:`upstream_lines`), which fix series carries its fix (:func:`series_of`) and how a text names
+that fix (:func:`fixed_with`), what it does to a
 real model (:func:`model_lines`, read from docs/model-effects.json each time a text is written, so that a re-render
 after that file changes is one command), what an enabling patch does (:func:`enable_line`); and the readers of a
 short fix report (:func:`paragraph`) and of a known-failure entry (:func:`reason_of`).
@@ -78,6 +79,14 @@ def series_of(fix: str) -> tuple[int, dict] | None:
         if fix in s.get("fixes", []):
             return n, s
     return None
+
+
+def fixed_with(fix: str) -> str:
+    """How a text for upstream names the change that fixes ``fix``: its commit's subject in the series that carries it
+    (never rvvdiff's own name of the finding), or "the fix" for a fix that no series carries."""
+    ser = series_of(fix)
+    subject = ser[1].get("subjects", {}).get(fix, "") if ser else ""
+    return f'the commit "{subject}"' if subject else "the fix"
 
 
 def upstream_lines(fix: str) -> list[str]:

@@ -4,6 +4,8 @@
 :func:`dump` and :func:`load` write and read the record: the verdicts (each tree, compiler, ISA build, VLEN, tail/mask
 mode and emulator, with the program's output), the stock commands' runs, the program's description and the issue's
 other inputs (cause, impact, fix, trap, recorded target); the tree is the pinned one, read when the text is rendered.
+A record names the machine it was made on nowhere (:func:`unlocal`): trees by label and commit, no cache path, no
+log file.
 :func:`from_text` reads such a record back from an issue text that was written before records were kept (its
 verdict table, its notes, its output and stock-run lines), for a text whose runs are kept nowhere else.
 """
@@ -15,8 +17,9 @@ import json
 import re
 import types
 from pathlib import Path
+from typing import Any
 
-from harness.core.config import VLENS
+from harness.core.config import VLENS, cache_dir
 from harness.core.matrix import Point
 from harness.upstream import stock
 from harness.upstream.runs import Verdict
@@ -25,9 +28,38 @@ RECORD = "runs.json"
 _LABELS = {v: k for k, v in stock.LABELS.items()}
 
 
+#: A path into rvvdiff's cache on some machine (any home, ``~``, or the cache directory of this run: :func:`unlocal`).
+_CACHED = re.compile(r"(?:~|(?:/[\w.+-]+)*)/\.cache/rvvdiff/([\w./+-]*[\w+-])")
+#: How a record names what a cache path held: a pinned tree, a tree with a fix, or else the path inside the cache.
+_NAMES = ((re.compile(r"^src/llama\.cpp-(\w+)$"), r"llama.cpp \1"), (re.compile(r"^fixes/.+$"), "the tree with the fix"),
+          (re.compile(r"^(.+)$"), r"the cache's \1"))
+
+
+def _named(m: re.Match[str]) -> str:
+    """What the cache path of ``m`` held, by :data:`_NAMES`."""
+    return next(rx.sub(to, m.group(1)) for rx, to in _NAMES if rx.match(m.group(1)))
+
+
+def unlocal(value: Any) -> Any:
+    """``value`` (a record, or any of its strings, lists and dicts) without the machine it was made on: the log files
+    a message points at dropped, each tree in the cache named by its commit (``ggml 0.25.3 at /root/.cache/rvvdiff/
+    src/llama.cpp-0c1e570`` -> ``ggml 0.25.3 (llama.cpp 0c1e570)``), a fixed tree as such, other cache paths relative
+    to the cache; the ``root`` of a tree (a dict with a ``label``) left out."""
+    if isinstance(value, dict):
+        return {k: unlocal(v) for k, v in value.items() if k != "root" or "label" not in value}
+    if isinstance(value, list):
+        return [unlocal(v) for v in value]
+    if not isinstance(value, str):
+        return value
+    text = value.replace(f"{cache_dir()}/", "~/.cache/rvvdiff/")
+    text = re.sub(r"; log " + _CACHED.pattern, "", text)
+    text = re.sub(r" at " + _CACHED.pattern, lambda m: f" ({_named(m)})", text)
+    return _CACHED.sub(_named, text)
+
+
 def dump(out: Path, data: dict, pub, program: str, verdicts: list[Verdict], kwargs: dict) -> Path:
     """Write ``out/runs.json``: what :func:`harness.upstream.issue.issue` needs besides the tree (the recorded target
-    as its stress mode, ``vlen_example`` and ``isa_example``)."""
+    as its stress mode, ``vlen_example`` and ``isa_example``), without the machine's paths (:func:`unlocal`)."""
     kw = {k: v for k, v in kwargs.items() if k not in ("tree", "enable", "stock_runs", "recorded")}
     at = kwargs["recorded"]
     rec = {"data": {k: data[k] for k in ("ggml", "comparison", "target") if k in data},
@@ -36,7 +68,7 @@ def dump(out: Path, data: dict, pub, program: str, verdicts: list[Verdict], kwar
            "stock_runs": [dataclasses.asdict(v) for v in kwargs.get("stock_runs", ())],
            "kwargs": {"stress": at.stress, "vlen_example": at.vlen, **kw, "isa_example": at.isa.name}}
     path = out / RECORD
-    path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
+    path.write_text(json.dumps(unlocal(rec), indent=1, ensure_ascii=False) + "\n")
     return path
 
 

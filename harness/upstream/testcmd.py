@@ -22,7 +22,7 @@ import hashlib
 import re
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT
@@ -167,18 +167,34 @@ def _what_where(failed_at: dict[int, tuple[str, ...]]) -> str:
     return ", and ".join(([head] if common else []) + extra) or head
 
 
-def where_it_fails(runs: list[TestRun], names: dict[str, str] | None = None) -> list[str]:
+def where_it_fails(runs: list[TestRun], names: dict[str, str] | None = None, *, what: bool = True,
+                   options: bool = True) -> list[str]:
     """One line per build that fails without the fixes, the compilers that fail alike merged: ``clang-22 and GCC 14
     (-DGGML_RVV=ON ...; rvv_ta_all_1s / rvv_ma_all_1s): VLEN 128 and 512: bf16 dot product error (ragged rows)``
-    (where the VLENs fail differently: :func:`_what_where`)."""
+    (where the VLENs fail differently: :func:`_what_where`); ``what=False``: the failing VLENs only, without what
+    failed; ``options=False``: without the ISA build's options (a fix's commit message: the test's commit has them)."""
     merged: dict[tuple, list[str]] = {}
     for r in failing(runs):
-        merged.setdefault((r.isa, r.stress, r.base, tuple(r.failed_at.items())), []).append(r.compiler)
+        key = tuple(r.failed_at.items()) if what else tuple(r.failing)
+        merged.setdefault((r.isa, r.stress, r.base, key), []).append(r.compiler)
     out = []
-    for (isa, stress, base, failed_at), ccs in merged.items():
-        how = [isa_options(isa)] + (["QEMU's rvv_ta_all_1s / rvv_ma_all_1s"] if stress else []) + (
+    for (isa, stress, base, key), ccs in merged.items():
+        how = [isa_options(isa)] * options + (["QEMU's rvv_ta_all_1s / rvv_ma_all_1s"] if stress else []) + (
             [f"with {', '.join((names or {}).get(b, b) for b in base)} applied"] if base else [])
-        out.append(f"{' and '.join(ccs)} ({'; '.join(how)}): {_what_where(dict(failed_at))}")
+        said = "; ".join(how)
+        out.append(f"{' and '.join(ccs)}" + (f" ({said})" if said else "") + ": "
+                   + (_what_where(dict(key)) if what else _vlens(list(key))))
+    return out
+
+
+def of_types(runs: list[TestRun], types: set[str]) -> list[TestRun]:
+    """``runs`` as far as they concern the quantized or float types ``types`` (a check of test-quantize-fns names its
+    type first: ``q3_K dot product error``): each failing VLEN kept only where a check of those types failed there."""
+    out = []
+    for r in runs:
+        failed_at = {v: kept for v, ws in r.failed_at.items() if (kept := tuple(w for w in ws if w.split()[0] in types))}
+        out.append(replace(r, vlens={v: v not in failed_at for v in r.vlens}, failed_at=failed_at,
+                           failures=tuple(dict.fromkeys(w for ws in failed_at.values() for w in ws))))
     return out
 
 
@@ -221,3 +237,32 @@ def wrapped(argv: list[str], width: int = 100) -> list[str]:
         else:
             cur = f"{cur} {w}" if cur else w
     return lines + [cur]
+
+
+#: llama.cpp's own RISC-V CI, as the pinned tree's .github/workflows/build-riscv.yml runs it.
+UPSTREAM_CI = ("llama.cpp's RISC-V CI (.github/workflows/build-riscv.yml) builds natively with GCC 14 and ggml's "
+               "default options on an ubuntu-24.04-riscv runner and runs `ctest -L main`; the runner's VLEN and tail "
+               "policy are its hardware's, which the workflow does not name")
+
+
+def in_upstream_ci(runs: list[TestRun]) -> str:
+    """Whether the regression test fails before the fixes in a configuration like upstream's CI (:data:`UPSTREAM_CI`:
+    GCC 14, the default tail/mask policy, no other series' fix applied), as far as the recorded runs show, and where
+    else it fails."""
+    before = [r for r in runs if not r.fixed]
+    like_ci = [r for r in before if r.cc == "gcc14" and not r.stress and not r.base]
+    if any(r.failing for r in like_ci):
+        r = next(r for r in like_ci if r.failing)
+        return f"yes: built by GCC 14, it fails under QEMU's default tail policy at {_vlens(r.failing)}"
+    if not before:
+        return "not known: no recorded run"
+    bad = failing(before)
+    if not bad:
+        return "no: it passes before and after the fixes on this tree (the fixed code is not reached)"
+    head = (f"no: built by GCC 14 it passes under QEMU's default policy at {_vlens(sorted(like_ci[0].vlens))}" if like_ci
+            else "not recorded: no run built by GCC 14 under the default policy")
+    elsewhere = [f"{r.compiler}{' with rvv_ta_all_1s / rvv_ma_all_1s' if r.stress else ''} at {_vlens(r.failing)}"
+                 for r in bad]
+    note = ("; only agnostic elements written with ones make it fail, which no known core does"
+            if all(r.stress for r in bad) else "")
+    return f"{head}; it fails with {'; '.join(elsewhere)}{note}"

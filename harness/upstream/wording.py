@@ -10,6 +10,9 @@ tool, rvvdiff paths, "pinned tree", Spike instruction-count ratios, a test run n
 from __future__ import annotations
 
 import re
+from functools import cache
+
+from harness.ggml import fix_catalogue
 
 #: Paths of one machine that must never reach an upstream text (a checkout, a cache, a temporary tree).
 LOCAL_PATH = re.compile(r"(?<![\w.])(?:/tmp/|/root/|/home/|/work/|/check/|~/\.cache)")
@@ -21,6 +24,13 @@ _INSIDE_THE_TOOL = re.compile(r"pytest '?cases/|rvvdiff report --upstream|ctest-
 _NOT_IN_COMMITS = re.compile(r"Measured with rvvdiff|\bpinned tree\b|\b(?:docs|harness|cases)/\S+|"
                              r"::test_\w+\[|instructions retired|fixed / the replaced|under Spike, per VLEN|"
                              r"run: test-quantize-fns|^Expected: ", re.M)
+
+
+@cache
+def _finding_ids() -> re.Pattern[str]:
+    """rvvdiff's own names of its findings (the fixes' names), as whole words."""
+    names = sorted(fix_catalogue.catalogue(), key=len, reverse=True)
+    return re.compile(r"(?<![\w/.])(?:" + "|".join(map(re.escape, names)) + r")(?![\w])")
 
 
 def _prose(text: str) -> list[str]:
@@ -45,6 +55,8 @@ def defects(text: str) -> list[str]:
     out = [f"machine-local path {m.group(0)!r} in: {ln.strip()[:120]}" for ln in text.splitlines()
            for m in LOCAL_PATH.finditer(ln)]
     out += [f"reproduces only with rvvdiff: {ln.strip()[:120]}" for ln in text.splitlines() if _INSIDE_THE_TOOL.search(ln)]
+    out += [f"rvvdiff's own finding id {m.group(0)!r} (name the function, the commit or the bug instead) in: "
+            f"{ln.strip()[:120]}" for ln in text.splitlines() for m in _finding_ids().finditer(ln)]
     lines = text.splitlines()
     out += [f"a program announced with a colon, then attached: {a.strip()[:80]!r} / {b.strip()[:80]!r}"
             for a, b in zip(lines, lines[1:]) if a.rstrip().endswith(":") and b.rstrip().endswith("is attached.")]
@@ -63,4 +75,5 @@ def commit_defects(message: str) -> list[str]:
     """What a commit message for ggml must not hold, beyond :func:`defects`; a phrase wrapped across lines too."""
     flat = re.sub(r"[ \t]*\n[ \t]*", " ", message)
     found = dict.fromkeys(m.group(0) for text in (message, flat) for m in _NOT_IN_COMMITS.finditer(text))
-    return [f"not for a commit message: {w!r}" for w in found]
+    odd = dict.fromkeys(c for c in message if not c.isascii())
+    return [f"not for a commit message: {w!r}" for w in found] + [f"not ASCII: {c!r}" for c in odd]
