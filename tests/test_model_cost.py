@@ -107,7 +107,7 @@ def test_the_report_gives_per_token_the_ratio_and_the_bound() -> None:
     lines = per_token.report({"head": head, "base": base}, [SPEC], 1.0, 2, vlen=128)
     assert "batch 1: per token instructions" in lines[2] and "BASE / HEAD: instructions 3.00x" in lines[2]
     assert "rule checked at 256 rows: instructions +0.00 %" in lines[3]
-    assert "upper bound at 1 GHz x 2 threads" in lines[0]
+    assert "ceiling estimate at 1 GHz x 2 threads" in lines[0]
 
 
 def test_float_specs_parse_and_say_where_their_vector_kernels_are() -> None:

@@ -1,5 +1,5 @@
 """The model-shaped cost case: one transformer layer's matrix multiplications at a model's shape, as
-estimated cycles per token on one core, a tokens/s ratio between two trees and an upper-bound rate.
+estimated cycles per token on one core, a tokens/s ratio between two trees and a ceiling rate.
 
 What is measured (costs/model.py builds the calls): ``mul_mat(W, X)`` through ggml's own graph on one
 thread, W of ``m`` rows of ``k`` elements of the weight type, X a batch of ``n`` f32 rows (1: token
@@ -22,7 +22,7 @@ Two rules turn a few small measurements into a layer:
   sum of its mul_mats, each ``fixed + m * per_row`` at its own ``k`` (:func:`layer`).
 
 Per token = a layer's cycles over ``n``, times the model's layers.  The **estimated rate** on a board is
-``clock x threads / cycles per token``: an upper bound, since it ignores memory bandwidth (token
+``clock x threads / cycles per token``: a ceiling estimate, not a bound: it ignores memory bandwidth (token
 generation reads every weight once per token), threading overhead and everything of a forward pass
 but these mul_mats (attention, norms, the output head).  The ratio between two trees (BEFORE's cycles
 per token over AFTER's) is the figure held against a board's before / after tokens/s
@@ -247,7 +247,7 @@ class Result:
     unexpected: tuple[str, ...] = ()
 
     def rate(self, estimator: str, clock_ghz: float, threads: int) -> float:
-        """Tokens/s upper bound (module docstring)."""
+        """Tokens/s ceiling estimate (module docstring): not a bound, a board can beat it."""
         return clock_ghz * 1e9 * threads / self.per_token[estimator]
 
 
@@ -293,8 +293,8 @@ def ratio(before: Result, after: Result) -> dict[str, float]:
 
 def report(cost: Mapping[str, Any], specs: list[Spec], clock_ghz: float, threads: int, vlen: int = 256) -> list[str]:
     """Markdown lines: per case and batch, cycles per token by estimator on HEAD (and BASE), the ratio,
-    the upper-bound rate and the rule's check."""
-    out = [f"## Model-shaped cases (VLEN {vlen}, one core; rate: upper bound at {clock_ghz:g} GHz x {threads} "
+    the ceiling rate and the rule's check."""
+    out = [f"## Model-shaped cases (VLEN {vlen}, one core; rate: ceiling estimate at {clock_ghz:g} GHz x {threads} "
            "threads, ignoring memory bandwidth, threading overhead and all but these mul_mats)", ""]
     for spec in specs:
         head = results(spec, rows_by_slice(cost.get("head", []), spec, vlen))
@@ -307,11 +307,11 @@ def report(cost: Mapping[str, Any], specs: list[Spec], clock_ghz: float, threads
                 return ", ".join(f"{res.rate(e, clock_ghz, threads):.2f} t/s ({e})" for e in names) or "no cycle estimate"
 
             line = (f"- {spec.shape.label}, {spec.type}{' (CPU buffer)' if spec.cpu else ''}, batch {h.batch}: per "
-                    "token " + ", ".join(f"{e} {h.per_token[e] / 1e6:.1f} M" for e in est) + "; est. rate <= "
+                    "token " + ", ".join(f"{e} {h.per_token[e] / 1e6:.1f} M" for e in est) + "; ceiling rate "
                     + rates(h, cyc))
             if base:
                 r = ratio(base[i], h)
-                line += ("; BASE: est. rate <= " + rates(base[i], [e for e in cyc if e in r])
+                line += ("; BASE: ceiling rate " + rates(base[i], [e for e in cyc if e in r])
                          + "; BASE / HEAD: " + ", ".join(f"{e} {r[e]:.2f}x" for e in est if e in r))
             if h.paths:
                 line += "; path: " + " / ".join(h.paths)
