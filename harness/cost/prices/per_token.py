@@ -37,7 +37,7 @@ from typing import Any
 
 from harness.core.config import ISA_BUILDS
 from harness.core.errors import RvvdiffError
-from harness.cost.prices import cores, estimate_pair
+from harness.cost.prices import cores, estimate_pair, memory_system
 from oracles import quant_types as QT
 
 #: Weight rows of the two slices the rule is fitted on, and of the slice that checks it (multiples of 16:
@@ -286,6 +286,27 @@ def rows_by_slice(cost_rows: list[Mapping[str, Any]], spec: Spec, vlen: int = 25
     return {parse_size(r["size"]): r for r in mine}
 
 
+#: Bytes an element of a float weight type takes (a quantized type's: its block's bytes over its elements).
+FLOAT_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
+
+
+def weight_bytes(spec: Spec) -> float:
+    """The bytes of every layer's mul_mat weights: what one forward pass must read from DRAM at least (the weights
+    do not fit a cache: 8.6 MB a layer at the least here, against the K1's 512 KiB L2 per cluster)."""
+    rec = next((r for r in QT.RECORDS if r.name == spec.type), None)
+    per = FLOAT_BYTES[spec.type] if rec is None else rec.nbytes / rec.block
+    return sum(m * k for _, m, k in spec.shape.matmuls()) * per * spec.shape.layers
+
+
+def dram_roof(spec: Spec, batch: int, system: memory_system.MemorySystem) -> float | None:
+    """Tokens/s the DRAM bus allows when each weight is read once a pass of ``batch`` tokens, at the bus's peak
+    (harness/data/cost/memory.toml): the compulsory traffic's roof, a ceiling (a board re-reads more, and sustains
+    less than the peak); None without a published bus."""
+    if system.dram is None:
+        return None
+    return system.dram.peak_bytes_per_s / (weight_bytes(spec) / batch)
+
+
 def ratio(before: Result, after: Result) -> dict[str, float]:
     """BEFORE's cycles per token over AFTER's: the estimated tokens/s speed-up, per estimator."""
     return {e: before.per_token[e] / after.per_token[e] for e in after.per_token if e in before.per_token}
@@ -319,6 +340,10 @@ def report(cost: Mapping[str, Any], specs: list[Spec], clock_ghz: float, threads
                     line += " (BASE: " + " / ".join(base[i].paths) + ")"
             if h.unexpected:
                 line += "; the tree predicted " + " / ".join(h.unexpected)
+            roof = dram_roof(spec, h.batch, memory_system.systems()[estimate_pair.X60_KEY])
+            if roof is not None and vlen == 256:
+                line += (f"; DRAM roof {roof:.1f} t/s (each weight read once a pass, {estimate_pair.X60_KEY}'s chip's "
+                         "peak bus; compute-bound below it)")
             if h.checked:
                 line += (f"; rule checked at {CHECK_SLICE} rows: "
                          + ", ".join(f"{e} {v * 100:+.2f} %" for e, v in h.checked.items()))
