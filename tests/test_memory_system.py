@@ -4,6 +4,8 @@ cache model is configured from them, a malformed entry is named, and the rooflin
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.cost.prices import cores
@@ -52,3 +54,9 @@ def test_the_roofline_is_the_larger_roof_and_names_what_it_leaves_out() -> None:
     assert none.dram_s is None and none.bound == "compute" and "DRAM" in none.left_out[0]
     with pytest.raises(ValueError):
         M.roofline(1.0, 1.0, x60, clock_hz=1.6e9, threads=0)
+
+
+def test_the_docs_table_is_the_data_files() -> None:
+    text = (Path(__file__).resolve().parents[1] / M.DOC).read_text()
+    assert M.render_doc(text) == text, f"{M.DOC}'s memory table is stale: run rvvdiff docs --write memory"
+    assert "| `spacemit_x60` (SpacemiT K1) | 32 KiB, 4-way, 64 B lines |" in M.markdown()

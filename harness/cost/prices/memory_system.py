@@ -21,6 +21,7 @@ one; the data file says where each figure is published).
 from __future__ import annotations
 
 import functools
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,6 +32,9 @@ from harness.core.errors import RvvdiffError
 
 DATA = DATA_DIR / "cost" / "memory.toml"
 LEVELS = ("l1d", "l1i", "l2")
+#: The page that carries :func:`markdown`, relative to the checkout, between ``<!-- memory -->`` markers.
+DOC = "docs/cost.md"
+_BLOCK = re.compile(r"(<!-- memory -->\n)(.*?)(<!-- /memory -->)", re.S)
 
 
 class MemoryDataError(RvvdiffError, ValueError):
@@ -150,3 +154,28 @@ def roofline(cycles: float, dram_bytes: float, system: MemorySystem, *, clock_hz
         left.insert(0, f"DRAM ({system.soc}: no published DRAM interface)")
         return Roofline(cycles / threads / clock_hz, None, tuple(left))
     return Roofline(cycles / threads / clock_hz, dram_bytes / system.dram.peak_bytes_per_s, tuple(left))
+
+
+def _geometry(c: Cache | None) -> str:
+    if c is None:
+        return "-"
+    shared = f", {c.shared_by} cores" if c.shared_by > 1 else ""
+    return f"{c.size // 1024} KiB, {c.ways}-way, {c.line} B lines{shared}"
+
+
+def markdown() -> str:
+    """The data file as a table: each core's caches, DRAM bus and peak, and what is not published."""
+    out = ["| core (chip) | L1D | L1I | L2 | DRAM (peak, whole chip) | not published |", "|---|---|---|---|---|---|"]
+    for s in systems().values():
+        d = s.dram
+        dram = f"{d.bus_bits}-bit {d.kind}, {d.mt_s} MT/s ({d.peak_bytes_per_s / 1e9:.2f} GB/s)" if d else "-"
+        out.append(f"| `{s.core}` ({s.soc}) | {_geometry(s.caches.get('l1d'))} | {_geometry(s.caches.get('l1i'))} | "
+                   f"{_geometry(s.caches.get('l2'))} | {dram} | {', '.join(s.missing) or '-'} |")
+    return "\n".join(out) + "\n"
+
+
+def render_doc(text: str) -> str:
+    """``text`` with its ``<!-- memory -->`` block replaced by the current :func:`markdown`."""
+    if not _BLOCK.search(text):
+        raise ValueError(f"{DOC} has no <!-- memory --> ... <!-- /memory --> block")
+    return _BLOCK.sub(lambda m: m.group(1) + markdown() + m.group(3), text, count=1)
