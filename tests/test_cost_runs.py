@@ -4,6 +4,7 @@ leaves state that sends the next one down another path, or a clear failure)."""
 
 from __future__ import annotations
 
+import struct
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -91,3 +92,16 @@ def test_a_calls_traffic_is_two_runs_more_through_the_cores_caches(monkeypatch: 
     assert t.dram_bytes == 5 * 64
     with pytest.raises(spike_count.CostError, match="no published caches"):
         spike_runs.measure_traffic(emu, build, 256, ("k", [], [], []), memory_system.systems()["tt_asc_x"], timeout=10)
+
+
+def test_a_runs_answers_are_read_before_spikes_cache_statistics(monkeypatch: pytest.MonkeyPatch) -> None:
+    def frame(msg: bytes) -> bytes:
+        return P.RESPONSE_HEADER.pack(P.RESPONSE_MAGIC, int(P.Status.OK), 7, len(msg)) + msg + struct.pack("<I", 0)
+
+    stats = "D$\tRead Misses:           12\nD$\tMiss Rate:             1.000%\n"
+    done = SimpleNamespace(timed_out=False, returncode=0, stdout=frame(b"hello") + frame(b"k") + stats.encode(),
+                           stderr=b"")
+    monkeypatch.setattr(spike_runs, "execute", lambda *a, **k: done)
+    emu = SimpleNamespace(signal_of=lambda rc: rc, explain=lambda exe, text: text)
+    responses, hist, got = spike_runs._run(["spike"], b"", 10, "k", Path("/nonexistent"), emu)
+    assert [r.message for r in responses] == ["hello", "k"] and not hist and got == stats

@@ -66,7 +66,7 @@ def _run(argv: list[str], stream: bytes, timeout: float, what: str, exe: Path,
         how = f"died of signal {-rc}" if rc < 0 else f"exited with code {rc}"
         raise CostError(f"{what}: the kernel server {how} under Spike before answering"
                         + (f"\n  server stderr: {tail}" if tail else ""))
-    return responses, hist
+    return responses, hist, stats
 
 
 def measure(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], list[float], list[P.Buf]],

@@ -25,19 +25,19 @@ from dataclasses import asdict, dataclass
 #: Spike's names of its caches in the statistics it prints (riscv/cachesim.cc ``print_stats``).
 NAMES = {"I$": "l1i", "D$": "l1d", "L2$": "l2"}
 _STAT = re.compile(r"^(I\$|D\$|L2\$)\t([A-Za-z ]+):\s+(\d+)\s*$", re.M)
-_FIRST = re.compile(rb"(?:I|D|L2)\$\tBytes Read:")
+_LINE = re.compile(rb"(?:I|D|L2)\$\t[A-Z][A-Za-z ]*:[^\n]*\n?")
 
 
 def split_output(stdout: bytes) -> tuple[bytes, str]:
     """(the program's output, Spike's cache statistics) of a run's stdout: Spike prints the statistics after the
-    program has exited, so they are its tail, from the first statistics line of the last block."""
-    starts = [m.start() for m in _FIRST.finditer(stdout)]
-    if not starts:
-        return stdout, ""
-    # the last block is at most three caches' statistics: cut at the first of the last three starts
-    cut = starts[-min(len(starts), len(NAMES))]
-    head, tail = stdout[:cut], stdout[cut:].decode(errors="replace")
-    return head, tail
+    program has exited, so they are its tail -- from the first statistics line after which nothing else comes."""
+    for m in _LINE.finditer(stdout):
+        pos = m.start()
+        while (line := _LINE.match(stdout, pos)) is not None and line.end() > pos:
+            pos = line.end()
+        if pos == len(stdout):
+            return stdout[:m.start()], stdout[m.start():].decode(errors="replace")
+    return stdout, ""
 
 
 def parse_stats(text: str) -> dict[str, dict[str, int]]:
