@@ -75,3 +75,6 @@ def test_the_project_table_is_generated_from_the_data_file() -> None:
     assert model_rows.doc_table() == model_rows.table(), (
         "docs/calibration.md's model-shaped table is not the data file's: run "
         "rvvdiff calibration write")
+    assert model_rows.doc_table(markers=model_rows.HELD) == model_rows.held_out_table(), (
+        "docs/calibration.md's held-out model-shaped table is not the data file's: run rvvdiff calibration write")
+    assert "SGEMM 4x3" in model_rows.held_out_table()

@@ -25,6 +25,8 @@ def _arg(args: list[str], flag: str) -> str | None:
 
 def test_every_row_with_a_source_plans_its_kernel_and_model_runs() -> None:
     for raw in sources.read()[1]:
+        if not sources.source_path(raw["name"]).is_file():
+            continue  # recorded, not measured yet: nothing to measure again
         runs = _plan(raw["name"])
         source = sources.load_source(raw["name"])["per_compiler"]
         assert {cc for cc, _ in runs} == set(source), raw["name"]
@@ -72,3 +74,17 @@ def test_a_tiling_row_is_measured_on_after_with_its_switch_set(tmp_path: Path) -
     (tree / calibration_runs.SGEMM).write_text("no switch\n")
     with pytest.raises(sources.CalibrationError, match="no single"):
         calibration_runs.with_lmul(tree, 1)
+
+
+def test_a_row_with_a_before_edit_is_measured_on_before_with_it_made(tmp_path: Path) -> None:
+    tree = tmp_path / "before"
+    (tree / "src").mkdir(parents=True)
+    (tree / "src" / "q.c").write_text("if (v) { f_vl256(n); }\n")
+    edit = {"file": "src/q.c", "old": "f_vl256(n);", "new": "f_vl128(n);"}
+    got = calibration_runs.edited(tree, edit)
+    assert got.name.startswith("before-edit-") and (got / "src" / "q.c").read_text() == "if (v) { f_vl128(n); }\n"
+    assert calibration_runs.edited(tree, edit) == got and (tree / "src" / "q.c").read_text().count("vl256") == 1
+    with pytest.raises(sources.CalibrationError, match="no single"):
+        calibration_runs.edited(tree, {**edit, "old": "absent"})
+    raw = calibration_runs.row("llama.cpp #22768 (VL128 kernel)")
+    assert raw["before_edit"]["old"].startswith("ggml_vec_dot_q1_0_q8_0_vl256(")

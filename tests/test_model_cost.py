@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.cost.prices import per_token
+from harness.cost.prices import memory_system, per_token
 
 SPEC = per_token.parse_spec("tinyllama:q4_0:1+32:check")[0]
 SETUP, FIXED, PER_ROW = 1_000_000, 50_000, 3_000  # per k, scaled below
@@ -107,7 +107,18 @@ def test_the_report_gives_per_token_the_ratio_and_the_bound() -> None:
     lines = per_token.report({"head": head, "base": base}, [SPEC], 1.0, 2, vlen=128)
     assert "batch 1: per token instructions" in lines[2] and "BASE / HEAD: instructions 3.00x" in lines[2]
     assert "rule checked at 256 rows: instructions +0.00 %" in lines[3]
-    assert "upper bound at 1 GHz x 2 threads" in lines[0]
+    assert "ceiling estimate at 1 GHz x 2 threads" in lines[0]
+
+
+
+def test_the_dram_roof_reads_each_weight_once_a_pass_at_the_published_bus() -> None:
+    f16, q4 = per_token.parse_spec("tinyllama:f16:1+32,tinyllama:q4_0:1")
+    params = 22 * (2 * 2048 * 2048 + 2 * 256 * 2048 + 3 * 5632 * 2048)  # TinyLlama's seven mul_mats, 22 layers
+    assert per_token.weight_bytes(f16) == params * 2 and per_token.weight_bytes(q4) == params * 18 / 32
+    x60 = memory_system.systems()["spacemit_x60"]
+    assert per_token.dram_roof(f16, 1, x60) == pytest.approx(10.664e9 / (params * 2))
+    assert per_token.dram_roof(f16, 32, x60) == pytest.approx(32 * per_token.dram_roof(f16, 1, x60))
+    assert per_token.dram_roof(f16, 1, memory_system.systems()["tt_asc_x"]) is None
 
 
 def test_float_specs_parse_and_say_where_their_vector_kernels_are() -> None:

@@ -25,6 +25,9 @@ speed-ups and rvvdiff's estimates of the same change, kept with the ``rvvdiff co
 ``rvvdiff calibration measure ROW --ggml-git DIR [--cc LIST] [--out DIR] [--dry-run]``
     the row measured again: its two trees exported from a ggml-org/ggml clone, the ``rvvdiff cost`` runs its
     source holds redone, and recorded (harness/jobs/calibration_runs.py).
+``rvvdiff calibration trees ROW --ggml-git DIR``
+    the row's two trees made (exported, with its ``before_edit`` / ``after_lmul``) and printed, BEFORE then AFTER:
+    what a row's first ``rvvdiff cost --base BEFORE --ggml-src AFTER`` run takes (docs/calibration.md).
 
 Exit status: 0; 1 when ``check`` finds a figure its source does not give or a ``measure`` run fails; 2 for a
 usage error or a row or file that cannot be read.
@@ -69,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     add_options(m, "compilers", unset=True, default_words={"compilers": "the compilers the row's source holds"})
     m.add_argument("--out", type=Path, default=None, help="where the runs write (default: a new directory)")
     m.add_argument("--dry-run", action="store_true", help="print the commands, run none")
+    t = sub.add_parser("trees", help="a row's two trees made from ggml's history and printed (BEFORE, AFTER)")
+    t.add_argument("row", metavar="ROW", help="the row's name in harness/data/calibration.toml")
+    t.add_argument("--ggml-git", type=Path, required=True, help="a git directory of ggml-org/ggml with its commits")
     return p
 
 
@@ -110,5 +116,8 @@ def main(argv: list[str]) -> int:
         return 1 if bad else 0
     if a.action == "compare":
         print("\n".join(data_diff.compare(a.old, a.new)))
+        return 0
+    if a.action == "trees":
+        print("\n".join(map(str, calibration_runs.trees_of(calibration_runs.row(a.row), a.ggml_git))))
         return 0
     return calibration_runs.measure_again(a.row, a.ggml_git, list(a.cc) if a.cc else None, a.out, dry_run=a.dry_run)

@@ -10,7 +10,7 @@ not be measured (one line each).
 
 ``--model SHAPE:TYPE:BATCH+BATCH[:check]`` adds the model-shaped cases (harness/cost/prices/per_token.py: one
 transformer layer's mul_mats through ggml's graph on one thread, sliced, set-up cancelled) and prints
-their estimated cycles per token, the BASE / HEAD tokens/s ratio and an upper-bound rate at ``--clock-ghz``
+their estimated cycles per token, the BASE / HEAD tokens/s ratio and a ceiling rate at ``--clock-ghz``
 x ``--threads`` (``model.md``); ``-k model`` measures only them.
 
 ``--changed-only`` (with ``--base``): only the cases whose code the change reaches (the gate's diff,
@@ -75,9 +75,9 @@ def main(argv: list[str]) -> int:
                    help="model-shaped cases SHAPE:TYPE:BATCH+BATCH[:check], comma-separated (tinyllama:q4_0:1+32; "
                         "shapes: " + ", ".join(per_token.SHAPES) + "); sets RVVDIFF_COST_MODEL for the runs")
     p.add_argument("--clock-ghz", type=float, default=D.clock_ghz, metavar="GHZ",
-                   help="with --model: the core's clock for the upper-bound rate (default: 1.6, the BPI-F3's X60)")
+                   help="with --model: the core's clock for the ceiling rate (default: 1.6, the BPI-F3's X60)")
     p.add_argument("--threads", type=int, default=D.threads, metavar="N",
-                   help="with --model: threads for the upper-bound rate (default: 8)")
+                   help="with --model: threads for the ceiling rate (default: 8)")
     p.add_argument("--no-estimates", action="store_true", help="with a board: measure only, no Spike run for the estimates")
     ns = p.parse_args(argv)
     args = cost_suite_runs.Options(cost_suite_runs.COST_MATRIX.merged(Matrix.of(ns)), **Matrix.others(ns))

@@ -3,7 +3,8 @@
 ``loops``: each kernel family's loop-size table (cases/loops.py), in the family's docs page; ``quant-types``:
 the quantized types (oracles/quant_types.py), in docs/quants.md; ``options``: the test matrix's options
 (harness/core/matrix.py), in docs/options.md, and the job matrices of the CI workflow (ci/github/rvvdiff.yml);
-``settings``: the ``RVVDIFF_*`` variables (harness/core/settings.py), in docs/settings.md.
+``settings``: the ``RVVDIFF_*`` variables (harness/core/settings.py), in docs/settings.md; ``memory``: each priced core's
+published caches and DRAM bus (harness/data/cost/memory.toml), in docs/cost.md.
 
 Without ``--write`` the selected tables (default: all) are printed, the loops' gaps on stderr (exit status 1 when
 a loop level is not reached); with it, their generated blocks are rewritten in this checkout's files.  The
@@ -18,9 +19,10 @@ from collections.abc import Callable
 from types import ModuleType
 
 from harness.core import matrix_doc, settings
+from harness.cost.prices import memory_system
 from oracles import quant_types
 
-TABLES = ("loops", "quant-types", "options", "settings")
+TABLES = ("loops", "quant-types", "options", "settings", "memory")
 
 
 def _families() -> ModuleType:
@@ -40,14 +42,16 @@ def files(table: str, families: list[str] | None = None) -> dict[str, Callable[[
         return {quant_types.DOC: quant_types.render_doc}
     if table == "options":
         return dict(matrix_doc.RENDERED)
+    if table == "memory":
+        return {memory_system.DOC: memory_system.render_doc}
     return {settings.DOC: settings.render_doc}
 
 
 def show(table: str, families: list[str] | None = None) -> int:
     """Print ``table``; 1 when a loop table has a gap (each on stderr), else 0."""
     if table != "loops":
-        print({"quant-types": quant_types.table, "options": matrix_doc.markdown, "settings": settings.markdown}[table](),
-              end="")
+        print({"quant-types": quant_types.table, "options": matrix_doc.markdown, "settings": settings.markdown,
+               "memory": memory_system.markdown}[table](), end="")
         return 0
     from cases import loops
 

@@ -13,7 +13,8 @@ archive``, and runs, per compiler:
 each run's arguments written by ``rvvdiff cost``'s own options (harness/jobs/cost_suite_runs.py ``Options``), then
 records the runs' cost.json files as ``rvvdiff calibration record ROW COST_JSON ...`` does.  A row with
 ``after_lmul`` (a tiling of tinyBLAS_RVV a pull request measured beside the one ggml kept) is measured on AFTER's
-tree with its one switch line set (:func:`with_lmul`).  A compiler
+tree with its one switch line set (:func:`with_lmul`), a row with ``before_edit`` on BEFORE's tree with its one
+string replaced (:func:`edited`: #22768's VLEN-128 kernel forced at VLEN 256).  A compiler
 given with ``--cc`` that the source does not hold yet gets the kernel cases clang's runs name.  ``--dry-run``
 prints the commands and runs none.  Why: an estimator's change that needs more of a measurement than a row's
 source kept (the scalar classes of the instruction mix) is priced on every row by measuring it again, the same
@@ -22,6 +23,7 @@ way, not by hand.
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 import shutil
 import sys
@@ -113,20 +115,43 @@ SGEMM = Path("src/ggml-cpu/llamafile/sgemm.cpp")
 LMUL_LINE = "#define LMUL 4"
 
 
-def with_lmul(tree: Path, lmul: int) -> Path:
-    """``tree`` with tinyBLAS_RVV's tiling switch set to ``lmul`` (a row's ``after_lmul``: a tiling a pull request
-    measured in another column of its table), a tree of its own beside it."""
-    dest = tree.with_name(f"{tree.name}-lmul{lmul}")
-    if (dest / SGEMM).is_file():
+def with_edit(tree: Path, file: str | Path, old: str, new: str, tag: str) -> Path:
+    """``tree`` with the one occurrence of ``old`` in ``file`` replaced by ``new``, a tree of its own beside it named
+    with ``tag``: a configuration a pull request measured in another column or row of its table (a row's
+    ``after_lmul`` or ``before_edit``).  The exported tree is never changed."""
+    dest = tree.with_name(f"{tree.name}-{tag}")
+    if (dest / file).is_file():
         return dest
-    text = (tree / SGEMM).read_text() if (tree / SGEMM).is_file() else ""
-    if text.count(LMUL_LINE + "\n") != 1:
-        raise sources.CalibrationError(f"{tree / SGEMM}: no single '{LMUL_LINE}' line to set (after_lmul = {lmul})")
+    text = (tree / file).read_text() if (tree / file).is_file() else ""
+    if text.count(old) != 1:
+        raise sources.CalibrationError(f"{tree / file}: no single '{old.strip()}' to replace ({tag})")
     with tempfile.TemporaryDirectory(dir=tree.parent) as tmp:
         shutil.copytree(tree, Path(tmp) / "t", symlinks=True)
-        (Path(tmp) / "t" / SGEMM).write_text(text.replace(LMUL_LINE + "\n", f"#define LMUL {lmul}\n"))
+        (Path(tmp) / "t" / file).write_text(text.replace(old, new))
         (Path(tmp) / "t").rename(dest)
     return dest
+
+
+def with_lmul(tree: Path, lmul: int) -> Path:
+    """``tree`` with tinyBLAS_RVV's tiling switch set to ``lmul`` (a row's ``after_lmul``)."""
+    return with_edit(tree, SGEMM, LMUL_LINE + "\n", f"#define LMUL {lmul}\n", f"lmul{lmul}")
+
+
+def edited(tree: Path, edit: dict[str, str]) -> Path:
+    """``tree`` with a row's ``before_edit`` (``file``, ``old``, ``new``) made, named by a digest of the edit."""
+    tag = "edit-" + hashlib.sha256(f"{edit['file']}\0{edit['old']}\0{edit['new']}".encode()).hexdigest()[:10]
+    return with_edit(tree, edit["file"], edit["old"], edit["new"], tag)
+
+
+def trees_of(raw: dict[str, Any], ggml_git: Path) -> tuple[Path, Path]:
+    """A row's BEFORE and AFTER trees: its commits exported from ``ggml_git``, with its ``before_edit`` and
+    ``after_lmul`` made."""
+    before, after = export(ggml_git, raw["before"]), export(ggml_git, raw["after"])
+    if raw.get("before_edit"):
+        before = edited(before, raw["before_edit"])
+    if raw.get("after_lmul"):
+        after = with_lmul(after, int(raw["after_lmul"]))
+    return before, after
 
 
 def measure_again(name: str, ggml_git: Path, compilers: list[str] | None, out: Path | None, *,
@@ -135,11 +160,7 @@ def measure_again(name: str, ggml_git: Path, compilers: list[str] | None, out: P
     ``ggml_git``, the runs :func:`plan` gives made one after the other by ``rvvdiff cost`` (none with ``dry_run``:
     their commands printed), and recorded; the command's exit status (1: a run failed, nothing recorded)."""
     out = out or Path(tempfile.mkdtemp(prefix="calibration-"))
-    raw = row(name)
-    trees = (export(ggml_git, raw["before"]), export(ggml_git, raw["after"]))
-    if raw.get("after_lmul"):
-        trees = (trees[0], with_lmul(trees[1], int(raw["after_lmul"])))
-    runs = plan(name, compilers, trees, out)
+    runs = plan(name, compilers, trees_of(row(name), ggml_git), out)
     for cc, args in runs:
         print("rvvdiff cost " + shlex.join(args), flush=True)
         if dry_run:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Sequence
@@ -13,11 +14,13 @@ from hypothesis import reject
 from hypothesis.control import currently_in_test_context
 
 from harness.check import observe
+from harness.core import settings
 from harness.core.config import IsaBuild
 from harness.core.matrix import DEFAULT_COMPILER, Point
 from harness.cost.measure import board_counters
 from harness.cost.measure.spike_count import Cost
 from harness.cost.measure.spike_runs import measure as measure_call
+from harness.cost.measure.spike_runs import traffic_at
 from harness.emulators import pool, registry
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
@@ -222,8 +225,12 @@ class Target(Point):
             pytest.skip(missing)
         if self.vlen not in emu.vlens:
             pytest.skip(f"{emu.label} does not emulate VLEN {self.vlen}")
-        return measure_call(emu.for_build(build), build, self.vlen, (kernel, list(ip), list(fp), list(bufs)),
-                            timeout=session().timeout, what=f"{kernel} [{self.id}, {emu.named_as or emu.label}]")
+        call, what = (kernel, list(ip), list(fp), list(bufs)), f"{kernel} [{self.id}, {emu.named_as or emu.label}]"
+        r, cost = measure_call(emu.for_build(build), build, self.vlen, call, timeout=session().timeout, what=what)
+        if settings.get("COST_TRAFFIC") == "1":
+            cost = dataclasses.replace(cost, traffic=traffic_at(emu.for_build(build), build, self.vlen, call,
+                                                                timeout=session().timeout, what=what))
+        return r, cost
 
     def _counted(self, board: Board, kernel: str, ip: Sequence[int], fp: Sequence[float],
                  bufs: Sequence[P.Buf]) -> tuple[P.Response, Cost]:

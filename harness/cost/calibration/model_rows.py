@@ -25,6 +25,8 @@ from harness.cost.calibration import kernel_rows, sources
 from harness.cost.prices import per_token
 
 _BEGIN, _END = "<!-- model calibration table -->", "<!-- /model calibration table -->"
+#: The markers of the held-out rows' summary table (:func:`held_out_table`).
+HELD = ("<!-- held-out model table -->", "<!-- /held-out model table -->")
 SUMMARISED = ("table", "mca")
 
 
@@ -142,19 +144,51 @@ def table(rs: list[ModelRow] | None = None) -> str:
     return "\n".join(out)
 
 
+def _span(values: list[float], unit: str = "x") -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.2f}{unit}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}{unit}-{hi:.2f}{unit}"
+
+
+def held_out_table(rs: list[ModelRow] | None = None) -> str:
+    """The held-out model-shaped cases in one line per compiler: the board's ratio per test, and each estimator's
+    ratio over the batches the tests are held against with its error factor, as spans."""
+    rs = [r for r in (rows() if rs is None else rs) if r.row.held_out]
+    ests = per_token.ESTIMATORS
+    out = ["| row (held out), model case | built by | board x per test | "
+           + " | ".join(f"est. x {e} (error)" for e in ests) + " |", "|" + "---|" * (3 + len(ests))]
+    for r in rs:
+        for i, cc in enumerate(sorted(r.estimates, key=lambda cc: (cc != "clang", cc))):
+            board = ", ".join(f"{t} {r.row.speedup(t):.2f}x" for t in r.row.measured) if i == 0 else ""
+            cells = []
+            for e in ests:
+                batches = {b for t in r.row.measured if (b := r.batch_for(t, cc)) is not None}
+                xs = [v for b in batches if (v := r.estimates[cc].get(b, {}).get(e)) is not None]
+                fs = [f for t in r.row.measured if (f := r.factor(e, t, cc)) is not None]
+                cells.append(f"{_span(xs)} ({_span(fs)})" if xs and fs else "-")
+            out.append(f"| {r.row.name + ', `' + r.spec + '`' if i == 0 else ''} | {cc} | {board} | "
+                       + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def _between(text: str, markers: tuple[str, str], body: str, doc: Path) -> str:
+    begin, end = markers
+    if begin not in text or end not in text:
+        raise kernel_rows.CalibrationError(f"{doc}: no {begin} ... {end} markers to put the table between")
+    return text.split(begin)[0] + begin + "\n" + body + "\n" + end + text.split(end, 1)[1]
+
+
 def write_doc(doc: Path = kernel_rows.DOC) -> bool:
+    """Both model-shaped tables (:func:`table`, :func:`held_out_table`) into ``doc``; True when it changed."""
     text = doc.read_text()
-    if _BEGIN not in text or _END not in text:
-        raise kernel_rows.CalibrationError(f"{doc}: no {_BEGIN} ... {_END} markers to put the table between")
-    new = text.split(_BEGIN)[0] + _BEGIN + "\n" + table() + "\n" + _END + text.split(_END, 1)[1]
+    new = _between(_between(text, (_BEGIN, _END), table(), doc), HELD, held_out_table(), doc)
     if new != text:
         doc.write_text(new)
     return new != text
 
 
-def doc_table(doc: Path = kernel_rows.DOC) -> str:
+def doc_table(doc: Path = kernel_rows.DOC, markers: tuple[str, str] = (_BEGIN, _END)) -> str:
     text = doc.read_text()
-    return text.split(_BEGIN, 1)[1].split(_END, 1)[0].strip() if _BEGIN in text else ""
+    return text.split(markers[0], 1)[1].split(markers[1], 1)[0].strip() if markers[0] in text else ""
 
 
 def estimate(cost: Mapping[str, Any], spec_text: str, vlen: int = 256) -> dict[str, dict[str, float]]:

@@ -86,12 +86,16 @@ class Cost:
     #: The second estimate at the VLEN LLVM's X60 model is for: llvm-mca over the executed basic blocks
     #: (harness/cost/prices/mca.py; cycles, cycles by mix key, skipped). Empty elsewhere or without llvm-mca.
     mca: dict = field(default_factory=dict)
+    #: The call's memory traffic through each core's cache model, by core key (harness/cost/measure/spike_traffic.py;
+    #: measured when ``RVVDIFF_COST_TRAFFIC=1``, never kept in the cache of measurements).
+    traffic: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"instret": self.instret, "cycles": self.cycles, "executed": self.executed, "vector": self.vector,
                 "vector_work": self.vector_work, "vector_kinds": dict(self.vector_kinds),
                 "functions": dict(self.functions), "vtype_unknown": self.vtype_unknown, "mix": dict(self.mix),
-                **({"mca": dict(self.mca)} if self.mca else {})}
+                **({"mca": dict(self.mca)} if self.mca else {}),
+                **({"traffic": dict(self.traffic)} if self.traffic else {})}
 
 
 # ------------------------------------------------------------------ decoding

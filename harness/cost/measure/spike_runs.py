@@ -1,6 +1,8 @@
 """One call measured under Spike by two runs of the kernel server (harness/cost/measure/spike_count.py's docstring says
 what is counted and why): the runs, the check that run B executed at least what run A did at every address,
-and the cache of measurements (``$RVVDIFF_CACHE/cost``, off with ``RVVDIFF_COST_CACHE=0``)."""
+and the cache of measurements (``$RVVDIFF_CACHE/cost``, off with ``RVVDIFF_COST_CACHE=0``); and the same call's
+memory traffic through a core's cache model, by two runs more (:func:`measure_traffic`,
+harness/cost/measure/spike_traffic.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ from harness.core.config import cache_dir
 from harness.core.proc import execute
 from harness.cost.measure import snapshot
 from harness.cost.measure.spike_count import TALLY_VERSION, Cost, CostError, image, parse_histogram, second_estimate, tally
-from harness.cost.prices import cores, mca
+from harness.cost.measure.spike_traffic import Traffic, difference, parse_stats, split_output
+from harness.cost.prices import cores, mca, memory_system
+from harness.cost.prices.memory_system import MemorySystem
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
 from harness.toolchain.builds import Build
@@ -38,7 +42,8 @@ def spike_argv(emu: Emulator, exe: Path, vlen: int, props: dict[str, bool]) -> l
 
 
 def _run(argv: list[str], stream: bytes, timeout: float, what: str, exe: Path,
-         emu: Emulator) -> tuple[list[P.Response], Counter[int]]:
+         emu: Emulator) -> tuple[list[P.Response], Counter[int], str]:
+    """The run's responses, its PC histogram (with ``-g``) and the cache model's statistics (with ``--dc``...)."""
     # The requests come from a file, not a pipe: a pipe delivers them in pieces that depend on the
     # host's timing, and the server's read loop (counted in the histogram) with them.
     with tempfile.TemporaryFile() as f:
@@ -49,8 +54,9 @@ def _run(argv: list[str], stream: bytes, timeout: float, what: str, exe: Path,
         raise CostError(f"{what}: no answer within {timeout:.0f} s under Spike (a hang, or raise "
                         "--kernel-timeout for a call this large)")
     hist, rest = parse_histogram(cp.stderr.decode(errors="replace"))
+    out, stats = split_output(cp.stdout)
     try:
-        responses = P.decode_responses(cp.stdout)
+        responses = P.decode_responses(out)
     except (ValueError, struct.error) as e:
         responses = []
         rest += f"\n(unreadable answer: {e})"
@@ -60,7 +66,7 @@ def _run(argv: list[str], stream: bytes, timeout: float, what: str, exe: Path,
         how = f"died of signal {-rc}" if rc < 0 else f"exited with code {rc}"
         raise CostError(f"{what}: the kernel server {how} under Spike before answering"
                         + (f"\n  server stderr: {tail}" if tail else ""))
-    return responses, hist
+    return responses, hist, stats
 
 
 def measure(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], list[float], list[P.Buf]],
@@ -83,11 +89,7 @@ def measure(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], 
         addresses where B executed fewer instructions than A, and how many fewer in all."""
         runs = []
         for repeat in repeats:
-            stream = (P.encode_hello() + P.encode_call(kernel, ip, fp, bufs, repeat, measure=True) + P.encode_quit())
-            responses, hist = _run(argv, stream, timeout, what, exe, emu)
-            r = responses[1]
-            if r.status != P.Status.OK:
-                raise CostError(f"{what}: the kernel server answered {P.Status(r.status).name}: {r.message}")
+            r, hist, _ = _answered(argv, _stream(call, repeat), timeout, what, exe, emu)
             runs.append((r, hist))
         (_, hist_a), (r_b, hist_b) = runs
         diff: Counter[int] = Counter()
@@ -122,6 +124,47 @@ def measure(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], 
     result = r_b, cost
     _keep(key, *result)
     return result
+
+
+def _stream(call: tuple[str, list[int], list[float], list[P.Buf]], repeat: int) -> bytes:
+    kernel, ip, fp, bufs = call
+    return P.encode_hello() + P.encode_call(kernel, ip, fp, bufs, repeat, measure=True) + P.encode_quit()
+
+
+def _answered(argv: list[str], stream: bytes, timeout: float, what: str, exe: Path,
+              emu: Emulator) -> tuple[P.Response, Counter[int], str]:
+    """:func:`_run` of a one-call stream: the call's response (an error unless OK), the histogram, the statistics."""
+    responses, hist, stats = _run(argv, stream, timeout, what, exe, emu)
+    r = responses[1]
+    if r.status != P.Status.OK:
+        raise CostError(f"{what}: the kernel server answered {P.Status(r.status).name}: {r.message}")
+    return r, hist, stats
+
+
+def measure_traffic(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], list[float], list[P.Buf]],
+                    system: MemorySystem, *, timeout: float, what: str = "") -> Traffic:
+    """The memory traffic of one warm call (kernel, ip, fp, bufs) of ``build`` at ``vlen`` through ``system``'s
+    cache model (harness/cost/measure/spike_traffic.py): run B's counters (two repetitions) minus run A's (one).
+    Raises :class:`CostError` when the call fails or ``system`` publishes no cache."""
+    what = what or f"{call[0]} (VLEN {vlen}, ISA build {build.isa.name}, on Spike's {system.core} cache model)"
+    options = system.spike_options()
+    if not options:
+        raise CostError(f"{what}: {system.core} has no published caches (harness/data/cost/memory.toml)")
+    exe = emu.server_binary(build)
+    started = _started(spike_argv(emu, exe, vlen, dict(build.isa.qemu)), exe, timeout)  # the measure's snapshot
+    argv = [started[0], *options, *started[1:]]
+    stats = [parse_stats(_answered(argv, _stream(call, repeat), timeout, what, exe, emu)[2]) for repeat in (1, 2)]
+    if not stats[1]:
+        raise CostError(f"{what}: Spike printed no cache statistics (a Spike without --dc / --l2?)")
+    return difference(stats[0], stats[1], system.core, system.caches["l1d"].line)
+
+
+def traffic_at(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], list[float], list[P.Buf]], *,
+               timeout: float, what: str = "") -> dict[str, dict]:
+    """:func:`measure_traffic` through every core priced at ``vlen`` whose caches are published, by core key."""
+    systems = memory_system.systems()
+    return {c.key: measure_traffic(emu, build, vlen, call, systems[c.key], timeout=timeout, what=what).as_dict()
+            for c in cores.for_vlen(vlen) if c.key in systems and systems[c.key].spike_options()}
 
 
 def _started(argv: list[str], exe: Path, timeout: float) -> list[str]:

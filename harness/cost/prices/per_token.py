@@ -1,5 +1,5 @@
 """The model-shaped cost case: one transformer layer's matrix multiplications at a model's shape, as
-estimated cycles per token on one core, a tokens/s ratio between two trees and an upper-bound rate.
+estimated cycles per token on one core, a tokens/s ratio between two trees and a ceiling rate.
 
 What is measured (costs/model.py builds the calls): ``mul_mat(W, X)`` through ggml's own graph on one
 thread, W of ``m`` rows of ``k`` elements of the weight type, X a batch of ``n`` f32 rows (1: token
@@ -22,7 +22,7 @@ Two rules turn a few small measurements into a layer:
   sum of its mul_mats, each ``fixed + m * per_row`` at its own ``k`` (:func:`layer`).
 
 Per token = a layer's cycles over ``n``, times the model's layers.  The **estimated rate** on a board is
-``clock x threads / cycles per token``: an upper bound, since it ignores memory bandwidth (token
+``clock x threads / cycles per token``: a ceiling estimate, not a bound: it ignores memory bandwidth (token
 generation reads every weight once per token), threading overhead and everything of a forward pass
 but these mul_mats (attention, norms, the output head).  The ratio between two trees (BEFORE's cycles
 per token over AFTER's) is the figure held against a board's before / after tokens/s
@@ -37,7 +37,7 @@ from typing import Any
 
 from harness.core.config import ISA_BUILDS
 from harness.core.errors import RvvdiffError
-from harness.cost.prices import cores, estimate_pair
+from harness.cost.prices import cores, estimate_pair, memory_system
 from oracles import quant_types as QT
 
 #: Weight rows of the two slices the rule is fitted on, and of the slice that checks it (multiples of 16:
@@ -247,7 +247,7 @@ class Result:
     unexpected: tuple[str, ...] = ()
 
     def rate(self, estimator: str, clock_ghz: float, threads: int) -> float:
-        """Tokens/s upper bound (module docstring)."""
+        """Tokens/s ceiling estimate (module docstring): not a bound, a board can beat it."""
         return clock_ghz * 1e9 * threads / self.per_token[estimator]
 
 
@@ -286,6 +286,27 @@ def rows_by_slice(cost_rows: list[Mapping[str, Any]], spec: Spec, vlen: int = 25
     return {parse_size(r["size"]): r for r in mine}
 
 
+#: Bytes an element of a float weight type takes (a quantized type's: its block's bytes over its elements).
+FLOAT_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
+
+
+def weight_bytes(spec: Spec) -> float:
+    """The bytes of every layer's mul_mat weights: what one forward pass must read from DRAM at least (the weights
+    do not fit a cache: 8.6 MB a layer at the least here, against the K1's 512 KiB L2 per cluster)."""
+    rec = next((r for r in QT.RECORDS if r.name == spec.type), None)
+    per = FLOAT_BYTES[spec.type] if rec is None else rec.nbytes / rec.block
+    return sum(m * k for _, m, k in spec.shape.matmuls()) * per * spec.shape.layers
+
+
+def dram_roof(spec: Spec, batch: int, system: memory_system.MemorySystem) -> float | None:
+    """Tokens/s the DRAM bus allows when each weight is read once a pass of ``batch`` tokens, at the bus's peak
+    (harness/data/cost/memory.toml): the compulsory traffic's roof, a ceiling (a board re-reads more, and sustains
+    less than the peak); None without a published bus."""
+    if system.dram is None:
+        return None
+    return system.dram.peak_bytes_per_s / (weight_bytes(spec) / batch)
+
+
 def ratio(before: Result, after: Result) -> dict[str, float]:
     """BEFORE's cycles per token over AFTER's: the estimated tokens/s speed-up, per estimator."""
     return {e: before.per_token[e] / after.per_token[e] for e in after.per_token if e in before.per_token}
@@ -293,8 +314,8 @@ def ratio(before: Result, after: Result) -> dict[str, float]:
 
 def report(cost: Mapping[str, Any], specs: list[Spec], clock_ghz: float, threads: int, vlen: int = 256) -> list[str]:
     """Markdown lines: per case and batch, cycles per token by estimator on HEAD (and BASE), the ratio,
-    the upper-bound rate and the rule's check."""
-    out = [f"## Model-shaped cases (VLEN {vlen}, one core; rate: upper bound at {clock_ghz:g} GHz x {threads} "
+    the ceiling rate and the rule's check."""
+    out = [f"## Model-shaped cases (VLEN {vlen}, one core; rate: ceiling estimate at {clock_ghz:g} GHz x {threads} "
            "threads, ignoring memory bandwidth, threading overhead and all but these mul_mats)", ""]
     for spec in specs:
         head = results(spec, rows_by_slice(cost.get("head", []), spec, vlen))
@@ -307,11 +328,11 @@ def report(cost: Mapping[str, Any], specs: list[Spec], clock_ghz: float, threads
                 return ", ".join(f"{res.rate(e, clock_ghz, threads):.2f} t/s ({e})" for e in names) or "no cycle estimate"
 
             line = (f"- {spec.shape.label}, {spec.type}{' (CPU buffer)' if spec.cpu else ''}, batch {h.batch}: per "
-                    "token " + ", ".join(f"{e} {h.per_token[e] / 1e6:.1f} M" for e in est) + "; est. rate <= "
+                    "token " + ", ".join(f"{e} {h.per_token[e] / 1e6:.1f} M" for e in est) + "; ceiling rate "
                     + rates(h, cyc))
             if base:
                 r = ratio(base[i], h)
-                line += ("; BASE: est. rate <= " + rates(base[i], [e for e in cyc if e in r])
+                line += ("; BASE: ceiling rate " + rates(base[i], [e for e in cyc if e in r])
                          + "; BASE / HEAD: " + ", ".join(f"{e} {r[e]:.2f}x" for e in est if e in r))
             if h.paths:
                 line += "; path: " + " / ".join(h.paths)
@@ -319,6 +340,10 @@ def report(cost: Mapping[str, Any], specs: list[Spec], clock_ghz: float, threads
                     line += " (BASE: " + " / ".join(base[i].paths) + ")"
             if h.unexpected:
                 line += "; the tree predicted " + " / ".join(h.unexpected)
+            roof = dram_roof(spec, h.batch, memory_system.systems()[estimate_pair.X60_KEY])
+            if roof is not None and vlen == 256:
+                line += (f"; DRAM roof {roof:.1f} t/s (each weight read once a pass, {estimate_pair.X60_KEY}'s chip's "
+                         "peak bus; compute-bound below it)")
             if h.checked:
                 line += (f"; rule checked at {CHECK_SLICE} rows: "
                          + ", ".join(f"{e} {v * 100:+.2f} %" for e, v in h.checked.items()))
