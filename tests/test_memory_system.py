@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from harness.cost.prices import cores
-from harness.cost.prices import memory_system as M
+from harness.cost.prices import memory_system as MS
 
 
 def test_every_priced_core_has_an_entry_with_a_source() -> None:
-    systems = M.systems()
+    systems = MS.systems()
     assert {c.key for c in cores.all_cores()} <= set(systems), "a priced core has no entry in memory.toml"
     for s in systems.values():
         assert s.source, s.core
@@ -22,12 +22,12 @@ def test_every_priced_core_has_an_entry_with_a_source() -> None:
 
 
 def test_the_k1s_published_figures_configure_the_cache_model() -> None:
-    x60 = M.systems()["spacemit_x60"]
+    x60 = MS.systems()["spacemit_x60"]
     assert (x60.caches["l1d"].ways, x60.caches["l2"].ways, x60.caches["l2"].shared_by) == (4, 16, 4)
     assert x60.spike_options() == ["--dc=128:4:64", "--ic=128:4:64", "--l2=512:16:64"]
     assert x60.dram is not None and x60.dram.peak_bytes_per_s == pytest.approx(10.664e9)
     assert x60.cores == 8 and x60.cluster == 4
-    assert M.systems()["tt_asc_x"].spike_options() == []
+    assert MS.systems()["tt_asc_x"].spike_options() == []
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -38,25 +38,25 @@ def test_the_k1s_published_figures_configure_the_cache_model() -> None:
     ('[c]\nsource = "s"\n[c.dram]\nkind = "x"\nbus_bits = 32\nmt_s = 1\n', "dram says no source"),
 ])
 def test_a_malformed_entry_is_named(text: str, message: str) -> None:
-    with pytest.raises(M.MemoryDataError, match=message):
-        M.parse(text)
+    with pytest.raises(MS.MemoryDataError, match=message):
+        MS.parse(text)
 
 
 def test_the_roofline_is_the_larger_roof_and_names_what_it_leaves_out() -> None:
-    x60 = M.systems()["spacemit_x60"]
+    x60 = MS.systems()["spacemit_x60"]
     # 1.6e9 cycles on 8 threads at 1.6 GHz: 0.125 s; 2.1328e9 bytes at 10.664 GB/s: 0.2 s -> DRAM-bound
-    r = M.roofline(1.6e9, 2.1328e9, x60, clock_hz=1.6e9, threads=8)
+    r = MS.roofline(1.6e9, 2.1328e9, x60, clock_hz=1.6e9, threads=8)
     assert (r.compute_s, r.dram_s, r.seconds, r.bound) == (pytest.approx(0.125), pytest.approx(0.2), pytest.approx(0.2),
                                                            "DRAM")
-    assert M.roofline(1.6e9, 1e6, x60, clock_hz=1.6e9, threads=8).bound == "compute"
+    assert MS.roofline(1.6e9, 1e6, x60, clock_hz=1.6e9, threads=8).bound == "compute"
     assert any("L2" in t for t in r.left_out) and any("latency" in t for t in r.left_out)
-    none = M.roofline(1.6e9, 1e12, M.systems()["spacemit_x100"], clock_hz=1.6e9, threads=8)
+    none = MS.roofline(1.6e9, 1e12, MS.systems()["spacemit_x100"], clock_hz=1.6e9, threads=8)
     assert none.dram_s is None and none.bound == "compute" and "DRAM" in none.left_out[0]
     with pytest.raises(ValueError):
-        M.roofline(1.0, 1.0, x60, clock_hz=1.6e9, threads=0)
+        MS.roofline(1.0, 1.0, x60, clock_hz=1.6e9, threads=0)
 
 
 def test_the_docs_table_is_the_data_files() -> None:
-    text = (Path(__file__).resolve().parents[1] / M.DOC).read_text()
-    assert M.render_doc(text) == text, f"{M.DOC}'s memory table is stale: run rvvdiff docs --write memory"
-    assert "| `spacemit_x60` (SpacemiT K1) | 32 KiB, 4-way, 64 B lines |" in M.markdown()
+    text = (Path(__file__).resolve().parents[1] / MS.DOC).read_text()
+    assert MS.render_doc(text) == text, f"{MS.DOC}'s memory table is stale: run rvvdiff docs --write memory"
+    assert "| `spacemit_x60` (SpacemiT K1) | 32 KiB, 4-way, 64 B lines |" in MS.markdown()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.cost.measure import spike_traffic as T
+from harness.cost.measure import spike_traffic as ST
 
 
 def _stats(d_miss: int, d_wb: int, i_miss: int, l2_miss: int, l2_wb: int, sep: str = "\t") -> str:
@@ -22,18 +22,18 @@ def _stats(d_miss: int, d_wb: int, i_miss: int, l2_miss: int, l2_wb: int, sep: s
 @pytest.mark.parametrize("sep", ["\t", " "])
 def test_the_statistics_are_split_from_the_programs_output_and_read(sep: str) -> None:
     program = b"\x00\x01binary answer D$ not a statistic\n"
-    out, stats = T.split_output(program + _stats(10, 2, 3, 4, 1, sep).encode())
+    out, stats = ST.split_output(program + _stats(10, 2, 3, 4, 1, sep).encode())
     assert out == program
-    parsed = T.parse_stats(stats)
+    parsed = ST.parse_stats(stats)
     assert parsed["l1d"]["Read Misses"] == 9 and parsed["l1d"]["Write Misses"] == 1 and parsed["l2"]["Writebacks"] == 1
     assert "Miss Rate" not in parsed["l1i"]
-    assert T.split_output(program) == (program, "")
+    assert ST.split_output(program) == (program, "")
 
 
 def test_a_calls_traffic_is_run_bs_counters_minus_run_as() -> None:
-    a = T.parse_stats(_stats(10, 2, 3, 4, 1))
-    b = T.parse_stats(_stats(110, 12, 3, 54, 6))
-    t = T.difference(a, b, "spacemit_x60", 64)
+    a = ST.parse_stats(_stats(10, 2, 3, 4, 1))
+    b = ST.parse_stats(_stats(110, 12, 3, 54, 6))
+    t = ST.difference(a, b, "spacemit_x60", 64)
     assert (t.l1d_misses, t.l1d_writebacks, t.l1i_misses, t.l2_misses, t.l2_writebacks) == (100, 10, 0, 50, 5)
     assert t.l2_bytes == 110 * 64 and t.dram_bytes == 55 * 64
     assert t.as_dict()["dram_bytes"] == 3520 and t.as_dict()["core"] == "spacemit_x60"
