@@ -124,6 +124,31 @@ NOVECTOR = IsaBuild(
     (),
 )
 
+#: The RVV variant of a distribution's dispatch build (:data:`DISPATCH`) as a static build of the kernel families:
+#: ggml-cpu compiled as the tree's CMake compiles its ``riscv64_v`` variant, ``-march`` with V alone (no zfh, zvfh,
+#: zvfbfwma, and unlike ``v`` no zicbop or zihintpause either), so the kernels a K1 or any V board runs from a
+#: distribution's package are tested under their own name (test ids ``...-vlen256-riscv64_v``).  Not part of ``all``;
+#: tests/test_dispatch.py holds its ``-march`` to the variant's (the same ``__riscv_*`` macros).
+DISPATCH_V = IsaBuild(
+    "riscv64_v",
+    "the riscv64_v variant of a distribution's build (GGML_CPU_ALL_VARIANTS): V alone, no zfh / zvfh / zicbop / zihintpause",
+    {"GGML_RVV": "ON", "GGML_RV_ZFH": "OFF", "GGML_RV_ZVFH": "OFF", "GGML_RV_ZVFBFWMA": "OFF", "GGML_RV_ZICBOP": "OFF",
+     "GGML_RV_ZIHINTPAUSE": "OFF"},
+    {"v": True, **_OFF},
+    ("v",),
+)
+
+#: A distribution's build (harness/toolchain/dispatch_build.py; docs/dispatch.md): not one ISA build but every CPU
+#: variant the tree's CMake declares for riscv64 (``riscv64_0``, ``riscv64_v`` in the pinned tree), each a shared
+#: ``libggml-cpu-<variant>.so`` that ggml loads by score at run time (``GGML_BACKEND_DL``, ``GGML_CPU_ALL_VARIANTS``,
+#: shared libraries, OpenMP as the tree defaults it), as distributions and release archives build ggml.  Its emulated
+#: CPU is no one CPU (``qemu`` is empty): the dispatch runs (harness/jobs/dispatch_runs.py) try it on many.
+DISPATCH = IsaBuild(
+    "dispatch",
+    "a distribution's build: shared libraries, every riscv64 CPU variant, the one a CPU scores best loaded at run time",
+    {"BUILD_SHARED_LIBS": "ON", "GGML_BACKEND_DL": "ON", "GGML_CPU_ALL_VARIANTS": "ON", "GGML_OPENMP": "ON"},
+)
+
 #: Options every build shares: static libraries, no OpenMP, the RVV-relevant
 #: features on, nothing of llama.cpp beyond ggml.  These, with an ISA build's
 #: ``cmake``, are what the harness *wants*; harness/toolchain/builds.py passes only those

@@ -108,6 +108,11 @@ class Qemu(Emulator):
         """The command that runs the kernel server ``server`` (the build's Linux binary)."""
         return [self.path, "-cpu", self.cpu(vlen, props), str(server)]
 
+    def dynamic_command(self, program: Path, vlen: int, props: dict[str, bool], root: Path) -> list[str]:
+        """The command that runs a dynamically linked program against the C library under ``root`` (``-L``: QEMU
+        looks its loader and libraries up there first; harness/toolchain/compilers.py's ``glibc_root``)."""
+        return [self.path, "-L", str(root), "-cpu", self.cpu(vlen, props), str(program)]
+
     def trace_command(self, server: Path, vlen: int, props: dict[str, bool], log: Path) -> list[str]:
         return [self.path, "-cpu", self.cpu(vlen, props), "-d", "in_asm,strace", "-D", str(log), str(server)]
 

@@ -139,11 +139,12 @@ def build_dir(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = Non
     return cache_dir() / "build" / (f"{tree}-{isa.name}" + ("" if name == DEFAULT_COMPILER else f"-{name}"))
 
 
-def _ggml_cpu_flags(d: Path) -> tuple[str, ...]:
-    """Defines, include paths and -march/-mabi that CMake used for ggml-cpu's C++ files."""
-    found = list(d.glob("**/ggml-cpu.dir/flags.make"))
+def cpu_flags(d: Path, target: str = "ggml-cpu") -> tuple[str, ...]:
+    """Defines, include paths and -march/-mabi that CMake used for the C++ files of ggml-cpu (or of another CPU
+    backend target: a variant of a dispatch build, ``ggml-cpu-riscv64_v``)."""
+    found = list(d.glob(f"**/{target}.dir/flags.make"))
     if not found:
-        raise BuildError(f"{d}: CMake produced no ggml-cpu.dir/flags.make; is this a ggml tree with a CPU backend?")
+        raise BuildError(f"{d}: CMake produced no {target}.dir/flags.make; is this a ggml tree with a CPU backend?")
     fields = dict(re.findall(r"^(CXX_\w+) = (.*)$", found[0].read_text(), re.M))
     flags = shlex.split(fields.get("CXX_DEFINES", "")) + shlex.split(fields.get("CXX_INCLUDES", ""))
     flags += [f for f in shlex.split(fields.get("CXX_FLAGS", "")) if f.startswith(("-march=", "-mabi=", "-std="))]
@@ -306,7 +307,7 @@ def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, *
         append_log(d, line)
     logf = d / "rvvdiff-build.log"
     configure(b, what=isa.name, log=logf)
-    cflags = _ggml_cpu_flags(d)
+    cflags = cpu_flags(d)
     meta = {"key": key, "cflags": list(cflags), "cmake": plan.passed, "cmake_undeclared": plan.undeclared}
     why = _unexpressible(source, isa, cflags)
     if why:
