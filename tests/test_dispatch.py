@@ -11,15 +11,19 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from harness.core.config import ISA_BUILDS, NOVECTOR
+from harness.core.config import DISPATCH_V, ISA_BUILDS, NOVECTOR
+from harness.core.matrix import Point
+from harness.emulators.protocol import In, Out
+from harness.emulators.qemu import qemu
 from harness.ggml import source
 from harness.jobs.dispatch_runs import Cpu, Ran, cpus, hwprobe_extensions, judge, markdown, table_rows
-from harness.toolchain.builds import IsaUnavailable
+from harness.toolchain.builds import IsaUnavailable, ensure_built
 from harness.toolchain.compilers import ToolchainError
 from harness.toolchain.dispatch_build import Dispatch, Variant, ensure_dispatch, tree_variants
-from tests.helpers import gcc14_missing
+from tests.helpers import POOL, gcc14_missing
 
 #: ``(compiler, emulated CPU): what its row must say`` for the dispatch findings on the pinned tree (docs/dispatch.md).
 FINDINGS: dict[tuple[str, str], str] = {}
@@ -121,3 +125,18 @@ def test_every_emulated_cpu_gets_the_variant_it_should(compiler: str) -> None:
             assert any(finding in p for p in r.problems), f"{r.cpu.name}: the finding no longer shows:\n{table}"
         else:
             assert r.right, f"{r.cpu.name}: {r.problems}\n{table}"
+
+
+@pytest.mark.long(8)
+def test_the_riscv64_v_build_runs_the_variants_own_library() -> None:
+    """``--isa riscv64_v``: the kernel server is compiled with the dispatch build's riscv64_v flags, linked against
+    that build's own libggml-cpu-riscv64_v.so, and answers under QEMU at the asked VLEN."""
+    if gcc14_missing():
+        pytest.skip(gcc14_missing())
+    d = ensure_dispatch(source.pinned(), "gcc14")
+    variant = next(v for v in d.variants if v.name == "riscv64_v")
+    b = ensure_built(source.pinned(), DISPATCH_V, "gcc14")
+    assert b.libs[0] == variant.library and b.runtime is not None and b.march == variant.march
+    server = POOL.server(b, Point(256, "riscv64_v", False, "gcc14"), qemu())
+    x = np.arange(10, dtype=np.float32)
+    assert server.call("vec_dot_f32", [10], [], [In(x), In(x), Out(4)]).output(0, np.float32)[0] == 285.0

@@ -47,6 +47,9 @@ class IsaBuild:
     #: rvvdiff's library: harness/emulators/spike.py's ``for_build``); without it the build runs as ``env`` says.
     matrix: str = ""
     matrix_env: dict[str, str] = field(default_factory=dict)
+    #: The CPU variant of a distribution's dispatch build (:data:`DISPATCH`) whose own shared library the kernel
+    #: server links (``riscv64_v``); empty: the build's own static ggml (every other ISA build).
+    variant: str = ""
 
     @property
     def extensions(self) -> list[str]:
@@ -124,20 +127,6 @@ NOVECTOR = IsaBuild(
     (),
 )
 
-#: The RVV variant of a distribution's dispatch build (:data:`DISPATCH`) as a static build of the kernel families:
-#: ggml-cpu compiled as the tree's CMake compiles its ``riscv64_v`` variant, ``-march`` with V alone (no zfh, zvfh,
-#: zvfbfwma, and unlike ``v`` no zicbop or zihintpause either), so the kernels a K1 or any V board runs from a
-#: distribution's package are tested under their own name (test ids ``...-vlen256-riscv64_v``).  Not part of ``all``;
-#: tests/test_dispatch.py holds its ``-march`` to the variant's (the same ``__riscv_*`` macros).
-DISPATCH_V = IsaBuild(
-    "riscv64_v",
-    "the riscv64_v variant of a distribution's build (GGML_CPU_ALL_VARIANTS): V alone, no zfh / zvfh / zicbop / zihintpause",
-    {"GGML_RVV": "ON", "GGML_RV_ZFH": "OFF", "GGML_RV_ZVFH": "OFF", "GGML_RV_ZVFBFWMA": "OFF", "GGML_RV_ZICBOP": "OFF",
-     "GGML_RV_ZIHINTPAUSE": "OFF"},
-    {"v": True, **_OFF},
-    ("v",),
-)
-
 #: A distribution's build (harness/toolchain/dispatch_build.py; docs/dispatch.md): not one ISA build but every CPU
 #: variant the tree's CMake declares for riscv64 (``riscv64_0``, ``riscv64_v`` in the pinned tree), each a shared
 #: ``libggml-cpu-<variant>.so`` that ggml loads by score at run time (``GGML_BACKEND_DL``, ``GGML_CPU_ALL_VARIANTS``,
@@ -147,6 +136,20 @@ DISPATCH = IsaBuild(
     "dispatch",
     "a distribution's build: shared libraries, every riscv64 CPU variant, the one a CPU scores best loaded at run time",
     {"BUILD_SHARED_LIBS": "ON", "GGML_BACKEND_DL": "ON", "GGML_CPU_ALL_VARIANTS": "ON", "GGML_OPENMP": "ON"},
+)
+
+#: The RVV variant of a distribution's dispatch build (:data:`DISPATCH`) as an ISA build of the kernel families: the
+#: kernel server linked against that build's own ``libggml-cpu-riscv64_v.so`` and ``libggml-base.so`` (its adapters
+#: compiled with the variant's flags: ``-march`` with V alone, no zfh, zvfh, zvfbfwma, zicbop or zihintpause), run
+#: under QEMU against the GCC 14 root's glibc on a CPU with exactly V; test ids end in ``-riscv64_v``
+#: (harness/toolchain/builds.py's ``ensure_built``, docs/dispatch.md).  Selected by name only, not part of ``all``.
+DISPATCH_V = IsaBuild(
+    "riscv64_v",
+    "the riscv64_v variant's own library of a distribution's build (GGML_CPU_ALL_VARIANTS): V alone, no zfh / zvfh",
+    dict(DISPATCH.cmake),
+    {"v": True, **_OFF},
+    ("v",),
+    variant="riscv64_v",
 )
 
 #: Options every build shares: static libraries, no OpenMP, the RVV-relevant

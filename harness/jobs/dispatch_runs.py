@@ -21,6 +21,7 @@ the variants the tree declares are what a distribution ships.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -58,10 +59,6 @@ class Cpu:
     def props(self) -> dict[str, bool]:
         return cpu_props(self.isa)
 
-    def spelled(self, emulator: Qemu) -> str:
-        """Its ``-cpu`` value (a CPU without V names VLEN 128, which QEMU ignores without V)."""
-        return emulator.cpu(self.vlen or min(VLENS), self.props)
-
 
 def cpus() -> list[Cpu]:
     """The emulated CPUs of the table: one without V, then every VLEN with each vector ISA build's extensions."""
@@ -97,10 +94,16 @@ class Ran:
         return None
 
 
+def probe_emulator() -> Qemu:
+    """QEMU as it runs the dispatch build's programs: against the GCC 14 root's glibc."""
+    return dataclasses.replace(qemu(), root=str(glibc_root()))
+
+
 def run_probe(d: Dispatch, cpu: Cpu, mode: str, emulator: Qemu | None = None) -> Ran:
     """Run the dispatch build's probe in ``mode`` (``scores`` or ``load``) on the emulated ``cpu``."""
-    emulator = emulator or qemu()
-    argv = [*emulator.dynamic_command(d.probe, cpu.vlen or min(VLENS), cpu.props, glibc_root()), mode]
+    emulator = emulator or probe_emulator()
+    # A CPU without V names VLEN 128, which QEMU ignores without V.
+    argv = [*emulator.command(d.probe, cpu.vlen or min(VLENS), cpu.props), mode]
     r = execute(argv, timeout=RUN_TIMEOUT, core_dumps=False)
     return Ran(argv, r.returncode, tuple(r.stdout.splitlines()), r.stderr)
 
@@ -162,6 +165,9 @@ def judge(d: Dispatch, cpu: Cpu, scores_run: Ran, load_run: Ran) -> Row:
         unsaid = sorted(e for e in has & set(HWPROBE_BITS) if e not in told)
         if unsaid:
             notes.append(f"hwprobe does not report {', '.join(unsaid)}, which the emulated CPU executes")
+        claimed = sorted(told - has)
+        if claimed:
+            notes.append(f"hwprobe reports {', '.join(claimed)}, which the emulated CPU lacks")
     scores: dict[str, int | None] = {v.name: None for v in d.variants if v.library is not None}
     for ln in scores_run.lines:
         if ln.startswith("score "):
@@ -214,7 +220,7 @@ def judge(d: Dispatch, cpu: Cpu, scores_run: Ran, load_run: Ran) -> Row:
 
 def table_rows(d: Dispatch, only: list[Cpu] | None = None) -> list[Row]:
     """Every emulated CPU's row (or ``only`` those), one probe run after another."""
-    emulator = qemu()
+    emulator = probe_emulator()
     return [judge(d, c, run_probe(d, c, "scores", emulator), run_probe(d, c, "load", emulator)) for c in only or cpus()]
 
 

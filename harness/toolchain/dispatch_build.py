@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.config import DISPATCH, locked
+from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError, run
 from harness.ggml.source import GgmlSource
-from harness.toolchain.builds import BuildError, IsaUnavailable, build_dir, cpu_flags
 from harness.toolchain.cmake import cmake_files, plan_options, tree_name
-from harness.toolchain.cmake_build import CmakeBuild, build, configure, read_stamp, write_stamp
+from harness.toolchain.cmake_build import CmakeBuild, build, build_dir, configure, cpu_flags, read_stamp, write_stamp
 from harness.toolchain.compilers import SERVER_DIR, Compiler, predefined, shared_compiler
 from harness.toolchain.server import append_log, digest, first_errors
 
@@ -46,6 +46,16 @@ PROBE = "rvvdiff-dispatch-probe"
 #: The extensions whose ``__riscv_<ext>`` macro says a variant's code may use them (what an emulated CPU is
 #: checked for: the vector extension and those ggml's riscv64 code has paths for).
 EXTENSIONS = ("v", "zfh", "zfhmin", "zvfh", "zvfhmin", "zfbfmin", "zvfbfmin", "zvfbfwma", "zba", "zicbop", "zihintpause")
+
+
+
+class DispatchError(RvvdiffError, RuntimeError):
+    """The dispatch build failed (ggml-base, libggml.so or the probe; a variant that fails is recorded instead)."""
+
+
+class DispatchUnavailable(DispatchError):
+    """The tree's CMake cannot make the dispatch build (no ``GGML_CPU_ALL_VARIANTS``, no riscv64 variant)."""
+
 
 _VARIANT = re.compile(r"ggml_add_cpu_backend_variant\(\s*(riscv64\w*)([^)]*)\)")
 
@@ -121,7 +131,7 @@ def _key(source: GgmlSource, cc: Compiler, options: dict[str, str]) -> str:
 
 
 def _variant_flags(d: Path, name: str) -> tuple[str, ...]:
-    return tuple(f for f in cpu_flags(d, f"ggml-cpu-{name}")
+    return tuple(f for f in cpu_flags(d, f"ggml-cpu-{name}") or ()
                  if f.startswith(("-march=", "-mabi=", "-DGGML_USE_", "-DGGML_CPU_")))
 
 
@@ -138,12 +148,13 @@ def _library(d: Path, name: str) -> Path | None:
 def ensure_dispatch(source: GgmlSource, compiler_name: str, *, jobs: int = 2) -> Dispatch:
     """The dispatch build of ``source`` by the named compiler, built when out of date (under the directory's lock).
 
-    :class:`IsaUnavailable` when the tree's CMake cannot make it (no ``GGML_CPU_ALL_VARIANTS``, no riscv64
-    variant); :class:`BuildError` when ggml-base or ggml fail (a variant that fails is recorded, not raised)."""
+    :class:`DispatchUnavailable` when the tree's CMake cannot make it (no ``GGML_CPU_ALL_VARIANTS``, no riscv64
+    variant); :class:`DispatchError` when ggml-base, libggml.so or the probe fail (a variant that fails is recorded,
+    not raised)."""
     declared = tree_variants(source)
     plan = plan_options(source, DISPATCH)
     if plan.unavailable or not declared:
-        raise IsaUnavailable(plan.unavailable or f"{tree_name(source)} declares no riscv64 CPU variant "
+        raise DispatchUnavailable(plan.unavailable or f"{tree_name(source)} declares no riscv64 CPU variant "
                              "(ggml_add_cpu_backend_variant(riscv64...) in ggml/src/CMakeLists.txt): no dispatch build")
     cc = shared_compiler(compiler_name)
     d = build_dir(source, DISPATCH, compiler_name)
@@ -171,7 +182,7 @@ def _build(source: GgmlSource, cc: Compiler, d: Path, options: dict[str, str], k
         configure(b, what=f"dispatch build ({cc.name})", log=log)
         build(b, ("ggml-base",), jobs=jobs, timeout=3600, what=f"compiling ggml-base ({cc.name})", log=log)
     except CommandError as e:
-        raise BuildError(f"the dispatch build of {tree_name(source)} by {cc.name} failed (log: {log}):\n"
+        raise DispatchError(f"the dispatch build of {tree_name(source)} by {cc.name} failed (log: {log}):\n"
                          f"{first_errors(e.stderr + e.stdout)}") from None
     variants = []
     for name, features in declared:
@@ -191,11 +202,11 @@ def _build(source: GgmlSource, cc: Compiler, d: Path, options: dict[str, str], k
     try:
         build(b, ("ggml/fast",), jobs=jobs, timeout=1800, what=f"linking ggml ({cc.name})", log=log)
     except CommandError as e:
-        raise BuildError(f"linking libggml.so of {tree_name(source)} by {cc.name} failed (log: {log}):\n"
+        raise DispatchError(f"linking libggml.so of {tree_name(source)} by {cc.name} failed (log: {log}):\n"
                          f"{first_errors(e.stderr + e.stdout)}") from None
     bindir = _library(d, "ggml")
     if bindir is None:
-        raise BuildError(f"the dispatch build of {tree_name(source)} made no libggml.so (log: {log})")
+        raise DispatchError(f"the dispatch build of {tree_name(source)} made no libggml.so (log: {log})")
     probe = bindir.parent / PROBE
     tmp = probe.with_name(probe.name + f".tmp{os.getpid()}")
     run([cc.cc, "-O1", "-std=gnu11", str(PROBE_SOURCE), "-I", str(source.ggml / "include"), "-o", str(tmp),
