@@ -19,7 +19,7 @@ from harness.core.matrix import Point
 from harness.emulators.protocol import In, Out
 from harness.emulators.qemu import qemu
 from harness.ggml import source
-from harness.jobs.dispatch_runs import Cpu, Ran, cpus, hwprobe_extensions, judge, markdown, table_rows
+from harness.jobs.dispatch_runs import Cpu, ProbeRun, cpus, hwprobe_extensions, judge, markdown, table_rows
 from harness.toolchain.builds import IsaUnavailable, ensure_built
 from harness.toolchain.compilers import ToolchainError
 from harness.toolchain.dispatch_build import Dispatch, Variant, ensure_dispatch, tree_variants
@@ -36,17 +36,17 @@ BUILD = Dispatch(source=None, compiler="gcc14", identity="gcc", dir=Path("/b"), 
 NO_V, V256, ZVFH256 = Cpu(NOVECTOR, None), Cpu(ISA_BUILDS["v"], 256), Cpu(ISA_BUILDS["zvfh"], 256)
 
 
-def scores_ran(hwprobe: int, s0: int, sv: int) -> Ran:
-    return Ran(["qemu"], 0, (f"hwprobe 0 0x{hwprobe:x}", "scoring libggml-cpu-riscv64_0.so",
+def scores_ran(hwprobe: int, s0: int, sv: int) -> ProbeRun:
+    return ProbeRun(["qemu"], 0, (f"hwprobe 0 0x{hwprobe:x}", "scoring libggml-cpu-riscv64_0.so",
                              f"score libggml-cpu-riscv64_0.so {s0}", "scoring libggml-cpu-riscv64_v.so",
                              f"score libggml-cpu-riscv64_v.so {sv}", "done"), "")
 
 
-def load_ran(variant: str, *features: str, code: int = 0, bad: int = 0) -> Ran:
+def load_ran(variant: str, *features: str, code: int = 0, bad: int = 0) -> ProbeRun:
     lines = (f"log 2 load_backend: loaded CPU backend from /b/bin/libggml-cpu-{variant}.so", "device CPU | cpu",
              *(f"feature {f}" for f in features), f"matmul f32 {bad} {bad * 0.5:g} status=0", "matmul f16 0 0 status=0",
              "matmul q8_0 0 0 status=0")
-    return Ran(["qemu"], code, lines if code else (*lines, "done"), "")
+    return ProbeRun(["qemu"], code, lines if code else (*lines, "done"), "")
 
 
 V_BITS = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3
@@ -92,7 +92,7 @@ def test_a_zvfh_cpu_gets_the_v_variant_and_what_it_leaves_out_is_said() -> None:
     (V256, scores_ran(V_BITS, 1, 3), load_ran("riscv64_v", "RISCV_V 1", "RVV_VLEN 32", bad=3),
      "mul_mat of f32 weights: 3 wrong elements"),
 ])
-def test_what_is_wrong_is_said(cpu: Cpu, scores: Ran, load: Ran, said: str) -> None:
+def test_what_is_wrong_is_said(cpu: Cpu, scores: ProbeRun, load: ProbeRun, said: str) -> None:
     row = judge(BUILD, cpu, scores, load)
     assert not row.right and any(said in p for p in row.problems), row.problems
 

@@ -71,7 +71,7 @@ def hwprobe_extensions(value: int) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class Ran:
+class ProbeRun:
     """One probe run: its exit status (None: timed out), its output lines, and the command."""
 
     argv: list[str]
@@ -99,13 +99,13 @@ def probe_emulator() -> Qemu:
     return dataclasses.replace(qemu(), root=str(glibc_root()))
 
 
-def run_probe(d: Dispatch, cpu: Cpu, mode: str, emulator: Qemu | None = None) -> Ran:
+def run_probe(d: Dispatch, cpu: Cpu, mode: str, emulator: Qemu | None = None) -> ProbeRun:
     """Run the dispatch build's probe in ``mode`` (``scores`` or ``load``) on the emulated ``cpu``."""
     emulator = emulator or probe_emulator()
     # A CPU without V names VLEN 128, which QEMU ignores without V.
     argv = [*emulator.command(d.probe, cpu.vlen or min(VLENS), cpu.props), mode]
     r = execute(argv, timeout=RUN_TIMEOUT, core_dumps=False)
-    return Ran(argv, r.returncode, tuple(r.stdout.splitlines()), r.stderr)
+    return ProbeRun(argv, r.returncode, tuple(r.stdout.splitlines()), r.stderr)
 
 
 @dataclass
@@ -150,7 +150,7 @@ def _best(variants: list[Variant], has: set[str]) -> Variant | None:
     return max(runnable, key=lambda v: len(v.extensions), default=None)
 
 
-def judge(d: Dispatch, cpu: Cpu, scores_run: Ran, load_run: Ran) -> Row:
+def judge(d: Dispatch, cpu: Cpu, scores_run: ProbeRun, load_run: ProbeRun) -> Row:
     """The row of ``cpu``: what ggml did (the two runs) held against its scores, the CPU and the best variant."""
     problems: list[str] = []
     notes: list[str] = []
