@@ -12,8 +12,10 @@ build: v, zvfh = v + zfh + zvfh, zvfbfwma = those + zvfbfmin + zvfbfwma), the di
 
 :func:`judge` holds what ggml did against three references: its scores (the loader must load the variant that
 scores best), the CPU (the loaded variant's code may use only extensions the CPU has: each variant's extensions
-are the compiler's ``__riscv_<ext>`` macros under its flags, the CPU's are hwprobe's answer), and the best variant
-the CPU could run (a lesser one is a finding).  A run killed by SIGILL, a variant scoring above zero on a CPU that
+are the compiler's ``__riscv_<ext>`` macros under its flags, the CPU's those ``-cpu`` turns on, and for the ones
+``-cpu`` leaves at QEMU's default, hwprobe's answer), and the best variant the CPU could run (a lesser one is a
+finding).  Where hwprobe's answer differs from what the emulated CPU executes, the row says so (a note on the
+emulator, not a verdict on ggml).  A run killed by SIGILL, a variant scoring above zero on a CPU that
 lacks what it uses, a wrong mul_mat, or ggml's ``RISCV_V`` / ``RVV_VLEN`` features disagreeing with the CPU are
 findings too.  What the CPU has that the loaded variant does not use is said (:attr:`Row.unused`), not judged:
 the variants the tree declares are what a distribution ships.
