@@ -143,12 +143,15 @@ DISPATCH = IsaBuild(
 #: compiled with the variant's flags: ``-march`` with V alone, no zfh, zvfh, zvfbfwma, zicbop or zihintpause), run
 #: under QEMU against the GCC 14 root's glibc on a CPU with exactly V; test ids end in ``-riscv64_v``
 #: (harness/toolchain/builds.py's ``ensure_built``, docs/dispatch.md).  Selected by name only, not part of ``all``.
+#: The build has OpenMP, as distributions do; its idle threads sleep (``OMP_WAIT_POLICY=PASSIVE``) instead of
+#: spinning between a server's calls, which under QEMU would burn the cores the other servers run on.
 DISPATCH_V = IsaBuild(
     "riscv64_v",
     "the riscv64_v variant's own library of a distribution's build (GGML_CPU_ALL_VARIANTS): V alone, no zfh / zvfh",
     dict(DISPATCH.cmake),
     {"v": True, **_OFF},
     ("v",),
+    env={"OMP_WAIT_POLICY": "PASSIVE"},
     variant="riscv64_v",
 )
 
