@@ -279,9 +279,9 @@ def variant_build(source: GgmlSource, isa: IsaBuild, compiler_name: str | None =
     glibc (:attr:`Build.runtime`).  :class:`IsaUnavailable` when the tree has no such variant, the compiler cannot
     build it, or its code uses more than the ISA build's emulated CPU has (the build's promise, ``isa.march``)."""
     name = compiler_name or selected()
+    runtime = glibc_root()
     try:
         d = ensure_dispatch(source, name)
-        runtime = glibc_root()
     except DispatchUnavailable as e:
         raise IsaUnavailable(str(e)) from None
     except (DispatchError, CommandError) as e:
@@ -295,10 +295,14 @@ def variant_build(source: GgmlSource, isa: IsaBuild, compiler_name: str | None =
                              f"not what the {isa.name} build's emulated CPU has ({', '.join(isa.march)})")
     cc = shared_compiler(name)
     base = next(d.dir.glob("**/libggml-base.so"))
+    libs = (v.library, base)
     with locked(d.dir / ".server.lock"):
         cflags = (*(cpu_flags(d.dir, f"ggml-cpu-{v.name}") or ()), "-I", str(_bindings(source, d.dir)))
-        libs = (v.library, base)
-        server, failed = link_server(d.dir, cc, cflags, libs, d.key, dynamic=True)
+        try:
+            server, failed = link_server(d.dir, cc, cflags, libs, d.key, dynamic=True)
+        except CommandError as e:
+            raise BuildError(f"the kernel server against {v.library} ({d.describe()}) failed (log: {d.log}):\n"
+                             f"{first_errors(e.stderr + e.stdout)}") from None
     return Build(isa, source, d.dir, server, d.key, cflags, libs, failed, (), name, runtime)
 
 
