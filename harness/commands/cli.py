@@ -12,6 +12,7 @@ from harness.commands import (
     bisect,
     calibration,
     cost,
+    dispatch,
     docs,
     fixes,
     gate,
@@ -143,6 +144,8 @@ COMMANDS_ELSEWHERE = {
     "recorded": "print a table the suite's runs recorded: the quantized dots' variants, the repack selection",
     "ime1": "SpacemiT's IME1 under Spike: build the extension library, or build and run a C program with it "
             "(docs/ime.md)",
+    "dispatch": "a distribution's build (every riscv64 CPU variant, loaded by score at run time): which variant each "
+                "emulated CPU gets, and whether that is right (docs/dispatch.md)",
 }
 
 
@@ -154,7 +157,7 @@ def _elsewhere(name: str) -> Callable[[list[str]], int]:
             "calibration": calibration.main, "mutants": mutation.main_mutants, "audit": mutation.main_audit,
             "model": models.main, "other-arch": otherarch.main, "coverage": lines.main_coverage,
             "linegate": lines.main_linegate, "docs": docs.main, "recorded": recorded.main,
-            "ime1": ime1.main}[name]
+            "ime1": ime1.main, "dispatch": dispatch.main}[name]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,6 +47,9 @@ class IsaBuild:
     #: rvvdiff's library: harness/emulators/spike.py's ``for_build``); without it the build runs as ``env`` says.
     matrix: str = ""
     matrix_env: dict[str, str] = field(default_factory=dict)
+    #: The CPU variant of a distribution's dispatch build (:data:`DISPATCH`) whose own shared library the kernel
+    #: server links (``riscv64_v``); empty: the build's own static ggml (every other ISA build).
+    variant: str = ""
 
     @property
     def extensions(self) -> list[str]:
@@ -122,6 +125,34 @@ NOVECTOR = IsaBuild(
     {"GGML_RVV": "OFF", "GGML_RV_ZFH": "OFF", "GGML_RV_ZVFH": "OFF", "GGML_RV_ZVFBFWMA": "OFF"},
     {"v": False, **_OFF},
     (),
+)
+
+#: A distribution's build (harness/toolchain/dispatch_build.py; docs/dispatch.md): not one ISA build but every CPU
+#: variant the tree's CMake declares for riscv64 (``riscv64_0``, ``riscv64_v`` in the pinned tree), each a shared
+#: ``libggml-cpu-<variant>.so`` that ggml loads by score at run time (``GGML_BACKEND_DL``, ``GGML_CPU_ALL_VARIANTS``,
+#: shared libraries, OpenMP as the tree defaults it), as distributions and release archives build ggml.  Its emulated
+#: CPU is no one CPU (``qemu`` is empty): the dispatch runs (harness/jobs/dispatch_runs.py) try it on many.
+DISPATCH = IsaBuild(
+    "dispatch",
+    "a distribution's build: shared libraries, every riscv64 CPU variant, the one a CPU scores best loaded at run time",
+    {"BUILD_SHARED_LIBS": "ON", "GGML_BACKEND_DL": "ON", "GGML_CPU_ALL_VARIANTS": "ON", "GGML_OPENMP": "ON"},
+)
+
+#: The RVV variant of a distribution's dispatch build (:data:`DISPATCH`) as an ISA build of the kernel families: the
+#: kernel server linked against that build's own ``libggml-cpu-riscv64_v.so`` and ``libggml-base.so`` (its adapters
+#: compiled with the variant's flags: ``-march`` with V alone, no zfh, zvfh, zvfbfwma, zicbop or zihintpause), run
+#: under QEMU against the GCC 14 root's glibc on a CPU with exactly V; test ids end in ``-riscv64_v``
+#: (harness/toolchain/builds.py's ``ensure_built``, docs/dispatch.md).  Selected by name only, not part of ``all``.
+#: The build has OpenMP, as distributions do; its idle threads sleep (``OMP_WAIT_POLICY=PASSIVE``) instead of
+#: spinning between a server's calls, which under QEMU would burn the cores the other servers run on.
+DISPATCH_V = IsaBuild(
+    "riscv64_v",
+    "the riscv64_v variant's own library of a distribution's build (GGML_CPU_ALL_VARIANTS): V alone, no zfh / zvfh",
+    dict(DISPATCH.cmake),
+    {"v": True, **_OFF},
+    ("v",),
+    env={"OMP_WAIT_POLICY": "PASSIVE"},
+    variant="riscv64_v",
 )
 
 #: Options every build shares: static libraries, no OpenMP, the RVV-relevant

@@ -9,6 +9,7 @@ programs (:meth:`Emulator.run_program`) and the commands printed for users to co
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -62,6 +63,9 @@ class Qemu(Emulator):
     path: str
     version: str
     properties: frozenset[str]
+    #: The C library a dynamically linked program runs against (``-L``: QEMU looks its loader and libraries up
+    #: there first): a dispatch variant's build (:meth:`for_build`), the dispatch probe; empty: static programs.
+    root: str = ""
 
     name = "qemu"
     label = "QEMU"
@@ -104,15 +108,23 @@ class Qemu(Emulator):
         """The ``-cpu`` argument for a VLEN and a set of extension / stress properties (:func:`spell`)."""
         return spell(vlen, props)
 
+    def for_build(self, build: Build) -> Qemu:
+        """This QEMU as it runs ``build``'s programs: against the build's C library when its server is dynamically
+        linked (a dispatch variant's build: ``Build.runtime``)."""
+        return dataclasses.replace(self, root=str(build.runtime)) if build.runtime else self
+
+    def _start(self, vlen: int, props: dict[str, bool]) -> list[str]:
+        return [self.path, *(["-L", self.root] if self.root else []), "-cpu", self.cpu(vlen, props)]
+
     def command(self, server: Path, vlen: int, props: dict[str, bool]) -> list[str]:
         """The command that runs the kernel server ``server`` (the build's Linux binary)."""
-        return [self.path, "-cpu", self.cpu(vlen, props), str(server)]
+        return [*self._start(vlen, props), str(server)]
 
     def trace_command(self, server: Path, vlen: int, props: dict[str, bool], log: Path) -> list[str]:
-        return [self.path, "-cpu", self.cpu(vlen, props), "-d", "in_asm,strace", "-D", str(log), str(server)]
+        return [*self._start(vlen, props), "-d", "in_asm,strace", "-D", str(log), str(server)]
 
     def exec_log_command(self, server: Path, vlen: int, props: dict[str, bool], log: Path) -> list[str]:
-        return [self.path, "-cpu", self.cpu(vlen, props), "-d", "in_asm", "-D", str(log), str(server)]
+        return [*self._start(vlen, props), "-d", "in_asm", "-D", str(log), str(server)]
 
     def server_binary(self, build: Build) -> Path:
         return build.server

@@ -42,15 +42,18 @@ from harness.core.proc import CommandError
 from harness.ggml.source import GgmlSource
 from harness.toolchain import additions, bindings
 from harness.toolchain.cmake import CmakePlan, cmake_files, cmake_options, march_mismatch, march_of, plan_options, tree_name
-from harness.toolchain.cmake_build import CmakeBuild, build, configure, read_stamp, write_stamp
+from harness.toolchain.cmake_build import CmakeBuild, build, build_dir, configure, cpu_flags, read_stamp, write_stamp
 from harness.toolchain.compilers import (
     SERVER_DIR,
     Compiler,
     ToolchainError,
     compiler,
+    glibc_root,
     rejected_flags,
     selected,
+    shared_compiler,
 )
+from harness.toolchain.dispatch_build import DispatchError, DispatchUnavailable, ensure_dispatch
 from harness.toolchain.server import adapter_kernels, append_log, digest, first_errors, link_server, server_objects
 
 
@@ -88,6 +91,9 @@ class Build:
     cmake_undeclared: tuple[str, ...] = ()
     #: The name of the compiler that made it (harness/toolchain/compilers.py's ``COMPILERS``, or ``user``).
     compiler: str = DEFAULT_COMPILER
+    #: The C library its dynamically linked server runs against under an emulator (``qemu-riscv64 -L``): a
+    #: dispatch variant's build (:func:`variant_build`); None: a static server.
+    runtime: Path | None = None
 
     @property
     def log(self) -> Path:
@@ -127,27 +133,6 @@ def build_key(source: GgmlSource, isa: IsaBuild, cc: Compiler) -> str:
     h.update(json.dumps({**cmake_options(isa), **additions.cmake_flags(isa, cc.name)}, sort_keys=True).encode())
     h.update(cc.identity.encode())
     return h.hexdigest()
-
-
-def build_dir(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = None) -> Path:
-    """The build directory of ``source`` for ``isa`` with the named compiler (default:
-    :func:`harness.toolchain.compilers.selected`, the setting):
-    ``<tree>-<isa>`` for the default compiler, ``<tree>-<isa>-<name>`` for another, so the builds
-    of one tree by both compilers live side by side."""
-    tree = hashlib.sha256(str(source.root).encode()).hexdigest()[:12]
-    name = compiler_name or selected()
-    return cache_dir() / "build" / (f"{tree}-{isa.name}" + ("" if name == DEFAULT_COMPILER else f"-{name}"))
-
-
-def _ggml_cpu_flags(d: Path) -> tuple[str, ...]:
-    """Defines, include paths and -march/-mabi that CMake used for ggml-cpu's C++ files."""
-    found = list(d.glob("**/ggml-cpu.dir/flags.make"))
-    if not found:
-        raise BuildError(f"{d}: CMake produced no ggml-cpu.dir/flags.make; is this a ggml tree with a CPU backend?")
-    fields = dict(re.findall(r"^(CXX_\w+) = (.*)$", found[0].read_text(), re.M))
-    flags = shlex.split(fields.get("CXX_DEFINES", "")) + shlex.split(fields.get("CXX_INCLUDES", ""))
-    flags += [f for f in shlex.split(fields.get("CXX_FLAGS", "")) if f.startswith(("-march=", "-mabi=", "-std="))]
-    return tuple(flags)
 
 
 def _libs(d: Path) -> tuple[Path, ...]:
@@ -232,6 +217,8 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = 
     :class:`BuildFailedEarlier` (one line) when it failed earlier in this pytest session, and
     :class:`BuildError` (the command, the compiler's message, the log, what to do) when it fails now.
     """
+    if isa.variant:
+        return variant_build(source, isa, compiler_name)
     cc = compiler(compiler_name)
     d = build_dir(source, isa, cc.name)
     plan = plan_options(source, isa)
@@ -285,6 +272,40 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = 
         return b
 
 
+def variant_build(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = None) -> Build:
+    """The ISA build of a dispatch variant (``isa.variant``: riscv64_v): the distribution's build of ``source`` by the
+    named compiler (harness/toolchain/dispatch_build.py), and a kernel server compiled with the variant's flags and
+    linked against its own ``libggml-cpu-<variant>.so`` and ``libggml-base.so``, which runs against the GCC 14 root's
+    glibc (:attr:`Build.runtime`).  :class:`IsaUnavailable` when the tree has no such variant, the compiler cannot
+    build it, or its code uses more than the ISA build's emulated CPU has (the build's promise, ``isa.march``)."""
+    name = compiler_name or selected()
+    runtime = glibc_root()
+    try:
+        d = ensure_dispatch(source, name)
+    except DispatchUnavailable as e:
+        raise IsaUnavailable(str(e)) from None
+    except (DispatchError, CommandError) as e:
+        raise BuildError(f"the dispatch build of {tree_name(source)} by {name} failed: {e}") from None
+    v = next((x for x in d.variants if x.name == isa.variant), None)
+    if v is None or v.library is None:
+        why = f"does not declare it ({', '.join(x.name for x in d.variants)})" if v is None else f"did not build: {v.error}"
+        raise IsaUnavailable(f"variant {isa.variant} of {d.describe()} {why}")
+    if set(v.extensions) != set(isa.march):
+        raise IsaUnavailable(f"variant {isa.variant} of {d.describe()} lets its code use {', '.join(v.extensions)}, "
+                             f"not what the {isa.name} build's emulated CPU has ({', '.join(isa.march)})")
+    cc = shared_compiler(name)
+    base = next(d.dir.glob("**/libggml-base.so"))
+    libs = (v.library, base)
+    with locked(d.dir / ".server.lock"):
+        cflags = (*(cpu_flags(d.dir, f"ggml-cpu-{v.name}") or ()), "-I", str(_bindings(source, d.dir)))
+        try:
+            server, failed = link_server(d.dir, cc, cflags, libs, d.key, dynamic=True)
+        except CommandError as e:
+            raise BuildError(f"the kernel server against {v.library} ({d.describe()}) failed (log: {d.log}):\n"
+                             f"{first_errors(e.stderr + e.stdout)}") from None
+    return Build(isa, source, d.dir, server, d.key, cflags, libs, failed, (), name, runtime)
+
+
 def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, *, jobs: int,
                      plan: CmakePlan, key: str) -> dict:
     """Configure, check the -march the tree's CMake chose, compile; return the stamp's content."""
@@ -306,7 +327,9 @@ def _build_libraries(source: GgmlSource, isa: IsaBuild, d: Path, cc: Compiler, *
         append_log(d, line)
     logf = d / "rvvdiff-build.log"
     configure(b, what=isa.name, log=logf)
-    cflags = _ggml_cpu_flags(d)
+    cflags = cpu_flags(d)
+    if cflags is None:
+        raise BuildError(f"{d}: CMake produced no ggml-cpu.dir/flags.make; is this a ggml tree with a CPU backend?")
     meta = {"key": key, "cflags": list(cflags), "cmake": plan.passed, "cmake_undeclared": plan.undeclared}
     why = _unexpressible(source, isa, cflags)
     if why:

@@ -25,18 +25,22 @@ harness/core/proc.py, its output appended to the build's log.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from harness.core.config import cache_dir
+from harness.core.config import IsaBuild, cache_dir
+from harness.core.matrix import DEFAULT_COMPILER
 from harness.core.proc import Result, run
-from harness.toolchain.compilers import Compiler
+from harness.ggml.source import GgmlSource
+from harness.toolchain.compilers import Compiler, selected
 
 #: What the last configure of a build directory was asked for (:func:`forget_stale_configuration`).
 CONFIGURE_STAMP = "rvvdiff-configure.json"
@@ -256,6 +260,29 @@ def build(b: CmakeBuild, targets: Sequence[str], *, what: str, log: Path | None 
     failed, when it fails."""
     return run(b.build_argv(targets, jobs=jobs or os.cpu_count() or 2, nice=nice), timeout=timeout,
                env=b.environment() or None, what=what, log_file=log)
+
+
+def build_dir(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = None) -> Path:
+    """The build directory of ``source`` for ``isa`` (an ISA build, or another kind: the dispatch build) with the
+    named compiler (default: :func:`harness.toolchain.compilers.selected`, the setting): ``<tree>-<isa>`` for the
+    default compiler, ``<tree>-<isa>-<name>`` for another, so the builds of one tree by both compilers live side
+    by side."""
+    tree = hashlib.sha256(str(source.root).encode()).hexdigest()[:12]
+    name = compiler_name or selected()
+    return cache_dir() / "build" / (f"{tree}-{isa.name}" + ("" if name == DEFAULT_COMPILER else f"-{name}"))
+
+
+def cpu_flags(d: Path, target: str = "ggml-cpu") -> tuple[str, ...] | None:
+    """Defines, include paths and -march/-mabi/-std that CMake used for the C++ files of ggml-cpu (or of another
+    CPU backend target: a variant of a dispatch build, ``ggml-cpu-riscv64_v``) in the configured directory ``d``;
+    None when CMake made no such target there."""
+    found = list(d.glob(f"**/{target}.dir/flags.make"))
+    if not found:
+        return None
+    fields = dict(re.findall(r"^(CXX_\w+) = (.*)$", found[0].read_text(), re.M))
+    flags = shlex.split(fields.get("CXX_DEFINES", "")) + shlex.split(fields.get("CXX_INCLUDES", ""))
+    flags += [f for f in shlex.split(fields.get("CXX_FLAGS", "")) if f.startswith(("-march=", "-mabi=", "-std="))]
+    return tuple(flags)
 
 
 def read_stamp(path: Path) -> dict:

@@ -109,20 +109,31 @@ def _user_compiler() -> Compiler:
     return Compiler(user_cc, user_cxx, ar, ranlib, version, "user")
 
 
-def _zig_clang() -> Compiler:
-    """zig's clang behind the -march-translating wrapper (:data:`_WRAPPER`)."""
+#: The target zig's clang compiles for: static musl binaries, which run under any emulator without a C library.
+_ZIG_TARGET = "riscv64-linux-musl"
+#: The target of zig's clang for shared libraries and the programs that load them (a distribution's dispatch
+#: build, harness/toolchain/dispatch_build.py): glibc, dynamically linked against zig's glibc stubs; they run
+#: against the GCC 14 root's riscv64 glibc (:func:`glibc_root`), as no riscv64 musl loader is at hand.
+ZIG_GLIBC_TARGET = "riscv64-linux-gnu"
+
+
+def _zig_clang(target: str = _ZIG_TARGET) -> Compiler:
+    """zig's clang for ``target`` behind the -march-translating wrapper (:data:`_WRAPPER`; the wrapper of the
+    default target keeps its text, so its directory and the builds that name it stay where they are)."""
     zig = zig_binary()
     version = run([zig, "version"], timeout=120, what="zig version").stdout.strip()
-    tag = hashlib.sha256(f"{zig}\n{version}\n{_WRAPPER}".encode()).hexdigest()[:12]
+    wrapper = _WRAPPER.replace(_ZIG_TARGET, target)
+    tag = hashlib.sha256(f"{zig}\n{version}\n{wrapper}".encode()).hexdigest()[:12]
     wdir = cache_dir() / "toolchain" / tag
     names = {"cc": "cc", "cxx": "c++", "ar": "ar", "ranlib": "ranlib"}
     if not all((wdir / n).exists() for n in names):
         with locked(wdir / ".lock"):
-            write_atomically(wdir / "zig-wrapper", _WRAPPER.replace("{zig}", str(zig)), 0o755)
+            write_atomically(wdir / "zig-wrapper", wrapper.replace("{zig}", str(zig)), 0o755)
             for fname, tool in names.items():
                 write_atomically(wdir / fname, f'#!/bin/sh\nexec "{wdir}/zig-wrapper" {tool} "$@"\n', 0o755)
+    what = "" if target == _ZIG_TARGET else f", for {target}"
     return Compiler(str(wdir / "cc"), str(wdir / "cxx"), str(wdir / "ar"), str(wdir / "ranlib"),
-                    f"zig {version} (clang, ziglang package) at {zig}")
+                    f"zig {version} (clang, ziglang package{what}) at {zig}")
 
 
 # ------------------------------------------------------------------ GCC 14
@@ -236,6 +247,36 @@ def _compiler(name: str) -> Compiler:
 def compiler(name: str | None = None) -> Compiler:
     """The cross compiler ``name`` (default: :func:`selected`); a :class:`ToolchainError` says how to install it."""
     return _compiler(name or selected())
+
+
+@functools.cache
+def shared_compiler(name: str | None = None) -> Compiler:
+    """The compiler ``name`` (default: :func:`selected`) as it builds shared libraries and the dynamic programs
+    that load them, for glibc: GCC 14 (and a user's compiler) as they are, zig's clang for :data:`ZIG_GLIBC_TARGET`."""
+    name = name or selected()
+    return _zig_clang(ZIG_GLIBC_TARGET) if name == "clang" else compiler(name)
+
+
+def glibc_root() -> Path:
+    """The riscv64 C library a dynamic program runs against under QEMU (``qemu-riscv64 -L``): the GCC 14 root's
+    ``usr/riscv64-linux-gnu`` (its loader ``lib/ld-linux-riscv64-lp64d.so.1``, libc, libstdc++, libgomp), whichever
+    compiler built the program; :class:`ToolchainError` naming the set-up when it is not installed."""
+    root = gcc14_root() / "usr" / _TRIPLE
+    if not (root / "lib" / "ld-linux-riscv64-lp64d.so.1").is_file():
+        raise ToolchainError(f"no riscv64 glibc to run dynamic programs against: {root} has no "
+                             f"lib/ld-linux-riscv64-lp64d.so.1; run {GCC14_SETUP}")
+    return root
+
+
+@functools.cache
+def predefined(cc: Compiler, flags: tuple[str, ...]) -> dict[str, str]:
+    """The macros the C compiler ``cc`` predefines with ``flags`` (``-dM -E`` of an empty file): what a set of
+    flags (or none: the compiler's default ``-march``) lets the code assume, e.g. ``__riscv_v``, ``__riscv_zvfh``."""
+    with tempfile.TemporaryDirectory(prefix="rvvdiff-macros-") as d:
+        (Path(d) / "empty.c").write_text("")
+        out = run([cc.cc, *flags, "-dM", "-E", "empty.c"], timeout=120, cwd=d, what=f"{cc.name}'s predefined macros").stdout
+    return {m[1]: (m[2] if len(m) > 2 else "") for m in (ln.split(" ", 2) for ln in out.splitlines())
+            if len(m) >= 2 and m[0] == "#define"}
 
 
 @functools.cache

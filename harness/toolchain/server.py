@@ -104,8 +104,10 @@ def server_objects(d: Path, cc: Compiler, cflags: tuple[str, ...], lib_key: str,
 
 
 def link_server(d: Path, cc: Compiler, cflags: tuple[str, ...], libs: tuple[Path, ...],
-                 lib_key: str) -> tuple[Path, dict[str, str]]:
-    """Link the server from its cached objects, without adapters that do not compile.
+                 lib_key: str, *, dynamic: bool = False) -> tuple[Path, dict[str, str]]:
+    """Link the server from its cached objects, without adapters that do not compile: statically, or with
+    ``dynamic`` against the shared libraries ``libs`` (found again at run time through their directories, named
+    in the server as its run path: a dispatch variant's build).
 
     Servers are kept per content hash, so differently edited adapter files
     (e.g. two families being developed at once) do not rebuild each other.
@@ -116,7 +118,8 @@ def link_server(d: Path, cc: Compiler, cflags: tuple[str, ...], libs: tuple[Path
     if not server.exists():
         server.parent.mkdir(parents=True, exist_ok=True)
         tmp = server.with_name(f"rvvdiff-server.tmp{os.getpid()}")
-        run([cc.cxx, *objs_l, *libs, "-static", "-lm", "-lpthread", "-o", tmp], timeout=1800,
+        how = [f"-Wl,-rpath,{':'.join(dict.fromkeys(str(lib.parent) for lib in libs))}"] if dynamic else ["-static"]
+        run([cc.cxx, *objs_l, *libs, *how, "-lm", "-lpthread", "-o", tmp], timeout=1800,
             what="linking the kernel server", log_file=d / "rvvdiff-build.log")
         tmp.replace(server)
     return server, failed
