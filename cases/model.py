@@ -204,10 +204,10 @@ BOUND = Bound(mean_kld=5 * NOISE_MEAN, kld_999=5 * NOISE_999, same_top=100.0 - 2
 
 #: The cases the spacemit build (SpacemiT's backend, harness/core/config.py) runs, besides a user's ``--gguf``.
 #: Under QEMU the build runs with the X60's core type: its IME paths are off, so every weight stays in the CPU
-#: buffer and MUL_MAT is ggml-cpu's own RVV vec_dot, the zvfh build's kernel of each type (the same -march but
-#: zba); what the build changes is the ops its extra buffer type takes for every graph whatever the weights
-#: (RMS_NORM, ADD, MUL, CPY, CONT, GET_ROWS, FLASH_ATTN_EXT ...: docs/spacemit.md), all on f32 / f16
-#: activations.  So one weight type reaches them as well as all: the model as shipped.
+#: buffer and MUL_MAT is ggml-cpu's own RVV vec_dot, the zvfh build's kernel of each type (its -march adds only
+#: zba, zicbop, zihintpause); what the build changes is the ops its extra buffer type takes for every graph,
+#: whatever the weights (RMS_NORM, ADD, MUL, CPY, CONT, GET_ROWS, FLASH_ATTN_EXT ...: docs/spacemit.md), all on
+#: f32 / f16 activations.  So one weight type reaches them as well as all: the model as shipped.
 SPACEMIT_CASES = ("smollm2-q4_1",)
 
 
