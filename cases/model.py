@@ -202,8 +202,35 @@ NOISE_MEAN, NOISE_999, NOISE_TOP = 0.041, 0.115, 100.0 - 85.7
 BOUND = Bound(mean_kld=5 * NOISE_MEAN, kld_999=5 * NOISE_999, same_top=100.0 - 2 * NOISE_TOP)
 
 
+#: The cases the spacemit build (SpacemiT's backend, harness/core/config.py) runs, besides a user's ``--gguf``.
+#: Under QEMU the build runs with the X60's core type: its IME paths are off, so every weight stays in the CPU
+#: buffer and MUL_MAT is ggml-cpu's own RVV vec_dot, the zvfh build's kernel of each type (its -march adds only
+#: zba, zicbop, zihintpause); what the build changes is the ops its extra buffer type takes for every graph,
+#: whatever the weights (RMS_NORM, ADD, MUL, CPY, CONT, GET_ROWS, FLASH_ATTN_EXT ...: docs/spacemit.md), all on
+#: f32 / f16 activations.  So one weight type reaches them as well as all: the model as shipped.
+SPACEMIT_CASES = ("smollm2-q4_1",)
+
+
+def repeated_in(isa: IsaBuild, case: Case, path: RunPath) -> str | None:
+    """Why a (case, path) would repeat another run in a build of SpacemiT's backend (:data:`SPACEMIT_CASES`), or
+    None; known before the model file is made (a requantized file costs the host's tools build)."""
+    if isa.backend != "spacemit":
+        return None
+    if case.base != "gguf" and case.id not in SPACEMIT_CASES:
+        return (f"the spacemit build runs {', '.join(SPACEMIT_CASES)} only: under QEMU (the X60's core type, IME off) "
+                f"its MUL_MAT of {case.type.kernel_type} is ggml-cpu's RVV vec_dot, the zvfh build's runs of "
+                f"{case.id}, and SpacemiT's ops act on the activations, whatever the weights' type")
+    if not path.repack:
+        return ("-nr would repeat the run with repacking in the spacemit build: its CPU_REPACK is off, and on the "
+                "X60's core type SpacemiT's buffer type takes no weight (-nr leaves its ops on: ggml-cpu asks the "
+                "extra buffer types for every op, not only for weights in their buffers)")
+    return None
+
+
 def unreached(source: GgmlSource, case: Case, path: RunPath, vlen: int, isa: IsaBuild, model: Path) -> str | None:
     """Why a (case, path) is not worth a run at this VLEN and build (it would repeat another run), or None."""
+    if isa.backend == "spacemit":
+        return repeated_in(isa, case, path)
     if isa.name not in case.type.isas:
         return f"{case.type.name} has no kernel of its own in the {isa.name} build (its runs: {', '.join(case.type.isas)})"
     info = gguf_file.read(model)

@@ -8,6 +8,11 @@ thread, at every VLEN, in ggml's default riscv64 build (zvfh) without stress, by
 RVV build and its no-V reference) costs about ten CPU-minutes apiece on this project's machines, so GCC 14's
 model runs, the host's second opinion and the rest of the matrix are nightly: ``--thorough`` runs every type
 of cases/model.py's table, every path, every target and every compiler.
+
+``test_model`` runs at the builds of both CPU backends: ggml-cpu's and SpacemiT's (``--isa spacemit``: the
+backend's own ops under QEMU with the X60's core type, the build's environment passed as the kernel servers
+get it).  The spacemit build costs a tools build of its own (rvvdiff's additions change every object) and a run
+of minutes per target, so its runs are ``--thorough``'s (docs/model.md, Budget; docs/spacemit.md).
 """
 
 from __future__ import annotations
@@ -84,12 +89,16 @@ def _machine(target: Target) -> machine.Machine:
 
 
 @pytest.mark.model
+@pytest.mark.rvvdiff_backend("cpu", "spacemit")
 @pytest.mark.rvvdiff_targets.with_args(_main_job_target)
 def test_model(case: M.Case, path: M.RunPath, target, request: pytest.FixtureRequest) -> None:
     """llama-perplexity of the tree under test, at this target, against the generic riscv64 build's logits:
     within :data:`cases.model.BOUND`."""
     on = _machine(target)
     source = session().source
+    why = M.repeated_in(target.isa, case, path)
+    if why:
+        pytest.skip(why)
     model = _model(source, case)
     why = M.unreached(source, case, path, target.vlen, target.isa, model)
     if why:

@@ -12,7 +12,7 @@ can be checked before the emulator is looked for (:func:`harness.emulators.regis
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -31,10 +31,18 @@ class Ran:
     returncode: int | None
     stdout: str
     stderr: str
+    #: The environment it was given besides this process's (an ISA build's ``env``), as (name, value) pairs.
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def output(self) -> str:
         return self.stdout + self.stderr
+
+    @property
+    def replay(self) -> list[str]:
+        """The words that run it again from a shell: ``env NAME=VALUE ...`` before its argv when it was given an
+        environment (the SpacemiT build's core type), else its argv."""
+        return ["env", *(f"{k}={v}" for k, v in self.env), *self.argv] if self.env else list(self.argv)
 
 
 class Emulator(ABC):
@@ -175,13 +183,16 @@ class Emulator(ABC):
         raise NotImplementedError(f"{self.label} cannot log the instructions a server executes")
 
     def run_program(self, program: Path, vlen: int, props: dict[str, bool], *, timeout: float,
-                    args: Sequence[str] = (), what: str = "the program") -> Ran:
-        """Run a standalone program (a reproducer, ggml's own test; not a kernel server) to its end with
-        :meth:`command`, ``args`` after it, through :func:`harness.core.proc.run` (argv logged, ``timeout``
-        seconds at most); its exit status is for the caller to judge, a timeout is ``returncode`` None."""
+                    args: Sequence[str] = (), what: str = "the program", env: Mapping[str, str] | None = None) -> Ran:
+        """Run a standalone program (a reproducer, ggml's own test, llama.cpp's tools; not a kernel server) to its
+        end with :meth:`command`, ``args`` after it, through :func:`harness.core.proc.run` (argv logged, ``timeout``
+        seconds at most); its exit status is for the caller to judge, a timeout is ``returncode`` None.  ``env``:
+        variables set for it, as the pool gives a kernel server its build's ``IsaBuild.env`` (QEMU's user mode and a
+        native run hand their environment to the program); named in :attr:`Ran.replay`."""
         argv = [*self.command(program, vlen, props), *args]
+        given = tuple(sorted((env or {}).items()))
         try:
-            cp = run(argv, timeout=timeout, what=what)
+            cp = run(argv, timeout=timeout, what=what, env=dict(given) or None)
         except CommandError as e:
-            return Ran(e.argv, e.returncode, e.stdout, e.stderr)
-        return Ran(argv, cp.returncode, cp.stdout, cp.stderr)
+            return Ran(e.argv, e.returncode, e.stdout, e.stderr, given)
+        return Ran(argv, cp.returncode, cp.stdout, cp.stderr, given)

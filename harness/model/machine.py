@@ -6,11 +6,17 @@ standalone program, so QEMU and a board that is this host (``--emulator native``
 tools are Linux programs that open files of this machine (the model, the text, the reference logits): an
 emulator that cannot run such a program (Spike, bare metal; a board over ssh) is refused with its own
 reason (:attr:`~harness.emulators.base.Emulator.no_linux_programs`), never replaced by another emulator.
+
+A build whose programs need an environment (``IsaBuild.env``: the SpacemiT backend's core type and memory
+pool) gets it from the build's record, as the kernel server pool gives it to a server, and every replay line
+names it.  Under QEMU that is the X60's core type: the backend's RVV ops run, its IME paths are off.  The IME1
+paths run only under Spike with rvvdiff's library, which cannot run the tools: no model run reaches them,
+and a refusal at such a build says so (:func:`on`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -72,9 +78,16 @@ class Machine:
         """The CPU properties of the ISA build and stress mode (:func:`harness.emulators.qemu.cpu_props`)."""
         return cpu_props(self.isa, self.stress)
 
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment the ISA build's programs need (``IsaBuild.env``, as the kernel servers get it)."""
+        return dict(self.isa.env)
+
     def run(self, tool: Path, args: Sequence[str], *, timeout: float, what: str) -> Ran:
-        """Run ``tool`` (a riscv64 Linux program) with ``args`` under the emulator, to its end."""
-        return self.emulator.run_program(tool, self.vlen, self.props, args=args, timeout=timeout, what=what)
+        """Run ``tool`` (a riscv64 Linux program) with ``args`` under the emulator, to its end, in the build's
+        environment."""
+        return self.emulator.run_program(tool, self.vlen, self.props, args=args, timeout=timeout, what=what,
+                                         env=self.env)
 
     def reference(self) -> Machine:
         """Where the reference runs: the no-V build by the same compiler under the same emulator, at its
@@ -82,14 +95,29 @@ class Machine:
         return replace(self, at=replace(self.at, vlen=min(self.emulator.vlens), isa=NOVECTOR, stress=False))
 
     def describe(self) -> str:
-        return f"under {self.emulator.label} ({self.emulator.cpu(self.vlen, self.props)})"
+        env = f", {_words(self.env)}" if self.env else ""
+        return f"under {self.emulator.label} ({self.emulator.cpu(self.vlen, self.props)}{env})"
+
+
+def _words(env: Mapping[str, str]) -> str:
+    """An environment as a shell names it: ``NAME=VALUE ...``."""
+    return " ".join(f"{k}={v}" for k, v in sorted(env.items()))
+
+
+def _matrix_unreached(isa: IsaBuild) -> str:
+    """What a refusal at a build with a matrix extension adds: no model run reaches its matrix paths."""
+    if not isa.matrix:
+        return ""
+    return (f"; the {isa.name} build's {isa.matrix} paths run only under Spike with rvvdiff's library or on a board "
+            f"that has {isa.matrix} (--emulator native), so no model run here reaches them: under QEMU the model "
+            f"family runs the build with {_words(isa.env)}, its matrix paths off and its RVV ops on")
 
 
 def on(emulator: Emulator, at: Point) -> Machine:
     """The target ``at`` (its VLEN, ISA build, stress mode and compiler) under ``emulator``; :class:`CannotRun`
     with the reason when the emulator cannot run llama.cpp's tools or lacks what the target needs."""
     if emulator.no_linux_programs:
-        raise CannotRun(emulator.no_linux_programs)
+        raise CannotRun(emulator.no_linux_programs + _matrix_unreached(at.isa))
     m = Machine(emulator, at)
     lacking = emulator.lacking(m.props)
     if lacking:

@@ -146,12 +146,13 @@ def _explain(argv: list[str], returncode: int | None, output: str, what: str) ->
 def invoke(on: Host | Machine, tool: Path, model: Path, args: Sequence[str], *, timeout: float,
            what: str) -> tuple[str, float, list[str]]:
     """Run ``tool -m model *args`` on ``on`` (this machine, or a riscv64 target under the run's emulator);
-    return its output, seconds and argv; :class:`RunError` when it does not finish cleanly."""
+    return its output, seconds and the words that replay it (its argv, after ``env NAME=VALUE`` when the build
+    needs an environment); :class:`RunError` when it does not finish cleanly."""
     t0 = time.monotonic()
     r = on.run(tool, ["-m", str(model), *args], timeout=timeout, what=what)
     if r.returncode != 0:
-        raise _explain(r.argv, r.returncode, r.output, what)
-    return r.output, time.monotonic() - t0, r.argv
+        raise _explain(r.replay, r.returncode, r.output, what)
+    return r.output, time.monotonic() - t0, r.replay
 
 
 def base_args(shape: Shape, base_file: Path, text: Path = TEXT) -> list[str]:

@@ -29,9 +29,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core.config import ISA_BUILDS, IsaBuild, cache_dir, locked
+from harness.core.config import IsaBuild, cache_dir, locked
+from harness.core.matrix import ISAS
 from harness.core.proc import CommandError, run
 from harness.ggml.source import GgmlSource
+from harness.toolchain import additions
 from harness.toolchain.builds import BuildError, IsaUnavailable
 from harness.toolchain.cmake import plan_options, tree_name
 from harness.toolchain.cmake_build import CmakeBuild, build, configure, read_stamp, target_flags_cmake, write_stamp
@@ -60,13 +62,17 @@ class Tools:
     key: str
     #: Extra compile flags the build needed (``-U__riscv_v_intrinsic``), named in every report of its runs.
     workaround: tuple[str, ...] = ()
+    #: What rvvdiff adds to the ISA build for the compiler, one line each (harness/toolchain/additions.py's
+    #: ``describe``: the spacemit build's), named in every report of its runs.
+    added: tuple[str, ...] = ()
 
     def tool(self, name: str) -> Path:
         return self.dir / "bin" / name
 
     def describe(self) -> str:
         what = f"{self.arch} {self.isa or 'native'} by {self.compiler}"
-        return what + (f" (with {' '.join(self.workaround)})" if self.workaround else "")
+        what += f" (with {' '.join(self.workaround)})" if self.workaround else ""
+        return what + "".join(f"; {line}" for line in self.added)
 
 
 #: ggml-cpu's per-architecture folder each kind of build compiles (the others cannot change its binaries).
@@ -149,25 +155,31 @@ def riscv_tools(source: GgmlSource, isa: IsaBuild | str, compiler_name: str, *, 
     """llama.cpp's tools of ``source`` for riscv64, ISA build ``isa``, by the named compiler.
 
     ``workaround``: compile with ``-U__riscv_v_intrinsic`` (the no-V build under clang)."""
-    isa = ISA_BUILDS[isa] if isinstance(isa, str) else isa
+    isa = ISAS[isa] if isinstance(isa, str) else isa
     cc = compiler(compiler_name)
     plan = plan_options(source, isa)
     if plan.unavailable:
         raise IsaUnavailable(plan.unavailable)
     # The workaround on ggml-cpu alone, the one target compiled with the ISA build's -march.
     flags = {"ggml-cpu": (UNDEF_RVV,)} if workaround else {}
+    # What rvvdiff adds to the ISA build for this compiler (the spacemit build's C++ standard and IME1 names), on
+    # every file as the kernel server's build has them: the tree's FindSMTIME probe compiles with CMAKE_C_FLAGS.
+    added = additions.cmake_flags(isa, cc.name)
     opts = {**plan.passed, **TOOLS_CMAKE, "CMAKE_EXE_LINKER_FLAGS": "-static"}
     key = hashlib.sha256(json.dumps([_source_key(source, "riscv64"), opts, cc.identity,
-                                     target_flags_cmake(flags) if flags else None], sort_keys=True).encode()).hexdigest()
+                                     target_flags_cmake(flags) if flags else None, *([added] if added else [])],
+                                    sort_keys=True).encode()).hexdigest()
     label = f"{isa.name}-{cc.name}" + ("-undef-rvv" if workaround else "")
     d = _known(key, targets) or _tools_dir(source, label)
+    b = CmakeBuild(source.root, d, opts, compiler=cc, target_flags=flags, ccache=True,
+                   c_flags=additions.flags(isa, cc.name), cxx_flags=additions.flags(isa, cc.name, cxx=True))
     # One lock for every ISA build of a tree by a compiler: the second build starts once the first is done and
     # finds all but its ggml-cpu in ccache (two at once would both compile everything).
     with locked(cache_dir() / "tools" / f"{_tree_tag(source)}-{cc.name}.lock"):
-        _build(source, CmakeBuild(source.root, d, opts, compiler=cc, target_flags=flags, ccache=True), targets, key,
-               f"riscv64 {isa.name} by {cc.name}", jobs)
+        _build(source, b, targets, key, f"riscv64 {isa.name} by {cc.name}", jobs)
     _remember(key, d)
-    return Tools(d, "riscv64", cc.name, isa.name, key, tuple(f for fs in flags.values() for f in fs))
+    return Tools(d, "riscv64", cc.name, isa.name, key, tuple(f for fs in flags.values() for f in fs),
+                 tuple(additions.describe(isa, cc.name)))
 
 
 def host_tools(source: GgmlSource, *, targets: tuple[str, ...] = HOST_TOOLS, jobs: int | None = None) -> Tools:

@@ -72,7 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rvvdiff_kernel(name): the ggml kernel a differential test exercises")
     config.addinivalue_line("markers", "rvvdiff_targets(predicate): the targets a test runs at, "
                             "predicate(target, config) -> bool (the others are not collected)")
-    config.addinivalue_line("markers", "rvvdiff_backend(name): the CPU backend whose ISA builds a test runs at "
+    config.addinivalue_line("markers", "rvvdiff_backend(*names): the CPU backends whose ISA builds a test runs at "
                             "(cpu: ggml-cpu's, the default; spacemit: ggml-cpu/spacemit/'s)")
     config.addinivalue_line("markers", "model: a run of llama.cpp's own tools on a real model (cases/test_model.py)")
     # Shared by the controller and its xdist workers (inherited through the environment).

@@ -127,10 +127,10 @@ class RvvdiffSession(Session):
         m = run_matrix(cfg)
         targets = [Target(v, ISAS[i], s, c, m.emulator, named=len(m.compilers) > 1)
                    for i in m.isas for v in m.vlens for s in m.stress for c, isas in m.compilers.items() if i in isas]
-        # A test runs at the targets of its backend's builds: ggml-cpu's (the default) or SpacemiT's (its family's
-        # module says ``pytestmark = pytest.mark.rvvdiff_backend("spacemit")``).
+        # A test runs at the targets of its backends' builds: ggml-cpu's (the default), SpacemiT's (its family's
+        # module says ``pytestmark = pytest.mark.rvvdiff_backend("spacemit")``) or both (the model family's).
         backend = metafunc.definition.get_closest_marker("rvvdiff_backend")
-        targets = [t for t in targets if t.isa.backend == (backend.args[0] if backend else "cpu")]
+        targets = [t for t in targets if t.isa.backend in (backend.args if backend else ("cpu",))]
         # A test that runs at some targets only (the model family's budget) names them with a predicate.
         only = metafunc.definition.get_closest_marker("rvvdiff_targets")
         if only is not None:
