@@ -61,7 +61,8 @@ def test_a_traced_probe_counts_as_emulated_work(monkeypatch: pytest.MonkeyPatch)
     from harness.core.config import ISA_BUILDS
     from harness.plugin import targets
 
-    fake = SimpleNamespace(emulator=SimpleNamespace(traces=True), timeout=5.0, server=lambda t: SimpleNamespace(build=SimpleNamespace(runtime=None)),
+    server = SimpleNamespace(build=SimpleNamespace(runtime=None))  # a static server (no shared library)
+    fake = SimpleNamespace(emulator=SimpleNamespace(traces=True), timeout=5.0, server=lambda t: server,
                            config=SimpleNamespace(getoption=lambda name: (False,)))
     monkeypatch.setattr(targets, "session", lambda: fake)
     monkeypatch.setattr(targets, "trace_call", lambda *a, **k: (time.sleep(0.05), "the trace")[1])
