@@ -13,7 +13,7 @@ import pytest
 
 from harness.core.config import PROJECT_ROOT
 from harness.ggml import fix_catalogue, source
-from harness.upstream import fix_series, formatpatch, ggml_own_tests, series_runs, stock
+from harness.upstream import fix_series, formatpatch, ggml_own_tests, other_arch, series_runs, stock
 
 
 def _out() -> Path:
@@ -42,7 +42,7 @@ def _am_stack(tree: source.GgmlSource, every: list[fix_series.Series], tmp_path:
     ok, why = formatpatch.am(clone, [f for s in every for f in _files(s)])
     assert ok, f"the stack on {series_runs.tree_name(tree)}: {why}"
     subjects = formatpatch.git(clone, "log", "--format=%s", f"-{sum(len(_files(s)) for s in every)}").stdout.split("\n")
-    assert sum(x.startswith("tests: ") for x in subjects) == len(every)
+    assert sum(x.startswith("tests: ") for x in subjects) == sum(bool(s.test_patch()) for s in every)
     for s in every:
         clone = formatpatch.clone(base, tmp_path / "alone")
         under = [f for x in fix_series.stack(s, every) for f in _files(x)]
@@ -70,9 +70,13 @@ def test_a_series_is_refused_without_the_series_it_builds_on(every: list[fix_ser
 
 def test_needs_name_earlier_series_and_the_test_classes_build_on_theirs(every: list[fix_series.Series]) -> None:
     by = {s.name: s for s in every}
-    assert every[0].needs == [] and all(s.needs for s in every[1:]), "one stack: every later series builds on one"
+    tested = [s for s in every if s.test_patch()]  # a series without a test (SpacemiT's) shares no test helpers
+    assert tested[0].needs == [] and all(s.needs for s in tested[1:]), "one stack: every later series builds on one"
     for s in every:
         assert all(by[n].number < s.number for n in s.needs), s.name
+        if not s.test_patch():
+            assert all(not by[n].test_patch() for n in s.needs), s.name  # it builds on no test's helpers
+            continue
         cls = ggml_own_tests.CLASSES[s.test]
         assert cls.needs == tuple(by[n].test for n in s.needs), s.name
         # the class's runs apply what the series builds on: the needed tests and all of their series' fixes
@@ -87,7 +91,7 @@ def test_needs_name_earlier_series_and_the_test_classes_build_on_theirs(every: l
 
 def test_a_test_the_selection_cannot_reach_says_so_in_every_fix_it_cannot_show(every: list[fix_series.Series]) -> None:
     for s in every:
-        if not ggml_own_tests.CLASSES[s.test].reaches:
+        if s.test_patch() and not ggml_own_tests.CLASSES[s.test].reaches:
             assert set(s.unreached) == {fx.name for fx in s.fixes}, s.name
             test = s.test_patch().read_text()
             assert "ggml_backend_dev_get_extra_bufts" in test or s.needs, s.name
@@ -106,7 +110,7 @@ def test_the_stacked_tree_builds_its_tests_for_riscv64_with_both_compilers(every
     clang-22 and GCC 14 (ggml's CMake, zvfh build: the repacked layouts are compiled in). Its own work directory
     (a fresh build of ggml, llama, llama-common and the test: 2026-11-28, two shared cores, clang-22 4 min, GCC 14
     18 min; docs/ggml-tests.md)."""
-    patches = [ggml_own_tests.RUNNER_PATCH] + [p for s in every for p in [s.test_patch(), *(fx.patch for fx in s.fixes)]]
+    patches = [ggml_own_tests.RUNNER_PATCH] + other_arch.stack_patches(every, fixed=True)
     for cc in ("clang", "gcc14"):
         exe = ggml_own_tests.build_patched(patches, ggml_own_tests.work_dir() / "stack", "zvfh", cc)
         assert exe.is_file(), cc
@@ -127,9 +131,11 @@ def test_the_shared_test_helpers_land_once_in_the_first_series(every: list[fix_s
 def test_every_series_has_runs_off_risc_v_recorded_and_said_on_its_page(every: list[fix_series.Series]) -> None:
     """x86-64 and aarch64 lines (rvvdiff other-arch --record) name their architecture; the page
     says the result."""
-    from harness.upstream import other_arch
     for s in every:
         lines = fix_series.recorded_runs(s)
+        if not s.test_patch():  # no test to run anywhere: the page says why instead
+            assert not lines and "none in this series" in (_out() / f"{s.stem}.md").read_text(), s.name
+            continue
         for arch in other_arch.ARCHS:
             assert any(ln.startswith(other_arch.WORDS[arch]) for ln in lines), (s.name, arch)
         said = other_arch.summary(lines)

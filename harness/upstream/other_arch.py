@@ -54,8 +54,8 @@ class ArchRun:
 
 
 def stack_tests(every: Sequence) -> list[Path]:
-    """Every series' test patch in order: the stacked test."""
-    return [s.test_patch() for s in every]
+    """Every series' test patch in order: the stacked test (a series without a regression test adds none)."""
+    return [p for s in every if (p := s.test_patch())]
 
 
 def is_record(line: str) -> bool:
@@ -65,7 +65,7 @@ def is_record(line: str) -> bool:
 
 def stack_patches(every: list, fixed: bool) -> list[Path]:
     """Every series' test patch in order, with all of the series' fixes after each test when ``fixed``."""
-    return [p for s in every for p in [s.test_patch(), *((fx.patch for fx in s.fixes) if fixed else ())]]
+    return [p for s in every for p in [s.test_patch(), *((fx.patch for fx in s.fixes) if fixed else ())] if p]
 
 
 def _aarch64(work: Path) -> Compiler:

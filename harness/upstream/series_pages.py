@@ -75,7 +75,7 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
         lines += ["**Upstream.** " + series.upstream, ""]
     rows = [upstream_row(fx.name) for fx in series.fixes]
     vlens = sorted({v for r in rows for t in r.values() for v in t} | set(VLENS))
-    lines += ["**Evidence** (each finding's issue program, built by rvvdiff with zig's clang and Debian's GCC 14, run"
+    lines += [f"**Evidence** (each finding's issue program, built by rvvdiff with {_builders(series)}, run"
               " under QEMU 10 up to VLEN 1024 and Spike above, the worst over ISA builds: pinned tree -> with the fix;"
               " cost = instructions of the fixed / replaced code under Spike). No board was used.", "",
               "| fix | " + " | ".join(f"VLEN {v}" for v in vlens) + " | cost per VLEN (128 .. 4096) |",
@@ -95,8 +95,10 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
                  (", ".join(f"`{p.name}`" for p in patch_files) if patch_files else "not written") + "."
                  + (f" The regression test extends the one of {' and '.join(f'`{u}`' for u in under)}, so this series"
                     " alone means: on top of that series (its tests and fixes)." if under else ""))
-    lines.append("**Regression test** (first commit, ggml's tests/test-quantize-fns.cpp): "
-                 + (header(test)["title"] if test else (series.test_note or "none yet")) + "."
+    if not test:  # no regression test in ggml's suite: the note says why, and there is no run to report
+        lines.append("**Regression test**: none in this series: " + (series.test_note or "none written yet") + ".")
+        return _applies(lines, series, trees, newest, am, every)
+    lines.append("**Regression test** (first commit, ggml's tests/test-quantize-fns.cpp): " + header(test)["title"] + "."
                  + "".join(f" {x}" for x in (series.test_scope, series.test_interface) if x))
     recorded = recorded_runs(series) if test_runs is None else test_runs
     off = other_arch.summary(recorded)
@@ -107,6 +109,20 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
     lines[-1] += (" Does it fail before the fixes in a configuration like llama.cpp's RISC-V CI (GCC 14, the default tail"
                   f" policy)? {ci}.")
     lines += test_lines(testcmd.read_runs(recorded))
+    return _applies(lines, series, trees, newest, am, every)
+
+
+def _builders(series: Series) -> str:
+    """Who built the issue programs of the series' findings: GCC 14 cannot make SpacemiT's build."""
+    if any("spacemit" in fx.cost_isas for fx in series.fixes):
+        return ("zig's clang as SpacemiT's build (GGML_CPU_RISCV64_SPACEMIT, the X60's core type: "
+                "SPACEMIT_CORE_ARCH=0x503C; GCC 14 cannot make that build)")
+    return "zig's clang and Debian's GCC 14"
+
+
+def _applies(lines: list[str], series: Series, trees: dict, newest: dict | None, am: dict | None,
+             every: list[Series]) -> str:
+    """The page's last lines (whether the series applies and ``git am`` takes it on each tree), and the page."""
     lines.append("**Applies** (`patch --dry-run`, in order): "
                  + "; ".join(f"{t}: {'yes' if ok else why}" for t, (ok, why) in trees.items()) + "."
                  + "".join(f" {t}: " + ("the files these fixes change are byte for byte those of the pinned tree, so "
@@ -236,7 +252,7 @@ def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, st
              "its pull-request description; each fix's issue text and public-API program by",
              "`rvvdiff report --fix NAME --upstream` (docs/upstream/<fix>/).", "", *RULES, "",
              "The series are one stack: in a llama.cpp checkout, `git am <rvvdiff>/docs/upstream/series/*/*.patch`",
-             "takes all of them in order (1 to 6). A later series' regression test extends an earlier one's (the shared",
+             f"takes all of them in order (1 to {len(all_series)}). A later series' regression test extends an earlier one's (the shared",
              "test helpers land once, in series 1), so a series that builds on another (`needs` in",
              "harness/data/series.toml, said on its page) applies alone on top of that series, tests and fixes, and",
              "nothing else; a series that builds on none applies alone to the tree itself. The verdicts below: `git am`",
@@ -252,8 +268,9 @@ def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, st
         trees = "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in verdicts[s.name].items())
         lines += [f"## {s.number}. {s.title}", "", f"[{s.stem}.md]({s.stem}.md), [{s.stem}/]({s.stem}/). "
                   f"`git am`" + (f" on top of {', '.join(f'`{n}`' for n in s.needs)}" if s.needs else "") + f": {trees}.", ""]
-        lines += [f"Does its test fail before the fixes in a configuration like upstream's CI? "
-                  f"{testcmd.in_upstream_ci(testcmd.read_runs(recorded_runs(s)))}.", ""]
+        lines += [f"Does its test fail before the fixes in a configuration like upstream's CI? " + (
+            f"{testcmd.in_upstream_ci(testcmd.read_runs(recorded_runs(s)))}." if s.test_patch() else
+            f"the series has no regression test in ggml's suite: {s.test_note or 'none written yet'}."), ""]
         for fx in s.fixes:
             issue = PROJECT_ROOT / "docs" / "upstream" / fx.name / "issue.md"
             text = issue.read_text() if issue.is_file() else ""
