@@ -252,8 +252,9 @@ def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, st
              "its pull-request description; each fix's issue text and public-API program by",
              "`rvvdiff report --fix NAME --upstream` (docs/upstream/<fix>/).", "", *RULES, "",
              "The series are one stack: in a llama.cpp checkout, `git am <rvvdiff>/docs/upstream/series/*/*.patch`",
-             f"takes all of them in order (1 to {len(all_series)}). A later series' regression test extends an earlier one's (the shared",
-             "test helpers land once, in series 1), so a series that builds on another (`needs` in",
+             f"takes all of them in order (1 to {len(all_series)}). A later series' regression test extends an earlier",
+             "one's (the shared test helpers land once, in series 1; SpacemiT's series have no test in ggml's suite:",
+             "their pages say why), so a series that builds on another (`needs` in",
              "harness/data/series.toml, said on its page) applies alone on top of that series, tests and fixes, and",
              "nothing else; a series that builds on none applies alone to the tree itself. The verdicts below: `git am`",
              "on a clean clone of the pinned tree (llama.cpp 0c1e570) and of llama.cpp b11434, which",
@@ -268,7 +269,7 @@ def index(all_series: list[Series], verdicts: dict[str, dict[str, tuple[bool, st
         trees = "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in verdicts[s.name].items())
         lines += [f"## {s.number}. {s.title}", "", f"[{s.stem}.md]({s.stem}.md), [{s.stem}/]({s.stem}/). "
                   f"`git am`" + (f" on top of {', '.join(f'`{n}`' for n in s.needs)}" if s.needs else "") + f": {trees}.", ""]
-        lines += [f"Does its test fail before the fixes in a configuration like upstream's CI? " + (
+        lines += ["Does its test fail before the fixes in a configuration like upstream's CI? " + (
             f"{testcmd.in_upstream_ci(testcmd.read_runs(recorded_runs(s)))}." if s.test_patch() else
             f"the series has no regression test in ggml's suite: {s.test_note or 'none written yet'}."), ""]
         for fx in s.fixes:
