@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from cases import model as M
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT
-from harness.core.matrix import Point
+from harness.core.matrix import ISAS, Point
 from harness.emulators.base import Emulator
 from harness.ggml import fix_catalogue, patches
 from harness.ggml.source import resolve
@@ -81,6 +81,15 @@ EFFECTS: dict[str, Effect | str] = {
     "repack_q4_K_16x1_vlen512": "ggml's repack selection picks q4_K 16x1 only at VLEN 256: at 512, where the bug is, "
                                 "llama.cpp never runs the kernel (a selection whose VLEN 512 arm, a TODO today, picks "
                                 "q4_K 16x1 would change that)",
+    # SpacemiT's build (its RVV ops; IME off on the X60's core type). SmolLM2's rows of 576 have a tail at VLEN 1024
+    # (VLMAX(e32m4) = 128): every RMS norm of the model meets the tail-agnostic accumulators there.
+    "spacemit_row_sums_tail_undisturbed": Effect("smollm2-q4_1", 1024, isa="spacemit", stress=True),
+    "spacemit_norm_two_pass": "SmolLM2 (a Llama) normalises with RMS norm only; ggml_norm is LayerNorm's (GPT-2, "
+                              "BERT, Phi-2 ...), which no model rvvdiff runs has",
+    "spacemit_cpy_permute_rows": "llama.cpp's graph for SmolLM2 copies no transposed view with ggml_cpy (its KV cache "
+                                 "is written with ggml_set_rows)",
+    "spacemit_transpose_trip_vl": "the transposed cont it breaks needs a core whose vsetvli returns less than VLMAX "
+                                  "(QEMU's rvv_vl_half_avl); not measured on a model yet",
     "repack_q2_K_16x1_generic_gemm_layout": "the scalar generic GEMM of the q2_K 16x1 layout; llama.cpp repacks q2_K "
                                             "to 16x1 only in zvfh builds at VLEN 256, where the RVV GEMM runs instead",
 }
@@ -98,7 +107,7 @@ def measured() -> dict[str, dict]:
 def measure(fix_name: str, effect: Effect, emulator: Emulator) -> dict:
     """The run where a model reaches a finding, on the pinned tree and on the tree with the fix, against the
     pinned tree's reference, under ``emulator``."""
-    isa = ISA_BUILDS[effect.isa]
+    isa = ISAS[effect.isa]  # ggml-cpu's builds and SpacemiT's
     on = machine.on(emulator, Point(effect.vlen, isa, effect.stress, "clang"))
     pinned = resolve(None)
     fix = fix_catalogue.select([fix_name])[0]
