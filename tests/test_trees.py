@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from launch import pytest_child
 
-from harness.ggml import csource, source, tree
+from harness.ggml import csource, known, source, tree
 from harness.toolchain import bindings
 
 OLD_TREE = "llama-cpp-python==0.3.20"
@@ -86,6 +86,30 @@ def test_fingerprint_ignores_comments_and_layout_not_code(tmp_path: Path) -> Non
     c.write_text("void k(int n) { return n + 2; }\n")
     fp = [csource.CFile.read(p).functions()["k"].fingerprint for p in (a, b, c)]
     assert fp[0] == fp[1] != fp[2]
+
+
+def test_fingerprint_reads_inline_assembly(tmp_path: Path) -> None:
+    """An instruction of inline assembly is code (a string literal the reading blanks): changing it changes the
+    fingerprint; its layout and the comments around it do not.  The fingerprint without it is what entries written
+    before assembly was read list: it stays the same, and the known-failures reader matches either."""
+    src = 'void t(long *a) {{\n  __asm__ volatile(\n    "{i}  t3, t0, %[s] \\n\\t"  // the advance\n    : : [s] "r"(a));\n}}\n'
+    files = []
+    for k, text in enumerate((src.format(i="mul"), src.format(i="mul").replace("// the advance", "/* x */"),
+                              src.format(i="add"))):
+        files.append(tmp_path / f"t{k}.c")
+        files[-1].write_text(text)
+    fs = [csource.CFile.read(p).functions()["t"] for p in files]
+    assert fs[0].fingerprint == fs[1].fingerprint != fs[2].fingerprint
+    assert fs[0].fingerprint_without_asm == fs[2].fingerprint_without_asm != fs[0].fingerprint
+    assert "mul  t3, t0" in fs[0].assembly() and fs[0].assembly() != fs[2].assembly()
+    plain = tmp_path / "p.c"
+    plain.write_text("int p(int n) { return n; }\n")
+    f = csource.CFile.read(plain).functions()["p"]
+    assert f.assembly() == "" and f.fingerprint == f.fingerprint_without_asm
+    listed = frozenset({fs[0].fingerprint_without_asm})
+    assert known.FunctionState("t", "t.c", fs[2].fingerprint, listed, fs[2].fingerprint_without_asm).known
+    assert not known.FunctionState("t", "t.c", fs[2].fingerprint, frozenset({fs[0].fingerprint}),
+                                   fs[2].fingerprint_without_asm).known
 
 
 def test_enum_declarations_and_dispatch(tmp_path: Path) -> None:

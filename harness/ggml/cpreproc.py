@@ -64,6 +64,12 @@ def strip_comments(text: str) -> str:
     return _LEXEME.sub(repl, text)
 
 
+def string_literals(text: str) -> list[str]:
+    """The string literals of ``text`` (with their quotes), comments skipped, in order: the instructions of inline
+    assembly, which :func:`strip_comments` blanks."""
+    return [m.group(0) for m in _LEXEME.finditer(text) if m.group(0).startswith('"')]
+
+
 # ------------------------------------------------------------------ #if expressions
 
 _TOKEN = re.compile(r"\s*(?:(defined)\b|(0[xX][0-9a-fA-F]+|\d+)[uUlL]*|([A-Za-z_]\w*)|(&&|\|\||==|!=|<=|>=|[!<>+\-*/%()]))")

@@ -40,7 +40,9 @@ versions of a function (code that changed for another reason and kept the bug); 
 fingerprint must be in it.
 
 **The fingerprint** is :attr:`harness.ggml.csource.Function.fingerprint` (signature and body, comments
-removed, whitespace collapsed, sha256, 16 hex digits) of the definition an RVV build of the widest
+removed, whitespace collapsed, and for a function with inline assembly the string literals that hold its
+instructions; sha256, 16 hex digits; an entry listing the fingerprint without the assembly, as entries written
+before it was read do, matches too) of the definition an RVV build of the widest
 ISA build (:data:`FINGERPRINT_BUILD`: v + zfh + zvfh + zvfbfwma and the extensions they imply)
 compiles, read with :func:`harness.ggml.csource.rvv_macros` of that build's extensions plus the
 object-like macros the file's own local headers define in that build (simd-mappings.h's
@@ -143,6 +145,14 @@ def fingerprint(source: GgmlSource, file: str, function: str) -> str | None:
     return f.fingerprint if f else None
 
 
+def fingerprint_without_asm(source: GgmlSource, file: str, function: str) -> str | None:
+    """The fingerprint of ``function`` with its inline assembly's literals blanked, as fingerprints were taken
+    before they read inline assembly (:attr:`csource.Function.fingerprint_without_asm`; None when absent)."""
+    path = source.ggml / file
+    f = definitions(path).get(function) if path.is_file() else None
+    return f.fingerprint_without_asm if f else None
+
+
 @functools.lru_cache(maxsize=64)
 def _compiled_without_vector(path: Path, mtime_ns: int) -> dict[str, csource.Function]:
     macros = csource.with_includes(path, csource.scalar_macros(FINGERPRINT_MACROS))
@@ -229,7 +239,8 @@ class Known:
         return not self.compilers or compiler in self.compilers
 
     def judge(self, source: GgmlSource) -> KnownState:
-        states = tuple(FunctionState(n, f, fingerprint(source, f, n), self.fingerprints)
+        states = tuple(FunctionState(n, f, fingerprint(source, f, n), self.fingerprints,
+                                     fingerprint_without_asm(source, f, n))
                        for n, f in zip(self.functions, self.files))
         missing = [s for s in states if s.current is None]
         changed = [s for s in states if s.current is not None and not s.known]
@@ -252,10 +263,12 @@ class FunctionState:
     file: str
     current: str | None  # fingerprint in the tree; None when the tree lacks it
     listed: frozenset[str] = field(default=frozenset(), repr=False)
+    #: the fingerprint with inline assembly's literals blanked (what entries written before assembly was read list)
+    without_asm: str | None = field(default=None, repr=False)
 
     @property
     def known(self) -> bool:
-        return self.current is not None and self.current in self.listed
+        return self.current is not None and (self.current in self.listed or self.without_asm in self.listed)
 
 
 @dataclass(frozen=True)
