@@ -61,6 +61,12 @@ class Fix(patches.Patch):
         return self._list("cost-with")
 
     @property
+    def check_with(self) -> list[str]:
+        """Fixes applied to both trees of the check (header ``check-with``): the fix of another bug whose
+        failures the finding's tests share, without which they cannot pass on the patched tree."""
+        return self._list("check-with")
+
+    @property
     def cost_k(self) -> str:
         """A pytest -k expression narrowing the cost cases the change reaches (header ``cost-k``): the
         reach of a graph op (mul_mat dispatches to every repacked kernel) is wider than what it runs."""

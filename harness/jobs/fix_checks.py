@@ -22,7 +22,7 @@ from harness.core.matrix import WHOLE, Matrix, vlens_on
 from harness.core.proc import own_session_env
 from harness.core.runner import read_results, run_suite
 from harness.ggml import known, patches
-from harness.ggml.fix_catalogue import Fix, standing
+from harness.ggml.fix_catalogue import Fix, select, standing
 from harness.ggml.source import GgmlSource
 from harness.jobs import gate_runs
 from harness.jobs.fix_cost_runs import cost
@@ -33,9 +33,13 @@ from harness.report.gate_summary import write as write_gate
 
 def verify(fix: Fix, source: GgmlSource, out: Path, given: Matrix, pytest_args: list[str], *, full: bool,
            workers: str, compiler: str = "") -> dict[str, Any]:
-    """One fix judged by the gate over the main job's matrix, narrowed by the axes ``given``."""
-    patched = patches.apply([fix], source, "fix")
-    v = gate_runs.gate(patched.root, str(source.root), f"the tree without {fix.name}", out, given, pytest_args,
+    """One fix judged by the gate over the main job's matrix, narrowed by the axes ``given``.  The fixes of
+    the header's ``check-with`` are applied to both trees: BASE is the tree with them, HEAD adds the fix."""
+    before = select(fix.check_with) if fix.check_with else []
+    base = patches.apply(before, source, "fix") if before else source
+    patched = patches.apply([*before, fix], source, "fix")
+    with_ = f" (both with {', '.join(fix.check_with)})" if before else ""
+    v = gate_runs.gate(patched.root, str(base.root), f"the tree without {fix.name}{with_}", out, given, pytest_args,
                        compiler=compiler, changed_only=not full, also=tuple(fix.tests), workers=workers)
     write_gate(v, out)
     ran = {n: r for n, r in (read_results(out / "head") or {}).items()  # the finding's tests that ran to a verdict
@@ -43,7 +47,7 @@ def verify(fix: Fix, source: GgmlSource, out: Path, given: Matrix, pytest_args: 
     failing = sorted(n for n, r in ran.items() if gate_verdict.state(r) == "fail")
     fixed = [ln.nodeid for ln in v.of("fixed")]
     named = [n for n in fixed if fix.is_finding_test(n)]
-    entries_base = {e.number: e.judge(source).applies for e in fix.entries}
+    entries_base = {e.number: e.judge(base).applies for e in fix.entries}
     entries_head = {e.number: e.judge(patched).applies for e in fix.entries}
     problems = [f"{ln.list}: {ln.describe()}" for k in ("regression", "new kernel failing") for ln in v.of(k)]
     problems += [f"uncovered change: {n}" for n in v.uncovered]
@@ -61,7 +65,7 @@ def verify(fix: Fix, source: GgmlSource, out: Path, given: Matrix, pytest_args: 
     return {"result": result, "problems": problems + inconclusive, "tree": str(patched.root),
             "finding_tests_ran": len(ran), "fixed": named, "also_fixed": [n for n in fixed if n not in named],
             "pre_existing": len(v.of("pre-existing")), "entries_base": entries_base, "entries_head": entries_head,
-            "changes": [c["name"] for c in v.changes], "seconds": v.seconds,
+            "changes": [c["name"] for c in v.changes], "seconds": v.seconds, "with": fix.check_with,
             "runs": {k: {"tests": r["tests"], "ran": len(r["ran"]), "seconds": r["seconds"]} for k, r in v.runs.items()},
             "summary": str(out / "gate" / "summary.md")}
 

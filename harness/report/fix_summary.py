@@ -51,8 +51,10 @@ def summary_md(source: GgmlSource, standings: list[Standing], checks: dict[str, 
         c = checks.get(s.fix)
         lines += ["", f"### {s.fix}", "", s.describe(), ""] + [f"- entry {e}" for e in s.entries]
         if c:
-            lines += [f"- result: **{c['result']}**; gate summary: {c['summary']}",
-                      f"- changed: {', '.join(c['changes'])}",
+            lines += [f"- result: **{c['result']}**; gate summary: {c['summary']}"]
+            if c.get("with"):
+                lines.append(f"- both trees with: {', '.join(c['with'])} (the header's check-with)")
+            lines += [f"- changed: {', '.join(c['changes'])}",
                       "- runs: " + "; ".join(f"{k} {r['ran']} ran of {r['tests']} in {r['seconds']:.0f} s"
                                             for k, r in c["runs"].items())]
             lines += [f"- problem: {p}" for p in c["problems"]]
