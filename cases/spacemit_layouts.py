@@ -4,8 +4,9 @@ The backend repacks a weight tensor when llama.cpp loads it into its buffer type
 traits' ``repack``, i.e. ``ggml::cpu::riscv64_spacemit::repack<block, INTER_SIZE, NB_COLS>``).  The 32-row layouts
 are selected only on IME2 cores (no public assembler builds IME2), so the kernel server calls the explicit
 specialisations directly (harness/server/k_spacemit.cpp: ``spacemit_repack``), on a tensor whose memory is what the
-buffer type allocates for it (the tree's figure, ``spacemit_alloc_size``); and the two RVV functions the tree defines beside the _ref ones it calls
-(harness/server/k_spacemit_uncalled.cpp).  oracles/spacemit_repack.py describes every layout.
+buffer type allocates for it (the tree's own figure, asked with ``spacemit_alloc_size``); and the two RVV functions
+the tree defines beside the _ref ones it calls (harness/server/k_spacemit_uncalled.cpp).  oracles/spacemit_repack.py
+describes every layout.
 
 Each call is checked three ways: its return value (-1 where the layout refuses the shape) and bytes against the
 oracle's packing, bit for bit (nothing past the written bytes touched; the server's guards catch writes past the
