@@ -4,8 +4,9 @@ The backend repacks a weight tensor when llama.cpp loads it into its buffer type
 traits' ``repack``, i.e. ``ggml::cpu::riscv64_spacemit::repack<block, INTER_SIZE, NB_COLS>``).  The 32-row layouts
 are selected only on IME2 cores (no public assembler builds IME2), so the kernel server calls the explicit
 specialisations directly (harness/server/k_spacemit.cpp: ``spacemit_repack``), on a tensor whose memory is what the
-buffer type allocates for it; and the two RVV functions the tree defines beside the _ref ones it calls
-(harness/server/k_spacemit_uncalled.cpp).  oracles/spacemit_repack.py describes every layout.
+buffer type allocates for it (the tree's own figure, asked with ``spacemit_alloc_size``); and the two RVV functions
+the tree defines beside the _ref ones it calls (harness/server/k_spacemit_uncalled.cpp).  oracles/spacemit_repack.py
+describes every layout.
 
 Each call is checked three ways: its return value (-1 where the layout refuses the shape) and bytes against the
 oracle's packing, bit for bit (nothing past the written bytes touched; the server's guards catch writes past the
@@ -194,10 +195,18 @@ FINDING_EXAMPLES: dict[tuple[str, str], tuple[RCase, ...]] = {
 # ------------------------------------------------------------------ running and checking
 
 
+def alloc_size(target, type_: str, ne: tuple[int, int, int]) -> int:
+    """What the tree's buffer type allocates for the tensor (``ggml_backend_buft_get_alloc_size``): asked, not
+    computed here, since a tree that fixes the expert tails allocates more than :func:`SR.alloc_bytes`, the pinned
+    tree's figure."""
+    r = target.call("spacemit_alloc_size", [V.type_id(target, type_), *ne], [], [])
+    return int(re.search(r"^alloc_size=(\d+)$", r.message, re.M).group(1))
+
+
 def run(layout: Layout, target, src: np.ndarray, ne: tuple[int, int, int]) -> tuple[int, np.ndarray]:
     """(return value, the whole allocation after the call)."""
     o = layout.oracle
-    size = SR.alloc_bytes(o.type, *ne)
+    size = alloc_size(target, o.type, ne)
     if layout.uncalled:
         kernel, ip = "spacemit_repack_uncalled", [V.type_id(target, o.type), *ne]
     else:

@@ -24,7 +24,7 @@ repacked tensor is those blocks, group by group, block index by block index:
 
 Rows past the last whole group: the ``_ref`` functions (q6_K, q8_0, which the tree calls) write the last group in
 full, its missing rows zero; the RVV ones (q4_0, q4_1, and the uncalled q6_K / q8_0 twins) and q4_0 32x256 refuse
-a tensor whose ne1 is not a multiple of 32 (return -1, write nothing).  :func:`alloc_bytes` is what the backend's
+a tensor whose ne1 is not a multiple of 32 (return -1, write nothing).  :func:`alloc_bytes` is what the pinned tree's
 buffer type allocates for the tensor (``ggml_backend_cpu_riscv64_spacemit_nbytes``): it pads ne1, not the
 flattened rows.  Nothing here imports the harness.
 """
@@ -79,9 +79,9 @@ def written_bytes(layout: Layout, ne0: int, ne1: int, ne2: int) -> int:
 
 
 def alloc_bytes(type_: str, ne0: int, ne1: int, ne2: int) -> int:
-    """The backend's buffer size for the tensor (``ggml_backend_cpu_riscv64_spacemit_nbytes``, ne3 = 1): q6_K and q8_0
-    are remapped to 34-byte blocks (q6_K: 8 a super-block) plus ``32 - ne1 % 32`` rows once; q4_0 / q4_1 keep
-    ggml_nbytes."""
+    """The pinned tree's buffer size for the tensor (``ggml_backend_cpu_riscv64_spacemit_nbytes``, ne3 = 1): q6_K and
+    q8_0 are remapped to 34-byte blocks (q6_K: 8 a super-block) plus ``32 - ne1 % 32`` rows once; q4_0 / q4_1 keep
+    ggml_nbytes.  The tests ask the tree for its own figure (a fixed tree pads the flattened rows instead)."""
     nb = ne0 // SRC_BLOCK[type_]
     per_row = {"q6_K": 8 * 34, "q8_0": 34}.get(type_, SRC_BYTES[type_]) * nb
     pad = (GROUP - ne1 % GROUP) if type_ in ("q6_K", "q8_0") and ne1 % GROUP else 0

@@ -17,8 +17,11 @@
 //                      bufs = {src: ne1 * ne2 rows of ggml blocks, dst: the repacked tensor}
 //        runs ggml::cpu::riscv64_spacemit::repack<block, INTER_SIZE, NB_COLS> on a tensor of that shape whose
 //        data is dst; dst's size must be what the backend's buffer type allocates for the tensor
-//        (ggml_backend_buft_get_alloc_size), so the Python side's figure is the tree's.  Notes "ret", the
+//        (ggml_backend_buft_get_alloc_size; the Python side asks spacemit_alloc_size first).  Notes "ret", the
 //        repack's return value (-1: the layout refuses the shape, dst untouched).
+//   spacemit_alloc_size  ip = {ggml type, ne0, ne1, ne2}, no buffers
+//        Notes "alloc_size", what the backend's buffer type allocates for a tensor of that type and shape
+//        (the tree's own figure: a tree that fixes it allocates otherwise than the pinned one).
 //
 // The blk_len each quantizer asserts (32 for i8, 256 for hp and i8k) is checked here first, so a wrong request
 // is a bad request, not an abort of the server.
@@ -174,6 +177,25 @@ uint32_t k_spacemit_repack(Call & c) {
 }
 
 RVVDIFF_KERNEL("spacemit_repack", k_spacemit_repack);
+
+uint32_t k_spacemit_alloc_size(Call & c) {
+    if (!c.shape(4, 0, 0)) return ST_BAD_REQUEST;
+    const int64_t type = c.ip[0], ne0 = c.ip[1], ne1 = c.ip[2], ne2 = c.ip[3];
+    if (type < 0 || type >= GGML_TYPE_COUNT || ne0 < 1 || ne1 < 1 || ne2 < 1 ||
+        ne0 % ggml_blck_size((ggml_type) type) != 0) {
+        return c.bad("spacemit_alloc_size: ggml type %lld, ne = %lld, %lld, %lld", (long long) type, (long long) ne0,
+                     (long long) ne1, (long long) ne2);
+    }
+    ggml_init_params p = {ggml_tensor_overhead(), nullptr, true};
+    ggml_context * ctx = ggml_init(p);
+    ggml_tensor * t = ggml_new_tensor_3d(ctx, (ggml_type) type, ne0, ne1, ne2);
+    c.note("alloc_size",
+           std::to_string(ggml_backend_buft_get_alloc_size(ggml_backend_cpu_riscv64_spacemit_buffer_type(), t)));
+    ggml_free(ctx);
+    return ST_OK;
+}
+
+RVVDIFF_KERNEL("spacemit_alloc_size", k_spacemit_alloc_size);
 
 }  // namespace
 
