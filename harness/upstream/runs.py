@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness.core.config import cache_dir
 from harness.core.errors import RvvdiffError
-from harness.core.matrix import Point
+from harness.core.matrix import CANNOT_MAKE, Point, can_make
 from harness.core.proc import run
 from harness.emulators import qemu
 from harness.emulators.base import Emulator
@@ -85,7 +85,8 @@ def run_program(exe: Path, at: Point, emulator: Emulator | None = None, *, timeo
     lacking = emu.lacking(props)
     if lacking:
         return None, emu.lacking_reason(lacking, f"VLEN {at.vlen}, {at.isa.name}")
-    r = emu.run_program(exe, at.vlen, props, timeout=timeout, what=f"{exe.name} under {emu.label}")
+    r = emu.run_program(exe, at.vlen, props, timeout=timeout, what=f"{exe.name} under {emu.label}",
+                        env=at.isa.env or None)  # (the SpacemiT build's core type and memory pool)
     if r.returncode is None:
         return None, f"did not finish in {timeout:g} s"
     text = r.output.strip()
@@ -95,7 +96,7 @@ def run_program(exe: Path, at: Point, emulator: Emulator | None = None, *, timeo
                                              else f"ran to the end (exit {r.returncode})")
     if r.returncode not in (0, 1):
         return None, f"exit {r.returncode}: {text.splitlines()[-1] if text else 'no output'}"
-    return r.returncode == 1, text
+    return r.returncode == 1, r.stdout.strip() or text  # (its verdict; not what a backend says on stderr at start-up)
 
 
 def verify(src: Path, trees: dict[str, GgmlSource], targets: Sequence[Point], work: Path, *,
@@ -118,6 +119,10 @@ def verify(src: Path, trees: dict[str, GgmlSource], targets: Sequence[Point], wo
         builds.setdefault((t.isa.name, t.compiler), []).append(t)
     for label, tree in trees.items():
         for same in builds.values():
+            if not can_make(same[0].compiler, same[0].isa.name):  # (GCC 14 and the spacemit build: no IME assembler)
+                why = CANNOT_MAKE[(same[0].compiler, same[0].isa.name)]
+                out += [Verdict.of(label, t, None, f"not built: {why}", by) for t in same]
+                continue
             try:
                 exe = (make or rvvdiff_build)(label, tree, same[0])
             except RvvdiffError as e:  # one line per build that cannot make the program
