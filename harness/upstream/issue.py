@@ -109,7 +109,9 @@ def title_of(function: str, verdicts: list[Verdict], stress: bool, trap: bool = 
                           f"{p} with {label(c, c)}" if not p.startswith("only") else f"with {label(c, c)} {p}"
                           for c, p in per.items())
     said = f"crashes ({crash})" if trap and crash else "traps" if trap else "wrong result"
-    return (f"{function} (RISC-V RVV): {said} at {where}"
+    spacemit = mine and all(ISAS[v.isa].backend == "spacemit" for v in mine)
+    arch = "RISC-V RVV" + (", SpacemiT backend" if spacemit else "")
+    return (f"{function} ({arch}): {said} at {where}"
             + (", when tail-agnostic elements are written with ones" if stress else ""))
 
 
@@ -312,7 +314,8 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, re
             f" {said[v.failing]}" + (f" (`{' / '.join(v.text.splitlines()[:3])}`)" if v.text and v.failing is not None
                                      else f" ({v.text.split(':')[0]})" if v.text else "")
             for v in shown) + ". "
-        wrong = None  # its output is in that line
+        if any(v.failing is not None for v in shown):
+            wrong = None  # its output is in that line
     on_spike = sorted({v.vlen for v in verdicts if v.emulator != "qemu"})
     spike = ("" if not on_spike else f"; Spike at VLEN {on_spike[0]}-{on_spike[-1]}, rows of their own"
              if on_spike[0] <= 1024 else f"; VLEN {' and '.join(map(str, on_spike))} under Spike")

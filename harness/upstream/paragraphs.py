@@ -116,11 +116,11 @@ def tree_line(label: str, commit: str, newest: bool = True) -> str:
 
 #: Why a build's programs need each variable of its environment (``IsaBuild.env``) under QEMU.
 _ENV_WORDS = {
-    "SPACEMIT_CORE_ARCH": "the core type, which the backend reads from /proc/cpuinfo's marchid and else from this "
-                          "variable (without either it aborts before `main`); 0x503C is the X60: its RVV ops on, its IME "
-                          "paths off (no QEMU emulates IME)",
-    "SPACEMIT_MEM_BACKEND": "its memory pool takes posix_memalign instead of mapping 512 MiB of transparent huge "
-                            "pages per buffer (the same kernels on the same bytes)",
+    "SPACEMIT_CORE_ARCH": "the core type, read from /proc/cpuinfo's marchid, else from this variable, and without "
+                          "either the program aborts before `main`; 0x503C is the X60: its RVV ops on, its IME paths off, "
+                          "as no QEMU emulates IME",
+    "SPACEMIT_MEM_BACKEND": "the memory pool takes posix_memalign instead of mapping 512 MiB of transparent huge pages "
+                            "per buffer: the same kernels on the same bytes",
 }
 
 
@@ -143,9 +143,9 @@ def build_paragraph(isa: IsaBuild, compilers: list[str]) -> list[str]:
                  "`vmadot` and its forms onto `smt.vmadot`), without which the tree's FindSMTIME probe finds no IME "
                  "and spacemit/ime.cpp stops at its `#error`.")
     if isa.env:
-        text += " Its programs run with " + "; ".join(
+        text += " Its programs run with " + " and ".join(
             f"`{k}={v}`" + (f" ({_ENV_WORDS[k]})" if k in _ENV_WORDS else "") for k, v in isa.env.items()) + "."
-    return ["", text]
+    return ["", text, ""]
 
 
 #: What each finding does to a real model (written by ``rvvdiff model effects --write``; a checkout's docs).
