@@ -102,16 +102,33 @@ def test_views_and_copies_are_built_as_the_adapter_built_them(tmp_path: Path) ->
 
 
 def test_a_crashed_call_has_a_program_whose_run_is_the_verdict(tmp_path: Path) -> None:
-    h = np.ones(1, np.float16)
-    case = _op(tmp_path, 11, [(F16, (1, 1, 1, 1), IDENTITY, h), (F16, (1, 1, 1, 1), IDENTITY, h)], F16, 4, par=(0,),
-               message="the kernel aborted (SIGABRT; an assertion in ggml?)")
+    """The f16 concat aborts: no result was recorded, so the expected values are the test's oracle's on the recorded
+    inputs (the concatenation, bit for bit), and whether the program dies is the verdict."""
+    a, b = np.array([1.5], np.float16), np.array([-2.0], np.float16)
+    case = _op(tmp_path, 11, [(F16, (1, 1, 1, 1), IDENTITY, a), (F16, (1, 1, 1, 1), IDENTITY, b)], F16, 4, par=(0,),
+               message="op: the kernel aborted (SIGABRT; an assertion in ggml?)")
     pub = public.public_form(case, _types())
-    assert pub.crashed and pub.signal == "SIGABRT"
+    assert pub.crashed and pub.signal == "SIGABRT" and pub.expected.tolist() == [1.5, -2.0] and not pub.bound.any()
     src = program.program(pub, "forward_concat")
-    assert "expected[" not in src and "ggml_concat(ctx, s0, s1, 0)" in src and "ran to the end" in src
-    case.data["call"]["server_message"] = ""  # a report that names no signal: nothing to show
+    assert "expected[2] = {1.5, -2.0}" in src and "ggml_concat(ctx, s0, s1, 0)" in src
+    assert "died of SIGABRT where the test ran" in src.splitlines()[0]
+    case.data["call"]["server_message"] = ""  # a report that names no signal and kept no result: nothing to show
     with pytest.raises(public.NoPublicForm, match="no expected values"):
         public.public_form(case, _types())
+
+
+def test_a_write_past_the_result_is_judged_by_the_guard_and_the_oracle(tmp_path: Path) -> None:
+    """The server stopped the call for writing past its result (the transposes under a short vl): the comparison the
+    report kept is an earlier call's (16 values for 9 outputs here), so the program takes the oracle's values on the
+    recorded inputs, and its guard bytes show the write."""
+    x = np.arange(9, dtype=np.float32)
+    case = _op(tmp_path, 6, [(F32, (9, 1, 1, 1), TRANSPOSE, x)], F32, 36,
+               message="op wrote outside buffer 1 (36 bytes): first clobbered guard byte at offset 36",
+               comparison={"mode": "bitwise", "context": ""}, arrays={"expected": np.zeros(16, np.float32)})
+    pub = public.public_form(case, _types())
+    assert not pub.crashed and pub.expected.tolist() == x.tolist() and not pub.bound.any()
+    src = program.program(pub, "rvv_transposed_s32_mn_to_nm")
+    assert "int past = clobbered(c);" in src and "return bad != 0 || past != 0;" in src
     v = [runs.Verdict("pinned", "spacemit", vl, vl >= 256, "") for vl in (128, 256)]
     title = issue_text.title_of("forward_concat", v, stress=False, trap=True, crash="SIGABRT")
     assert title == ("forward_concat (RISC-V RVV, SpacemiT backend): crashes (SIGABRT) at VLEN 256, spacemit build, "
@@ -204,22 +221,30 @@ def test_the_issue_names_the_build_its_additions_and_environment() -> None:
 
 def test_runs_give_the_program_the_builds_environment_and_skip_what_gcc_cannot_make(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.emulators.base import Ran
+
     seen = {}
+    wrong = Ran(["x"], 1, "out[0] = nan\nVLEN 256: 1 of 1 wrong\n", "CPU_RISCV64_SPACEMIT: num_cores: 2\n")
+    abort = Ran(["x"], -6, "", "CPU_RISCV64_SPACEMIT: num_cores: 2\n/root/.cache/rvvdiff/src/llama.cpp-0c1e570/ggml/src/"
+                "ggml-cpu/spacemit/rvv_kernels.cpp:3100: GGML_ASSERT(x) failed\nCPU_RISCV64_SPACEMIT: mem_backend\n")
 
     class Fake:
         label = "QEMU"
+        ran = wrong
 
         def lacking(self, props):
             return []
 
         def run_program(self, exe, vlen, props, *, timeout, what, env=None):
             seen["env"] = env
-            from harness.emulators.base import Ran
-            return Ran([str(exe)], 1, "out[0] = nan\nVLEN 256: 1 of 1 wrong\n", "CPU_RISCV64_SPACEMIT: chatter\n")
+            return self.ran
 
     failing, text = runs.run_program(tmp_path / "x", Point(256, SPACEMIT), Fake())
     assert seen["env"] == {"SPACEMIT_CORE_ARCH": "0x503C", "SPACEMIT_MEM_BACKEND": "POSIX"}
-    assert failing and "chatter" not in text  # the program's verdict, not the backend's start-up lines
+    assert failing and "num_cores" not in text  # the program's verdict, not the backend's start-up lines
+    Fake.ran = abort
+    trapped, text = runs.run_program(tmp_path / "x", Point(256, SPACEMIT), Fake(), trap=True)
+    assert trapped and text == "exit -6: ggml/src/ggml-cpu/spacemit/rvv_kernels.cpp:3100: GGML_ASSERT(x) failed"
     monkeypatch.setattr(runs, "ensure_built", lambda *a, **k: pytest.fail("GCC 14 cannot make the spacemit build"))
     (v,) = runs.verify(tmp_path / "p.c", {"pinned": source.pinned()}, [Point(256, SPACEMIT, False, "gcc14")], tmp_path)
     assert v.failing is None and v.text.startswith("not built: GCC 14 cannot make the spacemit build")

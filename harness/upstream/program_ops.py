@@ -6,8 +6,9 @@ rvvdiff's kernel server), builds the op on the sources' views (``ggml_permute``)
 did, gives the result guarded memory too, computes the graph on the CPU backend with the case's threads and
 checks (1) that nothing was written past the result (a guard byte changed: an out-of-bounds write) and (2) every
 value against the oracle's within its bound (0: the same number; any NaN matches a NaN).  It prints the first
-wrong values and the count, and exits with 1 while anything is wrong.  A form without expected values (the call
-crashed where the test ran) prints the first values and exits with 0 if it gets that far: its run is the verdict.
+wrong values and the count, and exits with 1 while anything is wrong.  For a call that crashed where the test ran,
+whether the program dies is the verdict; one without expected values (attention's, rvvdiff has no oracle of the
+recorded inputs outside its test) prints the first values and the guard check if it gets that far.
 """
 
 from __future__ import annotations
@@ -85,13 +86,13 @@ def _fa_lines(pub: FlashAttn) -> tuple[list[str], list[str], str]:
     return data, lines, "c"
 
 
-def _check(count: str, bounded: bool, crashed: bool, out: str) -> str:
-    """The lines after the compute over ``count`` outputs: the guard, then the values (a crashed form: the first
-    values only)."""
+def _check(count: str, bounded: bool, unknown: bool, out: str) -> str:
+    """The lines after the compute over ``count`` outputs: the guard, then the values (``unknown``: no expected
+    values, the first ones printed)."""
     guard = (f"    int past = clobbered({out});\n"
              f"    if (past) printf(\"the op wrote past the end of its result: guard byte %d of {GUARD} changed\\n\", "
              "past - 1);\n")
-    if crashed:
+    if unknown:
         return (guard + f"    for (int i = 0; i < {count} && i < 4; ++i) printf(\"out[%d] = %.9g\\n\", i, "
                         f"ggml_get_f32_1d({out}, i));\n"
                         "    printf(\"VLEN %d: ran to the end\\n\", ggml_cpu_get_rvv_vlen() * 8);\n"
@@ -117,9 +118,8 @@ def program(pub: Public, title: str) -> str:
         data, lines, out = _fa_lines(pub)
     else:
         raise TypeError(f"program_ops: no program for {type(pub).__name__}")
-    crashed = pub.crashed
     arrays = ""
-    if crashed:  # the first values of the result, if the program gets that far
+    if pub.expected is None:  # (a crash with no oracle here) the first values of the result, if it gets that far
         lines.append(f"    const int n_out = (int) ggml_nelements({out});")
         check = _check("n_out", False, True, out)
     else:
@@ -128,8 +128,8 @@ def program(pub: Public, title: str) -> str:
         bnd = ", ".join(literal(v) for v in pub.bound) if bounded else "0"
         arrays = f"static const double expected[{size}] = {{{exp}}}, bound[{size if bounded else 1}] = {{{bnd}}};\n"
         check = _check(str(size), bounded, False, out)
-    verdict = ("the run is the verdict: the call died of " + pub.signal + " where the test ran"
-               if crashed else "exit status 1 while the result is wrong")
+    verdict = (f"the call died of {pub.signal} where the test ran: whether this program dies is the verdict"
+               if pub.crashed else "exit status 1 while the result is wrong")
     return f"""// {title}: {pub.what}. ggml's public API only; {verdict}.
 #include "ggml.h"
 #include "ggml-cpu.h"

@@ -1,14 +1,19 @@
-"""The recorded call of a failure report as a public ggml op, or why it has none.
+"""The recorded call of a failure report as a public ggml graph, or why it has none.
 
 ``rvvdiff report CASE_DIR --upstream`` turns a failure report into an issue for ggml's maintainers;
 its program goes through ggml's public API only (``ggml.h``, ``ggml-cpu.h``, ``ggml-backend.h``): the
-failing call as a one-node graph (``ggml_mul_mat``) computed on the CPU backend, the weights in the CPU
-backend's extra buffer type (``CPU_REPACK``) when the call went through repacked code.  Its inputs are
-the shrunk case's bytes; its expected numbers are the oracle's, with the comparison's bound.
+failing call as a one-node graph computed on the CPU backend.  Each kind of call has a form, a record of
+what the program builds: :class:`MulMat` (``ggml_mul_mat``, the weights in the CPU backend's extra buffer
+type ``CPU_REPACK`` when the call went through repacked code), and harness/upstream/public_ops.py's
+``OpGraph`` (one op on sources that may be permuted views: SpacemiT's backend claims NORM, ADD, CPY ... for
+every graph) and ``FlashAttn`` (``ggml_flash_attn_ext``).  Their inputs are the shrunk case's bytes; their
+expected numbers are the oracle's, with the comparison's bound (:func:`expected_of`); a call that crashed
+where the test ran has none, and the program's run is the verdict.
 
 A call that no public op reaches (a ``*_generic`` twin called directly, a kernel ggml defines but
-never calls, a repack layout the selection never picks) has no public form: :func:`public_form`
-says why, and the report says so instead of pretending.
+never calls, a repack layout the selection never picks, SpacemiT's quantizers and layouts that only its
+IME GEMMs reach) has no public form: :func:`public_form` says why, and the report says so instead of
+pretending.
 """
 
 from __future__ import annotations
@@ -65,10 +70,10 @@ class NoPublicForm(Exception):
 @dataclass(kw_only=True)
 class Public:
     """The failing call as a public ggml graph: what every form has (:class:`MulMat`; harness/upstream/public_ops.py's
-    ``OpGraph`` and ``FlashAttn``).  ``expected`` None: the call crashed where the test ran (no result to compare):
-    the program's run is the verdict, whether it dies (:attr:`crashed`)."""
+    ``OpGraph`` and ``FlashAttn``).  A call that crashed where the test ran (:attr:`crashed`) is judged by whether the
+    program dies too; its expected values are the oracle's where rvvdiff has it for the call's inputs, else None."""
 
-    expected: np.ndarray | None  # the result's values in its memory order
+    expected: np.ndarray | None  # the result's values in its memory order (None: not known, the program prints it)
     bound: np.ndarray | None  # per element (0: bitwise)
     #: What the program computes, in ggml's words (one line, a comment in the program).
     what: str = ""
@@ -82,7 +87,7 @@ class Public:
     @property
     def crashed(self) -> bool:
         """The call crashed where the test ran: the program is judged by whether it dies too."""
-        return self.expected is None
+        return bool(self.signal)
 
 
 @dataclass

@@ -11,6 +11,7 @@ tail/mask stress mode, or another), or under Spike; with a fixed tree (a fix of
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -56,6 +57,12 @@ class Verdict:
         return Point(self.vlen, self.isa, self.stress, self.compiler, self.emulator)
 
 
+#: What a backend says on stderr as it sets itself up (SpacemiT's: its core type, its memory pool), not the verdict.
+_START_UP = re.compile(r"CPU_RISCV64_SPACEMIT: ")
+#: A source path in an assertion's message, up to the tree's ggml/src/ (the tree's place on this machine left out).
+_SOURCE = re.compile(r"\S*/(ggml/src/)")
+
+
 def public_includes(build: Build) -> list[str]:
     """The build's include directories of ggml's public headers (not ggml-cpu's internal ones)."""
     return [f for f in build.cflags if f.startswith("-I") and f.rstrip("/").endswith("/include")]
@@ -91,7 +98,8 @@ def run_program(exe: Path, at: Point, emulator: Emulator | None = None, *, timeo
         return None, f"did not finish in {timeout:g} s"
     text = r.output.strip()
     if trap:
-        lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("***")]
+        lines = [_SOURCE.sub(r"\1", ln) for ln in text.splitlines()
+                 if ln.strip() and not ln.startswith("***") and not _START_UP.match(ln)]
         return r.returncode not in (0, 1), (f"exit {r.returncode}: " + " / ".join(lines[-2:]) if r.returncode not in (0, 1)
                                              else f"ran to the end (exit {r.returncode})")
     if r.returncode not in (0, 1):
