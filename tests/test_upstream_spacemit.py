@@ -27,7 +27,7 @@ from harness.ggml import source, tree
 from harness.jobs import issue_runs
 from harness.report.failure import Case
 from harness.upstream import issue as issue_text
-from harness.upstream import paragraphs, program, public, public_ops, runs, stock
+from harness.upstream import paragraphs, program, public, public_ops, runs, stock, wording
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = {"ggml.h", "ggml-cpu.h", "ggml-backend.h", "math.h", "stdio.h", "stdlib.h", "string.h"}
@@ -177,8 +177,9 @@ def test_weights_in_spacemits_buffer_type_have_no_public_form_under_qemu(tmp_pat
 
 
 def test_every_program_compiles_as_c_and_cpp_against_the_trees_headers(tmp_path: Path) -> None:
-    """The programs of every form (an op of each kind, attention with and without a mask, a crash) are valid C and
-    C++ for the tree's public headers (the host's gcc, syntax only: the riscv64 runs are the long test's)."""
+    """The programs of every form (an op of each kind, a view, attention with and without a mask, a crash) are valid C
+    and C++ for the tree's public headers (the host's gcc, syntax only: the riscv64 runs are the long test's), and
+    what each computes reads well in the issue's sentence (harness/upstream/wording.py)."""
     inc = source.pinned().ggml / "include"
     f32 = np.ones(2, np.float32)
     cases = [_op(tmp_path, code, srcs, dst, 8, par=par, fp=fp, comparison={"mode": "bitwise"},
@@ -195,6 +196,8 @@ def test_every_program_compiles_as_c_and_cpp_against_the_trees_headers(tmp_path:
     for i, pub in enumerate(forms):
         src = program.program(pub, "f")
         assert _includes(src) <= PUBLIC, _includes(src) - PUBLIC
+        assert not wording.defects(f"The program ({pub.what}, with the inputs of a shrunk case; ggml's public API "
+                                   "only), `repro.c` (50 lines), is attached."), pub.what
         f = tmp_path / f"p{i}.c"
         f.write_text(src)
         for lang, cc in (("c", "gcc"), ("c++", "g++")):
@@ -226,7 +229,7 @@ def test_runs_give_the_program_the_builds_environment_and_skip_what_gcc_cannot_m
     seen = {}
     wrong = Ran(["x"], 1, "out[0] = nan\nVLEN 256: 1 of 1 wrong\n", "CPU_RISCV64_SPACEMIT: num_cores: 2\n")
     abort = Ran(["x"], -6, "", "CPU_RISCV64_SPACEMIT: num_cores: 2\n/root/.cache/rvvdiff/src/llama.cpp-0c1e570/ggml/src/"
-                "ggml-cpu/spacemit/rvv_kernels.cpp:3100: GGML_ASSERT(x) failed\nCPU_RISCV64_SPACEMIT: mem_backend\n")
+                "ggml-cpu/spacemit/rvv_kernels.cpp:3100: GGML_ASSERT(x) failed\n[Inferior 1 (process 30326) detached]\n")
 
     class Fake:
         label = "QEMU"
@@ -244,10 +247,13 @@ def test_runs_give_the_program_the_builds_environment_and_skip_what_gcc_cannot_m
     assert failing and "num_cores" not in text  # the program's verdict, not the backend's start-up lines
     Fake.ran = abort
     trapped, text = runs.run_program(tmp_path / "x", Point(256, SPACEMIT), Fake(), trap=True)
-    assert trapped and text == "exit -6: ggml/src/ggml-cpu/spacemit/rvv_kernels.cpp:3100: GGML_ASSERT(x) failed"
+    assert trapped and text == "exit -6 (SIGABRT): ggml/src/ggml-cpu/spacemit/rvv_kernels.cpp:3100: GGML_ASSERT(x) failed"
     monkeypatch.setattr(runs, "ensure_built", lambda *a, **k: pytest.fail("GCC 14 cannot make the spacemit build"))
     (v,) = runs.verify(tmp_path / "p.c", {"pinned": source.pinned()}, [Point(256, SPACEMIT, False, "gcc14")], tmp_path)
     assert v.failing is None and v.text.startswith("not built: GCC 14 cannot make the spacemit build")
+    monkeypatch.setattr(runs.stock, "build_program", lambda *a, **k: pytest.fail("GCC 14 cannot make it either"))
+    s = runs.verify_stock(source.pinned(), "pinned", Point(256, SPACEMIT, False, "gcc14"), tmp_path / "p.c", tmp_path)
+    assert s.failing is None and s.text.startswith("not built: GCC 14 cannot make the spacemit build")
 
 
 def _report(args: list[str]) -> tuple[int, str]:

@@ -162,12 +162,12 @@ def _op_form(case: Case, tree, function: str) -> OpGraph:
             raise NoPublicForm(f"the op's oracle gives {exp.size} values for its {size} outputs")
     else:
         exp, bound, sig = _result(case, size, _FORMATS.get(dst, ""))
-    shapes = ", ".join(s.words() for s in srcs)
+    shapes = " and ".join(s.words() for s in srcs)
     extra = {"norm": f", eps {fp[0]:g}" if fp else "", "rms_norm": f", eps {fp[0]:g}" if fp else "",
              "repeat": f" to {list(par)}", "concat": f" along dim {par[0]}" if par else ""}.get(op, "")
     return OpGraph(op=op, sources=srcs, dst_type=dst, iparams=par, fparams=tuple(fp), threads=threads, expected=exp,
                    bound=bound, signal=sig, function=function or f"ggml_{op}",
-                   what=f"ggml_{op}({shapes}){extra} -> {dst}, on {threads} thread{'s' * (threads > 1)}")
+                   what=f"ggml_{op} of {shapes}{extra} -> {dst}, on {threads} thread{'s' * (threads > 1)}")
 
 
 def _attention_form(case: Case, tree, function: str) -> FlashAttn:

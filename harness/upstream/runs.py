@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -57,10 +58,19 @@ class Verdict:
         return Point(self.vlen, self.isa, self.stress, self.compiler, self.emulator)
 
 
-#: What a backend says on stderr as it sets itself up (SpacemiT's: its core type, its memory pool), not the verdict.
-_START_UP = re.compile(r"CPU_RISCV64_SPACEMIT: ")
+#: What a program says on stderr that is no verdict: a backend setting itself up (SpacemiT's: its core type, its
+#: memory pool), the debugger ggml's abort starts for a backtrace.
+_NOISE = re.compile(r"CPU_RISCV64_SPACEMIT: |\[Inferior \d+ \(process \d+\) detached\]")
 #: A source path in an assertion's message, up to the tree's ggml/src/ (the tree's place on this machine left out).
 _SOURCE = re.compile(r"\S*/(ggml/src/)")
+
+
+def _status(code: int) -> str:
+    """An exit status as the issue says it: a signal's name beside the status of a program it killed."""
+    try:
+        return f"{code} ({signal.Signals(-code).name})" if code < 0 else str(code)
+    except ValueError:
+        return str(code)
 
 
 def public_includes(build: Build) -> list[str]:
@@ -99,8 +109,9 @@ def run_program(exe: Path, at: Point, emulator: Emulator | None = None, *, timeo
     text = r.output.strip()
     if trap:
         lines = [_SOURCE.sub(r"\1", ln) for ln in text.splitlines()
-                 if ln.strip() and not ln.startswith("***") and not _START_UP.match(ln)]
-        return r.returncode not in (0, 1), (f"exit {r.returncode}: " + " / ".join(lines[-2:]) if r.returncode not in (0, 1)
+                 if ln.strip() and not ln.startswith("***") and not _NOISE.match(ln)]
+        return r.returncode not in (0, 1), (f"exit {_status(r.returncode)}: " + " / ".join(lines[-2:])
+                                             if r.returncode not in (0, 1)
                                              else f"ran to the end (exit {r.returncode})")
     if r.returncode not in (0, 1):
         return None, f"exit {r.returncode}: {text.splitlines()[-1] if text else 'no output'}"
@@ -152,6 +163,8 @@ def verify_stock(tree: GgmlSource, label: str, at: Point, src: Path, work: Path)
     def verdict(failing: bool | None, text: str) -> Verdict:
         return Verdict.of(label, replace(at, emulator="qemu"), failing, text)
 
+    if not can_make(cc, isa.name):
+        return verdict(None, f"not built: {CANNOT_MAKE[(cc, isa.name)]}")
     why = stock.missing(cc)
     if why:
         return verdict(None, why)
