@@ -133,6 +133,12 @@ def test_a_write_past_the_result_is_judged_by_the_guard_and_the_oracle(tmp_path:
     title = issue_text.title_of("forward_concat", v, stress=False, trap=True, crash="SIGABRT")
     assert title == ("forward_concat (RISC-V RVV, SpacemiT backend): crashes (SIGABRT) at VLEN 256, spacemit build, "
                      "with clang")
+    v += [runs.Verdict("pinned", "spacemit", vl, None, "not built: GCC 14 cannot make the spacemit build: ...",
+                       compiler="gcc14") for vl in (128, 256)]
+    title = issue_text.title_of("forward_concat", v, stress=False, trap=True, crash="SIGABRT")
+    assert title.endswith("spacemit build with clang; GCC 14 cannot make the spacemit build"), title
+    said = issue_text._unmade(v, "gcc14", SPACEMIT)
+    assert said.startswith("No GCC 14 commands: GCC 14 cannot make") and "other builds" not in said
 
 
 def _attention(tmp: Path, fused: int, mask_heads: int, expected: bool) -> Case:
@@ -229,7 +235,8 @@ def test_runs_give_the_program_the_builds_environment_and_skip_what_gcc_cannot_m
     seen = {}
     wrong = Ran(["x"], 1, "out[0] = nan\nVLEN 256: 1 of 1 wrong\n", "CPU_RISCV64_SPACEMIT: num_cores: 2\n")
     abort = Ran(["x"], -6, "", "CPU_RISCV64_SPACEMIT: num_cores: 2\n/root/.cache/rvvdiff/src/llama.cpp-0c1e570/ggml/src/"
-                "ggml-cpu/spacemit/rvv_kernels.cpp:3100: GGML_ASSERT(x) failed\n[Inferior 1 (process 30326) detached]\n")
+                "ggml-cpu/spacemit/rvv_kernels.cpp:3100: GGML_ASSERT(x) failed\n#7  0x00007efdfe611ef1 in ?? ()\n"
+                "[Inferior 1 (process 30326) detached]\n")
 
     class Fake:
         label = "QEMU"

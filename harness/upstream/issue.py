@@ -249,8 +249,9 @@ def _unmade(verdicts: list[Verdict], cc: str, isa: IsaBuild) -> str:
     in every build it can); '' when it gets them."""
     why = CANNOT_MAKE.get((cc, isa.name))
     wrong = any(v.failing for v in verdicts if v.compiler == cc and v.tree != "fixed")
-    return "" if why is None or wrong else (f"No {stock.LABELS.get(cc, cc)} commands: {why}, and its other builds are "
-                                             "right (the table).")
+    others = any(v.isa != isa.name for v in verdicts if v.compiler == cc and v.tree != "fixed")
+    return "" if why is None or wrong else (f"No {stock.LABELS.get(cc, cc)} commands: {why}"
+                                             + (", and its other builds are right (the table)." if others else "."))
 
 
 #: The sentence of a finding that shows only where agnostic elements are written as ones.

@@ -110,7 +110,8 @@ def run_program(exe: Path, at: Point, emulator: Emulator | None = None, *, timeo
     if trap:
         lines = [_SOURCE.sub(r"\1", ln) for ln in text.splitlines()
                  if ln.strip() and not ln.startswith("***") and not _NOISE.match(ln)]
-        return r.returncode not in (0, 1), (f"exit {_status(r.returncode)}: " + " / ".join(lines[-2:])
+        said = [ln for ln in lines if "GGML_ASSERT" in ln or "GGML_ABORT" in ln][-1:] or lines[-2:]  # (not a backtrace)
+        return r.returncode not in (0, 1), (f"exit {_status(r.returncode)}: " + " / ".join(said)
                                              if r.returncode not in (0, 1)
                                              else f"ran to the end (exit {r.returncode})")
     if r.returncode not in (0, 1):
