@@ -255,6 +255,8 @@ def test_runs_give_the_program_the_builds_environment_and_skip_what_gcc_cannot_m
     Fake.ran = abort
     trapped, text = runs.run_program(tmp_path / "x", Point(256, SPACEMIT), Fake(), trap=True)
     assert trapped and text == "exit -6 (SIGABRT): ggml/src/ggml-cpu/spacemit/rvv_kernels.cpp:3100: GGML_ASSERT(x) failed"
+    Fake.ran = Ran(["x"], -11, "", "CPU_RISCV64_SPACEMIT: num_cores: 2\n")
+    assert runs.run_program(tmp_path / "x", Point(1024, SPACEMIT), Fake(), trap=True) == (True, "exit -11 (SIGSEGV)")
     monkeypatch.setattr(runs, "ensure_built", lambda *a, **k: pytest.fail("GCC 14 cannot make the spacemit build"))
     (v,) = runs.verify(tmp_path / "p.c", {"pinned": source.pinned()}, [Point(256, SPACEMIT, False, "gcc14")], tmp_path)
     assert v.failing is None and v.text.startswith("not built: GCC 14 cannot make the spacemit build")

@@ -111,9 +111,9 @@ def run_program(exe: Path, at: Point, emulator: Emulator | None = None, *, timeo
         lines = [_SOURCE.sub(r"\1", ln) for ln in text.splitlines()
                  if ln.strip() and not ln.startswith("***") and not _NOISE.match(ln)]
         said = [ln for ln in lines if "GGML_ASSERT" in ln or "GGML_ABORT" in ln][-1:] or lines[-2:]  # (not a backtrace)
-        return r.returncode not in (0, 1), (f"exit {_status(r.returncode)}: " + " / ".join(said)
-                                             if r.returncode not in (0, 1)
-                                             else f"ran to the end (exit {r.returncode})")
+        if r.returncode in (0, 1):
+            return False, f"ran to the end (exit {r.returncode})"
+        return True, f"exit {_status(r.returncode)}" + (f": {' / '.join(said)}" if said else "")
     if r.returncode not in (0, 1):
         return None, f"exit {r.returncode}: {text.splitlines()[-1] if text else 'no output'}"
     return r.returncode == 1, r.stdout.strip() or text  # (its verdict; not what a backend says on stderr at start-up)
