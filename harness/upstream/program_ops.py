@@ -73,8 +73,17 @@ def _fa_lines(pub: FlashAttn) -> tuple[list[str], list[str], str]:
              "1, V_HEX);"]
     if pub.mask_heads:
         data.append(hex_lines("MASK_HEX", pub.mask))
-        lines.append(f"    struct ggml_tensor * mask = tensor(ctx, GGML_TYPE_F16, {pub.n_kv}, {pub.n_q}, {pub.mask_heads}, "
-                     "1, MASK_HEX);")
+        nq, nkv, mh = pub.n_q, pub.n_kv, pub.mask_heads
+        lines += ["#ifdef GGML_KQ_MASK_PAD  // a tree of 2025: the mask's rows padded (rows no query reads, zero)",
+                  f"    struct ggml_tensor * mask = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, {nkv}, "
+                  f"GGML_PAD({nq}, GGML_KQ_MASK_PAD), {mh});",
+                  "    mask->data = guarded(ggml_nbytes(mask), NULL);  memset(mask->data, 0, ggml_nbytes(mask));",
+                  f"    const char * rows = (const char *) guarded({2 * nq * nkv * mh}, MASK_HEX);",
+                  f"    for (int h = 0; h < {mh}; ++h) memcpy((char *) mask->data + h * mask->nb[2], "
+                  f"rows + h * {2 * nq * nkv}, {2 * nq * nkv});",
+                  "#else",
+                  f"    struct ggml_tensor * mask = tensor(ctx, GGML_TYPE_F16, {nkv}, {nq}, {mh}, 1, MASK_HEX);",
+                  "#endif"]
     else:
         lines.append("    struct ggml_tensor * mask = NULL;  // no mask")
     lines.append(f"    struct ggml_tensor * c = ggml_flash_attn_ext(ctx, q, k, v, mask, {_f(pub.scale)}, "
