@@ -172,8 +172,8 @@ def _view_nb(s: Src) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _oracle(case: OpCase, views: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
-    """(expected, bound or None for exact)."""
+def oracle(case: OpCase, views: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+    """(expected, bound or None for exact) of the op on its sources' views (harness/upstream/public_ops.py too)."""
     op, a = case.op, views[0]
     if op == "norm":
         return GO.norm(a.astype(np.float64), case.fparams[0])
@@ -191,7 +191,7 @@ def _oracle(case: OpCase, views: list[np.ndarray]) -> tuple[np.ndarray, np.ndarr
         return GO.get_rows(a, views[1][0]).astype(NP_TYPE[case.dst_type]), None
     if op == "concat":
         return GO.concat(a, views[1], case.iparams[0]), None
-    raise ValueError(f"_oracle: unknown op {op!r}")
+    raise ValueError(f"oracle: unknown op {op!r}")
 
 
 def check_op(case: OpCase, target) -> None:
@@ -199,7 +199,7 @@ def check_op(case: OpCase, target) -> None:
     op = OPS[case.op]
     stored = [_data(case, i, s) for i, s in enumerate(case.srcs)]
     views = [GO.permute(x, s.perm) for x, s in zip(stored, case.srcs, strict=True)]
-    expected, bound = _oracle(case, views)
+    expected, bound = oracle(case, views)
     path = route(case)
     observe.note("path", path)
     ip = [op.code, case.threads, GGML_TYPE[case.dst_type], len(case.srcs), len(case.iparams)]

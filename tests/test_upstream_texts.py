@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.config import ISA_BUILDS
-from harness.core.matrix import Point
+from harness.core.matrix import CANNOT_MAKE, ISAS, Point, can_make
 from harness.ggml import fix_catalogue, known, source
 from harness.upstream import direct, paragraphs, program, public, runs, wording
 from harness.upstream import issue as issue_text
@@ -28,18 +28,27 @@ def _entry(fix: str) -> known.Known | None:
     return next((k for k in known.load() if k.fix == fix and not k.seen_in), None)
 
 
+def _builds(fx) -> list[str]:
+    """The ISA builds a fix's program runs in: its backend's (a SpacemiT fix's: the spacemit build; else ggml-cpu's)."""
+    return [i for i in fx.cost_isas if ISAS[i].backend != "cpu"] or list(ISA_BUILDS)
+
+
 def _verdicts(fx) -> list[runs.Verdict]:
     """Made-up verdicts in the shape a run gives: clang wrong at the fix's wrong VLENs in its builds, GCC 14 the
-    same where it builds (not zvfbfwma), the fixed tree right."""
+    same where it builds (not zvfbfwma, not spacemit), the fixed tree right."""
     said = fx.meta.get("wrong-vlens", "512").strip()
     wrong = {128, 256, 512, 1024} if said == "all" else {int(v) for v in said.split(",")}
     out = []
     for cc in ("clang", "gcc14"):
-        for isa in ISA_BUILDS:
+        for isa in _builds(fx):
             for vl in (128, 256, 512, 1024):
                 if cc == "gcc14" and isa == "zvfbfwma":
                     out += [runs.Verdict(t, isa, vl, None, "not built: riscv64-linux-gnu-gcc-14: error: extension "
                                          "'zvfbfwma' unsupported", "qemu", cc) for t in ("pinned", "fixed")]
+                    continue
+                if not can_make(cc, isa):
+                    out += [runs.Verdict(t, isa, vl, None, f"not built: {CANNOT_MAKE[(cc, isa)]}", "qemu", cc)
+                            for t in ("pinned", "fixed")]
                     continue
                 out.append(runs.Verdict("pinned", isa, vl, vl in wrong and isa in fx.cost_isas,
                                         f"C[0] = 0, expected 32 (bound 0)\nVLEN {vl}: 1 of 1 wrong", "qemu", cc))
@@ -68,7 +77,8 @@ def render(fix: str) -> str:
                                        "comparison": {"name": "C"}})
     verdicts = _verdicts(fx)
     stock_runs = [v for v in verdicts if v.isa == "zvfh" and v.vlen == 512 and v.compiler == "gcc14"]
-    return issue_text.issue(case, pub, src, verdicts, recorded=Point(512, "zvfh"), tree=pinned, stock_runs=stock_runs,
+    at = Point(512, _builds(fx)[0] if _builds(fx) != list(ISA_BUILDS) else "zvfh")
+    return issue_text.issue(case, pub, src, verdicts, recorded=at, tree=pinned, stock_runs=stock_runs,
                             cause=paragraphs.paragraph(md, "Root cause") or paragraphs.reason_of(entry),
                             impact=paragraphs.paragraph(md, "Who hits it"), fix=fix,
                             enable=enable.read_text() if enable.is_file() else "")
@@ -92,7 +102,8 @@ def test_every_generated_text_is_sendable(fix: str) -> None:
     text = render(fix)
     assert wording.defects(text) == [], text
     assert len(text.splitlines()) <= issue_text.MAX_LINES, len(text.splitlines())
-    assert "**Upstream.**" in text and paragraphs.NEWEST in text, text
+    ours = _builds(fix_catalogue.catalogue()[fix]) == list(ISA_BUILDS)  # (NEWEST compared ggml-cpu's RVV files)
+    assert "**Upstream.**" in text and (paragraphs.NEWEST in text) == ours, text
     assert "expected" in text and ("got" in text or "wrong" in text), text
     if (DOCS / fix / "enable.patch").is_file():
         assert "**Reaching it.**" in text and "enable.patch" in text

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from harness.core.config import ISA_BUILDS, PROJECT_ROOT, SPIKE_VLENS, VLENS, cache_dir
 from harness.core.errors import RvvdiffError
-from harness.core.matrix import COMPILER_NAMES, DEFAULT_COMPILER, Point
+from harness.core.matrix import COMPILER_NAMES, DEFAULT_COMPILER, DEFAULT_ISAS, ISAS, Point
 from harness.core.proc import execute
 from harness.emulators import registry
 from harness.emulators.spike import spike_pk
@@ -37,7 +37,7 @@ from harness.ggml import fix_catalogue, known, patches, tree
 from harness.ggml.source import resolve
 from harness.report.failure import load_case
 from harness.toolchain.compilers import ToolchainError, compiler
-from harness.upstream import direct, issue, paragraphs, program, public, record, runs, stock_table
+from harness.upstream import direct, issue, paragraphs, program, public, record, runs, stock, stock_table
 
 
 @dataclass
@@ -92,6 +92,13 @@ def finding_case(fix: str, work: Path) -> Path:
     return cases[0].parent
 
 
+def backend_builds(isa: str) -> list[str]:
+    """The ISA builds a case recorded at ``isa`` runs its program at by default: those of its CPU backend (ggml-cpu's
+    vector builds; SpacemiT's backend has the spacemit build alone)."""
+    backend = ISAS[isa].backend
+    return [n for n in DEFAULT_ISAS if ISAS[n].backend == backend]
+
+
 def compilers(chosen: Mapping[str, tuple[str, ...]] | None) -> list[str]:
     """The compilers of ``--cc`` (parsed: a program is built whole, so ISA limits do not apply), each installed
     (else a ToolchainError naming its set-up command); by default every known one that is installed, with one
@@ -137,7 +144,7 @@ def case_issue(req: Request, case_path: Path | None) -> int:
         return 2
     tgt = case.data["target"]
     stress = bool(tgt.get("stress"))
-    isas = list(req.isa) if req.isa else list(ISA_BUILDS)
+    isas = list(req.isa) if req.isa else backend_builds(tgt["isa"])
     src = public.source_of(case)
     entry = _entry(case.data["test"], tgt.get("emulator", "qemu"), _built_by(case.data), req.fix)
     if entry and entry.functions:  # the function the finding is about, not the op the test called
@@ -288,13 +295,14 @@ def _judge(req: Request, case, pub: public.Public, prog: Path, *, out: Path, tre
     entry = _entry(case.data["test"], tgt.get("emulator", "qemu"), _built_by(case.data), req.fix)
     # A finding that is a trap (the call crashed where the test ran, the oracle's value kept): every run is
     # judged by whether it traps, and Spike, where such traps show, runs every VLEN.
-    trap = bool((case.data.get("comparison") or {}).get("crashed"))
+    trap = bool((case.data.get("comparison") or {}).get("crashed")) or bool(getattr(pub, "crashed", False))
     verdicts = []
     for cc in req.cc:
         table = stock_table.verify if cc in req.stock_table else runs.verify
         targets = [Point(v, i, stress, cc) for i in isas for v in req.vlen]
         mine = table(prog, trees, targets, work, trap=trap)
-        if not stress and not trap and not any(v.failing for v in mine if v.tree != "fixed"):
+        if (not stress and not trap and not any(v.failing for v in mine if v.tree != "fixed")
+                and any(v.failing is not None for v in mine)):  # (a compiler that built nothing: no rerun)
             # right everywhere under QEMU's default policy: does it show with agnostic elements written as ones?
             mine += table(prog, {k: t for k, t in trees.items() if k != "fixed"},
                           [replace(t, stress=True) for t in targets], work)
@@ -334,6 +342,8 @@ def _judge(req: Request, case, pub: public.Public, prog: Path, *, out: Path, tre
         print(f"  {v.tree:6} {v.compiler:6} {v.isa:9} VLEN {v.vlen:5}{' stress' if v.stress else ''}, built with the "
               "stock commands: " + {True: "WRONG", False: "ok", None: f"not run ({v.text})"}[v.failing])
     enable = (out / "enable.patch").read_text() if req.enable is not None else ""
+    for f in {f for cc in req.cc for isa in isas for f in stock.addition_files(ISAS[isa], cc)}:
+        shutil.copyfile(f, out / f.name)  # (the printed commands name it beside the program: the spacemit build)
     kwargs = dict(recorded=recorded, tree=src, stock_runs=stock_runs, cause=cause, impact=impact, fix=fix_name, trap=trap,
                   enable=enable)
     record.dump(out, case.data, pub, prog.read_text(), verdicts, kwargs)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,20 +86,27 @@ def additions(isa: IsaBuild, compiler_name: str) -> tuple[Addition, ...]:
     return _ADDITIONS.get((isa.name, compiler_name), ())
 
 
-def _flags(a: Addition, cxx: bool) -> list[str]:
-    paths = {name: _cached(path) for name, path in a.files}
+def _flags(a: Addition, cxx: bool, named: Callable[[Path], str]) -> list[str]:
+    paths = {name: named(path) for name, path in a.files}
     return [f.format(**paths) for f in (*a.flags, *(a.cxx_flags if cxx else ()))]
 
 
-def flags(isa: IsaBuild, compiler_name: str, *, cxx: bool = False) -> tuple[str, ...]:
-    """The flags the additions give every C file (``cxx``: every C++ file) of ``isa``'s build by the compiler."""
-    return tuple(f for a in additions(isa, compiler_name) for f in _flags(a, cxx))
+def flags(isa: IsaBuild, compiler_name: str, *, cxx: bool = False,
+          named: Callable[[Path], str] = _cached) -> tuple[str, ...]:
+    """The flags the additions give every C file (``cxx``: every C++ file) of ``isa``'s build by the compiler; the
+    files they name by their cached copies (``named``: as it names them, e.g. the path a printed command gives)."""
+    return tuple(f for a in additions(isa, compiler_name) for f in _flags(a, cxx, named))
 
 
-def cmake_flags(isa: IsaBuild, compiler_name: str) -> dict[str, str]:
+def files(isa: IsaBuild, compiler_name: str) -> tuple[Path, ...]:
+    """The files the additions' flags name (the IME1 mnemonics' header): a printed build command needs them."""
+    return tuple(path for a in additions(isa, compiler_name) for _, path in a.files)
+
+
+def cmake_flags(isa: IsaBuild, compiler_name: str, named: Callable[[Path], str] = _cached) -> dict[str, str]:
     """The CMake variables that carry the additions (none when there are none): part of the build's key."""
-    return {k: " ".join(v) for k, v in (("CMAKE_C_FLAGS", flags(isa, compiler_name)),
-                                          ("CMAKE_CXX_FLAGS", flags(isa, compiler_name, cxx=True))) if v}
+    return {k: " ".join(v) for k, v in (("CMAKE_C_FLAGS", flags(isa, compiler_name, named=named)),
+                                          ("CMAKE_CXX_FLAGS", flags(isa, compiler_name, cxx=True, named=named))) if v}
 
 
 def server_flags(isa: IsaBuild, compiler_name: str) -> tuple[str, ...]:

@@ -16,20 +16,31 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness.core.config import ISA_BUILDS, IsaBuild
-from harness.core.matrix import CANNOT_MAKE, Point
+from harness.core.matrix import CANNOT_MAKE, ISAS, Point
 from harness.emulators import qemu
 from harness.emulators.spike import SpikePk
 from harness.ggml import fix_catalogue
 from harness.ggml.source import GgmlSource
 from harness.report.failure import Case
 from harness.upstream import stock
-from harness.upstream.paragraphs import enable_line, fixed_with, model_lines, sentence, tree_line, upstream_lines
+from harness.upstream.paragraphs import (
+    build_paragraph,
+    enable_line,
+    fixed_with,
+    model_lines,
+    sentence,
+    tree_line,
+    upstream_lines,
+)
 from harness.upstream.public import Public
 from harness.upstream.runs import Verdict
 from harness.upstream.testcmd import wrapped
 
 #: The issue text's length limit (the program and the table included).
 MAX_LINES = 60
+#: The order of ISA builds in titles and tables (ggml-cpu's vector builds, then SpacemiT's backend, ...).
+_ORDER = list(ISAS)
+
 def _vlens(found: list[int], tested: list[int]) -> str:
     found = sorted(set(found))
     if len(found) > 2 and found == sorted(set(tested)):
@@ -45,7 +56,7 @@ def compilers_of(verdicts: list[Verdict]) -> list[str]:
 def _where(bad: list[Verdict], ran: list[Verdict]) -> str:
     """The VLENs and builds of the wrong runs ``bad`` among ``ran``: "every RVV build" only when every
     ISA build was run and was wrong."""
-    builds = sorted({v.isa for v in bad}, key=list(ISA_BUILDS).index)
+    builds = sorted({v.isa for v in bad}, key=_ORDER.index)
     where = ("every RVV build" if set(builds) == set(ISA_BUILDS) else "/".join(builds)
              + (" builds" if len(builds) > 1 else " build"))
     spike = f" under {bad[0].emulator.capitalize()}" if bad and len({v.emulator for v in bad}) == 1 and \
@@ -76,9 +87,10 @@ def _unbuilt(mine: list[Verdict], cc: str) -> str:
     return f"{_CANNOT}{stock.LABELS.get(cc, cc)} cannot make the {', '.join(wrong)} build"
 
 
-def title_of(function: str, verdicts: list[Verdict], stress: bool, trap: bool = False) -> str:
+def title_of(function: str, verdicts: list[Verdict], stress: bool, trap: bool = False, crash: str = "") -> str:
     """The issue's title: exactly the VLENs, builds and compilers where the program was wrong, as run (in
-    the recorded stress mode ``stress``; a compiler right there but wrong with stress says so)."""
+    the recorded stress mode ``stress``; a compiler right there but wrong with stress says so); ``crash``: the
+    signal a trap finding's call died of (the program "crashes", not "traps")."""
     mine = [v for v in verdicts if v.tree != "fixed"]
     per: dict[str, str] = {}
     for cc in compilers_of(mine):
@@ -96,7 +108,10 @@ def title_of(function: str, verdicts: list[Verdict], stress: bool, trap: bool = 
         where = "; ".join(p.removeprefix(_CANNOT) if p.startswith(_CANNOT) else
                           f"{p} with {label(c, c)}" if not p.startswith("only") else f"with {label(c, c)} {p}"
                           for c, p in per.items())
-    return (f"{function} (RISC-V RVV): {'traps' if trap else 'wrong result'} at {where}"
+    said = f"crashes ({crash})" if trap and crash else "traps" if trap else "wrong result"
+    spacemit = mine and all(ISAS[v.isa].backend == "spacemit" for v in mine)
+    arch = "RISC-V RVV" + (", SpacemiT backend" if spacemit else "")
+    return (f"{function} ({arch}): {said} at {where}"
             + (", when tail-agnostic elements are written with ones" if stress else ""))
 
 
@@ -129,7 +144,7 @@ def verdict_table(verdicts: list[Verdict], trap: bool = False, stress: bool = Fa
     notes: dict[str, str] = {}
     for t in dict.fromkeys(row_of(v) for v in verdicts):
         groups: dict[tuple[str, ...], list[str]] = {}
-        for i in sorted({v.isa for v in verdicts if row_of(v) == t}, key=list(ISA_BUILDS).index):
+        for i in sorted({v.isa for v in verdicts if row_of(v) == t}, key=_ORDER.index):
             cells = []
             for vl in vlens:
                 m = [x for x in verdicts if row_of(x) == t and x.isa == i and x.vlen == vl]
@@ -158,6 +173,12 @@ def first_wrong(verdicts: list[Verdict]) -> tuple[Verdict | None, list[str]]:
     return None, []
 
 
+def _pwd(line: str) -> str:
+    """A printed line's single-quoted words that name ``$PWD`` (stock.py's ``PRINTED_DIR``: the header of rvvdiff's
+    additions beside the program) double-quoted, so that the shell expands it."""
+    return re.sub(r"'([^'\"\\`]*\$PWD[^'\"\\`]*)'", r'"\1"', line)
+
+
 def build_lines(tree: GgmlSource, at: Point, spike_vlen: int | None = None) -> list[str]:
     """The stock-toolchain commands of ``at``'s compiler as a maintainer types them (:mod:`harness.upstream.stock`,
     ``printed``; as verified by :func:`verify_stock`), the program run at ``at``, with the tree named ``llama.cpp``
@@ -177,7 +198,7 @@ def build_lines(tree: GgmlSource, at: Point, spike_vlen: int | None = None) -> l
     run_ = [*stock.run_argv(exe, at, half_avl=at.stress)[:-1], f"./{exe}"]
     pk = [] if spike_vlen is None else [
         SpikePk("spike", "").printed(f"./{exe}", spike_vlen, qemu.cpu_props(at.isa, at.stress))]
-    return ["```sh", *wrapped(rel(configure), 160), *wrapped(rel(build), 160), *wrapped(rel(link), 160),
+    return ["```sh", *map(_pwd, wrapped(rel(configure), 160)), *wrapped(rel(build), 160), *wrapped(rel(link), 160),
             *wrapped(run_, 400), *(ln for a in pk for ln in wrapped(a, 400)), "```"]
 
 
@@ -228,14 +249,18 @@ def _unmade(verdicts: list[Verdict], cc: str, isa: IsaBuild) -> str:
     in every build it can); '' when it gets them."""
     why = CANNOT_MAKE.get((cc, isa.name))
     wrong = any(v.failing for v in verdicts if v.compiler == cc and v.tree != "fixed")
-    return "" if why is None or wrong else (f"No {stock.LABELS.get(cc, cc)} commands: {why}, and its other builds are "
-                                             "right (the table).")
+    others = any(v.isa != isa.name for v in verdicts if v.compiler == cc and v.tree != "fixed")
+    return "" if why is None or wrong else (f"No {stock.LABELS.get(cc, cc)} commands: {why}"
+                                             + (", and its other builds are right (the table)." if others else "."))
 
 
 #: The sentence of a finding that shows only where agnostic elements are written as ones.
 STRESS_WORDS = (" It depends on what the hart writes into tail-agnostic elements: QEMU shows it with "
                 "`rvv_ta_all_1s=true,rvv_ma_all_1s=true`; with QEMU's default it passes. The RVV specification lets a "
                 "hart write ones there and no core is known to: a specification-conformance bug.")
+#: The sentence of a finding whose call dies of a signal (an abort, an invalid access), by the signal.
+CRASH_WORDS = (" The call dies of {0}, and so does the program: the table says \"trap\" where it died under QEMU, "
+               "\"runs\" where it ran to the end (then it also checks its numbers and its result's guard bytes).")
 #: The sentence of a trap finding.
 TRAP_WORDS = (" The program stops with a trap where the hart refuses the access: Spike does (its table below); "
               "QEMU lets the access through, so under QEMU the program runs to the end and checks its numbers.")
@@ -252,16 +277,19 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, re
     ggml = case.data["ggml"]
     ccs = compilers_of(verdicts)
     wrong, out = first_wrong([v for v in verdicts if v.stress == stress])
-    head = [f"### {title_of(title_function(pub.function, fix), verdicts, stress, trap)}"
+    crash = getattr(pub, "signal", "") if trap else ""
+    head = [f"### {title_of(title_function(pub.function, fix), verdicts, stress, trap, crash)}"
             + (", once ggml's repack selection picks its layout (enable.patch)" if enable else ""),
             f"**What goes wrong.** {sentence(cause or (case.data.get('comparison') or {}).get('name', ''))}"
-            + (STRESS_WORDS if stress else "") + (TRAP_WORDS if trap else "")]
+            + (STRESS_WORDS if stress else "") + (CRASH_WORDS.format(crash) if crash else TRAP_WORDS if trap else "")]
     if impact:
         head += ["", f"**Who hits it.** {impact}"]
     head += upstream_lines(fix) + model_lines(fix) + enable_line(enable)
     what = (f"The program ({pub.what}, with {getattr(pub, 'inputs', 'the inputs of a shrunk case')}; ggml's public "
             "API only)")
-    head += ["", tree_line(ggml["label"], ggml["commit"])]
+    ours = all(ISAS[v.isa].backend == "cpu" for v in verdicts)  # (NEWEST compared ggml-cpu's own RVV files)
+    head += ["", tree_line(ggml["label"], ggml["commit"], newest=ours)]
+    head += [ln for isa in dict.fromkeys(v.isa for v in verdicts) for ln in build_paragraph(ISAS[isa], ccs)]
     prog = [f"{what}:", "```c", *src_text.rstrip("\n").splitlines(), "```"]
     tail = []
     for cc in ccs:
@@ -275,7 +303,7 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, re
         hint = stress_hint(verdicts, stress, cc)
         if hint:
             tail.append(hint)
-    if trap:
+    if trap and not crash:
         tail += ["Under QEMU this runs to the end: QEMU does not trap misaligned vector accesses. " + trap_check
                  + _spike_rows(verdicts)]
     said = {True: "trap" if trap else "wrong", False: "no trap" if trap else "right", None: "not run"}
@@ -287,7 +315,8 @@ def issue(case: Case, pub: Public, src_text: str, verdicts: list[Verdict], *, re
             f" {said[v.failing]}" + (f" (`{' / '.join(v.text.splitlines()[:3])}`)" if v.text and v.failing is not None
                                      else f" ({v.text.split(':')[0]})" if v.text else "")
             for v in shown) + ". "
-        wrong = None  # its output is in that line
+        if any(v.failing is not None for v in shown):
+            wrong = None  # its output is in that line
     on_spike = sorted({v.vlen for v in verdicts if v.emulator != "qemu"})
     spike = ("" if not on_spike else f"; Spike at VLEN {on_spike[0]}-{on_spike[-1]}, rows of their own"
              if on_spike[0] <= 1024 else f"; VLEN {' and '.join(map(str, on_spike))} under Spike")
@@ -350,7 +379,7 @@ def _ran_where(verdicts: list[Verdict]) -> str:
     """Where the program ran under QEMU: "at every VLEN and ISA build" only when every ISA build was run."""
     qemu = [v for v in verdicts if v.emulator == "qemu"]
     vlens = sorted({v.vlen for v in qemu})
-    builds = sorted({v.isa for v in qemu}, key=list(ISA_BUILDS).index)
+    builds = sorted({v.isa for v in qemu}, key=_ORDER.index)
     at = f"VLEN {vlens[0]}-{vlens[-1]}" if len(vlens) > 1 else f"VLEN {vlens[0]}" if vlens else "no VLEN"
     if set(builds) == set(ISA_BUILDS):
         return f"in every ISA build at {at}"

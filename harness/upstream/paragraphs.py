@@ -13,8 +13,9 @@ import re
 import tomllib
 from pathlib import Path
 
-from harness.core.config import PROJECT_ROOT
+from harness.core.config import ISA_BUILDS, PROJECT_ROOT, IsaBuild
 from harness.ggml import fix_catalogue, known
+from harness.toolchain import additions
 
 #: The newest llama.cpp checked, and what it still has (read from its sources: the RVV files
 #: arch/riscv/quants.c, arch/riscv/repack.cpp, vec.h, vec.cpp and repack.h are byte-identical to the pinned
@@ -107,9 +108,44 @@ def upstream_lines(fix: str) -> list[str]:
     return out
 
 
-def tree_line(label: str, commit: str) -> str:
-    """The tree a text was checked on, and that the newest tree checked has the same code."""
-    return f"Tree: {label}, commit {commit} ({NEWEST})."
+def tree_line(label: str, commit: str, newest: bool = True) -> str:
+    """The tree a text was checked on, and (``newest``: for ggml-cpu's RVV files, which :data:`NEWEST` compared)
+    that the newest tree checked has the same code."""
+    return f"Tree: {label}, commit {commit}" + (f" ({NEWEST})." if newest else ".")
+
+
+#: Why a build's programs need each variable of its environment (``IsaBuild.env``) under QEMU.
+_ENV_WORDS = {
+    "SPACEMIT_CORE_ARCH": "the core type, read from /proc/cpuinfo's marchid, else from this variable, and without "
+                          "either the program aborts before `main`; 0x503C is the X60: its RVV ops on, its IME paths off, "
+                          "as no QEMU emulates IME",
+    "SPACEMIT_MEM_BACKEND": "the memory pool takes posix_memalign instead of mapping 512 MiB of transparent huge pages "
+                            "per buffer: the same kernels on the same bytes",
+}
+
+
+def build_paragraph(isa: IsaBuild, compilers: list[str]) -> list[str]:
+    """For an ISA build beyond ggml's own options (SpacemiT's backend): its CMake options, what rvvdiff adds to its
+    build with clang (the header it names attached beside the program: harness/upstream/stock.py's
+    ``addition_files``) and the environment its programs run with, as the commands below give them; [] for the
+    others."""
+    adds = additions.additions(isa, "clang") if "clang" in compilers else ()
+    if not isa.env and not adds:
+        return []
+    own = " ".join(f"`-D{k}={v}`" for k, v in isa.cmake.items() if k not in ISA_BUILDS["zvfh"].cmake)
+    text = f"**The {isa.name} build.** ggml's options for it: {own} (in the commands below)."
+    if adds:
+        files = ", ".join(f"`{p.name}`" for a in adds for _, p in a.files)
+        text += (" With clang the tree needs more, in `CMAKE_C_FLAGS` / `CMAKE_CXX_FLAGS` below: "
+                 "`-Xclang -std=gnu++20` (spacemit/rvv_kernels.h declares C++20 `auto` parameters, the tree compiles "
+                 "C++17: clang rejects them, GCC accepts them as an extension), and IME1's mnemonics under LLVM's "
+                 f"names (`-target-feature +xsmtvdot` and {files}, attached beside `repro.c`: assembler macros mapping "
+                 "`vmadot` and its forms onto `smt.vmadot`), without which the tree's FindSMTIME probe finds no IME "
+                 "and spacemit/ime.cpp stops at its `#error`.")
+    if isa.env:
+        text += " Its programs run with " + " and ".join(
+            f"`{k}={v}`" + (f" ({_ENV_WORDS[k]})" if k in _ENV_WORDS else "") for k, v in isa.env.items()) + "."
+    return ["", text, ""]
 
 
 #: What each finding does to a real model (written by ``rvvdiff model effects --write``; a checkout's docs).

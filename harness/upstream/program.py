@@ -1,80 +1,27 @@
 """The public reproducer's C text: the inputs as hex strings, the graph, the comparison with the oracle.
 
-The program (also valid C++) builds the failing call of :class:`harness.upstream.public.Public` as a
-one-node graph, computes it on the CPU backend with one thread, compares every output with the
-oracle's value and bound, prints the first wrong ones and exits with 1 while any is wrong.
+The program (also valid C++) builds the failing call of a :class:`harness.upstream.public.Public` form as a
+one-node graph, computes it on the CPU backend, compares every output with the oracle's value and bound, prints
+the first wrong ones and exits with 1 while any is wrong.  This module writes the ``ggml_mul_mat`` form
+(:class:`harness.upstream.public.MulMat`, one thread) and hands the others to harness/upstream/program_ops.py
+(one op on sources that may be permuted views, flash attention).
 """
 
 from __future__ import annotations
 
-import math
+from harness.upstream import program_ops
+from harness.upstream.c_text import decode, encode
+from harness.upstream.c_text import hex_lines as _hex_lines
+from harness.upstream.c_text import literal as _lit
+from harness.upstream.public import MulMat, Public, enumerator
 
-from harness.upstream.public import Public, enumerator
-
-
-def encode(data: bytes) -> str:
-    """Bytes as hex, runs of three or more equal bytes as ``hh*N`` (the program's ``fill`` reads it)."""
-    out, lit, i = [], "", 0
-    while i < len(data):
-        j = i
-        while j < len(data) and data[j] == data[i]:
-            j += 1
-        if j - i >= 3:
-            if lit:
-                out.append(lit)
-                lit = ""
-            out.append(f"{data[i]:02x}*{j - i}")
-        else:
-            lit += data[i:j].hex()
-        i = j
-    if lit:
-        out.append(lit)
-    return " ".join(out)
-
-
-def decode(text: str) -> bytes:
-    """The inverse of :func:`encode` (what the program's ``fill`` does)."""
-    out = bytearray()
-    for tok in text.split():
-        if "*" in tok:
-            h, n = tok.split("*")
-            out += bytes([int(h, 16)]) * int(n)
-        else:
-            out += bytes.fromhex(tok)
-    return bytes(out)
-
-
-def _hex_lines(name: str, data: bytes, width: int = 100) -> str:
-    h = encode(data)
-    if len(h) <= width - 10:
-        return f'static const char * {name} = "{h}";'
-    rows, row = [], ""
-    for tok in h.split(" "):
-        while len(tok) > width:  # a long literal: split between bytes (``width`` is even)
-            if row:
-                rows.append(row)
-                row = ""
-            rows.append(tok[:width])
-            tok = tok[width:]
-        if row and len(row) + 1 + len(tok) > width:
-            rows.append(row)
-            row = tok
-        else:
-            row = f"{row} {tok}" if row else tok
-    rows.append(row)
-    return f"static const char * {name} =\n" + "\n".join(f'    "{r} "' for r in rows) + ";"
-
-
-def _lit(v: float) -> str:
-    if math.isnan(v):
-        return "NAN"
-    if math.isinf(v):
-        return "INFINITY" if v > 0 else "-INFINITY"
-    return repr(float(v))
+__all__ = ["decode", "encode", "program"]
 
 
 def program(pub: Public, title: str) -> str:
-    """The C source (also valid C++) of the public reproducer."""
+    """The C source (also valid C++) of the public reproducer of ``pub``, whichever its form."""
+    if not isinstance(pub, MulMat):
+        return program_ops.program(pub, title)
     exp = ", ".join(_lit(v) for v in pub.expected)
     bnd = ", ".join(_lit(v) for v in pub.bound) if pub.bound.any() else "0"
     size, k = pub.expected.size, pub.k

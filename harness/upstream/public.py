@@ -1,14 +1,19 @@
-"""The recorded call of a failure report as a public ggml op, or why it has none.
+"""The recorded call of a failure report as a public ggml graph, or why it has none.
 
 ``rvvdiff report CASE_DIR --upstream`` turns a failure report into an issue for ggml's maintainers;
 its program goes through ggml's public API only (``ggml.h``, ``ggml-cpu.h``, ``ggml-backend.h``): the
-failing call as a one-node graph (``ggml_mul_mat``) computed on the CPU backend, the weights in the CPU
-backend's extra buffer type (``CPU_REPACK``) when the call went through repacked code.  Its inputs are
-the shrunk case's bytes; its expected numbers are the oracle's, with the comparison's bound.
+failing call as a one-node graph computed on the CPU backend.  Each kind of call has a form, a record of
+what the program builds: :class:`MulMat` (``ggml_mul_mat``, the weights in the CPU backend's extra buffer
+type ``CPU_REPACK`` when the call went through repacked code), and harness/upstream/public_ops.py's
+``OpGraph`` (one op on sources that may be permuted views: SpacemiT's backend claims NORM, ADD, CPY ... for
+every graph) and ``FlashAttn`` (``ggml_flash_attn_ext``).  Their inputs are the shrunk case's bytes; their
+expected numbers are the oracle's, with the comparison's bound (:func:`expected_of`); a call that crashed
+where the test ran has none, and the program's run is the verdict.
 
 A call that no public op reaches (a ``*_generic`` twin called directly, a kernel ggml defines but
-never calls, a repack layout the selection never picks) has no public form: :func:`public_form`
-says why, and the report says so instead of pretending.
+never calls, a repack layout the selection never picks, SpacemiT's quantizers and layouts that only its
+IME GEMMs reach) has no public form: :func:`public_form` says why, and the report says so instead of
+pretending.
 """
 
 from __future__ import annotations
@@ -23,6 +28,25 @@ import numpy as np
 from harness.ggml.source import GgmlSource, resolve
 from harness.report.failure import Case
 
+#: Why a SpacemiT kernel the case calls directly has no public form, by the kernel server's adapter (docs/spacemit.md).
+_SPACEMIT_DIRECT = {
+    "spacemit_quantize": "the case calls one of SpacemiT's activation quantizers (spacemit/rvv_kernels.cpp) directly; "
+                         "ggml calls them only inside the IME GEMMs of MUL_MAT, with the weights in SpacemiT's buffer "
+                         "type on an IME core (the K1's A60, the A100), which no QEMU emulates: under QEMU the backend "
+                         "runs as an X60 (SPACEMIT_CORE_ARCH=0x503C) and no op reaches the quantizers",
+    "spacemit_repack": "the case calls one of SpacemiT's weight layouts (spacemit/repack.cpp) directly; ggml builds it "
+                       "only when a weight goes to SpacemiT's buffer type on an IME core (IME1: the A60; the 32-row "
+                       "layouts: the A100's IME2, which no public assembler builds), and only the IME GEMM reads it: "
+                       "no QEMU emulates IME",
+    "spacemit_repack_uncalled": "the case calls a weight layout of spacemit/repack.cpp that the tree defines and never "
+                                "calls: no op reaches it",
+    "repack_mul_mat": "the weights went to SpacemiT's buffer type (CPU_RISCV64_SPACEMIT), where MUL_MAT runs the IME1 "
+                      "GEMM of an A60 core: only Spike with rvvdiff's IME1 library runs it (bare metal), no QEMU "
+                      "emulates IME, and a Linux program under QEMU runs ggml's own vec_dot on the same call",
+    "spacemit_fa": "the case calls SpacemiT's flash-attention kernel with a block of TCM, as ime.cpp does on boards with "
+                   "SpacemiT's TCM runtime (libspine_tcm); through ggml under QEMU there is no TCM, and without it the "
+                   "kernel's 2- and 4-row paths never run",
+}
 #: The float dot kernels and the ggml type of both their rows.
 _FLOAT_DOTS = {"vec_dot_f32": "f32", "vec_dot_f16": "f16", "vec_dot_bf16": "bf16"}
 
@@ -43,12 +67,35 @@ class NoPublicForm(Exception):
     """The recorded call has no equivalent through ggml's public API (the message says why)."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Public:
+    """The failing call as a public ggml graph: what every form has (:class:`MulMat`; harness/upstream/public_ops.py's
+    ``OpGraph`` and ``FlashAttn``).  A call that crashed where the test ran (:attr:`crashed`) is judged by whether the
+    program dies too; its expected values are the oracle's where rvvdiff has it for the call's inputs, else None."""
+
+    expected: np.ndarray | None  # the result's values in its memory order (None: not known, the program prints it)
+    bound: np.ndarray | None  # per element (0: bitwise)
+    #: What the program computes, in ggml's words (one line, a comment in the program).
+    what: str = ""
+    #: The function the case exists for (the title names it).
+    function: str = ""
+    #: Where the inputs come from (the issue text says it).
+    inputs: str = "the inputs of a shrunk case"
+    #: How the call ended where the test ran when it crashed (``SIGABRT``, ``SIGSEGV``; '' when it returned).
+    signal: str = ""
+
+    @property
+    def crashed(self) -> bool:
+        """The call crashed where the test ran: the program is judged by whether it dies too."""
+        return bool(self.signal)
+
+
+@dataclass
+class MulMat(Public):
     """The failing call as ``C = ggml_mul_mat(A, B)``: A is ``m`` rows of ``k`` elements of
     ``a_type``, B ``n`` rows of ``k`` elements of ``b_type`` (ggml type names, ``q4_0``; None: the
     vec_dot_type of A's type, looked up at run time through ``ggml_get_type_traits_cpu``), C ``n`` x
-    ``m`` floats."""
+    ``m`` floats (``expected``: n * m values, C's memory order)."""
 
     a_type: str
     b_type: str | None
@@ -57,15 +104,7 @@ class Public:
     n: int
     a: bytes
     b: bytes
-    expected: np.ndarray  # n * m values, C's memory order
-    bound: np.ndarray  # per element (0: bitwise)
     repack: bool = False
-    #: What the program computes, in ggml's words (one line, a comment in the program).
-    what: str = ""
-    #: The function the case exists for (the title names it).
-    function: str = ""
-    #: Where the inputs come from (the issue text says it).
-    inputs: str = "the inputs of a shrunk case"
 
 
 class _Types:
@@ -89,7 +128,10 @@ class _Types:
         return name
 
 
-def _expected(case: Case, size: int) -> tuple[np.ndarray, np.ndarray]:
+def expected_of(case: Case, size: int, fmt: str = "f32") -> tuple[np.ndarray, np.ndarray]:
+    """The oracle's ``size`` values of the recorded comparison and each one's bound: 0 where it was bitwise, its
+    absolute bound, or for a bound in ulps of the result's format ``fmt`` (``f32``, ``f16``) that many of its ulps
+    at the expected value (oracles/ulp.py); NoPublicForm when the report has none."""
     comp = case.data.get("comparison") or {}
     if "expected" not in case.arrays:
         emu = case.data.get("target", {}).get("emulator", "qemu")
@@ -108,6 +150,11 @@ def _expected(case: Case, size: int) -> tuple[np.ndarray, np.ndarray]:
         bound = np.zeros(size)
     elif mode == "bound" and "bound" in case.arrays:
         bound = np.broadcast_to(case.arrays["bound"].astype(np.float64).reshape(-1), (size,)).copy()
+    elif mode == "ulps" and "allowed" in case.arrays and fmt in ("f32", "f16"):
+        from oracles.ulp import ulp
+
+        allowed = np.broadcast_to(case.arrays["allowed"].astype(np.float64).reshape(-1), (size,))
+        bound = np.nan_to_num(allowed * ulp(exp, fmt), nan=0.0)  # (an infinite or NaN value: equal or wrong)
     else:
         raise NoPublicForm(f"the comparison ({mode}) has no absolute bound the program can apply; "
                            "use `rvvdiff repro --c` for this one")
@@ -123,22 +170,23 @@ def public_form(case: Case, types: Mapping[str, int]) -> Public:
     kernel, ip = call.get("kernel"), [int(v) for v in call.get("ip", [])]
     bufs = [case.arrays.get(f"buf{i}") for i in range(len(call.get("buffers", [])))]
     ctx = (case.data.get("comparison") or {}).get("context", "")
-    function = ctx.split(",")[0].strip() if ctx.startswith("ggml_") else ""
+    named = re.match(r"ggml_\w+", ctx)  # the op or function the comparison names first
+    function = named.group(0) if named else ""
     if kernel == "quant_vec_dot" and len(ip) == 3:
         t, n, impl = ip
         a = tree.name(t, "quant_vec_dot")
         if impl != 0:
             raise NoPublicForm(f"the case calls the *_generic twin of {a.upper()}'s vec_dot directly; "
                                "no op reaches it in an RVV build")
-        exp, bound = _expected(case, 1)
-        return Public(a, None, n, 1, 1, bufs[0].tobytes(), bufs[1].tobytes(), exp, bound,
+        exp, bound = expected_of(case, 1)
+        return MulMat(a, None, n, 1, 1, bufs[0].tobytes(), bufs[1].tobytes(), expected=exp, bound=bound,
                       what=f"one {a.upper()} row times one row of its vec_dot_type, k = {n}: "
                            "mul_mat calls the type's vec_dot once",
                       function=function or f"the {a.upper()} vec_dot")
     if kernel in _FLOAT_DOTS and len(ip) == 1:
         t, n = tree.named(_FLOAT_DOTS[kernel], kernel), ip[0]
-        exp, bound = _expected(case, 1)
-        return Public(t, t, n, 1, 1, bufs[0].tobytes(), bufs[1].tobytes(), exp, bound,
+        exp, bound = expected_of(case, 1)
+        return MulMat(t, t, n, 1, 1, bufs[0].tobytes(), bufs[1].tobytes(), expected=exp, bound=bound,
                       what=f"one {t.upper()} row times one {t.upper()} row, k = {n}",
                       function=function or f"ggml_{kernel}")
     if kernel == "mul_mat" and len(ip) == 9:
@@ -147,17 +195,20 @@ def public_form(case: Case, types: Mapping[str, int]) -> Public:
         if lda != k or batch != 1 or bcast != 1:
             raise NoPublicForm(f"mul_mat with padded rows or batches (lda={lda}, batch={batch}, bcast={bcast}): "
                                "only the 2-D form is written as a program")
-        exp, bound = _expected(case, m * n)
-        return Public(ta, tb, k, m, n, bufs[0].tobytes(), bufs[1].tobytes(),
-                      exp, bound, what=f"mul_mat of {m} {ta.upper()} rows and {n} {tb.upper()} rows, k = {k}",
+        exp, bound = expected_of(case, m * n)
+        return MulMat(ta, tb, k, m, n, bufs[0].tobytes(), bufs[1].tobytes(),
+                      expected=exp, bound=bound, what=f"mul_mat of {m} {ta.upper()} rows and {n} {tb.upper()} rows, k = {k}",
                       function=function or "ggml_mul_mat")
     if kernel == "repack_mul_mat" and len(ip) == 7:
         t_id, k, m, n, batch, placement, _threads = ip
         t = tree.name(t_id, "repack_mul_mat")
         if batch != 1:
             raise NoPublicForm("repack_mul_mat with batches: only the 2-D form is written as a program")
-        exp, bound = _expected(case, m * n)
-        return Public(t, tree.named("f32", kernel), k, m, n, bufs[0].tobytes(), bufs[1].tobytes(), exp, bound,
+        if placement == 2:
+            raise NoPublicForm(_SPACEMIT_DIRECT["repack_mul_mat"])
+        exp, bound = expected_of(case, m * n)
+        return MulMat(t, tree.named("f32", kernel), k, m, n, bufs[0].tobytes(), bufs[1].tobytes(), expected=exp,
+                      bound=bound,
                       repack=placement == 1,
                       what=f"mul_mat of {m} {t.upper()} rows" + (" in the CPU_REPACK buffer" if placement == 1 else "")
                            + f" and {n} F32 rows, k = {k}", function=function or "ggml_mul_mat")
@@ -165,6 +216,12 @@ def public_form(case: Case, types: Mapping[str, int]) -> Public:
         raise NoPublicForm(f"{kernel} calls the repack code of one layout directly (declared in ggml's internal "
                            "repack.h); mul_mat reaches it only where the tree's selection "
                            "(ggml_repack_get_optimal_repack_type) picks that layout at that VLEN")
+    if kernel in ("op", "attention"):  # SpacemiT's ops (and ggml's own), flash attention
+        from harness.upstream import public_ops
+
+        return public_ops.form(case, tree, function)
+    if kernel in _SPACEMIT_DIRECT:
+        raise NoPublicForm(_SPACEMIT_DIRECT[kernel])
     raise NoPublicForm(f"the {kernel or 'recorded'} call has no public form rvvdiff writes "
                        "(no op of ggml.h calls that function alone); `rvvdiff repro --c` writes the adapter program")
 
@@ -232,7 +289,7 @@ def exact_repack(weight: str, seed: int = 1) -> Public:
                           for r in range(m) for i in range(0, k, 256))
     expected = (x @ w.T).reshape(-1).astype(np.float64)  # C is n rows of m: C[j, i] = sum_l x[j, l] w[i, l]
     assert np.abs(expected).max() < 2 ** 24
-    return Public(weight, "f32", k, m, n, blocks, x.astype(np.float32).tobytes(), expected, np.zeros(m * n),
+    return MulMat(weight, "f32", k, m, n, blocks, x.astype(np.float32).tobytes(), expected=expected, bound=np.zeros(m * n),
                   repack=True, what=f"mul_mat of {m} {weight.upper()} rows in the CPU_REPACK buffer and {n} F32 rows, "
                                     f"k = {k}", inputs="inputs exact by construction (integer scales and values: "
                                     "any order of summation gives the expected numbers)")

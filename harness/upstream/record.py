@@ -63,7 +63,7 @@ def dump(out: Path, data: dict, pub, program: str, verdicts: list[Verdict], kwar
     kw = {k: v for k, v in kwargs.items() if k not in ("tree", "enable", "stock_runs", "recorded")}
     at = kwargs["recorded"]
     rec = {"data": {k: data[k] for k in ("ggml", "comparison", "target") if k in data},
-           "pub": {k: getattr(pub, k) for k in ("function", "what", "inputs") if hasattr(pub, k)},
+           "pub": {k: getattr(pub, k) for k in ("function", "what", "inputs", "signal") if hasattr(pub, k)},
            "verdicts": [dataclasses.asdict(v) for v in verdicts],
            "stock_runs": [dataclasses.asdict(v) for v in kwargs.get("stock_runs", ())],
            "kwargs": {"stress": at.stress, "vlen_example": at.vlen, **kw, "isa_example": at.isa.name}}

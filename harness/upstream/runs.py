@@ -11,13 +11,15 @@ tail/mask stress mode, or another), or under Spike; with a fixed tree (a fix of
 from __future__ import annotations
 
 import hashlib
+import re
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.core.config import cache_dir
 from harness.core.errors import RvvdiffError
-from harness.core.matrix import Point
+from harness.core.matrix import CANNOT_MAKE, Point, can_make
 from harness.core.proc import run
 from harness.emulators import qemu
 from harness.emulators.base import Emulator
@@ -56,6 +58,21 @@ class Verdict:
         return Point(self.vlen, self.isa, self.stress, self.compiler, self.emulator)
 
 
+#: What a program says on stderr that is no verdict: a backend setting itself up (SpacemiT's: its core type, its
+#: memory pool), the debugger ggml's abort starts for a backtrace.
+_NOISE = re.compile(r"CPU_RISCV64_SPACEMIT: |\[Inferior \d+ \(process \d+\) detached\]")
+#: A source path in an assertion's message, up to the tree's ggml/src/ (the tree's place on this machine left out).
+_SOURCE = re.compile(r"\S*/(ggml/src/)")
+
+
+def _status(code: int) -> str:
+    """An exit status as the issue says it: a signal's name beside the status of a program it killed."""
+    try:
+        return f"{code} ({signal.Signals(-code).name})" if code < 0 else str(code)
+    except ValueError:
+        return str(code)
+
+
 def public_includes(build: Build) -> list[str]:
     """The build's include directories of ggml's public headers (not ggml-cpu's internal ones)."""
     return [f for f in build.cflags if f.startswith("-I") and f.rstrip("/").endswith("/include")]
@@ -85,17 +102,21 @@ def run_program(exe: Path, at: Point, emulator: Emulator | None = None, *, timeo
     lacking = emu.lacking(props)
     if lacking:
         return None, emu.lacking_reason(lacking, f"VLEN {at.vlen}, {at.isa.name}")
-    r = emu.run_program(exe, at.vlen, props, timeout=timeout, what=f"{exe.name} under {emu.label}")
+    r = emu.run_program(exe, at.vlen, props, timeout=timeout, what=f"{exe.name} under {emu.label}",
+                        env=at.isa.env or None)  # (the SpacemiT build's core type and memory pool)
     if r.returncode is None:
         return None, f"did not finish in {timeout:g} s"
     text = r.output.strip()
     if trap:
-        lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("***")]
-        return r.returncode not in (0, 1), (f"exit {r.returncode}: " + " / ".join(lines[-2:]) if r.returncode not in (0, 1)
-                                             else f"ran to the end (exit {r.returncode})")
+        lines = [_SOURCE.sub(r"\1", ln) for ln in text.splitlines()
+                 if ln.strip() and not ln.startswith("***") and not _NOISE.match(ln)]
+        said = [ln for ln in lines if "GGML_ASSERT" in ln or "GGML_ABORT" in ln][-1:] or lines[-2:]  # (not a backtrace)
+        if r.returncode in (0, 1):
+            return False, f"ran to the end (exit {r.returncode})"
+        return True, f"exit {_status(r.returncode)}" + (f": {' / '.join(said)}" if said else "")
     if r.returncode not in (0, 1):
         return None, f"exit {r.returncode}: {text.splitlines()[-1] if text else 'no output'}"
-    return r.returncode == 1, text
+    return r.returncode == 1, r.stdout.strip() or text  # (its verdict; not what a backend says on stderr at start-up)
 
 
 def verify(src: Path, trees: dict[str, GgmlSource], targets: Sequence[Point], work: Path, *,
@@ -118,6 +139,10 @@ def verify(src: Path, trees: dict[str, GgmlSource], targets: Sequence[Point], wo
         builds.setdefault((t.isa.name, t.compiler), []).append(t)
     for label, tree in trees.items():
         for same in builds.values():
+            if not can_make(same[0].compiler, same[0].isa.name):  # (GCC 14 and the spacemit build: no IME assembler)
+                why = CANNOT_MAKE[(same[0].compiler, same[0].isa.name)]
+                out += [Verdict.of(label, t, None, f"not built: {why}", by) for t in same]
+                continue
             try:
                 exe = (make or rvvdiff_build)(label, tree, same[0])
             except RvvdiffError as e:  # one line per build that cannot make the program
@@ -139,6 +164,8 @@ def verify_stock(tree: GgmlSource, label: str, at: Point, src: Path, work: Path)
     def verdict(failing: bool | None, text: str) -> Verdict:
         return Verdict.of(label, replace(at, emulator="qemu"), failing, text)
 
+    if not can_make(cc, isa.name):
+        return verdict(None, f"not built: {CANNOT_MAKE[(cc, isa.name)]}")
     why = stock.missing(cc)
     if why:
         return verdict(None, why)

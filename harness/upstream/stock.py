@@ -32,12 +32,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core.config import COMMON_CMAKE, ISA_BUILDS, IsaBuild
+from harness.core.config import COMMON_CMAKE, IsaBuild
 from harness.core.errors import RvvdiffError
-from harness.core.matrix import Point
+from harness.core.matrix import ISAS, Point
 from harness.core.proc import CommandError, run
 from harness.emulators import qemu
 from harness.emulators.base import Ran
+from harness.toolchain import additions
 from harness.toolchain.cmake import march_mismatch
 from harness.toolchain.cmake_build import CmakeBuild, build, configure
 
@@ -173,9 +174,9 @@ def _isa(isa: str | IsaBuild) -> IsaBuild:
     if isinstance(isa, IsaBuild):
         return isa
     try:
-        return ISA_BUILDS[isa]
+        return ISAS[isa]
     except KeyError:
-        raise ValueError(f"ISA build {isa!r}: use one of {', '.join(ISA_BUILDS)}") from None
+        raise ValueError(f"ISA build {isa!r}: use one of {', '.join(ISAS)}") from None
 
 
 # ------------------------------------------------------------------ where things are
@@ -261,11 +262,33 @@ def toolchain_options(toolchain: str, printed: bool) -> dict[str, str]:
     return {**cross, "CMAKE_C_COMPILER": cc, "CMAKE_CXX_COMPILER": cxx, "CMAKE_AR": ar, "CMAKE_RANLIB": ranlib}
 
 
+#: Where a printed command finds the files of rvvdiff's additions: beside the program, in the directory the commands
+#: run in (``$PWD``, which the shell expands: :func:`harness.upstream.issue.build_lines` double-quotes such words).
+PRINTED_DIR = "$PWD"
+
+
+def addition_options(isa: str | IsaBuild, toolchain: str, printed: bool = False) -> dict[str, str]:
+    """CMAKE_C_FLAGS / CMAKE_CXX_FLAGS with what rvvdiff adds to ``isa``'s build for clang (harness/toolchain/
+    additions.py: the SpacemiT backend's C++20, IME1's mnemonics; none for GCC 14, which cannot make that build);
+    ``printed``: the header named ``$PWD/<its name>``, given beside the program (:func:`addition_files`)."""
+    if toolchain == "gcc14":
+        return {}
+    kw = {"named": lambda p: f"{PRINTED_DIR}/{p.name}"} if printed else {}
+    return additions.cmake_flags(_isa(isa), "clang", **kw)
+
+
+def addition_files(isa: str | IsaBuild, toolchain: str) -> tuple[Path, ...]:
+    """The files :func:`addition_options` names (a printed command needs them beside the program)."""
+    return () if toolchain == "gcc14" else additions.files(_isa(isa), "clang")
+
+
 def cmake_build(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path, *, printed: bool = False) -> CmakeBuild:
     """ggml of ``tree`` configured for ISA build ``isa`` with ``toolchain`` in ``build_dir``, the compilers named in
-    options (``printed``: as a maintainer types them, see :func:`build_commands`)."""
+    options (``printed``: as a maintainer types them, see :func:`build_commands`), with rvvdiff's additions for the
+    build (:func:`addition_options`)."""
     return CmakeBuild(layout(tree).source, Path(build_dir), {**toolchain_options(toolchain, printed),
-                                                             **cmake_options(tree, isa)})
+                                                             **cmake_options(tree, isa),
+                                                             **addition_options(isa, toolchain, printed)})
 
 
 def build_argvs(tree: Path, isa: str | IsaBuild, toolchain: str, build_dir: Path, jobs: int = 2,
@@ -315,8 +338,10 @@ def cpu_value(at: Point, half_avl: bool = False) -> str:
 
 
 def run_argv(exe: Path, at: Point, *, half_avl: bool = False, program: str = "qemu-riscv64") -> list[str]:
-    """The command of :func:`run_command` as an argument list."""
-    return [program, "-cpu", cpu_value(at, half_avl), str(exe)]
+    """The command of :func:`run_command` as an argument list (``env NAME=VALUE ...`` first when the ISA build's
+    programs need an environment: the SpacemiT backend's core type and memory pool, ``IsaBuild.env``)."""
+    env = ["env", *(f"{k}={v}" for k, v in at.isa.env.items())] if at.isa.env else []
+    return [*env, program, "-cpu", cpu_value(at, half_avl), str(exe)]
 
 
 def run_command(exe: Path, at: Point, *, half_avl: bool = False, program: str = "qemu-riscv64") -> str:
@@ -407,7 +432,7 @@ def run_exe(exe: Path, at: Point, *, half_avl: bool = False, args: Sequence[str]
     """Run ``exe`` (with ``args``) under QEMU as :func:`run_command` says (the qemu-riscv64 rvvdiff runs:
     ``$RVVDIFF_QEMU`` or PATH); its exit status is for the caller to judge."""
     return qemu.qemu().run_program(exe, at.vlen, qemu.cpu_props(at.isa, at.stress, half_avl), args=args,
-                                   timeout=timeout, what=f"{Path(exe).name} under QEMU")
+                                   timeout=timeout, what=f"{Path(exe).name} under QEMU", env=at.isa.env or None)
 
 
 def run_program(exe: Path, at: Point, *, half_avl: bool = False, timeout: float = 300) -> str:
