@@ -103,6 +103,7 @@ def upstream_lines(fix: str) -> list[str]:
     if ser:
         n, entry = ser
         test = ("which the series' regression test cannot show" if fix in entry.get("unreached", {}) else
+                "with no regression test in ggml's suite (the series' page says why)" if entry.get("test_note") else
                 "after a check for tests/test-quantize-fns.cpp that fails without it")
         out += ["", f"**Fix.** Pull request series {n}, \"{entry['title']}\": the fix, {test}."]
     return out
