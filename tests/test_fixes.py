@@ -13,6 +13,7 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from launch import rvvdiff
@@ -20,7 +21,7 @@ from launch import rvvdiff
 from costs import registry
 from harness.commands import fixes
 from harness.core.config import ISA_BUILDS, SPACEMIT, SPIKE_VLENS
-from harness.core.matrix import vlens_on
+from harness.core.matrix import Matrix, vlens_on
 from harness.cost.tables import fix_cost
 from harness.ggml import fix_catalogue, known, mutants, patches, source
 from harness.jobs import cost_suite_runs, fix_checks, fix_cost_runs
@@ -165,6 +166,35 @@ def test_fixes_together_leave_out_the_ones_that_do_not_apply(fix_dir: Path, muta
 def test_unknown_fix_is_a_clear_error(fix_dir: Path) -> None:
     with pytest.raises(KeyError, match="no fix nope; known: f16_tail"):
         fix_catalogue.select(["nope"])
+
+
+def test_check_with_applies_the_named_fixes_to_both_trees(fix_dir: Path, mutant_tree: source.GgmlSource,
+                                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A header's ``check-with``: two findings whose tests each show both bugs are checked each on the tree
+    with the other's fix (BASE), HEAD adding its own.  The gate itself is stubbed: which trees it gets."""
+    (fix_dir / "other.patch").write_text(HEADER.format(title="other", mutant=MUTANT).replace(
+        "vector-path: kept\n", "vector-path: kept\ncheck-with: f16_tail\n") + "\n--- a/ggml/x\n+++ b/ggml/x\n")
+    fix = fix_catalogue.select(["other"])[0]
+    assert fix.check_with == ["f16_tail"]
+    applied: list[list[str]] = []
+
+    def apply(ps, src, kind, name=None):
+        applied.append([p.name for p in ps])
+        return source.GgmlSource(src.root / "+".join(p.name for p in ps), src.ggml, src.label, src.commit)
+
+    seen: dict[str, str] = {}
+
+    def gate(head, base, label, *args, **kwargs):
+        seen.update(head=str(head), base=base, label=label)
+        return SimpleNamespace(of=lambda kind: [], uncovered=[], changes=[], seconds={}, runs={})
+
+    monkeypatch.setattr(fix_checks.patches, "apply", apply)
+    monkeypatch.setattr(fix_checks.gate_runs, "gate", gate)
+    monkeypatch.setattr(fix_checks, "write_gate", lambda v, out: None)
+    c = fix_checks.verify(fix, mutant_tree, tmp_path / "out", Matrix(), [], full=False, workers="1")
+    assert applied == [["f16_tail"], ["f16_tail", "other"]]
+    assert seen["base"].endswith("/f16_tail") and seen["head"].endswith("/f16_tail+other")
+    assert "(both with f16_tail)" in seen["label"] and c["with"] == ["f16_tail"]
 
 
 # ------------------------------------------------------------------ the check, end to end

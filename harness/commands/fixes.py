@@ -18,8 +18,9 @@ the fix (``fix = "<name>"``) are the finding's expected failures.
     the thorough budget for those that own it and for the finding's tests.  A fix is *verified*
     when the gate blocks nothing (no regression, no failing new kernel, no uncovered change), the
     finding's tests ran, none fails on HEAD and at least one is named fixed (it failed on BASE),
-    and the finding's known-failure entries apply to BASE and no longer to HEAD.  Then its cost,
-    as ``fixes cost`` measures it.
+    and the finding's known-failure entries apply to BASE and no longer to HEAD.  The header's
+    ``check-with`` names fixes applied to both trees first (the finding's tests also show another
+    finding's bug and cannot pass without its fix).  Then its cost, as ``fixes cost`` measures it.
 
 ``rvvdiff fixes cost [NAME ...] [--ggml-src TREE] [--vlen LIST] [--isa LIST] [-k EXPR]``
     only the cost: ``rvvdiff cost --changed-only`` (harness/jobs/cost_suite_runs.py; instructions under

@@ -1,6 +1,6 @@
 """The fixes of findings: ``harness/data/fixes/<name>.patch`` (a :class:`harness.ggml.patches.Patch` whose
 header says what it fixes: ``rvvdiff fix:`` title, ``finding``, ``functions``, ``tests``, ``cost``,
-``cost-with``, ``cost-k``, ``wrong-vlens``, ``vector-path``) beside its upstream-ready report ``<name>.md``,
+``cost-with``, ``check-with``, ``cost-k``, ``wrong-vlens``, ``vector-path``) beside its upstream-ready report ``<name>.md``,
 the known-failure entries that name it (``fix = "<name>"``), and where a fix stands on a tree: it
 applies, it is already in the tree, or it no longer applies (and then whether the buggy code is still
 there).  Verifying a fix is harness/jobs/fix_checks.py, measuring its cost harness/jobs/fix_cost_runs.py,
