@@ -71,7 +71,7 @@ UPSTREAM = {
         "selects the 16x1 layout without that RVV GEMM (a port of the layout to another architecture, or a "
         "selection that falls back to the generic GEMM), or when a test compares the generic GEMM with the RVV one.",
     **{fix: "No upstream issue or pull request about it found (searched). The code came with pull request #15288 "
-            "(merged), which added SpacemiT's backend for the X60 with llama-bench figures and no test of it; llama.cpp's "
+            "(merged), which added SpacemiT's backend for the X60 with llama-bench figures; llama.cpp's "
             "CI builds the backend with SpacemiT's toolchain and runs no test of it (build-cross.yml)."
        for fix in SPACEMIT_FIXES},
     "vec_dot_f16_unroll_tail_agnostic": "Not reported. The RVV body came with pull request #17318 (merged); in "
