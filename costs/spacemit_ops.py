@@ -143,21 +143,28 @@ def per_call(rows: list[dict[str, Any]]) -> dict[tuple[str, str, int, str], tupl
 
 
 def table(rows: list[dict[str, Any]], cpu: str = "zvfh") -> str:
-    """Markdown: per op, width and VLEN, one compute on SpacemiT's kernel (the spacemit build) and on ggml-cpu's
-    own op (the ``cpu`` build), the C library's part of each, their ratio with and without it, the paths."""
+    """Markdown, a line per op and width: at each VLEN one compute on SpacemiT's kernel (the spacemit build) and
+    on ggml-cpu's own op (the ``cpu`` build), each with its C library part, their ratio with and without it;
+    then the paths executed."""
     calls = per_call(rows)
     order = {f"{c.op}-{c.type}": i for i, c in enumerate(CALLS)}
-    figure = lambda x: "-" if x is None else f"{x:,}".replace(",", " ")  # noqa: E731
-    ratio = lambda a, b: f"{a / b:.2f}" if a is not None and b else "-"  # noqa: E731
-    out = ["| op | width x rows | VLEN | SpacemiT (libc) | ggml-cpu (libc) | SpacemiT / ggml-cpu | without libc | "
-           "SpacemiT's path | ggml-cpu's path |", "|---|---|---|---|---|---|---|---|---|"]
-    for (name, size, vlen, isa), (n, lib, path) in sorted(calls.items(), key=lambda kv: (
-            order.get(kv[0][0], len(order)), int(kv[0][1].split("x")[0]), kv[0][2])):
-        if isa != "spacemit":
-            continue
-        m, mlib, other = calls.get((name, size, vlen, cpu), (None, 0, ""))
-        out.append(f"| {name} | {size.replace('x', ' x ')} | {vlen} | {figure(n)} ({figure(lib)}) | {figure(m)} "
-                   f"({figure(mlib)}) | {ratio(n, m)} | {ratio(n - lib, m and m - mlib)} | {path} | {other} |")
+    vlens = sorted({v for _, _, v, _ in calls})
+    lines = sorted({(n, s) for n, s, _, _ in calls}, key=lambda k: (order.get(k[0], len(order)), int(k[1].split("x")[0])))
+    figure = lambda x: f"{x[0]:,} ({x[1]:,})".replace(",", " ") if x else "-"  # noqa: E731
+    div = lambda x, y: f"{x / y:.2g}" if y else "-"  # noqa: E731
+    ratio = lambda a, b: f"{div(a[0], b[0])} ({div(a[0] - a[1], b[0] - b[1])})" if a and b else "-"  # noqa: E731
+    out = ["| op | width x rows | " + " | ".join(f"SpacemiT, VLEN {v} | ggml-cpu, VLEN {v} | ratio, VLEN {v}" for v in vlens)
+           + " | paths (SpacemiT; ggml-cpu) |", "|---|---|" + "---|---|---|" * len(vlens) + "---|"]
+    for name, size in lines:
+        cells, paths = [], {isa: [] for isa in ("spacemit", cpu)}
+        for v in vlens:
+            a, b = calls.get((name, size, v, "spacemit")), calls.get((name, size, v, cpu))
+            cells += [figure(a), figure(b), ratio(a, b)]
+            for isa, x in (("spacemit", a), (cpu, b)):
+                if x and x[2] not in paths[isa]:
+                    paths[isa].append(x[2])
+        out.append(f"| {name} | {size.replace('x', ' x ')} | {' | '.join(cells)} | "
+                   f"{' / '.join(paths['spacemit'])}; {' / '.join(paths[cpu])} |")
     return "\n".join(out)
 
 
