@@ -128,32 +128,41 @@ CASES = [_case(call, w, reps) for call in CALLS for w in WIDTHS for reps in REPS
 
 # ------------------------------------------------------------------ the table (docs/spacemit.md)
 
-#: The C library's functions a call may spend in (musl's C loops under Spike, not a board's libc).
-LIBC = ("memcpy", "memmove", "memset")
+#: The families whose rows :func:`table` reads (costs/spacemit_fa.py's are sized and run the same way).
+FAMILIES = ("spacemit_ops", "spacemit_fa")
+#: The C library's functions a call may spend in (the clang builds': zig's compiler_rt and std.math, not a board's
+#: libc): these by name, and the ``compiler_rt.`` / ``math.`` functions they call.
+LIBC = ("memcpy", "memmove", "memset", "expf", "tanhf")
+
+
+def _in_libc(name: str) -> bool:
+    return name in LIBC or name.startswith(("compiler_rt.", "math."))
 
 
 def per_call(rows: list[dict[str, Any]]) -> dict[tuple[str, str, int, str], tuple[int, int, str]]:
     """One compute of each case's op from a run's rows: (name, width x rows, VLEN, ISA build) -> (instructions of
-    reps 2 minus those of reps 1, of them in the C library's :data:`LIBC`, the path reps 2 executed)."""
-    by = {(r["name"], r["size"], int(r["vlen"]), r["isa"]): r for r in rows if r.get("family") == "spacemit_ops"}
-    libc = lambda r: sum(r.get("functions", {}).get(f, 0) for f in LIBC)  # noqa: E731
+    reps 2 minus those of reps 1, of them in the C library (:data:`LIBC`; of the twelve largest functions a row
+    records), the path reps 2 executed)."""
+    by = {(r["name"], r["size"], int(r["vlen"]), r["isa"]): r for r in rows if r.get("family") in FAMILIES}
+    libc = lambda r: sum(n for f, n in r.get("functions", {}).items() if _in_libc(f))  # noqa: E731
     return {(name, size[:-3], vlen, isa): (r2["instret"] - r1["instret"], libc(r2) - libc(r1), r2.get("path", ""))
             for (name, size, vlen, isa), r2 in by.items()
             if size.endswith("-r2") and (r1 := by.get((name, size[:-1] + "1", vlen, isa)))}
 
 
 def table(rows: list[dict[str, Any]], cpu: str = "zvfh") -> str:
-    """Markdown, a line per op and width: at each VLEN one compute on SpacemiT's kernel (the spacemit build) and
+    """Markdown, a line per case and size: at each VLEN one compute on SpacemiT's kernel (the spacemit build) and
     on ggml-cpu's own op (the ``cpu`` build), each with its C library part, their ratio with and without it;
     then the paths executed."""
     calls = per_call(rows)
     order = {f"{c.op}-{c.type}": i for i, c in enumerate(CALLS)}
     vlens = sorted({v for _, _, v, _ in calls})
-    lines = sorted({(n, s) for n, s, _, _ in calls}, key=lambda k: (order.get(k[0], len(order)), int(k[1].split("x")[0])))
+    width = lambda size: int(size.split("x")[0]) if size[0].isdigit() else 0  # noqa: E731
+    lines = sorted({(n, s) for n, s, _, _ in calls}, key=lambda k: (order.get(k[0], len(order)), k[0], width(k[1])))
     figure = lambda x: f"{x[0]:,} ({x[1]:,})".replace(",", " ") if x else "-"  # noqa: E731
     div = lambda x, y: f"{x / y:.2g}" if y else "-"  # noqa: E731
     ratio = lambda a, b: f"{div(a[0], b[0])} ({div(a[0] - a[1], b[0] - b[1])})" if a and b else "-"  # noqa: E731
-    out = ["| op | width x rows | " + " | ".join(f"SpacemiT, VLEN {v} | ggml-cpu, VLEN {v} | ratio, VLEN {v}" for v in vlens)
+    out = ["| case | size | " + " | ".join(f"SpacemiT, VLEN {v} | ggml-cpu, VLEN {v} | ratio, VLEN {v}" for v in vlens)
            + " | paths (SpacemiT; ggml-cpu) |", "|---|---|" + "---|---|---|" * len(vlens) + "---|"]
     for name, size in lines:
         cells, paths = [], {isa: [] for isa in ("spacemit", cpu)}
@@ -168,10 +177,12 @@ def table(rows: list[dict[str, Any]], cpu: str = "zvfh") -> str:
     return "\n".join(out)
 
 
-if __name__ == "__main__":  # python -m costs.spacemit_ops reports/cost/cost.json (or a --cost-log file)
+if __name__ == "__main__":  # python -m costs.spacemit_ops reports/cost/cost.json ... (or --cost-log files)
     import json
     import sys
 
-    text = open(sys.argv[1]).read()
-    print(table(json.loads(text)["head"] if sys.argv[1].endswith(".json") else
-                [json.loads(line) for line in text.splitlines() if line.strip()]))
+    rows: list[dict[str, Any]] = []
+    for path in sys.argv[1:]:
+        text = open(path).read()
+        rows += json.loads(text)["head"] if path.endswith(".json") else [json.loads(x) for x in text.splitlines() if x]
+    print(table(rows))

@@ -1,8 +1,8 @@
-"""The cost cases of SpacemiT's ops (costs/spacemit_ops.py): a change to a SpacemiT kernel (or a helper it calls, or
-ggml-cpu's op it replaces) selects its cases and no other's, in the gate's reach and in a real collection of the
-cost suite at both builds; each row's path is read from the functions executed and says where the build's
-dispatch should have gone elsewhere; one compute is the reps-2 row minus the reps-1 row; and, under Spike, one
-case measured at both builds takes each build's path."""
+"""The cost cases of SpacemiT's ops and flash attention (costs/spacemit_ops.py, costs/spacemit_fa.py): a change to a
+SpacemiT kernel (or a helper it calls, or ggml-cpu's code it replaces) selects its cases and no other's, in the
+gate's reach and in a real collection of the cost suite at both builds; each row's path is read from the functions
+executed and says where the build's dispatch should have gone elsewhere; one compute is the reps-2 row minus the
+reps-1 row; and, under Spike, one case measured at both builds takes each build's path."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from launch import pytest_child
 
 from costs import registry
+from costs import spacemit_fa as F
 from costs import spacemit_ops as M
 from harness.emulators import spike
 from harness.ggml import changes, source
@@ -37,11 +38,25 @@ def _selected(reach: changes.Reach, changed: set[str]) -> set[str]:
     return {c.name for c in M.CASES if reach.covers(c.requires, changed)}
 
 
-def test_a_change_to_a_kernel_selects_its_cases_and_no_others() -> None:
-    reach = changes.Reach(source.pinned())
+@pytest.fixture(scope="module")
+def reach() -> changes.Reach:
+    return changes.Reach(source.pinned())
+
+
+def test_a_change_to_a_kernel_selects_its_cases_and_no_others(reach: changes.Reach) -> None:
     for name, want in REACHES.items():
         assert _selected(reach, {name}) == want, name
     assert _selected(reach, {"ggml_vec_dot_q4_0_q8_0"}) == set()
+
+
+def test_a_change_to_spacemit_flash_attention_selects_its_cases(reach: changes.Reach) -> None:
+    """Either SpacemiT kernel, or ggml-cpu's tiled path, selects every flash-attention case (each reaches both
+    kernels through ime.cpp's dispatch, ``forward_flash_attn_ext_f16``), and no op case; an op's kernel none."""
+    fa = lambda changed: {c.name for c in F.CASES if reach.covers(c.requires, changed)}  # noqa: E731
+    for changed in ("forward_flash_attn_ext_f16_tiled_vlen1024_vf16", "forward_flash_attn_ext_f16_one_chunk_vlen1024_vf16",
+                    "ggml_compute_forward_flash_attn_ext_tiled"):
+        assert fa({changed}) == {name for name, _, _ in F.SHAPES} and _selected(reach, {changed}) == set(), changed
+    assert fa({"forward_norm_f32"}) == set()
 
 
 def test_a_spacemit_change_selects_the_cases_at_both_builds_in_a_real_collection(tmp_path: Path) -> None:
@@ -61,14 +76,15 @@ def test_a_spacemit_change_selects_the_cases_at_both_builds_in_a_real_collection
 
 
 def test_the_cases_run_at_both_backends_and_are_registered() -> None:
-    assert M.CASES and all(c.runs_on("spacemit") and c.runs_on("cpu") for c in M.CASES)
-    assert "spacemit_ops" not in registry.UNMEASURED and all(registry.BY_ID[c.id] is c for c in M.CASES)
+    assert M.CASES and F.CASES and all(c.runs_on("spacemit") and c.runs_on("cpu") for c in M.CASES + F.CASES)
+    assert {"spacemit_ops", "spacemit_fa"}.isdisjoint(registry.UNMEASURED)
+    assert all(registry.BY_ID[c.id] is c for c in M.CASES + F.CASES)
     gemm = next(c for c in registry.CASES if c.family == "spacemit_gemm")
     assert gemm.runs_on("spacemit") and not gemm.runs_on("cpu")
 
 
-def _target(backend: str) -> SimpleNamespace:
-    return SimpleNamespace(isa=SimpleNamespace(backend=backend))
+def _target(backend: str, vlen: int = 256) -> SimpleNamespace:
+    return SimpleNamespace(isa=SimpleNamespace(backend=backend), vlen=vlen)
 
 
 def test_the_path_is_read_from_the_functions_executed() -> None:
@@ -86,6 +102,18 @@ def test_the_path_is_read_from_the_functions_executed() -> None:
     assert path(_target("cpu"), spacemit)["path_expected"] == "ggml-cpu's own op"
 
 
+def test_the_flash_attention_path_is_read_from_the_functions_executed() -> None:
+    name, sh, _ = F.SHAPES[2]  # a prefill: SpacemiT's tiled kernel at VLEN 1024, ggml's tiled path elsewhere
+    path = F.path_of(sh)
+    mine = {"_ZN16spacemit_kernels3rvv46forward_flash_attn_ext_f16_tiled_vlen1024_vf16EP19ggml_compute_paramsP11"
+            "ggml_tensor": 10**6}
+    ggml = {"ggml_compute_forward_flash_attn_ext_tiled": 10**6, "simd_gemm": 10**5}
+    assert path(_target("spacemit", 1024), mine) == {"path": "spacemit-tiled"}, name
+    assert path(_target("cpu", 1024), ggml) == {"path": "tiled"}
+    assert path(_target("spacemit", 256), ggml) == {"path": "tiled"}  # below VLEN 1024 the spacemit build runs ggml's
+    assert path(_target("spacemit", 1024), ggml) == {"path": "tiled", "path_expected": "spacemit-tiled"}
+
+
 def _row(name: str, size: str, isa: str, instret: int, memcpy: int = 0) -> dict:
     return {"family": "spacemit_ops", "name": name, "size": size, "vlen": 256, "isa": isa, "instret": instret,
             "functions": {"memcpy": memcpy}, "path": f"{isa} path"}
@@ -98,7 +126,7 @@ def test_one_compute_is_reps_2_minus_reps_1() -> None:
     assert M.per_call(rows) == {("rms_norm-f32", "576x8", 256, "spacemit"): (2000, 10, "spacemit path"),
                                 ("rms_norm-f32", "576x8", 256, "zvfh"): (4000, 3000, "zvfh path")}
     head, _, line = M.table(rows).splitlines()
-    assert head.startswith("| op | width x rows | SpacemiT, VLEN 256 | ggml-cpu, VLEN 256 | ratio, VLEN 256 | paths")
+    assert head.startswith("| case | size | SpacemiT, VLEN 256 | ggml-cpu, VLEN 256 | ratio, VLEN 256 | paths")
     assert line == "| rms_norm-f32 | 576 x 8 | 2 000 (10) | 4 000 (3 000) | 0.5 (2) | spacemit path; zvfh path |", line
     assert M.per_call(rows[1:]) == {("rms_norm-f32", "576x8", 256, "zvfh"): (4000, 3000, "zvfh path")}  # no pair: none
 
