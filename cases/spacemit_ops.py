@@ -194,8 +194,9 @@ def oracle(case: OpCase, views: list[np.ndarray]) -> tuple[np.ndarray, np.ndarra
     raise ValueError(f"oracle: unknown op {op!r}")
 
 
-def check_op(case: OpCase, target) -> None:
-    """Run the case's op at ``target`` and hold it against the oracle (exact or within the op's bound)."""
+def check_op(case: OpCase, target, reps: int = 1) -> None:
+    """Run the case's op at ``target`` and hold it against the oracle (exact or within the op's bound); the graph
+    computed ``reps`` times after its one set-up (a cost measurement's repetitions: costs/spacemit_ops.py)."""
     op = OPS[case.op]
     stored = [_data(case, i, s) for i, s in enumerate(case.srcs)]
     views = [GO.permute(x, s.perm) for x, s in zip(stored, case.srcs, strict=True)]
@@ -206,6 +207,7 @@ def check_op(case: OpCase, target) -> None:
     for s in case.srcs:
         ip += [GGML_TYPE[s.type], *s.ne, *s.perm]
     ip += list(case.iparams)
+    ip += [reps] if reps != 1 else []
     out_dtype = NP_TYPE[case.dst_type]
     r = target.call("op", ip, list(case.fparams), [*(In(x) for x in stored), Out(expected.size * out_dtype().itemsize)])
     got = r.output(0, out_dtype).reshape(expected.shape)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from cases import families
-from costs import graph, model, quant_dot, quantize, repack, spacemit_gemm, vec
+from costs import graph, model, quant_dot, quantize, repack, spacemit_fa, spacemit_gemm, spacemit_ops, vec
 from costs.suite import CostCase
 
 #: Families of cases/families.py without cost cases, each with the reason.
@@ -20,15 +20,12 @@ UNMEASURED: dict[str, str] = {
                       "so no model path here calls them (IME1's own, ime1::quantize_a_row_i8 / _4row_i8, are counted "
                       "inside the IME1 GEMM's cost cases, costs/spacemit_gemm.py); and each VLEN runs one body of "
                       "theirs (RVV at 256 / 1024, the scalar _ref elsewhere): no twin to compare with",
-    "spacemit_fa": "not measured yet: the SpacemiT flash-attention kernels against ggml-cpu's own at VLEN 1024 need cost "
-                   "cases that run the spacemit build under Spike; pending (docs/spacemit.md)",
-    "spacemit_ops": "not measured yet: what SpacemiT's ops cost against ggml-cpu's own ops of the same graph needs "
-                    "cost cases that run the spacemit build under Spike at VLEN 256 and 1024; pending (docs/spacemit.md)",
     "spacemit_layouts": "SpacemiT's weight repacks run once per weight when a model loads (set_tensor), not per token",
 }
 
 CASES: list[CostCase] = [*quant_dot.CASES, *quantize.CASES, *repack.CASES, *vec.VEC_OPS, *vec.DOTS, *vec.CONVERSIONS,
-                         *graph.MUL_MAT, *graph.FLASH_ATTN, *spacemit_gemm.CASES, *model.CASES]
+                         *graph.MUL_MAT, *graph.FLASH_ATTN, *spacemit_gemm.CASES, *spacemit_ops.CASES,
+                         *spacemit_fa.CASES, *model.CASES]
 BY_ID = {c.id: c for c in CASES}
 
 

@@ -46,8 +46,13 @@ class CostCase:
     #: call executed (``path``: the path measured; ``path_expected``: the tree's prediction where it differs).
     path: Callable[[Any, Mapping[str, int]], dict[str, str]] | None = None
     #: The CPU backend whose builds the case runs at (costs/test_cost.py: ggml-cpu's; costs/test_cost_spacemit.py:
-    #: SpacemiT's), as a differential test's ``rvvdiff_backend`` mark says.
-    backend: str = "cpu"
+    #: SpacemiT's), as a differential test's ``rvvdiff_backend`` mark says; a tuple for a case run at several
+    #: (SpacemiT's ops: the same graph on each backend's kernels, costs/spacemit_ops.py).
+    backend: str | tuple[str, ...] = "cpu"
+
+    def runs_on(self, backend: str) -> bool:
+        """Whether the case runs at the builds of ``backend`` (``cpu``, ``spacemit``)."""
+        return backend in ((self.backend,) if isinstance(self.backend, str) else self.backend)
 
     @property
     def id(self) -> str:

@@ -13,7 +13,7 @@ import pytest
 from costs.registry import CASES
 from costs.suite import measure
 
-CPU_CASES = [c for c in CASES if c.backend == "cpu"]
+CPU_CASES = [c for c in CASES if c.runs_on("cpu")]
 
 
 @pytest.mark.parametrize("case", CPU_CASES, ids=[c.id for c in CPU_CASES])

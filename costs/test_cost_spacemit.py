@@ -10,7 +10,7 @@ from costs.suite import measure
 
 pytestmark = pytest.mark.rvvdiff_backend("spacemit")
 
-SPACEMIT_CASES = [c for c in CASES if c.backend == "spacemit"]
+SPACEMIT_CASES = [c for c in CASES if c.runs_on("spacemit")]
 
 
 @pytest.mark.parametrize("case", SPACEMIT_CASES, ids=[c.id for c in SPACEMIT_CASES])

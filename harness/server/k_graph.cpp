@@ -47,7 +47,8 @@ uint32_t k_mul_mat(Call & c) {
     return g.compute(c, out, (int) n_threads, reps);
 }
 
-// attention: ip = {fused, type_k, type_v, DK, DV, n_q, n_kv, H, H_kv, mask_heads, n_threads}
+// attention: ip = {fused, type_k, type_v, DK, DV, n_q, n_kv, H, H_kv, mask_heads, n_threads[, reps]}
+//   reps (default 1): how many times the graph is computed after the one set-up (costs/spacemit_fa.py)
 //   fp = {scale, max_bias, logit_softcap}
 //   bufs = {Q [H][n_q][DK] f32, K [H_kv][n_kv][DK] type_k, V [H_kv][n_kv][DV] type_v,
 //           mask [mask_heads][n_q][n_kv] f16 (empty when mask_heads == 0),
@@ -60,9 +61,11 @@ uint32_t k_mul_mat(Call & c) {
 // fused = 2: the materialised path with V given transposed, V [H_kv][DV][n_kv] of a float type (llama.cpp's V
 //   cache without flash attention): mul_mat(V^T, kq) without the cont of a transposed view.
 uint32_t k_attention(Call & c) {
-    if (!c.shape(1 + AttentionInputs::N_IP, 3, 6)) return ST_BAD_REQUEST;
-    const int64_t mode = c.ip[0];
+    const size_t n_ip = 1 + AttentionInputs::N_IP;
+    if (!c.shape(c.ip.size() == n_ip + 1 ? n_ip + 1 : n_ip, 3, 6)) return ST_BAD_REQUEST;
+    const int64_t mode = c.ip[0], reps = c.ip.size() == n_ip + 1 ? c.ip[n_ip] : 1;
     if (mode < 0 || mode > 2) return c.bad("attention: fused must be 0, 1 or 2");
+    if (reps < 1) return c.bad("attention: reps %lld", (long long) reps);
     Graph g(24);
     ggml_context * ctx = g.ctx();
     AttentionInputs a;
@@ -87,7 +90,7 @@ uint32_t k_attention(Call & c) {
         out = ggml_cont(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3));                         // [DV, H, n_q]
     }
     if (!g.bind(c, out, 5)) return ST_BAD_REQUEST;
-    return g.compute(c, out, (int) a.n_threads);
+    return g.compute(c, out, (int) a.n_threads, reps);
 }
 
 RVVDIFF_KERNEL("mul_mat", k_mul_mat);

@@ -2,7 +2,7 @@
 //
 //   op   ip = {op, n_threads, dst_type, n_src, n_iparams,
 //             then per source: type, ne0, ne1, ne2, ne3, p0, p1, p2, p3,
-//             then the op's integer parameters}
+//             then the op's integer parameters[, reps]}
 //        fp = the op's float parameters
 //        bufs = {source 0 storage, ..., source n_src-1 storage, dst}
 //
@@ -20,7 +20,9 @@
 // dst is the op's result, contiguous (its buffer's size must be ggml_nbytes of it).  The op runs on
 // whichever kernel the build routes it to: ggml-cpu's own in the kernel families' builds, the
 // SpacemiT backend's (ggml-cpu/spacemit/rvv_kernels.cpp, through its extra buffer type's
-// tensor traits) in the spacemit build.  Python side: cases/spacemit_ops.py.
+// tensor traits) in the spacemit build.  Python side: cases/spacemit_ops.py.  reps (default 1): how
+// many times the graph is computed after its one set-up (a cost measurement of reps 1 and 2 differs
+// by one compute: costs/spacemit_ops.py).
 
 #include "graph.h"
 #include "server.h"
@@ -43,9 +45,12 @@ uint32_t k_op(Call & c) {
     const int64_t op = c.ip[0], n_threads = c.ip[1], dst_type = c.ip[2], n_src = c.ip[3], n_par = c.ip[4];
     if (n_src < 1 || n_src > 2 || n_par < 0 || n_par > 8) return c.bad("op: %lld sources, %lld parameters",
                                                                        (long long) n_src, (long long) n_par);
-    if (!c.shape(5 + SRC_FIELDS * n_src + n_par, c.fp.size(), n_src + 1)) return ST_BAD_REQUEST;
+    const size_t n_ip = 5 + SRC_FIELDS * n_src + n_par;
+    if (!c.shape(c.ip.size() == n_ip + 1 ? n_ip + 1 : n_ip, c.fp.size(), n_src + 1)) return ST_BAD_REQUEST;
     if (const uint32_t st = check_threads(c, n_threads)) return st;
     const int64_t * par = &c.ip[5 + SRC_FIELDS * n_src];
+    const int64_t reps = c.ip.size() == n_ip + 1 ? c.ip[n_ip] : 1;
+    if (reps < 1) return c.bad("op: reps %lld", (long long) reps);
 
     Graph g(16);
     ggml_context * ctx = g.ctx();
@@ -94,7 +99,7 @@ uint32_t k_op(Call & c) {
             const int64_t * ne = src[0]->ne;
             ggml_tensor * dst = ggml_new_tensor_4d(ctx, (ggml_type) dst_type, ne[0], ne[1], ne[2], ne[3]);
             if (!g.bind(c, dst, (size_t) n_src)) return ST_BAD_REQUEST;  // ggml_cpy's result is a view of dst
-            return g.compute(c, ggml_cpy(ctx, src[0], dst), (int) n_threads);
+            return g.compute(c, ggml_cpy(ctx, src[0], dst), (int) n_threads, reps);
         }
         case 8: {
             if (!need(1, 4, 0)) return ST_BAD_REQUEST;
@@ -122,7 +127,7 @@ uint32_t k_op(Call & c) {
     if (out->type != (ggml_type) dst_type) return c.bad("op %lld: the result has type %d, not %lld", (long long) op,
                                                         (int) out->type, (long long) dst_type);
     if (!g.bind(c, out, (size_t) n_src)) return ST_BAD_REQUEST;
-    return g.compute(c, out, (int) n_threads);
+    return g.compute(c, out, (int) n_threads, reps);
 }
 
 RVVDIFF_KERNEL("op", k_op);
