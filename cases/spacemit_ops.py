@@ -471,7 +471,8 @@ ELSEWHERE = {
     "quantize_a_row_i8k": "cases/spacemit_quant.py", "quantize_a_4row_i8k": "cases/spacemit_quant.py",
 }
 #: Helpers reached through the ops above or the flash-attention kernels (tested through them).
-HELPERS_OF = {"memcpy1d": "get_rows", "forward_repeat_dim1": "repeat"}
+HELPERS_OF = {"memcpy1d": "get_rows", "forward_repeat_dim1": "repeat",
+              "forward_binary_mixed": "add"}  # forward_binary's path for a src1 of the other format (a fixed tree)
 
 
 
