@@ -56,11 +56,13 @@ class Op(S.KernelSpec):
     code: int  # k_ops.cpp's op number
     kernel: str  # the spacemit/rvv_kernels.cpp function it reaches when ime.cpp's conditions hold
     sew_lmul: tuple[tuple[int, int], ...]  # the (SEW, LMUL) of its row loop(s)
+    also: tuple[str, ...] = ()  # the other kernels ime.cpp's dispatch takes for the op (repeat: the dim-1 one)
 
     @property
     def requires(self) -> tuple[str, ...]:
-        """The SpacemiT kernel (a tree without the backend, or with another kernel, is "not in this tree")."""
-        return (self.kernel,)
+        """The SpacemiT kernel(s) (a tree without the backend, or with other kernels, is "not in this tree"); the
+        PR gate's call graph starts there, so a change to any of them is reached by the op's tests."""
+        return (self.kernel, *self.also)
 
 
 OPS: dict[str, Op] = {o.name: o for o in (
@@ -72,7 +74,7 @@ OPS: dict[str, Op] = {o.name: o for o in (
     Op("div", 5, "forward_binary", ((32, 4), (16, 4))),
     Op("cont", 6, "forward_cont_with_permute", ()),  # loops: TRANSPOSE_LOOPS
     Op("cpy", 7, "forward_cpy_with_permute", ()),
-    Op("repeat", 8, "forward_repeat_nrows", ((32, 4), (16, 4))),
+    Op("repeat", 8, "forward_repeat_nrows", ((32, 4), (16, 4)), also=("forward_repeat_dim1",)),
     Op("sum_rows", 9, "forward_sum_rows", ((32, 4),)),
     Op("get_rows", 10, "forward_get_rows", ()),  # loops: MEMCPY_LOOPS
     Op("concat", 11, "forward_concat", ()),
@@ -473,7 +475,8 @@ ELSEWHERE = {
     "quantize_a_row_i8k": "cases/spacemit_quant.py", "quantize_a_4row_i8k": "cases/spacemit_quant.py",
 }
 #: Helpers reached through the ops above or the flash-attention kernels (tested through them).
-HELPERS_OF = {"memcpy1d": "get_rows", "forward_repeat_dim1": "repeat"}
+HELPERS_OF = {"memcpy1d": "get_rows",
+              "forward_binary_mixed": "add"}  # forward_binary's path for a src1 of the other format (a fixed tree)
 
 
 
@@ -488,7 +491,7 @@ def scan(inv: Tree) -> coverage.FamilyScan:
         out.not_in_tree.append("ggml-cpu/spacemit/ (no SpacemiT backend in this tree)")
         return out
     found = rvv_paths(src, FILES)
-    known = {o.kernel for o in OPS.values()} | set(ELSEWHERE) | set(HELPERS_OF)
+    known = {o.kernel for o in OPS.values()} | {k for o in OPS.values() for k in o.also} | set(ELSEWHERE) | set(HELPERS_OF)
     for name, r in sorted(found.items()):
         if name in known or "flash_attn" in name or name.startswith(("rvv_", "reduce_sum")):
             continue
