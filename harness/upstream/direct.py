@@ -4,9 +4,11 @@ No public API reaches these functions, so the reproducer calls them the way ggml
 program that includes ggml-cpu's header by path and calls the (inline) function (:data:`PROGRAMS`, built by the
 stock compilers with no library and run under ``qemu-riscv64``: :func:`verify`), or the regression test of the
 finding (:data:`BY_TEST`: ``repro.patch`` beside the issue text, a check added to test-quantize-fns, built with
-ggml's CMake; its runs kept in the text's runs.json).  :func:`direct_issue` writes
-the text: the title from those runs (exactly the VLENs, builds and compilers where it was wrong), what goes wrong,
-why there is no public program, upstream, the commands and the verdict table.  :data:`TRAP_CHECK` says, for a
+ggml's CMake; its runs kept in the text's runs.json), or for a SpacemiT finding a program written from its shrunk
+case that includes the backend's headers and links the spacemit build's libraries
+(harness/upstream/spacemit_direct.py, ``repro.cpp`` beside the text).  :func:`direct_issue` writes the text: the
+title from those runs (exactly the VLENs, builds and compilers where it was wrong), what goes wrong, why there is no
+public program, upstream, the commands and the verdict table.  :data:`TRAP_CHECK` says, for a
 trap finding, how to see it without a hart that traps.
 """
 

@@ -31,8 +31,9 @@ from harness.upstream.c_text import hex_lines, literal
 from harness.upstream.issue import _pwd
 
 ISA = "spacemit"
-#: Guard bytes of 0xff after the memory a repack writes (as rvvdiff's kernel server guards its buffers).
-GUARD = 256
+#: Guard bytes of 0xff after the memory a repack writes (as rvvdiff's kernel server guards its buffers): enough to
+#: count how far a repack writes past it.
+GUARD = 4096
 #: The includes of a program: ggml-cpu's directory (``spacemit/...``), ggml's sources and public headers.
 INCLUDES = ("ggml/src/ggml-cpu", "ggml/src", "ggml/include")
 
