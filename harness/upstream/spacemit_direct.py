@@ -275,21 +275,25 @@ def why(fix: str) -> str:
     return _SPACEMIT_DIRECT[PROGRAMS[fix].kernel]
 
 
+def _flags() -> list[str]:
+    """The program's own flags, rvvdiff's and the printed command's alike: C++20, -O2, the build's -march."""
+    exts = ISAS[ISA].march
+    return ["-std=gnu++20", "-O2", "-march=rv64gc" + exts[0] + "".join(f"_{e}" for e in exts[1:])]
+
+
 def compile_argv(build: Build, src: Path, exe: Path) -> list[str]:
-    """rvvdiff's command: the build's compiler and -march, the tree's include directories, its static libraries."""
+    """rvvdiff's command: the build's compiler, the tree's include directories, its static libraries."""
     root = build.source.root
-    march = [f for f in build.cflags if f.startswith(("-march", "-mabi"))]
-    return [compiler(build.compiler).cxx, "-std=gnu++20", "-O1", *march, *[f"-I{root}/{d}" for d in INCLUDES],
-            str(src), *map(str, build.libs), "-static", "-lm", "-lpthread", "-o", str(exe)]
+    return [compiler(build.compiler).cxx, *_flags(), *[f"-I{root}/{d}" for d in INCLUDES], str(src),
+            *map(str, build.libs), "-static", "-lm", "-lpthread", "-o", str(exe)]
 
 
 def printed_argv(tree: GgmlSource, exe: str = "repro") -> list[str]:
-    """The command a maintainer types after ggml's CMake build in ``rv`` (clang; the tree named ``llama.cpp``)."""
-    exts = ISAS[ISA].march
-    march = "rv64gc" + exts[0] + "".join(f"_{e}" for e in exts[1:])
+    """The same command as a maintainer types it after ggml's CMake build in ``rv`` (clang; the tree named
+    ``llama.cpp`` by :func:`body_lines`)."""
     libs = [str(p) for p in stock.libraries(Path(tree.root), Path("rv"))]
-    return [stock.CLANGXX, f"--target={stock.TARGET}", "-std=gnu++20", "-O2", f"-march={march}",
-            *[f"-Illama.cpp/{d}" for d in INCLUDES], "repro.cpp", *libs, "-static", "-lm", "-lpthread", "-o", exe]
+    return [stock.CLANGXX, f"--target={stock.TARGET}", *_flags(), *[f"-I{tree.root}/{d}" for d in INCLUDES],
+            "repro.cpp", *libs, "-static", "-lm", "-lpthread", "-o", exe]
 
 
 def verify(fix: str, source: str, trees: dict[str, GgmlSource], compilers: list[str], vlens: tuple[int, ...],
