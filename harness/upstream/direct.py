@@ -160,6 +160,8 @@ def direct_issue(fix: str, ggml: dict, verdicts: list[Verdict], entry: known.Kno
                                  if fix in spacemit_direct.PROGRAMS else None)
     stress = prog.stress if prog else any(v.stress for v in verdicts)
     title = title_of(fn, verdicts, stress).replace("(RISC-V RVV)", "(RISC-V, scalar code)" if scalar else "(RISC-V RVV)")
+    if spacemit_direct.PROGRAMS.get(fix) and spacemit_direct.PROGRAMS[fix].wrong:
+        title = title.replace("wrong result", spacemit_direct.PROGRAMS[fix].wrong, 1)
     head = [f"### {title}, when called directly (no op of this tree reaches it)",
             "", f"**What goes wrong.** {sentence(reason_of(entry))}",
             "", f"**Why no public reproducer.** {sentence(why[:1].upper() + why[1:])}",

@@ -246,6 +246,8 @@ class SpacemitProgram:
     what: str
     #: the VLENs the function is written for (None: every one)
     vlens: tuple[int, ...] | None = None
+    #: what the title says where the program is wrong ('': a wrong result)
+    wrong: str = ""
 
 
 _REPACK_WHAT = ("it includes spacemit/repack.h and ime.h by path and runs the layout's repack, as SpacemiT's buffer "
@@ -258,7 +260,8 @@ PROGRAMS: dict[str, SpacemitProgram] = {
         _quantize("quantize_a_row_i8_hp", "hp"), "spacemit_quantize",
         "it includes spacemit/rvv_kernels.h by path and quantizes one row of zeros"),
     "spacemit_repack_q6_K_zero_subblock": SpacemitProgram(_q6_K_zero_subblock, "spacemit_repack", _REPACK_WHAT),
-    "spacemit_repack_expert_row_padding": SpacemitProgram(_expert_padding, "spacemit_repack", _REPACK_WHAT),
+    "spacemit_repack_expert_row_padding": SpacemitProgram(_expert_padding, "spacemit_repack", _REPACK_WHAT,
+                                                          wrong="a write past the allocation"),
     "spacemit_fa_mrow_max_init": SpacemitProgram(
         _flash_attention, "spacemit_fa", "it includes spacemit/rvv_kernels.h by path and gives the kernel a block of "
         "memory as its TCM, as ime.cpp gives the TCM runtime's", (1024,)),
