@@ -16,7 +16,7 @@ import pytest
 from harness.core.config import ISA_BUILDS
 from harness.core.matrix import CANNOT_MAKE, ISAS, Point, can_make
 from harness.ggml import fix_catalogue, known, source
-from harness.upstream import direct, paragraphs, program, public, runs, wording
+from harness.upstream import direct, paragraphs, program, public, runs, spacemit_direct, wording
 from harness.upstream import issue as issue_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,6 +63,11 @@ def render(fix: str) -> str:
     md = fx.report.read_text() if fx.report.exists() else ""
     pinned = source.pinned()
     enable = DOCS / fix / "enable.patch"
+    if fix in spacemit_direct.PROGRAMS:  # a program that calls SpacemiT's function directly, its committed one
+        prog = DOCS / fix / "repro.cpp"
+        src = prog.read_text() if prog.is_file() else "int main() { return 1; }\n"
+        return direct.direct_issue(fix, {"label": pinned.label, "commit": pinned.commit}, _verdicts(fx), entry,
+                                   spacemit_direct.why(fix), src)
     if fix in direct.PROGRAMS or fix in direct.BY_TEST:
         verdicts = [runs.Verdict(t, "zvfh", vl, t == "pinned", "s = nan nan, expected -30 -30" if t == "pinned" else
                                  "s = -30 -30, expected -30 -30", "qemu", cc, True)

@@ -64,7 +64,8 @@ def test_each_issue_text_is_sendable_and_reproduces_without_rvvdiff(name: str) -
     text = (DOCS / name / "issue.md").read_text()
     assert wording.defects(text) == []
     # a stock reproducer: a program or ggml's own test, built by a stock compiler and run under stock qemu-riscv64
-    assert re.search(r"^qemu-riscv64 -cpu rv64,v=true,vlen=\d+", text, re.M), name
+    # (with the build's environment first, the spacemit build's: ``env SPACEMIT_CORE_ARCH=... qemu-riscv64``)
+    assert re.search(r"^(env (\w+=\S+ )+)?qemu-riscv64 -cpu rv64,v=true,vlen=\d+", text, re.M), name
     assert ("repro.c" in text or "repro.cpp" in text or "build/bin/test-quantize-fns" in text), name
     assert "rvvdiff report" not in text and "pytest" not in text
     # the model paragraph is exactly docs/model-effects.json's, or absent when it has no row

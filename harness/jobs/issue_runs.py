@@ -37,7 +37,7 @@ from harness.ggml import fix_catalogue, known, patches, tree
 from harness.ggml.source import resolve
 from harness.report.failure import load_case
 from harness.toolchain.compilers import ToolchainError, compiler
-from harness.upstream import direct, issue, paragraphs, program, public, record, runs, stock, stock_table
+from harness.upstream import direct, issue, paragraphs, program, public, record, runs, spacemit_direct, stock, stock_table
 
 
 @dataclass
@@ -122,7 +122,7 @@ def compilers(chosen: Mapping[str, tuple[str, ...]] | None) -> list[str]:
 def case_issue(req: Request, case_path: Path | None) -> int:
     """The issue text of the failure report in ``case_path`` (None: the finding of ``req.fix``, made afresh), or
     the text of why it has no public program; the exit status of ``rvvdiff report --upstream``."""
-    if req.fix and (req.fix in direct.PROGRAMS or req.fix in direct.BY_TEST):
+    if req.fix and (req.fix in direct.PROGRAMS or req.fix in direct.BY_TEST or req.fix in spacemit_direct.PROGRAMS):
         return direct_case(req)
     if req.fix:
         case_dir = finding_case(req.fix, cache_dir() / "upstream-cases")
@@ -187,7 +187,18 @@ def direct_case(req: Request) -> int:
     src = resolve(None)
     out = (req.out or UPSTREAM_DOCS / req.fix).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    if req.fix in direct.PROGRAMS:
+    why, source = _no_caller(req.fix), ""
+    if req.fix in spacemit_direct.PROGRAMS:  # the program written from the finding's shrunk case
+        case = load_case(finding_case(req.fix, cache_dir() / "upstream-cases"))
+        source = spacemit_direct.PROGRAMS[req.fix].write(case)
+        (out / "repro.cpp").write_text(source)
+        for f in stock.addition_files(ISAS[spacemit_direct.ISA], "clang"):
+            shutil.copyfile(f, out / f.name)  # (the printed commands name it beside the program)
+        trees = {"pinned": src, "fixed": patches.apply([fx], src, "fix", fx.name)}
+        with tempfile.TemporaryDirectory(prefix="rvvdiff-direct-") as tmp:
+            verdicts = spacemit_direct.verify(req.fix, source, trees, req.cc, tuple(req.vlen), Path(tmp))
+        why = spacemit_direct.why(req.fix)
+    elif req.fix in direct.PROGRAMS:
         trees = {"pinned": src, "fixed": patches.apply([fx], src, "fix", fx.name)}
         ccs = [c for c in req.cc if c in ("clang", "gcc14")]
         with tempfile.TemporaryDirectory(prefix="rvvdiff-direct-") as tmp:
@@ -199,7 +210,7 @@ def direct_case(req: Request) -> int:
               + issue.verdict_word(v.failing, text=v.text))
     (out / "repro.c").unlink(missing_ok=True)
     rec = {"direct": True, "fix": req.fix, "ggml": {"label": src.label, "commit": src.commit},
-           "why": _no_caller(req.fix), "verdicts": [vars(v) for v in verdicts]}
+           "why": why, "verdicts": [vars(v) for v in verdicts]}
     (out / record.RECORD).write_text(json.dumps(record.unlocal(rec), indent=1) + "\n")
     return _write_direct(out, rec)
 
@@ -207,7 +218,8 @@ def direct_case(req: Request) -> int:
 def _write_direct(out: Path, rec: dict) -> int:
     entry = _entry("", "qemu", DEFAULT_COMPILER, rec["fix"])
     verdicts = [runs.Verdict(**v) for v in rec["verdicts"]]
-    text = direct.direct_issue(rec["fix"], rec["ggml"], verdicts, entry, rec["why"])
+    source = _text(out / "repro.cpp") if rec["fix"] in spacemit_direct.PROGRAMS else ""
+    text = direct.direct_issue(rec["fix"], rec["ggml"], verdicts, entry, rec["why"], source)
     (out / "issue.md").write_text(text)
     print(f"rvvdiff report: {out / 'issue.md'} ({len(text.splitlines())} lines)")
     wrong = any(v.failing for v in verdicts if v.tree != "fixed")

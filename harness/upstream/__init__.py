@@ -4,7 +4,8 @@ A finding leaves rvvdiff as things a ggml developer can run without it: the reco
 ggml op (``public``: ``ggml_mul_mat`` through ``ggml.h``, or why there is none), that op as a standalone
 C program (``program``), the program built against every ISA build and run at every VLEN
 (``runs``), the issue text with its verdict table (``issue``; the paragraphs every text shares: ``paragraphs``;
-a reproducer where no public op reaches the code: ``direct``; the runs kept beside each text, naming no path of
+a reproducer where no public op reaches the code: ``direct``, SpacemiT's functions called through the backend's
+headers: ``spacemit_direct``; the runs kept beside each text, naming no path of
 the machine: ``record``; what no text may say: ``wording``; the llama.cpp issues and pull requests the texts cite,
 as read in the tracker: ``references``), the stock toolchain's commands that
 build ggml and link such a program (``stock``: Debian's clang-22 or rvvdiff's zig, ggml's own

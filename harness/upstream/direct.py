@@ -4,9 +4,11 @@ No public API reaches these functions, so the reproducer calls them the way ggml
 program that includes ggml-cpu's header by path and calls the (inline) function (:data:`PROGRAMS`, built by the
 stock compilers with no library and run under ``qemu-riscv64``: :func:`verify`), or the regression test of the
 finding (:data:`BY_TEST`: ``repro.patch`` beside the issue text, a check added to test-quantize-fns, built with
-ggml's CMake; its runs kept in the text's runs.json).  :func:`direct_issue` writes
-the text: the title from those runs (exactly the VLENs, builds and compilers where it was wrong), what goes wrong,
-why there is no public program, upstream, the commands and the verdict table.  :data:`TRAP_CHECK` says, for a
+ggml's CMake; its runs kept in the text's runs.json), or for a SpacemiT finding a program written from its shrunk
+case that includes the backend's headers and links the spacemit build's libraries
+(harness/upstream/spacemit_direct.py, ``repro.cpp`` beside the text).  :func:`direct_issue` writes the text: the
+title from those runs (exactly the VLENs, builds and compilers where it was wrong), what goes wrong, why there is no
+public program, upstream, the commands and the verdict table.  :data:`TRAP_CHECK` says, for a
 trap finding, how to see it without a hart that traps.
 """
 
@@ -18,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.config import ISA_BUILDS, VLENS
-from harness.core.matrix import Point
+from harness.core.matrix import ISAS, Point
 from harness.core.proc import execute
 from harness.emulators import qemu
 from harness.ggml import fix_catalogue, known
-from harness.ggml.source import GgmlSource
-from harness.upstream import stock, testcmd
+from harness.ggml.source import GgmlSource, resolve
+from harness.upstream import paragraphs, spacemit_direct, stock, testcmd
 from harness.upstream.issue import MAX_LINES, title_of, verdict_table
 from harness.upstream.paragraphs import fixed_with, model_lines, reason_of, sentence, series_of, tree_line, upstream_lines
 from harness.upstream.runs import Verdict
@@ -142,24 +144,43 @@ def _numbers(verdicts: list[Verdict], stress: bool, test: bool) -> str:
         return ""
     if test:
         return f"At VLEN {bad.vlen} the failing check: `{bad.text}`."
-    return f"Output at VLEN {bad.vlen}: `{bad.text.splitlines()[0]}`."
+    lines = bad.text.splitlines()
+    said = " / ".join(dict.fromkeys([lines[0], lines[-1]]))  # the first wrong value, and the count when printed
+    return f"Output at VLEN {bad.vlen}: `{said}`."
 
 
-def direct_issue(fix: str, ggml: dict, verdicts: list[Verdict], entry: known.Known | None, why: str) -> str:
-    """The issue text of ``fix``, a finding no public op reaches, from the verdicts of its reproducer."""
+def direct_issue(fix: str, ggml: dict, verdicts: list[Verdict], entry: known.Known | None, why: str,
+                 source: str = "") -> str:
+    """The issue text of ``fix``, a finding no public op reaches, from the verdicts of its reproducer (``source``: the
+    program of a SpacemiT finding, harness/upstream/spacemit_direct.py)."""
     fx = fix_catalogue.catalogue()[fix]
     fn = (entry.functions[0] if entry and entry.functions else fx.meta.get("functions", "").split(",")[0].strip())
     scalar = "scalar" in fx.meta.get("vector-path", "")
-    prog = PROGRAMS.get(fix)
+    prog = PROGRAMS.get(fix) or (Program(source, spacemit_direct.ISA, False, spacemit_direct.PROGRAMS[fix].what)
+                                 if fix in spacemit_direct.PROGRAMS else None)
     stress = prog.stress if prog else any(v.stress for v in verdicts)
     title = title_of(fn, verdicts, stress).replace("(RISC-V RVV)", "(RISC-V, scalar code)" if scalar else "(RISC-V RVV)")
+    if spacemit_direct.PROGRAMS.get(fix) and spacemit_direct.PROGRAMS[fix].wrong:
+        title = title.replace("wrong result", spacemit_direct.PROGRAMS[fix].wrong, 1)
     head = [f"### {title}, when called directly (no op of this tree reaches it)",
             "", f"**What goes wrong.** {sentence(reason_of(entry))}",
             "", f"**Why no public reproducer.** {sentence(why[:1].upper() + why[1:])}",
-            *upstream_lines(fix), *model_lines(fix), "", tree_line(ggml["label"], ggml["commit"])]
+            *upstream_lines(fix), *model_lines(fix), "",
+            tree_line(ggml["label"], ggml["commit"], fix not in spacemit_direct.PROGRAMS)]
     ccs = list(dict.fromkeys(v.compiler for v in verdicts))
     names = " and ".join(stock.NAMES.get(c, c) for c in ccs)
-    if prog:
+    if prog and fix in spacemit_direct.PROGRAMS:
+        bad = next((v for v in verdicts if v.failing and v.tree != "fixed"), None)
+        built = paragraphs.build_paragraph(ISAS[prog.isa], ccs)
+        body = [f"The program, `repro.cpp` ({prog.what}):", "```cpp", *prog.source.rstrip("\n").splitlines(), "```",
+                *[ln.replace("`repro.c`", "`repro.cpp`") for ln in built],
+                "Built against the spacemit build's static libraries (ggml's CMake, clang; Debian: "
+                f"`{stock.APT_INSTALL.split(' -y ')[1]}`; qemu-user >= 10) and run:", "```sh",
+                *spacemit_direct.body_lines(resolve(None), bad.vlen if bad else 1024), "```"]
+        how = ("the program compiled as above by rvvdiff's clang (zig's, not Debian's clang-22) against rvvdiff's "
+               "spacemit build of each tree (ggml's CMake, the options and additions above), run under QEMU "
+               f"{qemu.qemu().version}")
+    elif prog:
         body = [f"The program, `repro.cpp` ({prog.what}):", "```cpp", *prog.source.rstrip("\n").splitlines(), "```",
                 f"Built with {names} (Debian: `{stock.APT_INSTALL.split(' -y ')[1]}`; GCC 14: "
                 f"`{stock.GCC_APT_INSTALL.split(' -y ')[1]}`; qemu-user >= 10) and run:", "```sh"]
