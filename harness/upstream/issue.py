@@ -150,7 +150,8 @@ def verdict_table(verdicts: list[Verdict], trap: bool = False, stress: bool = Fa
                 m = [x for x in verdicts if row_of(x) == t and x.isa == i and x.vlen == vl]
                 cells.append(verdict_word(m[0].failing, trap, m[0].text) if m else "not run")
                 if m and cells[-1] == "not built":
-                    notes.setdefault(f"{t[1].split(',')[0]} cannot build {i}", m[0].text.removeprefix("not built: "))
+                    why = re.sub(r"^\S+(?: 14)? cannot make the \w+ build: ", "", m[0].text.removeprefix("not built: "))
+                    notes.setdefault(f"{t[1].split(',')[0]} cannot build {i}", why)
                 elif m and cells[-1] == "not run" and m[0].text:  # the reason once, without its target
                     why = re.sub(r"\s*\(VLEN \d+[^()]*\)", "", m[0].text.splitlines()[0])
                     notes.setdefault(f"not run: {why}", "")
@@ -159,7 +160,7 @@ def verdict_table(verdicts: list[Verdict], trap: bool = False, stress: bool = Fa
     return rows + [""] * bool(notes) + [f"{k}: {_short(why)}" if why else k for k, why in notes.items()]
 
 
-def _short(why: str, width: int = 240) -> str:
+def _short(why: str, width: int = 320) -> str:
     """A build's reason for the issue: the compiler's own error when it names one (not rvvdiff's paths)."""
     m = re.search(r"\(([^()]*\berror:[^()]*)\)", why)
     why = " ".join((m.group(1) if m else why).split())
