@@ -34,13 +34,26 @@ _MISSED_22754 = {
     "iq2_s_vl1024_scale_nibbles_swapped": "iq2_s has no CPU from_float, and the test skips such types",
 }
 
-#: The fixes of SpacemiT's backend (ggml-cpu/spacemit/), all of whose code came with one pull request.
-SPACEMIT_FIXES = ("spacemit_norm_two_pass", "spacemit_row_sums_tail_undisturbed", "spacemit_cpy_permute_rows",
-                  "spacemit_transpose_trip_vl", "spacemit_binary_mixed_formats", "spacemit_binary_strided_src1",
-                  "spacemit_repeat_dim1_source_offsets", "spacemit_concat_f16", "spacemit_fa_tiled_softcap_padding",
-                  "spacemit_fa_decode_null_mask", "spacemit_fa_mrow_max_init", "spacemit_fa_mrow_alibi_slope",
-                  "spacemit_quantize_ref_zero_block", "spacemit_quantize_hp_ref_zero_block",
-                  "spacemit_repack_q6_K_zero_subblock", "spacemit_repack_expert_row_padding")
+#: The fixes of SpacemiT's backend (ggml-cpu/spacemit/), all of whose code came with one pull request: what each
+#: finding is, in the words its Upstream paragraph searched for.
+SPACEMIT_FINDINGS = {
+    "spacemit_norm_two_pass": "the SpacemiT norm's one-pass variance",
+    "spacemit_row_sums_tail_undisturbed": "the tail-agnostic accumulators of SpacemiT's rms_norm and sum_rows",
+    "spacemit_cpy_permute_rows": "SpacemiT's transposed cpy",
+    "spacemit_transpose_trip_vl": "the vl of SpacemiT's transposes",
+    "spacemit_binary_mixed_formats": "SpacemiT's binary ops of mixed formats",
+    "spacemit_binary_strided_src1": "SpacemiT's binary ops with a strided src1",
+    "spacemit_repeat_dim1_source_offsets": "SpacemiT's repeat of one row over dims 2-3",
+    "spacemit_concat_f16": "SpacemiT's f16 concat",
+    "spacemit_fa_tiled_softcap_padding": "the softcap of the padding in SpacemiT's tiled flash attention",
+    "spacemit_fa_decode_null_mask": "SpacemiT's flash attention without a mask",
+    "spacemit_fa_mrow_max_init": "the running maximum of SpacemiT's 2- / 4-row flash attention",
+    "spacemit_fa_mrow_alibi_slope": "the ALiBi slope of SpacemiT's 2- / 4-row flash attention",
+    "spacemit_quantize_ref_zero_block": "a zero block in SpacemiT's quantize_a_nrow_i8_ref",
+    "spacemit_quantize_hp_ref_zero_block": "zero blocks in SpacemiT's quantize_a_nrow_i8_hp_ref",
+    "spacemit_repack_q6_K_zero_subblock": "zero q6_K sub-blocks in SpacemiT's q8_0 repack",
+    "spacemit_repack_expert_row_padding": "the expert rows of SpacemiT's buffer size",
+}
 
 #: What upstream already has about a finding (threads read before writing), by fix name.
 UPSTREAM = {
@@ -70,10 +83,10 @@ UPSTREAM = {
         "16x1 layout exists only in zvfh builds, where mul_mat calls the RVV GEMM. It becomes live when a build "
         "selects the 16x1 layout without that RVV GEMM (a port of the layout to another architecture, or a "
         "selection that falls back to the generic GEMM), or when a test compares the generic GEMM with the RVV one.",
-    **{fix: "No upstream issue or pull request about it found (searched). The code came with pull request #15288 "
-            "(merged), which added SpacemiT's backend for the X60 with llama-bench figures; llama.cpp's "
+    **{fix: f"No upstream issue or pull request about {what} found (searched). The code came with pull request "
+            "#15288 (merged), which added SpacemiT's backend for the X60 with llama-bench figures; llama.cpp's "
             "CI builds the backend with SpacemiT's toolchain and runs no test of it (build-cross.yml)."
-       for fix in SPACEMIT_FIXES},
+       for fix, what in SPACEMIT_FINDINGS.items()},
     "vec_dot_f16_unroll_tail_agnostic": "Not reported. The RVV body came with pull request #17318 (merged); in "
         "the thread of the open pull request #17483, another Zvfh version of the function, a reviewer notes that it "
         "appears to be unused and its author agrees that it is unused in the main code path. It becomes live with "
