@@ -91,10 +91,7 @@ class Src:
 
     @property
     def view_ne(self) -> tuple[int, ...]:
-        out = [0] * 4
-        for i, p in enumerate(self.perm):
-            out[p] = self.ne[i]
-        return tuple(out)
+        return GO.permuted_ne(self.ne, self.perm)
 
 
 @dataclass(frozen=True)

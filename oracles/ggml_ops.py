@@ -18,6 +18,14 @@ from oracles.bounds import U_F32, gamma
 BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
 
 
+def permuted_ne(ne: Sequence[int], perm: Sequence[int]) -> tuple[int, ...]:
+    """The shape (ggml order) of ``ggml_permute`` of a tensor of shape ``ne``: storage axis i becomes axis ``perm[i]``."""
+    out = [0] * len(ne)
+    for i, p in enumerate(perm):
+        out[p] = ne[i]
+    return tuple(out)
+
+
 def permute(a: np.ndarray, perm: Sequence[int]) -> np.ndarray:
     """``ggml_permute(a, p0, p1, p2, p3)``: axis i of ``a`` becomes axis ``perm[i]`` of the result (ggml's axis
     numbering; ``a`` in NumPy order, as everywhere here)."""

@@ -65,3 +65,15 @@ def literal(v: float) -> str:
     if math.isinf(v):
         return "INFINITY" if v > 0 else "-INFINITY"
     return repr(float(v))
+
+
+def hex_fill(kind: str = "unsigned char") -> str:
+    """The body of a program's ``tensor()`` helper after its ``x = ggml_new_tensor_...`` line: the hex text ``h``
+    ("hh*N" = N bytes hh) copied into ``x->data``, then ``return x;`` (the programs' own lines, one place)."""
+    return (f"    {kind} * p = ({kind} *) x->data;  unsigned v;  int n, len;\n"
+            "    while (sscanf(h, \" %2x%n\", &v, &len) == 1) {\n"
+            "        h += len; n = 1;\n"
+            "        if (*h == '*' && sscanf(h + 1, \"%d%n\", &n, &len) == 1) h += 1 + len;\n"
+            f"        while (n-- > 0) *p++ = ({kind}) v;\n"
+            "    }\n"
+            "    return x;\n")

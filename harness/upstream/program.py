@@ -10,7 +10,7 @@ the first wrong ones and exits with 1 while any is wrong.  This module writes th
 from __future__ import annotations
 
 from harness.upstream import program_ops
-from harness.upstream.c_text import decode, encode
+from harness.upstream.c_text import decode, encode, hex_fill
 from harness.upstream.c_text import hex_lines as _hex_lines
 from harness.upstream.c_text import literal as _lit
 from harness.upstream.public import MulMat, Public, enumerator
@@ -61,14 +61,7 @@ def program(pub: Public, title: str) -> str:
 static const double expected[{size}] = {{{exp}}}, bound[{size if pub.bound.any() else 1}] = {{{bnd}}};
 static struct ggml_tensor * tensor(struct ggml_context * ctx, enum ggml_type t, int k, int rows, const char * h) {{
     struct ggml_tensor * x = ggml_new_tensor_2d(ctx, t, k, rows);  // h: hex bytes, "hh*N" = N bytes hh
-    unsigned char * p = (unsigned char *) x->data;  unsigned v;  int n, len;
-    while (sscanf(h, " %2x%n", &v, &len) == 1) {{
-        h += len; n = 1;
-        if (*h == '*' && sscanf(h + 1, "%d%n", &n, &len) == 1) h += 1 + len;
-        while (n-- > 0) *p++ = (unsigned char) v;
-    }}
-    return x;
-}}
+{hex_fill()}}}
 int main(void) {{
     struct ggml_init_params p = {{ 16u << 20, NULL, false }};  struct ggml_context * ctx = ggml_init(p);
 {a_make}    struct ggml_cgraph * g = ggml_new_graph(ctx);  ggml_build_forward_expand(g, c);

@@ -23,6 +23,7 @@ import numpy as np
 
 from harness.report.failure import Case
 from harness.upstream.public import NoPublicForm, Public, expected_of
+from oracles.ggml_ops import permuted_ne
 
 #: k_ops.cpp's op numbers and the ggml function of each (cases/spacemit_ops.py's ``OPS`` names them alike).
 OP_NAMES = ("norm", "rms_norm", "add", "sub", "mul", "div", "cont", "cpy", "repeat", "sum_rows", "get_rows", "concat")
@@ -45,10 +46,7 @@ class Source:
     @property
     def view_ne(self) -> tuple[int, ...]:
         """The shape the op sees (ggml_permute moves storage axis i to ``perm[i]``)."""
-        out = [0] * 4
-        for i, p in enumerate(self.perm):
-            out[p] = self.ne[i]
-        return tuple(out)
+        return permuted_ne(self.ne, self.perm)
 
     def words(self) -> str:
         """``f32 [2, 1, 1, 1]``, or ``ggml_permute(f32 [2, 1, 1, 1], 1, 0, 2, 3)`` for a view."""

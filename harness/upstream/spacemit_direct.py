@@ -27,7 +27,7 @@ from harness.report.failure import Case
 from harness.toolchain.builds import Build, ensure_built
 from harness.toolchain.compilers import compiler
 from harness.upstream import runs, stock
-from harness.upstream.c_text import hex_lines, literal
+from harness.upstream.c_text import hex_fill, hex_lines, literal
 from harness.upstream.issue import _pwd
 
 ISA = "spacemit"
@@ -203,14 +203,7 @@ static const double bound[{bnd.size}] = {{{", ".join(literal(v) for v in bnd)}}}
 
 static ggml_tensor * tensor(ggml_context * ctx, ggml_type t, int64_t ne0, int64_t ne1, int64_t ne2, const char * h) {{
     ggml_tensor * x = ggml_new_tensor_3d(ctx, t, ne0, ne1, ne2);  // h: hex bytes, "hh*N" = N bytes hh
-    unsigned char * p = (unsigned char *) x->data;  unsigned v;  int n, len;
-    while (sscanf(h, " %2x%n", &v, &len) == 1) {{
-        h += len; n = 1;
-        if (*h == '*' && sscanf(h + 1, "%d%n", &n, &len) == 1) h += 1 + len;
-        while (n-- > 0) *p++ = (unsigned char) v;
-    }}
-    return x;
-}}
+{hex_fill()}}}
 
 int main() {{
     if (__riscv_vlenb() != 128) {{ printf("the kernel is written for VLEN 1024\\n"); return 2; }}
