@@ -25,7 +25,7 @@ from harness.upstream import issue as issue_text
 from harness.upstream import program, public, runs
 
 ROOT = Path(__file__).resolve().parent.parent
-PUBLIC = {"ggml.h", "ggml-cpu.h", "ggml-backend.h", "math.h", "stdio.h", "string.h"}
+PUBLIC = {"ggml.h", "ggml-cpu.h", "ggml-backend.h", "math.h", "stdio.h", "stdlib.h", "string.h"}
 
 
 def test_encode_round_trips() -> None:
