@@ -311,7 +311,7 @@ FIX_HEADER = ("rvvdiff fix: norm's variance in two passes (a test's throwaway)\n
 NORM_FIX = """--- a/ggml/src/ggml-cpu/spacemit/rvv_kernels.cpp
 +++ b/ggml/src/ggml-cpu/spacemit/rvv_kernels.cpp
 @@ -2600,7 +2600,10 @@
- 
+
          float mean_square = __riscv_vfmv_f_s_f32m1_f32(mean_square_v);
 -        mean_square /= hidden_size;
 -        mean_square = sqrt(mean_square - mean * mean + epsilon);
@@ -320,7 +320,7 @@ NORM_FIX = """--- a/ggml/src/ggml-cpu/spacemit/rvv_kernels.cpp
 +            mean_square += (p_output[i] - mean) * (p_output[i] - mean);
 +        }
 +        mean_square = sqrt(mean_square / hidden_size + epsilon);
- 
+
          mean_square   = 1.0f / mean_square;
          length        = hidden_size;
 """
