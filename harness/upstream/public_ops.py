@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness.report.failure import Case
-from harness.upstream.public import NoPublicForm, Public, expected_of
+from harness.upstream.public_base import NoPublicForm, Public, expected_of
 from oracles.ggml_ops import permuted_ne
 
 #: k_ops.cpp's op numbers and the ggml function of each (cases/spacemit_ops.py's ``OPS`` names them alike).
