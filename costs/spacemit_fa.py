@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cases import flash_attn_problems as FP
-from cases import spacemit_fa as SF
+from cases import spacemit_fa as SFA
 from cases import spacemit_fa_problems as SFP
 from cases.flash_attn import attention_call
 from costs.suite import CostCase
@@ -42,7 +42,7 @@ def _generic(sh: FP.Shape) -> str:
 def path_of(sh: FP.Shape) -> Callable[[Any, Mapping[str, int]], dict[str, str]]:
     """A row's path fields: the path the functions executed show; the rule's where it differs."""
     def fields(target, functions: Mapping[str, int]) -> dict[str, str]:
-        ran = SF.traced_path(frozenset(functions))
+        ran = SFA.traced_path(frozenset(functions))
         want = SFP.fa_path(sh, target.vlen) if target.isa.backend == "spacemit" else _generic(sh)
         return {"path": ran, **({} if ran == want else {"path_expected": want})}
 

@@ -14,8 +14,8 @@ import pytest
 from launch import pytest_child
 
 from costs import registry
-from costs import spacemit_fa as F
-from costs import spacemit_ops as M
+from costs import spacemit_fa as cost_fa
+from costs import spacemit_ops as cost_ops
 from harness.emulators import spike
 from harness.ggml import changes, source
 
@@ -35,7 +35,7 @@ REACHES = {
 
 def _selected(reach: changes.Reach, changed: set[str]) -> set[str]:
     """The spacemit_ops calls a change reaches, as the gate selects (harness/plugin/budget.py: ``requires``)."""
-    return {c.name for c in M.CASES if reach.covers(c.requires, changed)}
+    return {c.name for c in cost_ops.CASES if reach.covers(c.requires, changed)}
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +52,10 @@ def test_a_change_to_a_kernel_selects_its_cases_and_no_others(reach: changes.Rea
 def test_a_change_to_spacemit_flash_attention_selects_its_cases(reach: changes.Reach) -> None:
     """Either SpacemiT kernel, or ggml-cpu's tiled path, selects every flash-attention case (each reaches both
     kernels through ime.cpp's dispatch, ``forward_flash_attn_ext_f16``), and no op case; an op's kernel none."""
-    fa = lambda changed: {c.name for c in F.CASES if reach.covers(c.requires, changed)}  # noqa: E731
+    fa = lambda changed: {c.name for c in cost_fa.CASES if reach.covers(c.requires, changed)}  # noqa: E731
     for changed in ("forward_flash_attn_ext_f16_tiled_vlen1024_vf16", "forward_flash_attn_ext_f16_one_chunk_vlen1024_vf16",
                     "ggml_compute_forward_flash_attn_ext_tiled"):
-        assert fa({changed}) == {name for name, _, _ in F.SHAPES} and _selected(reach, {changed}) == set(), changed
+        assert fa({changed}) == {name for name, _, _ in cost_fa.SHAPES} and _selected(reach, {changed}) == set(), changed
     assert fa({"forward_norm_f32"}) == set()
 
 
@@ -71,14 +71,15 @@ def test_a_spacemit_change_selects_the_cases_at_both_builds_in_a_real_collection
                       "--report-dir", str(tmp_path / "r"))
     ids = sorted(ln for ln in cp.stdout.splitlines() if "::" in ln)
     want = sorted(f"costs/test_cost{'_spacemit' if isa == 'spacemit' else ''}.py::test_cost[{c.id}-vlen256-{isa}]"
-                  for c in M.CASES if c.name == "norm-f32" for isa in ("zvfh", "spacemit"))
-    assert ids == want and len(want) == 2 * len(M.WIDTHS) * len(M.REPS), ids
+                  for c in cost_ops.CASES if c.name == "norm-f32" for isa in ("zvfh", "spacemit"))
+    assert ids == want and len(want) == 2 * len(cost_ops.WIDTHS) * len(cost_ops.REPS), ids
 
 
 def test_the_cases_run_at_both_backends_and_are_registered() -> None:
-    assert M.CASES and F.CASES and all(c.runs_on("spacemit") and c.runs_on("cpu") for c in M.CASES + F.CASES)
+    both = cost_ops.CASES + cost_fa.CASES
+    assert cost_ops.CASES and cost_fa.CASES and all(c.runs_on("spacemit") and c.runs_on("cpu") for c in both)
     assert {"spacemit_ops", "spacemit_fa"}.isdisjoint(registry.UNMEASURED)
-    assert all(registry.BY_ID[c.id] is c for c in M.CASES + F.CASES)
+    assert all(registry.BY_ID[c.id] is c for c in cost_ops.CASES + cost_fa.CASES)
     gemm = next(c for c in registry.CASES if c.family == "spacemit_gemm")
     assert gemm.runs_on("spacemit") and not gemm.runs_on("cpu")
 
@@ -88,8 +89,8 @@ def _target(backend: str, vlen: int = 256) -> SimpleNamespace:
 
 
 def test_the_path_is_read_from_the_functions_executed() -> None:
-    add = M.CALLS[2].case(576)
-    path = M.path_of(add)
+    add = cost_ops.CALLS[2].case(576)
+    path = cost_ops.path_of(add)
     spacemit = {"_ZN16spacemit_kernels3rvv14forward_binaryIL7ggml_op2EfEEvP19ggml_compute_paramsP11ggml_tensor": 900,
                 "ggml_graph_compute": 40, "memset": 7}
     assert path(_target("spacemit"), spacemit) == {"path": "SpacemiT: forward_binary"}
@@ -103,8 +104,8 @@ def test_the_path_is_read_from_the_functions_executed() -> None:
 
 
 def test_the_flash_attention_path_is_read_from_the_functions_executed() -> None:
-    name, sh, _ = F.SHAPES[2]  # a prefill: SpacemiT's tiled kernel at VLEN 1024, ggml's tiled path elsewhere
-    path = F.path_of(sh)
+    name, sh, _ = cost_fa.SHAPES[2]  # a prefill: SpacemiT's tiled kernel at VLEN 1024, ggml's tiled path elsewhere
+    path = cost_fa.path_of(sh)
     mine = {"_ZN16spacemit_kernels3rvv46forward_flash_attn_ext_f16_tiled_vlen1024_vf16EP19ggml_compute_paramsP11"
             "ggml_tensor": 10**6}
     ggml = {"ggml_compute_forward_flash_attn_ext_tiled": 10**6, "simd_gemm": 10**5}
@@ -123,12 +124,12 @@ def test_one_compute_is_reps_2_minus_reps_1() -> None:
     rows = [_row("rms_norm-f32", "576x8-r1", "spacemit", 40_000, 10), _row("rms_norm-f32", "576x8-r2", "spacemit", 42_000, 20),
             _row("rms_norm-f32", "576x8-r1", "zvfh", 41_000, 10), _row("rms_norm-f32", "576x8-r2", "zvfh", 45_000, 3010)]
     # one compute is reps 2 minus reps 1, its C library part likewise; the ratio with and without that part
-    assert M.per_call(rows) == {("rms_norm-f32", "576x8", 256, "spacemit"): (2000, 10, "spacemit path"),
+    assert cost_ops.per_call(rows) == {("rms_norm-f32", "576x8", 256, "spacemit"): (2000, 10, "spacemit path"),
                                 ("rms_norm-f32", "576x8", 256, "zvfh"): (4000, 3000, "zvfh path")}
-    head, _, line = M.table(rows).splitlines()
+    head, _, line = cost_ops.table(rows).splitlines()
     assert head.startswith("| case | size | SpacemiT, VLEN 256 | ggml-cpu, VLEN 256 | ratio, VLEN 256 | paths")
     assert line == "| rms_norm-f32 | 576 x 8 | 2 000 (10) | 4 000 (3 000) | 0.5 (2) | spacemit path; zvfh path |", line
-    assert M.per_call(rows[1:]) == {("rms_norm-f32", "576x8", 256, "zvfh"): (4000, 3000, "zvfh path")}  # no pair: none
+    assert cost_ops.per_call(rows[1:]) == {("rms_norm-f32", "576x8", 256, "zvfh"): (4000, 3000, "zvfh path")}  # no pair: none
 
 
 @pytest.mark.skipif(spike.available() is not None, reason=f"SKIPPED: Spike is not here: {spike.available()}")
@@ -140,7 +141,7 @@ def test_one_case_measured_at_both_builds_takes_each_builds_path(tmp_path: Path)
                  "--isa", "zvfh,spacemit", "-k", "spacemit_ops and norm-f32-576x8 and not rms", "-p", "no:xdist",
                  "--cost-log", str(log), "--report-dir", str(tmp_path / "r"))
     rows = [json.loads(line) for line in log.read_text().splitlines()]
-    calls = M.per_call(rows)
+    calls = cost_ops.per_call(rows)
     assert len(rows) == 4 and set(calls) == {("norm-f32", "576x8", 256, "spacemit"), ("norm-f32", "576x8", 256, "zvfh")}
     assert all("path_expected" not in r for r in rows), rows
     assert calls[("norm-f32", "576x8", 256, "spacemit")][2] == "SpacemiT: forward_norm_f32"
