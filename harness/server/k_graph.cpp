@@ -32,7 +32,7 @@ using namespace rvvdiff;
 uint32_t k_mul_mat(Call & c) {
     if (!c.shape(c.ip.size() == 10 ? 10 : 9, 0, 3)) return ST_BAD_REQUEST;
     const int64_t ta = c.ip[0], tb = c.ip[1], k = c.ip[2], m = c.ip[3], n = c.ip[4], lda = c.ip[5];
-    const int64_t batch = c.ip[6], bcast = c.ip[7], n_threads = c.ip[8], reps = c.ip.size() == 10 ? c.ip[9] : 1;
+    const int64_t batch = c.ip[6], bcast = c.ip[7], n_threads = c.ip[8], reps = c.trailing(9, 1);
     if (!known_graph_type(ta) || !known_graph_type(tb)) return c.bad("mul_mat: unsupported types %lld, %lld", (long long) ta, (long long) tb);
     if (k < 1 || m < 1 || n < 1 || lda < k || batch < 1 || bcast < 1 || reps < 1) return c.bad("mul_mat: bad shape");
     if (const uint32_t st = check_threads(c, n_threads)) return st;
@@ -63,7 +63,7 @@ uint32_t k_mul_mat(Call & c) {
 uint32_t k_attention(Call & c) {
     const size_t n_ip = 1 + AttentionInputs::N_IP;
     if (!c.shape(c.ip.size() == n_ip + 1 ? n_ip + 1 : n_ip, 3, 6)) return ST_BAD_REQUEST;
-    const int64_t mode = c.ip[0], reps = c.ip.size() == n_ip + 1 ? c.ip[n_ip] : 1;
+    const int64_t mode = c.ip[0], reps = c.trailing(n_ip, 1);
     if (mode < 0 || mode > 2) return c.bad("attention: fused must be 0, 1 or 2");
     if (reps < 1) return c.bad("attention: reps %lld", (long long) reps);
     Graph g(24);

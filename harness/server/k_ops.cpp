@@ -49,7 +49,7 @@ uint32_t k_op(Call & c) {
     if (!c.shape(c.ip.size() == n_ip + 1 ? n_ip + 1 : n_ip, c.fp.size(), n_src + 1)) return ST_BAD_REQUEST;
     if (const uint32_t st = check_threads(c, n_threads)) return st;
     const int64_t * par = &c.ip[5 + SRC_FIELDS * n_src];
-    const int64_t reps = c.ip.size() == n_ip + 1 ? c.ip[n_ip] : 1;
+    const int64_t reps = c.trailing(n_ip, 1);
     if (reps < 1) return c.bad("op: reps %lld", (long long) reps);
 
     Graph g(16);

@@ -68,6 +68,9 @@ struct Call {
 
     // Checks parameter and buffer counts; on mismatch fills err and returns false.
     bool shape(size_t n_ip, size_t n_fp, size_t n_bufs);
+    // The optional last integer parameter after n fixed ones (a graph request's reps): its value, or dflt when the
+    // request has only the n.
+    int64_t trailing(size_t n, int64_t dflt) const { return ip.size() == n + 1 ? ip[n] : dflt; }
     // Checks one buffer's size in bytes; on mismatch fills err and returns false.
     bool size_is(size_t i, size_t bytes);
     // Sets err from a printf-style message and returns ST_BAD_REQUEST.
