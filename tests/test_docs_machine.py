@@ -11,8 +11,9 @@ from pathlib import Path
 from harness.upstream import record
 
 ROOT = Path(__file__).resolve().parent.parent
-#: A home directory, or the cache reached by any path but ``~``.
-MACHINE = re.compile(r"/root/|/home/\w|(?<!~)/\.cache/rvvdiff/")
+#: A home directory, a work directory of the machine (``/work/``: checkouts, runs, mirrors), or the cache reached
+#: by any path but ``~``.
+MACHINE = re.compile(r"/root/|/home/\w|(?<![\w.])/work/|(?<!~)/\.cache/rvvdiff/")
 
 
 def _committed_docs() -> list[Path]:
@@ -29,7 +30,9 @@ def test_no_committed_doc_names_the_machine() -> None:
 def test_the_check_sees_a_machine_path() -> None:
     assert MACHINE.search('"root": "/root/.cache/rvvdiff/src/llama.cpp-0c1e570"')
     assert MACHINE.search("log /home/ada/.cache/rvvdiff/stock/x/rvvdiff-stock.log")
+    assert MACHINE.search("cd /work/main && pytest cases")
     assert not MACHINE.search("kept in `~/.cache/rvvdiff/cost/`")
+    assert not MACHINE.search("see harness/work/x and https://example.org/work/y")
 
 
 def test_a_record_names_trees_by_label_and_commit(tmp_path: Path) -> None:
