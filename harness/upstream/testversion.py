@@ -2,8 +2,9 @@
 
 Each recorded line ends with the version of the test it ran (harness/upstream/testcmd.py's ``stamped``).  The current
 version is that of the test patches in harness/data/ggml-tests/ now: for a riscv64 line, those its series' class
-applies (the tests of the series it builds on, then its own: ``TestClass.test_patches``); for a line off RISC-V
-(harness/upstream/other_arch.py), every series' test in order (the stacked test).  :func:`state` says per line
+applies (the tests of the series it builds on, then its own: ``TestClass.test_patches``), and so for a line off RISC-V
+of the series run alone; for a line off RISC-V of the stack (harness/upstream/other_arch.py), every series' test in
+order (the stacked test).  :func:`state` says per line
 ``current``, ``stale`` (another version: the test changed since the run) or ``unknown`` (no record says which);
 :func:`sentence` says it on the series page, :func:`problems` for ``rvvdiff series`` (a stale line is a defect).
 """
@@ -36,7 +37,7 @@ def state(line: str, riscv64: str, stacked: str) -> str:
     said = testcmd.stamp_of(line)[1]
     if said in ("", testcmd.UNKNOWN):
         return UNKNOWN
-    return CURRENT if said == (stacked if other_arch.is_record(line) else riscv64) else STALE
+    return CURRENT if said == (stacked if other_arch.is_stack(line) else riscv64) else STALE
 
 
 def states(series: Series, lines: Sequence[str], every: Sequence[Series]) -> list[tuple[str, str]]:
@@ -62,8 +63,8 @@ def sentence(series: Series, lines: Sequence[str], every: Sequence[Series]) -> s
         return ""
     said = states(series, lines, every)
     mine, stacked = of_series(series), of_stack(every)
-    which = [f"`{mine}` on riscv64"] + ([f"`{stacked}` for the stacked test off RISC-V"]
-                                         if any(other_arch.is_record(ln) for ln in lines) else [])
+    which = [f"`{mine}` for this series' test (riscv64, and off RISC-V alone)"] + (
+        [f"`{stacked}` for the stacked test off RISC-V"] if any(other_arch.is_stack(ln) for ln in lines) else [])
     head = ("Test version (the first 12 hex digits of the sha256 of the test diffs a run applied): "
             + " and ".join(which) + ". ")
     unknown = [_label(ln) for ln, s in said if s == UNKNOWN]
@@ -83,7 +84,13 @@ def problems(series: Series, lines: Sequence[str], every: Sequence[Series]) -> l
     if not lines:
         return []
     mine, stacked = of_series(series), of_stack(every)
-    again = {False: f"rvvdiff series --run-test {series.number}", True: "rvvdiff other-arch --record"}
+    def again(line: str) -> str:
+        if other_arch.is_stack(line):
+            return "rvvdiff other-arch --record"
+        if other_arch.is_record(line):
+            return f"rvvdiff other-arch --series {series.number} --record"
+        return f"rvvdiff series --run-test {series.number}"
+
     return [f"stale test record (test {testcmd.stamp_of(ln)[1]}, current "
-            f"{stacked if other_arch.is_record(ln) else mine}; run again: {again[other_arch.is_record(ln)]}): "
+            f"{stacked if other_arch.is_stack(ln) else mine}; run again: {again(ln)}): "
             f"{testcmd.stamp_of(ln)[0][:100]}" for ln, s in states(series, lines, every) if s == STALE]
