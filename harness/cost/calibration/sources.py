@@ -34,7 +34,7 @@ DATA = DATA_DIR / "calibration.toml"
 SOURCES = DATA_DIR / "calibration"
 #: The fields of a cost.json row an estimate reads (and the ones that name it).
 KEPT = ("case", "name", "size", "function", "impl", "vlen", "isa", "units", "unit", "instret", "mix", "estimates",
-        "mca", "path", "path_expected")
+        "mca", "path", "path_expected", "traffic")
 #: Decimals of a recorded estimate.
 DECIMALS = 3
 
