@@ -71,6 +71,30 @@ class Dram:
 
 
 @dataclass(frozen=True)
+class Stream:
+    """One core's measured read stream from a level (its L2, or DRAM): bytes a cycle of the core's clock, on a
+    board whose core ran at ``clock_ghz``."""
+
+    bytes_per_cycle: float
+    clock_ghz: float
+    source: str
+
+    @property
+    def bytes_per_s(self) -> float:
+        """The stream as measured, in bytes a second (at the measuring board's clock)."""
+        return self.bytes_per_cycle * self.clock_ghz * 1e9
+
+
+@dataclass(frozen=True)
+class Latency:
+    """One core's measured time for a dependent load served by its L2 and by DRAM."""
+
+    l2_ns: float
+    dram_ns: float
+    source: str
+
+
+@dataclass(frozen=True)
 class MemorySystem:
     core: str  # the price table's key, e.g. "spacemit_x60"
     soc: str
@@ -80,6 +104,9 @@ class MemorySystem:
     dram: Dram | None = None
     cores: int = 0
     cluster: int = 0
+    l2_read: Stream | None = None
+    dram_read: Stream | None = None
+    latency: Latency | None = None
 
     def spike_options(self) -> list[str]:
         """Spike's cache model of this core (``--ic=``, ``--dc=``, ``--l2=``), the levels published; [] for none."""
@@ -102,6 +129,26 @@ def _cache(core: str, level: str, raw: Mapping) -> Cache:
     return c
 
 
+def _stream(core: str, what: str, raw: Mapping) -> Stream:
+    try:
+        s = Stream(float(raw["bytes_per_cycle"]), float(raw["clock_ghz"]), str(raw["source"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise MemoryDataError(f"{DATA}: [{core}.{what}] needs bytes_per_cycle, clock_ghz and source ({e})") from None
+    if s.bytes_per_cycle <= 0 or s.clock_ghz <= 0 or not s.source:
+        raise MemoryDataError(f"{DATA}: [{core}.{what}] needs a positive bytes_per_cycle and clock_ghz and a source")
+    return s
+
+
+def _latency(core: str, raw: Mapping) -> Latency:
+    try:
+        lat = Latency(float(raw["l2_ns"]), float(raw["dram_ns"]), str(raw["source"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise MemoryDataError(f"{DATA}: [{core}.latency] needs l2_ns, dram_ns and source ({e})") from None
+    if not lat.source:
+        raise MemoryDataError(f"{DATA}: [{core}.latency] says no source")
+    return lat
+
+
 def parse(text: str) -> dict[str, MemorySystem]:
     """Every core's memory system from the data file's text (module docstring); raises :class:`MemoryDataError`."""
     out: dict[str, MemorySystem] = {}
@@ -115,8 +162,11 @@ def parse(text: str) -> dict[str, MemorySystem]:
             if not d.get("source"):
                 raise MemoryDataError(f"{DATA}: [{core}] dram says no source")
             dram = Dram(str(d["kind"]), int(d["bus_bits"]), int(d["mt_s"]), str(d["source"]))
+        streams = {w: _stream(core, w, raw[w]) for w in ("l2_read", "dram_read") if w in raw}
         out[core] = MemorySystem(core, str(raw.get("soc", "")), str(raw["source"]), tuple(raw.get("missing", ())),
-                                 caches, dram, int(raw.get("cores", 0)), int(raw.get("cluster", 0)))
+                                 caches, dram, int(raw.get("cores", 0)), int(raw.get("cluster", 0)),
+                                 streams.get("l2_read"), streams.get("dram_read"),
+                                 _latency(core, raw["latency"]) if "latency" in raw else None)
     return out
 
 
@@ -163,14 +213,22 @@ def _geometry(c: Cache | None) -> str:
     return f"{c.size // 1024} KiB, {c.ways}-way, {c.line} B lines{shared}"
 
 
+def _read(s: Stream | None) -> str:
+    return f"{s.bytes_per_cycle:g} B/cycle ({s.bytes_per_s / 1e9:.2f} GB/s at {s.clock_ghz:g} GHz)" if s else "-"
+
+
 def markdown() -> str:
-    """The data file as a table: each core's caches, DRAM bus and peak, and what is not published."""
-    out = ["| core (chip) | L1D | L1I | L2 | DRAM (peak, whole chip) | not published |", "|---|---|---|---|---|---|"]
+    """The data file as a table: each core's caches, DRAM bus and peak, one core's measured read streams and load
+    latencies, and what is not published."""
+    out = ["| core (chip) | L1D | L1I | L2 | DRAM (peak, whole chip) | one core reads from L2 / DRAM (measured) | "
+           "dependent load from L2 / DRAM (measured) | not published |", "|---|---|---|---|---|---|---|---|"]
     for s in systems().values():
         d = s.dram
         dram = f"{d.bus_bits}-bit {d.kind}, {d.mt_s} MT/s ({d.peak_bytes_per_s / 1e9:.2f} GB/s)" if d else "-"
+        streams = f"{_read(s.l2_read)} / {_read(s.dram_read)}" if s.l2_read or s.dram_read else "-"
+        lat = f"{s.latency.l2_ns:g} ns / {s.latency.dram_ns:g} ns" if s.latency else "-"
         out.append(f"| `{s.core}` ({s.soc}) | {_geometry(s.caches.get('l1d'))} | {_geometry(s.caches.get('l1i'))} | "
-                   f"{_geometry(s.caches.get('l2'))} | {dram} | {', '.join(s.missing) or '-'} |")
+                   f"{_geometry(s.caches.get('l2'))} | {dram} | {streams} | {lat} | {', '.join(s.missing) or '-'} |")
     return "\n".join(out) + "\n"
 
 
