@@ -9,10 +9,12 @@ as :class:`MemorySystem`; the cache model of a traffic count is configured from 
 Spike's ``--dc`` / ``--l2`` form), and :func:`roofline` sets the traffic against the compute estimate.
 
 :func:`roofline` is a **ceiling**, not a bound on what a board reaches: the compute estimate it takes is itself a
-sum of throughputs (no stall), the memory roof is the bus's peak (a board sustains less), and it takes the
-larger of the two as if the other were hidden under it completely.  Terms a figure is missing for (the L2's
-bandwidth, the latency of dependent misses on an in-order core: not published for these cores) are left out
-and named (:attr:`Roofline.left_out`), never guessed.
+sum of throughputs (no stall); the memory roofs are one core's measured read streams times the threads, capped by
+the bus's peak for DRAM (what eight cores sustain together is not published, and a board sustains less than the
+peak); and it takes the largest of the roofs as if the others were hidden under it completely.  Terms a figure or
+a count is missing for (the latency of dependent misses: published for the X60, but which misses wait on an
+earlier one is not counted; any figure a core's entry lacks) are left out and named
+(:attr:`Roofline.left_out`), never guessed.
 
 No figure here comes from a calibration row (tests/test_calibration.py checks that no estimator module reaches
 one; the data file says where each figure is published).
@@ -177,33 +179,62 @@ def systems(path: Path = DATA) -> dict[str, MemorySystem]:
 
 @dataclass(frozen=True)
 class Roofline:
-    """The time one unit of work (a token, a call) takes by the larger of its roofs (module docstring)."""
+    """The time one unit of work (a token, a call) takes by the largest of its roofs (module docstring)."""
 
     compute_s: float
     dram_s: float | None
     left_out: tuple[str, ...]
+    l2_s: float | None = None
 
     @property
     def seconds(self) -> float:
-        return max(self.compute_s, self.dram_s or 0.0)
+        return max(self.compute_s, self.dram_s or 0.0, self.l2_s or 0.0)
 
     @property
     def bound(self) -> str:
-        return "DRAM" if self.dram_s is not None and self.dram_s > self.compute_s else "compute"
+        roofs = {"compute": self.compute_s, "DRAM": self.dram_s or 0.0, "L2": self.l2_s or 0.0}
+        return max(roofs, key=lambda k: roofs[k])
 
 
-def roofline(cycles: float, dram_bytes: float, system: MemorySystem, *, clock_hz: float, threads: int) -> Roofline:
+def dram_bandwidth(system: MemorySystem, threads: int) -> float | None:
+    """Bytes a second ``threads`` cores read from DRAM together: each at one core's measured read stream, and no
+    more than the bus's peak, which they share (what they sustain together is not published: a ceiling); the peak
+    alone without a measured stream; None without a published bus."""
+    if system.dram is None:
+        return None
+    peak = system.dram.peak_bytes_per_s
+    return min(threads * system.dram_read.bytes_per_s, peak) if system.dram_read else peak
+
+
+def roofline(cycles: float, dram_bytes: float, system: MemorySystem, *, clock_hz: float, threads: int,
+             l2_bytes: float | None = None) -> Roofline:
     """The ceiling on a unit of work run on ``threads`` cores of ``system``'s chip: ``cycles`` (one core's compute
-    estimate of the whole unit) shared by the threads, against ``dram_bytes`` (the unit's traffic from DRAM, all
-    threads together) over the bus's peak, which the threads share.  Terms without a published figure are left
-    out and named."""
+    estimate of the whole unit) shared by the threads; ``dram_bytes`` (the unit's traffic between the L2s and DRAM,
+    all threads together) over :func:`dram_bandwidth`; ``l2_bytes`` (between the L1s and the L2s, all threads
+    together) over ``threads`` times one core's measured read stream from its L2 (the L2's rate to four cores at
+    once is not published: each core is taken to get one core's rate).  Terms without a published figure or a
+    count are left out and named."""
     if threads <= 0 or clock_hz <= 0:
         raise ValueError(f"roofline: threads {threads} and clock {clock_hz} Hz must be positive")
-    left = ["the L2's bandwidth (not published)", "the latency of dependent misses (not published)"]
-    if system.dram is None:
+    left = []
+    if system.latency is None:
+        left.append("the latency of dependent misses (not published)")
+    else:
+        left.append(f"the latency of dependent misses (published: {system.latency.l2_ns:g} ns from the L2, "
+                    f"{system.latency.dram_ns:g} ns from DRAM; how many of the misses wait on an earlier one is not "
+                    "counted)")
+    l2_s = None
+    if l2_bytes is None:
+        left.append("the L2's traffic (not counted)")
+    elif system.l2_read is None:
+        left.append("the L2's bandwidth (not published)")
+    else:
+        l2_s = l2_bytes / (threads * system.l2_read.bytes_per_cycle * clock_hz)
+    bandwidth = dram_bandwidth(system, threads)
+    if bandwidth is None:
         left.insert(0, f"DRAM ({system.soc}: no published DRAM interface)")
-        return Roofline(cycles / threads / clock_hz, None, tuple(left))
-    return Roofline(cycles / threads / clock_hz, dram_bytes / system.dram.peak_bytes_per_s, tuple(left))
+        return Roofline(cycles / threads / clock_hz, None, tuple(left), l2_s)
+    return Roofline(cycles / threads / clock_hz, dram_bytes / bandwidth, tuple(left), l2_s)
 
 
 def _geometry(c: Cache | None) -> str:
