@@ -58,9 +58,10 @@ def test_a_calls_roofline_shares_the_bus_among_the_threads_calls() -> None:
 def test_a_tokens_dram_bytes_are_at_least_its_weights_once_a_pass() -> None:
     spec = per_token.parse_spec("tinyllama:f16:32")[0]
     weights = per_token.weight_bytes(spec) / 32
-    res = per_token.Result(spec, 32, {"table": 1e6, "l2_bytes": 5e6, "dram_bytes": 1.0}, {})
+    res = per_token.Result(spec, 32, {"table": 1e6, "l2_bytes": -5e6, "dram_bytes": 1.0}, {})
     r = roofline.token(res, "table", threads=8)
     assert r is not None and r.dram_s == pytest.approx(weights / X60.dram.peak_bytes_per_s)
+    assert r.l2_s == pytest.approx(weights / (8 * 4.295 * 1.6e9))  # every weight enters an L1 once a pass too
     more = per_token.Result(spec, 32, {"table": 1e6, "l2_bytes": 5e6, "dram_bytes": 3 * weights}, {})
     assert roofline.token(more, "table", threads=8).dram_s == pytest.approx(3 * r.dram_s)
     assert roofline.token(per_token.Result(spec, 32, {"table": 1e6}, {}), "table", threads=8) is None

@@ -18,9 +18,11 @@ completely, and the streams are one core's taken for every core.
   mul_mat each take their share of the rows): the time of one call.
 * :func:`token`: one token of a model-shaped case (harness/cost/prices/per_token.py) on ``threads`` cores: its
   cycles and its traffic per token, scaled to a layer by rows as the cycles are.  A layer's weights do not fit a
-  cache, so a pass reads each at least once from DRAM; the slices' own DRAM traffic undercounts that (their
-  weights were placed, and so cached, just before the compute), so the DRAM bytes of a token are the larger of
-  the two: a floor, and the roofline a ceiling still.
+  cache, so a pass reads each at least once from DRAM into the L2 and from the L2 into the L1 (a line the L2
+  fills from DRAM, the L1 fills from the L2); the slices' own traffic undercounts that (their weights were
+  placed, and so cached, just before the compute; a slice that fits the caches moves next to nothing, and two
+  such slices scale to noise), so the DRAM and the L2 bytes of a token are each the larger of the slices' figure
+  and the weights once a pass: a floor, and the roofline a ceiling still.
 
 BEFORE's time over AFTER's is the estimated speed-up (:func:`ratios`).  Nothing here reads a calibration row: the
 threads and the clock are the caller's (the board's run), the rest the cost rows' and the memory data file's.
@@ -69,9 +71,9 @@ def token(result: per_token.Result, estimator: str, *, threads: int, clock_ghz: 
     t = result.per_token
     if estimator not in t or any(k not in t for k in per_token.TRAFFIC):
         return None
-    dram = max(t["dram_bytes"], per_token.weight_bytes(result.spec) / result.batch)
-    return memory_system.roofline(t[estimator], dram, on or system(), clock_hz=clock_ghz * 1e9, threads=threads,
-                                  l2_bytes=max(t["l2_bytes"], 0.0))
+    weights = per_token.weight_bytes(result.spec) / result.batch
+    return memory_system.roofline(t[estimator], max(t["dram_bytes"], weights), on or system(),
+                                  clock_hz=clock_ghz * 1e9, threads=threads, l2_bytes=max(t["l2_bytes"], weights))
 
 
 def ratios(before: dict[str, memory_system.Roofline | None], after: dict[str, memory_system.Roofline | None],
