@@ -54,6 +54,7 @@ def test_the_summary_counts_tests_with_a_roofline_before_and_after_held_out_apar
         "| held out: x #1 |")
 
 
-def test_the_docs_table_is_the_data_files() -> None:
+def test_the_docs_tables_are_the_data_files_and_the_sources() -> None:
     assert roofline_rows.doc_block() == roofline_rows.block(), (
         "docs/calibration.md's roofline table is not the data file's: run rvvdiff calibration write")
+    assert roofline_rows.doc_block(markers=roofline_rows.TRAFFIC_MARKERS) == "\n".join(roofline_rows.traffic_lines())

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cost.calibration import kernel_rows, model_rows
+from harness.cost.calibration import kernel_rows, model_rows, sources
 
 MARKERS = ("<!-- roofline table -->", "<!-- /roofline table -->")
 ESTIMATORS = ("table", "mca")
@@ -137,7 +137,9 @@ def block(ts: list[Test] | None = None) -> str:
 
 
 def write_doc(doc: Path = kernel_rows.DOC) -> bool:
-    """The table and its summary between the markers of ``doc``; True when it changed."""
+    """The table and its summary between the markers of ``doc``, and :func:`traffic_lines` between theirs; True when
+    either changed."""
+    traffic = write_traffic(doc)
     text = doc.read_text()
     begin, end = MARKERS
     if begin not in text or end not in text:
@@ -145,10 +147,60 @@ def write_doc(doc: Path = kernel_rows.DOC) -> bool:
     new = text.split(begin)[0] + begin + "\n" + block() + "\n" + end + text.split(end, 1)[1]
     if new != text:
         doc.write_text(new)
-    return new != text
+    return new != text or traffic
 
 
-def doc_block(doc: Path = kernel_rows.DOC) -> str:
+def doc_block(doc: Path = kernel_rows.DOC, markers: tuple[str, str] = MARKERS) -> str:
     text = doc.read_text()
-    begin, end = MARKERS
+    begin, end = markers
     return text.split(begin, 1)[1].split(end, 1)[0].strip() if begin in text else ""
+
+
+# ------------------------------------------------------------------ each side's roofs, from the sources
+
+TRAFFIC_MARKERS = ("<!-- roofline traffic table -->", "<!-- /roofline traffic table -->")
+
+
+def traffic_lines() -> list[str]:
+    """Per row, model-shaped case and batch with traffic on both trees: each tree's cycles and traffic per token and
+    the time each roof takes on the row's threads (harness/cost/prices/roofline.py ``token``), computed from the
+    row's committed source."""
+    from harness.cost.prices import per_token, roofline
+
+    out = ["| row, model case | batch | tree | table / mca cycles a token | L2 / DRAM MB a token (weights once) | "
+           "compute ms table / mca | L2 ms | DRAM ms | bound table / mca |", "|---|---|---|---|---|---|---|---|---|"]
+    for raw in sources.read()[1]:
+        run = sources.load_source(raw["name"]).get("per_compiler", {}).get("clang", {})
+        for case in sources.model_cases(raw):
+            if not case.get("roofline") or not raw.get("threads"):
+                continue
+            spec = per_token.parse_spec(case["spec"])[0]
+            sides = [(tree, per_token.results(spec, per_token.rows_by_slice(run.get(side, []), spec, int(raw["vlen"]))))
+                     for tree, side in (("BEFORE", "base"), ("AFTER", "head"))]
+            for i in range(len(sides[0][1])):
+                for j, (tree, res) in enumerate(sides):
+                    r = res[i]
+                    if any(k not in r.per_token for k in per_token.TRAFFIC):
+                        continue
+                    roofs = {e: roofline.token(r, e, threads=int(raw["threads"])) for e in roofline.ROOFED}
+                    t, rt = r.per_token, roofs["table"]
+                    w = per_token.weight_bytes(spec) / r.batch
+                    first = i == 0 and j == 0
+                    out.append(f"| {raw['name'] + ', `' + case['spec'] + '`' if first else ''} | "
+                               f"{r.batch if j == 0 else ''} | {tree} | {t['table'] / 1e6:.1f} M / {t['mca'] / 1e6:.1f} M | "
+                               f"{t['l2_bytes'] / 1e6:.1f} / {t['dram_bytes'] / 1e6:.1f} ({w / 1e6:.1f}) | "
+                               f"{rt.compute_s * 1e3:.2f} / {roofs['mca'].compute_s * 1e3:.2f} | "
+                               f"{(rt.l2_s or 0) * 1e3:.2f} | {(rt.dram_s or 0) * 1e3:.2f} | "
+                               f"{rt.bound} / {roofs['mca'].bound} |")
+    return out
+
+
+def write_traffic(doc: Path = kernel_rows.DOC) -> bool:
+    text = doc.read_text()
+    begin, end = TRAFFIC_MARKERS
+    if begin not in text or end not in text:
+        raise kernel_rows.CalibrationError(f"{doc}: no {begin} ... {end} markers to put the table between")
+    new = text.split(begin)[0] + begin + "\n" + "\n".join(traffic_lines()) + "\n" + end + text.split(end, 1)[1]
+    if new != text:
+        doc.write_text(new)
+    return new != text
