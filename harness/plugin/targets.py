@@ -101,11 +101,13 @@ class Session:
         """The emulator every kernel server of this session runs under (--emulator)."""
         return emulator_for(self.config)
 
-    def server(self, target: Target, emulator: Emulator | None = None) -> pool.KernelServer:
+    def server(self, target: Target, emulator: Emulator | None = None, *, beside: bool = False) -> pool.KernelServer:
         """The kernel server of ``target`` in this process (harness/emulators/pool.py), started on first use; under
-        ``emulator`` instead of the session's when given (a second opinion: Spike without a matrix library)."""
+        ``emulator`` instead of the session's when given (a second opinion: Spike without a matrix library).
+        ``beside``: a server that runs beside the running target's (its static twin, called after it for every
+        call): starting it stops no other, or the two would stop each other on every call under the live limit."""
         return self.pool.server(self.build(target.isa, target.compiler), target, emulator or self.emulator,
-                                live_limit=self.live_limit)
+                                live_limit=None if beside else self.live_limit)
 
     def build(self, isa: IsaBuild, compiler: str = DEFAULT_COMPILER) -> Build:
         """The build for ``isa`` by ``compiler``, made on first use (in the test's setup, before any
@@ -242,7 +244,7 @@ class Target(Point):
         sess = session()
         if sess.build(twin.isa, twin.compiler).missing_kernel(kernel):
             return  # the twin has no such kernel: nothing to hold the call to
-        srv = sess.server(twin)
+        srv = sess.server(twin, beside=True)
         w0 = srv.wall_s
         builds = (f"{self.isa.name} by {self.compiler}", f"its static twin {twin.isa.name} by {twin.compiler}")
         try:
