@@ -110,3 +110,21 @@ def test_a_known_failure_does_not_excuse_two_builds_differing(pytester: pytest.P
     assert "FAILED test_known.py::test_builds[vlen128-zvfh]" in r.stdout
     assert "output buffer 0 differs between riscv64_v by gcc14 and its static twin v by gcc14" in r.stdout
     assert "XFAIL test_known.py::test_oracle[vlen128-zvfh]" in r.stdout
+
+
+@pytest.mark.long(8)
+def test_the_planted_difference_between_the_builds_is_caught(tmp_path) -> None:
+    """The mutant dispatch_vec_dot_f32_unfused changes only the variant's library (ggml_vec_dot_f32 unfused where
+    GGML_BACKEND_DL is defined): within the oracle's bound, so only the comparison with the static twin catches it;
+    the exact tests' small integers stay identical."""
+    from helpers import gcc14_missing
+
+    from harness.ggml import mutants
+    from harness.jobs.mutant_runs import detect
+    if gcc14_missing():
+        pytest.skip(gcc14_missing())
+    row = detect(mutants.get("dispatch_vec_dot_f32_unfused"), max_examples=None, out=tmp_path, timeout=1800,
+                 extra=["--vlen", "256"])
+    assert row["caught"] is True and row["by_compiler"] == {"gcc14": [1, 2]}, row
+    report = next((tmp_path / "dispatch_vec_dot_f32_unfused" / "cases").glob("*/README.md")).read_text()
+    assert "OutputsDiffer: vec_dot_f32: output buffer 0 differs between riscv64_v by gcc14 and its static twin" in report
