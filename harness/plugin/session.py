@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
+from harness.check.compare import OutputsDiffer
 from harness.core import settings as env_settings
-from harness.core.config import IS_CHECKOUT
+from harness.core.config import IS_CHECKOUT, static_twin
 from harness.core.matrix import AXIS, ISAS
 from harness.emulators import pool, registry
 from harness.emulators.qemu import cpu_props
@@ -40,7 +41,7 @@ from harness.report.ids import parse_id, replay_argv, suite_module_id
 from harness.report.summary import write_summary
 from harness.toolchain.builds import build_dir, compiler_gap, failure_marker, failure_summary, forget_session, session_note
 from harness.toolchain.cmake import tree_name
-from harness.toolchain.compilers import SERVER_DIR, describe
+from harness.toolchain.compilers import SERVER_DIR, describe, twin_gap
 from harness.toolchain.server import adapter_kernels
 
 #: The name the session is registered under with the plugin manager.
@@ -109,6 +110,7 @@ class RvvdiffSession(Session):
                 if why := compiler_gap(ISAS[isa], name):
                     lines.append(f"rvvdiff: compiler {name} cannot make ISA build {isa}: {why}; its tests are skipped")
         lines.append("rvvdiff: ISA builds: " + "; ".join(f"{n} ({ISAS[n].summary})" for n in m.isas))
+        lines += [f"rvvdiff: {line}" for line in twin_lines(m)]
         lines.append(f"rvvdiff: VLENs: {', '.join(map(str, m.vlens))}; tail/mask stress: "
                      f"{AXIS['stress'].write(m.stress)}; examples per test: {max_examples(config)}")
         if line := workers.describe(config):
@@ -167,8 +169,10 @@ class RvvdiffSession(Session):
         self.observation.take_kept()
         target = _target(item)
         if isinstance(target, Target):
-            # The build's one outcome (its error, or a skip) belongs to setup, not to a Hypothesis example.
+            # The build's one outcome (its error, or a skip) belongs to setup, not to a Hypothesis example; so does
+            # the static twin's, whose server every call is held to (harness/plugin/targets.py's Target.call).
             self.build(target.isa, target.compiler)
+            self.twin(target)
         budget.use(item)
         if self.bench is not None:
             if isinstance(target, Target):
@@ -180,6 +184,10 @@ class RvvdiffSession(Session):
         outcome = yield
         if call.when == "call" and "target" in getattr(item, "fixturenames", ()):
             rep = outcome.get_result()
+            if getattr(rep, "wasxfail", None) is not None and call.excinfo is not None and differs(call.excinfo.value):
+                # A known failure is about the oracle's verdict: two builds of the same code that disagree are not it.
+                rep.outcome = "failed"
+                del rep.wasxfail
             if rep.failed and call.excinfo is not None and call.excinfo.errisinstance(pool.Unsupported):
                 rep.outcome = "skipped"  # not a kernel failure: the emulator cannot run the request
                 rep.longrepr = (str(item.path), item.location[1] or 0,
@@ -366,6 +374,11 @@ class RvvdiffSession(Session):
                 tr.write_line(f"  {name:<50} {ratio:10.3g}   at {where}"
                               + (f"   {ulps[name][0]:.4g} ULP (bound {ulps[name][1]:.4g})" if name in ulps else ""))
         calls = sum(dict(r.user_properties).get("rvvdiff.calls", 0) for r in reports)
+        # Every call report, expected failures too: a call held to its static twin is counted wherever its test ended.
+        identical = sum(dict(r.user_properties).get("rvvdiff.identical", 0) for rs in tr.stats.values() for r in rs
+                        if getattr(r, "when", "") == "call" and hasattr(r, "user_properties"))
+        if identical:
+            tr.write_line(f"{int(identical)} calls identical on a dispatch variant and its static twin (output bytes)")
         req = sum(s["wall_s"] for s in self.stats)
         ker = sum(s["kernel_s"] for s in self.stats)
         starts = sum(s["starts"] for s in self.stats)
@@ -373,6 +386,28 @@ class RvvdiffSession(Session):
         tr.write_line(f"{len(reports)} differential tests, {int(calls)} kernel calls"
                       + (f" ({calls / dur:.0f}/s over {dur:.1f} s wall)" if dur > 0 else "")
                       + f"; time in server requests {req:.1f} s (inside kernels {ker:.2f} s); {starts} emulator starts")
+
+def twin_lines(m: Any) -> list[str]:
+    """What the run's matrix ``m`` (:func:`run_matrix`'s: its compilers named) holds to a static twin
+    (harness/core/config.py's ``static_twin``): a line per (compiler, ISA build) that has one, saying whether its
+    calls are compared byte for byte or why not."""
+    out = []
+    for cc, name in m.builds():
+        twin = static_twin(name)
+        if twin is None or cc is None:
+            continue
+        why = twin_gap(cc)
+        out.append(f"ISA build {name} by {cc}: " + (f"not held to its static twin {twin}: {why}" if why else
+                   f"every kernel call also made on its static twin {twin} by {cc}, the output bytes compared"))
+    return out
+
+
+def differs(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or groups (Hypothesis's several distinct failures), an :class:`OutputsDiffer`."""
+    if isinstance(exc, OutputsDiffer):
+        return True
+    return isinstance(exc, BaseExceptionGroup) and any(differs(e) for e in exc.exceptions)
+
 
 #: Where each pytest run keeps its session.
 KEY = pytest.StashKey[RvvdiffSession]()
