@@ -30,7 +30,7 @@ from harness.emulators import pool, registry
 from harness.emulators.qemu import cpu_props
 from harness.ggml import known
 from harness.ggml.source import SDIST_SPEC
-from harness.plugin import budget, linecov, timing, workers
+from harness.plugin import budget, costlog, linecov, timing, workers
 from harness.plugin.benchlog import BenchLog
 from harness.plugin.marks import entry_points, mark_known_failures, mark_not_in_tree, requirements
 from harness.plugin.options import id_compiler, max_examples, report_dir, run_matrix
@@ -69,6 +69,9 @@ class RvvdiffSession(Session):
         self.unused_known: list[known.Known] = []
         #: The terminal summary's lines on --rvv-coverage.
         self.coverage_lines: list[str] = []
+        #: Cost cases deselected at collection because no build of the run can measure them: reason -> how many
+        #: (harness/plugin/costlog.py; an xdist controller has its workers').
+        self.deselected: dict[str, int] = {}
 
     @property
     def report_dir(self) -> Path:
@@ -162,6 +165,11 @@ class RvvdiffSession(Session):
             if lacking:
                 it.add_marker(pytest.mark.skip(reason=q.lacking_reason(lacking, t.id)))
 
+    def deselect_unbuildable(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """Deselect the cost cases no build of the run can measure (harness/plugin/costlog.py), among those -k and
+        -m kept (harness/plugin/hooks.py calls it last)."""
+        self.deselected = costlog.deselect_unbuildable(config, items, run_matrix(config), self.source)
+
     # ------------------------------------------------------------ one test
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -245,6 +253,7 @@ class RvvdiffSession(Session):
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
             workeroutput["rvvdiff_stats"] = json.dumps(server_stats(self.pool))
+            workeroutput["rvvdiff_deselected"] = json.dumps(self.deselected)
             linecov.finish(self.config, self.report_dir, self.pool, emulator_logs=True)
             return
         self.stats.extend(server_stats(self.pool))
@@ -297,6 +306,8 @@ class RvvdiffSession(Session):
         stats = getattr(node, "workeroutput", {}).get("rvvdiff_stats")
         if stats:
             self.stats.extend(json.loads(stats))
+        if deselected := getattr(node, "workeroutput", {}).get("rvvdiff_deselected"):
+            self.deselected = json.loads(deselected)  # every worker collects the same items
 
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -304,6 +315,8 @@ class RvvdiffSession(Session):
         for kind, line in self.build_outcomes:
             tr.write_line(f"rvvdiff: {line}", red=kind == "failed", yellow=kind != "failed")
         for line in self.coverage_lines:
+            tr.write_line(f"rvvdiff: {line}")
+        for line in costlog.deselected_lines(self.deselected):
             tr.write_line(f"rvvdiff: {line}")
         for k in self.unused_known:
             tr.write_line(f"rvvdiff: warning: known failure {k.test!r} matched no collected test "
