@@ -117,6 +117,29 @@ def format_values(name: str, raw: np.ndarray) -> np.ndarray:
     return np.stack([decode(name, row).values() for row in np.ascontiguousarray(raw, np.uint8)])
 
 
+def format_parts(name: str, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ggml's own values as ``d q + m`` per block of 32, exact in float64: ``d`` and ``m`` ``(n, nb)``, ``q``
+    ``(n, nb, 32)`` nibbles (q4_1: its ``d`` and ``m``; q4_K: ``d sc_j`` and ``-dmin mn_j`` of sub-block ``j``, not
+    rounded; q4_0: ``d`` and ``-8 d``), the split ggml's own dots take (q4_1: ``d_x d_y sumi + m_x s_y``)."""
+    n = raw.shape[0]
+    b = np.ascontiguousarray(raw, np.uint8)
+    if name in ("q4_0", "q4_1"):
+        size = 18 if name == "q4_0" else 20
+        blocks = b.reshape(n, -1, size)
+        d = blocks[..., 0:2].copy().view("<f2")[..., 0].astype(np.float64)
+        m = -8 * d if name == "q4_0" else blocks[..., 2:4].copy().view("<f2")[..., 0].astype(np.float64)
+        return d, _nibbles(blocks[..., size - 16:]), m
+    if name == "q4_K":
+        blocks = b.reshape(n, -1, 144)
+        d = blocks[..., 0:2].copy().view("<f2")[..., 0].astype(np.float64)
+        dmin = blocks[..., 2:4].copy().view("<f2")[..., 0].astype(np.float64)
+        sc, mn = k4_scales(blocks[..., 4:16])
+        qs = blocks[..., 16:].reshape(n, -1, 4, 32)
+        q = np.stack([qs & 15, qs >> 4], axis=3).reshape(n, -1, 32).astype(np.int64)
+        return (d[..., None] * sc).reshape(n, -1), q, (-dmin[..., None] * mn).reshape(n, -1)
+    raise ValueError(f"IME1 takes {', '.join(TYPES)}, not {name!r}")
+
+
 def quantize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``x`` ``(m, k)`` float32, ``k % 32 == 0`` -> per row and block the fp32 scale ``(m, nb)`` and the int8 values
     ``(m, nb, 32)`` as the IME1 quantizers write them (module docstring)."""
@@ -178,13 +201,24 @@ def product(d: np.ndarray, q: np.ndarray, zp: np.ndarray, scale: np.ndarray, qa:
     return value + off.sum(axis=0), bound
 
 
-def format_product(values: np.ndarray, scale: np.ndarray, qa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The product the type means: ggml's weight values ``(n, k)`` (:func:`format_values`) times the activations as
-    the kernel quantized them, with the bound a kernel computing those values in IME1's order would keep
-    (gamma(nb + 2): the block's weight scale rounded once more)."""
+def format_product(name: str, raw: np.ndarray, scale: np.ndarray, qa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The product the type means: ggml's weight values (:func:`format_values`) times the activations as the kernel
+    quantized them, ``(value, bound)`` ``(m, n)``.  The bound is what a kernel computing the type's own split
+    ``d q + m`` (:func:`format_parts`: ggml's q4_1 dot takes ``d_x d_y sumi + m_x s_y``) in IME1's order keeps: the
+    block offsets' product's (:func:`product`), each block's ``d`` and ``m`` rounded once more to fp32 (q4_K's
+    ``d sc``, ``dmin mn``): gamma(2 nb + 2) over ``sum_b |d_b s_b D_b| + |m_b s_b S_b|`` with ``D_b = sum q a``,
+    ``S_b = sum a``.  Its magnitude is the split's, not ``sum |a w|``: where a block's ``d q`` and ``m`` nearly cancel,
+    the roundings of the two parts do not (a float32 model of ggml's own q4_1 dot exceeds ``gamma(nb + 2) sum |a w|``
+    there: tests/test_spacemit_ime1_oracle.py)."""
+    values = format_values(name, raw)
+    d, q, m = format_parts(name, raw)
     a = (scale.astype(np.float64)[..., None] * qa.astype(np.float64)).reshape(qa.shape[0], -1)  # exact
     value = a @ values.T
-    magnitude = np.abs(a) @ np.abs(values).T
     nb = scale.shape[1]
+    s = scale.astype(np.float64).T[:, :, None]  # (nb, m, 1)
+    dots = np.matmul(qa.astype(np.float64).transpose(1, 0, 2), q.astype(np.float64).transpose(1, 2, 0))  # (nb, m, n)
+    sums = qa.astype(np.int64).sum(axis=2).astype(np.float64).T[:, :, None]  # (nb, m, 1)
+    split = (np.abs(dots * s * d.T[:, None, :]) + np.abs(sums * s * m.T[:, None, :])).sum(axis=0)
     largest_dot = BLOCK * 15 * 128  # 2^-149 per scale product and per sum in the subnormal range, times |D| <= this
-    return value, (gamma(nb + 2) + gamma(values.shape[1], _U64)) * magnitude + 2.0 ** -149 * (nb + 1) * largest_dot
+    subnormal = 2.0 ** -149 * ((nb + 1) * largest_dot + np.abs(m).sum(axis=1)[None, :] + nb)
+    return value, gamma(2 * nb + 2) * split + gamma(values.shape[1], _U64) * (np.abs(a) @ np.abs(values).T) + subnormal

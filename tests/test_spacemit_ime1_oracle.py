@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from oracles import spacemit_ime1 as IME
+from oracles.bounds import gamma
 from oracles.repack import k4_encode
 
 
@@ -180,3 +181,55 @@ def test_product_with_offsets_bound_holds_for_the_second_pass_and_not_without_an
         assert abs(float(acc) - value[0, j]) <= bound[0, j]
         dropped |= abs(float(short) - value[0, j]) > bound[0, j]
     assert dropped
+
+
+def _split_model(d: np.ndarray, q: np.ndarray, m: np.ndarray, scale: np.ndarray, qa: np.ndarray) -> np.ndarray:
+    """A float32 model of a kernel computing ``d q + m`` as ggml's own q4_1 dot does (``d s sum q a`` plus
+    ``m s sum a``) in IME1's order: fma of each block's dot and ``fp32(d s)``, then of ``fp32(s sum a)`` and ``m``."""
+    out = []
+    for j in range(d.shape[0]):
+        acc = np.float32(0)
+        for b in range(d.shape[1]):
+            dot = int(np.dot(qa[0, b].astype(np.int64), q[j, b]))
+            acc = np.float32(dot * np.float64(np.float32(np.float32(d[j, b]) * scale[0, b])) + np.float64(acc))
+        for b in range(d.shape[1]):
+            sa = np.float32(scale[0, b] * np.float32(int(qa[0, b].astype(np.int64).sum())))
+            acc = np.float32(np.float64(sa) * np.float64(np.float32(m[j, b])) + np.float64(acc))
+        out.append(acc)
+    return np.asarray(out, np.float64)
+
+
+def _spiky_q4_1(seed: int, nb: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """16 q4_1 rows of model-like blocks (``m`` between -15 d and 0) and one row of activations with one large value
+    per block: where that value meets a weight whose ``d q`` and ``m`` nearly cancel, the split's roundings stay."""
+    rng = np.random.default_rng(seed)
+    raw = np.zeros((16, 20 * nb), np.uint8)
+    blocks = raw.reshape(16, nb, 20)
+    d = np.float16(np.exp2(rng.uniform(-9, -4, (16, nb))))
+    blocks[..., 0:2] = d.reshape(16, nb, 1).view(np.uint8)
+    blocks[..., 2:4] = np.float16(-d.astype(np.float64) * rng.uniform(0, 15, (16, nb))).reshape(16, nb, 1).view(np.uint8)
+    blocks[..., 4:] = rng.integers(0, 256, (16, nb, 16))
+    x = (rng.standard_normal((1, 32 * nb)) * 1e-3).astype(np.float32)
+    x.reshape(nb, 32)[np.arange(nb), rng.integers(0, 32, nb)] *= 1e4
+    scale, qa = IME.quantize(x)
+    return raw, scale, qa
+
+
+def test_format_bound_is_the_splits_and_holds_for_ggmls_own_split() -> None:
+    """The type's product computed as ``d s sum q a + m s sum a`` (ggml's q4_1 dot; the fixed IME1 layout) stays within
+    format_product's bound, whose magnitude is the split's; a bound over ``sum |a w|`` (the values'), gamma(nb + 2),
+    is exceeded on most of these cases (where ``d q`` and ``m`` nearly cancel). The tree's zero points miss it by far."""
+    beyond_values_bound = 0
+    for seed in range(12):
+        raw, scale, qa = _spiky_q4_1(seed, nb=1 + seed % 3)
+        nb = scale.shape[1]
+        value, bound = IME.format_product("q4_1", raw, scale, qa)
+        got = _split_model(*IME.format_parts("q4_1", raw), scale, qa)
+        assert (np.abs(got - value[0]) <= bound[0]).all(), seed
+        a = (scale.astype(np.float64)[..., None] * qa).reshape(1, -1)
+        by_values = gamma(nb + 2) * (np.abs(a) @ np.abs(IME.format_values("q4_1", raw)).T)[0]
+        beyond_values_bound += int((np.abs(got - value[0]) > by_values).any())
+        d, q, zp, m = IME.layout_weights("q4_1", raw)  # the tree's layout: the offset rounded into zp
+        tree = IME.product(d, q, zp, scale, qa)[0][0]
+        assert (np.abs(tree - value[0]) > bound[0]).any(), seed
+    assert beyond_values_bound >= 6
