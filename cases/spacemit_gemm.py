@@ -43,6 +43,7 @@ from hypothesis import strategies as st
 from cases import loops as L
 from cases import quant_blocks as QB
 from cases import quant_variants as V
+from cases import strategies as S
 from harness.check import observe
 from harness.check.compare import assert_all_within, assert_bitwise_equal
 from harness.emulators.protocol import In, Out
@@ -65,6 +66,31 @@ PLACEMENT = 2
 #: Real models' mul_mat shapes (k = ne00, n = ne01): SmolLM2-135M (576 / 1536) and Qwen3-0.6B (1024 / 3072).
 REAL_SHAPES = ((576, 576), (576, 1536), (1536, 576), (1024, 1024), (1024, 3072))
 NOT_IME1 = "IME1 runs under Spike with rvvdiff's extension: --emulator spike"
+#: repack.cpp's function that writes each type's 16-row layout (repack<block, 32, 16>).
+REPACKS = {"q4_0": "repack_q4_0_to_q4_0_16_bl", "q4_1": "repack_q4_1_to_q4_1_16_bl", "q4_K": "repack_q4_k_to_q4_1_16_bl"}
+#: What every IME1 call runs besides its op's forward and its type's repack: the buffer type's size (it allocates the
+#: layout), the IME1 GEMM (called through a std::function, which the gate's call graph does not follow) and the
+#: activation quantizers.
+IME1_CODE = ("ggml_backend_cpu_riscv64_spacemit_nbytes", "gemm_kernel_i8i4", "quantize_a_row_i8", "quantize_a_4row_i8")
+
+
+@dataclass(frozen=True, repr=False)
+class Gemm(S.KernelSpec):
+    """One weight type of the IME1 GEMM as a test reaches it: ``op``, the member of ``tensor_traits<block, 32, 16>``
+    (ime.cpp) that computes it, reached from ggml's graph through the extra buffer type's traits (a virtual call the
+    gate's call graph does not follow, so the family names the code it runs)."""
+
+    name: str
+    op: str = "forward_mul_mat"
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        return (self.op, REPACKS[self.name], *IME1_CODE)
+
+
+#: The IME1 tests' parameters: mul_mat (forward_mul_mat) and mul_mat_id (forward_mul_mat_id) per weight type.
+MUL_MAT = tuple(Gemm(t) for t in REPACKS)
+MUL_MAT_ID = tuple(Gemm(t, "forward_mul_mat_id") for t in REPACKS)
 
 
 @dataclass(frozen=True)

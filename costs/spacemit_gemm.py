@@ -51,9 +51,8 @@ def _case(name: str, k: int, n: int, m: int, path: str, reps: int) -> CostCase:
                     emulator=None if path == "ime1" else G.without_ime1())
 
     return CostCase("spacemit_gemm", f"{name}-{path}", size_label(k, n, m, reps), "rvv", "repack_mul_mat",
-                    "ggml_mul_mat", n * k * m, "MAC", run, entry_points=("gemm_kernel_i8i4", "quantize_a_row_i8",
-                    "quantize_a_4row_i8") if path == "ime1" else (), has_twin=False, path=_path,
-                    backend="spacemit")
+                    "ggml_mul_mat", n * k * m, "MAC", run, entry_points=G.Gemm(name).requires if path == "ime1" else (),
+                    has_twin=False, path=_path, backend="spacemit")
 
 
 CASES = [_case(name, k, n, m, path, reps) for name in G.TYPES for k, n, m in SHAPES if k % G.block_of(name) == 0
