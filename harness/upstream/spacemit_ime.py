@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -60,9 +61,9 @@ def public_form(case: Case) -> MulMat:
                          f"placement {placement})")
     t = {v: name for name, v in tree.of(source_of(case)).types.items()}[t_id]
     exp, bound = expected_of(case, m * n)
-    bufs = case.buffers()
-    return MulMat(t, "f32", k, m, n, bytes(bufs[0]), bytes(bufs[1]), expected=exp, bound=bound, repack=True,
-                  buft=BUFT, what=f"mul_mat of {m} {t.upper()} rows in {BUFT} and {n} F32 rows, k = {k}")
+    w, x = case.arrays["buf0"].tobytes(), case.arrays["buf1"].tobytes()
+    return MulMat(t, "f32", k, m, n, w, x, expected=exp, bound=bound, repack=True, buft=BUFT,
+                  what=f"mul_mat of {m} {t.upper()} rows in {BUFT} and {n} F32 rows, k = {k}")
 
 
 def _printed(got: np.ndarray, exp: np.ndarray, bound: np.ndarray) -> str:
@@ -79,7 +80,7 @@ def verify(case: Case, trees: dict[str, GgmlSource], pub: MulMat) -> list[Verdic
     at = Point(VLEN, ISA, False, "clang", "spike")
     out = []
     for label, src in trees.items():
-        r = replay_on(case, ensure_built(src, ISA, "clang"), at, spike)
+        r = replay_on(case, ensure_built(src, at.isa, at.compiler), at, spike)
         text = r.text
         if r.outputs is not None and r.failing is not None:
             got = np.frombuffer(r.outputs[0], np.float32).astype(np.float64)[:pub.expected.size]
@@ -96,8 +97,9 @@ def _board_lines(src: GgmlSource) -> list[str]:
 
 def text(fix: str, ggml: dict, verdicts: list[Verdict], entry: known.Known | None, source: str) -> str:
     """The issue text of ``fix`` from the Spike verdicts and the program's ``source``."""
-    fn = issue.title_function(entry.functions[0] if entry and entry.functions else fix, fix)
+    fn = entry.functions[0] if entry and entry.functions else fix
     title = issue.title_of(fn, verdicts, False).replace("RISC-V RVV, SpacemiT backend", "RISC-V, SpacemiT backend, IME1")
+    title = title.replace(" under Spike,", " under Spike with IME1 emulated,")
     bad = next((v for v in verdicts if v.failing and v.tree != "fixed"), None)
     ok = next((v for v in verdicts if v.failing is False and v.tree == "fixed"), None)
     isa = dataclasses.replace(ISAS[ISA], env={})  # on a board the backend reads the core type from /proc/cpuinfo
@@ -113,11 +115,11 @@ def text(fix: str, ggml: dict, verdicts: list[Verdict], entry: known.Known | Non
             f"`{stock.APT_INSTALL.split(' -y ')[1]}`) and run on the board:", *_board_lines(resolve(None))]
     said = []
     if bad:
-        said.append(f"On the board the program prints, where it computes what Spike computed on this tree:\n```\n"
-                    f"{bad.text}\n```")
+        said += ["On a board that computes what the emulated IME1 computed, the program prints on this tree:", "```",
+                 *bad.text.splitlines(), "```"]
     if ok:
-        said.append(f"and with the fix: `{ok.text.splitlines()[-1]}`.")
-    table = [" ".join(said), "", f"The table: rvvdiff's kernel server built by rvvdiff's clang (zig's) from each tree's "
+        said.append(f"With the fix: `{ok.text.splitlines()[-1]}`.")
+    table = [*said, "", f"The table: rvvdiff's kernel server built by rvvdiff's clang (zig's) from each tree's "
              f"spacemit build (the options and additions above), the call under Spike with rvvdiff's IME1 library "
              f"(fixed: with {paragraphs.fixed_with(fix)}):", "", *issue.verdict_table(verdicts)]
     out = head + prog + body + table
@@ -138,6 +140,8 @@ def write(fix: str, case: Case, out: Path) -> int:
     source = program.program(pub, pub.function)
     out.mkdir(parents=True, exist_ok=True)
     (out / "repro.c").write_text(source)
+    for f in stock.addition_files(ISAS[ISA], "clang"):  # the printed commands name it beside the program
+        shutil.copyfile(f, out / f.name)
     trees = {"pinned": src, "fixed": patches.apply([fx], src, "fix", fx.name)}
     verdicts = verify(case, trees, pub)
     for v in verdicts:
