@@ -119,8 +119,8 @@ def text(fix: str, ggml: dict, verdicts: list[Verdict], entry: known.Known | Non
                  *bad.text.splitlines(), "```"]
     if ok:
         said.append(f"With the fix: `{ok.text.splitlines()[-1]}`.")
-    table = [*said, "", f"The table: rvvdiff's kernel server built by rvvdiff's clang (zig's) from each tree's "
-             f"spacemit build (the options and additions above), the call under Spike with rvvdiff's IME1 library "
+    table = [*said, "", f"The table: rvvdiff's kernel server built by zig's clang (not the commands' clang-22) from "
+             f"each tree's spacemit build (the options and additions above), the call under Spike with rvvdiff's IME1 library "
              f"(fixed: with {paragraphs.fixed_with(fix)}):", "", *issue.verdict_table(verdicts)]
     out = head + prog + body + table
     if len(out) > issue.MAX_LINES:
