@@ -1,4 +1,4 @@
-"""The series as one stack (harness/data/series.toml's ``needs``): ``git am`` of every series in order (1 to 9) on a
+"""The series as one stack (harness/data/series.toml's ``needs``): ``git am`` of every series in order (1 to 10) on a
 clean clone of the pinned tree and of llama.cpp b11434 (when ``rvvdiff series --fetch-b11434`` has brought it); each
 series alone, on top of the series it builds on and nothing else; a series that builds on another is refused without
 it; the ggml-tests classes build on the same classes as their series; and (long) the stacked tree's

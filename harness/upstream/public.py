@@ -61,6 +61,8 @@ class MulMat(Public):
     a: bytes
     b: bytes
     repack: bool = False
+    #: The extra buffer type the weights go to when ``repack`` (by its name; SpacemiT's: harness/upstream/spacemit_ime.py).
+    buft: str = "CPU_REPACK"
 
 
 class _Types:
