@@ -158,7 +158,8 @@ def test_an_estimated_change_in_the_report_carries_the_calibration_line() -> Non
 #: The modules that make estimates (prices per core, LLVM's model, their pairing and per-token sums).
 ESTIMATOR_MODULES = ("harness.cost.prices.cores", "harness.cost.prices.mca", "harness.cost.prices.estimate_pair",
                      "harness.cost.prices.per_token", "harness.cost.measure.spike_count",
-                     "harness.cost.prices.memory_system", "harness.cost.measure.spike_traffic")
+                     "harness.cost.prices.memory_system", "harness.cost.measure.spike_traffic",
+                     "harness.cost.prices.roofline")
 
 
 def _source(module: str) -> Path | None:

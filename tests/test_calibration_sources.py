@@ -96,3 +96,28 @@ def test_a_held_out_row_used_to_change_an_estimator_is_held_out_no_longer() -> N
     mrows = model_rows.parse(used + held)
     assert "1 held out until used for an estimator" in model_rows.summary(mrows)
     assert "| PR 7 (held out until used for the scalar prices) |" in model_rows.table(mrows)
+
+
+def test_a_source_with_both_trees_traffic_gives_the_row_its_roofline(tmp_path: Path) -> None:
+    data, root = tmp_path / "calibration.toml", tmp_path / "calibration"
+    data.write_text(ROW.replace('board = "B"\n', 'board = "B"\nthreads = 8\n'))
+
+    def traffic(row: dict, dram: float) -> dict:
+        return row | {"traffic": {"spacemit_x60": {"l2_bytes": 0, "dram_bytes": dram}}}
+
+    # BEFORE: 2400 cycles, compute-bound; AFTER: 800 (1200) cycles of compute but 8 x 4096 DRAM bytes on the bus:
+    # DRAM-bound, and slower than BEFORE by the table's prices
+    cost = {"head": [traffic(_row("k_rvv", 1000, 800.0, 1200.0), 4096.0)],
+            "base": [traffic(_row("k_rvv", 4000, 2400.0, 6000.0), 0.0)]}
+    (tmp_path / "cost.json").write_text(json.dumps(cost))
+    new = sources.record("PR 7", [tmp_path / "cost.json"], data=data, root=root)
+    dram_s = 8 * 4096 / 10.664e9
+    assert new["roofline"] == {"table": round(2400 / 1.6e9 / dram_s, 3), "mca": round(6000 / 1.6e9 / dram_s, 3),
+                               "bound_table": "compute / DRAM", "bound_mca": "compute / DRAM"}
+    assert sources.stale(data, root) == []
+    data.write_text(data.read_text().replace('bound_mca = "compute / DRAM"', 'bound_mca = "DRAM / DRAM"'))
+    (bad,) = sources.stale(data, root)
+    assert bad.startswith("PR 7: roofline: in the file")
+    # without the row's threads there is no roofline
+    data.write_text(ROW)
+    assert "roofline" not in sources.record("PR 7", [], data=data, root=root)

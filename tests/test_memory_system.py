@@ -30,12 +30,27 @@ def test_the_k1s_published_figures_configure_the_cache_model() -> None:
     assert MS.systems()["tt_asc_x"].spike_options() == []
 
 
+def test_the_k1s_measured_streams_and_latencies_are_published_figures_with_their_sources() -> None:
+    x60 = MS.systems()["spacemit_x60"]
+    assert x60.l2_read is not None and x60.dram_read is not None and x60.latency is not None
+    assert (x60.l2_read.bytes_per_cycle, x60.dram_read.bytes_per_cycle) == (4.295, 4.022)
+    assert x60.dram_read.bytes_per_s == pytest.approx(6.4352e9)
+    assert (x60.latency.l2_ns, x60.latency.dram_ns) == (24.69, 217.3)
+    assert "rvv-bench-results 91f720dc3d1f" in x60.l2_read.source and "the rule" in x60.dram_read.source
+    assert "sbc-bench" in x60.latency.source and "8to7qX" in x60.latency.source
+    # what is not published stays named
+    assert any("all-core" in m for m in x60.missing) and any("four cores at once" in m for m in x60.missing)
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ('[c]\nsoc = "S"\n', "says no source"),
     ('[c]\nsource = "s"\nl1d = { size = 32768, sets = 100, line = 64 }\n', "is not sets x ways x line"),
     ('[c]\nsource = "s"\nl1d = { size = 24576, sets = 96, line = 64 }\n', "not a power"),
     ('[c]\nsource = "s"\nl2 = { sets = 128, line = 64 }\n', "needs size, sets and line"),
     ('[c]\nsource = "s"\n[c.dram]\nkind = "x"\nbus_bits = 32\nmt_s = 1\n', "dram says no source"),
+    ('[c]\nsource = "s"\n[c.l2_read]\nbytes_per_cycle = 4.0\nclock_ghz = 1.6\n', r"\[c.l2_read\] needs"),
+    ('[c]\nsource = "s"\n[c.dram_read]\nbytes_per_cycle = 0\nclock_ghz = 1.6\nsource = "b"\n', "positive"),
+    ('[c]\nsource = "s"\n[c.latency]\nl2_ns = 20\ndram_ns = 200\nsource = ""\n', "latency. says no source"),
 ])
 def test_a_malformed_entry_is_named(text: str, message: str) -> None:
     with pytest.raises(MS.MemoryDataError, match=message):

@@ -60,7 +60,8 @@ SETTINGS: tuple[Setting, ...] = (
             "from a snapshot taken after ggml's start-up, harness/cost/measure/snapshot.py)", "1"),
     Setting("COST_TRAFFIC", "1: also count each measured call's memory traffic (bytes between L1 and L2, L2 and DRAM) "
             "through the cache model of every core priced at its VLEN whose caches are published (two Spike runs more "
-            "a core; harness/cost/measure/spike_traffic.py)", "0"),
+            "a core; harness/cost/measure/spike_traffic.py); core keys, comma-separated (`spacemit_x60`): through those "
+            "cores' models only", "0"),
     Setting("COST_MODEL", "the model-shaped cost cases the cost suite adds: `SHAPE:TYPE:BATCH+BATCH[:check][:cpu]`, "
             "comma-separated (`tinyllama:q4_0:1+32`; set by `rvvdiff cost --model`; harness/cost/prices/per_token.py)",
             "none"),

@@ -28,13 +28,13 @@ from typing import Any
 
 from harness.core.config import DATA_DIR
 from harness.core.errors import RvvdiffError
-from harness.cost.prices import cores, estimate_pair, per_token
+from harness.cost.prices import cores, estimate_pair, per_token, roofline
 
 DATA = DATA_DIR / "calibration.toml"
 SOURCES = DATA_DIR / "calibration"
 #: The fields of a cost.json row an estimate reads (and the ones that name it).
 KEPT = ("case", "name", "size", "function", "impl", "vlen", "isa", "units", "unit", "instret", "mix", "estimates",
-        "mca", "path", "path_expected")
+        "mca", "path", "path_expected", "traffic")
 #: Decimals of a recorded estimate.
 DECIMALS = 3
 
@@ -88,6 +88,41 @@ def model_ratios(cost: Mapping[str, Any], spec_text: str, vlen: int = 256) -> di
             for b, h in zip(base, head)}
 
 
+def _roofed(got: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """:func:`roofline.ratios`' result as a row writes it: ``{table = x, mca = x, bound_table = "...", ...}``."""
+    out: dict[str, Any] = {e: round(v["x"], DECIMALS) for e, v in got.items()}
+    return out | {f"bound_{e}": v["bound"] for e, v in got.items()}
+
+
+def kernel_roofline(cost: Mapping[str, Any], raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The roofline estimate of a row's kernel (harness/cost/prices/roofline.py ``call``) at the row's ``threads``:
+    BEFORE's time per unit over AFTER's, per estimator, and the roof that bound each side; {} without the rows'
+    traffic or the row's threads."""
+    vlen, fn, before_fn, threads = int(raw["vlen"]), raw["kernel"], raw.get("before_kernel") or None, raw.get("threads")
+    h = _pick(cost, "head", fn, vlen)
+    b = _pick(cost, "head", before_fn, vlen) if before_fn else _pick(cost, "base", fn, vlen)
+    if not threads or h is None or b is None:
+        return {}
+    side = {name: {e: roofline.call(r, e, threads=int(threads)) for e in roofline.ROOFED} for name, r in
+            (("before", b), ("after", h))}
+    return _roofed(roofline.ratios(side["before"], side["after"], b["units"], h["units"]))
+
+
+def model_roofline(cost: Mapping[str, Any], spec_text: str, threads: int, vlen: int = 256) -> dict[str, Any]:
+    """A model-shaped case's roofline estimate per batch (harness/cost/prices/roofline.py ``token``) on ``threads``
+    cores: ``{"b32": {table = x, ..., bound_table = "..."}}``; batches without both trees' traffic left out."""
+    spec = per_token.parse_spec(spec_text)[0]
+    head = per_token.results(spec, per_token.rows_by_slice(cost.get("head", []), spec, vlen))
+    base = per_token.results(spec, per_token.rows_by_slice(cost.get("base", []), spec, vlen))
+    out = {}
+    for b, h in zip(base, head):
+        got = roofline.ratios({e: roofline.token(b, e, threads=threads) for e in roofline.ROOFED},
+                              {e: roofline.token(h, e, threads=threads) for e in roofline.ROOFED})
+        if got:
+            out[f"b{h.batch}"] = _roofed(got)
+    return out
+
+
 def model_cases(raw: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     got = raw.get("model_case") or []
     return [got] if isinstance(got, Mapping) else list(got)
@@ -108,6 +143,8 @@ def estimates_of(raw: Mapping[str, Any], source: Mapping[str, Any]) -> dict[str,
         out[_field(cc)] = {e: round(r[e], DECIMALS) for e in ("table", "mca", "instructions") if e in r}
         if cc == "clang" and (priced := other_cores(run, raw)):
             out["priced"] = priced
+        if cc == "clang" and (roofed := kernel_roofline(run, raw)):
+            out["roofline"] = roofed
     cases = []
     for case in model_cases(raw):
         got: dict[str, Any] = {"spec": case["spec"]}
@@ -115,6 +152,9 @@ def estimates_of(raw: Mapping[str, Any], source: Mapping[str, Any]) -> dict[str,
         for cc, run in runs.items():
             if any(r.get("name") == name for side in ("head", "base") for r in run.get(side, [])):
                 got[_field(cc)] = model_ratios(run, case["spec"], vlen)
+                if cc == "clang" and raw.get("threads") and (
+                        roofed := model_roofline(run, case["spec"], int(raw["threads"]), vlen)):
+                    got["roofline"] = roofed
         cases.append(got)
     if cases:
         out["model_case"] = cases
@@ -268,14 +308,14 @@ def stale(data: Path = DATA, root: Path = SOURCES) -> list[str]:
         name, skip = raw.get("name", "?"), set(raw.get("unsourced", []))
         source = load_source(name, root)
         got = estimates_of(raw, source) if source else {}
-        for k in [k for k in raw if (k.startswith("estimates") or k == "priced") and k not in skip]:
+        for k in [k for k in raw if (k.startswith("estimates") or k in ("priced", "roofline")) and k not in skip]:
             if got.get(k) != raw[k]:
                 out.append(f"{name}: {k}: in the file {raw[k]}, from {source_path(name, root).name} "
                            f"{got.get(k, 'nothing')}")
         if "model_case" in skip:
             continue
         for have, new in zip(model_cases(raw), got.get("model_case", [{}] * len(model_cases(raw)))):
-            for k in [k for k in have if k.startswith("estimates")]:
+            for k in [k for k in have if k.startswith("estimates") or k == "roofline"]:
                 if new.get(k) != have[k]:
                     out.append(f"{name}: model_case {have['spec']}: {k}: in the file {have[k]}, from "
                                f"{source_path(name, root).name} {new.get(k, 'nothing')}")

@@ -160,11 +160,13 @@ def measure_traffic(emu: Emulator, build: Build, vlen: int, call: tuple[str, lis
 
 
 def traffic_at(emu: Emulator, build: Build, vlen: int, call: tuple[str, list[int], list[float], list[P.Buf]], *,
-               timeout: float, what: str = "") -> dict[str, dict]:
-    """:func:`measure_traffic` through every core priced at ``vlen`` whose caches are published, by core key."""
+               timeout: float, what: str = "", only: frozenset[str] | None = None) -> dict[str, dict]:
+    """:func:`measure_traffic` through every core priced at ``vlen`` whose caches are published (``only``: those of
+    these core keys), by core key."""
     systems = memory_system.systems()
     return {c.key: measure_traffic(emu, build, vlen, call, systems[c.key], timeout=timeout, what=what).as_dict()
-            for c in cores.for_vlen(vlen) if c.key in systems and systems[c.key].spike_options()}
+            for c in cores.for_vlen(vlen)
+            if c.key in systems and systems[c.key].spike_options() and (only is None or c.key in only)}
 
 
 def _started(argv: list[str], exe: Path, timeout: float) -> list[str]:

@@ -48,6 +48,11 @@ CHECK_SLICE = 256
 REPS = (1, 2)
 #: Estimators: instructions retired, rvv-bench's X60 prices, LLVM's X60 model.
 ESTIMATORS = ("instructions", "table", "mca")
+#: The traffic a slice's row carries where it was counted (``RVVDIFF_COST_TRAFFIC``): bytes between the L1s and the
+#: L2 and between the L2 and DRAM through the X60's cache model (harness/cost/measure/spike_traffic.py).  Scaled by
+#: rows as the estimators are; a difference of two requests may be 0 or below (the second compute finds its data
+#: in the caches), so it is not checked as they are.
+TRAFFIC = ("l2_bytes", "dram_bytes")
 #: The check slice's measured compute may differ from the rule's prediction by this fraction at most.
 CHECK_TOLERANCE = 0.02
 
@@ -181,20 +186,23 @@ Work = dict[str, float]  # estimator -> cycles (instructions for "instructions")
 
 
 def work_of(row: Mapping[str, Any]) -> Work:
-    """The estimators' figures of one measured row (a cost-log row at VLEN 256 has all three)."""
+    """The estimators' figures of one measured row (a cost-log row at VLEN 256 has all three), and its traffic
+    through the X60's caches where it was counted (:data:`TRAFFIC`)."""
     out: Work = {"instructions": float(row["instret"])}
     core = estimate_pair.x60(int(row["vlen"]))
     if core is not None and row.get("mix"):
         out["table"] = cores.estimate(core, row["mix"]).cycles
     if (m := estimate_pair.mca_cycles(dict(row))) is not None:
         out["mca"] = m
+    if (t := (row.get("traffic") or {}).get(estimate_pair.X60_KEY)) is not None:
+        out.update({k: float(t[k]) for k in TRAFFIC})
     return out
 
 
 def compute(once: Work, twice: Work, what: str) -> Work:
     """One compute: the request with reps 2 minus the one with reps 1 (the set-up cancels)."""
-    out = {e: twice[e] - once[e] for e in ESTIMATORS if e in once and e in twice}
-    bad = [e for e, v in out.items() if v <= 0]
+    out = {e: twice[e] - once[e] for e in (*ESTIMATORS, *TRAFFIC) if e in once and e in twice}
+    bad = [e for e, v in out.items() if v <= 0 and e in ESTIMATORS]
     if bad:
         raise ModelCostError(f"{what}: reps 2 costs no more than reps 1 by {', '.join(bad)} "
                              "(the compute was not repeated, or the set-up is not the same in both requests)")
@@ -221,15 +229,17 @@ def fit(slices: Mapping[int, Work]) -> Fit:
 def check(f: Fit, m: int, measured: Work) -> dict[str, float]:
     """The rule's relative error at a measured slice of ``m`` rows, per estimator."""
     want = f.at(m)
-    return {e: measured[e] / want[e] - 1 for e in want if e in measured}
+    return {e: measured[e] / want[e] - 1 for e in want if e in measured and want[e]}
 
 
 def layer(shape: Shape, fits: Mapping[int, Fit]) -> Work:
     """One layer's mul_mats at one batch: each ``fixed + m * per_row`` of its own ``k``."""
+    common = set.intersection(*(set(fits[k].per_row) for _, _, k in shape.matmuls()))
     out: Work = {}
     for _, m, k in shape.matmuls():
         for e, v in fits[k].at(m).items():
-            out[e] = out.get(e, 0.0) + v
+            if e in common:  # a figure some row length lacks (traffic not counted there) is no layer's
+                out[e] = out.get(e, 0.0) + v
     return out
 
 
@@ -309,7 +319,8 @@ def dram_roof(spec: Spec, batch: int, system: memory_system.MemorySystem) -> flo
 
 def ratio(before: Result, after: Result) -> dict[str, float]:
     """BEFORE's cycles per token over AFTER's: the estimated tokens/s speed-up, per estimator."""
-    return {e: before.per_token[e] / after.per_token[e] for e in after.per_token if e in before.per_token}
+    return {e: before.per_token[e] / after.per_token[e] for e in ESTIMATORS if e in after.per_token
+            and e in before.per_token}
 
 
 def report(cost: Mapping[str, Any], specs: list[Spec], clock_ghz: float, threads: int, vlen: int = 256) -> list[str]:
@@ -344,6 +355,10 @@ def report(cost: Mapping[str, Any], specs: list[Spec], clock_ghz: float, threads
             if roof is not None and vlen == 256:
                 line += (f"; DRAM roof {roof:.1f} t/s (each weight read once a pass, {estimate_pair.X60_KEY}'s chip's "
                          "peak bus; compute-bound below it)")
+            if all(k in h.per_token for k in TRAFFIC):
+                line += (f"; traffic per token through {estimate_pair.X60_KEY}'s caches (one core): L2 "
+                         f"{h.per_token['l2_bytes'] / 1e6:.1f} MB, DRAM {h.per_token['dram_bytes'] / 1e6:.1f} MB (the "
+                         f"weights once a pass: {weight_bytes(spec) / h.batch / 1e6:.1f} MB)")
             if h.checked:
                 line += (f"; rule checked at {CHECK_SLICE} rows: "
                          + ", ".join(f"{e} {v * 100:+.2f} %" for e, v in h.checked.items()))
