@@ -274,7 +274,7 @@ class Target(Point):
             pytest.skip(f"{emu.label} does not emulate VLEN {self.vlen}")
         call, what = (kernel, list(ip), list(fp), list(bufs)), f"{kernel} [{self.id}, {emu.named_as or emu.label}]"
         r, cost = measure_call(emu.for_build(build), build, self.vlen, call, timeout=session().timeout, what=what)
-        if (which := settings.get("COST_TRAFFIC")) not in ("", "0"):
+        if (which := settings.get("COST_TRAFFIC") or "") not in ("", "0"):
             only = None if which == "1" else frozenset(which.split(","))
             cost = dataclasses.replace(cost, traffic=traffic_at(emu.for_build(build), build, self.vlen, call,
                                                                 timeout=session().timeout, what=what, only=only))
