@@ -8,7 +8,10 @@ import pytest
 from cases import strategies as S
 from cases.spacemit_gemm import (
     FINDING_EXAMPLES,
+    MUL_MAT,
+    MUL_MAT_ID,
     TYPES,
+    Gemm,
     check_format,
     check_gemm,
     check_generic,
@@ -22,29 +25,30 @@ from cases.spacemit_gemm import (
 pytestmark = pytest.mark.rvvdiff_backend("spacemit")
 
 
-@pytest.mark.parametrize("name", TYPES)
-def test_spacemit_gemm(name: str, target, request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("gemm", MUL_MAT, ids=lambda g: g.name)
+def test_spacemit_gemm(gemm: Gemm, target, request: pytest.FixtureRequest) -> None:
     """mul_mat on the IME1 core: drawn shapes, then the loop-crossing and real models' shapes (``fixed_cases``);
     the quantized activations bit for bit and every output within the IME1 product's bound, or, where the traits
     refuse the weights (``ne[1] % 16``), the generic path's."""
     ime1_or_skip(target)
-    S.explore(request, gemm_cases(name), [], lambda case: check_gemm(case, target), after=fixed_cases(name))
+    S.explore(request, gemm_cases(gemm.name), [], lambda case: check_gemm(case, target), after=fixed_cases(gemm.name))
 
 
-@pytest.mark.parametrize("name", [t for t in TYPES if t != "q4_0"])
-def test_spacemit_gemm_format(name: str, target, request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("gemm", [g for g in MUL_MAT if g.name != "q4_0"], ids=lambda g: g.name)
+def test_spacemit_gemm_format(gemm: Gemm, target, request: pytest.FixtureRequest) -> None:
     """The IME1 result against what the weight type means (q4_0's layout is its format: no test): the finding's
     reproducer first, then drawn IME1 shapes and the fixed ones."""
     ime1_or_skip(target)
+    name = gemm.name
     S.explore(request, gemm_cases(name, ime1_only=True), [FINDING_EXAMPLES[name]],
               lambda case: check_format(case, target), after=fixed_cases(name, ime1_only=True))
 
 
-@pytest.mark.parametrize("name", TYPES)
-def test_spacemit_gemm_moe(name: str, target) -> None:
+@pytest.mark.parametrize("gemm", MUL_MAT_ID, ids=lambda g: g.name)
+def test_spacemit_gemm_moe(gemm: Gemm, target) -> None:
     """mul_mat_id on the IME1 core: the fixed mixture-of-experts shapes (``moe_cases``)."""
     ime1_or_skip(target)
-    for case in moe_cases(name):
+    for case in moe_cases(gemm.name):
         check_moe(case, target)
 
 

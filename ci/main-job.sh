@@ -5,10 +5,64 @@
 # too (docs/compilers.md), on all cores.  Sets up whatever is missing first (GCC 14
 # optionally: where it cannot be installed its targets are skipped with the reason).
 # Extra arguments go to pytest (e.g. --ggml-src ~/llama.cpp, -k vec_dot, --cc all).
+#
+# Then the budgeted part of a distribution's build (docs/dispatch.md): the kernel families
+# on GCC 14's riscv64_v variant library at VLEN 256 without stress, every call held to
+# the static twin (v) byte for byte, its reports in reports/dispatch; and GCC 14's
+# dispatch table (which variant each emulated CPU gets).  With --thorough (also passed
+# on to pytest): that slice at every VLEN with and without stress, and clang's dispatch
+# table: the pinned tree's held to its findings (tests/test_dispatch.py --long), a tree
+# given by --ggml-src judged by `rvvdiff dispatch --cc clang` itself.  Every step runs;
+# each prints its name and exit status; the job exits with the first failing step's status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Keep Python's compiled modules even where the machine sets PYTHONDONTWRITEBYTECODE: without them every pytest
 # and rvvdiff process compiles and assertion-rewrites the harness's modules afresh (docs/performance.md, start-up).
 unset PYTHONDONTWRITEBYTECODE
 ci/setup.sh --gcc14=optional
-exec .venv/bin/pytest cases -n auto --vlen all --isa all --rvv-stress both --cc clang,gcc14:zvfh "$@"
+
+# The steps' selections (tests/test_matrix.py holds them to the matrix's parser).
+SUITE=(.venv/bin/pytest cases -n auto --vlen all --isa all --rvv-stress both --cc clang,gcc14:zvfh)
+DISPATCH_SLICE=(.venv/bin/pytest cases -n auto --deselect cases/test_model.py --deselect cases/test_flash_attn.py)
+DISPATCH_TARGETS=(--isa riscv64_v --cc gcc14 --vlen 256 --rvv-stress off --report-dir reports/dispatch)
+DISPATCH_TARGETS_THOROUGH=(--isa riscv64_v --cc gcc14 --vlen all --rvv-stress both --report-dir reports/dispatch)
+DISPATCH_TABLE=(.venv/bin/rvvdiff dispatch --cc gcc14)
+DISPATCH_TABLE_CLANG=(.venv/bin/pytest tests/test_dispatch.py --long -p no:xdist -k "every_emulated and clang")
+DISPATCH_TABLE_CLANG_TREE=(.venv/bin/rvvdiff dispatch --cc clang)
+
+thorough=no
+tree=()
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+    case ${args[i]} in
+        --thorough) thorough=yes ;;
+        --ggml-src) tree=(--ggml-src "${args[i + 1]:-}") ;;
+        --ggml-src=*) tree=("${args[i]}") ;;
+    esac
+done
+
+status=0
+step() {
+    local name=$1 rc=0
+    shift
+    echo "main-job: step $name: $*"
+    "$@" || rc=$?
+    echo "main-job: step $name: exit status $rc"
+    if ((rc != 0 && status == 0)); then
+        status=$rc
+    fi
+}
+
+step suite "${SUITE[@]}" "$@"
+if [[ $thorough == yes ]]; then
+    step dispatch-slice "${DISPATCH_SLICE[@]}" "$@" "${DISPATCH_TARGETS_THOROUGH[@]}"
+else
+    step dispatch-slice "${DISPATCH_SLICE[@]}" "$@" "${DISPATCH_TARGETS[@]}"
+fi
+step dispatch-table "${DISPATCH_TABLE[@]}" ${tree[@]+"${tree[@]}"}
+if [[ $thorough == yes && ${#tree[@]} -eq 0 ]]; then
+    step dispatch-table-clang "${DISPATCH_TABLE_CLANG[@]}"
+elif [[ $thorough == yes ]]; then
+    step dispatch-table-clang "${DISPATCH_TABLE_CLANG_TREE[@]}" "${tree[@]}"
+fi
+exit $status

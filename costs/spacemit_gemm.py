@@ -42,6 +42,8 @@ def _path(target, functions: Mapping[str, int]) -> dict[str, str]:
 
 
 def _case(name: str, k: int, n: int, m: int, path: str, reps: int) -> CostCase:
+    code = G.Gemm(name).requires if path == "ime1" else ()  # the code an IME1 call runs (the X60's: ggml-cpu's)
+
     def run(target: Any) -> None:
         G.ime1_or_skip(target)
         w = G.model_weights(name, n, k, SEED)
@@ -51,8 +53,7 @@ def _case(name: str, k: int, n: int, m: int, path: str, reps: int) -> CostCase:
                     emulator=None if path == "ime1" else G.without_ime1())
 
     return CostCase("spacemit_gemm", f"{name}-{path}", size_label(k, n, m, reps), "rvv", "repack_mul_mat",
-                    "ggml_mul_mat", n * k * m, "MAC", run, entry_points=("gemm_kernel_i8i4", "quantize_a_row_i8",
-                    "quantize_a_4row_i8") if path == "ime1" else (), has_twin=False, path=_path,
+                    "ggml_mul_mat", n * k * m, "MAC", run, entry_points=code, requires=code, has_twin=False, path=_path,
                     backend="spacemit")
 
 

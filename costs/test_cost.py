@@ -13,6 +13,8 @@ import pytest
 from costs.registry import CASES
 from costs.suite import measure
 
+pytestmark = pytest.mark.rvvdiff_cost
+
 CPU_CASES = [c for c in CASES if c.runs_on("cpu")]
 
 

@@ -8,7 +8,7 @@ import pytest
 from costs.registry import CASES
 from costs.suite import measure
 
-pytestmark = pytest.mark.rvvdiff_backend("spacemit")
+pytestmark = [pytest.mark.rvvdiff_backend("spacemit"), pytest.mark.rvvdiff_cost]
 
 SPACEMIT_CASES = [c for c in CASES if c.runs_on("spacemit")]
 

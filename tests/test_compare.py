@@ -140,9 +140,9 @@ def test_ulp_errors_are_summarised_and_the_worst_shown_by_index_tuples() -> None
     assert assert_within_ulps(got, expected, np.ones((2, 2)), np.full((2, 2), 2.0), name="f(x)", **KW) == 0.5
 
 
-@pytest.mark.parametrize("name", compare.__all__)
+@pytest.mark.parametrize("name", [n for n in compare.__all__ if not isinstance(getattr(compare, n), type)])
 def test_every_helper_hides_its_frame_from_the_traceback(name) -> None:
-    """A failure opens on the test's line, not inside the helper."""
+    """A failure opens on the test's line, not inside the helper (the exception class it raises aside)."""
     assert "__tracebackhide__" in getattr(compare, name).__code__.co_varnames
 
 

@@ -2,7 +2,9 @@
 SpacemiT kernel (or a helper it calls, or ggml-cpu's code it replaces) selects its cases and no other's, in the
 gate's reach and in a real collection of the cost suite at both builds; each row's path is read from the functions
 executed and says where the build's dispatch should have gone elsewhere; one compute is the reps-2 row minus the
-reps-1 row; and, under Spike, one case measured at both builds takes each build's path."""
+reps-1 row; under Spike, one case measured at both builds takes each build's path; and a case no build of the run
+can measure (SpacemiT's at ``--isa zvfh``, at a compiler that cannot make the spacemit build) is deselected at
+collection with the reason, so ``rvvdiff cost`` measures every case it selected and exits 0, not 3."""
 
 from __future__ import annotations
 
@@ -11,11 +13,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from launch import pytest_child
+from launch import pytest_child, rvvdiff
 
 from costs import registry
 from costs import spacemit_fa as cost_fa
 from costs import spacemit_ops as cost_ops
+from harness.core.matrix import CANNOT_MAKE
 from harness.emulators import spike
 from harness.ggml import changes, source
 
@@ -147,3 +150,40 @@ def test_one_case_measured_at_both_builds_takes_each_builds_path(tmp_path: Path)
     assert calls[("norm-f32", "576x8", 256, "spacemit")][2] == "SpacemiT: forward_norm_f32"
     assert calls[("norm-f32", "576x8", 256, "zvfh")][2].startswith("ggml-cpu: ggml_compute_forward_norm")
     assert all(n > 0 for n, _, _ in calls.values()), calls
+
+
+def test_a_backend_without_a_build_has_its_cost_cases_deselected_with_the_reason(tmp_path: Path) -> None:
+    """SpacemiT's cost cases are not collected at --isa zvfh (no [NOTSET] case, which would be skipped and count as
+    selected but not measured), nor at a compiler that cannot make the spacemit build (GCC 14), and ggml-cpu's are not
+    at --isa spacemit; the terminal summary says why and how many; the compiler that can make it keeps its cases."""
+    def collect(*args: str) -> tuple[list[str], list[str]]:
+        cp = pytest_child("costs/test_cost.py", "costs/test_cost_spacemit.py", "--collect-only", "-q", "--emulator",
+                          "spike", "--vlen", "256", "-k", "spacemit_ops and norm-f32-576x8-r1 and not rms", *args,
+                          "--report-dir", str(tmp_path / "r"), "-p", "no:xdist")
+        lines = cp.stdout.splitlines()
+        return sorted(ln for ln in lines if "::" in ln), [ln for ln in lines if ln.startswith("rvvdiff: deselected")]
+
+    ids, said = collect("--isa", "zvfh")
+    assert ids == ["costs/test_cost.py::test_cost[spacemit_ops-norm-f32-576x8-r1-vlen256-zvfh]"], ids
+    assert said == ["rvvdiff: deselected 1 cost case: no ISA build of the spacemit backend is selected (--isa zvfh; "
+                    "its builds: spacemit)"], said
+    ids, said = collect("--isa", "spacemit", "--cc", "clang,gcc14")
+    assert ids == ["costs/test_cost_spacemit.py::test_cost[spacemit_ops-norm-f32-576x8-r1-vlen256-spacemit-clang]"], ids
+    assert said == ["rvvdiff: deselected 1 cost case: no ISA build of the cpu backend is selected (--isa spacemit; "
+                    "its builds: v, zvfh, zvfbfwma, rv64gc, riscv64_v)",
+                    f"rvvdiff: deselected 1 cost case: {CANNOT_MAKE[('gcc14', 'spacemit')]}"], said
+    ids, said = collect("--isa", "zvfh,spacemit")  # both builds selected: nothing to deselect
+    assert len(ids) == 2 and not said, (ids, said)
+
+
+@pytest.mark.skipif(spike.available() is not None, reason=f"SKIPPED: Spike is not here: {spike.available()}")
+def test_rvvdiff_cost_without_the_spacemit_build_measures_what_it_selected(tmp_path: Path) -> None:
+    """``rvvdiff cost --isa zvfh`` over a selection that holds SpacemiT's case of the same graph: the case is
+    deselected (the line says why), the zvfh case is measured, and the command exits 0: every selected case
+    measured."""
+    cp = rvvdiff("cost", "--isa", "zvfh", "--vlen", "256", "-n", "1", "-k",
+                 "spacemit_ops and norm-f32-576x8-r1 and not rms", "--no-estimates", "--out", tmp_path / "out",
+                 code=0, timeout=3600)
+    assert ("rvvdiff cost: deselected 1 cost case: no ISA build of the spacemit backend is selected (--isa zvfh; "
+            "its builds: spacemit)") in cp.stdout, cp.stdout
+    assert "rvvdiff cost: 1 case selected" in cp.stdout and "1 of 1 selected cases measured" in cp.stdout, cp.stdout

@@ -11,7 +11,8 @@ import shlex
 import pytest
 from helpers import ROOT
 
-from harness.core import matrix, matrix_doc
+from harness.core import matrix, matrix_doc, proc
+from harness.core.config import static_twin
 from harness.core.matrix import (
     CANNOT_MAKE,
     COMPILER_NAMES,
@@ -25,6 +26,7 @@ from harness.core.matrix import (
     from_args,
     vlens_on,
 )
+from harness.toolchain.compilers import twin_gap
 
 
 def test_docs_and_workflow_are_written_from_the_table() -> None:
@@ -45,16 +47,63 @@ def test_the_workflow_excludes_exactly_the_builds_a_compiler_cannot_make() -> No
     assert set(jobs["model"]["strategy"]["matrix"]["cc"]) == set(COMPILER_NAMES)
 
 
+def _main_job_array(name: str) -> list[str]:
+    """One of ci/main-job.sh's selections (a bash array ``NAME=(...)``), as its words."""
+    text = (ROOT / "ci/main-job.sh").read_text()
+    m = re.search(rf"^{name}=\((.*)\)$", text, re.M)
+    assert m, f"ci/main-job.sh has no {name}=(...)"
+    return shlex.split(m.group(1))
+
+
 def test_the_main_job_selects_only_builds_its_compilers_can_make() -> None:
     """ci/main-job.sh keeps its own selection (GCC 14 for ggml's default build only); it must be one the
     matrix's parser takes, every vector build must run, and no build a compiler cannot make."""
-    line = next(ln for ln in (ROOT / "ci/main-job.sh").read_text().splitlines() if ln.startswith("exec "))
-    chosen, rest = from_args(shlex.split(line.replace('"$@"', "")))
+    chosen, rest = from_args(_main_job_array("SUITE"))
+    assert rest[:2] == [".venv/bin/pytest", "cases"]
     assert chosen.isas == DEFAULT_ISAS and chosen.stress == (False, True) and chosen.vlens is None
     assert set(chosen.compiler_names) == set(COMPILER_NAMES)
     builds = chosen.builds()
     assert {i for _, i in builds} == set(DEFAULT_ISAS)
     assert all(can_make(c, i) for c, i in builds), [b for b in builds if not can_make(*b)]
+
+
+def test_the_main_job_s_dispatch_slice() -> None:
+    """The budgeted part of a distribution's build (docs/dispatch.md): the kernel families but the model and flash
+    attention, on GCC 14's riscv64_v variant, one VLEN without stress, its reports apart; --thorough: every VLEN,
+    both stress modes.  The user's arguments come before the slice's targets, so the slice's win."""
+    slice_ = _main_job_array("DISPATCH_SLICE")
+    assert slice_[:3] == [".venv/bin/pytest", "cases", "-n"]
+    assert [slice_[i + 1] for i, w in enumerate(slice_) if w == "--deselect"] == [
+        "cases/test_model.py", "cases/test_flash_attn.py"]
+    for name, vlens, stress in (("DISPATCH_TARGETS", (256,), (False,)),
+                                ("DISPATCH_TARGETS_THOROUGH", None, (False, True))):
+        words = _main_job_array(name)
+        chosen, rest = from_args(["--isa", "zvfh", "--vlen", "128", *words])
+        assert rest == ["--report-dir", "reports/dispatch"]
+        assert chosen.isas == ("riscv64_v",) and chosen.vlens == vlens and chosen.stress == stress
+        assert chosen.builds() == [("gcc14", "riscv64_v")] and static_twin("riscv64_v") == "v"
+        assert twin_gap("gcc14") == ""  # the slice's calls are held to their static twin
+    text = (ROOT / "ci/main-job.sh").read_text()
+    assert 'step dispatch-slice "${DISPATCH_SLICE[@]}" "$@" "${DISPATCH_TARGETS[@]}"' in text
+    assert 'step dispatch-slice "${DISPATCH_SLICE[@]}" "$@" "${DISPATCH_TARGETS_THOROUGH[@]}"' in text
+    assert _main_job_array("DISPATCH_TABLE") == [".venv/bin/rvvdiff", "dispatch", "--cc", "gcc14"]
+    assert "exec " not in text
+
+
+def test_the_main_job_runs_every_step_and_keeps_the_first_failure() -> None:
+    """Its ``step`` function, run alone: each step's name and status printed, a failing step does not stop the
+    next, and the job's status is the first failing step's."""
+    text = (ROOT / "ci/main-job.sh").read_text()
+    func = re.search(r"^step\(\) \{\n.*?^\}$", text, re.M | re.S)
+    assert func, "ci/main-job.sh has no step() function"
+    script = f"set -euo pipefail\nstatus=0\n{func.group(0)}\nstep a true\nstep b sh -c 'exit 3'\nstep c false\n" \
+             "echo after\nexit $status\n"
+    r = proc.execute(["bash", "-c", script], timeout=30)
+    assert r.returncode == 3
+    assert r.stdout.splitlines() == [
+        "main-job: step a: true", "main-job: step a: exit status 0",
+        "main-job: step b: sh -c exit 3", "main-job: step b: exit status 3",
+        "main-job: step c: false", "main-job: step c: exit status 1", "after"]
 
 
 def test_the_registries_name_the_tables_compilers_and_emulators() -> None:

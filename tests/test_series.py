@@ -67,8 +67,8 @@ def test_every_series_has_a_regression_test_first(every: list[fix_series.Series]
 def test_the_written_series_are_format_patch_files_of_the_current_generator(every: list[fix_series.Series],
                                                                            tmp_path: Path) -> None:
     """docs/upstream/series/<n>-<name>/ holds what the generator writes now, as ``git format-patch`` writes it: the
-    commit's own id on the From line, its author and real date, the numbered subject, the diffstat (the same bytes
-    but for the commit id and the date)."""
+    commit's own id on the From line, its author and real date, the subject (numbered in a series of several), the
+    diffstat (the same bytes but for the commit id and the date)."""
     pinned = source.pinned()
     # the committed series are examples written as git's test identity (GIT_AUTHOR_NAME / _EMAIL set for the run)
     author = re.search(r"^From: (.+)$", next((OUT / every[0].stem).glob("0001-*.patch")).read_text(), re.M).group(1)
@@ -79,7 +79,8 @@ def test_the_written_series_are_format_patch_files_of_the_current_generator(ever
         for i, f in enumerate(files, 1):
             text = f.read_text()
             assert re.match(r"From [0-9a-f]{40} Mon Sep 17 00:00:00 2001\n", text) and not text.startswith("From 0000")
-            assert re.search(rf"^Subject: \[PATCH {i}/{len(files)}\] (ggml-cpu|tests): ", text, re.M), f.name
+            number = f" {i}/{len(files)}" if len(files) > 1 else ""  # git format-patch numbers a series of several
+            assert re.search(rf"^Subject: \[PATCH{number}\] (ggml-cpu|tests): ", text, re.M), f.name
             assert re.search(r"\n---\n(?: \S.*\| +\d+ [+-]*\n)+ \d+ files? changed", text), f.name  # the diffstat
             assert "\ndiff --git a/" in text and f"\nFrom: {author}\n" in text
             assert _unstamped(text) == _unstamped((OUT / s.stem / f.name).read_text()), \
@@ -87,9 +88,7 @@ def test_the_written_series_are_format_patch_files_of_the_current_generator(ever
         assert len(files) == len(s.fixes) + bool(s.test_patch())  # the regression test first, where there is one
 
 
-def _unstamped(patch: str) -> str:
-    """A format-patch file without what differs between two writes of the same commits: the commit id, the date."""
-    return re.sub(r"\AFrom [0-9a-f]{40} |^Date: .*$", "", patch, flags=re.M)
+_unstamped = formatpatch.unstamped  # a format-patch file without the commit id and the date
 
 
 def test_a_series_is_written_as_the_person_who_runs_it_dated_now(every: list[fix_series.Series], tmp_path: Path) -> None:
@@ -105,6 +104,33 @@ def test_a_series_is_written_as_the_person_who_runs_it_dated_now(every: list[fix
         assert "\nFrom: Ada Lovelace <ada@example.org>\n" in head and "A U Thor" not in head
         when = email.utils.parsedate_to_datetime(re.search(r"^Date: (.+)$", head, re.M).group(1))
         assert abs((datetime.datetime.now(datetime.UTC) - when).total_seconds()) < 600, when
+
+
+def test_a_rewrite_keeps_the_date_of_each_patch_that_did_not_change(every: list[fix_series.Series],
+                                                                      tmp_path: Path) -> None:
+    """Re-rendering a series over its earlier files: a commit whose patch is the same but for the commit id and the
+    date keeps the earlier date, one whose patch changed is dated now, and a render over unchanged files rewrites
+    none of their bytes (the commit ids too: the series below it take the dates of their own files)."""
+    s = next(x for x in every if x.needs and len(fix_series.commits(x)) >= 3)
+    root, out, author = Path(source.pinned().root), tmp_path / "series", formatpatch.TEST_IDENTITY
+    for x in fix_series.stack(s, every):
+        fix_series.write_commits(x, root, tmp_path / "scratch", out / x.stem, author, every)
+
+    def write() -> list[Path]:
+        return fix_series.write_commits(s, root, tmp_path / "scratch", out / s.stem, author, every)
+
+    def date(f: Path) -> str:
+        return re.search(r"^Date: (.+)$", f.read_text(), re.M).group(1)
+
+    old = "Mon, 4 Jan 2027 10:00:00 +0000"
+    for i, f in enumerate(write()):  # an earlier write: its dates, and the second commit's message since changed
+        text = re.sub(r"^Date: .+$", f"Date: {old}", f.read_text(), count=1, flags=re.M)
+        f.write_text(text.replace("\n---\n", "\nAn earlier message.\n---\n", 1) if i == 1 else text)
+    files = write()
+    assert [date(f) for i, f in enumerate(files) if i != 1] == [old] * (len(files) - 1)
+    assert date(files[1]) != old and "An earlier message." not in files[1].read_text()
+    texts = {f.name: f.read_text() for f in files}
+    assert {f.name: f.read_text() for f in write()} == texts  # nothing changed: not a byte rewritten
 
 
 def test_each_committed_page_says_it_is_an_example_of_a_test_identity(every: list[fix_series.Series]) -> None:

@@ -1,4 +1,4 @@
-"""The series as one stack (harness/data/series.toml's ``needs``): ``git am`` of every series in order (1 to 9) on a
+"""The series as one stack (harness/data/series.toml's ``needs``): ``git am`` of every series in order (1 to 10) on a
 clean clone of the pinned tree and of llama.cpp b11434 (when ``rvvdiff series --fetch-b11434`` has brought it); each
 series alone, on top of the series it builds on and nothing else; a series that builds on another is refused without
 it; the ggml-tests classes build on the same classes as their series; and (long) the stacked tree's
@@ -138,6 +138,10 @@ def test_every_series_has_runs_off_risc_v_recorded_and_said_on_its_page(every: l
             continue
         for arch in other_arch.ARCHS:
             assert any(ln.startswith(other_arch.WORDS[arch]) for ln in lines), (s.name, arch)
+            # its own test alone (rvvdiff other-arch --series N --record), before and with its fixes, not only the stack's
+            own = [ln for ln in lines if ln.startswith(other_arch.WORDS[arch]) and not other_arch.is_stack(ln)]
+            sides = {ln[len(other_arch.WORDS[arch]) + 2:].split(":")[0] for ln in own}
+            assert sides == {"pinned tree", "with the fixes"}, (s.name, arch, sides)
         said = other_arch.summary(lines)
         assert said and said in (_out() / f"{s.stem}.md").read_text(), s.name
     runs = [other_arch.ArchRun("aarch64", False, False, [" f16 dot product error (ragged rows): FAILED (3.1)"], [])]

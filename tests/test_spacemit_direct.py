@@ -7,6 +7,7 @@ under QEMU at the VLEN where it is wrong and at one where the RVV path is taken 
 
 from __future__ import annotations
 
+import re
 import types
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from harness.core.matrix import can_make
 from harness.ggml import fix_catalogue, known, source
-from harness.upstream import direct, public, runs, spacemit_direct, wording
+from harness.upstream import direct, public, public_base, runs, spacemit_direct, wording
 from harness.upstream.issue import MAX_LINES
 
 SM = spacemit_direct
@@ -39,11 +40,14 @@ def _fa_case() -> types.SimpleNamespace:
 
 def test_every_spacemit_fix_without_public_form_has_a_program() -> None:
     """The six SpacemiT findings no public op reaches each have a program, and each program's reason is the one
-    public.py gives the kernel its case calls."""
+    public_base.py keeps for the kernel its case calls, the one public.py's ``public_form`` raises."""
     fixes = {f for f in fix_catalogue.catalogue() if f.startswith("spacemit_")}
     assert set(SM.PROGRAMS) <= fixes
     for fix, prog in SM.PROGRAMS.items():
-        assert SM.why(fix) == public._SPACEMIT_DIRECT[prog.kernel]
+        assert SM.why(fix) == public_base.SPACEMIT_DIRECT[prog.kernel]
+        call = types.SimpleNamespace(call={"kernel": prog.kernel, "ip": [], "buffers": []}, arrays={}, data={})
+        with pytest.raises(public_base.NoPublicForm, match="^" + re.escape(SM.why(fix)) + "$"):
+            public.public_form(call, {})
         entry = next(k for k in known.load() if k.fix == fix and not k.seen_in)
         test = {"spacemit_quantize": "test_spacemit_quant.py", "spacemit_repack": "test_spacemit_layouts.py",
                 "spacemit_fa": "test_spacemit_fa.py"}[prog.kernel]

@@ -16,7 +16,7 @@ import pytest
 from harness.core.config import ISA_BUILDS
 from harness.core.matrix import CANNOT_MAKE, ISAS, Point, can_make
 from harness.ggml import fix_catalogue, known, source
-from harness.upstream import direct, paragraphs, program, public, runs, spacemit_direct, wording
+from harness.upstream import direct, paragraphs, program, public, runs, spacemit_direct, spacemit_ime, wording
 from harness.upstream import issue as issue_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,6 +63,12 @@ def render(fix: str) -> str:
     md = fx.report.read_text() if fx.report.exists() else ""
     pinned = source.pinned()
     enable = DOCS / fix / "enable.patch"
+    if fix in spacemit_ime.FIXES:  # the IME1 GEMM: replays under Spike, the committed program for a board
+        said = {"pinned": "C[0] = 0, expected 1 (bound 0)\nVLEN 256: 1 of 1 wrong", "fixed": "VLEN 256: 0 of 1 wrong"}
+        verdicts = [runs.Verdict(t, "spacemit", 256, t == "pinned", f"weights in {spacemit_ime.BUFT}\n{said[t]}", "spike")
+                    for t in said]
+        return spacemit_ime.text(fix, {"label": pinned.label, "commit": pinned.commit}, verdicts, entry,
+                                 (DOCS / fix / "repro.c").read_text())
     if fix in spacemit_direct.PROGRAMS:  # a program that calls SpacemiT's function directly, its committed one
         prog = DOCS / fix / "repro.cpp"
         src = prog.read_text() if prog.is_file() else "int main() { return 1; }\n"

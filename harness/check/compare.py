@@ -7,6 +7,9 @@ Two kinds of check, named by what they guarantee:
   inputs).  NaNs match any NaN: payloads are not specified by ggml and differ
   between the RISC-V instructions (canonical NaN) and the C reference (payload
   kept).
+* :func:`assert_same_outputs` -- one kernel call's output buffers are byte for byte those of the same call on
+  another build of the same code (a distribution's dispatch variant and its static twin); :class:`OutputsDiffer`
+  otherwise, which no known failure excuses (harness/plugin/session.py).
 * :func:`assert_within_bound` -- ``|got - expected| <= bound`` where the bound
   is derived from the kernel's arithmetic; the observed error is recorded as a
   fraction of the bound, so reports show how close each kernel comes to it.
@@ -26,16 +29,16 @@ tests/test_compare.py.  Every helper hides its own frame from pytest's traceback
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import ml_dtypes
 import numpy as np
 
 from harness.check import observe
 
-__all__ = ["assert_all_within", "assert_bitwise_equal", "assert_within_bound", "assert_within_ulps", "note_expected"]
+__all__ = ["OutputsDiffer", "assert_all_within", "assert_bitwise_equal", "assert_same_outputs", "assert_within_bound",
+           "assert_within_ulps", "note_expected"]
 
-_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
@@ -265,3 +268,46 @@ def assert_within_ulps(got: np.ndarray, expected: np.ndarray, ulps: np.ndarray, 
                      f"within {allowed[at]:.4g} ULP (error {ulps[at]:.4g} ULP)")
     lines += _more(bad[show:][bad[show:] != top], got.shape)
     raise AssertionError("\n  ".join(lines))
+
+
+class OutputsDiffer(AssertionError):
+    """Two builds of the same code returned different output bytes for one kernel call (:func:`assert_same_outputs`).
+
+    Not a disagreement with an oracle, so a known failure (an entry about the oracle's verdict) does not excuse it:
+    the plugin reports a test that raised it as failed even where the test is an expected failure."""
+
+    def __init__(self, message: str, *, kernel: str, buffer: int, index: int, builds: tuple[str, str]) -> None:
+        super().__init__(message)
+        self.kernel, self.buffer, self.index, self.builds = kernel, buffer, index, builds
+
+
+def assert_same_outputs(got: Sequence[bytes], twin: Sequence[bytes], *, kernel: str, builds: tuple[str, str],
+                        context: str) -> None:
+    """Every output buffer of one call of ``kernel`` on ``builds[0]`` (``got``) has the bytes of the same call on
+    ``builds[1]`` (``twin``); records ``identical`` (one call) when it does, else raises :class:`OutputsDiffer` naming
+    the kernel, the buffer (counting output and in/out buffers), the first differing byte, both values and both builds.
+    The buffers' element type is not known here: the 4-byte word around that byte is also shown as float32 when the
+    buffer is made of such words."""
+    __tracebackhide__ = True
+    a, b = builds
+    if len(got) != len(twin):
+        raise OutputsDiffer(f"{kernel}: {len(got)} output buffers on {a}, {len(twin)} on {b} [{context}]",
+                            kernel=kernel, buffer=min(len(got), len(twin)), index=-1, builds=builds)
+    for i, (x, y) in enumerate(zip(got, twin, strict=True)):
+        if x == y:
+            continue
+        if len(x) != len(y):
+            raise OutputsDiffer(f"{kernel}: output buffer {i} is {len(x)} bytes on {a}, {len(y)} on {b} [{context}]",
+                                kernel=kernel, buffer=i, index=-1, builds=builds)
+        xs, ys = np.frombuffer(x, np.uint8), np.frombuffer(y, np.uint8)
+        bad = np.flatnonzero(xs != ys)
+        at = int(bad[0])
+        lines = [f"{kernel}: output buffer {i} differs between {a} and {b} [{context}]",
+                 f"{bad.size} of {xs.size} bytes differ; the first at byte {at}: 0x{xs[at]:02x} on {a}, "
+                 f"0x{ys[at]:02x} on {b}"]
+        if xs.size % 4 == 0:
+            w = at // 4
+            fx, fy = (np.frombuffer(v, np.float32)[w:w + 1] for v in (x, y))
+            lines.append(f"word {w} (bytes {4 * w}-{4 * w + 3}) as float32: {_fmt(fx[0])} on {a}, {_fmt(fy[0])} on {b}")
+        raise OutputsDiffer("\n  ".join(lines), kernel=kernel, buffer=i, index=at, builds=builds)
+    observe.record("identical", 1)

@@ -17,7 +17,7 @@ keeps outside the run's session: they are how code that is handed no session fin
 from __future__ import annotations
 
 #: Metrics that add up over a test's examples; the others keep their maximum.
-SUMMED = frozenset({"calls", "kernel_s", "request_s", "emulated_s"})
+SUMMED = frozenset({"calls", "kernel_s", "request_s", "emulated_s", "identical"})
 
 
 class Observation:

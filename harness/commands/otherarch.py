@@ -40,11 +40,14 @@ def main(argv: list[str]) -> int:
         if untested:
             print(f"rvvdiff other-arch: {', '.join(untested)} has no regression test in ggml's suite (its page says why)")
             return 2
-    runs = [other_arch.run(arch, every, fixed, a.work, series=s) for s in chosen
-            for arch in (a.arch or other_arch.ARCHS) for fixed in (False, True)]
-    lines = other_arch.record_lines(runs)
-    for r, line in zip(runs, lines):
-        print(f"{r.series or 'stack'}: {line}")
-    if a.record:
-        other_arch.record(every, runs, lines)
-    return 0 if all(r.passed for r in runs) else 1
+    passed = True
+    for s in chosen:  # each series recorded as soon as its runs are done: a stopped command keeps what it ran
+        runs = [other_arch.run(arch, every, fixed, a.work, series=s)
+                for arch in (a.arch or other_arch.ARCHS) for fixed in (False, True)]
+        lines = other_arch.record_lines(runs)
+        for r, line in zip(runs, lines):
+            print(f"{r.series or 'stack'}: {line}", flush=True)
+        if a.record:
+            other_arch.record(every, runs, lines)
+        passed = passed and all(r.passed for r in runs)
+    return 0 if passed else 1

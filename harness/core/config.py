@@ -50,6 +50,11 @@ class IsaBuild:
     #: The CPU variant of a distribution's dispatch build (:data:`DISPATCH`) whose own shared library the kernel
     #: server links (``riscv64_v``); empty: the build's own static ggml (every other ISA build).
     variant: str = ""
+    #: The static ISA build compiled from the same code as this one (``v`` for the ``riscv64_v`` variant: the same
+    #: ``-march`` extensions, ggml linked in instead of loaded); empty: none.  A test at this build makes each
+    #: kernel call on the twin too and fails when the output bytes differ (harness/plugin/targets.py's ``Target.call``,
+    #: :func:`static_twin`).
+    twin: str = ""
 
     @property
     def extensions(self) -> list[str]:
@@ -153,7 +158,24 @@ DISPATCH_V = IsaBuild(
     ("v",),
     env={"OMP_WAIT_POLICY": "PASSIVE"},
     variant="riscv64_v",
+    twin="v",
 )
+
+
+def static_twin(isa: IsaBuild | str) -> str | None:
+    """The name of the static ISA build compiled from the same code as ``isa`` (its :attr:`IsaBuild.twin`: ``v`` for
+    the ``riscv64_v`` variant of a distribution's build), or None when it has none.  Whether a compiler's two builds
+    can be held to the same bytes is the compiler's (harness/toolchain/compilers.py's ``twin_gap``)."""
+    build = isa if isinstance(isa, IsaBuild) else _BY_NAME.get(isa)
+    if build is None or not build.twin:
+        return None
+    if build.twin not in ISA_BUILDS:
+        raise ValueError(f"ISA build {build.name}: its static twin {build.twin!r} is no ISA build")
+    return build.twin
+
+
+#: The ISA builds :func:`static_twin` knows by name.
+_BY_NAME: dict[str, IsaBuild] = {b.name: b for b in (*ISA_BUILDS.values(), SPACEMIT, NOVECTOR, DISPATCH, DISPATCH_V)}
 
 #: Options every build shares: static libraries, no OpenMP, the RVV-relevant
 #: features on, nothing of llama.cpp beyond ggml.  These, with an ISA build's

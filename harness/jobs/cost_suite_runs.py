@@ -124,7 +124,10 @@ def run_costs(tree: str | None, out: Path, name: str, args: Options, extra: list
 def check_selection(args: Options, specs: Sequence[per_token.Spec], extra: Sequence[str], out: Path) -> int:
     """Before any run: the number of tests of the cost suite the options select on HEAD (a collection,
     nothing built or measured), or :class:`CostSelectionError` saying why none can be measured: a
-    ``--model`` type a tree does not have, a ``-k`` (or ``--changed-only``) that selects no case."""
+    ``--model`` type a tree does not have, a ``-k`` (or ``--changed-only``) that selects no case.  The cases no
+    build of the run can measure are deselected at collection (harness/plugin/costlog.py): each reason is printed
+    (SpacemiT's cases at ``--isa v``, at a compiler that cannot make the spacemit build), so the runs measure
+    every case they select."""
     for spec in specs:
         for which, tree_arg in (("HEAD", args.head), ("BASE", args.base)):
             if which == "BASE" and not args.base:
@@ -139,6 +142,10 @@ def check_selection(args: Options, specs: Sequence[per_token.Spec], extra: Seque
     run = run_suite([*_suite_args(on, args, extra), "--collect-only", "-q"], report_dir=out / "selection",
                     output="capture", clean=True)
     ids = [ln for ln in run.stdout.splitlines() if "::test_cost[" in ln]
+    deselected = [ln.removeprefix("rvvdiff: ") for ln in run.stdout.splitlines()
+                  if ln.startswith(f"rvvdiff: {run_tally.DESELECTED} ")]
+    for line in deselected:
+        print(f"rvvdiff cost: {line}", flush=True)
     if ids:
         return len(ids)
     if run.exit != NO_TESTS_COLLECTED:

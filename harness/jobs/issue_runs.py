@@ -37,7 +37,19 @@ from harness.ggml import fix_catalogue, known, patches, tree
 from harness.ggml.source import resolve
 from harness.report.failure import load_case
 from harness.toolchain.compilers import ToolchainError, compiler
-from harness.upstream import direct, issue, paragraphs, program, public, record, runs, spacemit_direct, stock, stock_table
+from harness.upstream import (
+    direct,
+    issue,
+    paragraphs,
+    program,
+    public,
+    record,
+    runs,
+    spacemit_direct,
+    spacemit_ime,
+    stock,
+    stock_table,
+)
 
 
 @dataclass
@@ -124,6 +136,9 @@ def case_issue(req: Request, case_path: Path | None) -> int:
     the text of why it has no public program; the exit status of ``rvvdiff report --upstream``."""
     if req.fix and (req.fix in direct.PROGRAMS or req.fix in direct.BY_TEST or req.fix in spacemit_direct.PROGRAMS):
         return direct_case(req)
+    if req.fix in spacemit_ime.FIXES:  # only Spike with rvvdiff's IME1 library runs it: the replays and a board's program
+        case = load_case(finding_case(req.fix, cache_dir() / "upstream-cases"))
+        return spacemit_ime.write(req.fix, case, (req.out or UPSTREAM_DOCS / req.fix).resolve())
     if req.fix:
         case_dir = finding_case(req.fix, cache_dir() / "upstream-cases")
     else:
@@ -247,6 +262,8 @@ def rerender(out: Path | None) -> int:
     rec = json.loads((out / record.RECORD).read_text())
     if rec.get("direct"):
         return _write_direct(out, rec)
+    if rec.get("ime1"):
+        return spacemit_ime.rerender(out, rec)
     case, pub, prog, verdicts, kwargs = record.load(out, resolve(None))
     kwargs["trap_check"] = direct.trap_check(kwargs.get("fix", ""))
     text = issue.issue(case, pub, prog, verdicts, **kwargs)

@@ -79,7 +79,7 @@ def detect(m: mutants.Mutant, *, max_examples: int | None, out: Path, timeout: f
         elapsed += r.get("duration", 0.0)
         if r["outcome"] in ("failed", "error") and first is None:
             first = elapsed
-    by_compiler = _by_compiler(results, compilers)
+    by_compiler = _by_compiler(results, run.compilers)  # the select line's own --cc, else the command's
     vlens = sorted({parse_id(r["nodeid"]).vlen for r in failed if parse_id(r["nodeid"])})
     isas = sorted({parse_id(r["nodeid"]).isa for r in failed if parse_id(r["nodeid"])})
     sizes = []

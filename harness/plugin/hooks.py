@@ -58,6 +58,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return workers.TargetScheduling(config, log) if workers.target_scheduling(config) else None
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m: the reasons count the cases they kept
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    config.stash[KEY].deselect_unbuildable(config, items)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     if workers.target_scheduling(node.config):
@@ -74,6 +79,8 @@ def pytest_configure(config: pytest.Config) -> None:
                             "predicate(target, config) -> bool (the others are not collected)")
     config.addinivalue_line("markers", "rvvdiff_backend(*names): the CPU backends whose ISA builds a test runs at "
                             "(cpu: ggml-cpu's, the default; spacemit: ggml-cpu/spacemit/'s)")
+    config.addinivalue_line("markers", "rvvdiff_cost: a test of the cost suite (costs/): a case no build of the run "
+                            "can measure is deselected at collection, with the reason (harness/plugin/costlog.py)")
     config.addinivalue_line("markers", "model: a run of llama.cpp's own tools on a real model (cases/test_model.py)")
     # Shared by the controller and its xdist workers (inherited through the environment).
     env_settings.set_default("SESSION", uuid.uuid4().hex[:12])

@@ -22,14 +22,15 @@ from typing import Any
 
 import pytest
 
+from harness.check.compare import OutputsDiffer
 from harness.core import settings as env_settings
-from harness.core.config import IS_CHECKOUT
+from harness.core.config import IS_CHECKOUT, static_twin
 from harness.core.matrix import AXIS, ISAS
 from harness.emulators import pool, registry
 from harness.emulators.qemu import cpu_props
 from harness.ggml import known
 from harness.ggml.source import SDIST_SPEC
-from harness.plugin import budget, linecov, timing, workers
+from harness.plugin import budget, costlog, linecov, timing, workers
 from harness.plugin.benchlog import BenchLog
 from harness.plugin.marks import entry_points, mark_known_failures, mark_not_in_tree, requirements
 from harness.plugin.options import id_compiler, max_examples, report_dir, run_matrix
@@ -40,7 +41,7 @@ from harness.report.ids import parse_id, replay_argv, suite_module_id
 from harness.report.summary import write_summary
 from harness.toolchain.builds import build_dir, compiler_gap, failure_marker, failure_summary, forget_session, session_note
 from harness.toolchain.cmake import tree_name
-from harness.toolchain.compilers import SERVER_DIR, describe
+from harness.toolchain.compilers import SERVER_DIR, describe, twin_gap
 from harness.toolchain.server import adapter_kernels
 
 #: The name the session is registered under with the plugin manager.
@@ -68,6 +69,9 @@ class RvvdiffSession(Session):
         self.unused_known: list[known.Known] = []
         #: The terminal summary's lines on --rvv-coverage.
         self.coverage_lines: list[str] = []
+        #: Cost cases deselected at collection because no build of the run can measure them: reason -> how many
+        #: (harness/plugin/costlog.py; an xdist controller has its workers').
+        self.deselected: dict[str, int] = {}
 
     @property
     def report_dir(self) -> Path:
@@ -109,6 +113,7 @@ class RvvdiffSession(Session):
                 if why := compiler_gap(ISAS[isa], name):
                     lines.append(f"rvvdiff: compiler {name} cannot make ISA build {isa}: {why}; its tests are skipped")
         lines.append("rvvdiff: ISA builds: " + "; ".join(f"{n} ({ISAS[n].summary})" for n in m.isas))
+        lines += [f"rvvdiff: {line}" for line in twin_lines(m)]
         lines.append(f"rvvdiff: VLENs: {', '.join(map(str, m.vlens))}; tail/mask stress: "
                      f"{AXIS['stress'].write(m.stress)}; examples per test: {max_examples(config)}")
         if line := workers.describe(config):
@@ -160,6 +165,11 @@ class RvvdiffSession(Session):
             if lacking:
                 it.add_marker(pytest.mark.skip(reason=q.lacking_reason(lacking, t.id)))
 
+    def deselect_unbuildable(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """Deselect the cost cases no build of the run can measure (harness/plugin/costlog.py), among those -k and
+        -m kept (harness/plugin/hooks.py calls it last)."""
+        self.deselected = costlog.deselect_unbuildable(config, items, run_matrix(config), self.source)
+
     # ------------------------------------------------------------ one test
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -167,8 +177,10 @@ class RvvdiffSession(Session):
         self.observation.take_kept()
         target = _target(item)
         if isinstance(target, Target):
-            # The build's one outcome (its error, or a skip) belongs to setup, not to a Hypothesis example.
+            # The build's one outcome (its error, or a skip) belongs to setup, not to a Hypothesis example; so does
+            # the static twin's, whose server every call is held to (harness/plugin/targets.py's Target.call).
             self.build(target.isa, target.compiler)
+            self.twin(target)
         budget.use(item)
         if self.bench is not None:
             if isinstance(target, Target):
@@ -180,6 +192,10 @@ class RvvdiffSession(Session):
         outcome = yield
         if call.when == "call" and "target" in getattr(item, "fixturenames", ()):
             rep = outcome.get_result()
+            if getattr(rep, "wasxfail", None) is not None and call.excinfo is not None and differs(call.excinfo.value):
+                # A known failure is about the oracle's verdict: two builds of the same code that disagree are not it.
+                rep.outcome = "failed"
+                del rep.wasxfail
             if rep.failed and call.excinfo is not None and call.excinfo.errisinstance(pool.Unsupported):
                 rep.outcome = "skipped"  # not a kernel failure: the emulator cannot run the request
                 rep.longrepr = (str(item.path), item.location[1] or 0,
@@ -237,6 +253,7 @@ class RvvdiffSession(Session):
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
             workeroutput["rvvdiff_stats"] = json.dumps(server_stats(self.pool))
+            workeroutput["rvvdiff_deselected"] = json.dumps(self.deselected)
             linecov.finish(self.config, self.report_dir, self.pool, emulator_logs=True)
             return
         self.stats.extend(server_stats(self.pool))
@@ -289,6 +306,8 @@ class RvvdiffSession(Session):
         stats = getattr(node, "workeroutput", {}).get("rvvdiff_stats")
         if stats:
             self.stats.extend(json.loads(stats))
+        if deselected := getattr(node, "workeroutput", {}).get("rvvdiff_deselected"):
+            self.deselected = json.loads(deselected)  # every worker collects the same items
 
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -296,6 +315,8 @@ class RvvdiffSession(Session):
         for kind, line in self.build_outcomes:
             tr.write_line(f"rvvdiff: {line}", red=kind == "failed", yellow=kind != "failed")
         for line in self.coverage_lines:
+            tr.write_line(f"rvvdiff: {line}")
+        for line in costlog.deselected_lines(self.deselected):
             tr.write_line(f"rvvdiff: {line}")
         for k in self.unused_known:
             tr.write_line(f"rvvdiff: warning: known failure {k.test!r} matched no collected test "
@@ -366,6 +387,11 @@ class RvvdiffSession(Session):
                 tr.write_line(f"  {name:<50} {ratio:10.3g}   at {where}"
                               + (f"   {ulps[name][0]:.4g} ULP (bound {ulps[name][1]:.4g})" if name in ulps else ""))
         calls = sum(dict(r.user_properties).get("rvvdiff.calls", 0) for r in reports)
+        # Every call report, expected failures too: a call held to its static twin is counted wherever its test ended.
+        identical = sum(dict(r.user_properties).get("rvvdiff.identical", 0) for rs in tr.stats.values() for r in rs
+                        if getattr(r, "when", "") == "call" and hasattr(r, "user_properties"))
+        if identical:
+            tr.write_line(f"{int(identical)} calls identical on a dispatch variant and its static twin (output bytes)")
         req = sum(s["wall_s"] for s in self.stats)
         ker = sum(s["kernel_s"] for s in self.stats)
         starts = sum(s["starts"] for s in self.stats)
@@ -373,6 +399,28 @@ class RvvdiffSession(Session):
         tr.write_line(f"{len(reports)} differential tests, {int(calls)} kernel calls"
                       + (f" ({calls / dur:.0f}/s over {dur:.1f} s wall)" if dur > 0 else "")
                       + f"; time in server requests {req:.1f} s (inside kernels {ker:.2f} s); {starts} emulator starts")
+
+def twin_lines(m: Any) -> list[str]:
+    """What the run's matrix ``m`` (:func:`run_matrix`'s: its compilers named) holds to a static twin
+    (harness/core/config.py's ``static_twin``): a line per (compiler, ISA build) that has one, saying whether its
+    calls are compared byte for byte or why not."""
+    out = []
+    for cc, name in m.builds():
+        twin = static_twin(name)
+        if twin is None or cc is None:
+            continue
+        why = twin_gap(cc)
+        out.append(f"ISA build {name} by {cc}: " + (f"not held to its static twin {twin}: {why}" if why else
+                   f"every kernel call also made on its static twin {twin} by {cc}, the output bytes compared"))
+    return out
+
+
+def differs(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or groups (Hypothesis's several distinct failures), an :class:`OutputsDiffer`."""
+    if isinstance(exc, OutputsDiffer):
+        return True
+    return isinstance(exc, BaseExceptionGroup) and any(differs(e) for e in exc.exceptions)
+
 
 #: Where each pytest run keeps its session.
 KEY = pytest.StashKey[RvvdiffSession]()

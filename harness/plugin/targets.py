@@ -14,8 +14,9 @@ from hypothesis import reject
 from hypothesis.control import currently_in_test_context
 
 from harness.check import observe
+from harness.check.compare import OutputsDiffer, assert_same_outputs
 from harness.core import settings
-from harness.core.config import IsaBuild
+from harness.core.config import ISA_BUILDS, IsaBuild, static_twin
 from harness.core.matrix import DEFAULT_COMPILER, Point
 from harness.cost.measure import board_counters
 from harness.cost.measure.spike_count import Cost
@@ -28,7 +29,7 @@ from harness.emulators.board import Board
 from harness.emulators.trace import Trace, trace_call
 from harness.ggml.source import GgmlSource, SourceError, resolve
 from harness.toolchain.builds import Build, BuildError, BuildFailedEarlier, IsaUnavailable, ensure_built, failed_reason
-from harness.toolchain.compilers import ToolchainError
+from harness.toolchain.compilers import ToolchainError, twin_gap
 
 #: Why a stress target does not trace when the run has the target without stress too: which functions a
 #: call runs is decided by scalar code on the shapes and the build (ggml's VLEN dispatch reads vlenb, not
@@ -100,11 +101,13 @@ class Session:
         """The emulator every kernel server of this session runs under (--emulator)."""
         return emulator_for(self.config)
 
-    def server(self, target: Target, emulator: Emulator | None = None) -> pool.KernelServer:
+    def server(self, target: Target, emulator: Emulator | None = None, *, beside: bool = False) -> pool.KernelServer:
         """The kernel server of ``target`` in this process (harness/emulators/pool.py), started on first use; under
-        ``emulator`` instead of the session's when given (a second opinion: Spike without a matrix library)."""
+        ``emulator`` instead of the session's when given (a second opinion: Spike without a matrix library).
+        ``beside``: a server that runs beside the running target's (its static twin, called after it for every
+        call): starting it stops no other, or the two would stop each other on every call under the live limit."""
         return self.pool.server(self.build(target.isa, target.compiler), target, emulator or self.emulator,
-                                live_limit=self.live_limit)
+                                live_limit=None if beside else self.live_limit)
 
     def build(self, isa: IsaBuild, compiler: str = DEFAULT_COMPILER) -> Build:
         """The build for ``isa`` by ``compiler``, made on first use (in the test's setup, before any
@@ -140,6 +143,23 @@ class Session:
             pytest.skip(gap)
         self.builds[key] = b
         return b
+
+    def twin(self, target: Target) -> Target | None:
+        """The static twin of ``target`` (harness/core/config.py's ``static_twin``: the same VLEN, stress mode, compiler
+        and emulator, the static ISA build of the same code), its build made; None when ``target``'s build has none, or
+        the compiler's two builds cannot be held to the same bytes (``twin_gap``), or the twin's build cannot be made
+        here (the reason kept in :attr:`unusable`).  A twin whose build fails fails the test (:meth:`build`)."""
+        name = static_twin(target.isa)
+        if name is None or twin_gap(target.compiler):
+            return None
+        twin = dataclasses.replace(target, isa=ISA_BUILDS[name])
+        if (name, target.compiler) in self.unusable:
+            return None
+        try:
+            self.build(twin.isa, twin.compiler)
+        except pytest.skip.Exception:
+            return None
+        return twin
 
 
 def session() -> Session:
@@ -199,7 +219,6 @@ class Target(Point):
         try:
             r = srv.call(kernel, ip, fp, bufs, repeat=repeat, timeout=max(timeout or 0, sess.timeout))
             record["outputs"], record["message"], record["kernel_ns"] = r.outputs, r.message, r.kernel_ns
-            return r
         except pool.Unsupported as e:
             record["message"] = str(e)
             seen.record("unsupported", 1)
@@ -212,6 +231,30 @@ class Target(Point):
             seen.record("calls", 1)
             seen.record("request_s", srv.wall_s - w0)
             seen.record("kernel_s", srv.kernel_s - k0)
+        twin = sess.twin(self) if emulator is None else None
+        if twin is not None:
+            self._held_to(twin, r, kernel, ip, fp, bufs, repeat=repeat, timeout=max(timeout or 0, sess.timeout))
+        return r
+
+    def _held_to(self, twin: Target, r: P.Response, kernel: str, ip: Sequence[int], fp: Sequence[float],
+                 bufs: Sequence[P.Buf], *, repeat: int, timeout: float) -> None:
+        """The same call on ``twin`` (the static build of the same code): its output bytes must be ``r``'s
+        (harness/check/compare.py's ``assert_same_outputs``, :class:`OutputsDiffer` otherwise)."""
+        __tracebackhide__ = True
+        sess = session()
+        if sess.build(twin.isa, twin.compiler).missing_kernel(kernel):
+            return  # the twin has no such kernel: nothing to hold the call to
+        srv = sess.server(twin, beside=True)
+        w0 = srv.wall_s
+        builds = (f"{self.isa.name} by {self.compiler}", f"its static twin {twin.isa.name} by {twin.compiler}")
+        try:
+            t = srv.call(kernel, ip, fp, bufs, repeat=repeat, timeout=timeout)
+        except pool.KernelFailure as e:
+            raise OutputsDiffer(f"{kernel}: returned on {builds[0]}, failed on {builds[1]} [{self.id}]: {e}",
+                                kernel=kernel, buffer=-1, index=-1, builds=builds) from None
+        finally:
+            observe.record("request_s", srv.wall_s - w0)
+        assert_same_outputs(r.outputs, t.outputs, kernel=kernel, builds=builds, context=self.id)
 
     def measure(self, kernel: str, ip: Sequence[int] = (), fp: Sequence[float] = (),
                 bufs: Sequence[P.Buf] = (), *, emulator: Emulator | None = None) -> tuple[P.Response, Cost]:
@@ -231,7 +274,7 @@ class Target(Point):
             pytest.skip(f"{emu.label} does not emulate VLEN {self.vlen}")
         call, what = (kernel, list(ip), list(fp), list(bufs)), f"{kernel} [{self.id}, {emu.named_as or emu.label}]"
         r, cost = measure_call(emu.for_build(build), build, self.vlen, call, timeout=session().timeout, what=what)
-        if (which := settings.get("COST_TRAFFIC")) not in ("", "0"):
+        if (which := settings.get("COST_TRAFFIC") or "") not in ("", "0"):
             only = None if which == "1" else frozenset(which.split(","))
             cost = dataclasses.replace(cost, traffic=traffic_at(emu.for_build(build), build, self.vlen, call,
                                                                 timeout=session().timeout, what=what, only=only))

@@ -30,7 +30,7 @@ using namespace rvvdiff;
 //           B [batch*bcast][n][k] of type_b, C [batch*bcast][n][m] f32 out}
 // C = A x B^T per batch; B batch b uses A batch b / bcast (ggml's broadcast).
 uint32_t k_mul_mat(Call & c) {
-    if (!c.shape(c.ip.size() == 10 ? 10 : 9, 0, 3)) return ST_BAD_REQUEST;
+    if (!c.shape_trailing(9, 0, 3)) return ST_BAD_REQUEST;
     const int64_t ta = c.ip[0], tb = c.ip[1], k = c.ip[2], m = c.ip[3], n = c.ip[4], lda = c.ip[5];
     const int64_t batch = c.ip[6], bcast = c.ip[7], n_threads = c.ip[8], reps = c.trailing(9, 1);
     if (!known_graph_type(ta) || !known_graph_type(tb)) return c.bad("mul_mat: unsupported types %lld, %lld", (long long) ta, (long long) tb);
@@ -62,7 +62,7 @@ uint32_t k_mul_mat(Call & c) {
 //   cache without flash attention): mul_mat(V^T, kq) without the cont of a transposed view.
 uint32_t k_attention(Call & c) {
     const size_t n_ip = 1 + AttentionInputs::N_IP;
-    if (!c.shape(c.ip.size() == n_ip + 1 ? n_ip + 1 : n_ip, 3, 6)) return ST_BAD_REQUEST;
+    if (!c.shape_trailing(n_ip, 3, 6)) return ST_BAD_REQUEST;
     const int64_t mode = c.ip[0], reps = c.trailing(n_ip, 1);
     if (mode < 0 || mode > 2) return c.bad("attention: fused must be 0, 1 or 2");
     if (reps < 1) return c.bad("attention: reps %lld", (long long) reps);

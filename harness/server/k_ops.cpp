@@ -46,7 +46,7 @@ uint32_t k_op(Call & c) {
     if (n_src < 1 || n_src > 2 || n_par < 0 || n_par > 8) return c.bad("op: %lld sources, %lld parameters",
                                                                        (long long) n_src, (long long) n_par);
     const size_t n_ip = 5 + SRC_FIELDS * n_src + n_par;
-    if (!c.shape(c.ip.size() == n_ip + 1 ? n_ip + 1 : n_ip, c.fp.size(), n_src + 1)) return ST_BAD_REQUEST;
+    if (!c.shape_trailing(n_ip, c.fp.size(), n_src + 1)) return ST_BAD_REQUEST;
     if (const uint32_t st = check_threads(c, n_threads)) return st;
     const int64_t * par = &c.ip[5 + SRC_FIELDS * n_src];
     const int64_t reps = c.trailing(n_ip, 1);

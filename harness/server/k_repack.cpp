@@ -362,9 +362,9 @@ Buffer * work_head(Call & c, size_t n_bufs) { return c.bufs.size() == n_bufs ? &
 //         [, A: out, the first bytes of the work buffer: X as the op quantized it]}.
 // Y = mul_mat(W, X): Y[b][j][i] = W[i] . X[b][j].
 uint32_t k_repack_mul_mat(Call & c) {
-    if (!c.shape(c.ip.size() == 8 ? 8 : 7, 0, c.bufs.size() == 4 ? 4 : 3)) return ST_BAD_REQUEST;
+    if (!c.shape_trailing(7, 0, c.bufs.size() == 4 ? 4 : 3)) return ST_BAD_REQUEST;
     const int64_t type = c.ip[0], k = c.ip[1], m = c.ip[2], n = c.ip[3], batch = c.ip[4], placement = c.ip[5];
-    const int64_t n_threads = c.ip[6], reps = c.ip.size() == 8 ? c.ip[7] : 1;
+    const int64_t n_threads = c.ip[6], reps = c.trailing(7, 1);
     if (!valid_type(type) || k < 1 || k % ggml_blck_size((ggml_type)type) != 0 || m < 1 || n < 1 || batch < 1 ||
         placement < 0 || placement > 2 || reps < 1) {
         return c.bad("repack_mul_mat: bad parameters");

@@ -68,6 +68,10 @@ struct Call {
 
     // Checks parameter and buffer counts; on mismatch fills err and returns false.
     bool shape(size_t n_ip, size_t n_fp, size_t n_bufs);
+    // shape() for a request of n_ip fixed integer parameters and one optional after them (read by trailing()).
+    bool shape_trailing(size_t n_ip, size_t n_fp, size_t n_bufs) {
+        return shape(ip.size() == n_ip + 1 ? n_ip + 1 : n_ip, n_fp, n_bufs);
+    }
     // The optional last integer parameter after n fixed ones (a graph request's reps): its value, or dflt when the
     // request has only the n.
     int64_t trailing(size_t n, int64_t dflt) const { return ip.size() == n + 1 ? ip[n] : dflt; }

@@ -214,14 +214,33 @@ class NamedCompiler:
     #: The set-up command that installs it.
     setup: str
     find: Callable[[], Compiler]
+    #: The C library of its static ISA builds' kernel servers, and of its shared libraries and the programs that
+    #: load them (a distribution's dispatch build): libm's expf, tanhf, ... are that library's.
+    libc: str = "glibc"
+    shared_libc: str = "glibc"
 
 
 #: How each compiler of the matrix (harness/core/matrix.py's ``COMPILER_NAMES``, tests/test_matrix.py holds
 #: the two together) is installed and found.
 COMPILERS: dict[str, NamedCompiler] = {c.name: c for c in (
-    NamedCompiler("clang", "ci/setup.sh", _zig_clang),
-    NamedCompiler("gcc14", GCC14_SETUP, _gcc14),
+    NamedCompiler("clang", "ci/setup.sh", _zig_clang, libc="musl", shared_libc="glibc"),
+    NamedCompiler("gcc14", GCC14_SETUP, _gcc14, libc="glibc", shared_libc="glibc"),
 )}
+
+
+def twin_gap(name: str) -> str:
+    """Why the dispatch variant's library built by compiler ``name`` cannot be held byte for byte to the static ISA
+    build of the same code by the same compiler (harness/core/config.py's ``static_twin``), or "" when it can: the two
+    link different C libraries, whose libm (expf, tanhf, ...) differ in the last bits, or the compiler's are unknown."""
+    known = COMPILERS.get(name)
+    if known is None:
+        return (f"compiler {name}: which C library its static and shared builds link is not known, so its dispatch "
+                "variant is not compared byte for byte with its static twin")
+    if known.libc != known.shared_libc:
+        return (f"{name}'s static builds link {known.libc} and its shared libraries {known.shared_libc}, whose libm "
+                "(expf, tanhf, ...) differ in the last bits: its dispatch variant is not compared byte for byte with "
+                "its static twin (GCC 14's, glibc on both sides, is)")
+    return ""
 
 
 def selected() -> str:

@@ -398,12 +398,29 @@ def write_commits(series: Series, tree: Path, scratch: Path, out: Path, author: 
     """Commit the series as ``author`` (``Name <mail>``: :func:`harness.upstream.formatpatch.identity` for the
     person who runs the generator), dated now, on a scratch repository of ``tree`` (the files it touches), on top of
     the commits of the series it builds on (:func:`stack` over ``every``), and write its own commits as
-    ``git format-patch`` output into ``out``; returns the files."""
-    repo = formatpatch.base_repo(tree, scratch, touched(series, every))
-    for x in stack(series, every or []):
-        for diff, msg in commits(x):
-            formatpatch.commit(repo, diff, msg, author=author)
+    ``git format-patch`` output into ``out``; returns the files.
+
+    A commit whose patch is the one ``out`` held before but for the commit id and the date keeps that date, and the
+    commits of the series it builds on take the dates of their own files beside ``out`` (written before it, as
+    ``rvvdiff series`` writes them in order): re-rendering unchanged series rewrites no byte of their files."""
+    under = stack(series, every or [])
+    below: list[tuple[str, str, str | None]] = []
+    for x in under:
+        dates = [d for _, d in formatpatch.previous(out.parent / x.stem).values()]
+        made = commits(x)
+        below += [(diff, msg, dates[i] if len(dates) == len(made) else None) for i, (diff, msg) in enumerate(made)]
+    before = formatpatch.previous(out)  # read before format_patches replaces them
     done = commits(series)
-    for diff, msg in done:
-        formatpatch.commit(repo, diff, msg, author=author)
-    return formatpatch.format_patches(repo, len(done), out)
+
+    def write(kept: dict[int, str]) -> list[Path]:
+        repo = formatpatch.base_repo(tree, scratch, touched(series, every))
+        for diff, msg, when in below:
+            formatpatch.commit(repo, diff, msg, author=author, when=when)
+        for i, (diff, msg) in enumerate(done):
+            formatpatch.commit(repo, diff, msg, author=author, when=kept.get(i))
+        return formatpatch.format_patches(repo, len(done), out)
+
+    files = write({})
+    kept = {i: before[f.name][1] for i, f in enumerate(files)
+            if f.name in before and formatpatch.unstamped(f.read_text()) == before[f.name][0]}
+    return write(kept) if kept else files

@@ -1,18 +1,20 @@
 """A series as real commits: ``git format-patch`` output, and ``git am`` of it onto a tree.
 
 :func:`base_repo` makes a git repository whose single commit is a ggml / llama.cpp tree (read through
-``--work-tree``: the tree itself is never written); :func:`commit` applies one diff to a clone of it and
-commits it as the author of :func:`identity` (git's own: the person who runs the generator), dated when it is
-made; :func:`format_patches` writes the commits as ``git format-patch`` writes them (``000N-*.patch``: the
-commit's id on the ``From`` line, its author and date, the numbered subject, the diffstat, the diff and git's
-signature; 12-digit blob ids); :func:`am` applies such files to a clean clone with ``git am``.  Only the
-scratch repository's base commit, never written to a patch, has a fixed author and date (:data:`BASE_AUTHOR`,
-:data:`BASE_DATE`).
+``--work-tree``: the tree itself is never written); :func:`commit` applies one diff to a clone of it and commits it
+as the author of :func:`identity` (git's own: the person who runs the generator), dated when it is made, or with
+the date of its previous write when its patch did not change (:func:`previous`: a re-render does not churn the
+files of unchanged commits); :func:`format_patches` writes the commits as ``git format-patch`` writes them
+(``000N-*.patch``: the commit's id on the ``From`` line, its author and date, the numbered subject, the diffstat,
+the diff and git's signature; 12-digit blob ids); :func:`am` applies such files to a clean clone with ``git am``.
+Only the scratch repository's base commit, never written to a patch, has a fixed author and date
+(:data:`BASE_AUTHOR`, :data:`BASE_DATE`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,14 +60,17 @@ _NO_IDENTITY = ("the commits are written as you, and git has no {}: run "
                 "git config --global user.name 'Your Name'; git config --global user.email you@example.org")
 
 
-def _env(author: str, when: int | None) -> dict[str, str]:
-    """The environment of a git command: ``author`` as author and committer, dated ``when`` (seconds, UTC) or, for
-    None, now in the user's own time zone, as git dates a commit; no system or global configuration."""
+def _env(author: str, when: int | str | None) -> dict[str, str]:
+    """The environment of a git command: ``author`` as author and committer, dated ``when`` (seconds, UTC; a
+    format-patch ``Date:`` value, with its own offset) or, for None, now in the user's own time zone, as git dates a
+    commit; no system or global configuration."""
     name, _, mail = author.partition(" <")
     who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": mail.rstrip(">"), "GIT_COMMITTER_NAME": name,
            "GIT_COMMITTER_EMAIL": mail.rstrip(">"), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
            "LC_ALL": "C"}
-    if when is not None:
+    if isinstance(when, str):
+        who.update(GIT_AUTHOR_DATE=when, GIT_COMMITTER_DATE=when)
+    elif when is not None:
         who.update(GIT_AUTHOR_DATE=f"@{when} +0000", GIT_COMMITTER_DATE=f"@{when} +0000", TZ="UTC")
     return who
 
@@ -76,7 +81,7 @@ BASE_AUTHOR = "base <base@invalid>"
 
 
 def git(repo: Path | None, *args: str, stdin: str | None = None, author: str = BASE_AUTHOR,
-        when: int | None = BASE_DATE,
+        when: int | str | None = BASE_DATE,
         git_dir: Path | None = None, work_tree: Path | None = None, check: bool = True) -> Result:
     argv = ["git", *_GIT_CONFIG]
     if git_dir is not None:
@@ -128,11 +133,32 @@ def strip_header(patch_text: str) -> str:
     return patch_text[i + 1:]
 
 
-def commit(repo: Path, diff: str, message: str, *, author: str) -> None:
+def commit(repo: Path, diff: str, message: str, *, author: str, when: str | None = None) -> None:
     """Apply ``diff`` (``-p1``, no fuzz) to ``repo``'s index and work tree and commit it as ``message`` by
-    ``author``, dated now."""
+    ``author``, dated now, or ``when`` (a ``Date:`` value of :func:`previous`; the committer's date too, so the same
+    commit on the same parent has the same id)."""
     git(repo, "apply", "--index", "--whitespace=nowarn", "-", stdin=diff)
-    git(repo, "commit", "-q", "-F", "-", stdin=message, author=author, when=None)
+    git(repo, "commit", "-q", "-F", "-", stdin=message, author=author, when=when)
+
+
+_STAMP = re.compile(r"\AFrom [0-9a-f]{40} |^Date: .*$", re.M)
+_DATE = re.compile(r"^Date: (.*)$", re.M)
+
+
+def unstamped(patch: str) -> str:
+    """A format-patch file without what differs between two writes of the same change: the commit id, the date."""
+    return _STAMP.sub("", patch)
+
+
+def previous(out: Path) -> dict[str, tuple[str, str]]:
+    """The ``000N-*.patch`` files of an earlier write in ``out``: file name -> (its text :func:`unstamped`, its
+    ``Date:`` value)."""
+    got = {}
+    for f in sorted(out.glob("[0-9][0-9][0-9][0-9]-*.patch")):
+        text = f.read_text()
+        if m := _DATE.search(text.split("\ndiff --git ")[0]):
+            got[f.name] = (unstamped(text), m.group(1))
+    return got
 
 
 def format_patches(repo: Path, count: int, out: Path) -> list[Path]:

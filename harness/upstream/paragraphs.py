@@ -53,6 +53,7 @@ SPACEMIT_FINDINGS = {
     "spacemit_quantize_hp_ref_zero_block": "zero blocks in SpacemiT's quantize_a_nrow_i8_hp_ref",
     "spacemit_repack_q6_K_zero_subblock": "zero q6_K sub-blocks in SpacemiT's q8_0 repack",
     "spacemit_repack_expert_row_padding": "the expert rows of SpacemiT's buffer size",
+    "spacemit_ime1_block_offsets": "the zero points of SpacemiT's IME1 q4_1 / q4_K layouts",
 }
 
 #: What upstream already has about a finding (threads read before writing), by fix name.

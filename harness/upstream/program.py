@@ -30,14 +30,15 @@ def program(pub: Public, title: str) -> str:
               else "ggml_get_type_traits_cpu(a->type)->vec_dot_type")
     b_make = f"tensor(ctx, {b_type}, {k}, {pub.n}, B_HEX)"
     if pub.repack:
-        # As llama.cpp places a weight: in CPU_REPACK when the device runs the op from there, else in CPU memory.
+        # As llama.cpp places a weight: in the extra buffer type (CPU_REPACK; SpacemiT's) when the device runs the op
+        # from there, else in CPU memory.
         a_make = (
             "    ggml_backend_reg_t reg = ggml_backend_cpu_reg();  ggml_backend_dev_t dev = ggml_backend_reg_dev_get(reg, 0);\n"
             "    typedef ggml_backend_buffer_type_t * (*extra_t)(ggml_backend_dev_t);\n"
             "    extra_t extra = (extra_t) ggml_backend_reg_get_proc_address(reg, \"ggml_backend_dev_get_extra_bufts\");\n"
             "    ggml_backend_buffer_type_t buft = NULL;\n"
             "    for (ggml_backend_buffer_type_t * t = extra(dev); t && *t; ++t)\n"
-            "        if (!strcmp(ggml_backend_buft_name(*t), \"CPU_REPACK\")) buft = *t;\n"
+            f"        if (!strcmp(ggml_backend_buft_name(*t), \"{pub.buft}\")) buft = *t;\n"
             "    struct ggml_init_params wp = { ggml_tensor_overhead(), NULL, true };\n"
             "    struct ggml_context * wctx = ggml_init(wp);\n"
             f"    struct ggml_tensor * w = ggml_new_tensor_2d(wctx, {ta}, {k}, {pub.m});\n"
@@ -46,7 +47,7 @@ def program(pub: Public, title: str) -> str:
             "    struct ggml_tensor * c = ggml_mul_mat(ctx, w, b);\n"
             "    int repacked = ggml_backend_dev_supports_op(dev, c);\n"
             "    if (repacked) ggml_backend_tensor_set(w, a->data, 0, ggml_nbytes(w)); else c = ggml_mul_mat(ctx, a, b);\n"
-            "    printf(\"weights in %s\\n\", repacked ? \"CPU_REPACK\" : \"CPU memory (CPU_REPACK does not take them)\");\n")
+            f"    printf(\"weights in %s\\n\", repacked ? \"{pub.buft}\" : \"CPU memory ({pub.buft} does not take them)\");\n")
     else:
         a_make = (f"    struct ggml_tensor * a = tensor(ctx, {ta}, {k}, {pub.m}, A_HEX);\n"
                   f"    struct ggml_tensor * c = ggml_mul_mat(ctx, a, {b_make});\n")

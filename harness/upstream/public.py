@@ -28,27 +28,8 @@ import numpy as np
 from harness.ggml.source import GgmlSource, resolve
 from harness.report.failure import Case
 from harness.upstream import public_ops
-from harness.upstream.public_base import NoPublicForm, Public, expected_of
+from harness.upstream.public_base import SPACEMIT_DIRECT, NoPublicForm, Public, expected_of
 
-#: Why a SpacemiT kernel the case calls directly has no public form, by the kernel server's adapter (docs/spacemit.md).
-_SPACEMIT_DIRECT = {
-    "spacemit_quantize": "the case calls one of SpacemiT's activation quantizers (spacemit/rvv_kernels.cpp) directly; "
-                         "ggml calls them only inside the IME GEMMs of MUL_MAT, with the weights in SpacemiT's buffer "
-                         "type on an IME core (the K1's A60, the A100), which no QEMU emulates: under QEMU the backend "
-                         "runs as an X60 (SPACEMIT_CORE_ARCH=0x503C) and no op reaches the quantizers",
-    "spacemit_repack": "the case calls one of SpacemiT's weight layouts (spacemit/repack.cpp) directly; ggml builds it "
-                       "only when a weight goes to SpacemiT's buffer type on an IME core (IME1: the A60; the 32-row "
-                       "layouts: the A100's IME2, which no public assembler builds), and only the IME GEMM reads it: "
-                       "no QEMU emulates IME",
-    "spacemit_repack_uncalled": "the case calls a weight layout of spacemit/repack.cpp that the tree defines and never "
-                                "calls: no op reaches it",
-    "repack_mul_mat": "the weights went to SpacemiT's buffer type (CPU_RISCV64_SPACEMIT), where MUL_MAT runs the IME1 "
-                      "GEMM of an A60 core: only Spike with rvvdiff's IME1 library runs it (bare metal), no QEMU "
-                      "emulates IME, and a Linux program under QEMU runs ggml's own vec_dot on the same call",
-    "spacemit_fa": "the case calls SpacemiT's flash-attention kernel with a block of TCM, as ime.cpp does on boards with "
-                   "SpacemiT's TCM runtime (libspine_tcm); through ggml under QEMU there is no TCM, and without it the "
-                   "kernel's 2- and 4-row paths never run",
-}
 #: The float dot kernels and the ggml type of both their rows.
 _FLOAT_DOTS = {"vec_dot_f32": "f32", "vec_dot_f16": "f16", "vec_dot_bf16": "bf16"}
 
@@ -80,6 +61,8 @@ class MulMat(Public):
     a: bytes
     b: bytes
     repack: bool = False
+    #: The extra buffer type the weights go to when ``repack`` (by its name; SpacemiT's: harness/upstream/spacemit_ime.py).
+    buft: str = "CPU_REPACK"
 
 
 class _Types:
@@ -147,7 +130,7 @@ def public_form(case: Case, types: Mapping[str, int]) -> Public:
         if batch != 1:
             raise NoPublicForm("repack_mul_mat with batches: only the 2-D form is written as a program")
         if placement == 2:
-            raise NoPublicForm(_SPACEMIT_DIRECT["repack_mul_mat"])
+            raise NoPublicForm(SPACEMIT_DIRECT["repack_mul_mat"])
         exp, bound = expected_of(case, m * n)
         return MulMat(t, tree.named("f32", kernel), k, m, n, bufs[0].tobytes(), bufs[1].tobytes(), expected=exp,
                       bound=bound,
@@ -160,8 +143,8 @@ def public_form(case: Case, types: Mapping[str, int]) -> Public:
                            "(ggml_repack_get_optimal_repack_type) picks that layout at that VLEN")
     if kernel in ("op", "attention"):  # SpacemiT's ops (and ggml's own), flash attention
         return public_ops.form(case, tree, function)
-    if kernel in _SPACEMIT_DIRECT:
-        raise NoPublicForm(_SPACEMIT_DIRECT[kernel])
+    if kernel in SPACEMIT_DIRECT:
+        raise NoPublicForm(SPACEMIT_DIRECT[kernel])
     raise NoPublicForm(f"the {kernel or 'recorded'} call has no public form rvvdiff writes "
                        "(no op of ggml.h calls that function alone); `rvvdiff repro --c` writes the adapter program")
 

@@ -1,6 +1,7 @@
 """What every public form of a failure report is (harness/upstream/public.py's ``MulMat``, harness/upstream/public_ops.py's
-``OpGraph`` and ``FlashAttn``): the base record, the exception of a call with none, and the oracle's values and bounds
-of the recorded comparison."""
+``OpGraph`` and ``FlashAttn``): the base record, the exception of a call with none, why a SpacemiT kernel the case
+calls directly has none (:data:`SPACEMIT_DIRECT`, which harness/upstream/spacemit_direct.py's texts quote too), and the
+oracle's values and bounds of the recorded comparison."""
 
 from __future__ import annotations
 
@@ -9,6 +10,26 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.report.failure import Case
+
+#: Why a SpacemiT kernel the case calls directly has no public form, by the kernel server's adapter (docs/spacemit.md).
+SPACEMIT_DIRECT = {
+    "spacemit_quantize": "the case calls one of SpacemiT's activation quantizers (spacemit/rvv_kernels.cpp) directly; "
+                         "ggml calls them only inside the IME GEMMs of MUL_MAT, with the weights in SpacemiT's buffer "
+                         "type on an IME core (the K1's A60, the A100), which no QEMU emulates: under QEMU the backend "
+                         "runs as an X60 (SPACEMIT_CORE_ARCH=0x503C) and no op reaches the quantizers",
+    "spacemit_repack": "the case calls one of SpacemiT's weight layouts (spacemit/repack.cpp) directly; ggml builds it "
+                       "only when a weight goes to SpacemiT's buffer type on an IME core (IME1: the A60; the 32-row "
+                       "layouts: the A100's IME2, which no public assembler builds), and only the IME GEMM reads it: "
+                       "no QEMU emulates IME",
+    "spacemit_repack_uncalled": "the case calls a weight layout of spacemit/repack.cpp that the tree defines and never "
+                                "calls: no op reaches it",
+    "repack_mul_mat": "the weights went to SpacemiT's buffer type (CPU_RISCV64_SPACEMIT), where MUL_MAT runs the IME1 "
+                      "GEMM of an A60 core: only Spike with rvvdiff's IME1 library runs it (bare metal), no QEMU "
+                      "emulates IME, and a Linux program under QEMU runs ggml's own vec_dot on the same call",
+    "spacemit_fa": "the case calls SpacemiT's flash-attention kernel with a block of TCM, as ime.cpp does on boards with "
+                   "SpacemiT's TCM runtime (libspine_tcm); through ggml under QEMU there is no TCM, and without it the "
+                   "kernel's 2- and 4-row paths never run",
+}
 
 
 class NoPublicForm(Exception):

@@ -19,7 +19,7 @@ from pathlib import Path
 from harness.core.config import PROJECT_ROOT, VLENS
 from harness.cost.tables import fix_speed
 from harness.ggml import fix_catalogue
-from harness.upstream import other_arch, testcmd, testversion
+from harness.upstream import other_arch, spacemit_ime, testcmd, testversion
 from harness.upstream.fix_series import (
     Series,
     first_sentence,
@@ -74,10 +74,15 @@ def description(series: Series, trees: dict[str, tuple[bool, str]], am: dict[str
     if series.upstream:
         lines += ["**Upstream.** " + series.upstream, ""]
     rows = [upstream_row(fx.name) for fx in series.fixes]
-    vlens = sorted({v for r in rows for t in r.values() for v in t} | set(VLENS))
-    lines += [f"**Evidence** (each finding's issue program, built by rvvdiff with {_builders(series)}, run"
-              " under QEMU 10 up to VLEN 1024 and Spike above, the worst over ISA builds: pinned tree -> with the fix;"
-              " cost = instructions of the fixed / replaced code under Spike). No board was used.", "",
+    ime1 = all(fx.name in spacemit_ime.FIXES for fx in series.fixes)  # only Spike runs them, at the A60's VLEN
+    vlens = sorted({v for r in rows for t in r.values() for v in t} | (set() if ime1 else set(VLENS)))
+    ran = (" the call of each finding's issue text, run by rvvdiff's kernel server built with zig's clang as SpacemiT's"
+           " build under Spike with rvvdiff's IME1 library at VLEN 256 (the A60's core type: SPACEMIT_CORE_ARCH=0xA03C;"
+           " no QEMU emulates IME; GCC 14 cannot make that build): pinned tree -> with the fix" if ime1 else
+           f" each finding's issue program, built by rvvdiff with {_builders(series)}, run under QEMU 10 up to VLEN 1024"
+           " and Spike above, the worst over ISA builds: pinned tree -> with the fix")
+    lines += [f"**Evidence** ({ran.strip()}; cost = instructions of the fixed / replaced code under Spike). No board "
+              "was used.", "",
               "| fix | " + " | ".join(f"VLEN {v}" for v in vlens) + " | cost per VLEN (128 .. 4096) |",
               "|---|" + "---|" * (len(vlens) + 1)]
     for fx in series.fixes:

@@ -204,7 +204,7 @@ def write_all(out: Path, other_trees: list[str], *, author: str, run_tests: list
         cycles_file.write_text(json.dumps(cycles, indent=1, sort_keys=True) + "\n")
     verdicts: dict[str, dict[str, tuple[bool, str]]] = {}
     written: dict[str, list[Path]] = {}
-    print(f"the commits are written as {author}, dated now")
+    print(f"the commits are written as {author}, dated now (a commit whose patch did not change keeps its date)")
     with tempfile.TemporaryDirectory(prefix="rvvdiff-series-") as tmp:
         work = Path(tmp)
         for s in every:

@@ -2,7 +2,7 @@
 
 SpacemiT's activation quantizers (spacemit/rvv_kernels.cpp) run only inside the IME GEMMs, its 32-row weight layouts
 (spacemit/repack.cpp) only for IME2, and its flash attention's 2- and 4-row kernel only with a TCM: under QEMU no op
-of ggml's public API reaches them (harness/upstream/public.py's ``_SPACEMIT_DIRECT`` says why, per kernel).  The
+of ggml's public API reaches them (harness/upstream/public_base.py's ``SPACEMIT_DIRECT`` says why, per kernel).  The
 program of each finding (:data:`PROGRAMS`) includes the backend's own headers by path (``spacemit/rvv_kernels.h``,
 ``spacemit/repack.h``, ``spacemit/ime.h``), calls the function as the kernel server's adapters do
 (harness/server/k_spacemit.cpp, k_spacemit_fa.cpp) on the shrunk case's inputs, checks the result and exits with 1
@@ -29,6 +29,7 @@ from harness.toolchain.compilers import compiler
 from harness.upstream import runs, stock
 from harness.upstream.c_text import hex_fill, hex_lines, literal
 from harness.upstream.issue import _pwd
+from harness.upstream.public_base import SPACEMIT_DIRECT
 
 ISA = "spacemit"
 #: Guard bytes of 0xff after the memory a repack writes (as rvvdiff's kernel server guards its buffers): enough to
@@ -234,7 +235,7 @@ class SpacemitProgram:
     """A finding's program: its writer (from the shrunk case), the public-form reason's kernel and what it does."""
 
     write: Callable[[Case], str]
-    #: the kernel of public.py's ``_SPACEMIT_DIRECT`` whose reason says why no public op reaches it
+    #: the kernel of public_base.py's ``SPACEMIT_DIRECT`` whose reason says why no public op reaches it
     kernel: str
     what: str
     #: the VLENs the function is written for (None: every one)
@@ -265,10 +266,8 @@ PROGRAMS: dict[str, SpacemitProgram] = {
 
 
 def why(fix: str) -> str:
-    """Why no public program reaches the finding's function (public.py's reason for its kernel)."""
-    from harness.upstream.public import _SPACEMIT_DIRECT
-
-    return _SPACEMIT_DIRECT[PROGRAMS[fix].kernel]
+    """Why no public program reaches the finding's function (public_base.py's reason for its kernel)."""
+    return SPACEMIT_DIRECT[PROGRAMS[fix].kernel]
 
 
 def _flags() -> list[str]:

@@ -4,10 +4,11 @@ harness/cost/tables/gate_lists.py).  Pure: the rows each run measured and its ca
 (harness/cost/tables/suite_tables.unmeasured: ``"<run>[-<cc>]: <case>"`` -> ``"<outcome>: <reason>"``) in;
 counts per run, one line per reason and the status out.
 
-A selected case is a test of the cost suite that ran (case x VLEN x ISA build); it is measured when it
-left a row.  A run that measured fewer than it selected (a case that failed, one that was skipped) makes
-``rvvdiff cost`` exit :data:`INCOMPLETE`; a run that measured none of the cases its tree has (a case
-skipped as "not in this tree" is one it does not have) makes the gate's cost step incomplete.
+A selected case is a test of the cost suite that ran (case x VLEN x ISA build); it is measured when it left a row.
+A case no build of the run can measure is not selected: the plugin deselects it at collection
+(harness/plugin/costlog.py, :data:`DESELECTED`). A run that measured fewer than it selected (a case that failed,
+one that was skipped) makes ``rvvdiff cost`` exit :data:`INCOMPLETE`; a run that measured none of the cases its
+tree has (a case skipped as "not in this tree" is one it does not have) makes the gate's cost step incomplete.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from harness.cost.tables.suite_tables import CostTable, by_reason
 INCOMPLETE = 3
 #: How the plugin's skip of a case whose kernel the tree lacks begins (harness/plugin/marks.py).
 ABSENT = "not in this tree"
+#: How the plugin's terminal-summary line of the cost cases it deselected at collection begins, after ``rvvdiff: ``
+#: (harness/plugin/costlog.py: no build of the run can measure them; ``rvvdiff cost`` echoes these lines).
+DESELECTED = "deselected"
 #: How a run is named in the lines (its label in the unmeasured keys otherwise).
 LABELS = {"head": "HEAD", "base": "BASE", "board": "the board", "spike": "Spike"}
 
