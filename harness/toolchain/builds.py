@@ -53,7 +53,7 @@ from harness.toolchain.compilers import (
     selected,
     shared_compiler,
 )
-from harness.toolchain.dispatch_build import DispatchError, DispatchUnavailable, ensure_dispatch
+from harness.toolchain.dispatch_build import EXTENSIONS, DispatchError, DispatchUnavailable, ensure_dispatch
 from harness.toolchain.server import adapter_kernels, append_log, digest, first_errors, link_server, server_objects
 
 
@@ -273,11 +273,12 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = 
 
 
 def variant_build(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = None) -> Build:
-    """The ISA build of a dispatch variant (``isa.variant``: riscv64_v): the distribution's build of ``source`` by the
-    named compiler (harness/toolchain/dispatch_build.py), and a kernel server compiled with the variant's flags and
-    linked against its own ``libggml-cpu-<variant>.so`` and ``libggml-base.so``, which runs against the GCC 14 root's
-    glibc (:attr:`Build.runtime`).  :class:`IsaUnavailable` when the tree has no such variant, the compiler cannot
-    build it, or its code uses more than the ISA build's emulated CPU has (the build's promise, ``isa.march``)."""
+    """The ISA build of a dispatch variant (``isa.variant``: riscv64_v, riscv64_v_zvfh): the distribution's build of
+    ``source`` by the named compiler (harness/toolchain/dispatch_build.py), and a kernel server compiled with the
+    variant's flags and linked against its own ``libggml-cpu-<variant>.so`` and ``libggml-base.so``, which runs against
+    the GCC 14 root's glibc (:attr:`Build.runtime`).  :class:`IsaUnavailable` when the tree has no such variant, the
+    compiler cannot build it, or its code may use other extensions than the ISA build's emulated CPU has (the build's
+    promise)."""
     name = compiler_name or selected()
     runtime = glibc_root()
     try:
@@ -290,9 +291,11 @@ def variant_build(source: GgmlSource, isa: IsaBuild, compiler_name: str | None =
     if v is None or v.library is None:
         why = f"does not declare it ({', '.join(x.name for x in d.variants)})" if v is None else f"did not build: {v.error}"
         raise IsaUnavailable(f"variant {isa.variant} of {d.describe()} {why}")
-    if set(v.extensions) != set(isa.march):
+    # The CPU's extensions that a variant's code could be told of (zvfh implies zvfhmin, zfh zfhmin: both named).
+    cpu = [e for e in EXTENSIONS if e in isa.extensions]
+    if set(v.extensions) != set(cpu):
         raise IsaUnavailable(f"variant {isa.variant} of {d.describe()} lets its code use {', '.join(v.extensions)}, "
-                             f"not what the {isa.name} build's emulated CPU has ({', '.join(isa.march)})")
+                             f"not what the {isa.name} build's emulated CPU has ({', '.join(cpu)})")
     cc = shared_compiler(name)
     base = next(d.dir.glob("**/libggml-base.so"))
     libs = (v.library, base)
