@@ -12,7 +12,7 @@ import pytest
 
 from harness.core.config import DISPATCH_V, DISPATCH_V_ZVFH, ISA_BUILDS, NOVECTOR, static_twin
 from harness.core.matrix import ISAS, parse_isas
-from harness.ggml import patches, proposals, source
+from harness.ggml import known, patches, proposals, source
 from harness.jobs.dispatch_runs import Cpu, ProbeRun, judge, table_rows
 from harness.toolchain.compilers import ToolchainError
 from harness.toolchain.dispatch_build import Dispatch, Variant, ensure_dispatch, tree_variants
@@ -115,3 +115,30 @@ def test_the_patched_tree_gives_zvfh_cpus_the_zvfh_variant() -> None:
         assert r.right, (r.cpu.name, r.problems)
         want = "riscv64_0" if r.cpu.vlen is None else "riscv64_v_zvfh" if r.cpu.props.get("zvfh") else "riscv64_v"
         assert r.loaded == want, (r.cpu.name, r.loaded)
+
+
+@pytest.mark.parametrize(("extensions", "said"), [
+    (("v", "zfh", "zfhmin", "zvfh", "zvfbfwma"), "lets its code use v, zfh, zfhmin, zvfh, zvfbfwma"),
+    (("v",), "not what the riscv64_v_zvfh build promises (v, zfh, zvfh)"),
+])
+def test_a_variant_whose_code_is_not_the_build_s_is_unavailable(monkeypatch: pytest.MonkeyPatch,
+                                                               extensions: tuple[str, ...], said: str) -> None:
+    """GCC 14 names no ``__riscv_zvfhmin`` under zvfh: a variant may leave out an implied extension, but it may use
+    none the emulated CPU lacks and must have each the ISA build promises."""
+    from harness.toolchain import builds
+    odd = Variant("riscv64_v_zvfh", ("RVV", "ZVFH"), (), extensions, VZ.library)
+    monkeypatch.setattr(builds, "glibc_root", lambda: Path("/root"))
+    monkeypatch.setattr(builds, "ensure_dispatch", lambda *a, **k: Dispatch(
+        source.pinned(), "gcc14", "gcc", Path("/b"), "k", (V0, VV, odd), Path("/b/bin/probe"), {}))
+    with pytest.raises(builds.IsaUnavailable, match="riscv64_v_zvfh") as e:
+        builds.variant_build(source.pinned(), DISPATCH_V_ZVFH, "gcc14")
+    assert said in str(e.value)
+
+
+def test_gcc14_s_frm_finding_names_v_and_riscv64_v_not_the_zvfh_variant() -> None:
+    """The zvfh variant is compiled with zfh, as the zvfh build is, which converts with fcvt.h.s: no frm left at RMM."""
+    entry = next(e for e in known.load() if e.test.startswith("cases/test_repack_layout.py::test_quantize_mat[[]q8_0_4x8"))
+    ids = {isa: f"cases/test_repack_layout.py::test_quantize_mat[q8_0_4x8-vlen256-{isa}]" for isa in
+           ("v", "v-stress", "riscv64_v", "riscv64_v-stress", "riscv64_v_zvfh", "riscv64_v_zvfh-stress", "zvfh")}
+    assert {isa for isa, i in ids.items() if entry.matches(i, "qemu", "gcc14")} == {
+        "v", "v-stress", "riscv64_v", "riscv64_v-stress"}
