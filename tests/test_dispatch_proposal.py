@@ -142,3 +142,12 @@ def test_gcc14_s_frm_finding_names_v_and_riscv64_v_not_the_zvfh_variant() -> Non
            ("v", "v-stress", "riscv64_v", "riscv64_v-stress", "riscv64_v_zvfh", "riscv64_v_zvfh-stress", "zvfh")}
     assert {isa for isa, i in ids.items() if entry.matches(i, "qemu", "gcc14")} == {
         "v", "v-stress", "riscv64_v", "riscv64_v-stress"}
+
+
+def test_the_zvfh_finding_of_dot_f16_unroll_names_the_zvfh_variant_too() -> None:
+    """ggml_vec_dot_f16_unroll's tail-agnostic accumulator is zvfh code: the riscv64_v_zvfh variant has it, V alone not."""
+    entry = next(e for e in known.load() if "dot_f16_unroll" in e.test)
+    hit = {isa for isa in ("v", "zvfh", "zvfbfwma", "riscv64_v", "riscv64_v_zvfh")
+           if entry.matches(f"cases/test_vec_ops.py::test_vec_op[dot_f16_unroll-vlen256-{isa}-stress]", "qemu", "gcc14")}
+    assert hit == {"zvfh", "zvfbfwma", "riscv64_v_zvfh"}
+    assert not entry.matches("cases/test_vec_ops.py::test_vec_op[dot_f16_unroll-vlen256-riscv64_v_zvfh]", "qemu", "gcc14")
