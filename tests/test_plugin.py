@@ -19,7 +19,8 @@ def run(pytester: pytest.Pytester, *args: str, code: Code = 0) -> Run:
                         "128, 256, 512, 1024, 2048, 4096 (VLENs rvvdiff can emulate: 2048 and 4096 on Spike only)"),
     (["--vlen", "128,abc"], "'abc' is not allowed"),
     (["--isa", "zve32f"], "--isa 'zve32f': 'zve32f' is not allowed; use 'all' or a comma list of v, zvfh, "
-                          "zvfbfwma, spacemit, rv64gc, riscv64_v (ISA builds; 'all' is v, zvfh, zvfbfwma, spacemit)"),
+                          "zvfbfwma, spacemit, rv64gc, riscv64_v, riscv64_v_zvfh (ISA builds; 'all' is v, zvfh, "
+                          "zvfbfwma, spacemit)"),
     (["--rvv-stress", "sometimes"], "--rvv-stress 'sometimes': use off, on or both"),
     (["--max-examples", "0"], "--max-examples '0': expected a positive number"),
 ])

@@ -35,7 +35,7 @@ from harness.core.errors import RvvdiffError
 from harness.core.proc import CommandError
 from harness.emulators import qemu
 from harness.emulators.qemu import emulation_gap
-from harness.ggml import known, mutants
+from harness.ggml import known, mutants, patches, proposals
 from harness.ggml.source import resolve
 from harness.toolchain import compilers
 from harness.toolchain.builds import BuildError, IsaUnavailable, ensure_built
@@ -99,6 +99,20 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_mutant(args: argparse.Namespace) -> int:
     """Print the path of a mutant tree (made if needed), to pass as --ggml-src."""
     tree = mutants.apply(mutants.get(args.name), resolve(args.ggml_src))
+    print(tree.root)
+    return 0
+
+
+def cmd_proposal(args: argparse.Namespace) -> int:
+    """Print the path of a proposal's patched tree (made if needed), to pass as --ggml-src; without a name, list the
+    proposals (harness/data/proposals/) and whether each applies to the tree."""
+    src = resolve(args.ggml_src)
+    if args.name is None:
+        for p in proposals.catalogue().values():
+            state, _ = patches.applies(p, src)
+            print(f"{p.name}: {state} ({p.title}; tested by --isa {p.isa or '-'}; text: {p.text_path or '-'})")
+        return 0
+    tree = proposals.apply(proposals.get(args.name), src)
     print(tree.root)
     return 0
 
@@ -173,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("mutant", parents=[common], help=cmd_mutant.__doc__)
     m.add_argument("name", help="mutant name (`rvvdiff mutants` lists them)")
     m.set_defaults(fn=cmd_mutant)
+    pr = sub.add_parser("proposal", parents=[common], help=cmd_proposal.__doc__)
+    pr.add_argument("name", nargs="?", help="proposal name (without it: the list)")
+    pr.set_defaults(fn=cmd_proposal)
     k = sub.add_parser("known", help=cmd_known.__doc__)
     matrix.add_options(k, "tree")
     k.add_argument("--fingerprint", nargs="+", metavar=("FILE", "FUNCTION"),

@@ -161,6 +161,26 @@ DISPATCH_V = IsaBuild(
     twin="v",
 )
 
+#: The variant ``riscv64_v_zvfh`` that docs/upstream/proposals/riscv64-zvfh-variant.md proposes for a distribution's
+#: build (harness/data/proposals/riscv64_zvfh_variant.patch: ``-march=rv64gc_v_zfh_zvfh``, loaded where
+#: ``riscv_hwprobe`` reports Zfh and Zvfh) as an ISA build of the kernel families, built as :data:`DISPATCH_V` is,
+#: on a CPU with exactly V, Zfh and Zvfh; its static twin is ``zvfh``, the same extensions.  No released tree declares
+#: the variant: on one that does not, the build is unavailable and its tests are skipped with the reason.  Selected
+#: by name only, with the proposal's tree (``--ggml-src $(rvvdiff proposal riscv64_zvfh_variant)``).
+DISPATCH_V_ZVFH = IsaBuild(
+    "riscv64_v_zvfh",
+    "the riscv64_v_zvfh variant a proposal adds to a distribution's build: V + zfh + zvfh (harness/data/proposals/)",
+    dict(DISPATCH.cmake),
+    {"v": True, **_OFF, "zfh": True, "zfhmin": True, "zvfh": True, "zvfhmin": True},
+    ("v", "zfh", "zvfh"),
+    env={"OMP_WAIT_POLICY": "PASSIVE"},
+    variant="riscv64_v_zvfh",
+    twin="zvfh",
+)
+
+#: The dispatch variants the kernel families test, by name.
+DISPATCH_VARIANTS: dict[str, IsaBuild] = {b.name: b for b in (DISPATCH_V, DISPATCH_V_ZVFH)}
+
 
 def static_twin(isa: IsaBuild | str) -> str | None:
     """The name of the static ISA build compiled from the same code as ``isa`` (its :attr:`IsaBuild.twin`: ``v`` for
@@ -175,7 +195,8 @@ def static_twin(isa: IsaBuild | str) -> str | None:
 
 
 #: The ISA builds :func:`static_twin` knows by name.
-_BY_NAME: dict[str, IsaBuild] = {b.name: b for b in (*ISA_BUILDS.values(), SPACEMIT, NOVECTOR, DISPATCH, DISPATCH_V)}
+_BY_NAME: dict[str, IsaBuild] = {b.name: b for b in (*ISA_BUILDS.values(), SPACEMIT, NOVECTOR, DISPATCH,
+                                                      *DISPATCH_VARIANTS.values())}
 
 #: Options every build shares: static libraries, no OpenMP, the RVV-relevant
 #: features on, nothing of llama.cpp beyond ggml.  These, with an ISA build's

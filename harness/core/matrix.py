@@ -28,15 +28,26 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core.config import DISPATCH_V, ISA_BUILDS, NOVECTOR, SPACEMIT, SPIKE_VLENS, VLENS, IsaBuild
+from harness.core.config import (
+    DISPATCH_V,
+    DISPATCH_V_ZVFH,
+    DISPATCH_VARIANTS,
+    ISA_BUILDS,
+    NOVECTOR,
+    SPACEMIT,
+    SPIKE_VLENS,
+    VLENS,
+    IsaBuild,
+)
 
 # ------------------------------------------------------------------ the values and their constraints
 
-#: Every ISA build by name: the vector builds of ggml-cpu's kernels, SpacemiT's backend, and two selected by name
-#: only: the build without V (rv64gc, ggml's generic C) and the RVV variant of a distribution's dispatch build
-#: (riscv64_v: V alone, docs/dispatch.md).  ``all`` and the default are the vector builds: ggml-cpu's, which the
-#: kernel families test, and SpacemiT's, which its family tests.
-ISAS: dict[str, IsaBuild] = {**ISA_BUILDS, SPACEMIT.name: SPACEMIT, NOVECTOR.name: NOVECTOR, DISPATCH_V.name: DISPATCH_V}
+#: Every ISA build by name: the vector builds of ggml-cpu's kernels, SpacemiT's backend, and some selected by name
+#: only: the build without V (rv64gc, ggml's generic C) and the RVV variants of a distribution's dispatch build
+#: (riscv64_v: V alone; riscv64_v_zvfh: V + zfh + zvfh, on a tree with the proposal that adds it; docs/dispatch.md).
+#: ``all`` and the default are the vector builds: ggml-cpu's, which the kernel families test, and SpacemiT's, which
+#: its family tests.
+ISAS: dict[str, IsaBuild] = {**ISA_BUILDS, SPACEMIT.name: SPACEMIT, NOVECTOR.name: NOVECTOR, **DISPATCH_VARIANTS}
 DEFAULT_ISAS: tuple[str, ...] = (*ISA_BUILDS, SPACEMIT.name)
 
 
@@ -272,7 +283,8 @@ AXES: tuple[Axis, ...] = (
          _one(parse_vlens, "VLEN"), f"a VLEN, of {', '.join(map(str, SPIKE_VLENS))} (2048 and 4096 on Spike only)", "VLEN"),
     Axis("isas", "--isa", "LIST",
          f"ISA builds: 'all' ({', '.join(DEFAULT_ISAS)}) or a comma list of them, {NOVECTOR.name} (no vector "
-         f"extension: ggml's generic C) and {DISPATCH_V.name} (a distribution's RVV variant: V alone)", "all",
+         f"extension: ggml's generic C), {DISPATCH_V.name} (a distribution's RVV variant: V alone) and "
+         f"{DISPATCH_V_ZVFH.name} (the variant a proposal adds: V + zfh + zvfh)", "all",
          DEFAULT_ISAS, parse_isas, ",".join,
          _one(parse_isas, "ISA build"), f"an ISA build, of {', '.join(ISAS)}", "ISA"),
     Axis("compilers", "--cc", "LIST",

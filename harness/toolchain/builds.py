@@ -53,7 +53,7 @@ from harness.toolchain.compilers import (
     selected,
     shared_compiler,
 )
-from harness.toolchain.dispatch_build import DispatchError, DispatchUnavailable, ensure_dispatch
+from harness.toolchain.dispatch_build import EXTENSIONS, DispatchError, DispatchUnavailable, ensure_dispatch
 from harness.toolchain.server import adapter_kernels, append_log, digest, first_errors, link_server, server_objects
 
 
@@ -273,11 +273,12 @@ def ensure_built(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = 
 
 
 def variant_build(source: GgmlSource, isa: IsaBuild, compiler_name: str | None = None) -> Build:
-    """The ISA build of a dispatch variant (``isa.variant``: riscv64_v): the distribution's build of ``source`` by the
-    named compiler (harness/toolchain/dispatch_build.py), and a kernel server compiled with the variant's flags and
-    linked against its own ``libggml-cpu-<variant>.so`` and ``libggml-base.so``, which runs against the GCC 14 root's
-    glibc (:attr:`Build.runtime`).  :class:`IsaUnavailable` when the tree has no such variant, the compiler cannot
-    build it, or its code uses more than the ISA build's emulated CPU has (the build's promise, ``isa.march``)."""
+    """The ISA build of a dispatch variant (``isa.variant``: riscv64_v, riscv64_v_zvfh): the distribution's build of
+    ``source`` by the named compiler (harness/toolchain/dispatch_build.py), and a kernel server compiled with the
+    variant's flags and linked against its own ``libggml-cpu-<variant>.so`` and ``libggml-base.so``, which runs against
+    the GCC 14 root's glibc (:attr:`Build.runtime`).  :class:`IsaUnavailable` when the tree has no such variant, the
+    compiler cannot build it, or its code may use an extension the ISA build's emulated CPU lacks or lacks one the
+    build promises (``isa.march``)."""
     name = compiler_name or selected()
     runtime = glibc_root()
     try:
@@ -290,9 +291,13 @@ def variant_build(source: GgmlSource, isa: IsaBuild, compiler_name: str | None =
     if v is None or v.library is None:
         why = f"does not declare it ({', '.join(x.name for x in d.variants)})" if v is None else f"did not build: {v.error}"
         raise IsaUnavailable(f"variant {isa.variant} of {d.describe()} {why}")
-    if set(v.extensions) != set(isa.march):
+    # Its code may use only what the emulated CPU has, and must have what the ISA build promises (``isa.march``); an
+    # implied extension a compiler does not name is neither (GCC 14 defines no __riscv_zvfhmin under zvfh).
+    cpu = [e for e in EXTENSIONS if e in isa.extensions]
+    if not set(isa.march) <= set(v.extensions) <= set(cpu):
         raise IsaUnavailable(f"variant {isa.variant} of {d.describe()} lets its code use {', '.join(v.extensions)}, "
-                             f"not what the {isa.name} build's emulated CPU has ({', '.join(isa.march)})")
+                             f"not what the {isa.name} build promises ({', '.join(isa.march)}) within what its "
+                             f"emulated CPU has ({', '.join(cpu)})")
     cc = shared_compiler(name)
     base = next(d.dir.glob("**/libggml-base.so"))
     libs = (v.library, base)
