@@ -116,6 +116,9 @@ def measure(executed: dict[str, Executed]) -> Coverage:
     for name in sorted(executed, key=lambda t: (executed[t].isa, executed[t].vlen, executed[t].stress,
                                                 executed[t].compiler)):
         e = executed[name]
+        if e.lost:
+            cov.problems.append(f"{name}: {e.lost} server start(s) left no record of what they executed (a Spike server "
+                                "killed after a hang prints no PC histogram): their lines are not counted")
         try:
             table = line_table(e.program)
         except (CoverageError, OSError) as err:
@@ -125,9 +128,6 @@ def measure(executed: dict[str, Executed]) -> Coverage:
         if outside:
             cov.problems.append(f"{name}: {outside} executed PC(s) outside {e.program.name}'s code sections "
                                 "(not mapped to any line; ignored)")
-        if e.lost:
-            cov.problems.append(f"{name}: {e.lost} server start(s) left no record of what they executed (a Spike server "
-                                "killed after a hang prints no PC histogram): their lines are not counted")
         if e.others:
             cov.problems.append(f"{name}: the logs of {len(e.others)} other server binary(ies) of this target "
                                 f"(rebuilt during the run) are not counted: {', '.join(sorted(map(str, e.others)))}")
