@@ -71,6 +71,19 @@ def test_a_killed_spike_leaves_a_lost_start_that_the_report_names(tmp_path: Path
     assert any(p.startswith("vlen256-zvfh: 1 server start(s) left no record of what they executed") for p in cov.problems)
 
 
+def test_two_servers_of_one_target_keep_their_own_logs(tmp_path: Path) -> None:
+    """The IME1 tests run two Spike servers of one target in one process (with the library and without: the A60 and
+    the X60), each counting its starts from 1: the second's first start must not overwrite the first's PCs."""
+    s = spike.Spike("spike", "test")
+    program = Path("/s/rvvdiff-server-spike")
+    a60, x60 = _start(tmp_path, program, 1), _start(tmp_path, program, 1)
+    assert a60 != x60
+    s.exec_log_end(a60, b"PC Histogram size:1\n20000010 1\n")
+    s.exec_log_end(x60, b"PC Histogram size:1\n20000020 1\n")
+    e = executed.collect(tmp_path)["vlen256-zvfh"]
+    assert e.pcs == {0x20000010, 0x20000020} and e.logs == 2
+
+
 def _vec_dot_f16(s: pool.KernelServer, n: int) -> float:
     x = np.ones(n, np.float16).view(np.uint16)
     return float(s.call("vec_dot_f16", [n], [], [In(x), In(x), Out(4)]).output(0, np.float32)[0])

@@ -11,8 +11,8 @@ not give is how often an instruction ran: a line is executed or not.  Under Spik
 prints the address of every instruction it executed when it exits, on its stderr, and the pool hands that to
 :meth:`~harness.emulators.base.Emulator.exec_log_end`, which writes the PCs (:func:`save`).
 
-One log per server start, ``DIR/<target>-<compiler>/<pid>-<start>.log`` (the one-shot servers of the path
-checks, harness/emulators/trace.py, add theirs), beside a ``.json`` naming the
+One log per server start, ``DIR/<target>-<compiler>/<pid>-<n>-<start>.log`` (``n`` counts the process's logs;
+the one-shot servers of the path checks, harness/emulators/trace.py, add theirs), beside a ``.json`` naming the
 program (the server binary whose DWARF maps the PCs to lines: harness/binary/dwarf.py) and the
 compiler of its build: two compilers' servers of one target are two targets, never merged.  A server
 that stops compacts its log into its PCs (:func:`compact`); xdist workers write their own files, the
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import itertools
 import json
 import os
 from collections.abc import Iterable
@@ -40,6 +41,10 @@ def named(targets: list[tuple[int, str, bool, str]]) -> list[str]:
     return [Point(v, i, s, c).name(several and bool(c)) for v, i, s, c in targets]
 
 
+#: Logs this process has named (:func:`log_for`).
+_LOGS = itertools.count(1)
+
+
 def log_for(where: Path | None, program: Path, at: Point, start: int | str) -> Path | None:
     """A fresh log path in ``where`` for one server start of ``program`` at ``at`` (None when coverage is off: no
     ``where``); its ``.json`` is written now."""
@@ -47,7 +52,9 @@ def log_for(where: Path | None, program: Path, at: Point, start: int | str) -> P
         return None
     d = where / at.name(compiler=True)
     d.mkdir(parents=True, exist_ok=True)
-    log = d / f"{os.getpid()}-{start}.log"
+    # The process's count of logs keeps two servers of one target apart (the IME1 tests' Spike with and without its
+    # library, a server rebuilt during the run): each counts its starts from 1.
+    log = d / f"{os.getpid()}-{next(_LOGS)}-{start}.log"
     log.with_suffix(".json").write_text(json.dumps({"program": str(program), "vlen": at.vlen, "isa": at.isa.name,
                                                     "stress": at.stress, "compiler": at.compiler}))
     return log
