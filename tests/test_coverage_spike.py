@@ -127,3 +127,20 @@ def test_a_spike_server_with_coverage_writes_its_pcs_and_a_line_not_run_is_misse
     [t] = ran.targets
     assert key in {(p, ln) for p, ln, _ in t.executed}
     assert fma not in coverage.missed(ran).get((str(cpu), "ggml_vec_dot_f16"), {})
+
+
+@needs_spike
+def test_a_crashed_spike_server_keeps_its_pcs_and_its_message(tmp_path: Path) -> None:
+    """A kernel that crashes: the runtime's trap handler ends the program, Spike still prints its histogram, and the
+    crash message quotes the runtime's trap (symbolized), not the histogram after it."""
+    build = pinned_build("zvfh")
+    s = pool.KernelServer(build, 256, False, spike.spike(), log_dir=tmp_path)
+    try:
+        with pytest.raises(pool.KernelCrash, match="SIGSEGV") as e:
+            s.call("selftest_segv", [0], [], [Out(64)])
+    finally:
+        s.stop()
+    assert spike.HISTOGRAM not in str(e.value) and "at pc 0x" in str(e.value)
+    [pcs] = (tmp_path / f"vlen256-zvfh-{build.compiler}").glob("*.pcs")
+    got = executed.collect(tmp_path)["vlen256-zvfh"]
+    assert got.lost == 0 and got.logs == 1 and len(got.pcs) == pcs.stat().st_size // 8 > 1000
