@@ -15,6 +15,7 @@ from harness.core.matrix import Matrix
 from harness.cost.measure import spike_count, spike_runs
 from harness.cost.tables import compiler_gaps, suite_tables
 from harness.emulators import protocol as P
+from harness.emulators.spike import parse_histogram
 from harness.jobs import cost_suite_runs
 
 # Encodings as Spike's commit log shows them (llvm-objdump agrees).
@@ -88,7 +89,7 @@ def test_mix_names_scalar_multiplies_apart() -> None:
 
 
 def test_histogram_is_separated_from_the_server_stderr() -> None:
-    hist, rest = spike_count.parse_histogram("ggml says hi\nPC Histogram size:2\n20000000 5\n20000004 7\n")
+    hist, rest = parse_histogram("ggml says hi\nPC Histogram size:2\n20000000 5\n20000004 7\n")
     assert hist == {0x20000000: 5, 0x20000004: 7} and rest == "ggml says hi"
 
 

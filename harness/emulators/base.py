@@ -179,8 +179,20 @@ class Emulator(ABC):
         raise NotImplementedError(f"{self.label} cannot trace the functions a call executes")
 
     def exec_log_command(self, server: Path, vlen: int, props: dict[str, bool], log: Path) -> list[str]:
-        """The command that runs ``server`` logging the instructions it executes to ``log`` (when :attr:`logs_exec`)."""
+        """The command that runs ``server`` logging the instructions it executes for ``log`` (when :attr:`logs_exec`):
+        QEMU writes ``log`` itself; Spike prints its PC histogram on stderr as it exits (:meth:`exec_log_end`)."""
         raise NotImplementedError(f"{self.label} cannot log the instructions a server executes")
+
+    def exec_log_end(self, log: Path, stderr: bytes) -> None:
+        """After a server started with :meth:`exec_log_command` ended (stopped, crashed or killed): what the emulator
+        printed on its ``stderr`` made into the PCs of ``log`` (harness/emulators/executed.py) where the emulator
+        prints them there (Spike); QEMU wrote ``log`` itself: nothing to do."""
+        return None
+
+    def server_stderr(self, text: str) -> str:
+        """The part of a server's stderr that the server (or the emulator about it) wrote, without what
+        :meth:`exec_log_command` added (Spike's PC histogram): what crash messages quote."""
+        return text
 
     def run_program(self, program: Path, vlen: int, props: dict[str, bool], *, timeout: float,
                     args: Sequence[str] = (), what: str = "the program", env: Mapping[str, str] | None = None) -> Ran:

@@ -1,28 +1,33 @@
-"""Which guest instructions the kernel servers executed: QEMU's translation log, per target.
+"""Which guest instructions the kernel servers executed: QEMU's translation log or Spike's PC histogram, per target.
 
 With ``--rvv-coverage`` the plugin gives its session's pool of servers a log directory ``DIR``
-(harness/emulators/pool.py's ``log_dir``); every kernel server of the pool then starts under
-``qemu-riscv64 -d in_asm -D <log>`` (:meth:`harness.emulators.base.Emulator.exec_log_command`).
+(harness/emulators/pool.py's ``log_dir``); every kernel server of the pool then starts with its emulator's
+:meth:`harness.emulators.base.Emulator.exec_log_command`.  Under QEMU that is ``qemu-riscv64 -d in_asm -D <log>``:
 QEMU translates a block of guest code the first time it is about to run it and logs each of its
 instructions (``0x<pc>:  <encoding>  <mnemonic>``); a block ends at a branch, so every logged
 instruction ran at least once.  The log grows with the code translated, not with the calls, so the
 pooled server is not slowed per call (the overhead is measured in docs/coverage.md).  What it does
-not give is how often an instruction ran: a line is executed or not.
+not give is how often an instruction ran: a line is executed or not.  Under Spike it is ``spike -g``: Spike
+prints the address of every instruction it executed when it exits, on its stderr, and the pool hands that to
+:meth:`~harness.emulators.base.Emulator.exec_log_end`, which writes the PCs (:func:`save`).
 
-One log per server start, ``DIR/<target>-<compiler>/<pid>-<start>.log`` (the one-shot servers of the path
-checks, harness/emulators/trace.py, add theirs), beside a ``.json`` naming the
+One log per server start, ``DIR/<target>-<compiler>/<pid>-<n>-<start>.log`` (``n`` counts the process's logs;
+the one-shot servers of the path checks, harness/emulators/trace.py, add theirs), beside a ``.json`` naming the
 program (the server binary whose DWARF maps the PCs to lines: harness/binary/dwarf.py) and the
 compiler of its build: two compilers' servers of one target are two targets, never merged.  A server
 that stops compacts its log into its PCs (:func:`compact`); xdist workers write their own files, the
-controlling process reads them all (:func:`collect`).
+controlling process reads them all (:func:`collect`).  A start that left neither a log nor PCs (a Spike server
+killed after a hang prints no histogram) is counted as lost (:attr:`Executed.lost`), and the report names it.
 """
 
 from __future__ import annotations
 
 import array
 import dataclasses
+import itertools
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +41,10 @@ def named(targets: list[tuple[int, str, bool, str]]) -> list[str]:
     return [Point(v, i, s, c).name(several and bool(c)) for v, i, s, c in targets]
 
 
+#: Logs this process has named (:func:`log_for`).
+_LOGS = itertools.count(1)
+
+
 def log_for(where: Path | None, program: Path, at: Point, start: int | str) -> Path | None:
     """A fresh log path in ``where`` for one server start of ``program`` at ``at`` (None when coverage is off: no
     ``where``); its ``.json`` is written now."""
@@ -43,7 +52,9 @@ def log_for(where: Path | None, program: Path, at: Point, start: int | str) -> P
         return None
     d = where / at.name(compiler=True)
     d.mkdir(parents=True, exist_ok=True)
-    log = d / f"{os.getpid()}-{start}.log"
+    # The process's count of logs keeps two servers of one target apart (the IME1 tests' Spike with and without its
+    # library, a server rebuilt during the run): each counts its starts from 1.
+    log = d / f"{os.getpid()}-{next(_LOGS)}-{start}.log"
     log.with_suffix(".json").write_text(json.dumps({"program": str(program), "vlen": at.vlen, "isa": at.isa.name,
                                                     "stress": at.stress, "compiler": at.compiler}))
     return log
@@ -64,15 +75,22 @@ def read_pcs(log: Path) -> set[int]:
     return pcs
 
 
+def save(log: Path, pcs: Iterable[int]) -> None:
+    """The PCs of the server start that ``log`` names, as ``.pcs`` beside it (sorted 64-bit addresses)."""
+    a = array.array("Q", sorted(set(pcs)))
+    tmp = log.with_suffix(".pcs.tmp")
+    with open(tmp, "wb") as f:
+        a.tofile(f)
+    tmp.replace(log.with_suffix(".pcs"))
+
+
 def compact(log: Path) -> None:
-    """Replace a finished log by its PCs (``.pcs``: sorted 64-bit addresses), about a tenth of its size, so
-    a long run keeps one live log per server on disk, not every log it wrote."""
+    """Replace a finished log by its PCs (:func:`save`), about a tenth of its size, so a long run keeps one live
+    log per server on disk, not every log it wrote.  No log (Spike's PCs are saved without one): nothing to do."""
+    if not log.exists():
+        return
     try:
-        pcs = array.array("Q", sorted(read_pcs(log)))
-        tmp = log.with_suffix(".pcs.tmp")
-        with open(tmp, "wb") as f:
-            pcs.tofile(f)
-        tmp.replace(log.with_suffix(".pcs"))
+        save(log, read_pcs(log))
         log.unlink()
     except OSError:
         pass  # the log stays; collect() reads it
@@ -104,6 +122,8 @@ class Executed:
     logs: int = 0
     #: Other programs the same target ran (a server rebuilt during the run): not mapped, named.
     others: set[Path] = field(default_factory=set)
+    #: Server starts that left no record of what they executed (a Spike server killed after a hang): not counted.
+    lost: int = 0
 
 
 def collect(d: Path) -> dict[str, Executed]:
@@ -112,13 +132,14 @@ def collect(d: Path) -> dict[str, Executed]:
     out: dict[str, Executed] = {}
     for meta in sorted(d.glob("*/*.json")):
         pcs = _pcs_of(meta)
-        if pcs is None:
-            continue
         j = json.loads(meta.read_text())
         target = meta.parent.name
         e = out.get(target)
         if e is None:
             e = out[target] = Executed(target, j["vlen"], j["isa"], j["stress"], Path(j["program"]), j.get("compiler", ""))
+        if pcs is None:
+            e.lost += 1
+            continue
         if Path(j["program"]) != e.program:
             e.others.add(Path(j["program"]))
             continue

@@ -167,9 +167,11 @@ class KernelServer:
         self._compact_log()
 
     def _compact_log(self) -> None:
-        """--rvv-coverage: the stopped server's execution log becomes its PCs (harness/emulators/executed.py)."""
+        """--rvv-coverage: the ended server's execution log becomes its PCs (harness/emulators/executed.py); Spike's
+        are on its stderr (:meth:`Emulator.exec_log_end`), read before the next start replaces that file."""
         log, self._log = getattr(self, "_log", None), None
         if log is not None:
+            self.emulator.exec_log_end(log, self._stderr_bytes())
             executed.compact(log)
 
     def _kill(self) -> None:
@@ -187,12 +189,17 @@ class KernelServer:
         except (OSError, AttributeError, ValueError):
             return b""
 
-    def _stderr_tail(self, n: int = 2000) -> str:
+    def _stderr_bytes(self) -> bytes:
+        """Everything on the server's stderr so far."""
         try:
             self._stderr.seek(0)
-            return self._stderr.read().decode(errors="replace")[-n:].strip()
+            return self._stderr.read()
         except (OSError, AttributeError, ValueError):
-            return ""
+            return b""
+
+    def _stderr_tail(self, n: int = 2000) -> str:
+        """The end of what the server (or its emulator) wrote on stderr, without an execution log (Spike's -g)."""
+        return self.emulator.server_stderr(self._stderr_bytes().decode(errors="replace"))[-n:].strip()
 
     # ---------------------------------------------------------- requests
 
@@ -252,6 +259,7 @@ class KernelServer:
             self.proc.close()  # reaped: its pipes are closed
         tail = self.emulator.explain(self.program, self._stderr_tail())
         self.proc = None
+        self._compact_log()  # --rvv-coverage: what it executed before it died counts
         if rc is not None:
             rc = self.emulator.signal_of(rc)
         if lost := self.emulator.lost(rc):

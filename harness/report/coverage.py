@@ -1,10 +1,10 @@
 """RVV line coverage: executed PCs mapped to source lines, per target, and what a run writes of them.
 
 The PCs come from the emulator (harness/emulators/executed.py: QEMU's translation log of the
-pooled servers); the server binary's DWARF line table (harness/binary/dwarf.py) maps them to the
-in-scope source lines, the RVV code under test and its generic twins.  A line is executable in a
-target when the line table maps an address of that target's binary to it, and executed when QEMU
-translated one of those addresses.
+pooled servers, or Spike's PC histogram); the server binary's DWARF line table (harness/binary/dwarf.py) maps
+them to the in-scope source lines, the RVV code under test and its generic twins.  A line is executable in a
+target when the line table maps an address of that target's binary to it, and executed when the emulator
+ran one of those addresses.
 
 Per target (VLEN x ISA build x stress mode) an lcov tracefile (``<target>.info``: TN, SF, DA, LF,
 LH, end_of_record; a hit count is 1, as the log says whether an instruction ran, not how often),
@@ -116,6 +116,9 @@ def measure(executed: dict[str, Executed]) -> Coverage:
     for name in sorted(executed, key=lambda t: (executed[t].isa, executed[t].vlen, executed[t].stress,
                                                 executed[t].compiler)):
         e = executed[name]
+        if e.lost:
+            cov.problems.append(f"{name}: {e.lost} server start(s) left no record of what they executed (a Spike server "
+                                "killed after a hang prints no PC histogram): their lines are not counted")
         try:
             table = line_table(e.program)
         except (CoverageError, OSError) as err:

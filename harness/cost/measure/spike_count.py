@@ -260,28 +260,6 @@ def image(exe: Path) -> Image:
 # ------------------------------------------------------------------ measuring
 
 
-def parse_histogram(stderr: str) -> tuple[Counter[int], str]:
-    """Spike's ``-g`` histogram (``<pc hex> <count>`` lines after "PC Histogram size:"), and the rest
-    of stderr (what the server itself printed)."""
-    hist: Counter[int] = Counter()
-    rest: list[str] = []
-    in_hist = False
-    for line in stderr.splitlines():
-        if line.startswith("PC Histogram size:"):
-            in_hist = True
-            continue
-        if in_hist:
-            parts = line.split()
-            if len(parts) == 2:
-                try:
-                    hist[int(parts[0], 16)] += int(parts[1])
-                    continue
-                except ValueError:
-                    pass
-        rest.append(line)
-    return hist, "\n".join(rest)
-
-
 def is_csr_access(w: int) -> bool:
     """A Zicsr instruction (SYSTEM opcode, funct3 not 0 or 4)."""
     return w & 0x7F == 0x73 and ((w >> 12) & 7) not in (0, 4)

@@ -22,12 +22,13 @@ from harness.core import settings
 from harness.core.config import cache_dir
 from harness.core.proc import execute
 from harness.cost.measure import snapshot
-from harness.cost.measure.spike_count import TALLY_VERSION, Cost, CostError, image, parse_histogram, second_estimate, tally
+from harness.cost.measure.spike_count import TALLY_VERSION, Cost, CostError, image, second_estimate, tally
 from harness.cost.measure.spike_traffic import Traffic, difference, parse_stats, split_output
 from harness.cost.prices import cores, mca, memory_system
 from harness.cost.prices.memory_system import MemorySystem
 from harness.emulators import protocol as P
 from harness.emulators.base import Emulator
+from harness.emulators.spike import parse_histogram
 from harness.toolchain.builds import Build
 
 
