@@ -2,7 +2,7 @@
 forward pass at a model's shape but the layers' mul_mats, each through ggml's graph on one thread, at reps 1 and 2
 (the difference is one compute).
 
-* the ops (norms, the norm weights' mul, RoPE, the KV cache store, the residual adds, swiglu, get_rows): the kernel
+* the ops (norms, the norm weights' mul, RoPE, the KV cache store, the residual adds, swiglu): the kernel
   server's ``op`` request (harness/server/k_ops.cpp), measured only (no oracle: the differential families check
   these ops; RoPE and swiglu are measured here alone);
 * the attention: the fused ``attention`` request (ggml_flash_attn_ext, Q f32, K and V f16), a causal mask;
@@ -38,7 +38,7 @@ NP_TYPE = {"f32": np.float32, "f16": np.float16, "i32": np.int32}
 def _source(call: TR.Call, i: int, type_: str, ne: tuple[int, int, int, int], n: int) -> np.ndarray:
     if type_ == "i32":
         count = ne[0] * ne[1] * ne[2] * ne[3]
-        return np.asarray(TR.ids(count) if call.op == "get_rows" else range(count), np.int32)
+        return np.arange(count, dtype=np.int32)  # RoPE's positions
     rng = np.random.default_rng(SEED + i)
     return rng.standard_normal(ne[0] * ne[1] * ne[2] * ne[3]).astype(NP_TYPE[type_])
 
@@ -51,7 +51,7 @@ def run_op(call: TR.Call, target, n: int, reps: int) -> None:
     ip += [*call.iparams, reps]
     stored = [_source(call, i, t, ne, n) for i, (t, ne) in enumerate(call.srcs)]
     ne0 = call.srcs[0][1]
-    out = ne0[0] * (n if call.op == "get_rows" else ne0[1] * ne0[2] * ne0[3])
+    out = ne0[0] * ne0[1] * ne0[2] * ne0[3]
     size = 2 if call.dst == "f16" else 4
     target.call("op", ip, list(call.fparams), [*(In(x) for x in stored), Out(out * size)])
 
@@ -92,7 +92,7 @@ def cases(text: str | None) -> list[CostCase]:
     """The cases of a ``RVVDIFF_COST_REST`` value (none when unset)."""
     out = []
     for spec in TR.parse_spec(text or ""):
-        out += [_call_case(spec, c, n, r) for n in spec.batches for c in TR.calls(spec.shape, n) for r in per_token.REPS]
+        out += [_call_case(spec, c, n, r) for c, n in spec.cases() for r in per_token.REPS]
         if spec.head:
             out += [_head_case(spec, *s) for s in spec.head_slices()]
     return out

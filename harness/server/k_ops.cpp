@@ -18,8 +18,7 @@
 //   5 div       (src0, src1)                 11 concat   (src0, src1, dim = iparam 0)
 //  12 rope      (src0, src1 = i32 positions, n_dims, mode, n_ctx_orig = iparams 0..2,
 //                freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow = fp0..5): ggml_rope_ext
-//  13 swiglu    (src0 = gate, src1 = up): ggml_swiglu_split, silu(src0) * src1 (a tree without it:
-//                ggml_mul(ggml_silu(src0), src1), the two ops llama.cpp ran before the fused one)
+//  13 swiglu    (src0 = gate, src1 = up): ggml_swiglu_split, silu(src0) * src1
 //
 // dst is the op's result, contiguous (its buffer's size must be ggml_nbytes of it).  The op runs on
 // whichever kernel the build routes it to: ggml-cpu's own in the kernel families' builds, the
@@ -30,7 +29,6 @@
 // costs/model_rest.py).
 
 #include "graph.h"
-#include "rvvdiff_tree.h"
 #include "server.h"
 
 #include "ggml-cpu.h"
@@ -135,11 +133,7 @@ uint32_t k_op(Call & c) {
             break;
         case 13:
             if (!need(2, 0, 0)) return ST_BAD_REQUEST;
-#if RVVDIFF_HAS_ggml_swiglu_split
-            out = ggml_swiglu_split(ctx, src[0], src[1]);
-#else
-            out = ggml_mul(ctx, ggml_silu(ctx, src[0]), src[1]);
-#endif
+            out = ggml_swiglu_split(ctx, src[0], src[1]);  // the fused op (GLU, ggml 2025-07: k_vec.cpp's swiglu too)
             break;
         default:
             return c.bad("op: unknown op %lld", (long long) op);

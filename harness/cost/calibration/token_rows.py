@@ -40,7 +40,7 @@ MARKERS = ("<!-- token table -->", "<!-- /token table -->")
 SHARE_MARKERS = ("<!-- token share table -->", "<!-- /token share table -->")
 #: The rest's committed cost output (the pinned tree, clang, VLEN 256) and the specs it was measured with.
 REST = sources.SOURCES / "rest.json"
-REST_SPECS = "tinyllama:q6_K:1+32+64+128,qwen3-1.7b:own:1+32+64+128"
+REST_SPECS = "tinyllama:q6_K@1+32:1+32+64+128,qwen3-1.7b:own:1+64"
 ESTIMATORS = per_token.ESTIMATORS
 ROOFED = roofline.ROOFED
 
@@ -57,12 +57,11 @@ def rests(rows: list[Mapping[str, Any]] | None = None) -> dict[tuple[str, int], 
     rows = list(_rest_rows()) if rows is None else rows
     out = {}
     for spec in TR.parse_spec(REST_SPECS):
-        for n in spec.batches:
-            try:
-                r = TR.rest(TR.Spec(spec.shape, spec.head, (n,)), rows)[0]
-            except per_token.ModelCostError:
-                continue
-            out[(spec.shape.name, n)] = r
+        try:
+            got = TR.rest(spec, rows)
+        except per_token.ModelCostError:
+            continue
+        out.update({(spec.shape.name, r.batch): r for r in got})
     return out
 
 

@@ -16,17 +16,22 @@ Per layer, at a batch of ``n`` tokens (llama.cpp's graph, ``llm_build_llama`` / 
 * the two residual ``add`` s;
 * ``swiglu`` (``ggml_swiglu_split``: silu(gate) x up) over the FFN rows.
 
-Once a forward pass: ``get_rows`` of the ``n`` token embeddings (measured as f32 rows: the op adapter copies float
-rows; a quantized table's dequantizing is not counted), the output ``rms_norm`` and its ``mul``, and the output
-head's mul_mat (``vocab`` x ``hidden`` weights).  The head's weight type is the model file's: a float model's own
+Once a forward pass: the output ``rms_norm`` and its ``mul``, and the output head's mul_mat (``vocab`` x ``hidden``
+weights).  The head's weight type is the model file's: a float model's own
 type, Bonsai-1.7B's ``q1_0`` (its model card: "1-bit coverage: embeddings, attention projections, MLP projections,
 LM head"), else ``q6_K`` (llama-quantize's rule for ``output.weight``).  Where it is the model-shaped case's own
 type, the head is that case's own fit at ``k = hidden`` on each tree (:func:`own_head`: the changed kernel runs
 it); otherwise it is measured with the rest, as the model-shaped case measures a mul_mat (two slices of weight
 rows, :data:`per_token.SLICES`, scaled to ``vocab`` rows).
 
-Left out, named: the views, permutes and reshapes (no compute), the KQ scale and mask's set-up, the graph's
-scheduling between ops, the sampling.
+Left out, named: ``get_rows`` of the batch's embedding rows (a copy of ``n`` rows of ``hidden`` once a pass, a
+quantized table's rows dequantized), the views, permutes and reshapes (no compute), the mask's set-up, the graph's
+scheduling between ops, the sampling.  RoPE of the queries and the keys is measured as one call over both's heads
+(each head row's work the same; the call computes its per-position sin / cos table once, a model's two calls twice).
+
+An op's work is the same for every token row, so the ops are measured at the smallest and the largest batch and
+scaled between by rows (:func:`by_batch`, as the model-shaped case scales a mul_mat by weight rows); the attention,
+whose KV positions grow with the batch, at every batch.
 
 The **set-up cancels** as in the model-shaped case: every call is measured at reps 1 and 2 and one compute is
 the difference (:func:`per_token.compute`).  A pass's rest is ``sum(calls x their count)``; per token it is over
@@ -44,8 +49,6 @@ from harness.cost.prices import per_token
 
 #: How every cost case of the rest is named (before its shape).
 CASE_PREFIX = "rest-"
-#: The f32 rows of the embedding table ``get_rows`` picks the tokens' rows from (its size changes no row's copy).
-TABLE_ROWS = 64
 #: The KV positions of a token generation step (batch 1): the longest ``tg`` test of the rows (tg32; a tg test's
 #: steps see 1 to its length).  A prompt of ``n`` tokens attends over its own ``n`` positions.
 TG_CONTEXT = 32
@@ -95,6 +98,10 @@ class Call:
     per_layer: int = 0
     per_pass: int = 0
     what: str = ""
+    #: Its work is the same for every token row (an op over the batch's rows): measured at the smallest and the
+    #: largest batch and scaled between (:func:`by_batch`); the attention (its KV positions grow with the batch) at
+    #: every batch.
+    linear: bool = True
     #: attention: (n_q, n_kv, head_dim, heads, kv_heads)
     attention: tuple[int, int, int, int, int] = ()  # type: ignore[assignment]
 
@@ -126,19 +133,15 @@ def calls(shape: per_token.Shape, n: int) -> list[Call]:
              what="attn_norm and ffn_norm a layer, output_norm once"),
         Call("norm_mul", "op", "mul", rows(h, ("f32", (h, 1, 1, 1))), per_layer=2, per_pass=1,
              what="x times the norm's weight row"),
-        Call("rope_q", "op", "rope", (("f32", (d, shape.heads, n, 1)), pos), iparams=rope, fparams=rope_fp,
-             per_layer=1, what="RoPE of the queries"),
-        Call("rope_k", "op", "rope", (("f32", (d, shape.kv_heads, n, 1)), pos), iparams=rope, fparams=rope_fp,
-             per_layer=1, what="RoPE of the keys"),
+        Call("rope", "op", "rope", (("f32", (d, shape.heads + shape.kv_heads, n, 1)), pos), iparams=rope,
+             fparams=rope_fp, per_layer=1, what="RoPE of the queries and the keys (one call over both's heads)"),
         Call("kv_store", "op", "cpy", rows(shape.kv_heads * d), dst="f16", per_layer=2,
              what="K and V rows into the f16 KV cache"),
-        Call("attention", "attention", "flash_attn_ext", (), per_layer=1,
+        Call("attention", "attention", "flash_attn_ext", (), per_layer=1, linear=False,
              attention=(n, context(n), d, shape.heads, shape.kv_heads),
              what=f"ggml_flash_attn_ext, {n} queries over {context(n)} positions, causal"),
         Call("residual_add", "op", "add", rows(h, ("f32", (h, n, 1, 1))), per_layer=2, what="the residual adds"),
         Call("swiglu", "op", "swiglu", rows(f, ("f32", (f, n, 1, 1))), per_layer=1, what="silu(gate) x up"),
-        Call("get_rows", "op", "get_rows", (("f32", (h, TABLE_ROWS, 1, 1)), ("i32", (n, 1, 1, 1))), per_pass=1,
-             what="the tokens' embedding rows"),
     ]
     if m.qk_norm:
         qk = shape.heads + shape.kv_heads
@@ -147,11 +150,6 @@ def calls(shape: per_token.Shape, n: int) -> list[Call]:
                 Call("qk_norm_mul", "op", "mul", (("f32", (d, qk, n, 1)), ("f32", (d, 1, 1, 1))), per_layer=1,
                      what="the head rows times their norm's weight")]
     return out
-
-
-def ids(n: int) -> tuple[int, ...]:
-    """get_rows' token ids: spread over the table."""
-    return tuple((11 * i + 5) % TABLE_ROWS for i in range(n))
 
 
 # ------------------------------------------------------------------ the spec and the case names
@@ -164,30 +162,51 @@ class Spec:
     shape: per_token.Shape
     head: str | None
     batches: tuple[int, ...]
+    #: The batches the head is measured at (default: every batch).
+    head_batches: tuple[int, ...] = ()
 
     def head_spec(self) -> per_token.Spec | None:
-        return per_token.Spec(self.shape, self.head, self.batches) if self.head else None
+        return per_token.Spec(self.shape, self.head, self.head_batches or self.batches) if self.head else None
 
     def head_slices(self) -> list[tuple[int, int, int, int]]:
-        """(k, m, n, reps) of the head's slices: the two slices at ``k = hidden``, every batch, both reps."""
-        return [(self.shape.hidden, m, n, r) for n in self.batches for m in per_token.SLICES for r in per_token.REPS]
+        """(k, m, n, reps) of the head's slices: the two slices at ``k = hidden``, each of its batches, both reps."""
+        return [(self.shape.hidden, m, n, r) for n in (self.head_batches or self.batches) for m in per_token.SLICES
+                for r in per_token.REPS]
+
+    def measured(self, call: Call) -> tuple[int, ...]:
+        """The batches ``call`` is measured at: every batch, or a linear call's smallest and largest."""
+        return tuple(sorted({min(self.batches), max(self.batches)})) if call.linear else self.batches
+
+    def cases(self) -> list[tuple[Call, int]]:
+        """(call, batch) of every call measurement (each at both reps)."""
+        names = {c.name for n in self.batches for c in calls(self.shape, n)}
+        out = []
+        for name in sorted(names):
+            for n in self.batches:
+                c = next(c for c in calls(self.shape, n) if c.name == name)
+                if n in self.measured(c):
+                    out.append((c, n))
+        return out
 
 
 def parse_spec(text: str) -> list[Spec]:
-    """``SHAPE:HEAD:BATCH+BATCH`` items, comma-separated (``tinyllama:q6_K:1+32``; HEAD ``own``: no head measured,
-    the model-shaped case's own type gives it)."""
+    """``SHAPE:HEAD[@BATCH+BATCH]:BATCH+BATCH`` items, comma-separated (``tinyllama:q6_K@1+32:1+32+128``; HEAD
+    ``own``: no head measured, the model-shaped case's own type gives it; ``@``: the head's batches)."""
     out = []
     for item in filter(None, (t.strip() for t in text.split(","))):
         parts = item.split(":")
+        head, _, at = (parts[1] if len(parts) > 1 else "").partition("@")
         try:
             batches = tuple(int(b) for b in parts[2].split("+"))
+            head_batches = tuple(int(b) for b in at.split("+")) if at else ()
         except (IndexError, ValueError):
-            batches = ()
+            batches = head_batches = ()
         if len(parts) != 3 or parts[0] not in MODELS or not batches or min(batches) < 1 or (
-                parts[1] != "own" and parts[1] not in per_token.TYPES):
-            raise per_token.ModelCostError(f"rest case {item!r}: write SHAPE:HEAD:BATCH+BATCH, SHAPE one of "
-                                           f"{', '.join(MODELS)}, HEAD a weight type or 'own' (tinyllama:q6_K:1+32)")
-        out.append(Spec(per_token.SHAPES[parts[0]], None if parts[1] == "own" else parts[1], batches))
+                head != "own" and head not in per_token.TYPES) or any(b not in batches for b in head_batches):
+            raise per_token.ModelCostError(f"rest case {item!r}: write SHAPE:HEAD[@BATCH+BATCH]:BATCH+BATCH, SHAPE one "
+                                           f"of {', '.join(MODELS)}, HEAD a weight type or 'own', its batches among "
+                                           "the batches (tinyllama:q6_K@1+32:1+32+128)")
+        out.append(Spec(per_token.SHAPES[parts[0]], None if head == "own" else head, batches, head_batches))
     return out
 
 
@@ -257,10 +276,12 @@ def rest(spec: Spec, rows: list[Mapping[str, Any]], vlen: int = 256) -> list[Res
     for n in spec.batches:
         parts: dict[str, Work] = {}
         for c in calls(spec.shape, n):
-            one = _diff(mine, case_name(spec.shape, c.name), n, f"rest {spec.shape.name}")
+            at = {b: _diff(mine, case_name(spec.shape, c.name), b, f"rest {spec.shape.name}") for b in spec.measured(c)
+                  if not c.linear or b in (n, min(spec.batches), max(spec.batches))}
+            one = at[n] if n in at else by_batch(at, n)
             count = c.per_layer * spec.shape.layers + c.per_pass
             parts[c.name] = {e: v * count / n for e, v in one.items() if e in per_token.ESTIMATORS}
-        if spec.head:
+        if spec.head and n in (spec.head_batches or spec.batches):
             by_slice = {per_token.parse_size(r["size"]): r for r in rows if r.get("name") == head_name(spec.shape, spec.head)
                         and int(r["vlen"]) == vlen}
             f = head_fit(by_slice, spec.shape.hidden, n, f"rest {spec.shape.name} head {spec.head}")
@@ -268,6 +289,14 @@ def rest(spec: Spec, rows: list[Mapping[str, Any]], vlen: int = 256) -> list[Res
                              if e in per_token.ESTIMATORS}
         out.append(Rest(spec.shape, n, parts, spec.head))
     return out
+
+
+def by_batch(at: Mapping[int, Work], n: int) -> Work:
+    """A linear call's compute at batch ``n`` from two measured batches: ``fixed + n * per_row`` through them."""
+    (b1, w1), (b2, w2) = sorted(at.items())[0], sorted(at.items())[-1]
+    if b1 == b2:
+        raise per_token.ModelCostError(f"batch {n}: one measured batch ({b1}) cannot be scaled")
+    return {e: w1[e] + (n - b1) * (w2[e] - w1[e]) / (b2 - b1) for e in w1 if e in w2}
 
 
 def own_head(spec: per_token.Spec, rows: Mapping[tuple[int, int, int, int], Mapping[str, Any]], n: int) -> Work:

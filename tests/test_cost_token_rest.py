@@ -1,0 +1,100 @@
+"""The rest of a token (harness/cost/prices/token_rest.py, costs/model_rest.py): the calls a forward pass runs
+besides the layers' mul_mats at a model's shape, each counted as often as a pass runs it, one compute per call from
+reps 1 and 2, the head scaled by rows; and the whole token's speed-up (Amdahl's) in
+harness/cost/calibration/token_rows.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from costs import model_rest
+from harness.cost.calibration import token_rows
+from harness.cost.prices import per_token
+from harness.cost.prices import token_rest as TR
+
+TINY, QWEN = per_token.SHAPES["tinyllama"], per_token.SHAPES["qwen3-1.7b"]
+
+
+def test_the_calls_are_a_llama_layer_at_the_shape_and_qwen3_adds_its_head_norms() -> None:
+    by = {c.name: c for c in TR.calls(TINY, 32)}
+    assert set(by) == {"rms_norm", "norm_mul", "rope_q", "rope_k", "kv_store", "attention", "residual_add", "swiglu",
+                       "get_rows"}
+    assert by["rms_norm"].srcs == (("f32", (2048, 32, 1, 1)),) and (by["rms_norm"].per_layer, by["rms_norm"].per_pass) == (2, 1)
+    assert by["rope_q"].srcs[0] == ("f32", (64, 32, 32, 1)) and by["rope_k"].srcs[0] == ("f32", (64, 4, 32, 1))
+    assert by["rope_q"].iparams == (64, 0, 2048)  # LLaMA: normal mode
+    assert by["swiglu"].srcs[0] == ("f32", (5632, 32, 1, 1)) and by["swiglu"].per_layer == 1
+    assert by["attention"].attention == (32, 32, 64, 32, 4)
+    assert by["kv_store"].dst == "f16" and by["kv_store"].srcs[0][1] == (256, 32, 1, 1)
+    assert TR.calls(TINY, 1)[5].attention == (1, TR.TG_CONTEXT, 64, 32, 4)
+    q = {c.name: c for c in TR.calls(QWEN, 1)}
+    assert q["qk_norm"].srcs == (("f32", (128, 24, 1, 1)),) and q["rope_q"].iparams[1] == 2  # NeoX
+
+
+def test_the_cost_cases_exist_only_when_named_and_reach_every_call_at_both_reps() -> None:
+    assert model_rest.cases(None) == []
+    cs = model_rest.cases("tinyllama:q6_K:1+32")
+    ids = {c.id for c in cs}
+    assert "spacemit_ops-rest-tinyllama-rope_q-n32-r2" in ids and "flash_attn-rest-tinyllama-attention-n1-r1" in ids
+    assert "repack-rest-tinyllama-head-q6_K-k2048-m64-n32-r2" in ids
+    assert len(cs) == 9 * 2 * 2 + 2 * 2 * 2  # calls x batches x reps + the head's slices x batches x reps
+    assert not any("head" in c.id for c in model_rest.cases("tinyllama:own:1"))
+    with pytest.raises(per_token.ModelCostError, match="SHAPE:HEAD:BATCH"):
+        TR.parse_spec("tinyllama:q6_K")
+
+
+def _rows(shape: per_token.Shape, n: int, per: dict[str, int], head: tuple[int, int] | None = None) -> list[dict]:
+    """Rows of every call at batch n: reps 1 costs 1000 (the set-up), reps 2 1000 + the call's compute."""
+    out = []
+    for c in TR.calls(shape, n):
+        for r in per_token.REPS:
+            out.append({"name": TR.case_name(shape, c.name), "size": TR.size_label(n, r), "vlen": 256,
+                        "instret": 1000 + (r - 1) * per.get(c.name, 10)})
+    if head:
+        fixed, per_row = head
+        for m in per_token.SLICES:
+            for r in per_token.REPS:
+                out.append({"name": TR.head_name(shape, "q6_K"), "size": per_token.size_label(shape.hidden, m, n, r),
+                            "vlen": 256, "instret": 500 + (r - 1) * (fixed + m * per_row)})
+    return out
+
+
+def test_each_call_counts_as_often_as_a_pass_runs_it_over_the_batch() -> None:
+    (r,) = TR.rest(TR.Spec(TINY, "q6_K", (4,)), _rows(TINY, 4, {"rms_norm": 400, "swiglu": 800}, head=(40, 2)))
+    assert r.parts["rms_norm"]["instructions"] == pytest.approx(400 * (2 * 22 + 1) / 4)
+    assert r.parts["swiglu"]["instructions"] == pytest.approx(800 * 22 / 4)
+    assert r.parts["get_rows"]["instructions"] == pytest.approx(10 / 4)  # once a pass
+    assert r.parts["head"]["instructions"] == pytest.approx((40 + 32000 * 2) / 4)  # scaled to the vocab's rows
+    assert r.total(with_head=False)["instructions"] == pytest.approx(
+        sum(v["instructions"] for k, v in r.parts.items() if k != "head"))
+
+
+def test_a_call_measured_at_one_rep_only_is_named() -> None:
+    rows = [r for r in _rows(TINY, 4, {}) if not (r["name"].endswith("rope_k") and r["size"].endswith("r2"))]
+    with pytest.raises(per_token.ModelCostError, match="rope_k at batch 4"):
+        TR.rest(TR.Spec(TINY, None, (4,)), rows)
+
+
+def test_the_whole_tokens_speed_up_is_amdahls_and_a_wrong_share_fails() -> None:
+    before, after = {"table": 900.0}, {"table": 300.0}  # the kernel 3x faster
+    rest = {"table": 100.0}
+    b, a = TR.token(before, rest), TR.token(after, rest)
+    assert TR.speedup(b, a)["table"] == pytest.approx(1000 / 400)  # 2.5x, not 3x: the rest dilutes it
+    assert TR.speedup(b, a)["table"] != pytest.approx(3.0)
+    # the head of a float model runs the changed kernel on each tree: it speeds up with it
+    own_b, own_a = TR.token(before, rest, {"table": 90.0}), TR.token(after, rest, {"table": 30.0})
+    assert TR.speedup(own_b, own_a)["table"] == pytest.approx(1090 / 430)
+    assert TR.share(b, a, before, after)["table"] == (pytest.approx(0.9), pytest.approx(0.75))
+
+
+def test_the_head_type_is_the_model_files() -> None:
+    assert [TR.head_type(t) for t in ("f16", "q1_0", "q2_K", "iq1_s")] == ["f16", "q1_0", "q6_K", "q6_K"]
+    # Bonsai's 1-bit head: 151936 x 2048 weights at q1_0's 18 bytes a 128
+    assert TR.head_bytes(QWEN, "q1_0") == pytest.approx(151936 * 2048 * 18 / 128)
+    assert TR.head_bytes(TINY, "f16") == pytest.approx(32000 * 2048 * 2)
+
+
+def test_the_docs_token_tables_are_the_sources() -> None:
+    assert token_rows.doc_block() == token_rows.block(), (
+        "docs/calibration.md's token table is not the sources': run rvvdiff calibration write")
+    assert token_rows.doc_block(markers=token_rows.SHARE_MARKERS) == (
+        "\n".join(token_rows.rest_lines()) + "\n\n" + "\n".join(token_rows.share_lines()))
