@@ -17,28 +17,27 @@ TINY, QWEN = per_token.SHAPES["tinyllama"], per_token.SHAPES["qwen3-1.7b"]
 
 def test_the_calls_are_a_llama_layer_at_the_shape_and_qwen3_adds_its_head_norms() -> None:
     by = {c.name: c for c in TR.calls(TINY, 32)}
-    assert set(by) == {"rms_norm", "norm_mul", "rope_q", "rope_k", "kv_store", "attention", "residual_add", "swiglu",
-                       "get_rows"}
+    assert set(by) == {"rms_norm", "norm_mul", "rope", "kv_store", "attention", "residual_add", "swiglu"}
     assert by["rms_norm"].srcs == (("f32", (2048, 32, 1, 1)),) and (by["rms_norm"].per_layer, by["rms_norm"].per_pass) == (2, 1)
-    assert by["rope_q"].srcs[0] == ("f32", (64, 32, 32, 1)) and by["rope_k"].srcs[0] == ("f32", (64, 4, 32, 1))
-    assert by["rope_q"].iparams == (64, 0, 2048)  # LLaMA: normal mode
+    assert by["rope"].srcs[0] == ("f32", (64, 32 + 4, 32, 1)) and by["rope"].iparams == (64, 0, 2048)  # normal mode
     assert by["swiglu"].srcs[0] == ("f32", (5632, 32, 1, 1)) and by["swiglu"].per_layer == 1
     assert by["attention"].attention == (32, 32, 64, 32, 4)
     assert by["kv_store"].dst == "f16" and by["kv_store"].srcs[0][1] == (256, 32, 1, 1)
-    assert TR.calls(TINY, 1)[5].attention == (1, TR.TG_CONTEXT, 64, 32, 4)
+    assert next(c for c in TR.calls(TINY, 1) if c.name == "attention").attention == (1, TR.TG_CONTEXT, 64, 32, 4)
     q = {c.name: c for c in TR.calls(QWEN, 1)}
-    assert q["qk_norm"].srcs == (("f32", (128, 24, 1, 1)),) and q["rope_q"].iparams[1] == 2  # NeoX
+    assert q["qk_norm"].srcs == (("f32", (128, 24, 1, 1)),) and q["rope"].iparams[1] == 2  # NeoX
 
 
 def test_the_cost_cases_exist_only_when_named_and_reach_every_call_at_both_reps() -> None:
     assert model_rest.cases(None) == []
-    cs = model_rest.cases("tinyllama:q6_K:1+32")
+    cs = model_rest.cases("tinyllama:q6_K@1+32:1+32+128")
     ids = {c.id for c in cs}
-    assert "spacemit_ops-rest-tinyllama-rope_q-n32-r2" in ids and "flash_attn-rest-tinyllama-attention-n1-r1" in ids
-    assert "repack-rest-tinyllama-head-q6_K-k2048-m64-n32-r2" in ids
-    assert len(cs) == 9 * 2 * 2 + 2 * 2 * 2  # calls x batches x reps + the head's slices x batches x reps
+    assert "spacemit_ops-rest-tinyllama-rope-n128-r2" in ids and "flash_attn-rest-tinyllama-attention-n32-r1" in ids
+    assert "spacemit_ops-rest-tinyllama-rope-n32-r1" not in ids  # an op: at the smallest and largest batch only
+    assert "repack-rest-tinyllama-head-q6_K-k2048-m64-n32-r2" in ids and not any("head" in i and "n128" in i for i in ids)
+    assert len(cs) == (6 * 2 + 3) * 2 + 2 * 2 * 2  # (ops x 2 batches + attention x 3) x reps + head slices x batches x reps
     assert not any("head" in c.id for c in model_rest.cases("tinyllama:own:1"))
-    with pytest.raises(per_token.ModelCostError, match="SHAPE:HEAD:BATCH"):
+    with pytest.raises(per_token.ModelCostError, match=r"SHAPE:HEAD\[@BATCH"):
         TR.parse_spec("tinyllama:q6_K")
 
 
@@ -60,18 +59,23 @@ def _rows(shape: per_token.Shape, n: int, per: dict[str, int], head: tuple[int, 
 
 def test_each_call_counts_as_often_as_a_pass_runs_it_over_the_batch() -> None:
     (r,) = TR.rest(TR.Spec(TINY, "q6_K", (4,)), _rows(TINY, 4, {"rms_norm": 400, "swiglu": 800}, head=(40, 2)))
-    assert r.parts["rms_norm"]["instructions"] == pytest.approx(400 * (2 * 22 + 1) / 4)
+    assert r.parts["rms_norm"]["instructions"] == pytest.approx(400 * (2 * 22 + 1) / 4)  # 2 a layer, 1 a pass
     assert r.parts["swiglu"]["instructions"] == pytest.approx(800 * 22 / 4)
-    assert r.parts["get_rows"]["instructions"] == pytest.approx(10 / 4)  # once a pass
     assert r.parts["head"]["instructions"] == pytest.approx((40 + 32000 * 2) / 4)  # scaled to the vocab's rows
     assert r.total(with_head=False)["instructions"] == pytest.approx(
         sum(v["instructions"] for k, v in r.parts.items() if k != "head"))
 
 
-def test_a_call_measured_at_one_rep_only_is_named() -> None:
-    rows = [r for r in _rows(TINY, 4, {}) if not (r["name"].endswith("rope_k") and r["size"].endswith("r2"))]
-    with pytest.raises(per_token.ModelCostError, match="rope_k at batch 4"):
-        TR.rest(TR.Spec(TINY, None, (4,)), rows)
+def test_an_op_is_scaled_by_rows_between_its_batches_and_the_attention_is_not() -> None:
+    spec = TR.Spec(TINY, None, (1, 8, 16))
+    rows = _rows(TINY, 1, {"swiglu": 100, "attention": 50}) + _rows(TINY, 16, {"swiglu": 1600 + 100, "attention": 9000})
+    rows += [r for r in _rows(TINY, 8, {"attention": 700}) if "attention" in r["name"]]
+    got = {r.batch: r for r in TR.rest(spec, rows)}
+    # swiglu: 100 at 1 row, 1700 at 16: at 8 rows the line through them, 100 + 7 x 1600 / 15
+    assert got[8].parts["swiglu"]["instructions"] == pytest.approx((100 + 7 * 1600 / 15) * 22 / 8)
+    assert got[8].parts["attention"]["instructions"] == pytest.approx(700 * 22 / 8)  # measured at its batch
+    with pytest.raises(per_token.ModelCostError, match="attention at batch 8"):
+        TR.rest(spec, [r for r in rows if not ("attention" in r["name"] and r["size"] == "n8-r2")])
 
 
 def test_the_whole_tokens_speed_up_is_amdahls_and_a_wrong_share_fails() -> None:

@@ -4,10 +4,12 @@ The data file (harness/data/calibration.toml) holds one row per published change
 speed-ups and rvvdiff's estimates of the same change, kept with the ``rvvdiff cost`` output they come from
 (harness/data/calibration/<row>.json: the row's source).
 
-``rvvdiff calibration show [--model | --roofline]``
+``rvvdiff calibration show [--model | --roofline | --token]``
     the table of the rows' per-kernel estimates (``--model``: their model-shaped cases) against the boards,
     and the summary line ``rvvdiff cost`` prints (harness/cost/calibration/kernel_rows.py, model_rows.py);
-    ``--roofline``: every test's error compute-only and as a roofline (harness/cost/calibration/roofline_rows.py).
+    ``--roofline``: every test's error compute-only and as a roofline (harness/cost/calibration/roofline_rows.py);
+    ``--token``: every model-shaped test's error as the layers' mul_mats and as whole tokens, the rest of a token
+    added (harness/cost/calibration/token_rows.py).
 ``rvvdiff calibration write``
     the tables into docs/calibration.md, between their markers.
 ``rvvdiff calibration estimate COST_JSON FUNCTION [--before-function F]``
@@ -42,7 +44,7 @@ import sys
 from pathlib import Path
 
 from harness.core.matrix import add_options
-from harness.cost.calibration import data_diff, kernel_rows, model_rows, roofline_rows, sources
+from harness.cost.calibration import data_diff, kernel_rows, model_rows, roofline_rows, sources, token_rows
 from harness.jobs import calibration_runs
 
 
@@ -53,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("show", help="the table of the rows against the boards, and the summary line")
     s.add_argument("--model", action="store_true", help="the model-shaped cases' table")
     s.add_argument("--roofline", action="store_true", help="every test's error compute-only and as a roofline")
+    s.add_argument("--token", action="store_true", help="every model-shaped test's error as whole tokens")
     sub.add_parser("write", help="both tables into docs/calibration.md")
     e = sub.add_parser("estimate", help="a cost run's ratios for every priced core (or a model-shaped case's entry)")
     e.add_argument("cost_json", type=Path, metavar="COST_JSON")
@@ -87,12 +90,15 @@ def main(argv: list[str]) -> int:
         if a.roofline:
             print(roofline_rows.block())
             return 0
+        if a.token:
+            print(token_rows.block())
+            return 0
         print(model_rows.table() if a.model else kernel_rows.table())
         print(model_rows.summary() if a.model else kernel_rows.summary())
         return 0
     if a.action == "write":
         for what, write in (("per-kernel", kernel_rows.write_doc), ("model-shaped", model_rows.write_doc),
-                            ("roofline", roofline_rows.write_doc)):
+                            ("roofline", roofline_rows.write_doc), ("whole-token", token_rows.write_doc)):
             print(f"{kernel_rows.DOC}: the {what} table {'rewritten' if write() else 'already current'}")
         print(kernel_rows.summary())
         print(model_rows.summary())

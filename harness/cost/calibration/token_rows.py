@@ -45,6 +45,18 @@ ESTIMATORS = per_token.ESTIMATORS
 ROOFED = roofline.ROOFED
 
 
+def keep_rest(rows: list[Mapping[str, Any]], path: Path = REST) -> int:
+    """Keep a cost run's rows of the rest (cost.json's ``head``, or ``--cost-log`` rows) in the rest's source, a row
+    measured again replacing the one it repeats; returns the rows kept."""
+    have = json.loads(path.read_text()) if path.is_file() else {"what": f"the rest of a token: {REST_SPECS}"}
+    kept = [{k: r[k] for k in (*sources.KEPT, "tree", "commit") if k in r} for r in rows
+            if str(r.get("name", "")).startswith(TR.CASE_PREFIX)]
+    merged = sources.merge(have, {"clang": {"head": kept}})
+    path.write_text(json.dumps(merged, indent=0, sort_keys=True) + "\n")
+    _rest_rows.cache_clear()
+    return len(kept)
+
+
 @cache
 def _rest_rows() -> tuple[dict[str, Any], ...]:
     if not REST.is_file():
