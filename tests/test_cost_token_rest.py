@@ -102,3 +102,44 @@ def test_the_docs_token_tables_are_the_sources() -> None:
         "docs/calibration.md's token table is not the sources': run rvvdiff calibration write")
     assert token_rows.doc_block(markers=token_rows.SHARE_MARKERS) == (
         "\n".join(token_rows.rest_lines()) + "\n\n" + "\n".join(token_rows.share_lines()))
+
+
+ROW = """
+[[row]]
+name = "x #1"
+change = "c"
+board = "b"
+threads = 8
+vlen = 256
+model = "m"
+kernel = "k"
+before = "a"
+after = "b"
+measured = { pp32 = [1.0, 2.0] }
+model_case = { spec = "tinyllama:f16:32", estimates = { b32 = { instructions = 3.0 } } }
+"""
+
+
+def _slices(spec: per_token.Spec, per_mac: float) -> list[dict]:
+    """The model-shaped case's rows at every k, slice, batch and rep: each compute ``per_mac`` a MAC, set-up 1000."""
+    return [{"name": per_token.case_name(spec), "size": per_token.size_label(k, m, n, r), "vlen": 256,
+             "instret": 1000 + (r - 1) * per_mac * m * k * n} for n in spec.batches for k in spec.shape.ks()
+            for m in per_token.SLICES for r in per_token.REPS]
+
+
+def test_a_rows_token_is_its_trees_mul_mats_and_own_head_plus_the_pinned_rest() -> None:
+    spec = per_token.parse_spec("tinyllama:f16:32")[0]
+    source = {"per_compiler": {"clang": {"base": _slices(spec, 3.0), "head": _slices(spec, 1.0)}}}
+    rest = _rows(TINY, 1, {}) + _rows(TINY, 128, {}) + [r for r in _rows(TINY, 32, {"attention": 3200})
+                                                        if "attention" in r["name"]]
+    (t,) = token_rows.tests(ROW, rest, load=lambda name: source)
+    layers = sum(m * k for _, m, k in TINY.matmuls()) * TINY.layers  # MACs a token
+    head = 32000 * 2048
+    assert t.x("instructions", False) == pytest.approx(3.0)  # the mul_mats alone: the kernel's 3x
+    other = t.before.rest["instructions"]
+    # every op 10 at batches 1 and 128, so 10 at 32: norms and their mul 2 a layer + 1 a pass, RoPE, swiglu 1 a layer,
+    # the KV store and the adds 2; the attention measured at 32
+    assert other == pytest.approx((22 * 3200 + 10 * (2 * 45 + 2 * 22 + 2 * 44)) / 32)
+    # the head is f16, the case's own type: it runs the changed kernel and speeds up 3x with it; the rest does not
+    assert t.x("instructions", True) == pytest.approx((3 * (layers + head) + other) / (layers + head + other))
+    assert t.before.rest_share()["instructions"] == pytest.approx((3 * head + other) / (3 * (layers + head) + other))

@@ -69,11 +69,13 @@ def rests(rows: list[Mapping[str, Any]] | None = None) -> dict[tuple[str, int], 
     rows = list(_rest_rows()) if rows is None else rows
     out = {}
     for spec in TR.parse_spec(REST_SPECS):
-        try:
-            got = TR.rest(spec, rows)
-        except per_token.ModelCostError:
-            continue
-        out.update({(spec.shape.name, r.batch): r for r in got})
+        for n in spec.batches:
+            for sp in (spec, TR.Spec(spec.shape, None, spec.batches)):  # with its head, else without
+                try:
+                    out[(spec.shape.name, n)] = TR.rest(sp, rows, only=(n,))[0]
+                    break
+                except per_token.ModelCostError:
+                    continue
     return out
 
 
@@ -182,6 +184,8 @@ def tests(text: str | None = None, rest_rows: list[Mapping[str, Any]] | None = N
             if b is None or (spec.shape.name, b) not in got or b not in res["after"]:
                 continue
             rest = got[(spec.shape.name, b)]
+            if TR.head_type(spec.type) != spec.type and "head" not in rest.parts:
+                continue  # the head's type not measured at this batch
             out.append(Test(m.row, m.spec, t, b, m.summarised, side(res["before"][b], slices["before"], rest),
                             side(res["after"][b], slices["after"], rest), int(raw["threads"])))
     return out

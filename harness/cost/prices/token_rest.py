@@ -268,16 +268,17 @@ class Rest:
                 if e in per_token.ESTIMATORS}
 
 
-def rest(spec: Spec, rows: list[Mapping[str, Any]], vlen: int = 256) -> list[Rest]:
-    """The rest per batch from a cost run's rows (cost.json's ``head``) of ``spec`` at ``vlen``."""
+def rest(spec: Spec, rows: list[Mapping[str, Any]], vlen: int = 256, only: tuple[int, ...] = ()) -> list[Rest]:
+    """The rest per batch (``only``: at these of the spec's) from a cost run's rows (cost.json's ``head``) of ``spec``
+    at ``vlen``; raises naming a call not measured."""
     mine = {(r["name"], r["size"]): r for r in rows if str(r.get("name", "")).startswith(CASE_PREFIX)
             and int(r["vlen"]) == vlen}
     out = []
-    for n in spec.batches:
+    for n in [b for b in spec.batches if not only or b in only]:
         parts: dict[str, Work] = {}
         for c in calls(spec.shape, n):
-            at = {b: _diff(mine, case_name(spec.shape, c.name), b, f"rest {spec.shape.name}") for b in spec.measured(c)
-                  if not c.linear or b in (n, min(spec.batches), max(spec.batches))}
+            at = {b: _diff(mine, case_name(spec.shape, c.name), b, f"rest {spec.shape.name}")
+                  for b in ((n,) if n in spec.measured(c) else spec.measured(c))}
             one = at[n] if n in at else by_batch(at, n)
             count = c.per_layer * spec.shape.layers + c.per_pass
             parts[c.name] = {e: v * count / n for e, v in one.items() if e in per_token.ESTIMATORS}
