@@ -143,3 +143,15 @@ def test_a_rows_token_is_its_trees_mul_mats_and_own_head_plus_the_pinned_rest() 
     # the head is f16, the case's own type: it runs the changed kernel and speeds up 3x with it; the rest does not
     assert t.x("instructions", True) == pytest.approx((3 * (layers + head) + other) / (layers + head + other))
     assert t.before.rest_share()["instructions"] == pytest.approx((3 * head + other) / (3 * (layers + head) + other))
+
+
+def test_a_tree_whose_rest_was_measured_takes_its_own_and_the_table_says_so() -> None:
+    spec = per_token.parse_spec("tinyllama:f16:32")[0]
+    source = {"per_compiler": {"clang": {"base": _slices(spec, 3.0), "head": _slices(spec, 1.0)}}}
+    pinned = _rows(TINY, 1, {}) + _rows(TINY, 128, {}) + [r for r in _rows(TINY, 32, {"attention": 3200})
+                                                          if "attention" in r["name"]]
+    own = TR.rest(TR.Spec(TINY, None, (32,)), _rows(TINY, 32, {"attention": 6400}))[0]  # AFTER's tree: "b"
+    (t,) = token_rows.tests(ROW, pinned, load=lambda name: source, trees={"b": {("tinyllama", 32): own}})
+    assert (t.before.rest_from, t.after.rest_from) == ("pinned", "b")
+    assert t.after.rest["instructions"] - t.before.rest["instructions"] == pytest.approx(22 * 3200 / 32)
+    assert "rest: BEFORE pinned, AFTER b" in token_rows.table([t])

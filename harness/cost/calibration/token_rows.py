@@ -45,30 +45,43 @@ ESTIMATORS = per_token.ESTIMATORS
 ROOFED = roofline.ROOFED
 
 
-def keep_rest(rows: list[Mapping[str, Any]], path: Path = REST) -> int:
+def keep_rest(rows: list[Mapping[str, Any]], path: Path = REST, commit: str | None = None, spec: str = "") -> int:
     """Keep a cost run's rows of the rest (cost.json's ``head``, or ``--cost-log`` rows) in the rest's source, a row
-    measured again replacing the one it repeats; returns the rows kept."""
+    measured again replacing the one it repeats: the pinned tree's, or with ``commit`` a row tree's (measured with
+    ``spec``, a ``RVVDIFF_COST_REST`` value); returns the rows kept."""
     have = json.loads(path.read_text()) if path.is_file() else {"what": f"the rest of a token: {REST_SPECS}"}
-    kept = [{k: r[k] for k in (*sources.KEPT, "tree", "commit") if k in r} for r in rows
-            if str(r.get("name", "")).startswith(TR.CASE_PREFIX)]
-    merged = sources.merge(have, {"clang": {"head": kept}})
-    path.write_text(json.dumps(merged, indent=0, sort_keys=True) + "\n")
-    _rest_rows.cache_clear()
+    kept = [{k: r[k] for k in sources.KEPT if k in r} for r in rows if str(r.get("name", "")).startswith(TR.CASE_PREFIX)]
+    if commit is None:
+        have = sources.merge(have, {"clang": {"head": kept}})
+    else:
+        old = have.setdefault("by_commit", {}).get(commit, {})
+        merged = sources.merge({"per_compiler": {"clang": {"head": old.get("rows", [])}}}, {"clang": {"head": kept}})
+        have["by_commit"][commit] = {"spec": spec or old.get("spec", ""), "rows": merged["per_compiler"]["clang"]["head"]}
+    path.write_text(json.dumps(have, indent=0, sort_keys=True) + "\n")
+    _source.cache_clear()
     return len(kept)
 
 
 @cache
-def _rest_rows() -> tuple[dict[str, Any], ...]:
-    if not REST.is_file():
-        return ()
-    return tuple(json.loads(REST.read_text()).get("per_compiler", {}).get("clang", {}).get("head", []))
+def _source() -> dict[str, Any]:
+    return json.loads(REST.read_text()) if REST.is_file() else {}
 
 
-def rests(rows: list[Mapping[str, Any]] | None = None) -> dict[tuple[str, int], TR.Rest]:
-    """The rest per (shape, batch) from the committed rest source (or ``rows``); a batch not measured is absent."""
+def _rest_rows() -> list[dict[str, Any]]:
+    return _source().get("per_compiler", {}).get("clang", {}).get("head", [])
+
+
+def tree_rests() -> dict[str, dict[tuple[str, int], TR.Rest]]:
+    """The rest measured on the rows' own trees, by commit (the row's ``before`` / ``after``)."""
+    return {c: rests(got["rows"], got["spec"]) for c, got in _source().get("by_commit", {}).items()}
+
+
+def rests(rows: list[Mapping[str, Any]] | None = None, specs: str = REST_SPECS) -> dict[tuple[str, int], TR.Rest]:
+    """The rest per (shape, batch) from the committed rest source of the pinned tree (or ``rows`` measured with
+    ``specs``); a batch not measured is absent."""
     rows = list(_rest_rows()) if rows is None else rows
     out = {}
-    for spec in TR.parse_spec(REST_SPECS):
+    for spec in TR.parse_spec(specs):
         for n in spec.batches:
             for sp in (spec, TR.Spec(spec.shape, None, spec.batches)):  # with its head, else without
                 try:
@@ -88,6 +101,8 @@ class Side:
     head: per_token.Work
     head_own: bool
     result: per_token.Result
+    #: Where the rest was measured: "pinned" or the tree's commit.
+    rest_from: str = "pinned"
 
     @property
     def token(self) -> per_token.Work:
@@ -100,12 +115,12 @@ class Side:
 
 
 def side(result: per_token.Result, slices: Mapping[tuple[int, int, int, int], Mapping[str, Any]],
-         rest: TR.Rest) -> Side:
+         rest: TR.Rest, rest_from: str = "pinned") -> Side:
     spec = result.spec
     own = TR.head_type(spec.type) == spec.type
     head = TR.own_head(spec, slices, result.batch) if own else {e: v for e, v in rest.parts["head"].items()}
     return Side({e: v for e, v in result.per_token.items() if e in ESTIMATORS}, rest.total(with_head=False), head, own,
-                result)
+                result, rest_from)
 
 
 def roofed(s: Side, estimator: str, threads: int) -> memory_system.Roofline | None:
@@ -163,12 +178,15 @@ class Test:
 
 
 def tests(text: str | None = None, rest_rows: list[Mapping[str, Any]] | None = None,
-          load: Any = None) -> list[Test]:
-    """Every board test of every model-shaped case with a source on both trees and the rest at its batch."""
+          load: Any = None, trees: Mapping[str, Mapping[tuple[str, int], TR.Rest]] | None = None) -> list[Test]:
+    """Every board test of every model-shaped case with a source on both trees and the rest at its batch: each
+    tree's rest where it was measured on a tree of the row's commit (``trees``: by commit; default the committed
+    source's), else the pinned tree's."""
     text = kernel_rows.DATA.read_text() if text is None else text
     load = load or sources.load_source
     raws = {r["name"]: r for r in tomllib.loads(text).get("row", [])}
     got = rests(rest_rows)
+    trees = (tree_rests() if rest_rows is None else {}) if trees is None else trees
     out = []
     for m in model_rows.parse(text):
         raw = raws[m.row.name]
@@ -184,10 +202,15 @@ def tests(text: str | None = None, rest_rows: list[Mapping[str, Any]] | None = N
             if b is None or (spec.shape.name, b) not in got or b not in res["after"]:
                 continue
             rest = got[(spec.shape.name, b)]
-            if TR.head_type(spec.type) != spec.type and "head" not in rest.parts:
+            own = TR.head_type(spec.type) == spec.type
+            if not own and "head" not in rest.parts:
                 continue  # the head's type not measured at this batch
-            out.append(Test(m.row, m.spec, t, b, m.summarised, side(res["before"][b], slices["before"], rest),
-                            side(res["after"][b], slices["after"], rest), int(raw["threads"])))
+            sides = []
+            for tree, commit in (("before", raw["before"]), ("after", raw["after"])):
+                mine = trees.get(commit, {}).get((spec.shape.name, b))
+                use = (mine, commit) if mine is not None and (own or "head" in mine.parts) else (rest, "pinned")
+                sides.append(side(res[tree][b], slices[tree], *use))
+            out.append(Test(m.row, m.spec, t, b, m.summarised, *sides, int(raw["threads"])))
     return out
 
 
@@ -204,7 +227,10 @@ def table(ts: list[Test] | None = None) -> str:
         for t in (t for t in ts if t.row.held_out == held):
             first = (t.row.name, t.spec) != last
             last = (t.row.name, t.spec)
-            case = f"`{t.spec}` ({'own' if t.before.head_own else 'pinned ' + TR.QUANTIZED_HEAD}; rest: pinned)" + (
+            froms = {t.before.rest_from, t.after.rest_from}
+            where = "pinned" if froms == {"pinned"} else (
+                "each tree's" if "pinned" not in froms else f"BEFORE {t.before.rest_from}, AFTER {t.after.rest_from}")
+            case = f"`{t.spec}` (head {'own' if t.before.head_own else 'pinned ' + TR.QUANTIZED_HEAD}; rest: {where})" + (
                 "" if t.summarised else " (not summarised)")
             cells = [t.row.label if first else "", case if first else "", f"{t.test} ({t.batch})", f"{t.board:.2f}"]
             for e in COLUMNS:
