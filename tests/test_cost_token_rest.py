@@ -143,6 +143,7 @@ def test_a_rows_token_is_its_trees_mul_mats_and_own_head_plus_the_pinned_rest() 
     # the head is f16, the case's own type: it runs the changed kernel and speeds up 3x with it; the rest does not
     assert t.x("instructions", True) == pytest.approx((3 * (layers + head) + other) / (layers + head + other))
     assert t.before.rest_share()["instructions"] == pytest.approx((3 * head + other) / (3 * (layers + head) + other))
+    assert t.before.kernel_share()["instructions"] == pytest.approx(3 * (layers + head) / (3 * (layers + head) + other))
 
 
 def test_a_tree_whose_rest_was_measured_takes_its_own_and_the_table_says_so() -> None:

@@ -113,6 +113,12 @@ class Side:
         t = self.token
         return {e: 1 - self.mul_mats[e] / t[e] for e in t}
 
+    def kernel_share(self) -> dict[str, float]:
+        """The share of the token on the model-shaped case's path (the changed kernel's): the layers' mul_mats, and
+        the head where it is their type."""
+        t = self.token
+        return {e: (self.mul_mats[e] + (self.head[e] if self.head_own else 0.0)) / t[e] for e in t}
+
 
 def side(result: per_token.Result, slices: Mapping[tuple[int, int, int, int], Mapping[str, Any]],
          rest: TR.Rest, rest_from: str = "pinned") -> Side:
@@ -263,16 +269,17 @@ def summary(ts: list[Test] | None = None) -> list[str]:
 
 
 def share_lines(ts: list[Test] | None = None) -> list[str]:
-    """Per row's case and batch: the share of each tree's token that is not the layers' mul_mats, per estimator."""
+    """Per row's case and batch: the share of each tree's token on the changed kernel's path (the layers' mul_mats,
+    and the head where it is their type), per estimator."""
     ts = tests() if ts is None else ts
-    out = ["| change, model case | batch | rest's share of a token, BEFORE -> AFTER: " + " | ".join(ESTIMATORS) + " |",
-           "|---|---|" + "---|" * len(ESTIMATORS)]
+    out = ["| change, model case | batch | the changed kernel's path's share of a token, BEFORE -> AFTER: "
+           + " | ".join(ESTIMATORS) + " |", "|---|---|" + "---|" * len(ESTIMATORS)]
     seen = set()
     for t in ts:
         if (t.row.name, t.spec, t.batch) in seen:
             continue
         seen.add((t.row.name, t.spec, t.batch))
-        b, a = t.before.rest_share(), t.after.rest_share()
+        b, a = t.before.kernel_share(), t.after.kernel_share()
         out.append(f"| {t.row.label}, `{t.spec}` | {t.batch} | "
                    + " | ".join(f"{b[e] * 100:.1f} % -> {a[e] * 100:.1f} %" if e in b and e in a else "-"
                                 for e in ESTIMATORS) + " |")
