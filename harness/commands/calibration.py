@@ -20,6 +20,10 @@ speed-ups and rvvdiff's estimates of the same change, kept with the ``rvvdiff co
 ``rvvdiff calibration record ROW [COST_JSON ...] [--cc CC]``
     keep the part of each cost.json row ROW needs (its source; ``--cc``: the compiler of a one-compiler
     COST_JSON) and write the row's estimates from that source into the data file.
+``rvvdiff calibration rest COST_JSON [--commit C --spec SPEC]``
+    keep a ``RVVDIFF_COST_REST=SPEC rvvdiff cost -k rest`` run's rows as the rest of a token's source
+    (harness/data/calibration/rest.json): the pinned tree's, or with ``--commit`` a row tree's measured with
+    ``--spec`` (harness/cost/calibration/token_rows.py).
 ``rvvdiff calibration check``
     every figure of the data file its source does not give (exit 1 when there is one).
 ``rvvdiff calibration compare OLD_TOML [NEW_TOML]``
@@ -67,6 +71,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("cost_json", nargs="*", type=Path, metavar="COST_JSON")
     add_options(r, "compilers", one=True, defaults={"compilers": "clang"}, default_words={"compilers": "clang"},
                 prefix="the compiler of a one-compiler COST_JSON: ")
+    rr = sub.add_parser("rest", help="keep a cost run's rows of the rest of a token (rest.json)")
+    rr.add_argument("cost_json", type=Path, metavar="COST_JSON")
+    rr.add_argument("--commit", default=None, help="the row tree's commit it was measured on (default: the pinned tree)")
+    rr.add_argument("--spec", default="", help="the RVVDIFF_COST_REST value it was measured with (with --commit)")
     sub.add_parser("check", help="every figure of the data file its source does not give")
     c = sub.add_parser("compare", help="two versions of the data file side by side")
     c.add_argument("old", type=Path, metavar="OLD_TOML")
@@ -121,6 +129,12 @@ def main(argv: list[str]) -> int:
     if a.action == "record":
         new = sources.record(a.row, a.cost_json, a.cc)
         print(f"{sources.DATA}: {a.row}: " + json.dumps(new))
+        return 0
+    if a.action == "rest":
+        if a.commit and not a.spec:
+            p.error("rest --commit C needs --spec SPEC (the RVVDIFF_COST_REST value of the run)")
+        n = token_rows.keep_rest(json.loads(a.cost_json.read_text())["head"], commit=a.commit, spec=a.spec)
+        print(f"{token_rows.REST}: {n} rows of the rest kept ({a.commit or 'the pinned tree'})")
         return 0
     if a.action == "check":
         bad = sources.stale()
