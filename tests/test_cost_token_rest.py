@@ -156,3 +156,13 @@ def test_a_tree_whose_rest_was_measured_takes_its_own_and_the_table_says_so() ->
     assert (t.before.rest_from, t.after.rest_from) == ("pinned", "b")
     assert t.after.rest["instructions"] - t.before.rest["instructions"] == pytest.approx(22 * 3200 / 32)
     assert "rest: BEFORE pinned, AFTER b" in token_rows.table([t])
+
+
+def test_no_estimate_reads_the_boards_figures() -> None:
+    spec = per_token.parse_spec("tinyllama:f16:32")[0]
+    source = {"per_compiler": {"clang": {"base": _slices(spec, 3.0), "head": _slices(spec, 1.0)}}}
+    rest = _rows(TINY, 1, {}) + _rows(TINY, 128, {}) + [r for r in _rows(TINY, 32, {}) if "attention" in r["name"]]
+    a, b = (token_rows.tests(text, rest, load=lambda name: source)[0]
+            for text in (ROW, ROW.replace("pp32 = [1.0, 2.0]", "pp32 = [5.0, 1.0]")))
+    assert a.board != b.board and a.x("instructions", True) == b.x("instructions", True)
+    assert a.right("instructions", True) and not b.right("instructions", True)  # only the judgement moves

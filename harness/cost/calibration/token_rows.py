@@ -7,9 +7,10 @@ the model-shaped table holds, for every board test; held-out rows apart (docs/ca
 Where each part comes from:
 
 * the mul_mats: the row's committed source (harness/data/calibration/<row>.json), clang's builds;
-* the rest but the output head: measured on the pinned tree (:data:`REST`, harness/data/calibration/rest.json) and
-  taken for both trees, which the table says (``rest: pinned``): the rows' changes do not touch these ops, so a
-  tree's own would differ only as the pinned tree's ops differ from the row's trees';
+* the rest but the output head: each tree's own where it was measured on a tree of the row's commit (``by_commit``
+  of :data:`REST`, harness/data/calibration/rest.json), else the pinned tree's for that tree, which the table says
+  (``rest: each tree's`` / ``rest: pinned``): the rows' changes do not touch these ops, so a tree's own changes the
+  share, not the direction;
 * the output head: where it is the case's own weight type (a float model's, Bonsai's q1_0) the row's own slices at
   ``k = hidden`` on each tree (``head: own``), so the changed kernel runs it; else (q6_K) the pinned tree's, both
   trees (``head: pinned q6_K``).
