@@ -237,7 +237,7 @@ def table(ts: list[Test] | None = None) -> str:
             froms = {t.before.rest_from, t.after.rest_from}
             where = "pinned" if froms == {"pinned"} else (
                 "each tree's" if "pinned" not in froms else f"BEFORE {t.before.rest_from}, AFTER {t.after.rest_from}")
-            case = f"`{t.spec}` (head {'own' if t.before.head_own else 'pinned ' + TR.QUANTIZED_HEAD}; rest: {where})" + (
+            case = f"`{t.spec}` (head {'own' if t.before.head_own else TR.QUANTIZED_HEAD}; rest: {where})" + (
                 "" if t.summarised else " (not summarised)")
             cells = [t.row.label if first else "", case if first else "", f"{t.test} ({t.batch})", f"{t.board:.2f}"]
             for e in COLUMNS:
