@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from cases import families
-from costs import graph, model, quant_dot, quantize, repack, spacemit_fa, spacemit_gemm, spacemit_ops, vec
+from costs import graph, model, model_rest, quant_dot, quantize, repack, spacemit_fa, spacemit_gemm, spacemit_ops, vec
 from costs.suite import CostCase
 
 #: Families of cases/families.py without cost cases, each with the reason.
@@ -25,7 +25,7 @@ UNMEASURED: dict[str, str] = {
 
 CASES: list[CostCase] = [*quant_dot.CASES, *quantize.CASES, *repack.CASES, *vec.VEC_OPS, *vec.DOTS, *vec.CONVERSIONS,
                          *graph.MUL_MAT, *graph.FLASH_ATTN, *spacemit_gemm.CASES, *spacemit_ops.CASES,
-                         *spacemit_fa.CASES, *model.CASES]
+                         *spacemit_fa.CASES, *model.CASES, *model_rest.CASES]
 BY_ID = {c.id: c for c in CASES}
 
 

@@ -4,10 +4,12 @@ The data file (harness/data/calibration.toml) holds one row per published change
 speed-ups and rvvdiff's estimates of the same change, kept with the ``rvvdiff cost`` output they come from
 (harness/data/calibration/<row>.json: the row's source).
 
-``rvvdiff calibration show [--model | --roofline]``
+``rvvdiff calibration show [--model | --roofline | --token]``
     the table of the rows' per-kernel estimates (``--model``: their model-shaped cases) against the boards,
     and the summary line ``rvvdiff cost`` prints (harness/cost/calibration/kernel_rows.py, model_rows.py);
-    ``--roofline``: every test's error compute-only and as a roofline (harness/cost/calibration/roofline_rows.py).
+    ``--roofline``: every test's error compute-only and as a roofline (harness/cost/calibration/roofline_rows.py);
+    ``--token``: every model-shaped test's error as the layers' mul_mats and as whole tokens, the rest of a token
+    added (harness/cost/calibration/token_rows.py).
 ``rvvdiff calibration write``
     the tables into docs/calibration.md, between their markers.
 ``rvvdiff calibration estimate COST_JSON FUNCTION [--before-function F]``
@@ -18,6 +20,10 @@ speed-ups and rvvdiff's estimates of the same change, kept with the ``rvvdiff co
 ``rvvdiff calibration record ROW [COST_JSON ...] [--cc CC]``
     keep the part of each cost.json row ROW needs (its source; ``--cc``: the compiler of a one-compiler
     COST_JSON) and write the row's estimates from that source into the data file.
+``rvvdiff calibration rest COST_JSON [--commit C --spec SPEC]``
+    keep a ``RVVDIFF_COST_REST=SPEC rvvdiff cost -k rest`` run's rows as the rest of a token's source
+    (harness/data/calibration/rest.json): the pinned tree's, or with ``--commit`` a row tree's measured with
+    ``--spec`` (harness/cost/calibration/token_rows.py).
 ``rvvdiff calibration check``
     every figure of the data file its source does not give (exit 1 when there is one).
 ``rvvdiff calibration compare OLD_TOML [NEW_TOML]``
@@ -42,7 +48,7 @@ import sys
 from pathlib import Path
 
 from harness.core.matrix import add_options
-from harness.cost.calibration import data_diff, kernel_rows, model_rows, roofline_rows, sources
+from harness.cost.calibration import data_diff, kernel_rows, model_rows, roofline_rows, sources, token_rows
 from harness.jobs import calibration_runs
 
 
@@ -53,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("show", help="the table of the rows against the boards, and the summary line")
     s.add_argument("--model", action="store_true", help="the model-shaped cases' table")
     s.add_argument("--roofline", action="store_true", help="every test's error compute-only and as a roofline")
+    s.add_argument("--token", action="store_true", help="every model-shaped test's error as whole tokens")
     sub.add_parser("write", help="both tables into docs/calibration.md")
     e = sub.add_parser("estimate", help="a cost run's ratios for every priced core (or a model-shaped case's entry)")
     e.add_argument("cost_json", type=Path, metavar="COST_JSON")
@@ -64,6 +71,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("cost_json", nargs="*", type=Path, metavar="COST_JSON")
     add_options(r, "compilers", one=True, defaults={"compilers": "clang"}, default_words={"compilers": "clang"},
                 prefix="the compiler of a one-compiler COST_JSON: ")
+    rr = sub.add_parser("rest", help="keep a cost run's rows of the rest of a token (rest.json)")
+    rr.add_argument("cost_json", type=Path, metavar="COST_JSON")
+    rr.add_argument("--commit", default=None, help="the row tree's commit it was measured on (default: the pinned tree)")
+    rr.add_argument("--spec", default="", help="the RVVDIFF_COST_REST value it was measured with (with --commit)")
     sub.add_parser("check", help="every figure of the data file its source does not give")
     c = sub.add_parser("compare", help="two versions of the data file side by side")
     c.add_argument("old", type=Path, metavar="OLD_TOML")
@@ -87,12 +98,15 @@ def main(argv: list[str]) -> int:
         if a.roofline:
             print(roofline_rows.block())
             return 0
+        if a.token:
+            print(token_rows.block())
+            return 0
         print(model_rows.table() if a.model else kernel_rows.table())
         print(model_rows.summary() if a.model else kernel_rows.summary())
         return 0
     if a.action == "write":
         for what, write in (("per-kernel", kernel_rows.write_doc), ("model-shaped", model_rows.write_doc),
-                            ("roofline", roofline_rows.write_doc)):
+                            ("roofline", roofline_rows.write_doc), ("whole-token", token_rows.write_doc)):
             print(f"{kernel_rows.DOC}: the {what} table {'rewritten' if write() else 'already current'}")
         print(kernel_rows.summary())
         print(model_rows.summary())
@@ -115,6 +129,12 @@ def main(argv: list[str]) -> int:
     if a.action == "record":
         new = sources.record(a.row, a.cost_json, a.cc)
         print(f"{sources.DATA}: {a.row}: " + json.dumps(new))
+        return 0
+    if a.action == "rest":
+        if a.commit and not a.spec:
+            p.error("rest --commit C needs --spec SPEC (the RVVDIFF_COST_REST value of the run)")
+        n = token_rows.keep_rest(json.loads(a.cost_json.read_text())["head"], commit=a.commit, spec=a.spec)
+        print(f"{token_rows.REST}: {n} rows of the rest kept ({a.commit or 'the pinned tree'})")
         return 0
     if a.action == "check":
         bad = sources.stale()

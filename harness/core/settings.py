@@ -65,6 +65,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("COST_MODEL", "the model-shaped cost cases the cost suite adds: `SHAPE:TYPE:BATCH+BATCH[:check][:cpu]`, "
             "comma-separated (`tinyllama:q4_0:1+32`; set by `rvvdiff cost --model`; harness/cost/prices/per_token.py)",
             "none"),
+    Setting("COST_REST", "the rest of a token at a model's shape the cost suite adds (every op of a forward pass but "
+            "the layers' mul_mats): `SHAPE:HEAD:BATCH+BATCH`, comma-separated (`tinyllama:q6_K:1+32`; "
+            "harness/cost/prices/token_rest.py)", "none"),
     Setting("FIXES_DIR", "the directory of fix patches `rvvdiff fixes` verifies", "harness/data/fixes"),
     Setting("WORKERS", "default of `--workers` for `rvvdiff gate` and `rvvdiff fixes`", "auto"),
     Setting("MAX_WORKERS", "the most pytest-xdist workers `-n` starts (0: no cap; harness/plugin/workers.py)",

@@ -16,13 +16,17 @@
 //   3 sub       (src0, src1)                  9 sum_rows (src0)
 //   4 mul       (src0, src1)                 10 get_rows (src0, src1 = i32 row ids)
 //   5 div       (src0, src1)                 11 concat   (src0, src1, dim = iparam 0)
+//  12 rope      (src0, src1 = i32 positions, n_dims, mode, n_ctx_orig = iparams 0..2,
+//                freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow = fp0..5): ggml_rope_ext
+//  13 swiglu    (src0 = gate, src1 = up): ggml_swiglu_split, silu(src0) * src1
 //
 // dst is the op's result, contiguous (its buffer's size must be ggml_nbytes of it).  The op runs on
 // whichever kernel the build routes it to: ggml-cpu's own in the kernel families' builds, the
 // SpacemiT backend's (ggml-cpu/spacemit/rvv_kernels.cpp, through its extra buffer type's
 // tensor traits) in the spacemit build.  Python side: cases/spacemit_ops.py.  reps (default 1): how
 // many times the graph is computed after its one set-up (a cost measurement of reps 1 and 2 differs
-// by one compute: costs/spacemit_ops.py).
+// by one compute: costs/spacemit_ops.py; ops 12 and 13 are measured only, at a model's shapes:
+// costs/model_rest.py).
 
 #include "graph.h"
 #include "server.h"
@@ -120,6 +124,16 @@ uint32_t k_op(Call & c) {
         case 11:
             if (!need(2, 1, 0) || par[0] < 0 || par[0] > 3) return ST_BAD_REQUEST;
             out = ggml_concat(ctx, src[0], src[1], (int) par[0]);
+            break;
+        case 12:
+            if (!need(2, 3, 6)) return ST_BAD_REQUEST;
+            if (src[1]->type != GGML_TYPE_I32) return c.bad("rope: the positions must be i32");
+            out = ggml_rope_ext(ctx, src[0], src[1], nullptr, (int) par[0], (int) par[1], (int) par[2], (float) c.fp[0],
+                                (float) c.fp[1], (float) c.fp[2], (float) c.fp[3], (float) c.fp[4], (float) c.fp[5]);
+            break;
+        case 13:
+            if (!need(2, 0, 0)) return ST_BAD_REQUEST;
+            out = ggml_swiglu_split(ctx, src[0], src[1]);  // the fused op (GLU, ggml 2025-07: k_vec.cpp's swiglu too)
             break;
         default:
             return c.bad("op: unknown op %lld", (long long) op);
