@@ -50,6 +50,7 @@ def test_the_loaded_variant_is_read_and_the_run_against_the_c_library_it_was_lin
     on = machine.on(_fake_qemu(tmp_path, lib), Point(512, "riscv64_v", stress=True)).with_runtime(tmp_path / "glibc")
     k = perplexity.measure(on, tmp_path / "llama-perplexity", tmp_path / "m.gguf", M.SHAPE, tmp_path / "ref.kld",
                            timeout=30, what="the run")
+    assert perplexity.LOG_LOADS == ("-lv", "4")  # ggml's INFO lines are llama.cpp's verbosity 4
     argv = (tmp_path / "argv.txt").read_text().split()
     assert argv[0] == "omp=PASSIVE" and argv[1:3] == ["-L", str(tmp_path / "glibc")]
     assert argv[4].startswith("rv64,v=true,vlen=512") and "zvfh=false" in argv[4] and "rvv_ta_all_1s=true" in argv[4]

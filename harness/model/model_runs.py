@@ -25,7 +25,7 @@ from harness.ggml.source import GgmlSource
 from harness.model import gguf_file
 from harness.model.machine import HOST, Machine
 from harness.model.model_files import host
-from harness.model.perplexity import Kld, Shape, measure
+from harness.model.perplexity import LOG_LOADS, Kld, Shape, measure
 from harness.model.reference import Reference, reference
 from harness.model.tools import Tools, riscv_tools
 
@@ -70,7 +70,7 @@ def check(source: GgmlSource, model: Path, on: Machine, shape: Shape, *, label: 
     tools = riscv_tools(source, on.isa, on.compiler)
     on = on.with_runtime(tools.runtime)
     k = measure(on, tools.tool("llama-perplexity"), model, shape, ref.path, timeout=timeout,
-                what=f"llama-perplexity ({tools.describe()}) on {label}")
+                what=f"llama-perplexity ({tools.describe()}) on {label}", extra=LOG_LOADS if tools.variant else ())
     _expect_variant(k, tools, on)
     return k
 

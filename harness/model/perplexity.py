@@ -120,6 +120,9 @@ _SUMMARY = {
     "ppl_ratio": rf"Mean PPL\(Q\)/PPL\(base\)\s*:\s*{_NUM}",
 }
 _PM = rf"{_NUM}\s*±\s*{_NUM}"
+#: What makes llama.cpp's tools print ggml's INFO lines, among them which backend library it loaded: common/log.cpp
+#: ranks ggml's INFO as its verbosity 4 (``LOG_LEVEL_TRACE``), above the tools' default threshold of 3.
+LOG_LOADS = ("-lv", "4")
 #: ggml's log line naming the CPU backend library it loaded (ggml-backend-reg.cpp's ``load_backend``).
 _LOADED = re.compile(r"loaded CPU backend from (\S+)")
 #: A line of the running table: chunk, PPL, ln(PPL(Q)/PPL(base)), KLD, RMS Δp %, same top p %.
@@ -178,9 +181,10 @@ def kld_args(shape: Shape, base_file: Path) -> list[str]:
 
 
 def measure(on: Host | Machine, tool: Path, model: Path, shape: Shape, base_file: Path, *, timeout: float,
-            what: str) -> Kld:
-    """The figures of ``tool`` (a llama-perplexity) on ``on`` against the logits of ``base_file``."""
-    out, secs, argv = invoke(on, tool, model, kld_args(shape, base_file), timeout=timeout, what=what)
+            what: str, extra: Sequence[str] = ()) -> Kld:
+    """The figures of ``tool`` (a llama-perplexity) on ``on`` against the logits of ``base_file``; ``extra``: more
+    arguments (:data:`LOG_LOADS`)."""
+    out, secs, argv = invoke(on, tool, model, [*kld_args(shape, base_file), *extra], timeout=timeout, what=what)
     k = parse_kld(out, shape.scored // shape.chunks)
     if k is None:
         raise RunError(f"{what} finished but printed no KL-divergence figures; replay: {shlex.join(argv)}\n"
