@@ -44,7 +44,7 @@ from harness.toolchain import additions
 from harness.toolchain.builds import BuildError, IsaUnavailable
 from harness.toolchain.cmake import plan_options, tree_name
 from harness.toolchain.cmake_build import CmakeBuild, build, configure, read_stamp, target_flags_cmake, write_stamp
-from harness.toolchain.compilers import compiler, glibc_root, shared_compiler
+from harness.toolchain.compilers import compiler, glibc_root, shared_compiler, write_atomically
 from harness.toolchain.dispatch_build import tree_variants
 
 #: The tools the model family runs.
@@ -142,7 +142,8 @@ def _remember(key: str, d: Path) -> None:
     with locked(cache_dir() / "tools" / "index.lock"):
         idx = json.loads(_index().read_text()) if _index().exists() else {}
         idx[key] = str(d)
-        _index().write_text(json.dumps(idx, indent=1))
+        # Atomically: _known reads it without the lock, and a half-written index is no JSON.
+        write_atomically(_index(), json.dumps(idx, indent=1))
 
 
 def _build(source: GgmlSource, b: CmakeBuild, targets: tuple[str, ...], key: str, what: str, jobs: int | None) -> None:
