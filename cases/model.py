@@ -211,9 +211,24 @@ BOUND = Bound(mean_kld=5 * NOISE_MEAN, kld_999=5 * NOISE_999, same_top=100.0 - 2
 SPACEMIT_CASES = ("smollm2-q4_1",)
 
 
+#: The cases a distribution's build (the ``riscv64_v`` variant, docs/dispatch.md) runs, besides a user's ``--gguf``.
+#: The variant's code is the static ``v`` build's (the same ``-march`` extensions; the kernel families hold every
+#: call on its library to the ``v`` build byte for byte), so another type would repeat the ``v`` build's runs of it;
+#: what the build changes is around the kernels (shared libraries, the variant ggml loads by score, OpenMP's
+#: threads on ``-t 4``), whatever the weights.  So the model as shipped, on every path.
+DISPATCH_CASES = ("smollm2-q4_1",)
+
+
 def repeated_in(isa: IsaBuild, case: Case, path: RunPath) -> str | None:
-    """Why a (case, path) would repeat another run in a build of SpacemiT's backend (:data:`SPACEMIT_CASES`), or
-    None; known before the model file is made (a requantized file costs the host's tools build)."""
+    """Why a (case, path) would repeat another run in a build of SpacemiT's backend (:data:`SPACEMIT_CASES`) or a
+    distribution's variant (:data:`DISPATCH_CASES`), or None; known before the model file is made (a requantized
+    file costs the host's tools build)."""
+    if isa.variant:
+        if case.base == "gguf" or case.id in DISPATCH_CASES:
+            return None
+        return (f"the {isa.name} variant runs {', '.join(DISPATCH_CASES)} only: its {case.type.kernel_type} kernels are "
+                f"the {isa.twin} build's code (held to it byte for byte by the kernel families), so a run would "
+                f"repeat the {isa.twin} build's run of {case.id}")
     if isa.backend != "spacemit":
         return None
     if case.base != "gguf" and case.id not in SPACEMIT_CASES:
@@ -231,7 +246,9 @@ def unreached(source: GgmlSource, case: Case, path: RunPath, vlen: int, isa: Isa
     """Why a (case, path) is not worth a run at this VLEN and build (it would repeat another run), or None."""
     if isa.backend == "spacemit":
         return repeated_in(isa, case, path)
-    if isa.name not in case.type.isas:
+    # A dispatch variant runs its static twin's code (riscv64_v: the v build's).
+    code = isa.twin if isa.variant and isa.twin else isa.name
+    if code not in case.type.isas:
         return f"{case.type.name} has no kernel of its own in the {isa.name} build (its runs: {', '.join(case.type.isas)})"
     info = gguf_file.read(model)
     kernel = case.type.kernel_type.lower()

@@ -13,6 +13,12 @@ of cases/model.py's table, every path, every target and every compiler.
 backend's own ops under QEMU with the X60's core type, the build's environment passed as the kernel servers
 get it).  The spacemit build costs a tools build of its own (rvvdiff's additions change every object) and a run
 of minutes per target, so its runs are ``--thorough``'s (docs/model.md, Budget; docs/spacemit.md).
+
+A distribution's build (``--isa riscv64_v``, selected by name only: docs/dispatch.md) is a target of
+``test_model`` wherever it is selected: llama-perplexity built with shared libraries and every CPU variant, ggml
+loading the one the emulated CPU scores best, the run failing when that is not ``riscv64_v``.  Without
+``--thorough`` it runs the budgeted part (the model as shipped, repacking on, one thread) at each VLEN and stress
+mode selected; the main job runs it with ``--thorough`` only (ci/main-job.sh's ``dispatch-model`` step).
 """
 
 from __future__ import annotations
@@ -44,7 +50,10 @@ def _first_compiler(target, config: pytest.Config) -> bool:
 
 
 def _main_job_target(target, config: pytest.Config) -> bool:
-    return _thorough(config) or (target.isa.name == "zvfh" and not target.stress and _first_compiler(target, config))
+    """Every target with ``--thorough``; else the zvfh build without stress by the first compiler, and a dispatch
+    variant's build (selected by name only, never by ``all``) at every VLEN and stress mode selected."""
+    return _thorough(config) or bool(target.isa.variant) or (
+        target.isa.name == "zvfh" and not target.stress and _first_compiler(target, config))
 
 
 def _once_per_compiler(target, config: pytest.Config) -> bool:

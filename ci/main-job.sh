@@ -10,9 +10,11 @@
 # on GCC 14's riscv64_v variant library at VLEN 256 without stress, every call held to
 # the static twin (v) byte for byte, its reports in reports/dispatch; and GCC 14's
 # dispatch table (which variant each emulated CPU gets).  With --thorough (also passed
-# on to pytest): that slice at every VLEN with and without stress, and clang's dispatch
-# table: the pinned tree's held to its findings (tests/test_dispatch.py --long), a tree
-# given by --ggml-src judged by `rvvdiff dispatch --cc clang` itself.  Every step runs;
+# on to pytest): that slice at every VLEN with and without stress, the model family on
+# GCC 14's distribution build (llama-perplexity with every CPU variant, riscv64_v loaded by
+# score, at every VLEN with and without stress; reports in reports/dispatch-model), and
+# clang's dispatch table: the pinned tree's held to its findings (tests/test_dispatch.py
+# --long), a tree given by --ggml-src judged by `rvvdiff dispatch --cc clang` itself.  Every step runs;
 # each prints its name and exit status; the job exits with the first failing step's status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +28,8 @@ SUITE=(.venv/bin/pytest cases -n auto --vlen all --isa all --rvv-stress both --c
 DISPATCH_SLICE=(.venv/bin/pytest cases -n auto --deselect cases/test_model.py --deselect cases/test_flash_attn.py)
 DISPATCH_TARGETS=(--isa riscv64_v --cc gcc14 --vlen 256 --rvv-stress off --report-dir reports/dispatch)
 DISPATCH_TARGETS_THOROUGH=(--isa riscv64_v --cc gcc14 --vlen all --rvv-stress both --report-dir reports/dispatch)
+DISPATCH_MODEL=(.venv/bin/pytest cases/test_model.py -n auto)
+DISPATCH_MODEL_TARGETS=(--isa riscv64_v --cc gcc14 --vlen all --rvv-stress both --report-dir reports/dispatch-model)
 DISPATCH_TABLE=(.venv/bin/rvvdiff dispatch --cc gcc14)
 DISPATCH_TABLE_CLANG=(.venv/bin/pytest tests/test_dispatch.py --long -p no:xdist -k "every_emulated and clang")
 DISPATCH_TABLE_CLANG_TREE=(.venv/bin/rvvdiff dispatch --cc clang)
@@ -56,6 +60,7 @@ step() {
 step suite "${SUITE[@]}" "$@"
 if [[ $thorough == yes ]]; then
     step dispatch-slice "${DISPATCH_SLICE[@]}" "$@" "${DISPATCH_TARGETS_THOROUGH[@]}"
+    step dispatch-model "${DISPATCH_MODEL[@]}" "$@" "${DISPATCH_MODEL_TARGETS[@]}"
 else
     step dispatch-slice "${DISPATCH_SLICE[@]}" "$@" "${DISPATCH_TARGETS[@]}"
 fi

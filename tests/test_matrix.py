@@ -90,6 +90,22 @@ def test_the_main_job_s_dispatch_slice() -> None:
     assert "exec " not in text
 
 
+def test_the_main_job_runs_the_model_on_the_distribution_build_with_thorough_only() -> None:
+    """The model family on GCC 14's distribution build (docs/dispatch.md): every VLEN, both stress modes, its reports
+    apart, and only in --thorough's branch (the main job's default steps are at their budget)."""
+    words = _main_job_array("DISPATCH_MODEL")
+    assert words[:2] == [".venv/bin/pytest", "cases/test_model.py"]
+    chosen, rest = from_args(["--isa", "zvfh", *words[1:], *_main_job_array("DISPATCH_MODEL_TARGETS")])
+    assert rest == ["cases/test_model.py", "-n", "auto", "--report-dir", "reports/dispatch-model"]
+    assert chosen.isas == ("riscv64_v",) and chosen.vlens is None and chosen.stress == (False, True)
+    assert chosen.builds() == [("gcc14", "riscv64_v")]
+    text = (ROOT / "ci/main-job.sh").read_text()
+    line = 'step dispatch-model "${DISPATCH_MODEL[@]}" "$@" "${DISPATCH_MODEL_TARGETS[@]}"'
+    assert text.count(line) == 1
+    branch = re.search(r'^if \[\[ \$thorough == yes \]\]; then\n(.*?)^else\n(.*?)^fi$', text, re.M | re.S)
+    assert branch and line in branch.group(1) and "dispatch-model" not in branch.group(2)
+
+
 def test_the_main_job_runs_every_step_and_keeps_the_first_failure() -> None:
     """Its ``step`` function, run alone: each step's name and status printed, a failing step does not stop the
     next, and the job's status is the first failing step's."""

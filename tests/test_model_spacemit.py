@@ -5,6 +5,7 @@ that no model run reaches."""
 
 from __future__ import annotations
 
+import contextlib
 import stat
 from pathlib import Path
 from types import SimpleNamespace
@@ -75,6 +76,7 @@ def test_the_tools_build_carries_rvvdiffs_additions(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(tools, "_build", lambda src, b, targets, key, what, jobs: seen.update({what: b}))
     monkeypatch.setattr(tools, "_remember", lambda key, d: None)
     monkeypatch.setattr(tools, "_known", lambda key, targets: tmp_path / key[:8])
+    monkeypatch.setattr(tools, "locked", lambda path: contextlib.nullcontext())  # a real build may hold the lock
     tree = source.pinned()
     t = tools.riscv_tools(tree, "spacemit", "clang")
     b = seen["riscv64 spacemit by clang"]

@@ -146,6 +146,12 @@ class Emulator(ABC):
         library, the environment)."""
         return self
 
+    def with_runtime(self, root: Path | None) -> Emulator:
+        """The emulator as it runs a dynamically linked program against the C library under ``root`` (a dispatch
+        build's: harness/toolchain/compilers.py's ``glibc_root``); None: a static program.  Itself: only an
+        emulator that must be told where the program's loader and libraries are (QEMU's ``-L``) differs."""
+        return self
+
     def killed(self, stderr_head: bytes) -> None:
         """After the pool killed a server's process (a hang): reach what that kill could not (a remote server)."""
         return None

@@ -111,7 +111,11 @@ class Qemu(Emulator):
     def for_build(self, build: Build) -> Qemu:
         """This QEMU as it runs ``build``'s programs: against the build's C library when its server is dynamically
         linked (a dispatch variant's build: ``Build.runtime``)."""
-        return dataclasses.replace(self, root=str(build.runtime)) if build.runtime else self
+        return self.with_runtime(build.runtime)
+
+    def with_runtime(self, root: Path | None) -> Qemu:
+        """This QEMU with ``-L root`` (its loader and libraries looked up there first), or itself for None."""
+        return dataclasses.replace(self, root=str(root)) if root else self
 
     def _start(self, vlen: int, props: dict[str, bool]) -> list[str]:
         return [self.path, *(["-L", self.root] if self.root else []), "-cpu", self.cpu(vlen, props)]

@@ -56,6 +56,9 @@ class Machine:
 
     emulator: Emulator
     at: Point
+    #: The C library the tools run against (a dispatch build's dynamic programs: ``Tools.runtime``, QEMU's ``-L``);
+    #: None: static programs.  Set by :meth:`with_runtime` from the tools that run.
+    runtime: Path | None = None
 
     @property
     def vlen(self) -> int:
@@ -86,17 +89,23 @@ class Machine:
     def run(self, tool: Path, args: Sequence[str], *, timeout: float, what: str) -> Ran:
         """Run ``tool`` (a riscv64 Linux program) with ``args`` under the emulator, to its end, in the build's
         environment."""
-        return self.emulator.run_program(tool, self.vlen, self.props, args=args, timeout=timeout, what=what,
-                                         env=self.env)
+        return self.emulator.with_runtime(self.runtime).run_program(tool, self.vlen, self.props, args=args,
+                                                                    timeout=timeout, what=what, env=self.env)
+
+    def with_runtime(self, root: Path | None) -> Machine:
+        """This target running programs linked against the C library under ``root`` (None: static programs)."""
+        return replace(self, runtime=root)
 
     def reference(self) -> Machine:
         """Where the reference runs: the no-V build by the same compiler under the same emulator, at its
-        smallest VLEN (ggml's generic C reads no vector register: its logits are the same at every VLEN)."""
-        return replace(self, at=replace(self.at, vlen=min(self.emulator.vlens), isa=NOVECTOR, stress=False))
+        smallest VLEN (ggml's generic C reads no vector register: its logits are the same at every VLEN); static."""
+        return replace(self, at=replace(self.at, vlen=min(self.emulator.vlens), isa=NOVECTOR, stress=False),
+                       runtime=None)
 
     def describe(self) -> str:
         env = f", {_words(self.env)}" if self.env else ""
-        return f"under {self.emulator.label} ({self.emulator.cpu(self.vlen, self.props)}{env})"
+        libc = f", the C library of {self.runtime}" if self.runtime else ""
+        return f"under {self.emulator.label} ({self.emulator.cpu(self.vlen, self.props)}{env}{libc})"
 
 
 def _words(env: Mapping[str, str]) -> str:

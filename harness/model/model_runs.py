@@ -8,6 +8,11 @@ host's own build is the second opinion on that reference (:func:`host_against_re
 as the tree is (no workaround) is what a board without V compiles (:func:`novector_build`), and two
 compilers' references against each other are part of the noise the bound is derived from
 (:func:`generic_against_generic`).
+
+At a dispatch variant's ISA build (``riscv64_v``) the tools are a distribution's build (shared libraries, every CPU
+variant, one loaded by score: harness/model/tools.py's ``dispatch_tools``), run against the GCC 14 root's C library;
+which variant ggml loaded is read from its log, and a run that loaded another than the build's (or none) fails with
+:class:`WrongVariant` before its figures are judged: they would be another build's.
 """
 
 from __future__ import annotations
@@ -15,13 +20,31 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.core.config import NOVECTOR
+from harness.core.errors import RvvdiffError
 from harness.ggml.source import GgmlSource
 from harness.model import gguf_file
 from harness.model.machine import HOST, Machine
 from harness.model.model_files import host
-from harness.model.perplexity import Kld, Shape, measure
+from harness.model.perplexity import LOG_LOADS, Kld, Shape, measure
 from harness.model.reference import Reference, reference
 from harness.model.tools import Tools, riscv_tools
+
+
+class WrongVariant(RvvdiffError):
+    """A dispatch build's run loaded another CPU variant than the target's (or none): its figures are not the
+    variant's."""
+
+
+def _expect_variant(k: Kld, tools: Tools, on: Machine) -> None:
+    """:class:`WrongVariant` unless the run ``k`` of ``tools`` (a dispatch build) loaded ``tools.variant``."""
+    if not tools.variant or k.loaded_variant == tools.variant:
+        return
+    got = (f"ggml loaded {k.loaded} (variant {k.loaded_variant})" if k.loaded else
+           "ggml loaded no CPU backend library (no 'loaded CPU backend from' line in its log)")
+    raise WrongVariant(
+        f"{got}, where the {on.isa.name} target {on.describe()} must load libggml-cpu-{tools.variant}.so of "
+        f"{tools.dir / 'bin'}: the run's figures would be another build's, so they are not judged ({k.line()}); "
+        f"replay: {' '.join(k.argv)}")
 
 
 def reference_tools(source: GgmlSource, compiler: str) -> Tools:
@@ -45,8 +68,11 @@ def check(source: GgmlSource, model: Path, on: Machine, shape: Shape, *, label: 
     gguf_file.check_against_tree(gguf_file.read(model), source.root, source.ggml / "include" / "ggml.h")
     ref = reference_for(reference_source or source, model, shape, on)
     tools = riscv_tools(source, on.isa, on.compiler)
-    return measure(on, tools.tool("llama-perplexity"), model, shape, ref.path, timeout=timeout,
-                   what=f"llama-perplexity ({tools.describe()}) on {label}")
+    on = on.with_runtime(tools.runtime)
+    k = measure(on, tools.tool("llama-perplexity"), model, shape, ref.path, timeout=timeout,
+                what=f"llama-perplexity ({tools.describe()}) on {label}", extra=LOG_LOADS if tools.variant else ())
+    _expect_variant(k, tools, on)
+    return k
 
 
 def novector_build(source: GgmlSource, compiler: str) -> Tools:

@@ -81,6 +81,15 @@ class Kld:
     seconds: float = 0.0
     tokens: int = 0
     argv: tuple[str, ...] = field(default=(), compare=False)
+    #: The CPU backend library ggml loaded, from its log (``load_backend: loaded CPU backend from PATH``): a
+    #: dispatch build's variant (``libggml-cpu-riscv64_v.so``); None: no such line (a static build loads none).
+    loaded: str | None = None
+
+    @property
+    def loaded_variant(self) -> str | None:
+        """The variant of :attr:`loaded` (``riscv64_v``), or None."""
+        name = Path(self.loaded).name if self.loaded else ""
+        return name.removeprefix("libggml-cpu-").removesuffix(".so") if name.startswith("libggml-cpu-") else None
 
     @property
     def tokens_per_second(self) -> float:
@@ -88,8 +97,9 @@ class Kld:
 
     def line(self) -> str:
         p999 = f"{self.kld_999:.3g}" if self.kld_999 is not None else "n/a (under 100 positions)"
+        variant = f", CPU variant {self.loaded_variant} loaded" if self.loaded_variant else ""
         return (f"same top token {self.same_top:.2f} %, mean KLD {self.mean_kld:.3g}, 99.9% KLD {p999}, "
-                f"PPL ratio {self.ppl_ratio:.4f} ({self.positions} positions)")
+                f"PPL ratio {self.ppl_ratio:.4f} ({self.positions} positions{variant})")
 
     def figures(self) -> list[tuple[str, float]]:
         """The run's figures as a test's report properties (harness/report/model_table.py reads them back
@@ -110,6 +120,11 @@ _SUMMARY = {
     "ppl_ratio": rf"Mean PPL\(Q\)/PPL\(base\)\s*:\s*{_NUM}",
 }
 _PM = rf"{_NUM}\s*±\s*{_NUM}"
+#: What makes llama.cpp's tools print ggml's INFO lines, among them which backend library it loaded: common/log.cpp
+#: ranks ggml's INFO as its verbosity 4 (``LOG_LEVEL_TRACE``), above the tools' default threshold of 3.
+LOG_LOADS = ("-lv", "4")
+#: ggml's log line naming the CPU backend library it loaded (ggml-backend-reg.cpp's ``load_backend``).
+_LOADED = re.compile(r"loaded CPU backend from (\S+)")
 #: A line of the running table: chunk, PPL, ln(PPL(Q)/PPL(base)), KLD, RMS Δp %, same top p %.
 _CHUNK = re.compile(rf"^\s*(\d+)\s+{_PM}\s+{_PM}\s+{_PM}\s+{_PM}\s*%\s+{_PM}\s*%\s*$", re.M | re.I)
 
@@ -166,11 +181,14 @@ def kld_args(shape: Shape, base_file: Path) -> list[str]:
 
 
 def measure(on: Host | Machine, tool: Path, model: Path, shape: Shape, base_file: Path, *, timeout: float,
-            what: str) -> Kld:
-    """The figures of ``tool`` (a llama-perplexity) on ``on`` against the logits of ``base_file``."""
-    out, secs, argv = invoke(on, tool, model, kld_args(shape, base_file), timeout=timeout, what=what)
+            what: str, extra: Sequence[str] = ()) -> Kld:
+    """The figures of ``tool`` (a llama-perplexity) on ``on`` against the logits of ``base_file``; ``extra``: more
+    arguments (:data:`LOG_LOADS`)."""
+    out, secs, argv = invoke(on, tool, model, [*kld_args(shape, base_file), *extra], timeout=timeout, what=what)
     k = parse_kld(out, shape.scored // shape.chunks)
     if k is None:
         raise RunError(f"{what} finished but printed no KL-divergence figures; replay: {shlex.join(argv)}\n"
                        + "\n".join(out.rstrip().splitlines()[-15:]), argv, out)
-    return Kld(**{**k.__dict__, "seconds": secs, "tokens": shape.tokens, "argv": tuple(argv)})
+    loaded = _LOADED.findall(out)
+    return Kld(**{**k.__dict__, "seconds": secs, "tokens": shape.tokens, "argv": tuple(argv),
+                  "loaded": loaded[-1] if loaded else None})

@@ -7,6 +7,13 @@ the targets asked for built.  VLEN and stress mode are run-time properties of th
 build serves every VLEN and both stress modes of its (tree, ISA build, compiler).  The build is keyed by
 the content of every file it compiles and its options; a key that did not change costs nothing.
 
+A dispatch variant's ISA build (``riscv64_v``: :attr:`~harness.core.config.IsaBuild.variant`) is not a static
+build: its tools are built as distributions build llama.cpp (:func:`dispatch_tools`: shared libraries, every CPU
+variant the tree declares as its own ``libggml-cpu-<variant>.so`` beside the programs in ``bin/``, ggml loading
+the one the CPU scores best at run time), by the compiler as it builds for glibc, and run against the GCC 14
+root's C library (:attr:`Tools.runtime`).  Which variant ggml loaded is read from its log
+(harness/model/perplexity.py's ``Kld.loaded``).
+
 The no-vector ISA build (``rv64gc``) meets a limitation of the trees of this era under clang: ggml guards
 its RVV code with ``__riscv_v_intrinsic``, which clang defines even without V, so vec.cpp fails to compile
 (llama.cpp #22159).  ``workaround=True`` builds it anyway with ``-U__riscv_v_intrinsic`` on ggml-cpu, the
@@ -29,7 +36,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core.config import IsaBuild, cache_dir, locked
+from harness.core.config import DISPATCH, IsaBuild, cache_dir, locked
 from harness.core.matrix import ISAS
 from harness.core.proc import CommandError, run
 from harness.ggml.source import GgmlSource
@@ -37,7 +44,8 @@ from harness.toolchain import additions
 from harness.toolchain.builds import BuildError, IsaUnavailable
 from harness.toolchain.cmake import plan_options, tree_name
 from harness.toolchain.cmake_build import CmakeBuild, build, configure, read_stamp, target_flags_cmake, write_stamp
-from harness.toolchain.compilers import compiler
+from harness.toolchain.compilers import compiler, glibc_root, shared_compiler, write_atomically
+from harness.toolchain.dispatch_build import tree_variants
 
 #: The tools the model family runs.
 RISCV_TOOLS = ("llama-perplexity",)
@@ -65,11 +73,23 @@ class Tools:
     #: What rvvdiff adds to the ISA build for the compiler, one line each (harness/toolchain/additions.py's
     #: ``describe``: the spacemit build's), named in every report of its runs.
     added: tuple[str, ...] = ()
+    #: The C library its programs run against under the emulator (``qemu-riscv64 -L``): a dispatch build's
+    #: (:func:`dispatch_tools`); None: static programs.
+    runtime: Path | None = None
+    #: The CPU variant whose library a run must load (``riscv64_v``): a dispatch build's; empty: static ggml.
+    variant: str = ""
 
     def tool(self, name: str) -> Path:
         return self.dir / "bin" / name
 
+    def library(self, variant: str) -> Path:
+        """A dispatch build's ``libggml-cpu-<variant>.so``, beside its programs (where ggml looks for it)."""
+        return self.dir / "bin" / f"libggml-cpu-{variant}.so"
+
     def describe(self) -> str:
+        if self.variant:
+            return (f"{self.arch} {self.isa} by {self.compiler} (a distribution's build: shared libraries, every "
+                    f"CPU variant, libggml-cpu-{self.variant}.so expected to load)")
         what = f"{self.arch} {self.isa or 'native'} by {self.compiler}"
         what += f" (with {' '.join(self.workaround)})" if self.workaround else ""
         return what + "".join(f"; {line}" for line in self.added)
@@ -122,7 +142,8 @@ def _remember(key: str, d: Path) -> None:
     with locked(cache_dir() / "tools" / "index.lock"):
         idx = json.loads(_index().read_text()) if _index().exists() else {}
         idx[key] = str(d)
-        _index().write_text(json.dumps(idx, indent=1))
+        # Atomically: _known reads it without the lock, and a half-written index is no JSON.
+        write_atomically(_index(), json.dumps(idx, indent=1))
 
 
 def _build(source: GgmlSource, b: CmakeBuild, targets: tuple[str, ...], key: str, what: str, jobs: int | None) -> None:
@@ -154,8 +175,11 @@ def riscv_tools(source: GgmlSource, isa: IsaBuild | str, compiler_name: str, *, 
                 targets: tuple[str, ...] = RISCV_TOOLS, jobs: int | None = None) -> Tools:
     """llama.cpp's tools of ``source`` for riscv64, ISA build ``isa``, by the named compiler.
 
-    ``workaround``: compile with ``-U__riscv_v_intrinsic`` (the no-V build under clang)."""
+    ``workaround``: compile with ``-U__riscv_v_intrinsic`` (the no-V build under clang).  A dispatch variant's
+    ISA build (``riscv64_v``) is :func:`dispatch_tools`'s."""
     isa = ISAS[isa] if isinstance(isa, str) else isa
+    if isa.variant:
+        return dispatch_tools(source, isa, compiler_name, targets=targets, jobs=jobs)
     cc = compiler(compiler_name)
     plan = plan_options(source, isa)
     if plan.unavailable:
@@ -180,6 +204,40 @@ def riscv_tools(source: GgmlSource, isa: IsaBuild | str, compiler_name: str, *, 
     _remember(key, d)
     return Tools(d, "riscv64", cc.name, isa.name, key, tuple(f for fs in flags.values() for f in fs),
                  tuple(additions.describe(isa, cc.name)))
+
+
+def dispatch_tools(source: GgmlSource, isa: IsaBuild, compiler_name: str, *, targets: tuple[str, ...] = RISCV_TOOLS,
+                   jobs: int | None = None) -> Tools:
+    """llama.cpp's tools of ``source`` as a distribution builds them (:data:`~harness.core.config.DISPATCH`'s options:
+    shared libraries, ``GGML_BACKEND_DL``, ``GGML_CPU_ALL_VARIANTS``, ``GGML_NATIVE=OFF``, OpenMP as the tree
+    defaults it), by the named compiler for glibc, for the runs of ``isa``'s variant (``riscv64_v``).  Every
+    variant's library is built into ``bin/`` beside the programs (ggml's ``add_dependencies``), where
+    ``ggml_backend_load_all()`` looks for them; which one a run loads is the CPU's doing.  :class:`IsaUnavailable`
+    when the tree declares no such variant; :class:`BuildError` when the build fails (under clang the tree's
+    ``riscv64_0`` does not compile: docs/dispatch.md)."""
+    declared = dict(tree_variants(source))
+    plan = plan_options(source, DISPATCH)
+    if plan.unavailable or isa.variant not in declared:
+        raise IsaUnavailable(plan.unavailable or f"{tree_name(source)} declares no CPU variant {isa.variant} "
+                             f"(ggml_add_cpu_backend_variant in ggml/src/CMakeLists.txt: {', '.join(declared) or 'none'})")
+    cc = shared_compiler(compiler_name)
+    runtime = glibc_root()
+    opts = {**plan.passed, **TOOLS_CMAKE}
+    key = hashlib.sha256(json.dumps([_source_key(source, "riscv64"), opts, cc.identity, "dispatch"],
+                                    sort_keys=True).encode()).hexdigest()
+    d = _known(key, targets) or _tools_dir(source, f"dispatch-{cc.name}")
+    b = CmakeBuild(source.root, d, opts, compiler=cc, ccache=True)
+    # Its own lock: shared, position-independent objects with GGML_BACKEND_DL share nothing with the static builds'
+    # in ccache, so waiting for them would gain nothing.
+    with locked(cache_dir() / "tools" / f"{_tree_tag(source)}-dispatch-{cc.name}.lock"):
+        _build(source, b, targets, key, f"riscv64 dispatch build by {cc.name}", jobs)
+    _remember(key, d)
+    tools = Tools(d, "riscv64", cc.name, isa.name, key, runtime=runtime, variant=isa.variant)
+    missing = [v for v in declared if not tools.library(v).is_file()]
+    if missing:
+        raise BuildError(f"the dispatch tools build of {tree_name(source)} by {cc.name} ({d}) has no "
+                         f"{', '.join(f'libggml-cpu-{v}.so' for v in missing)} in bin/: ggml could not load them")
+    return tools
 
 
 def host_tools(source: GgmlSource, *, targets: tuple[str, ...] = HOST_TOOLS, jobs: int | None = None) -> Tools:
