@@ -362,3 +362,34 @@ def test_a_rerun_replaces_only_the_runs_of_its_own_compiler_and_stress_mode() ->
     assert series_runs._replaced(recorded, [plain]) == [*recorded, plain]
     again = recorded[1].replace("FAILS (x)", "passes")
     assert series_runs._replaced(recorded, [again]) == [recorded[0], again]
+
+
+def _line(cc: str, cells: str, stress: bool = False, side: str = "pinned tree") -> str:
+    return (f"{side}: {cells}; test-quantize-fns built with ggml's CMake by {cc} (v build), run by ctest under "
+            f"qemu-riscv64{' with rvv_ta_all_1s / rvv_ma_all_1s' if stress else ''}. [test 53b918e3e6e9]")
+
+
+def test_the_upstream_ci_verdict_says_what_gcc_14_under_the_default_policy_misses() -> None:
+    """From the recorded runs only: yes, with the checks that fail elsewhere but not in upstream's configuration; no,
+    with why (only agnostic elements written with ones, or only another compiler's code, make it fail)."""
+    from harness.upstream import testcmd
+
+    gcc = _line("GCC 14", "VLEN 512 passes, VLEN 1024 FAILS (a check; b check)")
+    gcc_stress = _line("GCC 14", "VLEN 512 FAILS (x check), VLEN 1024 FAILS (a check; b check; x check)", stress=True)
+    clang = _line("clang-22", "VLEN 512 FAILS (x check), VLEN 1024 FAILS (a check; b check; x check)")
+    got = testcmd.in_upstream_ci(testcmd.read_runs([gcc_stress, clang, gcc]))
+    assert got == ("yes: built by GCC 14, it fails under QEMU's default tail policy at VLEN 1024; there it does not "
+                   "fail \"x check\" at VLEN 512 and 1024, as GCC 14 with rvv_ta_all_1s / rvv_ma_all_1s and clang-22 do,"
+                   " so a CI configured like upstream's does not see that check's bug")
+    assert testcmd.in_upstream_ci(testcmd.read_runs([gcc_stress, clang, _line("GCC 14", "VLEN 512 FAILS, VLEN 1024 "
+                                                    "FAILS (a check; b check; x check)")])).endswith("at VLEN 512 and 1024")
+    passing = _line("GCC 14", "VLEN 512 passes, VLEN 1024 passes")
+    no = testcmd.in_upstream_ci(testcmd.read_runs([gcc_stress, clang, passing]))
+    assert no.startswith("no: built by GCC 14 it passes under QEMU's default policy at VLEN 512 and 1024, so a CI "
+                         "configured like upstream's does not see the bug; it fails with GCC 14 with rvv_ta_all_1s")
+    assert no.endswith("under the default policy only clang-22's code fails")
+    clang_stress = clang.replace("qemu-riscv64.", "qemu-riscv64 with rvv_ta_all_1s / rvv_ma_all_1s.")
+    assert testcmd.in_upstream_ci(testcmd.read_runs([gcc_stress, clang_stress, passing])).endswith(
+        "only agnostic elements written with ones make it fail, which no known core does")
+    assert testcmd.in_upstream_ci(testcmd.read_runs([gcc_stress, clang])).startswith(
+        "not recorded: no run built by GCC 14 under the default policy")

@@ -26,7 +26,17 @@ import pytest
 from harness.core.config import ISA_BUILDS
 from harness.ggml import fix_catalogue
 from harness.jobs import issue_runs
-from harness.upstream import fix_series, formatpatch, paragraphs, record, series_pages, spacemit_ime, testcmd, wording
+from harness.upstream import (
+    fix_series,
+    formatpatch,
+    paragraphs,
+    record,
+    references,
+    series_pages,
+    spacemit_ime,
+    testcmd,
+    wording,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "upstream"
@@ -238,3 +248,25 @@ def test_no_text_for_upstream_names_a_finding_by_its_id(every: list[fix_series.S
 ])
 def test_each_commit_message_defect_is_caught(planted: str) -> None:
     assert wording.commit_defects(planted), planted
+
+
+PROPOSALS = DOCS / "proposals"
+
+
+def test_every_proposal_passes_the_checks_of_a_text_for_upstream() -> None:
+    """A finding that is a proposal, not a fix (docs/upstream/proposals/: the dispatch build's zvfh variant), has no
+    patch, test or series, but its text is checked as every text for upstream is: no machine path, no finding id, no
+    reproduction only through rvvdiff, every issue or pull request it cites read in the tracker, and it opens by saying
+    that it is material for a person to check and send under upstream's AI usage policy."""
+    pages = sorted(PROPOSALS.glob("*.md"))
+    assert pages, "docs/upstream/proposals/ holds the dispatch build's proposal"
+    for p in pages:
+        text = p.read_text()
+        assert wording.defects(text) == [] and references.defects(text) == [], p.name
+        first = text.splitlines()[0]
+        assert first.startswith("> Material for a person to check") and "AI usage policy" in first, p.name
+
+
+def test_the_proposal_check_sees_a_defect() -> None:
+    planted = "> Material for a person to check.\n\nMeasured in /root/.cache/rvvdiff/cost; see #12345."
+    assert wording.defects(planted) and references.defects(planted)

@@ -133,9 +133,9 @@ def _applies(lines: list[str], series: Series, trees: dict, newest: dict | None,
                  + "".join(f" {t}: " + ("the files these fixes change are byte for byte those of the pinned tree, so "
                                         "every bug here is still there." if same else "the files these fixes change "
                                         "differ from the pinned tree's (see `git am`).") for t, same in (newest or {}).items()))
-    if am:
-        lines.append("**`git am`** (a clean clone of each tree): "
-                     + "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in am.items()) + ".")
+    if am:  # the same line: a page keeps to MAX_LINES
+        lines[-1] += (" **`git am`** (a clean clone of each tree): "
+                      + "; ".join(f"{t}: {'applies' if ok else why}" for t, (ok, why) in am.items()) + ".")
     return named("\n".join(lines) + "\n", every)
 
 

@@ -245,24 +245,47 @@ UPSTREAM_CI = ("llama.cpp's RISC-V CI (.github/workflows/build-riscv.yml) builds
                "policy are its hardware's, which the workflow does not name")
 
 
+def _config(r: TestRun) -> str:
+    """How a run's build and policy read in a sentence: ``clang-22``, ``GCC 14 with rvv_ta_all_1s / rvv_ma_all_1s``."""
+    return f"{r.compiler}{_STRESS_WORDS if r.stress else ''}"
+
+
+def _unseen(ci: TestRun, others: list[TestRun]) -> list[str]:
+    """The checks that fail in ``others`` at a VLEN where ``ci`` ran and did not fail them, each with its VLENs and the
+    builds that show it (none when ``ci`` shows everything the others do)."""
+    missed: dict[str, dict[int, list[str]]] = {}
+    for o in others:
+        for v, ws in o.failed_at.items():
+            for w in ws:
+                if v in ci.vlens and w not in ci.failed_at.get(v, ()):
+                    missed.setdefault(w, {}).setdefault(v, []).append(_config(o))
+    return [f"\"{w}\" at {_vlens(sorted(at))}, as {' and '.join(dict.fromkeys(c for cs in at.values() for c in cs))}"
+            " do" for w, at in missed.items()]
+
+
 def in_upstream_ci(runs: list[TestRun]) -> str:
     """Whether the regression test fails before the fixes in a configuration like upstream's CI (:data:`UPSTREAM_CI`:
-    GCC 14, the default tail/mask policy, no other series' fix applied), as far as the recorded runs show, and where
-    else it fails."""
+    GCC 14, the default tail/mask policy, no other series' fix applied), as far as the recorded runs show: yes, at
+    which VLENs, and which checks that fail elsewhere it does not show; no, and why (the fixed code is not reached,
+    only agnostic elements written with ones show it, or only another compiler's code does); where else it fails."""
     before = [r for r in runs if not r.fixed]
     like_ci = [r for r in before if r.cc == "gcc14" and not r.stress and not r.base]
-    if any(r.failing for r in like_ci):
-        r = next(r for r in like_ci if r.failing)
-        return f"yes: built by GCC 14, it fails under QEMU's default tail policy at {_vlens(r.failing)}"
     if not before:
         return "not known: no recorded run"
     bad = failing(before)
     if not bad:
         return "no: it passes before and after the fixes on this tree (the fixed code is not reached)"
-    head = (f"no: built by GCC 14 it passes under QEMU's default policy at {_vlens(sorted(like_ci[0].vlens))}" if like_ci
+    if any(r.failing for r in like_ci):
+        r = next(r for r in like_ci if r.failing)
+        unseen = _unseen(r, [o for o in bad if o is not r])
+        return (f"yes: built by GCC 14, it fails under QEMU's default tail policy at {_vlens(r.failing)}"
+                + (f"; there it does not fail {'; '.join(unseen)}, so a CI configured like upstream's does not see "
+                   + ("that check's bug" if len(unseen) == 1 else "those checks' bugs") if unseen else ""))
+    head = (f"no: built by GCC 14 it passes under QEMU's default policy at {_vlens(sorted(like_ci[0].vlens))}, so a CI "
+            "configured like upstream's does not see the bug" if like_ci
             else "not recorded: no run built by GCC 14 under the default policy")
-    elsewhere = [f"{r.compiler}{' with rvv_ta_all_1s / rvv_ma_all_1s' if r.stress else ''} at {_vlens(r.failing)}"
-                 for r in bad]
-    note = ("; only agnostic elements written with ones make it fail, which no known core does"
-            if all(r.stress for r in bad) else "")
+    elsewhere = [f"{_config(r)} at {_vlens(r.failing)}" for r in bad]
+    plain = list(dict.fromkeys(r.compiler for r in bad if not r.stress))
+    note = ("; only agnostic elements written with ones make it fail, which no known core does" if not plain else
+            f"; under the default policy only {' and '.join(plain)}'s code fails" if like_ci else "")
     return f"{head}; it fails with {'; '.join(elsewhere)}{note}"
