@@ -170,7 +170,8 @@ def held_out_table(rs: list[ModelRow] | None = None) -> str:
     return "\n".join(out)
 
 
-def _between(text: str, markers: tuple[str, str], body: str, doc: Path) -> str:
+def between(text: str, markers: tuple[str, str], body: str, doc: Path) -> str:
+    """``text`` with ``body`` put between its two ``markers`` (lines of ``doc``, named when they are missing)."""
     begin, end = markers
     if begin not in text or end not in text:
         raise kernel_rows.CalibrationError(f"{doc}: no {begin} ... {end} markers to put the table between")
@@ -180,7 +181,7 @@ def _between(text: str, markers: tuple[str, str], body: str, doc: Path) -> str:
 def write_doc(doc: Path = kernel_rows.DOC) -> bool:
     """Both model-shaped tables (:func:`table`, :func:`held_out_table`) into ``doc``; True when it changed."""
     text = doc.read_text()
-    new = _between(_between(text, (_BEGIN, _END), table(), doc), HELD, held_out_table(), doc)
+    new = between(between(text, (_BEGIN, _END), table(), doc), HELD, held_out_table(), doc)
     if new != text:
         doc.write_text(new)
     return new != text

@@ -307,19 +307,12 @@ def block(ts: list[Test] | None = None) -> str:
     return table(ts) + "\n\n" + "\n".join(summary(ts))
 
 
-def _put(text: str, markers: tuple[str, str], body: str, doc: Path) -> str:
-    begin, end = markers
-    if begin not in text or end not in text:
-        raise kernel_rows.CalibrationError(f"{doc}: no {begin} ... {end} markers to put the table between")
-    return text.split(begin)[0] + begin + "\n" + body + "\n" + end + text.split(end, 1)[1]
-
-
 def write_doc(doc: Path = kernel_rows.DOC) -> bool:
     """The table and its summary, the shares and the rest's parts between their markers; True when it changed."""
     text = doc.read_text()
     ts = tests()
-    new = _put(text, MARKERS, block(ts), doc)
-    new = _put(new, SHARE_MARKERS, "\n".join(rest_lines()) + "\n\n" + "\n".join(share_lines(ts)), doc)
+    new = model_rows.between(text, MARKERS, block(ts), doc)
+    new = model_rows.between(new, SHARE_MARKERS, "\n".join(rest_lines()) + "\n\n" + "\n".join(share_lines(ts)), doc)
     if new != text:
         doc.write_text(new)
     return new != text
