@@ -30,7 +30,7 @@ from pathlib import Path
 from harness.core.config import IsaBuild
 from harness.ggml.source import GgmlSource
 from harness.model import gguf_file, model_files
-from harness.model.perplexity import Kld, Shape
+from harness.model.perplexity import FUSION_OFF, Kld, Shape
 
 # ------------------------------------------------------------------ the types
 
@@ -137,21 +137,52 @@ def user_case(gguf: Path) -> Case:
 
 @dataclass(frozen=True)
 class RunPath:
-    """How llama.cpp runs the model: weights repacked or not (``-nr``), on how many threads."""
+    """How llama.cpp runs the model: weights repacked or not (``-nr``), on how many threads, with ggml-cpu's
+    graph fusion or without it (``GGML_CPU_DISABLE_FUSION=1``)."""
 
     repack: bool = True
     threads: int = 1
+    fuse: bool = True
 
     @property
     def id(self) -> str:
-        return f"{'repack' if self.repack else 'norepack'}-t{self.threads}"
+        return f"{'repack' if self.repack else 'norepack'}-t{self.threads}{'' if self.fuse else '-nofuse'}"
 
     def shape(self, base: Shape) -> Shape:
         """A run shape (:data:`SHAPE`, :data:`SHAPE_THOROUGH`) run this way."""
-        return Shape(base.ctx, base.chunks, self.threads, self.repack)
+        return Shape(base.ctx, base.chunks, self.threads, self.repack, self.fuse)
 
 
-PATHS = (RunPath(True, 1), RunPath(False, 1), RunPath(True, 4))
+#: The paths.  Fusion off is for builds whose backend claims an op ggml-cpu fuses first: ggml-cpu computes RMS_NORM
+#: followed by MUL as one fused op (``ggml_cpu_try_fuse_ops``, ggml-cpu.c) before it asks an extra buffer type for
+#: the op, so in llama.cpp's graph (every RMS norm is followed by its weight's MUL) SpacemiT's forward_rms_norm_f32
+#: runs only with fusion off -- as on every tree without fusion, and where a user sets the variable.
+PATHS = (RunPath(True, 1), RunPath(False, 1), RunPath(True, 4), RunPath(True, 1, fuse=False))
+
+#: What ggml-cpu's source holds where it can turn its graph fusion off (trees without it fuse nothing).
+FUSION_SWITCH = FUSION_OFF[0]
+
+
+def _fusion_repeated(isa: IsaBuild) -> str | None:
+    """Why the fusion-off path is not run at ``isa`` whatever the tree, or None (known before the model is made)."""
+    if isa.backend == "spacemit":
+        return None
+    return (f"fusion off is run at the spacemit build only, whose backend claims RMS_NORM, which ggml-cpu fuses "
+            f"with the next MUL before asking it; in the {isa.name} build both ways are ggml-cpu's own RMS_NORM "
+            f"code (ops.cpp), whose vector part (ggml_vec_scale_f32) the vector-ops family tests")
+
+
+def _fusion_absent(source: GgmlSource) -> str | None:
+    """Why the fusion-off path would repeat the fusion-on run on ``source`` (a tree without fusion), or None."""
+    cpu = source.ggml / "src" / "ggml-cpu" / "ggml-cpu.c"
+    text = cpu.read_text(errors="replace") if cpu.is_file() else ""
+    if not text or FUSION_SWITCH in text:
+        return None
+    if "_fused(" in text:
+        return (f"this tree's ggml-cpu fuses ops with no switch to turn it off ({FUSION_SWITCH} is not in {cpu.name}): "
+                f"no run of llama.cpp on it reaches an op ggml-cpu fuses first (SpacemiT's RMS_NORM)")
+    return (f"this tree's ggml-cpu fuses no op ({FUSION_SWITCH} is not in {cpu.name}): its fusion-on run already "
+            f"computes every op one by one, SpacemiT's RMS_NORM included")
 
 # ------------------------------------------------------------------ run shapes
 
@@ -223,6 +254,9 @@ def repeated_in(isa: IsaBuild, case: Case, path: RunPath) -> str | None:
     """Why a (case, path) would repeat another run in a build of SpacemiT's backend (:data:`SPACEMIT_CASES`) or a
     distribution's variant (:data:`DISPATCH_CASES`), or None; known before the model file is made (a requantized
     file costs the host's tools build)."""
+    why = None if path.fuse else _fusion_repeated(isa)
+    if why:
+        return why
     if isa.variant:
         if case.base == "gguf" or case.id in DISPATCH_CASES:
             return None
@@ -244,6 +278,9 @@ def repeated_in(isa: IsaBuild, case: Case, path: RunPath) -> str | None:
 
 def unreached(source: GgmlSource, case: Case, path: RunPath, vlen: int, isa: IsaBuild, model: Path) -> str | None:
     """Why a (case, path) is not worth a run at this VLEN and build (it would repeat another run), or None."""
+    why = None if path.fuse else _fusion_repeated(isa) or _fusion_absent(source)
+    if why:
+        return why
     if isa.backend == "spacemit":
         return repeated_in(isa, case, path)
     # A dispatch variant runs its static twin's code (riscv64_v: the v build's).

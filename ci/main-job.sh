@@ -9,7 +9,9 @@
 # Then the budgeted part of a distribution's build (docs/dispatch.md): the kernel families
 # on GCC 14's riscv64_v variant library at VLEN 256 without stress, every call held to
 # the static twin (v) byte for byte, its reports in reports/dispatch; and GCC 14's
-# dispatch table (which variant each emulated CPU gets).  With --thorough (also passed
+# dispatch table (which variant each emulated CPU gets).  Then SpacemiT's IME1 GEMMs under Spike with
+# rvvdiff's IME1 library at the K1's VLEN (docs/spacemit.md; reports in reports/ime1; of the user's arguments
+# only --ggml-src reaches it).  With --thorough (also passed
 # on to pytest): that slice at every VLEN with and without stress, the model family on
 # GCC 14's distribution build (llama-perplexity with every CPU variant, riscv64_v loaded by
 # score, at every VLEN with and without stress; reports in reports/dispatch-model), and
@@ -21,7 +23,7 @@ cd "$(dirname "$0")/.."
 # Keep Python's compiled modules even where the machine sets PYTHONDONTWRITEBYTECODE: without them every pytest
 # and rvvdiff process compiles and assertion-rewrites the harness's modules afresh (docs/performance.md, start-up).
 unset PYTHONDONTWRITEBYTECODE
-ci/setup.sh --gcc14=optional
+ci/setup.sh --gcc14=optional --spike
 
 # The steps' selections (tests/test_matrix.py holds them to the matrix's parser).
 SUITE=(.venv/bin/pytest cases -n auto --vlen all --isa all --rvv-stress both --cc clang,gcc14:zvfh)
@@ -33,6 +35,7 @@ DISPATCH_MODEL_TARGETS=(--isa riscv64_v --cc gcc14 --vlen all --rvv-stress both 
 DISPATCH_TABLE=(.venv/bin/rvvdiff dispatch --cc gcc14)
 DISPATCH_TABLE_CLANG=(.venv/bin/pytest tests/test_dispatch.py --long -p no:xdist -k "every_emulated and clang")
 DISPATCH_TABLE_CLANG_TREE=(.venv/bin/rvvdiff dispatch --cc clang)
+IME1=(.venv/bin/pytest cases/test_spacemit_gemm.py -n auto --emulator spike --isa spacemit --vlen 256 --report-dir reports/ime1)
 
 thorough=no
 tree=()
@@ -65,6 +68,7 @@ else
     step dispatch-slice "${DISPATCH_SLICE[@]}" "$@" "${DISPATCH_TARGETS[@]}"
 fi
 step dispatch-table "${DISPATCH_TABLE[@]}" ${tree[@]+"${tree[@]}"}
+step ime1 "${IME1[@]}" ${tree[@]+"${tree[@]}"}
 if [[ $thorough == yes && ${#tree[@]} -eq 0 ]]; then
     step dispatch-table-clang "${DISPATCH_TABLE_CLANG[@]}"
 elif [[ $thorough == yes ]]; then

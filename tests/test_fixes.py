@@ -164,7 +164,7 @@ def test_fixes_together_leave_out_the_ones_that_do_not_apply(fix_dir: Path, muta
 
 
 def test_unknown_fix_is_a_clear_error(fix_dir: Path) -> None:
-    with pytest.raises(KeyError, match="no fix nope; known: f16_tail"):
+    with pytest.raises(KeyError, match="no fix 'nope'; known: f16_tail"):
         fix_catalogue.select(["nope"])
 
 

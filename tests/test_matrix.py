@@ -106,6 +106,20 @@ def test_the_main_job_runs_the_model_on_the_distribution_build_with_thorough_onl
     assert branch and line in branch.group(1) and "dispatch-model" not in branch.group(2)
 
 
+def test_the_main_job_runs_the_ime1_gemms_under_spike() -> None:
+    """SpacemiT's IME1 GEMMs (docs/spacemit.md): under Spike with rvvdiff's library, the spacemit build at the K1's
+    VLEN, reports apart; set up by the job itself (--spike); of the user's arguments only the tree reaches it (a
+    -k meant for the suite would leave it no test)."""
+    words = _main_job_array("IME1")
+    assert words[:2] == [".venv/bin/pytest", "cases/test_spacemit_gemm.py"]
+    chosen, rest = from_args(words[1:])
+    assert rest == ["cases/test_spacemit_gemm.py", "-n", "auto", "--report-dir", "reports/ime1"]
+    assert chosen.emulator == "spike" and chosen.isas == ("spacemit",) and chosen.vlens == (256,)
+    text = (ROOT / "ci/main-job.sh").read_text()
+    assert text.count('step ime1 "${IME1[@]}" ${tree[@]+"${tree[@]}"}') == 1
+    assert re.search(r"^ci/setup\.sh .*--spike", text, re.M)
+
+
 def test_the_main_job_runs_every_step_and_keeps_the_first_failure() -> None:
     """Its ``step`` function, run alone: each step's name and status printed, a failing step does not stop the
     next, and the job's status is the first failing step's."""

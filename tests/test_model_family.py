@@ -220,6 +220,9 @@ def test_an_issue_text_says_what_the_finding_does_to_the_model(tmp_path: Path, m
                      "fixed": {"line": "same top token 100.00 %, mean KLD 0.0175, 99.9% KLD n/a (under 100 "
                                        "positions), PPL ratio 1.2213 (14 positions)"}},
                "g": {"fix": "g", "not_reached": "it needs a row of an odd number of blocks"}}
+    effects["s"] = {**effects["f"], "fix": "s", "case": "smollm2-q4_1", "vlen": 1024, "isa": "spacemit", "stress": True,
+                    "quantize": None, "shipped": True, "fuse": False}
+    effects["n"] = {"fix": "n", "not_shown": "the runs at the build stay within the bound"}
     p = tmp_path / "model-effects.json"
     p.write_text(json.dumps(effects))
     monkeypatch.setattr(issue, "MODEL_EFFECTS", p)
@@ -228,6 +231,15 @@ def test_an_issue_text_says_what_the_finding_does_to_the_model(tmp_path: Path, m
     assert "with the fix: the same top token at 100 % of 14 positions" in text and wording.defects(text) == []
     assert issue.model_lines("g")[1].startswith("**On a real model.** No model run reaches this code: it needs")
     assert issue.model_lines("h") == []
+    # The model as shipped, with ggml-cpu's fusion off (the spacemit build's RMS norm): said so, and how.
+    text = issue.model_lines("s")[1]
+    assert "SmolLM2-135M-Instruct as shipped (Q4_1), run by" in text and "requantized" not in text
+    assert "(clang, spacemit build, tail/mask stress, ggml-cpu fusing no ops: GGML_CPU_DISABLE_FUSION=1)" in text
+    assert wording.defects(text) == []
+    assert "requantized to IQ2_XXS by llama-quantize" in issue.model_lines("f")[1]
+    # Reached perhaps, but no run shows it: not said to be unreached.
+    assert issue.model_lines("n")[1] == ("**On a real model.** No model run shows it: the runs at the build stay "
+                                         "within the bound.")
 
 
 def test_a_model_file_without_a_tensor_of_its_type_is_not_run(tmp_path: Path) -> None:

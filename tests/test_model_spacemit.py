@@ -66,6 +66,44 @@ def test_the_spacemit_build_runs_the_model_as_shipped_with_repacking_on() -> Non
     assert M.repeated_in(ISA_BUILDS["zvfh"], q4_0, M.RunPath(False, 1)) is None
 
 
+def test_fusion_off_reaches_the_run_and_its_replay(tmp_path: Path) -> None:
+    """The fusion-off path sets GGML_CPU_DISABLE_FUSION=1 beside the build's environment, in the run and in its
+    replay line; the default path sets nothing more."""
+    q = tmp_path / "qemu-riscv64"
+    q.write_text('#!/bin/sh\necho "fusion=$GGML_CPU_DISABLE_FUSION core=$SPACEMIT_CORE_ARCH" "$@"\n')
+    q.chmod(q.stat().st_mode | stat.S_IEXEC)
+    qemu = Qemu(str(q), "0", frozenset({"v", "zfh", "zfhmin", "zvfh", "zvfhmin", "zvfbfmin", "zvfbfwma", "zfbfmin"}))
+    on = machine.on(qemu, Point(1024, "spacemit"))
+    off = M.RunPath(True, 1, fuse=False).shape(M.SHAPE)
+    assert off.env == {"GGML_CPU_DISABLE_FUSION": "1"} and off.label().endswith("-nofuse")
+    out, _, replay = perplexity.invoke(on, tmp_path / "llama-perplexity", tmp_path / "m.gguf", off.args(),
+                                       timeout=30, what="the run", env=off.env)
+    assert out.startswith("fusion=1 core=0x503C")
+    assert replay[:4] == ["env", "GGML_CPU_DISABLE_FUSION=1", "SPACEMIT_CORE_ARCH=0x503C", "SPACEMIT_MEM_BACKEND=POSIX"]
+    out, _, replay = perplexity.invoke(on, tmp_path / "llama-perplexity", tmp_path / "m.gguf", M.SHAPE.args(),
+                                       timeout=30, what="the run", env=M.SHAPE.env)
+    assert out.startswith("fusion= core=0x503C") and "GGML_CPU_DISABLE_FUSION=1" not in replay
+
+
+def test_fusion_off_runs_where_a_backend_claims_a_fused_op(tmp_path: Path) -> None:
+    """Fusion off runs at the spacemit build on a tree with ggml-cpu's switch; elsewhere it is skipped with why:
+    ggml-cpu's own builds, a tree that fuses nothing, a tree that fuses without a switch."""
+    from harness.ggml import source
+
+    shipped, off = M.Case("smollm2", M.BY_NAME["q4_1"]), M.RunPath(True, 1, fuse=False)
+    assert "spacemit build only" in M.repeated_in(ISA_BUILDS["zvfh"], shipped, off)
+    assert M.repeated_in(SPACEMIT, shipped, off) is None
+    assert M.unreached(source.pinned(), shipped, off, 1024, SPACEMIT, tmp_path / "m.gguf") is None
+    cpu = tmp_path / "ggml" / "src" / "ggml-cpu" / "ggml-cpu.c"
+    cpu.parent.mkdir(parents=True)
+    tree = SimpleNamespace(ggml=tmp_path / "ggml")
+    cpu.write_text("static void ggml_compute_forward(void) {}\n")
+    assert "fuses no op" in M.unreached(tree, shipped, off, 1024, SPACEMIT, tmp_path / "m.gguf")
+    cpu.write_text("ggml_compute_forward_rms_norm_mul_fused(params, node, mul_node);\n")
+    assert "no switch" in M.unreached(tree, shipped, off, 1024, SPACEMIT, tmp_path / "m.gguf")
+    assert M.unreached(tree, shipped, M.RunPath(True, 1), 1024, SPACEMIT, tmp_path / "m.gguf") is None
+
+
 def test_the_tools_build_carries_rvvdiffs_additions(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """llama-perplexity of the spacemit build is configured in the CMake room with the flags the kernel server's
     build has (the C++ standard, IME1's names), named in its description; ggml-cpu's builds get none."""

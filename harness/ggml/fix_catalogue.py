@@ -16,7 +16,6 @@ from pathlib import Path
 
 from harness.core import settings
 from harness.core.config import DATA_DIR
-from harness.core.errors import UnknownName
 from harness.ggml import known, patches
 from harness.ggml.source import GgmlSource
 
@@ -87,11 +86,7 @@ def catalogue() -> dict[str, Fix]:
 
 
 def select(names: list[str]) -> list[Fix]:
-    cat = catalogue()
-    unknown = [n for n in names if n not in cat]
-    if unknown:
-        raise UnknownName(f"no fix {', '.join(unknown)}; known: {', '.join(cat) or '(none)'} (in {fixes_dir()})")
-    return [cat[n] for n in names] if names else list(cat.values())
+    return patches.named(fixes_dir(), names, "fix", Fix)  # type: ignore[return-value]
 
 
 # ------------------------------------------------------------------ where a fix stands on a tree

@@ -10,7 +10,6 @@ bug (class, family, which test should catch it) before the diff itself.
 from __future__ import annotations
 
 from harness.core.config import DATA_DIR
-from harness.core.errors import UnknownName
 from harness.ggml import patches
 from harness.ggml.patches import Patch as Mutant
 from harness.ggml.source import GgmlSource
@@ -23,10 +22,7 @@ def catalogue() -> dict[str, Mutant]:
 
 
 def get(name: str) -> Mutant:
-    cat = catalogue()
-    if name not in cat:
-        raise UnknownName(f"no mutant {name!r}; known: {', '.join(cat) or '(none)'} (in {MUTANTS_DIR})")
-    return cat[name]
+    return patches.named(MUTANTS_DIR, [name], "mutant")[0]
 
 
 def apply(mutant: Mutant, source: GgmlSource) -> GgmlSource:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.config import cache_dir, locked
+from harness.core.errors import UnknownName
 from harness.core.proc import Result, execute, run
 from harness.ggml.source import GgmlSource
 
@@ -45,6 +46,17 @@ class Patch:
 
 def catalogue(directory: Path, make: type[Patch] = Patch) -> dict[str, Patch]:
     return {p.stem: make(p.stem, p) for p in sorted(directory.glob("*.patch"))}
+
+
+def named(directory: Path, names: list[str], kind: str, make: type[Patch] = Patch) -> list[Patch]:
+    """The patches of ``directory``'s catalogue called ``names`` (all of them when ``names`` is empty);
+    :class:`UnknownName` naming every unknown one, what is known, and where, for a patch of ``kind``."""
+    cat = catalogue(directory, make)
+    unknown = [n for n in names if n not in cat]
+    if unknown:
+        raise UnknownName(f"no {kind} {', '.join(repr(n) for n in unknown)}; known: {', '.join(cat) or '(none)'} "
+                          f"(in {directory})")
+    return [cat[n] for n in names] if names else list(cat.values())
 
 
 def strip(source: GgmlSource) -> int:

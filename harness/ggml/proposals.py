@@ -25,7 +25,6 @@ and source content: :func:`harness.ggml.patches.apply`); ``rvvdiff proposal NAME
 from __future__ import annotations
 
 from harness.core.config import DATA_DIR
-from harness.core.errors import UnknownName
 from harness.ggml import patches
 from harness.ggml.source import GgmlSource
 
@@ -58,10 +57,7 @@ def catalogue() -> dict[str, Proposal]:
 
 
 def get(name: str) -> Proposal:
-    cat = catalogue()
-    if name not in cat:
-        raise UnknownName(f"no proposal {name!r}; known: {', '.join(cat) or '(none)'} (in {PROPOSALS_DIR})")
-    return cat[name]
+    return patches.named(PROPOSALS_DIR, [name], "proposal", Proposal)[0]  # type: ignore[return-value]
 
 
 def apply(proposal: Proposal, source: GgmlSource) -> GgmlSource:

@@ -35,11 +35,13 @@ class CannotRun(RvvdiffError):
 class Host:
     """This machine: the host's own build of the tools runs natively."""
 
-    def run(self, tool: Path, args: Sequence[str], *, timeout: float, what: str) -> Ran:
+    def run(self, tool: Path, args: Sequence[str], *, timeout: float, what: str,
+            env: Mapping[str, str] | None = None) -> Ran:
         """Run ``tool`` with ``args`` to its end (through :func:`harness.core.proc.execute`; a timeout is
-        ``returncode`` None)."""
-        r = execute([tool, *args], timeout=timeout)
-        return Ran(r.argv, r.returncode, r.stdout, r.stderr)
+        ``returncode`` None), with ``env`` set besides this process's environment."""
+        given = tuple(sorted((env or {}).items()))
+        r = execute([tool, *args], timeout=timeout, env=dict(given) or None)
+        return Ran(r.argv, r.returncode, r.stdout, r.stderr, given)
 
     def describe(self) -> str:
         return "natively"
@@ -86,11 +88,13 @@ class Machine:
         """The environment the ISA build's programs need (``IsaBuild.env``, as the kernel servers get it)."""
         return dict(self.isa.env)
 
-    def run(self, tool: Path, args: Sequence[str], *, timeout: float, what: str) -> Ran:
+    def run(self, tool: Path, args: Sequence[str], *, timeout: float, what: str,
+            env: Mapping[str, str] | None = None) -> Ran:
         """Run ``tool`` (a riscv64 Linux program) with ``args`` under the emulator, to its end, in the build's
-        environment."""
+        environment and ``env`` (the run's own: :attr:`harness.model.perplexity.Shape.env`)."""
         return self.emulator.with_runtime(self.runtime).run_program(tool, self.vlen, self.props, args=args,
-                                                                    timeout=timeout, what=what, env=self.env)
+                                                                    timeout=timeout, what=what,
+                                                                    env={**self.env, **(env or {})})
 
     def with_runtime(self, root: Path | None) -> Machine:
         """This target running programs linked against the C library under ``root`` (None: static programs)."""

@@ -14,7 +14,7 @@ import re
 import shlex
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,15 +35,29 @@ class RunError(RvvdiffError):
         super().__init__(message)
 
 
+#: ggml-cpu's switch for its graph fusion (``ggml_cpu_init``: fusion is off when it is 1).
+FUSION_OFF = ("GGML_CPU_DISABLE_FUSION", "1")
+
+
 @dataclass(frozen=True)
 class Shape:
     """How much of the text a run evaluates and how: the context (``-c``, also the batch), the chunks,
-    the threads, whether weights may be repacked (``-nr`` when not)."""
+    the threads, whether weights may be repacked (``-nr`` when not), whether ggml-cpu fuses ops
+    (``GGML_CPU_DISABLE_FUSION=1`` when not: :attr:`env`)."""
 
     ctx: int = 64
     chunks: int = 2
     threads: int = 1
     repack: bool = True
+    #: ggml-cpu's graph fusion (RMS_NORM + MUL on trees of 2026) on, as llama.cpp runs by default.  Off, the fused
+    #: ops are computed one by one, as on trees without fusion: each by whatever claims it first (an extra buffer
+    #: type's kernel, SpacemiT's forward_rms_norm_f32, which the fused path never reaches).
+    fuse: bool = True
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The variables the run sets besides its build's (ggml-cpu reads ``GGML_CPU_DISABLE_FUSION`` once)."""
+        return {} if self.fuse else {FUSION_OFF[0]: FUSION_OFF[1]}
 
     def args(self) -> list[str]:
         a = ["-c", str(self.ctx), "-b", str(self.ctx), "--chunks", str(self.chunks), "-t", str(self.threads)]
@@ -60,7 +74,8 @@ class Shape:
         return (self.ctx - self.ctx // 2 - 1) * self.chunks
 
     def label(self) -> str:
-        return f"c{self.ctx}x{self.chunks}-t{self.threads}-{'repack' if self.repack else 'norepack'}"
+        return (f"c{self.ctx}x{self.chunks}-t{self.threads}-{'repack' if self.repack else 'norepack'}"
+                f"{'' if self.fuse else '-nofuse'}")
 
 
 @dataclass(frozen=True)
@@ -159,12 +174,12 @@ def _explain(argv: list[str], returncode: int | None, output: str, what: str) ->
 
 
 def invoke(on: Host | Machine, tool: Path, model: Path, args: Sequence[str], *, timeout: float,
-           what: str) -> tuple[str, float, list[str]]:
+           what: str, env: Mapping[str, str] | None = None) -> tuple[str, float, list[str]]:
     """Run ``tool -m model *args`` on ``on`` (this machine, or a riscv64 target under the run's emulator);
     return its output, seconds and the words that replay it (its argv, after ``env NAME=VALUE`` when the build
-    needs an environment); :class:`RunError` when it does not finish cleanly."""
+    or ``env`` needs an environment); :class:`RunError` when it does not finish cleanly."""
     t0 = time.monotonic()
-    r = on.run(tool, ["-m", str(model), *args], timeout=timeout, what=what)
+    r = on.run(tool, ["-m", str(model), *args], timeout=timeout, what=what, env=env)
     if r.returncode != 0:
         raise _explain(r.replay, r.returncode, r.output, what)
     return r.output, time.monotonic() - t0, r.replay
@@ -184,7 +199,8 @@ def measure(on: Host | Machine, tool: Path, model: Path, shape: Shape, base_file
             what: str, extra: Sequence[str] = ()) -> Kld:
     """The figures of ``tool`` (a llama-perplexity) on ``on`` against the logits of ``base_file``; ``extra``: more
     arguments (:data:`LOG_LOADS`)."""
-    out, secs, argv = invoke(on, tool, model, [*kld_args(shape, base_file), *extra], timeout=timeout, what=what)
+    out, secs, argv = invoke(on, tool, model, [*kld_args(shape, base_file), *extra], timeout=timeout, what=what,
+                             env=shape.env)
     k = parse_kld(out, shape.scored // shape.chunks)
     if k is None:
         raise RunError(f"{what} finished but printed no KL-divergence figures; replay: {shlex.join(argv)}\n"

@@ -208,6 +208,8 @@ def model_lines(fix: str) -> list[str]:
     e = effects.get(fix)
     if e is None:
         return []
+    if "not_shown" in e:
+        return ["", f"**On a real model.** No model run shows it: {sentence(e['not_shown'])}"]
     if "not_reached" in e or "unreached" in e:
         return ["", f"**On a real model.** No model run reaches this code: {sentence(e.get('not_reached') or e['unreached'])}"]
     base, _, qtype = e["case"].partition("-")
@@ -215,9 +217,12 @@ def model_lines(fix: str) -> list[str]:
     model = "SmolLM2-135M-Instruct" if real else "a model cut from SmolLM2-135M's weights (rows a multiple of 256)"
     made = e.get("quantize") or qtype.upper()
     made = made if made == qtype.upper() else f"{made} (its {qtype.upper()} tensors)"
-    how = (f"{model[0].upper()}{model[1:]} requantized to {made} by llama-quantize, run by llama.cpp's llama-perplexity under "
+    # The model as its publisher ships it (SmolLM2's Q4_1: measure() writes "shipped"), else llama-quantize's.
+    file = f"as shipped ({made})" if e.get("shipped") else f"requantized to {made} by llama-quantize"
+    how = (f"{model[0].upper()}{model[1:]} {file}, run by llama.cpp's llama-perplexity under "
            f"QEMU at VLEN {e['vlen']} ({e['compiler']}, {e['isa']} build{', tail/mask stress' if e['stress'] else ''}"
-           f"{', repacking off: -nr' if e.get('repack') is False else ''}) "
+           f"{', repacking off: -nr' if e.get('repack') is False else ''}"
+           f"{', ggml-cpu fusing no ops: GGML_CPU_DISABLE_FUSION=1' if e.get('fuse') is False else ''}) "
            "against the same tree built without V")
     if e["pinned"]["line"] == e["fixed"]["line"]:
         return ["", f"**On a real model.** {how}: {_model_words(e['pinned']['line'], real)}, the same figures with the fix: "
