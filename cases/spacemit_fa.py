@@ -73,6 +73,7 @@ from cases.spacemit_fa_problems import (
     tcm_sizes,
     tile_step,
 )
+from cases.spacemit_ops import absent
 from cases.vec_op_cases import EXP_EDGES
 from cases.vec_source import file_notes, rvv_paths, where
 from harness.emulators.protocol import In
@@ -298,7 +299,7 @@ def scan(inv: Tree) -> coverage.FamilyScan:
     src = inv.source
     out = coverage.FamilyScan("spacemit_fa")
     if not (src.ggml / KERNEL_FILE).is_file():
-        out.not_in_tree.append("ggml-cpu/spacemit/ (no SpacemiT backend in this tree)")
+        out.not_in_tree.append(absent(src, KERNEL_FILE))
         return out
     for k in KERNELS:
         out.lacks(inv, k)

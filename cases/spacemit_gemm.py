@@ -83,14 +83,28 @@ class Gemm(S.KernelSpec):
     name: str
     op: str = "forward_mul_mat"
 
+    #: ``x60``: the case runs on the X60's core type, which the backend takes from SPACEMIT_CORE_ARCH (ime_env.cpp)
+    x60: bool = False
+
     @property
     def requires(self) -> tuple[str, ...]:
         return (self.op, REPACKS[self.name], *IME1_CODE)
 
+    @property
+    def tree_needs(self) -> tuple[str, ...]:
+        """The backend before 2026-05 (ime.cpp and ime1_kernels.cpp only) has neither MUL_MAT_ID (ggml-cpu's own
+        repack.cpp has a forward_mul_mat_id, hence the file) nor a core type: IME1 runs on every core."""
+        return ((f"{BACKEND}/ime.cpp:{self.op}",) if self.op != "forward_mul_mat" else ()) + \
+            ((f"{BACKEND}/ime_env.cpp",) if self.x60 else ())
 
-#: The IME1 tests' parameters: mul_mat (forward_mul_mat) and mul_mat_id (forward_mul_mat_id) per weight type.
+
+#: The backend's directory in a tree's ggml directory.
+BACKEND = "src/ggml-cpu/spacemit"
+#: The IME1 tests' parameters: mul_mat (forward_mul_mat) and mul_mat_id (forward_mul_mat_id) per weight type, and
+#: mul_mat on the X60's core type.
 MUL_MAT = tuple(Gemm(t) for t in REPACKS)
 MUL_MAT_ID = tuple(Gemm(t, "forward_mul_mat_id") for t in REPACKS)
+X60 = tuple(Gemm(t, x60=True) for t in REPACKS)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from cases.spacemit_gemm import (
     FINDING_EXAMPLES,
     MUL_MAT,
     MUL_MAT_ID,
-    TYPES,
+    X60,
     Gemm,
     check_format,
     check_gemm,
@@ -52,9 +52,10 @@ def test_spacemit_gemm_moe(gemm: Gemm, target) -> None:
         check_moe(case, target)
 
 
-@pytest.mark.parametrize("name", TYPES)
-def test_spacemit_gemm_x60(name: str, target, request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("gemm", X60, ids=lambda g: g.name)
+def test_spacemit_gemm_x60(gemm: Gemm, target, request: pytest.FixtureRequest) -> None:
     """The second opinion: the same cases on the X60's core type (Spike without the IME1 library) through ggml's
     generic mul_mat of the same build."""
     ime1_or_skip(target)
+    name = gemm.name
     S.explore(request, gemm_cases(name), [], lambda case: check_generic(case, target), after=fixed_cases(name))

@@ -27,6 +27,7 @@ from harness.toolchain.cmake import (
     march_mismatch,
     plan_options,
     read_variables,
+    set_variables,
 )
 from harness.toolchain.compilers import compiler
 from harness.toolchain.server import adapter_kernels, server_objects
@@ -206,6 +207,55 @@ def test_a_comment_only_mention_is_not_a_read(tmp_path: Path) -> None:
     assert plan.unavailable is not None and plan.unavailable.startswith(
         f"no CMake file of ggml 0.9.4 at {tmp_path} reads GGML_RV_ZVFBFWMA")
     assert "GGML_RV_ZVFBFWMA" in plan.undeclared and not plan.read_only
+
+
+# SpacemiT's backend in ggml-cpu's CMake, as trees before 2026-05 have it (the builder sets the IME level) and as later
+# ones do (a probe of the assembler sets it); the zba option arrived with the later ones.
+_SPACEMIT_2026_02 = """
+if (GGML_CPU_RISCV64_SPACEMIT)
+    target_compile_definitions(ggml-cpu PRIVATE GGML_USE_CPU_RISCV64_SPACEMIT ${RISCV64_SPACEMIT_IME_SPEC})
+endif()
+if (GGML_RV_ZFH)
+endif()
+if (GGML_CPU_REPACK)
+endif()
+"""
+_FIND_SMTIME = """
+list(APPEND RISCV64_SPACEMIT_IME_SPEC "")  # the probe's outcome, not the builder's
+if (SPACEMIT_RISCV_COMPILER_SUPPORT_IME1)
+    set(RISCV64_SPACEMIT_IME_SPEC "RISCV64_SPACEMIT_IME1")
+endif()
+if (GGML_RV_ZBA)
+endif()
+"""
+
+
+def test_set_variables_are_set_and_list_append_outside_comments() -> None:
+    assert set_variables(_FIND_SMTIME + '# set(COMMENTED x)\nlist(LENGTH L n)\nlist(PREPEND P a)') == \
+        {"RISCV64_SPACEMIT_IME_SPEC", "P"}
+
+
+def test_the_spacemit_build_of_a_tree_before_its_probe(tmp_path: Path) -> None:
+    """Before 2026-05 the tree reads RISCV64_SPACEMIT_IME_SPEC and leaves it to the builder, as SpacemiT's document
+    of that era does (IME1), and has no GGML_RV_ZBA: the build is made, with the setting passed and zba left out.
+    A tree whose probe sets the variable gets nothing passed for it, and nothing is said to be missing."""
+    for d in ("old", "new", "none"):
+        (tmp_path / d).mkdir()
+    old = _tree_with_cpu(tmp_path / "old", _CPU_CMAKE % "" + _SPACEMIT_2026_02)
+    plan = plan_options(old, config.SPACEMIT)
+    assert plan.unavailable is None
+    assert plan.passed["RISCV64_SPACEMIT_IME_SPEC"] == "RISCV64_SPACEMIT_IME1"
+    assert plan.read_only["RISCV64_SPACEMIT_IME_SPEC"] == "src/ggml-cpu/CMakeLists.txt"
+    assert "GGML_RV_ZBA" in plan.undeclared and "GGML_RV_ZBA" not in plan.passed
+    new = _tree_with_cpu(tmp_path / "new", _CPU_CMAKE % "" + _SPACEMIT_2026_02)
+    (new.cpu_dir / "cmake").mkdir()
+    (new.cpu_dir / "cmake" / "FindSMTIME.cmake").write_text(_FIND_SMTIME)
+    plan = plan_options(new, config.SPACEMIT)
+    assert plan.unavailable is None and plan.passed["GGML_RV_ZBA"] == "ON"
+    assert "RISCV64_SPACEMIT_IME_SPEC" not in plan.passed and "RISCV64_SPACEMIT_IME_SPEC" not in plan.undeclared
+    # an option the build needs is still needed: without GGML_CPU_RISCV64_SPACEMIT there is no such build
+    none = _tree_with_cpu(tmp_path / "none", _CPU_CMAKE % "")
+    assert "GGML_CPU_RISCV64_SPACEMIT" in (plan_options(none, config.SPACEMIT).unavailable or "")
 
 
 def test_the_cmake_files_read_are_covered_by_the_content_hash() -> None:

@@ -15,6 +15,7 @@ from harness.core import config
 from harness.core.matrix import DEFAULT_ISAS
 from harness.ggml import known, source
 from harness.ggml.source import GgmlSource
+from harness.ggml.tree import of as inventory
 
 VEC_H = """\
 #pragma once
@@ -401,3 +402,38 @@ def test_a_missing_project_file_is_an_error_not_an_empty_list(monkeypatch: pytes
 
 def test_the_project_file_is_package_data() -> None:
     assert known.KNOWN_FILE.is_file() and known.KNOWN_FILE.parent.name == "data", known.KNOWN_FILE
+
+
+IME_CPP = """\
+#include "ime.h"
+
+class tensor_traits_common : public tensor_traits_base {
+    void forward_norm_f32(int n, float * y) {
+        for (int i = 0; i < n; ++i) {
+            y[i] = 0;
+        }
+    }
+};
+
+template <typename B> class tensor_traits : public tensor_traits_base {
+  public:
+    void forward_mul_mat(int n) { (void) n; }
+};
+"""
+
+
+def test_member_functions_get_entries_and_answer_tree_needs(tree: GgmlSource, tmp_path: Path) -> None:
+    """SpacemiT's backend before 2026-05 has its norms as members of a class in ime.cpp: a known-failure entry names
+    them there (a top-level definition of the name comes first where both exist), and a test's ``tree_needs`` of
+    ``file:function`` is answered from that file alone."""
+    (tree.cpu_dir / "spacemit").mkdir()
+    (tree.cpu_dir / "spacemit" / "ime.cpp").write_text(IME_CPP)
+    rel = "src/ggml-cpu/spacemit/ime.cpp"
+    fp = known.fingerprint(tree, rel, "forward_norm_f32")
+    assert fp is not None and fp != known.fingerprint(tree, rel, "forward_mul_mat")
+    (k,) = load(tmp_path, entry(function="forward_norm_f32", file=rel, fingerprint=[fp]))
+    assert known.judge([k], tree)[0].applies
+    inv = inventory(tree)
+    assert inv.has(f"{rel}:forward_mul_mat") and inv.has(rel)
+    assert inv.missing([f"{rel}:forward_mul_mat_id", "src/ggml-cpu/spacemit/ime_env.cpp", "toy_dot"]) == \
+        [f"{rel}:forward_mul_mat_id", "src/ggml-cpu/spacemit/ime_env.cpp"]

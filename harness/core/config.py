@@ -55,6 +55,12 @@ class IsaBuild:
     #: kernel call on the twin too and fails when the output bytes differ (harness/plugin/targets.py's ``Target.call``,
     #: :func:`static_twin`).
     twin: str = ""
+    #: Options of ``cmake`` wanted ON where a tree's CMake has them, but not needed: a tree without them still
+    #: makes the build (SpacemiT's backend before 2026-05 had no GGML_RV_ZBA; its document did not ask for zba).
+    optional: tuple[str, ...] = ()
+    #: Variables a tree's CMake may read without setting them, the builder's choice in that tree's documentation:
+    #: passed only to a tree that reads and never sets them (:func:`harness.toolchain.cmake.plan_options`).
+    user_cmake: dict[str, str] = field(default_factory=dict)
 
     @property
     def extensions(self) -> list[str]:
@@ -105,21 +111,30 @@ ISA_BUILDS: dict[str, IsaBuild] = {
 #: standard, IME1's mnemonics) is harness/toolchain/additions.py's.  Under QEMU the core type is the X60's
 #: (0x503C): its RVV kernels run, its IME paths stay off (no QEMU emulates IME).  Under Spike with rvvdiff's IME1
 #: library (docs/ime.md) it is the A60's (0xA03C, the K1's cores 0-3): the IME1 GEMMs of MUL_MAT / MUL_MAT_ID run.
+#: Trees before 2026-05 (ggml 7cca0d50 to 81a56c6f: ime.cpp and ime1_kernels.cpp only, IME1 always on) have no
+#: FindSMTIME probe: SpacemiT's document of that era has the builder pass -DRISCV64_SPACEMIT_IME_SPEC=
+#: RISCV64_SPACEMIT_IME1 and no zba, and the trees of 2025 have no zihintpause option; rvvdiff does the same there
+#: (``user_cmake``; ``optional``: the hint and address extensions where the tree's CMake has them).
 #: Its memory pool takes posix_memalign (``SPACEMIT_MEM_BACKEND=POSIX``, one of the backend's settings) instead of
 #: 512 MiB transparent-huge-page chunks mapped per weight buffer and unmapped when it is freed: the same kernels on
 #: the same bytes, without clearing half a GiB per request in Spike's runtime (1 s of a 1.5 s call measured).
 SPACEMIT = IsaBuild(
     "spacemit",
-    "SpacemiT's backend (GGML_CPU_RISCV64_SPACEMIT): v + zfh + zvfh + zba, its own RVV and IME kernels",
+    "SpacemiT's backend (GGML_CPU_RISCV64_SPACEMIT): v + zfh + zvfh (+ zba where the tree has it), its own RVV and "
+    "IME kernels",
     {"GGML_RVV": "ON", "GGML_RV_ZFH": "ON", "GGML_RV_ZVFH": "ON", "GGML_RV_ZVFBFWMA": "OFF",
      "GGML_CPU_RISCV64_SPACEMIT": "ON", "GGML_CPU_REPACK": "OFF", "GGML_RV_ZBA": "ON", "GGML_RV_ZICBOP": "ON",
      "GGML_RV_ZIHINTPAUSE": "ON"},
     {"v": True, **_OFF, "zfh": True, "zfhmin": True, "zvfh": True, "zvfhmin": True},
-    ("v", "zfh", "zvfh", "zba"),
+    ("v", "zfh", "zvfh"),
     backend="spacemit",
     env={"SPACEMIT_CORE_ARCH": "0x503C", "SPACEMIT_MEM_BACKEND": "POSIX"},
     matrix="xsmtvdot",
-    matrix_env={"SPACEMIT_CORE_ARCH": "0xA03C"},
+    # RVVDIFF_CPUS: the K1's eight cores, as the Spike runtime reports them online (harness/server/spike/rt.c); the
+    # backend before 2026-05 gives its IME work to hardware_concurrency() / 2 cores, none on Spike's one hart.
+    matrix_env={"SPACEMIT_CORE_ARCH": "0xA03C", "RVVDIFF_CPUS": "8"},
+    optional=("GGML_RV_ZBA", "GGML_RV_ZICBOP", "GGML_RV_ZIHINTPAUSE"),
+    user_cmake={"RISCV64_SPACEMIT_IME_SPEC": "RISCV64_SPACEMIT_IME1"},
 )
 #: The build without V (``-march=rv64gc...``): what boards without the vector extension run (the
 #: VisionFive 2's U74), ggml's generic C throughout.  Not part of ``all`` (``ISA_BUILDS`` are the vector

@@ -37,7 +37,7 @@ import hashlib
 import re
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.core.config import ISA_BUILDS
@@ -114,19 +114,6 @@ class Reading:
     notes: list[str] = field(default_factory=list)
 
 
-_CLASS_HEAD = re.compile(r"(?:\btemplate\s*<[^{};]*>\s*)?\b(?:class|struct)\s+(\w+)[^;{}()=]*\{")
-
-
-def _open_classes(pp: csource.Preprocessed) -> csource.Preprocessed:
-    """``pp`` with each class / struct definition's head read as a namespace's, so the reader
-    descends into it and its member functions (tinyBLAS_RVV's ``matmul``, ``gemm`` ...) are
-    definitions too; line numbers are kept."""
-    def head(m: re.Match[str]) -> str:
-        lines = m.group(0).count("\n")
-        return f"namespace {m.group(1)}" + "\n" * lines + " {"
-    return replace(pp, text=_CLASS_HEAD.sub(head, pp.text))
-
-
 def _rel(src: GgmlSource, p: Path) -> str:
     return str(p.relative_to(src.ggml))
 
@@ -144,7 +131,7 @@ def _read(src: GgmlSource, content: str) -> Reading:
             f = csource.read(p)
             rel = _rel(src, p)
             pp_on = f.preprocessed(on)
-            pp = _open_classes(pp_on)
+            pp = csource.open_classes(pp_on)
             pp_off = f.preprocessed(off)
             riscv = rel.startswith("src/ggml-cpu/arch/riscv/")
             for fn in csource._definitions(pp, p):

@@ -28,7 +28,7 @@ import functools
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.core.config import VLENS
@@ -140,6 +140,19 @@ def closing(text: str, start: int) -> int:
     return len(text)
 
 
+_CLASS_HEAD = re.compile(r"(?:\btemplate\s*<[^{};]*>\s*)?\b(?:class|struct)\s+(\w+)[^;{}()=]*\{")
+
+
+def open_classes(pp: Preprocessed) -> Preprocessed:
+    """``pp`` with each class / struct definition's head read as a namespace's, so the reader
+    descends into it and its member functions (tinyBLAS_RVV's ``matmul``, ``gemm`` ...) are
+    definitions too; line numbers are kept."""
+    def head(m: re.Match[str]) -> str:
+        lines = m.group(0).count("\n")
+        return f"namespace {m.group(1)}" + "\n" * lines + " {"
+    return replace(pp, text=_CLASS_HEAD.sub(head, pp.text))
+
+
 def _definitions(pp: Preprocessed, path: Path) -> list[Function]:
     """The top-level definitions of a preprocessed file, read once per preprocessing and text (``cpreproc.MEMO``).
     The key holds the text itself besides the preprocessing's digest: a reader that rewrites a preprocessed text
@@ -203,12 +216,18 @@ class CFile:
         self.notes.extend(n for n in pp.notes if n not in self.notes)
         return pp
 
-    def functions(self, macros: Mapping[str, int] | None = None) -> dict[str, Function]:
+    def functions(self, macros: Mapping[str, int] | None = None, *, members: bool = False) -> dict[str, Function]:
         """Definitions a build with ``macros`` compiles (every branch when None: then a name
-        defined in two branches keeps its first definition)."""
+        defined in two branches keeps its first definition).  ``members``: class and struct member functions
+        too, where no top-level definition has the name (SpacemiT's ``forward_norm_f32`` was a member of
+        ``tensor_traits_common`` in ime.cpp before it became a function of rvv_kernels.cpp)."""
         out: dict[str, Function] = {}
-        for f in _definitions(self.preprocessed(macros), self.path):
+        pp = self.preprocessed(macros)
+        for f in _definitions(pp, self.path):
             out.setdefault(f.name, f)
+        if members:
+            for f in _definitions(open_classes(pp), self.path):
+                out.setdefault(f.name, f)
         return out
 
     def definitions(self) -> list[Function]:

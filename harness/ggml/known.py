@@ -121,13 +121,13 @@ class KnownFailuresError(RvvdiffError, ValueError):
 @functools.lru_cache(maxsize=64)
 def _compiled(path: Path, mtime_ns: int) -> tuple[dict[str, csource.Function], tuple[csource.Note, ...]]:
     f = csource.read(path)
-    funcs = f.functions(csource.with_includes(path, FINGERPRINT_MACROS))
+    funcs = f.functions(csource.with_includes(path, FINGERPRINT_MACROS), members=True)
     return funcs, tuple(n for n in f.notes if n.file == path)
 
 
 @functools.lru_cache(maxsize=64)
 def _every_branch(path: Path, mtime_ns: int) -> dict[str, csource.Function]:
-    return csource.read(path).functions(None)
+    return csource.read(path).functions(None, members=True)
 
 
 def definitions(path: Path) -> dict[str, csource.Function]:
@@ -156,7 +156,7 @@ def fingerprint_without_asm(source: GgmlSource, file: str, function: str) -> str
 @functools.lru_cache(maxsize=64)
 def _compiled_without_vector(path: Path, mtime_ns: int) -> dict[str, csource.Function]:
     macros = csource.with_includes(path, csource.scalar_macros(FINGERPRINT_MACROS))
-    return csource.read(path).functions(macros)
+    return csource.read(path).functions(macros, members=True)
 
 
 def same_without_vector(source: GgmlSource, file: str, function: str) -> bool:

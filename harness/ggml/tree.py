@@ -48,10 +48,19 @@ class Tree:
     notes: list[csource.Note] = field(default_factory=list)
 
     def has(self, name: str) -> bool:
-        return name in self.symbols
+        """A symbol of the tree; or, for a name with a ``/``, a file of its ggml directory
+        (``src/ggml-cpu/spacemit/ime_env.cpp``), or a function defined in that file, member functions included
+        (``src/ggml-cpu/spacemit/ime.cpp:forward_mul_mat_id``): where a bare name is also another file's."""
+        if "/" not in name:
+            return name in self.symbols
+        rel, _, function = name.partition(":")
+        path = self.source.ggml / rel
+        if not path.is_file():
+            return False
+        return not function or function in csource.read(path).functions(None, members=True)
 
     def missing(self, names: Iterable[str]) -> list[str]:
-        return [n for n in names if n not in self.symbols]
+        return [n for n in names if not self.has(n)]
 
     def type_id(self, name: str) -> int:
         """The tree's enum value of ggml type ``name`` (``q4_0``, ``bf16`` ...)."""

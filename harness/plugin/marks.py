@@ -22,6 +22,16 @@ def requirements(item: pytest.Item) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def tree_needs(item: pytest.Item) -> list[str]:
+    """What a test needs from the tree besides its kernels' names: the ``tree_needs`` of its parameters, files or
+    ``file:function`` where a bare name would be found in another file too (harness/ggml/tree.py's ``Tree.has``);
+    they decide "not in this tree" only, not what the PR gate's call graph starts from."""
+    out: list[str] = []
+    for p in getattr(getattr(item, "callspec", None), "params", {}).values():
+        out += list(getattr(p, "tree_needs", ()) or ())
+    return out
+
+
 def entry_points(item: pytest.Item) -> list[str]:
     """The code a test exists to check: its parameters' ``entry_points`` where a family declares
     them (a graph op, not the vec_dot another family owns), else their ``requires``."""
@@ -35,7 +45,7 @@ def mark_not_in_tree(source: GgmlSource, items: list[pytest.Item]) -> None:
     """Skip, as "not in this tree", the tests whose kernel needs a name the tree lacks."""
     inv = tree.of(source)
     for it in items:
-        missing = inv.missing(requirements(it))
+        missing = inv.missing(dict.fromkeys([*requirements(it), *tree_needs(it)]))
         if missing:
             it.add_marker(pytest.mark.skip(reason=f"not in this tree: {', '.join(missing)} ({source.label})"))
 

@@ -36,7 +36,11 @@
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "spacemit/ime.h"
+// repack.h came with the IME2 layouts (2026-05); before it, the IME1 layouts were ime.cpp's own and none of the
+// 32-row ones below existed (their RVVDIFF_HAS_ names are 0 there).
+#if __has_include("spacemit/repack.h")
 #include "spacemit/repack.h"
+#endif
 
 // The quantizers came with rvv_kernels.cpp (older trees of the backend have IME1's own only).
 #if __has_include("spacemit/rvv_kernels.h") && RVVDIFF_HAS_quantize_a_row_i8_hp && RVVDIFF_HAS_quantize_a_row_i8k
@@ -50,6 +54,8 @@
 
 #include <string>
 #include <vector>
+
+namespace ggml::cpu::riscv64_spacemit {}  // declared by repack.h where the tree has it
 
 namespace {
 

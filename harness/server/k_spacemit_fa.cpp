@@ -13,7 +13,9 @@
 // The kernels assume VLEN 1024 (loads of DK and DV elements in one register group): other VLENs are refused.
 // Python side: cases/spacemit_fa_tcm.py.
 
-#ifdef GGML_USE_CPU_RISCV64_SPACEMIT
+// The backend's flash attention came with rvv_kernels.cpp (2026-05); an older backend registers nothing here (the
+// Python side says "not in this tree" from the tree's sources).
+#if defined(GGML_USE_CPU_RISCV64_SPACEMIT) && __has_include("spacemit/rvv_kernels.h")
 
 #include "attention.h"
 #include "graph.h"
@@ -76,4 +78,4 @@ RVVDIFF_KERNEL("spacemit_fa", k_spacemit_fa);
 
 }  // namespace
 
-#endif  // GGML_USE_CPU_RISCV64_SPACEMIT
+#endif  // GGML_USE_CPU_RISCV64_SPACEMIT && spacemit/rvv_kernels.h

@@ -14,7 +14,7 @@ from harness.ggml.source import GgmlSource
 
 def cmake_options(isa: IsaBuild) -> dict[str, str]:
     """The options the harness wants for ``isa`` (what is passed is :func:`plan_options`)."""
-    return {**COMMON_CMAKE, **isa.cmake}
+    return {**COMMON_CMAKE, **isa.cmake, **isa.user_cmake}
 
 
 # A CMake comment (line or bracket) outside a quoted argument; quoted arguments are kept.
@@ -52,6 +52,15 @@ def read_variables(cmake_text: str) -> set[str]:
     return names
 
 
+# How CMake code sets a variable: ``set(VAR ...)`` or ``list(APPEND|PREPEND|INSERT ... VAR ...)``.
+_SETS = re.compile(r"\bset\s*\(\s*([A-Za-z_]\w*)|\blist\s*\(\s*(?:APPEND|PREPEND|INSERT)\s+([A-Za-z_]\w*)", re.I)
+
+
+def set_variables(cmake_text: str) -> set[str]:
+    """The variables CMake text sets (``set()``, ``list(APPEND ...)``), outside comments."""
+    return {a or b for a, b in _SETS.findall(_uncommented(cmake_text))}
+
+
 def cmake_files(source: GgmlSource) -> list[Path]:
     """The CMake files a tree's ggml-base / ggml-cpu build reads: the top-level CMakeLists.txt, ggml's,
     ggml/src's, ggml/cmake/*.cmake and ggml-cpu's CMakeLists.txt / *.cmake.  All of them are part of
@@ -69,6 +78,12 @@ def tree_options(source: GgmlSource) -> dict[str, str]:
     for f in cmake_files(source):
         out.update(declared_options(f.read_text(errors="replace")))
     return out
+
+
+def tree_sets(source: GgmlSource) -> set[str]:
+    """The variables the CMake files under ggml/ set themselves."""
+    return {n for f in cmake_files(source) if f.is_relative_to(source.ggml)
+            for n in set_variables(f.read_text(errors="replace"))}
 
 
 def tree_reads(source: GgmlSource) -> dict[str, str]:
@@ -95,23 +110,28 @@ class CmakePlan:
 
 
 def plan_options(source: GgmlSource, isa: IsaBuild, declared: dict[str, str] | None = None,
-                 read: dict[str, str] | None = None) -> CmakePlan:
+                 read: dict[str, str] | None = None, sets: set[str] | None = None) -> CmakePlan:
     """The -D options for ``isa`` on ``source``: the wanted ones the tree honours, plus CMake's own.
 
     The tree honours an option it declares (``option()``) or whose variable a CMake file of its
     ggml build reads (:func:`read_variables`): ``if (GGML_RV_ZVFBFWMA)`` takes ``-DGGML_RV_ZVFBFWMA=ON``
     with or without an ``option()``.  An option of the ISA build itself (``isa.cmake``) wanted ON that
-    the tree does not honour makes the build inexpressible; one wanted OFF is simply absent.  Either
-    way the -march check after configuring (:func:`march_mismatch`) judges what the build got.
+    the tree does not honour makes the build inexpressible (unless the build names it ``optional``); one wanted
+    OFF is simply absent.  A variable of ``isa.user_cmake`` is passed only to a tree that reads it and sets it
+    nowhere (the builder's setting in that tree's era).  Either way the -march check after configuring
+    (:func:`march_mismatch`) judges what the build got.
     """
     declared = tree_options(source) if declared is None else declared
     read = tree_reads(source) if read is None else read
+    sets = (tree_sets(source) if isa.user_cmake else set()) if sets is None else sets
     wanted = cmake_options(isa)
     passed = {k: v for k, v in wanted.items()
               if k in CMAKE_OWN or k.startswith("CMAKE_") or k in declared or k in read}
-    undeclared = {k: v for k, v in wanted.items() if k not in passed}
+    own = {k for k in isa.user_cmake if k in sets}  # the tree sets these itself: nothing to pass, nothing missing
+    passed = {k: v for k, v in passed.items() if k not in own}
+    undeclared = {k: v for k, v in wanted.items() if k not in passed and k not in own}
     read_only = {k: read[k] for k in passed if k in read and k not in declared and k not in CMAKE_OWN}
-    needed = [k for k, v in isa.cmake.items() if v.upper() == "ON" and k in undeclared]
+    needed = [k for k, v in isa.cmake.items() if v.upper() == "ON" and k in undeclared and k not in isa.optional]
     reason = None
     if needed:
         reason = (f"no CMake file of {tree_name(source)} reads {' / '.join(needed)} (no option(), no if() or "
