@@ -75,6 +75,12 @@ class Quantizer(S.KernelSpec):
     def requires(self) -> tuple[str, ...]:
         return (self.function,)
 
+    @property
+    def tree_needs(self) -> tuple[str, ...]:
+        """rvv_kernels.cpp's quantizer: the backend before 2026-05 has IME1's own quantize_a_row_i8 /
+        quantize_a_4row_i8 in ime1_kernels.cpp (another block format, no sums), run by the IME1 GEMM's tests."""
+        return (f"src/ggml-cpu/spacemit/rvv_kernels.cpp:{self.function}",)
+
 
 QUANTIZERS = {q.name: q for q in (
     Quantizer("row_i8", 0, "i8", 1), Quantizer("4row_i8", 1, "i8", 4),
