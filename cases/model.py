@@ -250,10 +250,24 @@ SPACEMIT_CASES = ("smollm2-q4_1",)
 DISPATCH_CASES = ("smollm2-q4_1",)
 
 
-def repeated_in(isa: IsaBuild, case: Case, path: RunPath) -> str | None:
+def _ime_on_every_core(source: GgmlSource | None) -> bool:
+    """The tree's SpacemiT backend predates its core types (ime_env.cpp, 2026-05): IME1 on every core."""
+    d = None if source is None else source.ggml / "src" / "ggml-cpu" / "spacemit"
+    return d is not None and d.is_dir() and not (d / "ime_env.cpp").is_file()
+
+
+#: Why the repacking paths of the spacemit build cannot run on a tree whose backend has no core types.
+IME_ON_EVERY_CORE = ("this tree's SpacemiT backend predates its core types (ime_env.cpp, 2026-05): its IME1 MUL_MAT "
+                     "takes the q4_0 / q4_1 / q4_K weights in its buffer type on every core, and no emulator runs "
+                     "llama.cpp's tools with IME (QEMU has none, Spike runs no Linux program); the run with -nr "
+                     "(weights in the CPU buffer) reaches the backend's norms")
+
+
+def repeated_in(isa: IsaBuild, case: Case, path: RunPath, source: GgmlSource | None = None) -> str | None:
     """Why a (case, path) would repeat another run in a build of SpacemiT's backend (:data:`SPACEMIT_CASES`) or a
     distribution's variant (:data:`DISPATCH_CASES`), or None; known before the model file is made (a requantized
-    file costs the host's tools build)."""
+    file costs the host's tools build).  ``source``: the tree, where its SpacemiT backend's era decides (a backend
+    without core types runs only -nr under QEMU: :data:`IME_ON_EVERY_CORE`)."""
     why = None if path.fuse else _fusion_repeated(isa)
     if why:
         return why
@@ -269,6 +283,8 @@ def repeated_in(isa: IsaBuild, case: Case, path: RunPath) -> str | None:
         return (f"the spacemit build runs {', '.join(SPACEMIT_CASES)} only: under QEMU (the X60's core type, IME off) "
                 f"its MUL_MAT of {case.type.kernel_type} is ggml-cpu's RVV vec_dot, the zvfh build's runs of "
                 f"{case.id}, and SpacemiT's ops act on the activations, whatever the weights' type")
+    if _ime_on_every_core(source):
+        return IME_ON_EVERY_CORE if path.repack else None
     if not path.repack:
         return ("-nr would repeat the run with repacking in the spacemit build: its CPU_REPACK is off, and on the "
                 "X60's core type SpacemiT's buffer type takes no weight (-nr leaves its ops on: ggml-cpu asks the "
@@ -282,7 +298,7 @@ def unreached(source: GgmlSource, case: Case, path: RunPath, vlen: int, isa: Isa
     if why:
         return why
     if isa.backend == "spacemit":
-        return repeated_in(isa, case, path)
+        return repeated_in(isa, case, path, source)
     # A dispatch variant runs its static twin's code (riscv64_v: the v build's).
     code = isa.twin if isa.variant and isa.twin else isa.name
     if code not in case.type.isas:

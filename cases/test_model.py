@@ -105,7 +105,7 @@ def test_model(case: M.Case, path: M.RunPath, target, request: pytest.FixtureReq
     within :data:`cases.model.BOUND`."""
     on = _machine(target)
     source = session().source
-    why = M.repeated_in(target.isa, case, path)
+    why = M.repeated_in(target.isa, case, path, source)
     if why:
         pytest.skip(why)
     model = _model(source, case)

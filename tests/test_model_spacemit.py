@@ -66,6 +66,23 @@ def test_the_spacemit_build_runs_the_model_as_shipped_with_repacking_on() -> Non
     assert M.repeated_in(ISA_BUILDS["zvfh"], q4_0, M.RunPath(False, 1)) is None
 
 
+def test_a_backend_without_core_types_runs_only_without_repacking(tmp_path: Path) -> None:
+    """The backend before 2026-05 (no ime_env.cpp) takes q4_0 / q4_1 / q4_K weights into IME1 on every core: under
+    QEMU only -nr runs (its norms still reached), the repacking paths are named as what no emulator runs; a tree
+    with core types is the other way round."""
+    spacemit = tmp_path / "src" / "ggml-cpu" / "spacemit"
+    spacemit.mkdir(parents=True)
+    (spacemit / "ime.cpp").write_text("\n")
+    old = SimpleNamespace(ggml=tmp_path)
+    shipped = M.Case("smollm2", M.BY_NAME["q4_1"])
+    for path in (M.RunPath(True, 1), M.RunPath(True, 4), M.RunPath(True, 1, fuse=False)):
+        assert M.repeated_in(SPACEMIT, shipped, path, old) == M.IME_ON_EVERY_CORE
+    assert M.repeated_in(SPACEMIT, shipped, M.RunPath(False, 1), old) is None
+    (spacemit / "ime_env.cpp").write_text("\n")
+    assert "CPU_REPACK is off" in M.repeated_in(SPACEMIT, shipped, M.RunPath(False, 1), old)
+    assert M.repeated_in(SPACEMIT, shipped, M.RunPath(True, 1), old) is None
+
+
 def test_fusion_off_reaches_the_run_and_its_replay(tmp_path: Path) -> None:
     """The fusion-off path sets GGML_CPU_DISABLE_FUSION=1 beside the build's environment, in the run and in its
     replay line; the default path sets nothing more."""
