@@ -24,6 +24,7 @@ and the mix of tensor types of a real quantized file.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,7 +176,13 @@ def _fusion_repeated(isa: IsaBuild) -> str | None:
 def _fusion_absent(source: GgmlSource) -> str | None:
     """Why the fusion-off path would repeat the fusion-on run on ``source`` (a tree without fusion), or None."""
     cpu = source.ggml / "src" / "ggml-cpu" / "ggml-cpu.c"
-    text = cpu.read_text(errors="replace") if cpu.is_file() else ""
+    return _fusion_absent_in(cpu, cpu.stat().st_mtime_ns if cpu.is_file() else 0)
+
+
+@functools.lru_cache(maxsize=8)
+def _fusion_absent_in(cpu: Path, mtime_ns: int) -> str | None:
+    """:func:`_fusion_absent` of one ggml-cpu.c, read once per content change (every model test asks)."""
+    text = cpu.read_text(errors="replace") if mtime_ns else ""
     if not text or FUSION_SWITCH in text:
         return None
     if "_fused(" in text:
