@@ -21,7 +21,8 @@ beside the blocks: the value is ``d q + m``, ggml's q4_1 exactly; q4_K's but for
 **Activations** (``ime1::quantize_a_row_i8`` / ``quantize_a_4row_i8``, :func:`quantize`): per row and block of 32,
 ``scale = fp32(amax * fp32(1 / 127))`` and ``q = int8(nearest_even(fp32(x * fp32(1 / scale))))`` saturated
 (``vfcvt.x.f.v``, then ``vnclip`` to int16 and int8).  An all-zero block has scale 0 and, ``0 * inf`` being NaN,
-every ``q`` is 127 (the conversion of NaN is the largest integer); they multiply a zero scale.  In the work buffer
+every ``q`` is 127 (the conversion of NaN is the largest integer); they multiply a zero scale, so no result reads
+them (:func:`unread`: the quantizers of the backend before 2026-05 write -1 there).  In the work buffer
 (:func:`work_image`) the rows come in groups of four -- per block the four fp32 scales, then 8 values of each row
 in turn, four times: vmadot's A operand, 4 rows x 8 at e8 m1 on VLEN 256 -- and the rows left over one by one
 (scale, then the 32 values); mul_mat_id quantizes every row alone.
@@ -170,6 +171,13 @@ def work_image(scale: np.ndarray, q: np.ndarray, *, grouped: bool = True) -> np.
         row[:, 4:] = q[r].view(np.uint8)
         out.append(row.reshape(-1))
     return np.concatenate(out) if out else np.zeros(0, np.uint8)
+
+
+def unread(scale: np.ndarray, *, grouped: bool = True) -> np.ndarray:
+    """Which bytes of :func:`work_image` no product reads: the values of the blocks whose scale is 0 (an all-zero
+    block: each value multiplies that scale).  The quantizers may write anything there."""
+    marked = np.broadcast_to((scale == 0)[..., None], (*scale.shape, BLOCK)).astype(np.int8)
+    return work_image(np.zeros_like(scale), marked, grouped=grouped) == 1
 
 
 def work_bytes(m: int, k: int) -> int:
