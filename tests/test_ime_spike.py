@@ -371,9 +371,9 @@ def test_spike_runs_the_spacemit_build_as_its_core() -> None:
     argv = a60.command(Path("server"), 256, {"zvfh": True})
     assert argv[1] == "--extlib=/x/libsmtvdot.so" and argv[-1] == "server"
     assert a60.cpu(256, {"zvfh": True}) == "rv64gcv_zicntr_zba_zvfh_zvl256b_xsmtvdot"  # zicbop, zihintpause: hints
-    # RVVDIFF_CPUS: the K1's eight cores reported online by the runtime (the backend before 2026-05 sizes its IME
-    # work by the CPU count and computes nothing on one)
-    assert "--bootargs=rvvdiff-env RVVDIFF_CPUS=8 SPACEMIT_CORE_ARCH=0xA03C SPACEMIT_MEM_BACKEND=POSIX" in argv
+    # SPIKE_ONLINE_CPUS: the K1's eight cores reported online by the runtime (the backend before 2026-05 sizes its
+    # IME work by the CPU count and computes nothing on one)
+    assert "--bootargs=rvvdiff-env SPACEMIT_CORE_ARCH=0xA03C SPACEMIT_MEM_BACKEND=POSIX SPIKE_ONLINE_CPUS=8" in argv
     x60 = spike.Spike("spike", "test").for_build(build)
     assert x60.extensions == () and dict(x60.env)["SPACEMIT_CORE_ARCH"] == "0x503C"
     plain = SimpleNamespace(isa=config.ISA_BUILDS["zvfh"], march="rv64gcv_zfh_zvfh")

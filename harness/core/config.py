@@ -130,9 +130,9 @@ SPACEMIT = IsaBuild(
     backend="spacemit",
     env={"SPACEMIT_CORE_ARCH": "0x503C", "SPACEMIT_MEM_BACKEND": "POSIX"},
     matrix="xsmtvdot",
-    # RVVDIFF_CPUS: the K1's eight cores, as the Spike runtime reports them online (harness/server/spike/rt.c); the
+    # SPIKE_ONLINE_CPUS: the K1's eight cores, as the Spike runtime reports them online (harness/server/spike/rt.c); the
     # backend before 2026-05 gives its IME work to hardware_concurrency() / 2 cores, none on Spike's one hart.
-    matrix_env={"SPACEMIT_CORE_ARCH": "0xA03C", "RVVDIFF_CPUS": "8"},
+    matrix_env={"SPACEMIT_CORE_ARCH": "0xA03C", "SPIKE_ONLINE_CPUS": "8"},
     optional=("GGML_RV_ZBA", "GGML_RV_ZICBOP", "GGML_RV_ZIHINTPAUSE"),
     user_cmake={"RISCV64_SPACEMIT_IME_SPEC": "RISCV64_SPACEMIT_IME1"},
 )

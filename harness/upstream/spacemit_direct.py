@@ -270,9 +270,14 @@ def why(fix: str) -> str:
     return SPACEMIT_DIRECT[PROGRAMS[fix].kernel]
 
 
+#: The extensions of SpacemiT's document for the K1 and A100 (the pinned tree's -march without its hints): what
+#: the build promises (``ISAS[ISA].march``: v, zfh, zvfh; trees before 2026-05 have no zba option) and zba.
+PROGRAM_EXTENSIONS = (*ISAS[ISA].march, "zba")
+
+
 def _flags() -> list[str]:
-    """The program's own flags, rvvdiff's and the printed command's alike: C++20, -O2, the build's -march."""
-    exts = ISAS[ISA].march
+    """The program's own flags, rvvdiff's and the printed command's alike: C++20, -O2, the document's -march."""
+    exts = PROGRAM_EXTENSIONS
     return ["-std=gnu++20", "-O2", "-march=rv64gc" + exts[0] + "".join(f"_{e}" for e in exts[1:])]
 
 

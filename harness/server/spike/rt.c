@@ -98,7 +98,7 @@ const int rvvdiff_spike_harts = 1;
 volatile uint64_t tohost __attribute__((section(".tohost"), aligned(64)));
 volatile uint64_t fromhost __attribute__((section(".tohost"), aligned(64)));
 
-static int online_cpus;  // RVVDIFF_CPUS (below, with the environment)
+static int online_cpus;  // SPIKE_ONLINE_CPUS (below, with the environment)
 
 // Asks Spike's front-end to perform Linux system call `n` on host memory
 // addresses (the program runs without translation, so they are physical).
@@ -458,7 +458,7 @@ static long syscall_dispatch(long n, long a0, long a1, long a2, long a3) {
             return 0;
         }
         case SYS_sched_getaffinity: {
-            // The CPUs the program may run on: one hart, or the board's count that RVVDIFF_CPUS names
+            // The CPUs the program may run on: one hart, or the board's count that SPIKE_ONLINE_CPUS names
             // (target_environment); the server's requests are single-threaded either way.
             if ((uint64_t)a1 < 8) return -E_INVAL;
             unsigned char * m = (unsigned char *)a2;
@@ -806,7 +806,7 @@ extern int __libc_start_main(int (*)(int, char **, char **), int, char **, void 
 #define MAX_ENV 32
 #define ENV_MARK "rvvdiff-env"
 static char bootargs[4096];
-// RVVDIFF_CPUS=N in the environment: the CPUs sched_getaffinity reports (1 to 64; default one, the hart), so a
+// SPIKE_ONLINE_CPUS=N in the environment: the CPUs sched_getaffinity reports (1 to 64; default one, the hart), so a
 // program that sizes its work by the CPU count sees the modelled board's (the K1's 8: SpacemiT's backend before
 // 2026-05 gives IME work to hardware_concurrency() / 2 cores, none on one CPU).
 static int online_cpus = 1;
@@ -875,9 +875,9 @@ static int target_environment(const unsigned char * fdt, char ** env) {
             continue;
         }
         env[count++] = word;
-        if (word[0] == 'R' && same_prefix(word, "RVVDIFF_CPUS=")) {
+        if (word[0] == 'S' && same_prefix(word, "SPIKE_ONLINE_CPUS=")) {
             int n = 0;
-            for (const char * c = word + 13; *c >= '0' && *c <= '9'; ++c) n = n * 10 + (*c - '0');
+            for (const char * c = word + 18; *c >= '0' && *c <= '9'; ++c) n = n * 10 + (*c - '0');
             online_cpus = n < 1 ? 1 : n > 64 ? 64 : n;
         }
     }
