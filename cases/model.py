@@ -28,6 +28,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
+from cases.spacemit_tree import before_rewrite
 from harness.core.config import IsaBuild
 from harness.ggml.source import GgmlSource
 from harness.model import gguf_file, model_files
@@ -257,12 +258,6 @@ SPACEMIT_CASES = ("smollm2-q4_1",)
 DISPATCH_CASES = ("smollm2-q4_1",)
 
 
-def _ime_on_every_core(source: GgmlSource | None) -> bool:
-    """The tree's SpacemiT backend predates its core types (ime_env.cpp, 2026-05): IME1 on every core."""
-    d = None if source is None else source.ggml / "src" / "ggml-cpu" / "spacemit"
-    return d is not None and d.is_dir() and not (d / "ime_env.cpp").is_file()
-
-
 #: Why the repacking paths of the spacemit build cannot run on a tree whose backend has no core types.
 IME_ON_EVERY_CORE = ("this tree's SpacemiT backend predates its core types (ime_env.cpp, 2026-05): its IME1 MUL_MAT "
                      "takes the q4_0 / q4_1 / q4_K weights in its buffer type on every core, and no emulator runs "
@@ -290,7 +285,7 @@ def repeated_in(isa: IsaBuild, case: Case, path: RunPath, source: GgmlSource | N
         return (f"the spacemit build runs {', '.join(SPACEMIT_CASES)} only: under QEMU (the X60's core type, IME off) "
                 f"its MUL_MAT of {case.type.kernel_type} is ggml-cpu's RVV vec_dot, the zvfh build's runs of "
                 f"{case.id}, and SpacemiT's ops act on the activations, whatever the weights' type")
-    if _ime_on_every_core(source):
+    if before_rewrite(source):
         return IME_ON_EVERY_CORE if path.repack else None
     if not path.repack:
         return ("-nr would repeat the run with repacking in the spacemit build: its CPU_REPACK is off, and on the "

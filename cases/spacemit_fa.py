@@ -73,7 +73,7 @@ from cases.spacemit_fa_problems import (
     tcm_sizes,
     tile_step,
 )
-from cases.spacemit_ops import absent
+from cases.spacemit_tree import absent
 from cases.vec_op_cases import EXP_EDGES
 from cases.vec_source import file_notes, rvv_paths, where
 from harness.emulators.protocol import In

@@ -44,6 +44,8 @@ from cases import loops as L
 from cases import quant_blocks as QB
 from cases import quant_variants as V
 from cases import strategies as S
+from cases.spacemit_gemm_data import ACTS, activations, block_of, model_weights
+from cases.spacemit_tree import BACKEND
 from harness.check import observe
 from harness.check.compare import assert_all_within, assert_bitwise_equal
 from harness.emulators.protocol import In, Out
@@ -52,7 +54,7 @@ from oracles import quant_types as QT
 from oracles import quants as Q
 from oracles import spacemit_ime1 as IME
 from oracles.bounds import gamma
-from oracles.repack import k4_encode, oracle_error, products
+from oracles.repack import oracle_error, products
 
 TYPES = IME.TYPES
 #: Weight rows one repacked block interleaves (NB_COLS of the IME1 traits): the kernels' column tile.
@@ -98,8 +100,6 @@ class Gemm(S.KernelSpec):
             ((f"{BACKEND}/ime_env.cpp",) if self.x60 else ())
 
 
-#: The backend's directory in a tree's ggml directory.
-BACKEND = "src/ggml-cpu/spacemit"
 #: The IME1 tests' parameters: mul_mat (forward_mul_mat) and mul_mat_id (forward_mul_mat_id) per weight type, and
 #: mul_mat on the X60's core type.
 MUL_MAT = tuple(Gemm(t) for t in REPACKS)
@@ -144,66 +144,6 @@ class MoeCase:
     @property
     def n_tokens(self) -> int:
         return len(self.ids) // self.n_used
-
-
-def block_of(name: str) -> int:
-    return Q.block_size(name)
-
-
-# ------------------------------------------------------------------ data
-
-ACTS = ("gaussian", "positive", "spiky", "zero_blocks")
-
-
-def activations(kind: str, m: int, k: int, seed: int) -> np.ndarray:
-    """``m x k`` float32 activations: Gaussian at a drawn binade, all positive, one large value per block of 32
-    (the others near zero after quantization), or Gaussian with some blocks all zero (scale 0: the quantizer's NaN)."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((m, k)) * 2.0 ** float(rng.integers(-6, 6))
-    if kind == "positive":
-        x = np.abs(x)
-    elif kind == "spiky":
-        x = x * 1e-3
-        idx = rng.integers(0, IME.BLOCK, (m, k // IME.BLOCK))
-        x.reshape(m, -1, IME.BLOCK)[np.arange(m)[:, None], np.arange(k // IME.BLOCK)[None, :], idx] *= 1e4
-    elif kind == "zero_blocks":
-        x.reshape(m, -1, IME.BLOCK)[rng.random((m, k // IME.BLOCK)) < 0.3] = 0
-    elif kind != "gaussian":
-        raise ValueError(f"unknown activation kind {kind!r}; expected one of {ACTS}")
-    return x.astype(np.float32)
-
-
-def _f16(v: np.ndarray) -> np.ndarray:
-    return np.asarray(v, np.float32).astype(np.float16).reshape(-1, 1).view(np.uint8)
-
-
-def model_weights(name: str, n: int, k: int, seed: int) -> np.ndarray:
-    """``n`` rows of ``name`` as ggml's quantizers make them from Gaussian weights: q4_0's ``d`` of either sign,
-    q4_1's ``m`` between ``-15 d`` and 0 (a block whose values straddle zero), q4_K's 6-bit scales and mins with
-    ``dmin mn`` between 0 and ``15 d sc`` (the same, per sub-block); random nibbles."""
-    rng = np.random.default_rng(seed)
-    nb = n * k // block_of(name)
-    out = np.zeros((nb, Q.fmt(name).nbytes), np.uint8)
-    d = np.exp2(rng.uniform(-9, -4, nb)).astype(np.float32)
-    if name == "q4_0":
-        out[:, 0:2] = _f16(d * np.where(rng.random(nb) < 0.5, -1, 1))
-        out[:, 2:] = rng.integers(0, 256, (nb, 16))
-    elif name == "q4_1":
-        out[:, 0:2] = _f16(d)
-        out[:, 2:4] = _f16(-d * rng.uniform(0, 15, nb))
-        out[:, 4:] = rng.integers(0, 256, (nb, 16))
-    elif name == "q4_K":
-        dmin = np.exp2(rng.uniform(-9, -4, nb)).astype(np.float32)
-        sc = rng.integers(1, 64, (nb, 8))
-        mf = d[:, None] * sc * rng.uniform(0, 15, (nb, 8)) / dmin[:, None]
-        mn = np.clip(np.rint(mf), 0, 63)
-        out[:, 0:2] = _f16(d)
-        out[:, 2:4] = _f16(dmin)
-        out[:, 4:16] = k4_encode(sc, mn)
-        out[:, 16:] = rng.integers(0, 256, (nb, 128))
-    else:
-        raise ValueError(f"IME1 takes {', '.join(TYPES)}, not {name!r}")
-    return out.reshape(n, -1)
 
 
 #: quant_blocks' scale classes but the largest fp16 (65504 overflows q4_K's fp16(d * sc) and the fp32 sums).

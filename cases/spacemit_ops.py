@@ -29,11 +29,11 @@ from hypothesis import strategies as st
 from cases import coverage
 from cases import loops as L
 from cases import strategies as S
+from cases.spacemit_tree import absent
 from cases.vec_source import file_notes, rvv_paths, where
 from harness.check import observe
 from harness.check.compare import assert_all_within, assert_bitwise_equal, assert_within_ulps
 from harness.emulators.protocol import In, Out
-from harness.ggml.source import GgmlSource
 from harness.ggml.tree import Tree
 from oracles import ggml_ops as GO
 from oracles.ulp import ulp_error
@@ -476,16 +476,6 @@ ELSEWHERE = {
 HELPERS_OF = {"memcpy1d": "get_rows",
               "forward_binary_mixed": "add"}  # forward_binary's path for a src1 of the other format (a fixed tree)
 
-
-
-def absent(src: GgmlSource, rel: str) -> str:
-    """What a coverage scan says of a SpacemiT file the tree lacks: no backend at all, or a backend from before the
-    rewrite of 2026-05 (ime.cpp and ime1_kernels.cpp only: the norms are ime.cpp's members, which test_spacemit_op
-    runs and the scan, which reads free functions, does not list)."""
-    if not (src.ggml / "src/ggml-cpu/spacemit").is_dir():
-        return "ggml-cpu/spacemit/ (no SpacemiT backend in this tree)"
-    return (f"{rel} (this tree's SpacemiT backend predates it: ime.cpp and ime1_kernels.cpp only, its norms ime.cpp's "
-            "members, run by test_spacemit_op)")
 
 
 @coverage.register("spacemit_ops")

@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 from cases import coverage
 from cases import loops as L
 from cases import strategies as S
+from cases.spacemit_tree import BACKEND
 from cases.vec_source import scan_rvv_file
 from harness.check import observe
 from harness.check.compare import assert_all_within, assert_bitwise_equal
@@ -79,7 +80,7 @@ class Quantizer(S.KernelSpec):
     def tree_needs(self) -> tuple[str, ...]:
         """rvv_kernels.cpp's quantizer: the backend before 2026-05 has IME1's own quantize_a_row_i8 /
         quantize_a_4row_i8 in ime1_kernels.cpp (another block format, no sums), run by the IME1 GEMM's tests."""
-        return (f"src/ggml-cpu/spacemit/rvv_kernels.cpp:{self.function}",)
+        return (f"{BACKEND}/rvv_kernels.cpp:{self.function}",)
 
 
 QUANTIZERS = {q.name: q for q in (

@@ -22,6 +22,7 @@ from typing import Any
 
 from cases import quant_variants as V
 from cases import spacemit_gemm as G
+from cases import spacemit_gemm_data as GD
 from costs.suite import CostCase
 from harness.cost.prices.per_token import size_label
 from harness.emulators.protocol import In, Out
@@ -46,8 +47,8 @@ def _case(name: str, k: int, n: int, m: int, path: str, reps: int) -> CostCase:
 
     def run(target: Any) -> None:
         G.ime1_or_skip(target)
-        w = G.model_weights(name, n, k, SEED)
-        x = G.activations("gaussian", m, k, SEED + 1)
+        w = GD.model_weights(name, n, k, SEED)
+        x = GD.activations("gaussian", m, k, SEED + 1)
         ip = [V.type_id(target, name), k, n, m, 1, G.PLACEMENT, 1, reps]
         target.call("repack_mul_mat", ip, [], [In(w), In(x), Out(4 * m * n)],
                     emulator=None if path == "ime1" else G.without_ime1())
@@ -57,5 +58,5 @@ def _case(name: str, k: int, n: int, m: int, path: str, reps: int) -> CostCase:
                     backend="spacemit")
 
 
-CASES = [_case(name, k, n, m, path, reps) for name in G.TYPES for k, n, m in SHAPES if k % G.block_of(name) == 0
+CASES = [_case(name, k, n, m, path, reps) for name in G.TYPES for k, n, m in SHAPES if k % GD.block_of(name) == 0
          for path in PATHS for reps in REPS]

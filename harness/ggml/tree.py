@@ -46,6 +46,8 @@ class Tree:
     types: dict[str, int] = field(default_factory=dict)  # ggml type name -> enum value
     symbols: set[str] = field(default_factory=set)  # functions declared or defined, structs, enumerators
     notes: list[csource.Note] = field(default_factory=list)
+    #: The functions (members included) of each file a ``file:function`` need named, read once per inventory.
+    defined: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def has(self, name: str) -> bool:
         """A symbol of the tree; or, for a name with a ``/``, a file of its ggml directory
@@ -57,7 +59,9 @@ class Tree:
         path = self.source.ggml / rel
         if not path.is_file():
             return False
-        return not function or function in csource.read(path).functions(None, members=True)
+        if function and rel not in self.defined:
+            self.defined[rel] = frozenset(csource.read(path).functions(None, members=True))
+        return not function or function in self.defined[rel]
 
     def missing(self, names: Iterable[str]) -> list[str]:
         return [n for n in names if not self.has(n)]

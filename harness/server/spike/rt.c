@@ -810,6 +810,7 @@ static char bootargs[4096];
 // program that sizes its work by the CPU count sees the modelled board's (the K1's 8: SpacemiT's backend before
 // 2026-05 gives IME work to hardware_concurrency() / 2 cores, none on one CPU).
 static int online_cpus = 1;
+#define CPUS_KEY "SPIKE_ONLINE_CPUS="
 
 static uint32_t be32(const unsigned char * p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -875,9 +876,9 @@ static int target_environment(const unsigned char * fdt, char ** env) {
             continue;
         }
         env[count++] = word;
-        if (word[0] == 'S' && same_prefix(word, "SPIKE_ONLINE_CPUS=")) {
+        if (same_prefix(word, CPUS_KEY)) {
             int n = 0;
-            for (const char * c = word + 18; *c >= '0' && *c <= '9'; ++c) n = n * 10 + (*c - '0');
+            for (const char * c = word + sizeof CPUS_KEY - 1; *c >= '0' && *c <= '9'; ++c) n = n * 10 + (*c - '0');
             online_cpus = n < 1 ? 1 : n > 64 ? 64 : n;
         }
     }
